@@ -1,0 +1,36 @@
+# Two commands a newcomer needs: `make run` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PORT ?= 6443
+DATABASE_URL ?= sqlite:///./data/dra.sqlite
+
+.PHONY: venv run test lint typecheck fuzz bench clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+venv: $(BIN)/.installed
+
+run: venv
+	$(BIN)/python -m app.devstack --port $(PORT) --database-url '$(DATABASE_URL)'
+
+test: venv
+	$(BIN)/ruff check .
+	$(BIN)/python -m mypy app schedulers controllers kubeletsim
+	$(BIN)/pytest -q
+
+lint: venv
+	$(BIN)/ruff check .
+
+typecheck: venv
+	$(BIN)/python -m mypy app schedulers controllers kubeletsim
+
+bench: venv
+	$(BIN)/python -m bench.api
+
+clean:
+	rm -rf $(VENV) data build *.egg-info

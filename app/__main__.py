@@ -1,0 +1,95 @@
+"""``python -m app``: run the API server, or migrate its database."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from app.config import DEFAULT_DATABASE_URL, Settings, add_server_arguments, env, settings_from_args
+from app.kube.features import FeatureGateError, FeatureGates
+from app.kube.logs import setup_logging
+
+log = logging.getLogger("app")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m app",
+        description="Kubernetes-compatible API server for resource.k8s.io/v1 (Dynamic Resource Allocation).",
+    )
+    sub = parser.add_subparsers(dest="command")
+    serve = sub.add_parser("serve", help="serve the Kubernetes API (the default command)")
+    add_server_arguments(serve)
+    migrate = sub.add_parser("migrate", help="create or upgrade the database schema (Alembic)")
+    migrate.add_argument("--database-url", default=env("DRA_DATABASE_URL", DEFAULT_DATABASE_URL), help="database to migrate (DRA_DATABASE_URL)")
+    migrate.add_argument("--revision", default="head", help="target Alembic revision (default: head)")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
+        argv.insert(0, "serve")
+    args = parser.parse_args(argv)
+    if args.command == "migrate":
+        from app.storage.db import run_migrations
+
+        setup_logging("info")
+        run_migrations(args.database_url, args.revision)
+        print(f"database schema is up to date ({args.revision})")
+        return 0
+    settings = settings_from_args(args)
+    setup_logging(settings.log_level)
+    try:
+        FeatureGates.parse(settings.feature_gates)
+    except FeatureGateError as exc:
+        print(f"error: invalid --feature-gates: {exc}", file=sys.stderr)
+        return 2
+    return serve_forever(settings)
+
+
+def serve_forever(settings: Settings) -> int:
+    import asyncio
+
+    import uvicorn
+
+    from app.server import create_app
+    from app.storage.db import SchemaOutOfDate, check_schema, create_engine
+
+    async def preflight() -> None:
+        engine = create_engine(settings.database_url)
+        try:
+            await check_schema(engine, settings.database_url)
+        finally:
+            await engine.dispose()
+
+    try:
+        asyncio.run(preflight())
+    except SchemaOutOfDate as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 3
+    config = uvicorn.Config(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_config=None,
+        access_log=False,
+        loop="uvloop",
+        http="httptools",
+        timeout_keep_alive=120,
+        lifespan="on",
+    )
+    server = uvicorn.Server(config)
+    log.info("serving the Kubernetes API", extra={"listen": settings.listen, "database": _redact(settings.database_url)})
+    server.run()
+    return 0
+
+
+def _redact(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return "<unparseable>"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1033 @@
+"""Server-side apply and ``metadata.managedFields``, after sigs.k8s.io/structured-merge-diff.
+
+Field sets are trees keyed by FieldsV1 path elements (``f:name``, ``k:{"name":"c"}``, ``v:"x"``); the
+key ``.`` marks the node itself as owned. A manager is identified like upstream: name, operation,
+apiVersion (Update only) and subresource.
+
+Apply (``apply_patch``) merges the configuration into the live object by schema (granular maps and
+structs merge per field, ``x-kubernetes-list-type: map``/``set`` lists per item, atomic lists and maps
+are replaced), prunes what the applier owned before and no longer applies unless another manager
+owns it, and refuses (409) to change fields other managers own unless forced, in which case it
+takes them over. Other writes (``update_managed_fields``) give the writer every field it added or
+changed and take those fields from the other managers, as upstream's Update does.
+
+Corner cases left out or simplified:
+
+* managed fields are always kept in the request's apiVersion; there is no conversion between versions;
+* the ``kubectl.kubernetes.io/last-applied-configuration`` interplay (LastAppliedManager and
+  LastAppliedUpdater) is not modelled;
+* unions/discriminators are not normalized;
+* upstream compares a create against the zero value of the Go type, which holds empty nested
+  structs; here only the top-level ``metadata``/``spec``/``status`` are taken as pre-existing, so
+  nested structs created by a write may get a ``.`` entry upstream would not record;
+* list-map items that omit a key field use the known default for ``protocol`` ("TCP") and otherwise
+  leave the field out of the key (upstream rejects such items unless the schema has a default);
+* schema type mismatches in an applied configuration are merged as opaque values instead of being
+  rejected; only undeclared fields, key-less or duplicated list items are rejected.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import orjson
+
+from app.api.patch import clone
+from app.api.schemas import SchemaNode, schema_for_kind
+from app.kube.errors import ApiError, bad_request
+
+FieldSet = dict[str, Any]
+
+MAX_UPDATE_MANAGERS = 10
+ANCIENT_CHANGES_MANAGER = "ancient-changes"
+
+_MEMBER = "."
+_LEAF, _STRUCT, _MAP, _ASSOC, _SET = "leaf", "struct", "map", "assoc", "set"
+_KEY_DEFAULTS = {"protocol": "TCP"}
+_MISSING: Any = object()
+
+
+def _path_tree(paths: Iterable[Sequence[str]]) -> FieldSet:
+    tree: FieldSet = {}
+    for path in paths:
+        node = tree
+        for name in path:
+            node = node.setdefault("f:" + name, {})
+        node[_MEMBER] = {}
+    return tree
+
+
+# Paths no manager ever owns (upstream's stripMetaManager); exact paths, not sub-trees.
+_STRIPPED = _path_tree(
+    [
+        ("apiVersion",),
+        ("kind",),
+        ("metadata",),
+        ("metadata", "name"),
+        ("metadata", "namespace"),
+        ("metadata", "creationTimestamp"),
+        ("metadata", "selfLink"),
+        ("metadata", "uid"),
+        ("metadata", "clusterName"),
+        ("metadata", "generation"),
+        ("metadata", "managedFields"),
+        ("metadata", "resourceVersion"),
+    ]
+)
+
+
+# --------------------------------------------------------------------------------------------------
+# Field sets
+
+
+def _insert(tree: FieldSet, path: Sequence[str]) -> None:
+    if not path:
+        return
+    node = tree
+    for element in path:
+        node = node.setdefault(element, {})
+    node[_MEMBER] = {}
+
+
+def set_union(a: FieldSet, b: FieldSet) -> FieldSet:
+    """Paths in either set. Inputs are not modified; sub-trees may be shared."""
+    if not a:
+        return b
+    if not b:
+        return a
+    out = dict(a)
+    for key, child in b.items():
+        if key == _MEMBER:
+            out[_MEMBER] = {}
+        else:
+            out[key] = set_union(a[key], child) if key in a else child
+    return out
+
+
+def set_difference(a: FieldSet, b: FieldSet) -> FieldSet:
+    """Paths in ``a`` that are not in ``b`` (exact paths; descendants of ``b``'s paths stay)."""
+    if not b:
+        return a
+    out: FieldSet = {}
+    for key, child in a.items():
+        if key == _MEMBER:
+            if _MEMBER not in b:
+                out[_MEMBER] = {}
+        elif key in b:
+            rest = set_difference(child, b[key])
+            if rest:
+                out[key] = rest
+        else:
+            out[key] = child
+    return out
+
+
+def set_intersection(a: FieldSet, b: FieldSet) -> FieldSet:
+    """Paths in both sets."""
+    out: FieldSet = {}
+    for key, child in a.items():
+        if key not in b:
+            continue
+        if key == _MEMBER:
+            out[_MEMBER] = {}
+        else:
+            both = set_intersection(child, b[key])
+            if both:
+                out[key] = both
+    return out
+
+
+def set_recursive_difference(a: FieldSet, b: FieldSet) -> FieldSet:
+    """Paths in ``a`` that are neither in ``b`` nor below a path of ``b``."""
+    if not b:
+        return a
+    out: FieldSet = {}
+    for key, child in a.items():
+        if key == _MEMBER:
+            out[_MEMBER] = {}
+            continue
+        other = b.get(key)
+        if other is None:
+            out[key] = child
+        elif _MEMBER not in other:
+            rest = set_recursive_difference(child, other)
+            if rest:
+                out[key] = rest
+    return out
+
+
+def _sort_key(element: str) -> tuple[int, Any]:
+    kind = element[:2]
+    if kind == "f:":
+        return 0, element[2:]
+    if kind == "k:":
+        return 1, element[2:]
+    if kind == "v:":
+        return 2, element[2:]
+    if kind == "i:":
+        try:
+            return 3, int(element[2:])
+        except ValueError:
+            return 3, 0
+    return 4, element
+
+
+def _members(tree: FieldSet, prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    """Every owned path, in upstream's path order."""
+    if _MEMBER in tree and prefix:
+        yield prefix
+    for key in sorted((k for k in tree if k != _MEMBER), key=_sort_key):
+        yield from _members(tree[key], (*prefix, key))
+
+
+def to_fields_v1(tree: FieldSet) -> dict[str, Any]:
+    """Serialize a field set the way ``metadata.managedFields[].fieldsV1`` stores it."""
+    out: dict[str, Any] = {}
+    children = [k for k in tree if k != _MEMBER]
+    if _MEMBER in tree and children:
+        out[_MEMBER] = {}
+    for key in sorted(children, key=_sort_key):
+        out[key] = to_fields_v1(tree[key])
+    return out
+
+
+def _canonical_element(element: str) -> str:
+    if element[:2] in ("k:", "v:"):
+        try:
+            return element[:2] + _json(json.loads(element[2:]))
+        except ValueError:
+            return element
+    return element
+
+
+def from_fields_v1(fields: Any) -> FieldSet:
+    """Parse a FieldsV1 object into a field set."""
+    if not isinstance(fields, dict):
+        raise ValueError("FieldsV1 must be an object")
+    out: FieldSet = {}
+    for key, child in fields.items():
+        if key == _MEMBER:
+            out[_MEMBER] = {}
+            continue
+        if not isinstance(key, str) or key[:2] not in ("f:", "k:", "v:", "i:"):
+            raise ValueError(f"unexpected path element {key!r}")
+        parsed = from_fields_v1(child)
+        out[_canonical_element(key)] = parsed if parsed else {_MEMBER: {}}
+    return out
+
+
+def _json(value: Any) -> str:
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    except TypeError:  # integers beyond 64 bits
+        return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+
+
+def _go_value(value: Any) -> str:
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, int | float):
+        return str(value)
+    return _json(value)
+
+
+def path_string(path: Sequence[str]) -> str:
+    """A path as structured-merge-diff prints it: ``.spec.containers[name="c"].image``."""
+    parts: list[str] = []
+    for element in path:
+        kind, body = element[:2], element[2:]
+        if kind == "f:":
+            parts.append("." + body)
+        elif kind == "k:":
+            try:
+                key = json.loads(body)
+            except ValueError:
+                key = {}
+            parts.append("[" + ",".join(f"{k}={_go_value(key[k])}" for k in sorted(key)) + "]")
+        elif kind == "v:":
+            try:
+                parts.append("[=" + _go_value(json.loads(body)) + "]")
+            except ValueError:
+                parts.append("[=" + body + "]")
+        else:
+            parts.append(f"[{body}]")
+    return "".join(parts)
+
+
+# --------------------------------------------------------------------------------------------------
+# Schema-directed walking
+
+
+def _shape(node: SchemaNode) -> tuple[str, str]:
+    """(value kind the schema expects, how structured-merge-diff tracks it), computed once per node."""
+    try:
+        return node.memo["smd_shape"]  # type: ignore[no-any-return]
+    except KeyError:
+        pass
+    shape: tuple[str, str]
+    if node.is_free_form:
+        shape = ("free", _MAP)
+    elif node.is_array:
+        shape = ("list", _list_kind(node))
+    elif node.is_object:
+        if node.map_type == "atomic":
+            shape = ("dict", _LEAF)
+        elif node.has_properties or node.additional_properties() is None:
+            shape = ("dict", _STRUCT)
+        else:
+            shape = ("dict", _MAP)
+    else:
+        shape = ("scalar", _LEAF)
+    node.memo["smd_shape"] = shape
+    return shape
+
+
+def _type_of(node: SchemaNode | None, value: Any) -> str:
+    """How structured-merge-diff treats ``value`` at ``node``."""
+    if node is None:
+        return _MAP if type(value) is dict else _LEAF
+    expected, kind = _shape(node)
+    if expected == "dict":
+        return kind if type(value) is dict else _LEAF
+    if expected == "list":
+        return kind if type(value) is list else _LEAF
+    if expected == "free":
+        return _MAP if type(value) is dict else _LEAF
+    return _LEAF
+
+
+def _list_kind(node: SchemaNode) -> str:
+    list_type = node.list_type
+    if list_type == "map":
+        return _ASSOC
+    if list_type == "set":
+        return _SET
+    if list_type is None:
+        strategy, merge_key = node.patch_strategy
+        if strategy and "merge" in strategy.split(","):
+            return _ASSOC if merge_key else _SET
+    return _LEAF
+
+
+def _list_keys(node: SchemaNode | None) -> tuple[str, ...]:
+    if node is None:
+        return ()
+    keys = node.list_map_keys
+    if keys:
+        return keys
+    merge_key = node.patch_strategy[1]
+    return (merge_key,) if merge_key else ()
+
+
+def _child(node: SchemaNode | None, kind: str, name: str) -> SchemaNode | None:
+    if node is None or _shape(node)[0] == "free":
+        return None
+    if kind == _STRUCT:
+        return node.property(name)
+    return node.additional_properties()
+
+
+def _item_element(kind: str, keys: tuple[str, ...], item: Any) -> str | None:
+    if kind == _SET:
+        if isinstance(item, dict | list):
+            return None
+        return "v:" + _json(item)
+    if not isinstance(item, dict):
+        return None
+    key: dict[str, Any] = {}
+    for name in keys:
+        if name in item and item[name] is not None:
+            key[name] = item[name]
+        elif name in _KEY_DEFAULTS:
+            key[name] = _KEY_DEFAULTS[name]
+    if not key:
+        return None
+    return "k:" + _json(key)
+
+
+def _index_items(items: list[Any], kind: str, node: SchemaNode) -> tuple[list[str], dict[str, Any]] | None:
+    """Path elements of a list's items in order (repeats ignored), or None if an item has none."""
+    keys = _list_keys(node) if kind == _ASSOC else ()
+    order: list[str] = []
+    by_element: dict[str, Any] = {}
+    for item in items:
+        element = _item_element(kind, keys, item)
+        if element is None:
+            return None
+        if element not in by_element:
+            by_element[element] = item
+            order.append(element)
+    return order, by_element
+
+
+def _field_set(value: Any, node: SchemaNode | None, path: tuple[str, ...], out: FieldSet) -> None:
+    """Insert every leaf, list item and map entry of ``value`` (upstream's ToFieldSet)."""
+    kind = _type_of(node, value)
+    if kind == _LEAF:
+        _insert(out, path)
+        return
+    if kind in (_STRUCT, _MAP):
+        for key, child_value in value.items():
+            child = _child(node, kind, key)
+            child_path = (*path, "f:" + key)
+            if child_value is None:
+                if kind == _MAP or not _is_granular_container(child):
+                    _insert(out, child_path)
+                continue
+            _field_set(child_value, child, child_path, out)
+            if kind == _MAP or child is None:
+                _insert(out, child_path)
+        return
+    assert node is not None
+    indexed = _index_items(value, kind, node)
+    if indexed is None:
+        _insert(out, path)
+        return
+    order, by_element = indexed
+    items = node.items()
+    for element in order:
+        item_path = (*path, element)
+        _field_set(by_element[element], items, item_path, out)
+        _insert(out, item_path)
+
+
+def _is_granular_container(node: SchemaNode | None) -> bool:
+    if node is None:
+        return False
+    expected, kind = _shape(node)
+    return expected in ("dict", "list") and kind != _LEAF
+
+
+def _leaf_equal(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    return bool(a == b)
+
+
+@dataclass
+class _Comparison:
+    added: FieldSet
+    modified: FieldSet
+    removed: FieldSet
+
+    def filter(self, ignored: FieldSet) -> None:
+        self.added = set_recursive_difference(self.added, ignored)
+        self.modified = set_recursive_difference(self.modified, ignored)
+        self.removed = set_recursive_difference(self.removed, ignored)
+
+
+def _compare(lhs: Any, rhs: Any, node: SchemaNode | None, path: tuple[str, ...], acc: _Comparison) -> None:
+    """Record what changed from ``lhs`` to ``rhs`` (None means absent), like upstream's Compare."""
+    kind = _type_of(node, rhs if rhs is not None else lhs)
+    if lhs is not None and rhs is not None and kind != _LEAF and _type_of(node, lhs) != kind:
+        kind = _LEAF
+    if kind in (_STRUCT, _MAP):
+        if lhs or rhs:
+            left = lhs or {}
+            right = rhs or {}
+            for key in _ordered_union(left, right):
+                _compare(left.get(key), right.get(key), _child(node, kind, key), (*path, "f:" + key), acc)
+            _post_item(lhs, rhs, path, acc)
+            return
+    elif kind in (_ASSOC, _SET):
+        assert node is not None
+        if lhs or rhs:
+            left_index = _index_items(lhs or [], kind, node)
+            right_index = _index_items(rhs or [], kind, node)
+            if left_index is not None and right_index is not None:
+                left_items, right_items = left_index[1], right_index[1]
+                items = node.items()
+                for element in _ordered_union(left_items, right_items):
+                    _compare(left_items.get(element), right_items.get(element), items, (*path, element), acc)
+                _post_item(lhs, rhs, path, acc)
+                return
+    if lhs is None:
+        _insert(acc.added, path)
+    elif rhs is None:
+        _insert(acc.removed, path)
+    elif not _leaf_equal(lhs, rhs):
+        _insert(acc.modified, path)
+
+
+def _post_item(lhs: Any, rhs: Any, path: tuple[str, ...], acc: _Comparison) -> None:
+    if not path:
+        return
+    if lhs is None:
+        _insert(acc.added, path)
+    elif rhs is None:
+        _insert(acc.removed, path)
+
+
+def _ordered_union(left: dict[str, Any], right: dict[str, Any]) -> list[str]:
+    return [*left, *(k for k in right if k not in left)]
+
+
+def _without_nulls(value: Any) -> Any:
+    """A copy of an applied value as the typed decode leaves it: null map members are dropped."""
+    if type(value) is dict:
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if type(value) is list:
+        return [_without_nulls(v) for v in value]
+    return value
+
+
+def _merge(lhs: Any, rhs: Any, node: SchemaNode | None) -> Any:
+    """Merge an applied value into a live one (rhs wins on leaves); the result shares nothing."""
+    if lhs is None:
+        return _without_nulls(rhs)
+    kind = _type_of(node, rhs)
+    if kind != _LEAF and _type_of(node, lhs) != kind:
+        return _without_nulls(rhs)
+    if kind in (_STRUCT, _MAP):
+        out: dict[str, Any] = {}
+        for key, live_value in lhs.items():
+            if key in rhs:
+                applied_value = rhs[key]
+                if applied_value is not None:
+                    out[key] = _merge(live_value, applied_value, _child(node, kind, key))
+            else:
+                out[key] = clone(live_value)
+        for key, applied_value in rhs.items():
+            if key not in lhs and applied_value is not None:
+                out[key] = _without_nulls(applied_value)
+        return out
+    if kind in (_ASSOC, _SET):
+        assert node is not None
+        left_index = _index_items(lhs, kind, node)
+        right_index = _index_items(rhs, kind, node)
+        if left_index is None or right_index is None or not (lhs or rhs):
+            return _without_nulls(rhs)
+        items = node.items()
+        return [
+            _merge(left, right, items) if right is not _MISSING else clone(left)
+            for left, right in _merge_list_order(left_index, right_index)
+        ]
+    return _without_nulls(rhs)
+
+
+def _merge_list_order(
+    left_index: tuple[list[str], dict[str, Any]],
+    right_index: tuple[list[str], dict[str, Any]],
+) -> Iterator[tuple[Any, Any]]:
+    """Pairs (live item or None, applied item or _MISSING) in the order upstream's merge emits them."""
+    left_order, left_items = left_index
+    right_order, right_items = right_index
+    shared = [e for e in right_order if e in left_items]
+    shared_pos = 0
+    next_shared = shared[0] if shared else None
+    li = ri = 0
+    while li < len(left_order) or ri < len(right_order):
+        progressed = False
+        if li < len(left_order) and ri < len(right_order):
+            element = left_order[li]
+            if element == right_order[ri]:
+                yield left_items[element], right_items[element]
+                li += 1
+                ri += 1
+                shared_pos += 1
+                next_shared = shared[shared_pos] if shared_pos < len(shared) else None
+                continue
+            if element in right_items and next_shared is not None and next_shared != element:
+                li += 1
+                continue
+        if li < len(left_order):
+            element = left_order[li]
+            if element not in right_items:
+                yield left_items[element], _MISSING
+                li += 1
+                continue
+        if ri < len(right_order):
+            element = right_order[ri]
+            yield left_items.get(element), right_items[element]
+            ri += 1
+            progressed = True
+            if next_shared is not None and next_shared == element:
+                shared_pos += 1
+                next_shared = shared[shared_pos] if shared_pos < len(shared) else None
+        if not progressed:
+            # Only reachable with inconsistent input; never loop forever.
+            li += 1
+
+
+def _remove_items(value: Any, removal: FieldSet, node: SchemaNode | None) -> Any:
+    """``value`` without the owned paths of ``removal`` (each removed with everything below it)."""
+    kind = _type_of(node, value)
+    if kind in (_STRUCT, _MAP):
+        out: dict[str, Any] = {}
+        for key, child_value in value.items():
+            sub = removal.get("f:" + key)
+            if sub is None:
+                out[key] = child_value
+            elif _MEMBER not in sub:
+                out[key] = _remove_items(child_value, sub, _child(node, kind, key))
+        return out
+    if kind in (_ASSOC, _SET):
+        assert node is not None
+        keys = _list_keys(node) if kind == _ASSOC else ()
+        items = node.items()
+        kept = []
+        for item in value:
+            element = _item_element(kind, keys, item)
+            sub = removal.get(element) if element is not None else None
+            if sub is None:
+                kept.append(item)
+            elif _MEMBER not in sub:
+                kept.append(_remove_items(item, sub, items))
+        return kept
+    return value
+
+
+def _ensure_named_fields(tree: FieldSet, node: SchemaNode | None) -> FieldSet:
+    """``tree`` plus every struct field that has owned descendants (upstream's EnsureNamedFieldsAreMembers)."""
+    out: FieldSet = {}
+    shape = _shape(node) if node is not None else ("free", _MAP)
+    typed = node is not None and shape[0] != "free"
+    for key, child in tree.items():
+        if key == _MEMBER:
+            out[_MEMBER] = {}
+            continue
+        child_node: SchemaNode | None = None
+        named = False
+        if key.startswith("f:"):
+            if typed and node is not None:
+                child_node = node.property(key[2:])
+                named = child_node is not None and shape[1] == _STRUCT
+                if child_node is None:
+                    child_node = node.additional_properties()
+        elif typed and node is not None:
+            child_node = node.items()
+        new_child = _ensure_named_fields(child, child_node)
+        if named and len(child) > (1 if _MEMBER in child else 0):
+            new_child[_MEMBER] = {}
+        out[key] = new_child
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# managedFields entries
+
+ManagerId = tuple[str, str, str, str]  # manager, operation, apiVersion (Update only), subresource
+
+
+@dataclass
+class _Entry:
+    fields: FieldSet
+    api_version: str
+    time: str | None
+
+
+def _manager_id(manager: str, operation: str, api_version: str, subresource: str) -> ManagerId:
+    return manager, operation, api_version if operation == "Update" else "", subresource
+
+
+def _identifier_json(manager_id: ManagerId) -> str:
+    manager, operation, api_version, subresource = manager_id
+    parts = [f'"manager":{json.dumps(manager)}', f'"operation":{json.dumps(operation)}']
+    if api_version:
+        parts.append(f'"apiVersion":{json.dumps(api_version)}')
+    if subresource:
+        parts.append(f'"subresource":{json.dumps(subresource)}')
+    return "{" + ",".join(parts) + "}"
+
+
+def _print_manager(manager_id: ManagerId) -> str:
+    manager, operation, api_version, subresource = manager_id
+    text = json.dumps(manager, ensure_ascii=False)
+    if subresource:
+        text += f" with subresource {json.dumps(subresource, ensure_ascii=False)}"
+    if operation == "Update":
+        text += f" using {api_version}"
+    return text
+
+
+def _decode_managed_fields(entries: Any) -> dict[ManagerId, _Entry]:
+    """Managers from ``metadata.managedFields``; raises ValueError for a malformed list."""
+    managers: dict[ManagerId, _Entry] = {}
+    if entries is None:
+        return managers
+    if not isinstance(entries, list):
+        raise ValueError("managedFields must be a list")
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            raise ValueError(f"invalid managed fields entry {index}")
+        operation = entry.get("operation")
+        if operation not in ("Apply", "Update"):
+            raise ValueError("operation must be `Apply` or `Update`")
+        api_version = entry.get("apiVersion")
+        if not isinstance(api_version, str) or not api_version:
+            raise ValueError("apiVersion must not be empty")
+        fields_type = entry.get("fieldsType")
+        if not fields_type:
+            raise ValueError(f"missing fieldsType in managed fields entry {index}")
+        if fields_type != "FieldsV1":
+            raise ValueError(f"invalid fieldsType {json.dumps(fields_type)} in managed fields entry {index}")
+        manager_id = _manager_id(
+            str(entry.get("manager") or ""), operation, api_version, str(entry.get("subresource") or "")
+        )
+        time = entry.get("time")
+        managers[manager_id] = _Entry(
+            from_fields_v1(entry.get("fieldsV1") or {}), api_version, time if isinstance(time, str) else None
+        )
+    return managers
+
+
+def _time_seconds(time: str | None) -> float:
+    if not time:
+        return 0.0
+    try:
+        return datetime.fromisoformat(time.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def _encode_managed_fields(managers: dict[ManagerId, _Entry]) -> list[dict[str, Any]]:
+    rows = []
+    for manager_id, entry in managers.items():
+        manager, operation, _, subresource = manager_id
+        row: dict[str, Any] = {"manager": manager, "operation": operation, "apiVersion": entry.api_version}
+        if entry.time:
+            row["time"] = entry.time
+        row["fieldsType"] = "FieldsV1"
+        row["fieldsV1"] = to_fields_v1(entry.fields)
+        if subresource:
+            row["subresource"] = subresource
+        rows.append(row)
+    rows.sort(
+        key=lambda r: (
+            r["operation"],
+            int(_time_seconds(r.get("time"))),
+            r["manager"],
+            r["apiVersion"],
+            r.get("subresource", ""),
+        )
+    )
+    return rows
+
+
+def _cap_update_managers(managers: dict[ManagerId, _Entry]) -> None:
+    """Fold the oldest Update managers into ``ancient-changes`` buckets beyond the upstream cap."""
+    updaters = [m for m in managers if m[1] == "Update"]
+    if len(updaters) <= MAX_UPDATE_MANAGERS:
+        return
+    updaters.sort(key=lambda m: (int(_time_seconds(managers[m].time)), _identifier_json(m)))
+    first_by_version: dict[str, ManagerId] = {}
+    remaining = len(updaters)
+    for manager_id in updaters:
+        if remaining <= MAX_UPDATE_MANAGERS:
+            break
+        entry = managers[manager_id]
+        version = entry.api_version
+        bucket = _manager_id(ANCIENT_CHANGES_MANAGER, "Update", version, "")
+        first = first_by_version.get(version)
+        if first is None:
+            first_by_version[version] = manager_id
+            continue
+        if bucket not in managers:
+            managers[bucket] = managers.pop(first)
+        bucket_entry = managers[bucket]
+        managers[bucket] = _Entry(set_union(entry.fields, bucket_entry.fields), version, entry.time)
+        if manager_id != bucket:
+            del managers[manager_id]
+        remaining -= 1
+
+
+def _without_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
+    """A shallow copy of ``obj`` whose metadata lacks managedFields."""
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, dict) or "managedFields" not in metadata:
+        return obj
+    out = dict(obj)
+    out["metadata"] = {k: v for k, v in metadata.items() if k != "managedFields"}
+    return out
+
+
+def _set_managed_fields(obj: dict[str, Any], managers: dict[ManagerId, _Entry]) -> None:
+    metadata = obj.setdefault("metadata", {})
+    rows = _encode_managed_fields(managers)
+    if rows:
+        metadata["managedFields"] = rows
+    else:
+        metadata.pop("managedFields", None)
+
+
+def _drop_empty(managers: dict[ManagerId, _Entry]) -> None:
+    for manager_id in [m for m, e in managers.items() if not e.fields]:
+        del managers[manager_id]
+
+
+def fields_v1_of(obj: dict[str, Any], schema: SchemaNode | None) -> dict[str, Any]:
+    """The FieldsV1 of every field set in ``obj`` (what applying it as a whole would own)."""
+    tree: FieldSet = {}
+    _field_set(_without_managed_fields(obj), schema, (), tree)
+    return to_fields_v1(set_difference(tree, _STRIPPED))
+
+
+# --------------------------------------------------------------------------------------------------
+# Update
+
+
+def _decode_live_or_new(old: dict[str, Any] | None, new: dict[str, Any], subresource: bool) -> dict[ManagerId, _Entry]:
+    live_entries = ((old or {}).get("metadata") or {}).get("managedFields")
+    if not subresource:
+        new_entries = (new.get("metadata") or {}).get("managedFields")
+        if isinstance(new_entries, list) and (not new_entries or (len(new_entries) == 1 and not new_entries[0])):
+            return {}  # an explicit reset
+        try:
+            managers = _decode_managed_fields(new_entries)
+        except ValueError:
+            managers = {}
+        if managers:
+            return managers
+    try:
+        return _decode_managed_fields(live_entries)
+    except ValueError:
+        return {}
+
+
+def update_managed_fields(
+    old: dict[str, Any] | None,
+    new: dict[str, Any],
+    manager: str,
+    operation: str,
+    api_version: str,
+    now: str,
+    subresource: str = "",
+    *,
+    schema: SchemaNode | None = None,
+    reset_fields: Iterable[Sequence[str]] = (),
+) -> None:
+    """Record a create/update/patch by ``manager`` in ``new["metadata"]["managedFields"]`` (in place).
+
+    The manager gains the fields the write added or changed (under an ``Update`` entry unless
+    ``operation`` is ``"Apply"``); other managers lose those fields and any the write removed.
+    ``reset_fields`` are top-level paths the write does not own (e.g. ``("status",)`` on the main
+    resource). ``schema`` decides how lists and maps are tracked; by default it is looked up from
+    ``new``'s apiVersion and kind (an unknown kind tracks lists as atomic values).
+    """
+    if schema is None:
+        schema = schema_for_kind(str(new.get("apiVersion") or api_version), str(new.get("kind") or ""))
+    managers = _decode_live_or_new(old, new, bool(subresource))
+    metadata = new.setdefault("metadata", {})
+    metadata.pop("managedFields", None)
+    if old is not None:
+        before = _without_managed_fields(old)
+    else:
+        # Upstream compares a create with the kind's zero value, whose top-level structs exist.
+        before = {k: {} for k in ("metadata", "spec", "status") if isinstance(new.get(k), dict)}
+    comparison = _Comparison({}, {}, {})
+    _compare(before, new, schema, (), comparison)
+    ignored = _path_tree(reset_fields)
+    comparison.filter(ignored)
+    changed = set_union(comparison.modified, comparison.added)
+    for entry in managers.values():
+        entry.fields = set_difference(set_difference(entry.fields, changed), comparison.removed)
+    operation = "Apply" if operation == "Apply" else "Update"
+    mine = set_difference(changed, _STRIPPED)
+    if mine:
+        manager_id = _manager_id(manager, operation, api_version, subresource)
+        previous = managers.get(manager_id)
+        fields = set_union(mine, previous.fields) if previous else mine
+        managers[manager_id] = _Entry(fields, api_version, now)
+    _drop_empty(managers)
+    _cap_update_managers(managers)
+    _set_managed_fields(new, managers)
+
+
+# --------------------------------------------------------------------------------------------------
+# Apply
+
+
+def _gvk_string(api_version: Any, kind: Any) -> str:
+    api_version = api_version if isinstance(api_version, str) else ""
+    kind = kind if isinstance(kind, str) else ""
+    group, _, version = api_version.rpartition("/")
+    return f"{group}/{version}, Kind={kind}"
+
+
+def _expected_kind(live: dict[str, Any] | None, schema: SchemaNode | None, api_version: str) -> str | None:
+    if live and isinstance(live.get("kind"), str):
+        return str(live["kind"])
+    if schema is not None:
+        for gvk in schema.raw.get("x-kubernetes-group-version-kind") or ():
+            group, version = gvk.get("group", ""), gvk.get("version", "")
+            if (f"{group}/{version}" if group else version) == api_version:
+                return str(gvk.get("kind"))
+    return None
+
+
+def _validate_applied(value: Any, node: SchemaNode | None, path: tuple[str, ...], errors: list[str]) -> None:
+    """What upstream's typed conversion of an apply configuration rejects (a subset)."""
+    kind = _type_of(node, value)
+    if kind == _STRUCT:
+        assert node is not None
+        for key, child_value in value.items():
+            child = node.property(key)
+            child_path = (*path, "f:" + key)
+            if child is None:
+                errors.append(f"{path_string(child_path)}: field not declared in schema")
+            elif child_value is not None:
+                _validate_applied(child_value, child, child_path, errors)
+    elif kind == _MAP:
+        for key, child_value in value.items():
+            if child_value is not None:
+                _validate_applied(child_value, _child(node, kind, key), (*path, "f:" + key), errors)
+    elif kind in (_ASSOC, _SET):
+        assert node is not None
+        keys = _list_keys(node) if kind == _ASSOC else ()
+        seen: set[str] = set()
+        for index, item in enumerate(value):
+            element = _item_element(kind, keys, item)
+            if element is None:
+                if kind == _SET or not isinstance(item, dict):
+                    what = (
+                        "associative list with keys may not have non-map elements"
+                        if kind == _ASSOC
+                        else ("associative list without keys has an element that's a map type")
+                    )
+                    errors.append(f"{path_string(path)}: element {index}: {what}")
+                else:
+                    errors.append(
+                        f"{path_string(path)}: element {index}: associative list with keys has an element that "
+                        f'omits key field "{keys[0]}" (and doesn\'t have default value)'
+                    )
+                continue
+            if element in seen:
+                errors.append(f"{path_string(path)}: duplicate entries for key {path_string((element,))}")
+                continue
+            seen.add(element)
+            _validate_applied(item, node.items(), (*path, element), errors)
+
+
+def _conflict_error(conflicts: dict[ManagerId, FieldSet]) -> ApiError:
+    found: list[tuple[ManagerId, tuple[str, ...]]] = []
+    for manager_id in sorted(conflicts, key=_identifier_json):
+        found.extend((manager_id, path) for path in _members(conflicts[manager_id]))
+    causes = [
+        {"reason": "FieldManagerConflict", "message": f"conflict with {_print_manager(m)}", "field": path_string(p)}
+        for m, p in found
+    ]
+    if len(found) == 1:
+        manager_id, path = found[0]
+        message = f"Apply failed with 1 conflict: conflict with {_print_manager(manager_id)}: {path_string(path)}"
+    else:
+        lines: list[str] = []
+        for manager_id in sorted(conflicts, key=_identifier_json):
+            lines.append(f"conflicts with {_print_manager(manager_id)}:")
+            lines.extend(f"- {path_string(p)}" for m, p in found if m == manager_id)
+        message = f"Apply failed with {len(found)} conflicts: " + "\n".join(lines)
+    return ApiError(409, "Conflict", message, {"causes": causes})
+
+
+def apply_patch(
+    live: dict[str, Any] | None,
+    applied: Any,
+    manager: str,
+    force: bool,
+    schema: SchemaNode | None,
+    api_version: str,
+    now: str,
+    subresource: str = "",
+    *,
+    kind: str | None = None,
+    reset_fields: Iterable[Sequence[str]] = (),
+) -> dict[str, Any]:
+    """Server-side apply ``applied`` (the parsed apply configuration) onto ``live`` for ``manager``.
+
+    Returns the new object with ``metadata.managedFields`` updated; with ``live`` None it is the
+    object to create. Raises 409 Conflict when the configuration changes fields other managers own
+    and ``force`` is false, 400 for a configuration of the wrong kind or carrying managedFields.
+    ``kind`` defaults to the live object's kind or the schema's; ``reset_fields`` are top-level
+    paths the applier cannot own on this endpoint (e.g. ``("status",)`` on the main resource).
+    """
+    if not isinstance(applied, dict):
+        raise bad_request(
+            "error decoding YAML: error unmarshaling JSON: while decoding JSON: json: cannot unmarshal "
+            f"{_json_kind(applied)} into Go value of type map[string]interface {{}}"
+        )
+    expected_kind = kind or _expected_kind(live, schema, api_version)
+    if expected_kind is not None and (applied.get("apiVersion"), applied.get("kind")) != (api_version, expected_kind):
+        raise bad_request(f"invalid object type: {_gvk_string(applied.get('apiVersion'), applied.get('kind'))}")
+    applied_metadata = applied.get("metadata")
+    if isinstance(applied_metadata, dict) and applied_metadata.get("managedFields") is not None:
+        raise bad_request("metadata.managedFields must be nil")
+
+    try:
+        managers = _decode_managed_fields(((live or {}).get("metadata") or {}).get("managedFields"))
+    except ValueError as exc:
+        raise ApiError(500, "", f"failed to decode managed fields: {exc}") from exc
+
+    errors: list[str] = []
+    _validate_applied(applied, schema, (), errors)
+    if errors:
+        metadata = applied_metadata if isinstance(applied_metadata, dict) else {}
+        where = f"{metadata.get('namespace') or ''}/{metadata.get('name') or ''}"
+        detail = errors[0] if len(errors) == 1 else "errors:\n" + "\n".join("  " + e for e in errors)
+        gvk = _gvk_string(applied.get("apiVersion"), applied.get("kind"))
+        raise ApiError(500, "", f"failed to create typed patch object ({where}; {gvk}): {detail}")
+
+    before = _without_managed_fields(live) if live is not None else {}
+    merged: dict[str, Any] = _merge(before, applied, schema)
+
+    ignored = _path_tree(reset_fields)
+    applied_fields: FieldSet = {}
+    _field_set(applied, schema, (), applied_fields)
+    applied_fields = set_recursive_difference(applied_fields, ignored)
+
+    applier = _manager_id(manager, "Apply", api_version, subresource)
+    last = managers.get(applier)
+    managers[applier] = _Entry(applied_fields, api_version, last.time if last else None)
+
+    if last is not None and last.fields:
+        owned: FieldSet = {}
+        for entry in managers.values():
+            owned = set_union(owned, _ensure_named_fields(entry.fields, schema))
+        removal = set_difference(_ensure_named_fields(last.fields, schema), owned)
+        if removal:
+            merged = _remove_items(merged, removal, schema)
+
+    comparison = _Comparison({}, {}, {})
+    _compare(before, merged, schema, (), comparison)
+    comparison.filter(ignored)
+    changed = set_union(comparison.modified, comparison.added)
+    conflicts: dict[ManagerId, FieldSet] = {}
+    for manager_id, entry in managers.items():
+        if manager_id != applier:
+            taken = set_intersection(entry.fields, changed)
+            if taken:
+                conflicts[manager_id] = taken
+    if conflicts and not force:
+        raise _conflict_error(conflicts)
+    for manager_id, entry in managers.items():
+        if manager_id != applier:
+            entry.fields = set_difference(
+                set_difference(entry.fields, conflicts.get(manager_id, {})), comparison.removed
+            )
+
+    mine = managers[applier]
+    mine.fields = set_difference(mine.fields, _STRIPPED)
+    if merged != before:
+        mine.time = now
+    _drop_empty(managers)
+    _cap_update_managers(managers)
+    _set_managed_fields(merged, managers)
+    return merged
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "bool"
+    if value is None:
+        return "null"
+    return "number"

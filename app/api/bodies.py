@@ -1,0 +1,149 @@
+"""Request bodies: size limit, content types, JSON/YAML/protobuf decoding, hostile input."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import yaml
+from starlette.requests import Request
+
+from app.api import protobuf
+from app.kube.errors import ApiError, bad_request, entity_too_large, unsupported_media_type
+
+MAX_DEPTH = 100
+MAX_YAML_NODES = 1_000_000
+
+PATCH_TYPES = {
+    "application/json-patch+json": "json",
+    "application/merge-patch+json": "merge",
+    "application/strategic-merge-patch+json": "strategic",
+    "application/apply-patch+yaml": "apply",
+    "application/apply-patch+cbor": None,
+}
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The whole body, refusing anything over ``limit`` bytes without reading it all."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise entity_too_large(limit)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise entity_too_large(limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def media_type(content_type: str | None) -> str:
+    return (content_type or "").split(";", 1)[0].strip().lower()
+
+
+def _check_depth(value: Any, limit: int = MAX_DEPTH) -> None:
+    """Refuse absurd nesting before any recursive code sees it."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            raise bad_request(f"the request body is nested deeper than {limit} levels")
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+
+
+def decode_json(raw: bytes, kind: str) -> Any:
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise bad_request(f"the object provided is unrecognized (must be of type {kind}): couldn't get version/kind; json parse error: {exc}") from None
+    _check_depth(value)
+    return value
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """A safe YAML loader that measures the expanded document before building it."""
+
+
+def _expanded_size(node: yaml.Node, memo: dict[int, int]) -> int:
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    memo[key] = 1  # cycles count once
+    total = 1
+    if isinstance(node, yaml.SequenceNode):
+        for child in node.value:
+            total += _expanded_size(child, memo)
+            if total > MAX_YAML_NODES:
+                break
+    elif isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            total += _expanded_size(k, memo) + _expanded_size(v, memo)
+            if total > MAX_YAML_NODES:
+                break
+    memo[key] = total
+    return total
+
+
+def decode_yaml(raw: bytes, kind: str) -> Any:
+    try:
+        loader = _BoundedLoader(raw.decode("utf-8"))
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                return None
+            if _expanded_size(node, {}) > MAX_YAML_NODES:
+                raise bad_request("the YAML document expands to too many nodes (aliases)")
+            value = loader.construct_document(node)
+        finally:
+            loader.dispose()
+    except ApiError:
+        raise
+    except (yaml.YAMLError, UnicodeDecodeError, RecursionError, ValueError) as exc:
+        raise bad_request(f"the object provided is unrecognized (must be of type {kind}): error converting YAML to JSON: {exc}") from None
+    # YAML may hold values JSON cannot (timestamps, binary); round-trip to find them.
+    try:
+        value = orjson.loads(orjson.dumps(value))
+    except (TypeError, orjson.JSONEncodeError) as exc:
+        raise bad_request(f"error converting YAML to JSON: {exc}") from None
+    _check_depth(value)
+    return value
+
+
+def decode_object(raw: bytes, content_type: str | None, kind: str) -> Any:
+    """A create/update body: JSON (also when no Content-Type is sent), YAML or protobuf."""
+    mt = media_type(content_type)
+    if mt in ("", "application/json", "*/*", "text/plain"):
+        if not raw.strip():
+            raise bad_request(f"the object provided is unrecognized (must be of type {kind}): no content")
+        return decode_json(raw, kind)
+    if mt in ("application/yaml", "application/x-yaml", "text/yaml"):
+        return decode_yaml(raw, kind)
+    if mt == "application/vnd.kubernetes.protobuf":
+        try:
+            value = protobuf.decode_k8s_protobuf(raw)
+        except ValueError:
+            raise unsupported_media_type(mt) from None
+        _check_depth(value)
+        return value
+    raise unsupported_media_type(content_type or "")
+
+
+def decode_patch(raw: bytes, content_type: str | None, kind: str) -> tuple[Any, str]:
+    mt = media_type(content_type)
+    patch_type = PATCH_TYPES.get(mt)
+    if patch_type is None:
+        raise unsupported_media_type(content_type or "")
+    if not raw.strip():
+        raise bad_request("the body of the request was empty")
+    if patch_type == "apply":
+        return decode_yaml(raw, kind), patch_type
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise bad_request(f"error decoding patch: {exc}") from None
+    _check_depth(value)
+    return value, patch_type

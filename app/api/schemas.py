@@ -1,0 +1,325 @@
+"""The official v1.37 OpenAPI definitions, navigable for patching, apply and strict field validation.
+
+The definitions ship with ``kubernetes-validate`` (JSON Schema 2020-12 under ``$defs``). They are read
+once, on first use. ``SchemaNode`` wraps one schema (a property, an item type or a definition) and
+follows ``$ref`` transparently; nodes and their children are cached so repeated look-ups are cheap.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+
+_DEFINITIONS_PATH = ("kubernetes-json-schema", "v1.37.0-local", "_definitions.json")
+_REF_PREFIX = "#/$defs/"
+
+# Definitions that hold arbitrary JSON: anything below them is neither known nor unknown.
+_FREE_FORM = frozenset(
+    {
+        "io.k8s.apimachinery.pkg.runtime.RawExtension",
+        "io.k8s.apimachinery.pkg.apis.meta.v1.FieldsV1",
+        "io.k8s.apimachinery.pkg.apis.meta.v1.Patch",
+        "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSON",
+        "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSONSchemaPropsOrArray",
+        "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSONSchemaPropsOrBool",
+        "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSONSchemaPropsOrStringArray",
+    }
+)
+
+_MISSING: Any = object()
+
+_lock = threading.Lock()
+_definitions: dict[str, dict[str, Any]] | None = None
+_kinds: dict[tuple[str, str], str] = {}
+_nodes: dict[str, SchemaNode] = {}
+# definition name -> property name -> schema, added by the project for gated fields.
+_extra_properties: dict[str, dict[str, dict[str, Any]]] = {}
+
+
+def _load() -> dict[str, dict[str, Any]]:
+    global _definitions
+    if _definitions is not None:
+        return _definitions
+    with _lock:
+        if _definitions is None:
+            resource = importlib.resources.files("kubernetes_validate")
+            for part in _DEFINITIONS_PATH:
+                resource = resource.joinpath(part)
+            defs: dict[str, dict[str, Any]] = orjson.loads(resource.read_bytes())["$defs"]
+            for name, schema in defs.items():
+                for gvk in schema.get("x-kubernetes-group-version-kind") or ():
+                    group, version = gvk.get("group", ""), gvk.get("version", "")
+                    api_version = f"{group}/{version}" if group else version
+                    _kinds.setdefault((api_version, gvk.get("kind", "")), name)
+            _definitions = defs
+    return _definitions
+
+
+def definition(name: str) -> dict[str, Any] | None:
+    """The raw schema of one definition (without registered extra properties)."""
+    return _load().get(name)
+
+
+def _definition_node(name: str) -> SchemaNode | None:
+    node = _nodes.get(name)
+    if node is None:
+        raw = _load().get(name)
+        if raw is None:
+            return None
+        node = SchemaNode(raw, name)
+        _nodes[name] = node
+    return node
+
+
+def schema_for_kind(api_version: str, kind: str) -> SchemaNode | None:
+    """The schema of a top-level kind such as (``resource.k8s.io/v1``, ``ResourceClaim``), if known."""
+    _load()
+    name = _kinds.get((api_version, kind))
+    return _definition_node(name) if name else None
+
+
+def register_extra_property(definition_name: str, prop: str, schema: dict[str, Any]) -> None:
+    """Teach a definition a property the official schema lacks (project-specific gated fields)."""
+    with _lock:
+        _extra_properties.setdefault(definition_name, {})[prop] = schema
+        # Cached children may have resolved the property as unknown.
+        for node in _nodes.values():
+            node._children.clear()
+            node.memo.clear()
+
+
+def _ref_name(schema: dict[str, Any]) -> str | None:
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith(_REF_PREFIX):
+        return ref[len(_REF_PREFIX) :]
+    return None
+
+
+def _has_type(schema: dict[str, Any], wanted: str) -> bool:
+    t = schema.get("type")
+    if isinstance(t, list):
+        return wanted in t
+    return t == wanted
+
+
+class SchemaNode:
+    """One schema: a definition, or a property / item / map value schema that may ``$ref`` one."""
+
+    __slots__ = ("_canonical_node", "_children", "_definition_name", "_raw", "_target", "memo")
+
+    def __init__(self, raw: dict[str, Any], definition_name: str | None = None) -> None:
+        self._raw = raw
+        self._definition_name = definition_name
+        self._children: dict[str, SchemaNode | None] = {}
+        # Derived facts consumers compute once per node (cleared when the schema changes).
+        self.memo: dict[str, Any] = {}
+        ref = _ref_name(raw)
+        target = raw
+        if ref is not None:
+            self._definition_name = ref
+            target = _load().get(ref, {})
+        self._target = target
+        self._canonical_node: SchemaNode | None = None
+
+    def __repr__(self) -> str:
+        return f"SchemaNode({self._definition_name or self._raw.get('type')!r})"
+
+    def _canonical(self) -> SchemaNode:
+        """The shared node of the referenced definition, so child caches are shared across refs."""
+        node = self._canonical_node
+        if node is None:
+            node = self
+            if self._definition_name is not None and self._target is not self._raw:
+                node = _definition_node(self._definition_name) or self
+            self._canonical_node = node
+        return node
+
+    def _ext(self, key: str) -> Any:
+        value = self._raw.get(key, _MISSING)
+        if value is _MISSING:
+            value = self._target.get(key)
+        return value
+
+    @property
+    def definition_name(self) -> str | None:
+        """The ``$defs`` name this schema is or refers to."""
+        return self._definition_name
+
+    @property
+    def raw(self) -> dict[str, Any]:
+        """The resolved schema dict (the referenced definition when this node is a ``$ref``)."""
+        return self._target
+
+    @property
+    def is_object(self) -> bool:
+        try:
+            return bool(self.memo["is_object"])
+        except KeyError:
+            value = self.memo["is_object"] = _has_type(self._target, "object")
+            return value
+
+    @property
+    def is_array(self) -> bool:
+        try:
+            return bool(self.memo["is_array"])
+        except KeyError:
+            value = self.memo["is_array"] = _has_type(self._target, "array")
+            return value
+
+    @property
+    def is_free_form(self) -> bool:
+        """Whether the value holds arbitrary JSON (RawExtension, preserve-unknown-fields, ...)."""
+        try:
+            return bool(self.memo["is_free_form"])
+        except KeyError:
+            pass
+        value = (
+            self._ext("x-kubernetes-preserve-unknown-fields") is True
+            or self._target.get("additionalProperties") is True
+            or self._definition_name in _FREE_FORM
+        )
+        self.memo["is_free_form"] = value
+        return value
+
+    @property
+    def patch_strategy(self) -> tuple[str | None, str | None]:
+        """(``x-kubernetes-patch-strategy``, ``x-kubernetes-patch-merge-key``) of this field."""
+        return self._raw.get("x-kubernetes-patch-strategy"), self._raw.get("x-kubernetes-patch-merge-key")
+
+    @property
+    def list_type(self) -> str | None:
+        return self._ext("x-kubernetes-list-type")
+
+    @property
+    def list_map_keys(self) -> tuple[str, ...]:
+        keys = self._ext("x-kubernetes-list-map-keys")
+        return tuple(keys) if keys else ()
+
+    @property
+    def map_type(self) -> str | None:
+        return self._ext("x-kubernetes-map-type")
+
+    def property_names(self) -> Iterator[str]:
+        """Every property the object schema declares, registered extras included."""
+        yield from self._target.get("properties") or ()
+        if self._definition_name is not None:
+            yield from _extra_properties.get(self._definition_name, ())
+
+    @property
+    def has_properties(self) -> bool:
+        if self._target.get("properties"):
+            return True
+        return bool(self._definition_name and _extra_properties.get(self._definition_name))
+
+    def property(self, name: str) -> SchemaNode | None:
+        """The schema of property ``name``, or None when the object does not declare it."""
+        canonical = self._canonical()
+        if canonical is not self:
+            return canonical.property(name)
+        key = "p:" + name
+        try:
+            return self._children[key]
+        except KeyError:
+            pass
+        raw = (self._target.get("properties") or {}).get(name)
+        if raw is None and self._definition_name is not None:
+            raw = _extra_properties.get(self._definition_name, {}).get(name)
+        node = SchemaNode(raw) if isinstance(raw, dict) else None
+        self._children[key] = node
+        return node
+
+    def items(self) -> SchemaNode | None:
+        """The schema of the array's items."""
+        canonical = self._canonical()
+        if canonical is not self:
+            return canonical.items()
+        try:
+            return self._children["items"]
+        except KeyError:
+            pass
+        raw = self._target.get("items")
+        node = SchemaNode(raw) if isinstance(raw, dict) else None
+        self._children["items"] = node
+        return node
+
+    def additional_properties(self) -> SchemaNode | None:
+        """The schema of the values of a map (``additionalProperties``)."""
+        canonical = self._canonical()
+        if canonical is not self:
+            return canonical.additional_properties()
+        try:
+            return self._children["additionalProperties"]
+        except KeyError:
+            pass
+        raw = self._target.get("additionalProperties")
+        node = SchemaNode(raw) if isinstance(raw, dict) else None
+        self._children["additionalProperties"] = node
+        return node
+
+    def child(self, name: str) -> SchemaNode | None:
+        """The schema of key ``name`` of an object: a declared property, else the map value schema."""
+        node = self.property(name)
+        if node is None:
+            node = self.additional_properties()
+        return node
+
+
+def unknown_fields(obj: dict[str, Any], api_version: str, kind: str) -> list[str]:
+    """Paths of fields the kind's schema does not declare, as upstream strict decoding names them.
+
+    Paths look like ``spec.x`` or ``spec.devices.requests[0].foo``; free-form values (labels and other
+    maps, RawExtension) are not searched. An unknown kind yields no paths.
+    """
+    return _unknown(obj, api_version, kind, prune=False)
+
+
+def prune_unknown_fields(obj: dict[str, Any], api_version: str, kind: str) -> list[str]:
+    """Like ``unknown_fields``, and also delete those fields from ``obj`` (as decoding upstream drops them)."""
+    return _unknown(obj, api_version, kind, prune=True)
+
+
+def _unknown(obj: dict[str, Any], api_version: str, kind: str, prune: bool) -> list[str]:
+    node = schema_for_kind(api_version, kind)
+    if node is None or not isinstance(obj, dict):
+        return []
+    found: list[str] = []
+    _collect_unknown(obj, node, "", found, prune)
+    return found
+
+
+def _join(prefix: str, key: str) -> str:
+    return f"{prefix}.{key}" if prefix else key
+
+
+def _collect_unknown(value: Any, node: SchemaNode, path: str, found: list[str], prune: bool) -> None:
+    if node.is_free_form:
+        return
+    if isinstance(value, dict):
+        if not node.is_object:
+            return
+        has_props = node.has_properties
+        extra = node.additional_properties()
+        doomed: list[str] = []
+        for key, child_value in value.items():
+            child = node.property(key) if has_props else None
+            if child is not None:
+                _collect_unknown(child_value, child, _join(path, key), found, prune)
+            elif extra is not None:
+                _collect_unknown(child_value, extra, _join(path, key), found, prune)
+            else:
+                # Also reached for an object schema without properties: an empty struct knows no field.
+                found.append(_join(path, key))
+                doomed.append(key)
+        if prune:
+            for key in doomed:
+                del value[key]
+    elif isinstance(value, list):
+        items = node.items()
+        if items is None:
+            return
+        for index, item in enumerate(value):
+            _collect_unknown(item, items, f"{path}[{index}]", found, prune)

@@ -1,0 +1,193 @@
+"""Server-side ``meta.k8s.io/v1`` Tables (what ``kubectl get`` prints) and Accept parsing.
+
+``kubectl get`` asks for ``application/json;as=Table;v=v1;g=meta.k8s.io`` and prints the
+table verbatim; rows carry a ``PartialObjectMetadata`` (or the full object for
+``includeObject=Object``) so that ``-A``, ``--show-labels`` and ``--sort-by`` work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.registry.base import KindStrategy
+
+Obj = dict[str, Any]
+
+TABLE_API_VERSION = "meta.k8s.io/v1"
+TABLE_VERSIONS = ("v1", "v1beta1")
+INCLUDE_METADATA = "Metadata"
+INCLUDE_OBJECT = "Object"
+INCLUDE_NONE = "None"
+_LIST_META_KEYS = ("resourceVersion", "continue", "remainingItemCount")
+
+
+@dataclass(frozen=True)
+class MediaRange:
+    """One entry of an Accept header: ``type/subtype;param=value;q=...``."""
+
+    type: str
+    subtype: str
+    params: dict[str, str] = field(default_factory=dict)
+    q: float = 1.0
+
+    @property
+    def media_type(self) -> str:
+        return f"{self.type}/{self.subtype}"
+
+    def matches(self, media_type: str) -> bool:
+        """Whether this range accepts the concrete ``media_type`` (wildcards allowed)."""
+        main, _, sub = media_type.partition("/")
+        return self.type in ("*", main) and self.subtype in ("*", sub)
+
+
+def parse_accept(header: str | None) -> list[MediaRange]:
+    """Accept entries in the order a server must consider them.
+
+    Like apimachinery's negotiation: higher ``q`` first, then concrete types before
+    wildcards; otherwise the client's order is kept (a stable sort). Entries with
+    ``q=0`` are dropped; an empty header means ``*/*``.
+    """
+    ranges: list[MediaRange] = []
+    for raw in (header or "").split(","):
+        parts = [p.strip() for p in raw.split(";")]
+        if not parts[0]:
+            continue
+        main, _, sub = parts[0].lower().partition("/")
+        if main == "*" and not sub:
+            sub = "*"  # a bare "*" is common enough to tolerate
+        params: dict[str, str] = {}
+        q = 1.0
+        for param in parts[1:]:
+            key, _, value = param.partition("=")
+            key, value = key.strip().lower(), value.strip().strip('"')
+            if not key:
+                continue
+            if key == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+            else:
+                params[key] = value
+        if q <= 0.0 or not sub:
+            continue
+        ranges.append(MediaRange(main, sub, params, q))
+    if not ranges and not (header or "").strip():
+        ranges.append(MediaRange("*", "*"))
+    return sorted(ranges, key=lambda r: (-r.q, r.type == "*", r.subtype == "*"))
+
+
+def table_version(accept_header: str | None) -> str | None:
+    """``"v1"``/``"v1beta1"`` when the preferred servable Accept entry is a JSON Table, else None.
+
+    Entries asking for another conversion (``as=PartialObjectMetadataList``...) or for a
+    Table in an encoding this server does not produce are skipped, as upstream skips
+    media types it cannot serve; the first plain entry decides "no Table".
+    """
+    for entry in parse_accept(accept_header):
+        as_kind = entry.params.get("as")
+        if as_kind is None:
+            return None
+        if (
+            as_kind == "Table"
+            and entry.params.get("g") == "meta.k8s.io"
+            and entry.params.get("v") in TABLE_VERSIONS
+            and entry.matches("application/json")
+        ):
+            return entry.params["v"]
+    return None
+
+
+def wants_table(accept_header: str | None) -> bool:
+    """Whether the response must be a ``meta.k8s.io`` Table (v1 or v1beta1; answered as v1)."""
+    return table_version(accept_header) is not None
+
+
+def column_definitions(strategy: KindStrategy) -> list[Obj]:
+    """The Table ``columnDefinitions`` of a kind, from its printer columns."""
+    return [
+        {
+            "name": column.name,
+            "type": column.type,
+            "format": column.format,
+            "description": column.description,
+            "priority": column.priority,
+        }
+        for column in strategy.printer_columns
+    ]
+
+
+def _row_object(obj: Obj, include_object: str) -> Obj | None:
+    if include_object == INCLUDE_NONE:
+        return None
+    if include_object == INCLUDE_OBJECT:
+        return obj
+    return {
+        "kind": "PartialObjectMetadata",
+        "apiVersion": TABLE_API_VERSION,
+        "metadata": dict(obj.get("metadata") or {}),
+    }
+
+
+def _check_include_object(include_object: str | None) -> str:
+    value = include_object or INCLUDE_METADATA
+    if value not in (INCLUDE_METADATA, INCLUDE_OBJECT, INCLUDE_NONE):
+        raise ValueError(f'unrecognized includeObject value: "{value}"')
+    return value
+
+
+def table_row(strategy: KindStrategy, obj: Obj, include_object: str | None = INCLUDE_METADATA) -> Obj:
+    """One Table row for ``obj``: its printer-column cells plus the requested object form."""
+    policy = _check_include_object(include_object)
+    row: Obj = {"cells": [column.cell(obj) for column in strategy.printer_columns]}
+    embedded = _row_object(obj, policy)
+    if embedded is not None:
+        row["object"] = embedded
+    return row
+
+
+def table_for(
+    strategy: KindStrategy,
+    objects: list[Obj],
+    list_meta: Obj | None = None,
+    include_object: str | None = INCLUDE_METADATA,
+) -> Obj:
+    """A ``meta.k8s.io/v1`` Table for ``objects``.
+
+    ``list_meta`` is the list's metadata (resourceVersion, continue, remainingItemCount);
+    when omitted for a single object, the object's resourceVersion is used, as upstream
+    does for a single-object GET or a watch event. Raises ValueError for an unknown
+    ``include_object`` (the server answers 400).
+    """
+    policy = _check_include_object(include_object)
+    meta: Obj = {}
+    if list_meta is not None:
+        meta = {key: list_meta[key] for key in _LIST_META_KEYS if list_meta.get(key) not in (None, "")}
+    elif len(objects) == 1:
+        rv = (objects[0].get("metadata") or {}).get("resourceVersion")
+        if rv:
+            meta["resourceVersion"] = rv
+    return {
+        "kind": "Table",
+        "apiVersion": TABLE_API_VERSION,
+        "metadata": meta,
+        "columnDefinitions": column_definitions(strategy),
+        "rows": [table_row(strategy, obj, policy) for obj in objects],
+    }
+
+
+def table_for_object(strategy: KindStrategy, obj: Obj, include_object: str | None = INCLUDE_METADATA) -> Obj:
+    """A one-row Table: a single-object GET or one watch event's object."""
+    return table_for(strategy, [obj], None, include_object)
+
+
+def table_bookmark(resource_version: str) -> Obj:
+    """What a BOOKMARK event carries on a Table watch: an empty Table with the resourceVersion."""
+    return {
+        "kind": "Table",
+        "apiVersion": TABLE_API_VERSION,
+        "metadata": {"resourceVersion": resource_version},
+        "columnDefinitions": [],
+        "rows": [],
+    }

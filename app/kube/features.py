@@ -1,0 +1,124 @@
+"""Feature gates with upstream v1.37 stages and defaults, in upstream's flag syntax.
+
+The server and every worker parse the same ``--feature-gates`` value, so they agree
+on what is enabled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+ALPHA = "ALPHA"
+BETA = "BETA"
+GA = "GA"
+
+
+@dataclass(frozen=True)
+class FeatureSpec:
+    default: bool
+    stage: str
+    locked: bool = False
+
+
+# v1.37 stages and defaults (shared/reference/upstream-api.md section 4), plus the two
+# proposals this project implements behind their own alpha gates.
+KNOWN_FEATURES: dict[str, FeatureSpec] = {
+    "DynamicResourceAllocation": FeatureSpec(True, GA, locked=True),
+    "DRAAdminAccess": FeatureSpec(True, GA, locked=True),
+    "DRAPrioritizedList": FeatureSpec(True, GA, locked=True),
+    "DRADeviceTaints": FeatureSpec(True, GA),
+    "DRADeviceTaintRules": FeatureSpec(True, GA),
+    "DRAPartitionableDevices": FeatureSpec(True, BETA),
+    "DRAPartitionableDevicesType": FeatureSpec(False, ALPHA),
+    "DRADeviceCompatibilityGroups": FeatureSpec(False, ALPHA),
+    "DRAResourceClaimDeviceStatus": FeatureSpec(True, GA, locked=True),
+    "DRAConsumableCapacity": FeatureSpec(True, BETA),
+    "DRAFractionalCapacityRange": FeatureSpec(False, BETA),
+    "DRADeviceBindingConditions": FeatureSpec(True, BETA),
+    "DRAExtendedResource": FeatureSpec(True, GA, locked=True),
+    "DRAListTypeAttributes": FeatureSpec(False, ALPHA),
+    "DRADerivedAttributes": FeatureSpec(False, ALPHA),
+    "DRAOptionalNodeOperations": FeatureSpec(False, ALPHA),
+    "DRANodeAllocatableResources": FeatureSpec(False, ALPHA),
+    "DRAWorkloadResourceClaims": FeatureSpec(False, BETA),
+    "DRAResourceClaimGranularStatusAuthorization": FeatureSpec(True, BETA),
+    "DRASchedulerFilterTimeout": FeatureSpec(True, BETA),
+    "GenericWorkload": FeatureSpec(False, BETA),
+    "PodSchedulingReadiness": FeatureSpec(True, GA, locked=True),
+    "NodeDeclaredFeatures": FeatureSpec(True, GA, locked=True),
+    "ResourceHealthStatus": FeatureSpec(True, BETA),
+    # KEP-5194 as originally proposed (see README): claim.spec.reservedFor, allocation.reservedForAnyPod.
+    "DRAReservedForWorkloads": FeatureSpec(False, ALPHA),
+}
+
+
+class FeatureGateError(ValueError):
+    """A --feature-gates value that upstream would refuse."""
+
+
+class FeatureGates(Mapping[str, bool]):
+    """The effective gate values: defaults overridden by the flag."""
+
+    def __init__(self, overrides: Mapping[str, bool] | None = None) -> None:
+        self._values = {name: spec.default for name, spec in KNOWN_FEATURES.items()}
+        for name, value in (overrides or {}).items():
+            self._set(name, value)
+
+    def _set(self, name: str, value: bool) -> None:
+        spec = KNOWN_FEATURES.get(name)
+        if spec is None:
+            raise FeatureGateError(f"unrecognized feature gate: {name}")
+        if spec.locked and value != spec.default:
+            raise FeatureGateError(
+                f"cannot set feature gate {name} to {str(value).lower()}, feature is locked to {str(spec.default).lower()}"
+            )
+        self._values[name] = value
+
+    @classmethod
+    def parse(cls, text: str | None) -> FeatureGates:
+        """Parse ``A=true,B=false`` (upstream's flag syntax)."""
+        overrides: dict[str, bool] = {}
+        for part in (text or "").split(","):
+            part = part.strip()
+            if not part:
+                continue
+            if "=" not in part:
+                raise FeatureGateError(f"missing bool value for {part}")
+            name, raw = (s.strip() for s in part.split("=", 1))
+            lowered = raw.lower()
+            if lowered not in ("true", "false", "1", "0", "t", "f"):
+                raise FeatureGateError(f"invalid value of {name}={raw}, err: strconv.ParseBool: parsing {raw!r}: invalid syntax")
+            overrides[name] = lowered in ("true", "1", "t")
+        return cls(overrides)
+
+    def enabled(self, name: str) -> bool:
+        return self._values[name]
+
+    def __getitem__(self, name: str) -> bool:
+        return self._values[name]
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def describe(self) -> list[dict[str, object]]:
+        """What /featuregates answers: every gate with stage, default and effective value."""
+        return [
+            {
+                "name": name,
+                "stage": spec.stage,
+                "default": spec.default,
+                "lockToDefault": spec.locked,
+                "enabled": self._values[name],
+            }
+            for name, spec in sorted(KNOWN_FEATURES.items())
+        ]
+
+    def flag_value(self) -> str:
+        """The non-default settings, in flag syntax (to pass the same gates to workers)."""
+        return ",".join(
+            f"{n}={str(v).lower()}" for n, v in sorted(self._values.items()) if v != KNOWN_FEATURES[n].default
+        )

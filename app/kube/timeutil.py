@@ -1,0 +1,63 @@
+"""Kubernetes time formats."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+
+def now_rfc3339() -> str:
+    """Current time as metav1.Time renders it: RFC 3339, seconds, ``Z``."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def now_micro() -> str:
+    """Current time as metav1.MicroTime renders it."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_time(value: str) -> datetime | None:
+    """Parse an RFC 3339 timestamp; None when it does not parse."""
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except (ValueError, AttributeError):
+        return None
+
+
+def human_age(timestamp: str | None, now: datetime | None = None) -> str:
+    """The AGE column: ``5s``, ``3m``, ``2d4h`` as kubectl prints durations."""
+    if not timestamp:
+        return "<unknown>"
+    then = parse_time(timestamp)
+    if then is None:
+        return "<unknown>"
+    seconds = int(((now or datetime.now(UTC)) - then).total_seconds())
+    return human_duration(seconds)
+
+
+def human_duration(seconds: int) -> str:
+    """apimachinery's HumanDuration."""
+    if seconds < 0:
+        return "<invalid>"
+    if seconds < 120:
+        return f"{seconds}s"
+    minutes = seconds // 60
+    if minutes < 10:
+        s = seconds % 60
+        return f"{minutes}m{s}s" if s else f"{minutes}m"
+    if minutes < 180:
+        return f"{minutes}m"
+    hours = seconds // 3600
+    if hours < 8:
+        m = minutes % 60
+        return f"{hours}h{m}m" if m else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    if hours < 24 * 8:
+        h = hours % 24
+        return f"{hours // 24}d{h}h" if h else f"{hours // 24}d"
+    if hours < 24 * 365 * 2:
+        return f"{hours // 24}d"
+    if hours < 24 * 365 * 8:
+        d = (hours // 24) % 365
+        return f"{hours // 24 // 365}y{d}d" if d else f"{hours // 24 // 365}y"
+    return f"{hours // 24 // 365}y"

@@ -1,0 +1,77 @@
+"""Prometheus metrics: requests by verb, resource and code; latencies; watches; storage revision."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from starlette.requests import Request
+
+from app.storage.store import Store
+
+REGISTRY = CollectorRegistry()
+REQUESTS = Counter(
+    "apiserver_request_total", "Requests by verb, resource and HTTP code.", ["verb", "resource", "subresource", "code"], registry=REGISTRY
+)
+LATENCY = Histogram(
+    "apiserver_request_duration_seconds",
+    "Response latency by verb and resource (watches: time to the first byte).",
+    ["verb", "resource"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+    registry=REGISTRY,
+)
+WATCHERS = Gauge("apiserver_registered_watchers", "Open watch streams.", registry=REGISTRY)
+REVISION = Gauge("apiserver_storage_revision", "Newest revision applied to the watch cache.", registry=REGISTRY)
+COMPACTED = Gauge("apiserver_storage_compacted_revision", "Revision below which the event log is compacted.", registry=REGISTRY)
+COMMITS = Gauge("apiserver_storage_group_commits", "Group commits since start.", registry=REGISTRY)
+OBJECTS = Gauge("apiserver_storage_objects", "Objects in the watch cache by resource.", ["resource"], registry=REGISTRY)
+
+_store: Store | None = None
+
+
+def bind_store(store: Store) -> None:
+    global _store
+    _store = store
+
+
+def _verb(request: Request) -> tuple[str, str, str]:
+    """Kubernetes verb, resource and subresource from the path (approximate for discovery)."""
+    parts = [p for p in request.url.path.split("/") if p]
+    if parts[:2] == ["api", "v1"]:
+        rest = parts[2:]
+    elif parts[:1] == ["apis"] and len(parts) >= 3:
+        rest = parts[3:]
+    else:
+        return request.method, parts[0] if parts else "", ""
+    if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] not in ("status", "finalize"):
+        rest = rest[2:]
+    resource = rest[0] if rest else ""
+    name = rest[1] if len(rest) > 1 else ""
+    sub = rest[2] if len(rest) > 2 else ""
+    method = request.method
+    if method == "GET":
+        verb = "WATCH" if request.query_params.get("watch") in ("true", "1") else ("GET" if name else "LIST")
+    elif method == "DELETE" and not name:
+        verb = "DELETECOLLECTION"
+    else:
+        verb = {"POST": "POST", "PUT": "PUT", "PATCH": "PATCH", "DELETE": "DELETE"}.get(method, method)
+    return verb, resource, sub
+
+
+def observe_request(request: Request, code: int, seconds: float) -> None:
+    verb, resource, sub = _verb(request)
+    REQUESTS.labels(verb, resource, sub, str(code)).inc()
+    LATENCY.labels(verb, resource).observe(seconds)
+
+
+def render() -> tuple[bytes, str]:
+    if _store is not None:
+        REVISION.set(_store.cache.revision)
+        COMPACTED.set(_store.compacted_revision)
+        COMMITS.set(_store.commits)
+        from app.registry import KINDS
+
+        for kind in KINDS:
+            OBJECTS.labels(kind.qualified_resource).set(_store.cache.count(kind.qualified_resource))
+    return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+
+

@@ -1,0 +1,54 @@
+"""Every served kind, registered once. Adding a kind = adding its module to ``KINDS``."""
+
+from __future__ import annotations
+
+from app.registry import (
+    deviceclass,
+    devicetaintrule,
+    event,
+    lease,
+    namespace,
+    node,
+    pod,
+    resourceclaim,
+    resourceclaimtemplate,
+    resourceslice,
+)
+from app.registry.base import KindStrategy
+
+KINDS: tuple[KindStrategy, ...] = (
+    namespace.STRATEGY,
+    node.STRATEGY,
+    pod.STRATEGY,
+    event.STRATEGY,
+    deviceclass.STRATEGY,
+    resourceclaim.STRATEGY,
+    resourceclaimtemplate.STRATEGY,
+    resourceslice.STRATEGY,
+    devicetaintrule.STRATEGY,
+    lease.STRATEGY,
+)
+
+_BY_PATH: dict[tuple[str, str, str], KindStrategy] = {(k.group, k.version, k.plural): k for k in KINDS}
+_BY_KIND: dict[tuple[str, str], KindStrategy] = {(k.api_version, k.kind): k for k in KINDS}
+
+
+def lookup(group: str, version: str, plural: str) -> KindStrategy | None:
+    return _BY_PATH.get((group, version, plural))
+
+
+def lookup_kind(api_version: str, kind: str) -> KindStrategy | None:
+    return _BY_KIND.get((api_version, kind))
+
+
+def group_versions() -> list[tuple[str, str]]:
+    """Served (group, version) pairs in a stable order, core first."""
+    seen: list[tuple[str, str]] = []
+    for k in KINDS:
+        if (k.group, k.version) not in seen:
+            seen.append((k.group, k.version))
+    return seen
+
+
+def kinds_in(group: str, version: str) -> list[KindStrategy]:
+    return [k for k in KINDS if k.group == group and k.version == version]

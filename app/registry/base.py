@@ -1,0 +1,144 @@
+"""What every served kind states about itself.
+
+A kind module builds one ``KindStrategy`` subclass instance: its identity (group,
+version, names, scope), its subresources and printer columns, and the hooks the
+shared request machinery calls on create, update and status update. The shared
+machinery never special-cases a kind; everything kind-specific lives in the
+kind's own module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.kube.errors import FieldError
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class PrinterColumn:
+    """One column of the server-side Table (``kubectl get``)."""
+
+    name: str
+    type: str
+    description: str
+    cell: Callable[[Obj], Any]
+    format: str = ""
+    priority: int = 0
+
+
+@dataclass
+class RequestContext:
+    """What a strategy hook may need to know about the request besides the object."""
+
+    feature_gates: Any
+    namespace_labels: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+class KindStrategy:
+    """Identity and behaviour of one served kind. Subclasses override the hooks."""
+
+    group: str = ""
+    version: str = "v1"
+    kind: str = ""
+    plural: str = ""
+    singular: str = ""
+    namespaced: bool = False
+    subresources: tuple[str, ...] = ()
+    short_names: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    # Field selectors beyond metadata.name / metadata.namespace: name -> getter.
+    field_selectors: dict[str, Callable[[Obj], str]] = {}
+    # Top-level fields that the main resource owns; a /status write keeps these from
+    # the stored object, a main write keeps "status" from the stored object.
+    spec_fields: tuple[str, ...] = ("spec",)
+    has_status: bool = False
+    # Whether metadata.generation moves when spec_fields change.
+    tracks_generation: bool = True
+    # Whether PUT without metadata.resourceVersion is allowed (upstream's AllowUnconditionalUpdate).
+    allow_unconditional_update: bool = True
+    # Whether a DELETE answers with the deleted object (otherwise a Status).
+    return_deleted_object: bool = True
+    # Whether PUT may create a missing object (upstream's AllowCreateOnUpdate).
+    allow_create_on_update: bool = False
+    # Name rule: "subdomain" (RFC 1123 DNS subdomain) or "label" (RFC 1123 DNS label).
+    name_rule: str = "subdomain"
+    printer_columns: tuple[PrinterColumn, ...] = ()
+    # Verbs of the main resource, as discovery lists them.
+    verbs: tuple[str, ...] = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+
+    # ---- identity helpers -------------------------------------------------
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def qualified_resource(self) -> str:
+        """``resourceclaims.resource.k8s.io`` or ``pods``: how errors name the resource."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    @property
+    def list_kind(self) -> str:
+        return f"{self.kind}List"
+
+    # ---- hooks (defaults: accept as is) ------------------------------------
+
+    def prepare_for_create(self, obj: Obj, ctx: RequestContext) -> None:
+        """Reset what a client may not set on create (e.g. status) and apply defaults."""
+        if self.has_status:
+            obj.pop("status", None)
+
+    def prepare_for_update(self, new: Obj, old: Obj, ctx: RequestContext) -> None:
+        """Main-resource update: status comes from the stored object."""
+        if self.has_status:
+            if "status" in old:
+                new["status"] = old["status"]
+            else:
+                new.pop("status", None)
+
+    def prepare_for_status_update(self, new: Obj, old: Obj, ctx: RequestContext) -> None:
+        """Status update: everything but status comes from the stored object."""
+        for name in self.spec_fields:
+            if name in old:
+                new[name] = old[name]
+            else:
+                new.pop(name, None)
+
+    def default(self, obj: Obj, ctx: RequestContext) -> None:
+        """Apply upstream defaults in place."""
+
+    def drop_disabled_fields(self, obj: Obj, old: Obj | None, ctx: RequestContext) -> None:
+        """Drop fields guarded by disabled feature gates unless ``old`` already uses them."""
+
+    def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
+        return []
+
+    def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
+        return []
+
+    def validate_status_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
+        return []
+
+    # ---- deletion -------------------------------------------------------------
+
+    def delete_grace_period(self, obj: Obj, requested: int | None) -> int:
+        """Seconds the object lingers with a deletionTimestamp before it may go (0 = now)."""
+        return 0
+
+    def blocks_deletion(self, obj: Obj) -> bool:
+        """Whether something must still clean up before the object can be removed."""
+        return bool(obj["metadata"].get("finalizers"))
+
+    def prepare_for_delete(self, obj: Obj) -> None:
+        """Changes made when the object is marked for deletion (e.g. a Terminating phase)."""
+
+    def spec_changed(self, new: Obj, old: Obj) -> bool:
+        return any(new.get(name) != old.get(name) for name in self.spec_fields)
+
+    def status_subresource(self) -> bool:
+        return "status" in self.subresources

@@ -1,0 +1,61 @@
+"""Event (v1, namespaced): what workers record and ``kubectl describe`` shows."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from app.kube.timeutil import human_age
+from app.registry.base import KindStrategy, Obj, PrinterColumn
+from app.registry.columns import dig, name_column
+
+
+def _involved(name: str) -> Callable[[Obj], str]:
+    return lambda o: str(dig(o, "involvedObject", name, default="") or "")
+
+
+def event_object(event: Obj) -> str:
+    kind = str(dig(event, "involvedObject", "kind", default="") or "").lower()
+    name = dig(event, "involvedObject", "name", default="") or ""
+    return f"{kind}/{name}" if kind else str(name)
+
+
+def last_seen(event: Obj) -> str:
+    stamp = event.get("lastTimestamp") or event.get("eventTime") or event["metadata"].get("creationTimestamp")
+    return human_age(stamp)
+
+
+class EventStrategy(KindStrategy):
+    group = ""
+    kind = "Event"
+    plural = "events"
+    singular = "event"
+    namespaced = True
+    short_names = ("ev",)
+    spec_fields = ()
+    tracks_generation = False
+    allow_create_on_update = True
+    field_selectors = {
+        "involvedObject.kind": _involved("kind"),
+        "involvedObject.namespace": _involved("namespace"),
+        "involvedObject.name": _involved("name"),
+        "involvedObject.uid": _involved("uid"),
+        "involvedObject.apiVersion": _involved("apiVersion"),
+        "involvedObject.resourceVersion": _involved("resourceVersion"),
+        "involvedObject.fieldPath": _involved("fieldPath"),
+        "reason": lambda o: str(o.get("reason") or ""),
+        "reportingComponent": lambda o: str(o.get("reportingComponent") or ""),
+        "source": lambda o: str(dig(o, "source", "component", default="") or ""),
+        "type": lambda o: str(o.get("type") or ""),
+    }
+    printer_columns = (
+        PrinterColumn("Last Seen", "string", "Time since the event was last seen", last_seen),
+        PrinterColumn("Type", "string", "Type of this event (Normal, Warning)", lambda o: o.get("type", "")),
+        PrinterColumn("Reason", "string", "Why the action was taken", lambda o: o.get("reason", "")),
+        PrinterColumn("Object", "string", "The object this event is about", event_object),
+        PrinterColumn("Message", "string", "A human-readable description of the status", lambda o: o.get("message", "")),
+        PrinterColumn("Count", "integer", "The number of times this event has occurred", lambda o: o.get("count", 1), priority=1),
+        name_column(),
+    )
+
+
+STRATEGY = EventStrategy()

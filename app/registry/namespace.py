@@ -1,0 +1,58 @@
+"""Namespace (v1, cluster-scoped, status and finalize subresources)."""
+
+from __future__ import annotations
+
+from app.registry.base import KindStrategy, Obj, PrinterColumn, RequestContext
+from app.registry.columns import age_column, dig, name_column
+
+# The finalizer the server's namespace lifecycle removes once the contents are gone.
+NAMESPACE_FINALIZER = "kubernetes"
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+class NamespaceStrategy(KindStrategy):
+    group = ""
+    kind = "Namespace"
+    plural = "namespaces"
+    singular = "namespace"
+    namespaced = False
+    subresources = ("status", "finalize")
+    short_names = ("ns",)
+    has_status = True
+    tracks_generation = False
+    name_rule = "label"
+    # Upstream's namespace storage has no DeleteCollection.
+    verbs = ("create", "delete", "get", "list", "patch", "update", "watch")
+    field_selectors = {"status.phase": lambda o: dig(o, "status", "phase", default="") or ""}
+    printer_columns = (
+        name_column(),
+        PrinterColumn("Status", "string", "The status of the namespace", lambda o: dig(o, "status", "phase", default="")),
+        age_column(),
+    )
+
+    def prepare_for_create(self, obj: Obj, ctx: RequestContext) -> None:
+        super().prepare_for_create(obj, ctx)
+        obj["status"] = {"phase": "Active"}
+        spec = obj.setdefault("spec", {})
+        finalizers = spec.setdefault("finalizers", [])
+        if NAMESPACE_FINALIZER not in finalizers:
+            finalizers.append(NAMESPACE_FINALIZER)
+
+    def prepare_for_update(self, new: Obj, old: Obj, ctx: RequestContext) -> None:
+        super().prepare_for_update(new, old, ctx)
+        # spec.finalizers only change through /finalize.
+        new["spec"] = old.get("spec", {})
+
+    def blocks_deletion(self, obj: Obj) -> bool:
+        return super().blocks_deletion(obj) or bool(dig(obj, "spec", "finalizers"))
+
+    def prepare_for_delete(self, obj: Obj) -> None:
+        obj.setdefault("status", {})["phase"] = "Terminating"
+
+    def default(self, obj: Obj, ctx: RequestContext) -> None:
+        # Upstream labels every namespace with its own name (immutable).
+        labels = obj["metadata"].setdefault("labels", {})
+        labels["kubernetes.io/metadata.name"] = obj["metadata"].get("name", "")
+
+
+STRATEGY = NamespaceStrategy()

@@ -1,0 +1,135 @@
+"""Pod (v1, namespaced, status and binding subresources)."""
+
+from __future__ import annotations
+
+from app.registry.base import KindStrategy, Obj, PrinterColumn, RequestContext
+from app.registry.columns import age_column, dig, name_column
+
+# Upstream's default terminationGracePeriodSeconds.
+DEFAULT_GRACE_PERIOD_SECONDS = 30
+
+
+def pod_ready(pod: Obj) -> str:
+    containers = dig(pod, "spec", "containers", default=[]) or []
+    statuses = dig(pod, "status", "containerStatuses", default=[]) or []
+    ready = sum(1 for s in statuses if s.get("ready"))
+    return f"{ready}/{len(containers)}"
+
+
+def pod_restarts(pod: Obj) -> int:
+    return sum(int(s.get("restartCount") or 0) for s in dig(pod, "status", "containerStatuses", default=[]) or [])
+
+
+def pod_phase_column(pod: Obj) -> str:
+    """The STATUS column, following kubectl's printer in its common cases."""
+    status = pod.get("status") or {}
+    reason = status.get("reason") or status.get("phase") or "Pending"
+    for container in reversed(status.get("containerStatuses") or []):
+        state = container.get("state") or {}
+        if state.get("waiting", {}).get("reason"):
+            reason = state["waiting"]["reason"]
+        elif state.get("terminated", {}).get("reason"):
+            reason = state["terminated"]["reason"]
+    if reason == "Pending":
+        for condition in status.get("conditions") or []:
+            if condition.get("type") == "PodScheduled" and condition.get("reason") == "SchedulingGated":
+                reason = "SchedulingGated"
+    if pod["metadata"].get("deletionTimestamp"):
+        reason = "Terminating"
+    return str(reason)
+
+
+def readiness_gates(pod: Obj) -> str:
+    gates = dig(pod, "spec", "readinessGates", default=[]) or []
+    if not gates:
+        return "<none>"
+    conditions = {c.get("type"): c.get("status") for c in dig(pod, "status", "conditions", default=[]) or []}
+    ready = sum(1 for g in gates if conditions.get(g.get("conditionType")) == "True")
+    return f"{ready}/{len(gates)}"
+
+
+class PodStrategy(KindStrategy):
+    group = ""
+    kind = "Pod"
+    plural = "pods"
+    singular = "pod"
+    namespaced = True
+    subresources = ("status", "binding")
+    short_names = ("po",)
+    categories = ("all",)
+    has_status = True
+    field_selectors = {
+        "spec.nodeName": lambda o: dig(o, "spec", "nodeName", default="") or "",
+        "spec.restartPolicy": lambda o: dig(o, "spec", "restartPolicy", default="") or "",
+        "spec.schedulerName": lambda o: dig(o, "spec", "schedulerName", default="") or "",
+        "spec.serviceAccountName": lambda o: dig(o, "spec", "serviceAccountName", default="") or "",
+        "spec.hostNetwork": lambda o: "true" if dig(o, "spec", "hostNetwork") else "false",
+        "status.phase": lambda o: dig(o, "status", "phase", default="") or "",
+        "status.podIP": lambda o: dig(o, "status", "podIP", default="") or "",
+        "status.nominatedNodeName": lambda o: dig(o, "status", "nominatedNodeName", default="") or "",
+    }
+    printer_columns = (
+        name_column(),
+        PrinterColumn("Ready", "string", "The aggregate readiness state of this pod for accepting traffic.", pod_ready),
+        PrinterColumn("Status", "string", "The aggregate status of the containers in this pod.", pod_phase_column),
+        PrinterColumn("Restarts", "string", "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted.", pod_restarts),
+        age_column(),
+        PrinterColumn("IP", "string", "IP address allocated to the pod.", lambda o: dig(o, "status", "podIP", default="") or "<none>", priority=1),
+        PrinterColumn("Node", "string", "Name of the Node this pod is assigned to.", lambda o: dig(o, "spec", "nodeName", default="") or "<none>", priority=1),
+        PrinterColumn("Nominated Node", "string", "Name of the node where this pod is nominated to run.", lambda o: dig(o, "status", "nominatedNodeName", default="") or "<none>", priority=1),
+        PrinterColumn("Readiness Gates", "string", "Pod readiness gates", readiness_gates, priority=1),
+    )
+
+    def prepare_for_create(self, obj: Obj, ctx: RequestContext) -> None:
+        super().prepare_for_create(obj, ctx)
+        status: Obj = {"phase": "Pending"}
+        if dig(obj, "spec", "schedulingGates"):
+            status["conditions"] = [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "SchedulingGated",
+                    "message": "Scheduling is blocked due to non-empty scheduling gates",
+                    "lastProbeTime": None,
+                    "lastTransitionTime": obj["metadata"].get("creationTimestamp"),
+                }
+            ]
+        obj["status"] = status
+
+    def prepare_for_status_update(self, new: Obj, old: Obj, ctx: RequestContext) -> None:
+        super().prepare_for_status_update(new, old, ctx)
+        # The status endpoint may not touch deletion or ownership.
+        for key in ("deletionTimestamp", "deletionGracePeriodSeconds", "ownerReferences"):
+            if key in old["metadata"]:
+                new["metadata"][key] = old["metadata"][key]
+            else:
+                new["metadata"].pop(key, None)
+
+    def default(self, obj: Obj, ctx: RequestContext) -> None:
+        spec = obj.setdefault("spec", {})
+        spec.setdefault("schedulerName", "default-scheduler")
+        spec.setdefault("restartPolicy", "Always")
+        spec.setdefault("terminationGracePeriodSeconds", DEFAULT_GRACE_PERIOD_SECONDS)
+        spec.setdefault("dnsPolicy", "ClusterFirst")
+        spec.setdefault("securityContext", {})
+        spec.setdefault("enableServiceLinks", True)
+        spec.setdefault("priority", 0)
+        spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+        for container in spec.get("containers") or []:
+            if isinstance(container, dict):
+                container.setdefault("terminationMessagePath", "/dev/termination-log")
+                container.setdefault("terminationMessagePolicy", "File")
+                container.setdefault("imagePullPolicy", "IfNotPresent")
+                container.setdefault("resources", {})
+
+    def delete_grace_period(self, obj: Obj, requested: int | None) -> int:
+        # Upstream: a pod that never reached a node, or has finished, goes at once.
+        if not dig(obj, "spec", "nodeName") or dig(obj, "status", "phase") in ("Succeeded", "Failed"):
+            return 0
+        if requested is not None:
+            return max(requested, 0)
+        grace = dig(obj, "spec", "terminationGracePeriodSeconds")
+        return DEFAULT_GRACE_PERIOD_SECONDS if grace is None else int(grace)
+
+
+STRATEGY = PodStrategy()

@@ -1,0 +1,402 @@
+"""The FastAPI application: Kubernetes paths, content negotiation, errors as Status."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from fastapi import FastAPI
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from app import metrics
+from app.api import bodies, discovery, openapi, tables
+from app.api.namespaces import NamespaceLifecycle, ensure_system_namespaces
+from app.api.options import DeleteOptions, ListOptions, WriteOptions
+from app.api.rest import Registry, WriteResult, event_line
+from app.config import Settings
+from app.kube import errors
+from app.kube.errors import ApiError
+from app.kube.features import FeatureGates
+from app.registry import lookup
+from app.registry.base import KindStrategy
+from app.storage.cache import StoredObject, WatchCache
+from app.storage.db import check_schema, create_engine
+from app.storage.store import RevisionCompacted, Store
+
+log = logging.getLogger("app.server")
+
+JSON = "application/json"
+VERSION_INFO = {
+    "major": "1",
+    "minor": "37",
+    "emulationMajor": "1",
+    "emulationMinor": "37",
+    "minCompatibilityMajor": "1",
+    "minCompatibilityMinor": "36",
+    "gitVersion": "v1.37.0-dra.py",
+    "gitCommit": "0000000000000000000000000000000000000000",
+    "gitTreeState": "clean",
+    "buildDate": "2026-11-21T00:00:00Z",
+    "goVersion": "python",
+    "compiler": "gc",
+    "platform": "linux/amd64",
+}
+
+
+def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None, media_type: str = JSON) -> Response:
+    raw = body if isinstance(body, bytes) else orjson.dumps(body)
+    return Response(raw, status_code=status, media_type=media_type, headers=headers)
+
+
+def status_response(exc: ApiError, headers: dict[str, str] | None = None) -> Response:
+    return json_response(exc.status(), exc.code, headers)
+
+
+def warning_headers(warnings: list[str]) -> dict[str, str]:
+    if not warnings:
+        return {}
+    # Starlette joins repeated headers poorly; one header with comma-separated warn-values is valid HTTP.
+    return {"Warning": ", ".join(f'299 - "{w.replace(chr(34), chr(39))}"' for w in warnings)}
+
+
+@dataclass
+class ResourcePath:
+    strategy: KindStrategy
+    namespace: str | None  # None: cluster-scoped, or all namespaces for a namespaced kind
+    name: str | None
+    subresource: str
+
+
+def parse_resource_path(group: str, version: str, segments: list[str]) -> ResourcePath | None:
+    """Resolve ``[namespaces/NS/]PLURAL[/NAME[/SUB]]`` against the registry."""
+    if len(segments) >= 3 and segments[0] == "namespaces":
+        strategy = lookup(group, version, segments[2])
+        if strategy is not None and strategy.namespaced:
+            if len(segments) > 5:
+                return None
+            name = segments[3] if len(segments) >= 4 else None
+            sub = segments[4] if len(segments) == 5 else ""
+            return ResourcePath(strategy, segments[1], name, sub)
+    if not segments or len(segments) > 3:
+        return None
+    strategy = lookup(group, version, segments[0])
+    if strategy is None:
+        return None
+    name = segments[1] if len(segments) >= 2 else None
+    sub = segments[2] if len(segments) == 3 else ""
+    if strategy.namespaced and name is not None:
+        return None
+    return ResourcePath(strategy, None, name, sub)
+
+
+class ApiServer:
+    """Everything one server process holds: storage, registry, background loops."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.gates = FeatureGates.parse(settings.feature_gates)
+        self.engine = create_engine(settings.database_url)
+        self.cache = WatchCache(settings.watch_cache_size)
+        self.store = Store(
+            self.engine,
+            self.cache,
+            poll_interval=settings.poll_interval,
+            compaction_interval=settings.compaction_interval,
+            compaction_window=settings.compaction_window,
+            compaction_min_retain=settings.compaction_min_retain,
+        )
+        self.registry = Registry(self.store, self.gates, settings.bookmark_interval, settings.min_request_timeout)
+        self.namespaces = NamespaceLifecycle(self.registry)
+        self.started = time.time()
+
+    async def start(self) -> None:
+        await check_schema(self.engine, self.settings.database_url)
+        await self.store.start()
+        await ensure_system_namespaces(self.registry)
+        self.namespaces.start()
+        metrics.bind_store(self.store)
+
+    async def stop(self) -> None:
+        await self.namespaces.stop()
+        await self.store.stop()
+        await self.engine.dispose()
+
+
+def create_app(settings: Settings) -> FastAPI:
+    server = ApiServer(settings)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        await server.start()
+        try:
+            yield
+        finally:
+            await server.stop()
+
+    app = FastAPI(lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None, title="dra-apiserver")
+    app.state.server = server
+    registry = server.registry
+    limit = settings.max_body_bytes
+
+    @app.exception_handler(ApiError)
+    async def _api_error(_request: Request, exc: ApiError) -> Response:
+        return status_response(exc)
+
+    @app.middleware("http")
+    async def _observe(request: Request, call_next: Any) -> Response:
+        request_id = request.headers.get("x-request-id") or uuid.uuid4().hex[:16]
+        started = time.perf_counter()
+        try:
+            response: Response = await call_next(request)
+        except Exception:
+            log.exception("internal error", extra={"request_id": request_id, "path": request.url.path, "method": request.method})
+            response = status_response(errors.internal_error(f"request {request_id} failed; see the server log"))
+        response.headers["X-Request-Id"] = request_id
+        metrics.observe_request(request, response.status_code, time.perf_counter() - started)
+        return response
+
+    # ---- health, version, metrics --------------------------------------------------
+
+    @app.get("/healthz")
+    @app.get("/livez")
+    async def _healthz() -> Response:
+        return Response(b"ok", media_type="text/plain")
+
+    @app.get("/readyz")
+    async def _readyz() -> Response:
+        if not server.store.ready:
+            return Response(b"storage not ready", status_code=503, media_type="text/plain")
+        return Response(b"ok", media_type="text/plain")
+
+    @app.get("/metrics")
+    async def _metrics() -> Response:
+        body, content_type = metrics.render()
+        return Response(body, media_type=content_type)
+
+    @app.get("/version")
+    async def _version() -> Response:
+        return json_response(VERSION_INFO)
+
+    @app.get("/featuregates")
+    async def _featuregates() -> Response:
+        return json_response({"kind": "FeatureGateList", "items": server.gates.describe()})
+
+    # ---- discovery and OpenAPI -----------------------------------------------------
+
+    @app.get("/api")
+    async def _api(request: Request) -> Response:
+        if discovery.wants_aggregated(request.headers.get("accept", "")):
+            return json_response(discovery.aggregated_discovery(legacy=True), media_type=discovery.AGGREGATED_DISCOVERY_CONTENT_TYPE)
+        return json_response(discovery.api_versions())
+
+    @app.get("/apis")
+    async def _apis(request: Request) -> Response:
+        if discovery.wants_aggregated(request.headers.get("accept", "")):
+            return json_response(discovery.aggregated_discovery(legacy=False), media_type=discovery.AGGREGATED_DISCOVERY_CONTENT_TYPE)
+        return json_response(discovery.api_group_list())
+
+    @app.get("/api/v1")
+    async def _api_v1() -> Response:
+        return json_response(discovery.api_resource_list("", "v1"))
+
+    @app.get("/apis/{group}")
+    async def _api_group(group: str) -> Response:
+        body = discovery.api_group(group)
+        if body is None:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        return json_response(body)
+
+    @app.get("/apis/{group}/{version}")
+    async def _api_group_version(group: str, version: str) -> Response:
+        body = discovery.api_resource_list(group, version)
+        if body is None:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        return json_response(body)
+
+    @app.get("/openapi/v2")
+    async def _openapi_v2(request: Request) -> Response:
+        accept = request.headers.get("accept", "")
+        if "protobuf" in accept and "json" not in accept:
+            # We do not speak protobuf; kubectl tolerates a 404 here once v3 is served.
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        return json_response(openapi.openapi_v2_bytes())
+
+    @app.get("/openapi/v3")
+    async def _openapi_v3_index() -> Response:
+        return json_response(openapi.openapi_v3_index())
+
+    @app.get("/openapi/v3/{path:path}")
+    async def _openapi_v3(path: str) -> Response:
+        parts = path.strip("/").split("/")
+        if parts[:1] == ["api"] and len(parts) == 2:
+            group, version = "", parts[1]
+        elif parts[:1] == ["apis"] and len(parts) == 3:
+            group, version = parts[1], parts[2]
+        else:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        raw = openapi.openapi_v3_bytes(group, version)
+        if raw is None:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        return json_response(raw, headers={"Cache-Control": "public, immutable"})
+
+    # ---- resources -------------------------------------------------------------------
+
+    async def resource(request: Request, group: str, version: str, rest: str) -> Response:
+        segments = [s for s in rest.split("/") if s]
+        target = parse_resource_path(group, version, segments)
+        if target is None:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        method = request.method
+        try:
+            return await dispatch(request, target, method)
+        except RevisionCompacted as exc:
+            if target.name is None and method == "GET":
+                # Watches report this as an ERROR event on a 200 stream; plain lists as 410.
+                return status_response(errors.gone(str(exc)))
+            raise
+
+    async def dispatch(request: Request, target: ResourcePath, method: str) -> Response:
+        strategy = target.strategy
+        params = request.query_params
+        accept = request.headers.get("accept", "")
+        sub = target.subresource
+        if sub and sub not in strategy.subresources:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        ns = target.namespace or ""
+        if target.name is None:
+            if method == "GET":
+                opts = ListOptions.parse(params)
+                if opts.watch:
+                    return await watch_response(strategy, target.namespace, opts, accept)
+                items, meta = await registry.list_objects(strategy, target.namespace, opts)
+                return list_response(strategy, items, meta, accept, opts.include_object)
+            if method == "POST":
+                if target.namespace is None and strategy.namespaced:
+                    raise errors.method_not_allowed()
+                wopts = WriteOptions.parse(params, request.headers.get("user-agent", ""))
+                body = bodies.decode_object(await bodies.read_body(request, limit), request.headers.get("content-type"), strategy.kind)
+                result = await registry.create(strategy, ns, body, wopts)
+                return object_response(strategy, result, accept, 201)
+            if method == "DELETE":
+                if "deletecollection" not in strategy.verbs:
+                    raise errors.method_not_allowed()
+                raw = await bodies.read_body(request, limit)
+                dopts = DeleteOptions.parse(params, bodies.decode_json(raw, "DeleteOptions") if raw.strip() else None)
+                opts = ListOptions.parse(params)
+                deleted, meta = await registry.delete_collection(strategy, target.namespace, opts, dopts)
+                return json_response(list_bytes(strategy, deleted, meta))
+            raise errors.method_not_allowed()
+        name = target.name
+        if sub == "binding":
+            if method != "POST":
+                raise errors.method_not_allowed()
+            wopts = WriteOptions.parse(params, request.headers.get("user-agent", ""))
+            body = bodies.decode_object(await bodies.read_body(request, limit), request.headers.get("content-type"), "Binding")
+            await registry.bind(strategy, ns, name, body, wopts)
+            return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201)
+        if sub == "finalize":
+            if method != "PUT":
+                raise errors.method_not_allowed()
+            wopts = WriteOptions.parse(params, request.headers.get("user-agent", ""))
+            body = bodies.decode_object(await bodies.read_body(request, limit), request.headers.get("content-type"), strategy.kind)
+            result = await registry.finalize_namespace(strategy, name, body, wopts)
+            return object_response(strategy, result, accept, 200)
+        if method == "GET":
+            stored = await registry.get(strategy, ns, name, params.get("resourceVersion", ""))
+            if tables.wants_table(accept):
+                meta = {"resourceVersion": stored.obj["metadata"].get("resourceVersion", "")}
+                return json_response(tables.table_for(strategy, [stored.obj], meta, params.get("includeObject", "Metadata") or "Metadata"))
+            return json_response(stored.raw)
+        if method == "PUT":
+            wopts = WriteOptions.parse(params, request.headers.get("user-agent", ""))
+            body = bodies.decode_object(await bodies.read_body(request, limit), request.headers.get("content-type"), strategy.kind)
+            result = await registry.update(strategy, ns, name, body, wopts, sub)
+            return object_response(strategy, result, accept, 201 if result.created else 200)
+        if method == "PATCH":
+            wopts = WriteOptions.parse(params, request.headers.get("user-agent", ""))
+            raw = await bodies.read_body(request, limit)
+            patch, patch_type = bodies.decode_patch(raw, request.headers.get("content-type"), strategy.kind)
+            if patch_type == "apply" and not params.get("fieldManager"):
+                raise errors.bad_request("PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch")
+            if patch_type != "apply" and params.get("force"):
+                raise errors.bad_request("PatchOptions.meta.k8s.io \"\" is invalid: force: Forbidden: may not be specified for non-apply patch")
+            result = await registry.patch(strategy, ns, name, patch, patch_type, wopts, sub)
+            return object_response(strategy, result, accept, 201 if result.created else 200)
+        if method == "DELETE":
+            if sub:
+                raise errors.method_not_allowed()
+            raw = await bodies.read_body(request, limit)
+            dopts = DeleteOptions.parse(params, bodies.decode_json(raw, "DeleteOptions") if raw.strip() else None)
+            outcome = await registry.delete(strategy, ns, name, dopts)
+            if outcome.deleted_now and not strategy.return_deleted_object:
+                return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": outcome.details})
+            obj = outcome.obj
+            raw_obj = obj.raw if isinstance(obj, StoredObject) else orjson.dumps(obj)
+            return json_response(raw_obj, 200)
+        raise errors.method_not_allowed()
+
+    def object_response(strategy: KindStrategy, result: WriteResult, accept: str, code: int) -> Response:
+        headers = warning_headers(result.warnings)
+        if tables.wants_table(accept):
+            obj = result.obj.obj if isinstance(result.obj, StoredObject) else result.obj
+            meta = {"resourceVersion": obj["metadata"].get("resourceVersion", "")}
+            return json_response(tables.table_for(strategy, [obj], meta, "Metadata"), code, headers)
+        return json_response(result.raw, code, headers)
+
+    def list_bytes(strategy: KindStrategy, items: list[Any], meta: dict[str, Any]) -> bytes:
+        raws = [i.raw if isinstance(i, StoredObject) else orjson.dumps(i) for i in items]
+        head = orjson.dumps({"kind": strategy.list_kind, "apiVersion": strategy.api_version, "metadata": meta})
+        return head[:-1] + b',"items":[' + b",".join(raws) + b"]}"
+
+    def list_response(strategy: KindStrategy, items: list[StoredObject], meta: dict[str, Any], accept: str, include_object: str) -> Response:
+        if tables.wants_table(accept):
+            return json_response(tables.table_for(strategy, [i.obj for i in items], meta, include_object))
+        return json_response(list_bytes(strategy, items, meta))
+
+    async def watch_response(strategy: KindStrategy, namespace: str | None, opts: ListOptions, accept: str) -> Response:
+        as_table = tables.wants_table(accept)
+        try:
+            events = await registry.watch(strategy, namespace, opts)
+        except RevisionCompacted as exc:
+            error = errors.gone(str(exc)).status()
+
+            async def expired() -> AsyncIterator[bytes]:
+                yield orjson.dumps({"type": "ERROR", "object": error}) + b"\n"
+
+            return StreamingResponse(expired(), media_type=JSON)
+
+        async def stream() -> AsyncIterator[bytes]:
+            metrics.WATCHERS.inc()
+            try:
+                async for kind, item in events:
+                    if as_table and kind == "BOOKMARK":
+                        yield event_line(kind, tables.table_bookmark(item["metadata"]["resourceVersion"]))  # type: ignore[index]
+                    elif as_table:
+                        obj = item.obj if isinstance(item, StoredObject) else item
+                        table = tables.table_for(strategy, [obj], {"resourceVersion": obj["metadata"].get("resourceVersion", "")}, opts.include_object)
+                        yield event_line(kind, table)
+                    else:
+                        yield event_line(kind, item)
+            finally:
+                metrics.WATCHERS.dec()
+
+        return StreamingResponse(stream(), media_type=JSON, headers={"Cache-Control": "no-cache, private"})
+
+    methods = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+
+    @app.api_route("/api/v1/{rest:path}", methods=methods)
+    async def _core(request: Request, rest: str) -> Response:
+        return await resource(request, "", "v1", rest)
+
+    @app.api_route("/apis/{group}/{version}/{rest:path}", methods=methods)
+    async def _grouped(request: Request, group: str, version: str, rest: str) -> Response:
+        return await resource(request, group, version, rest)
+
+    return app

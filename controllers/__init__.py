@@ -1,0 +1,1 @@
+"""controllers package (work in progress; see the issues)."""

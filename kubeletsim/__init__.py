@@ -1,0 +1,1 @@
+"""kubeletsim package (work in progress; see the issues)."""

@@ -1,0 +1,1 @@
+"""schedulers package (work in progress; see the issues)."""

@@ -1,0 +1,187 @@
+"""The storage contract (design.md): ordered revisions, event log, compaction, replicas, schema."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from app.testing.server import REPO_ROOT, ServerProcess, free_port
+from tests.api.helpers import assert_status, claim, claims_path, watch_lines
+from tests.conftest import Databases
+
+
+def _ns(client: httpx.Client, name: str) -> None:
+    client.post("/api/v1/namespaces", json={"metadata": {"name": name}})
+
+
+def _collect(url: str, path: str, rv: str, until: threading.Event, out: list[dict[str, Any]]) -> None:
+    """Watch from rv, resuming from the last seen revision whenever the stream ends."""
+    last = rv
+    with httpx.Client(base_url=url, timeout=30) as client:
+        while not until.is_set():
+            try:
+                with client.stream("GET", path, params={"watch": "true", "resourceVersion": last, "timeoutSeconds": "1"}) as response:
+                    for line in response.iter_lines():
+                        if not line:
+                            continue
+                        event = orjson.loads(line)
+                        assert event["type"] != "ERROR", event
+                        out.append(event)
+                        last = event["object"]["metadata"]["resourceVersion"]
+            except httpx.HTTPError:
+                time.sleep(0.1)
+
+
+async def _writes(url: str, namespace: str, writers: int, per_writer: int) -> None:
+    async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+
+        async def one(w: int) -> None:
+            for i in range(per_writer):
+                name = f"w{w}-{i % 5}"
+                got = await client.get(claims_path(namespace, name))
+                if got.status_code == 404:
+                    await client.post(claims_path(namespace), json=claim(name))
+                elif i % 3 == 0:
+                    await client.delete(claims_path(namespace, name))
+                else:
+                    body = got.json()
+                    body["metadata"].setdefault("labels", {})["i"] = str(i)
+                    await client.put(claims_path(namespace, name), json=body)  # may 409; that's the point
+
+        await asyncio.gather(*(one(w) for w in range(writers)))
+
+
+def _history(url: str, namespace: str, since: str) -> list[tuple[int, str, str]]:
+    """Every change since ``since`` as the log has it, via a watch from that revision."""
+    events = watch_lines(httpx.Client(base_url=url, timeout=30), claims_path(namespace), {"resourceVersion": since, "timeoutSeconds": "2"}, limit=100_000)
+    return [(int(e["object"]["metadata"]["resourceVersion"]), e["type"], e["object"]["metadata"]["name"]) for e in events]
+
+
+def test_concurrent_writers_watchers_see_exact_history(api: httpx.Client, server: ServerProcess, ns: str) -> None:
+    start = api.get(claims_path(ns)).json()["metadata"]["resourceVersion"]
+    done = threading.Event()
+    seen: list[list[dict[str, Any]]] = [[], [], []]
+    threads = [threading.Thread(target=_collect, args=(server.url, claims_path(ns), start, done, out)) for out in seen]
+    for t in threads:
+        t.start()
+    asyncio.run(_writes(server.url, ns, writers=8, per_writer=30))
+    final_rv = api.get(claims_path(ns)).json()["metadata"]["resourceVersion"]
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and any(not out or out[-1]["object"]["metadata"]["resourceVersion"] != final_rv for out in seen):
+        time.sleep(0.1)
+    done.set()
+    for t in threads:
+        t.join(10)
+    truth = _history(server.url, ns, start)
+    assert truth, "the writers must have produced events"
+    for out in seen:
+        got = [(int(e["object"]["metadata"]["resourceVersion"]), e["type"], e["object"]["metadata"]["name"]) for e in out]
+        assert got == truth
+    revisions = [r for r, _, _ in truth]
+    assert revisions == sorted(revisions) and len(set(revisions)) == len(revisions)
+    # The state the watchers reconstruct is the state a LIST returns.
+    state: dict[str, int] = {}
+    for rev, kind, name in truth:
+        if kind == "DELETED":
+            state.pop(name, None)
+        else:
+            state[name] = rev
+    listed = {i["metadata"]["name"]: int(i["metadata"]["resourceVersion"]) for i in api.get(claims_path(ns)).json()["items"]}
+    assert listed == state
+
+
+def test_history_survives_restart(start_server: Callable[..., ServerProcess]) -> None:
+    first = start_server()
+    with httpx.Client(base_url=first.url) as client:
+        _ns(client, "restart")
+        rv = client.get(claims_path("restart")).json()["metadata"]["resourceVersion"]
+        for i in range(5):
+            client.post(claims_path("restart"), json=claim(f"r{i}"))
+        before = _history(first.url, "restart", rv)
+    first.stop()
+    second = ServerProcess(first.database_url, port=first.port).start()
+    try:
+        with httpx.Client(base_url=second.url) as client:
+            assert len(client.get(claims_path("restart")).json()["items"]) == 5
+            client.post(claims_path("restart"), json=claim("after"))
+        after = _history(second.url, "restart", rv)
+        assert after[: len(before)] == before
+        assert after[-1][2] == "after" and after[-1][0] > before[-1][0]
+    finally:
+        second.stop()
+
+
+def test_compaction_expires_old_revisions(start_server: Callable[..., ServerProcess]) -> None:
+    proc = start_server("--compaction-interval", "0.5", "--compaction-window", "0", "--compaction-min-retain", "2", "--watch-cache-size", "3")
+    with httpx.Client(base_url=proc.url) as client:
+        _ns(client, "compact")
+        old = client.post(claims_path("compact"), json=claim("c0")).json()["metadata"]["resourceVersion"]
+        for i in range(1, 10):
+            client.post(claims_path("compact"), json=claim(f"c{i}"))
+        time.sleep(1.5)
+        events = watch_lines(client, claims_path("compact"), {"resourceVersion": old, "timeoutSeconds": "2"}, limit=1)
+        assert events[0]["type"] == "ERROR"
+        status = events[0]["object"]
+        assert status["code"] == 410 and status["reason"] == "Expired"
+        assert status["message"].startswith("too old resource version")
+        assert_status(client.get(claims_path("compact"), params={"resourceVersion": old, "resourceVersionMatch": "Exact"}), 410, "Expired")
+
+
+def test_two_servers_share_one_ordered_stream(backend: str, databases: Databases, start_server: Callable[..., ServerProcess]) -> None:
+    if backend != "postgres":
+        pytest.skip("several replicas need Postgres")
+    url = databases.new()
+    a = start_server("--poll-interval", "0.2", database_url=url)
+    b = start_server("--poll-interval", "0.2", database_url=url, migrate_first=False)
+    with httpx.Client(base_url=a.url) as client:
+        _ns(client, "replicas")
+        start = client.get(claims_path("replicas")).json()["metadata"]["resourceVersion"]
+    done = threading.Event()
+    seen_a: list[dict[str, Any]] = []
+    seen_b: list[dict[str, Any]] = []
+    threads = [
+        threading.Thread(target=_collect, args=(a.url, claims_path("replicas"), start, done, seen_a)),
+        threading.Thread(target=_collect, args=(b.url, claims_path("replicas"), start, done, seen_b)),
+    ]
+    for t in threads:
+        t.start()
+
+    async def both() -> None:
+        await asyncio.gather(_writes(a.url, "replicas", 4, 20), _writes(b.url, "replicas", 4, 20))
+
+    asyncio.run(both())
+    with httpx.Client(base_url=b.url) as client:
+        final = client.get(claims_path("replicas")).json()["metadata"]["resourceVersion"]
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and any(not s or s[-1]["object"]["metadata"]["resourceVersion"] != final for s in (seen_a, seen_b)):
+        time.sleep(0.1)
+    done.set()
+    for t in threads:
+        t.join(10)
+    key = [(e["object"]["metadata"]["resourceVersion"], e["type"]) for e in seen_a]
+    assert key == [(e["object"]["metadata"]["resourceVersion"], e["type"]) for e in seen_b]
+    revisions = [int(r) for r, _ in key]
+    assert revisions == sorted(revisions) and len(set(revisions)) == len(revisions)
+    assert key == [(str(r), t) for r, t, _ in _history(a.url, "replicas", start)]
+
+
+def test_refuses_unmigrated_database(databases: Databases) -> None:
+    url = databases.new()
+    result = subprocess.run(
+        [sys.executable, "-m", "app", "serve", "--listen", f"127.0.0.1:{free_port()}", "--database-url", url],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert "python -m app migrate" in result.stderr

@@ -1,0 +1,113 @@
+"""Shared fixtures: a real API server process per storage backend, and clients for it.
+
+Every API test runs once on SQLite and once on Postgres. Postgres comes from
+``DRA_TEST_DATABASE_URL`` when set, otherwise from a throwaway cluster started as an
+unprivileged user. Without Postgres binaries the Postgres half is skipped, unless
+``DRA_REQUIRE_POSTGRES=1`` (CI), where that is an error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from pathlib import Path
+
+import httpx
+import pytest
+
+from app.testing.postgres import PostgresNotAvailable, database_url_for_tests
+from app.testing.server import ServerProcess, migrate
+
+BACKENDS = ["sqlite", "postgres"]
+
+
+class Databases:
+    """Hands out empty databases of one backend."""
+
+    def __init__(self, backend: str, tmp: Path, stack: ExitStack) -> None:
+        self.backend = backend
+        self.tmp = tmp
+        self.stack = stack
+        self._pg_url: str | None = None
+
+    def new(self) -> str:
+        if self.backend == "sqlite":
+            return f"sqlite+aiosqlite:///{self.tmp / f'dra-{uuid.uuid4().hex[:8]}.sqlite'}"
+        if self._pg_url is None:
+            self._pg_url = self.stack.enter_context(database_url_for_tests())
+        name = f"t_{uuid.uuid4().hex[:10]}"
+        asyncio.run(_create_database(self._pg_url, name))
+        return self._pg_url.rsplit("/", 1)[0] + "/" + name
+
+
+async def _create_database(url: str, name: str) -> None:
+    import asyncpg
+
+    dsn = url.replace("postgresql+asyncpg://", "postgresql://")
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()
+
+
+@pytest.fixture(scope="session", params=BACKENDS)
+def databases(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Databases]:
+    with ExitStack() as stack:
+        dbs = Databases(request.param, tmp_path_factory.mktemp(request.param), stack)
+        if request.param == "postgres":
+            try:
+                dbs.new()
+            except PostgresNotAvailable as exc:
+                if os.environ.get("DRA_REQUIRE_POSTGRES"):
+                    pytest.fail(f"Postgres is required here but not available: {exc}")
+                pytest.skip(f"no Postgres available: {exc}")
+        yield dbs
+
+
+@pytest.fixture(scope="session")
+def backend(databases: Databases) -> str:
+    return databases.backend
+
+
+@pytest.fixture(scope="session")
+def start_server(databases: Databases, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., ServerProcess]]:
+    """Start extra servers: ``start_server(*flags, database_url=None)``."""
+    started: list[ServerProcess] = []
+    logs = tmp_path_factory.mktemp("logs")
+
+    def start(*flags: str, database_url: str | None = None, migrate_first: bool = True) -> ServerProcess:
+        url = database_url or databases.new()
+        if migrate_first:
+            migrate(url)
+        proc = ServerProcess(url, *flags, log_path=logs / f"server-{len(started)}.log")
+        started.append(proc)
+        return proc.start()
+
+    yield start
+    for proc in started:
+        proc.stop()
+
+
+@pytest.fixture(scope="session")
+def server(start_server: Callable[..., ServerProcess]) -> ServerProcess:
+    """The shared server of this backend (tests isolate themselves by namespace)."""
+    return start_server("--bookmark-interval", "1")
+
+
+@pytest.fixture(scope="session")
+def api(server: ServerProcess) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server.url, timeout=30.0) as client:
+        yield client
+
+
+@pytest.fixture
+def ns(api: httpx.Client) -> str:
+    """A fresh namespace for one test."""
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    response = api.post("/api/v1/namespaces", json={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    assert response.status_code == 201, response.text
+    return name
