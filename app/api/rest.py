@@ -357,11 +357,16 @@ class Registry:
             )
         if kind not in (None, "") and kind != strategy.kind:
             raise errors.bad_request(f"the kind in the data ({kind}) does not match the expected kind ({strategy.kind})")
-        obj["apiVersion"] = strategy.api_version
+        # Upstream serialises kind, apiVersion and metadata first; keep that order for readers.
+        rest = {k: obj.pop(k) for k in list(obj) if k not in ("kind", "apiVersion", "metadata")}
+        metadata = obj.pop("metadata", None)
+        obj.clear()
         obj["kind"] = strategy.kind
-        metadata = obj.get("metadata")
+        obj["apiVersion"] = strategy.api_version
         if metadata is None:
-            metadata = obj["metadata"] = {}
+            metadata = {}
+        obj["metadata"] = metadata
+        obj.update(rest)
         if not isinstance(metadata, dict):
             raise errors.bad_request("metadata must be an object")
         body_ns = metadata.get("namespace")
@@ -403,7 +408,8 @@ class Registry:
             errs.append(errors.invalid("metadata.ownerReferences", owners, "must be a list"))
         return errs
 
-    async def create(self, strategy: KindStrategy, namespace: str, obj: Obj, wopts: WriteOptions) -> WriteResult:
+    async def create(self, strategy: KindStrategy, namespace: str, obj: Obj, wopts: WriteOptions, applied: bool = False) -> WriteResult:
+        """Create ``obj``. ``applied``: it comes from a server-side apply, which recorded managedFields already."""
         if not isinstance(obj, dict):
             raise errors.bad_request(f"the body of the request must be a {strategy.kind} object")
         self._check_type_and_scope(strategy, obj, namespace, None)
@@ -424,8 +430,10 @@ class Registry:
             name_errors.append(errors.required("metadata.name", "name or generateName is required"))
         if name_errors:
             raise self._invalid(strategy, name or generate, name_errors)
-        for key in ("uid", "resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "managedFields", "selfLink"):
+        for key in ("uid", "resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
             metadata.pop(key, None)
+        if not applied:
+            metadata.pop("managedFields", None)
         now = now_rfc3339()
         metadata["uid"] = str(uuid.uuid4())
         metadata["creationTimestamp"] = now
@@ -441,7 +449,8 @@ class Registry:
         if errs:
             raise self._invalid(strategy, name or generate, errs)
         warnings.extend(ctx.warnings)
-        ssa.update_managed_fields(None, obj, wopts.field_manager, "Update", strategy.api_version, now, reset_fields=_reset_fields(strategy, ""))
+        if not applied:
+            ssa.update_managed_fields(None, obj, wopts.field_manager, "Update", strategy.api_version, now, reset_fields=_reset_fields(strategy, ""))
         if wopts.dry_run:
             if not name:
                 metadata["name"] = generate + _random_suffix()
@@ -632,7 +641,7 @@ class Registry:
             return self._prepare_update(strategy, current, new, subresource, wopts, "Apply" if is_apply else "Update", warnings)
 
         async def create(new: Obj) -> WriteResult:
-            return await self.create(strategy, namespace, new, wopts)
+            return await self.create(strategy, namespace, new, wopts, applied=True)
 
         result = await self.guaranteed_update(
             strategy, namespace, name, mutate, dry_run=wopts.dry_run, create=create if is_apply and not subresource else None

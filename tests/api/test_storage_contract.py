@@ -99,24 +99,35 @@ def test_concurrent_writers_watchers_see_exact_history(api: httpx.Client, server
     assert listed == state
 
 
-def test_history_survives_restart(start_server: Callable[..., ServerProcess]) -> None:
+def test_watchers_resume_across_restart(start_server: Callable[..., ServerProcess]) -> None:
+    """Watchers that resume from their last resourceVersion see every event exactly once,
+    in order, across a server restart."""
     first = start_server()
     with httpx.Client(base_url=first.url) as client:
         _ns(client, "restart")
         rv = client.get(claims_path("restart")).json()["metadata"]["resourceVersion"]
-        for i in range(5):
-            client.post(claims_path("restart"), json=claim(f"r{i}"))
-        before = _history(first.url, "restart", rv)
+    done = threading.Event()
+    seen: list[dict[str, Any]] = []
+    watcher = threading.Thread(target=_collect, args=(first.url, claims_path("restart"), rv, done, seen))
+    watcher.start()
+    asyncio.run(_writes(first.url, "restart", writers=4, per_writer=10))
     first.stop()
     second = ServerProcess(first.database_url, port=first.port).start()
     try:
+        asyncio.run(_writes(second.url, "restart", writers=4, per_writer=10))
         with httpx.Client(base_url=second.url) as client:
-            assert len(client.get(claims_path("restart")).json()["items"]) == 5
-            client.post(claims_path("restart"), json=claim("after"))
-        after = _history(second.url, "restart", rv)
-        assert after[: len(before)] == before
-        assert after[-1][2] == "after" and after[-1][0] > before[-1][0]
+            final = client.get(claims_path("restart")).json()["metadata"]["resourceVersion"]
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and (not seen or seen[-1]["object"]["metadata"]["resourceVersion"] != final):
+            time.sleep(0.1)
+        done.set()
+        watcher.join(10)
+        truth = _history(second.url, "restart", rv)
+        got = [(int(e["object"]["metadata"]["resourceVersion"]), e["type"], e["object"]["metadata"]["name"]) for e in seen]
+        assert got == truth
+        assert len(truth) > 40
     finally:
+        done.set()
         second.stop()
 
 
