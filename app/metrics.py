@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
-from starlette.requests import Request
 
 from app.storage.store import Store
 
@@ -33,23 +34,25 @@ def bind_store(store: Store) -> None:
     _store = store
 
 
-def _verb(request: Request) -> tuple[str, str, str]:
+def _verb(scope: dict[str, Any]) -> tuple[str, str, str]:
     """Kubernetes verb, resource and subresource from the path (approximate for discovery)."""
-    parts = [p for p in request.url.path.split("/") if p]
+    parts = [p for p in scope.get("path", "").split("/") if p]
+    method = scope.get("method", "")
     if parts[:2] == ["api", "v1"]:
         rest = parts[2:]
     elif parts[:1] == ["apis"] and len(parts) >= 3:
         rest = parts[3:]
     else:
-        return request.method, parts[0] if parts else "", ""
+        return method, parts[0] if parts else "", ""
     if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] not in ("status", "finalize"):
         rest = rest[2:]
     resource = rest[0] if rest else ""
     name = rest[1] if len(rest) > 1 else ""
     sub = rest[2] if len(rest) > 2 else ""
-    method = request.method
     if method == "GET":
-        verb = "WATCH" if request.query_params.get("watch") in ("true", "1") else ("GET" if name else "LIST")
+        query = scope.get("query_string", b"")
+        watching = b"watch=true" in query or b"watch=1" in query
+        verb = "WATCH" if watching else ("GET" if name else "LIST")
     elif method == "DELETE" and not name:
         verb = "DELETECOLLECTION"
     else:
@@ -57,8 +60,8 @@ def _verb(request: Request) -> tuple[str, str, str]:
     return verb, resource, sub
 
 
-def observe_request(request: Request, code: int, seconds: float) -> None:
-    verb, resource, sub = _verb(request)
+def observe_request(scope: dict[str, Any], code: int, seconds: float) -> None:
+    verb, resource, sub = _verb(scope)
     REQUESTS.labels(verb, resource, sub, str(code)).inc()
     LATENCY.labels(verb, resource).observe(seconds)
 

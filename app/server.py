@@ -6,7 +6,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,6 +14,7 @@ import orjson
 from fastapi import FastAPI
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from app import metrics
 from app.api import bodies, discovery, openapi, tables
@@ -64,6 +65,43 @@ def warning_headers(warnings: list[str]) -> dict[str, str]:
         return {}
     # Starlette joins repeated headers poorly; one header with comma-separated warn-values is valid HTTP.
     return {"Warning": ", ".join(f'299 - "{w.replace(chr(34), chr(39))}"' for w in warnings)}
+
+
+class ObserveMiddleware:
+    """Request ids, metrics, and a Status body for unexpected errors (pure ASGI: no per-request task)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = uuid.uuid4().hex[:16]
+        for key, value in scope.get("headers", ()):
+            if key == b"x-request-id":
+                request_id = value.decode("latin-1")[:64]
+        started = time.perf_counter()
+        code = 500
+        response_started = False
+
+        async def send_wrapper(message: MutableMapping[str, Any]) -> None:
+            nonlocal code, response_started
+            if message["type"] == "http.response.start":
+                response_started = True
+                code = message["status"]
+                message["headers"] = [*message.get("headers", ()), (b"x-request-id", request_id.encode())]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        except Exception:
+            log.exception("internal error", extra={"request_id": request_id, "path": scope.get("path"), "method": scope.get("method")})
+            if not response_started:
+                response = status_response(errors.internal_error(f"request {request_id} failed; see the server log"))
+                await response(scope, receive, send_wrapper)
+        finally:
+            metrics.observe_request(scope, code, time.perf_counter() - started)
 
 
 @dataclass
@@ -129,7 +167,26 @@ class ApiServer:
         await self.engine.dispose()
 
 
-def create_app(settings: Settings) -> FastAPI:
+def create_app(settings: Settings) -> Any:
+    """The ASGI application: resource paths on a lean path, everything else through FastAPI."""
+    app = create_fastapi_app(settings)
+    return ObserveMiddleware(ResourcePaths(app))
+
+
+class ResourcePaths:
+    """Routes Kubernetes resource paths straight to the registry handlers."""
+
+    def __init__(self, app: FastAPI) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        is_verb = scope["type"] == "http" and scope["method"] in ("GET", "POST", "PUT", "PATCH", "DELETE")
+        if is_verb and await self.app.state.resource_endpoint(scope, receive, send):
+            return
+        await self.app(scope, receive, send)
+
+
+def create_fastapi_app(settings: Settings) -> FastAPI:
     server = ApiServer(settings)
 
     @contextlib.asynccontextmanager
@@ -148,19 +205,6 @@ def create_app(settings: Settings) -> FastAPI:
     @app.exception_handler(ApiError)
     async def _api_error(_request: Request, exc: ApiError) -> Response:
         return status_response(exc)
-
-    @app.middleware("http")
-    async def _observe(request: Request, call_next: Any) -> Response:
-        request_id = request.headers.get("x-request-id") or uuid.uuid4().hex[:16]
-        started = time.perf_counter()
-        try:
-            response: Response = await call_next(request)
-        except Exception:
-            log.exception("internal error", extra={"request_id": request_id, "path": request.url.path, "method": request.method})
-            response = status_response(errors.internal_error(f"request {request_id} failed; see the server log"))
-        response.headers["X-Request-Id"] = request_id
-        metrics.observe_request(request, response.status_code, time.perf_counter() - started)
-        return response
 
     # ---- health, version, metrics --------------------------------------------------
 
@@ -389,14 +433,24 @@ def create_app(settings: Settings) -> FastAPI:
 
         return StreamingResponse(stream(), media_type=JSON, headers={"Cache-Control": "no-cache, private"})
 
-    methods = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+    async def resource_endpoint(scope: Scope, receive: Receive, send: Send) -> bool:
+        """Serve a resource path directly (the hot path skips FastAPI's router and
+        dependency solving); False when the path is not a resource path."""
+        parts = scope["path"].split("/", 5)
+        # ["", "api", "v1", rest...] or ["", "apis", group, version, rest...]
+        if len(parts) >= 4 and parts[1] == "api" and parts[2] == "v1" and parts[3]:
+            group, version, rest = "", "v1", "/".join(parts[3:])
+        elif len(parts) >= 5 and parts[1] == "apis" and parts[4]:
+            group, version, rest = parts[2], parts[3], "/".join(parts[4:])
+        else:
+            return False
+        request = Request(scope, receive)
+        try:
+            response = await resource(request, group, version, rest)
+        except ApiError as exc:
+            response = status_response(exc)
+        await response(scope, receive, send)
+        return True
 
-    @app.api_route("/api/v1/{rest:path}", methods=methods)
-    async def _core(request: Request, rest: str) -> Response:
-        return await resource(request, "", "v1", rest)
-
-    @app.api_route("/apis/{group}/{version}/{rest:path}", methods=methods)
-    async def _grouped(request: Request, group: str, version: str, rest: str) -> Response:
-        return await resource(request, group, version, rest)
-
+    app.state.resource_endpoint = resource_endpoint
     return app

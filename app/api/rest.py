@@ -35,7 +35,7 @@ from app.kube.features import FeatureGates
 from app.kube.fields import FieldSelector, parse_field_selector, unknown_field_error, unsupported_field_error
 from app.kube.labels import LabelSelector, parse_label_selector
 from app.kube.timeutil import now_rfc3339
-from app.kube.validation import validate_object_name
+from app.kube.validation import validate_object_meta, validate_object_meta_update
 from app.registry import namespace as namespace_kind
 from app.registry.base import KindStrategy, Obj, RequestContext
 from app.storage.cache import ADDED, DELETED, MODIFIED, Event, StoredObject, Watcher
@@ -393,20 +393,13 @@ class Registry:
             raise errors.bad_request(f"strict decoding error: {listed}")
         warnings.extend(f'unknown field "{path}"' for path in unknown)
 
-    def _validate_meta(self, strategy: KindStrategy, obj: Obj) -> list[FieldError]:
-        metadata = obj["metadata"]
-        errs: list[FieldError] = []
-        for key in ("labels", "annotations"):
-            value = metadata.get(key)
-            if value is not None and (not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values())):
-                errs.append(errors.invalid(f"metadata.{key}", value, "must be a map of string keys to string values"))
-        finalizers = metadata.get("finalizers")
-        if finalizers is not None and (not isinstance(finalizers, list) or not all(isinstance(f, str) for f in finalizers)):
-            errs.append(errors.invalid("metadata.finalizers", finalizers, "must be a list of strings"))
-        owners = metadata.get("ownerReferences")
-        if owners is not None and not isinstance(owners, list):
-            errs.append(errors.invalid("metadata.ownerReferences", owners, "must be a list"))
-        return errs
+    def _validate_meta(self, strategy: KindStrategy, obj: Obj, old: Obj | None = None) -> list[FieldError]:
+        """Upstream's ObjectMeta rules (core/v1 Events are exempt upstream)."""
+        if not strategy.validates_object_meta:
+            return []
+        if old is None:
+            return validate_object_meta(obj, strategy.namespaced, strategy.name_rule, kube_finalizers=strategy.object_meta_kube_finalizers)
+        return validate_object_meta_update(obj, old, kube_finalizers=strategy.object_meta_kube_finalizers)
 
     async def create(self, strategy: KindStrategy, namespace: str, obj: Obj, wopts: WriteOptions, applied: bool = False) -> WriteResult:
         """Create ``obj``. ``applied``: it comes from a server-side apply, which recorded managedFields already."""
@@ -417,19 +410,10 @@ class Registry:
         self._field_validation(strategy, obj, wopts, warnings)
         self._check_namespace_for_create(strategy, namespace)
         metadata = obj["metadata"]
-        generate = metadata.get("generateName") or ""
         name = metadata.get("name") or ""
-        name_errors: list[FieldError] = []
+        generate = metadata.get("generateName") or ""
         if not isinstance(name, str) or not isinstance(generate, str):
-            name_errors.append(errors.invalid("metadata.name", name, "must be a string"))
-        elif name:
-            name_errors += validate_object_name(name, strategy.name_rule)
-        elif generate:
-            name_errors += validate_object_name(generate, strategy.name_rule, "metadata.generateName", generated=True)
-        else:
-            name_errors.append(errors.required("metadata.name", "name or generateName is required"))
-        if name_errors:
-            raise self._invalid(strategy, name or generate, name_errors)
+            raise self._invalid(strategy, "", [errors.invalid("metadata.name", name, "must be a string")])
         for key in ("uid", "resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
             metadata.pop(key, None)
         if not applied:
@@ -550,19 +534,14 @@ class Registry:
         if subresource == "status":
             strategy.prepare_for_status_update(new, old, ctx)
             strategy.drop_disabled_fields(new, old, ctx)
-            errs = self._validate_meta(strategy, new) + strategy.validate_status_update(new, old, ctx)
+            errs = self._validate_meta(strategy, new, old) + strategy.validate_status_update(new, old, ctx)
         else:
             strategy.prepare_for_update(new, old, ctx)
             strategy.default(new, ctx)
             strategy.drop_disabled_fields(new, old, ctx)
-            errs = self._validate_meta(strategy, new) + strategy.validate_update(new, old, ctx)
+            errs = self._validate_meta(strategy, new, old) + strategy.validate_update(new, old, ctx)
             if strategy.tracks_generation and strategy.spec_changed(new, old):
                 new["metadata"]["generation"] = int(old["metadata"].get("generation") or 0) + 1
-        if old["metadata"].get("deletionTimestamp"):
-            # Once deletion has begun, finalizers may only be removed.
-            added = set(new["metadata"].get("finalizers") or []) - set(old["metadata"].get("finalizers") or [])
-            if added:
-                errs.append(errors.forbidden("metadata.finalizers", f"no new finalizers can be added if the object is being deleted, found new finalizers {sorted(added)!r}"))
         if errs:
             raise self._invalid(strategy, name, errs)
         warnings.extend(ctx.warnings)

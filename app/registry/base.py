@@ -67,6 +67,10 @@ class KindStrategy:
     allow_create_on_update: bool = False
     # Name rule: "subdomain" (RFC 1123 DNS subdomain) or "label" (RFC 1123 DNS label).
     name_rule: str = "subdomain"
+    # Upstream applies ObjectMeta validation to every kind but core/v1 Event.
+    validates_object_meta: bool = True
+    # Core's rule that a finalizer without a domain must be a standard one (not for Lease and Event).
+    object_meta_kube_finalizers: bool = True
     printer_columns: tuple[PrinterColumn, ...] = ()
     # Verbs of the main resource, as discovery lists them.
     verbs: tuple[str, ...] = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from app.kube.errors import FieldError
 from app.kube.timeutil import human_age
-from app.registry.base import KindStrategy, Obj, PrinterColumn
+from app.registry import core_validation
+from app.registry.base import KindStrategy, Obj, PrinterColumn, RequestContext
 from app.registry.columns import dig, name_column
 
 
@@ -56,6 +58,16 @@ class EventStrategy(KindStrategy):
         PrinterColumn("Count", "integer", "The number of times this event has occurred", lambda o: o.get("count", 1), priority=1),
         name_column(),
     )
+    # Upstream validates core/v1 Events with the legacy rules only: no ObjectMeta validation
+    # (names, labels, ...) on create or update through /api/v1.
+    validates_object_meta = False
+    object_meta_kube_finalizers = False
+
+    def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
+        return core_validation.validate_event(obj)
+
+    def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
+        return core_validation.validate_event(new)
 
 
 STRATEGY = EventStrategy()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from app.registry.base import KindStrategy, PrinterColumn
+from app.kube.errors import FieldError
+from app.registry import core_validation
+from app.registry.base import KindStrategy, Obj, PrinterColumn, RequestContext
 from app.registry.columns import age_column, dig, name_column
 
 
@@ -19,6 +21,15 @@ class LeaseStrategy(KindStrategy):
         PrinterColumn("Holder", "string", "The holder of the lease", lambda o: dig(o, "spec", "holderIdentity", default="") or ""),
         age_column(),
     )
+    # coordination validation uses apimachinery's ObjectMeta rules, without core's extra
+    # "standard finalizer name or fully qualified" check.
+    object_meta_kube_finalizers = False
+
+    def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
+        return core_validation.validate_lease_spec(obj)
+
+    def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
+        return core_validation.validate_lease_spec(new)
 
 
 STRATEGY = LeaseStrategy()

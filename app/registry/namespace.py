@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from app.kube.errors import FieldError
+from app.registry import core_validation
 from app.registry.base import KindStrategy, Obj, PrinterColumn, RequestContext
 from app.registry.columns import age_column, dig, name_column
 
@@ -53,6 +55,16 @@ class NamespaceStrategy(KindStrategy):
         # Upstream labels every namespace with its own name (immutable).
         labels = obj["metadata"].setdefault("labels", {})
         labels["kubernetes.io/metadata.name"] = obj["metadata"].get("name", "")
+
+    def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
+        return core_validation.validate_namespace_finalizers(obj)
+
+    def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
+        # spec comes from the stored object (prepare_for_update), so only metadata can change.
+        return []
+
+    def validate_status_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
+        return core_validation.validate_namespace_status(new)
 
 
 STRATEGY = NamespaceStrategy()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from app.registry.base import KindStrategy, Obj, PrinterColumn
+from app.kube.errors import FieldError
+from app.registry import core_validation
+from app.registry.base import KindStrategy, Obj, PrinterColumn, RequestContext
 from app.registry.columns import age_column, dig, name_column
 
 ROLE_LABEL_PREFIX = "node-role.kubernetes.io/"
@@ -61,6 +63,16 @@ class NodeStrategy(KindStrategy):
         PrinterColumn("Kernel-Version", "string", "Kernel Version reported by the node from 'uname -r' (e.g. 3.16.0-0.bpo.4-amd64).", lambda o: node_info(o, "kernelVersion"), priority=1),
         PrinterColumn("Container-Runtime", "string", "Container runtime version reported by the node through runtime remote API (e.g. containerd://1.4.2).", lambda o: node_info(o, "containerRuntimeVersion"), priority=1),
     )
+
+    def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
+        return core_validation.validate_node(obj)
+
+    def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
+        return core_validation.validate_node_update(new, old)
+
+    def validate_status_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
+        # Upstream validates a node status write with the same rules as a node update.
+        return core_validation.validate_node_update(new, old)
 
 
 STRATEGY = NodeStrategy()

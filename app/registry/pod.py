@@ -1,7 +1,14 @@
-"""Pod (v1, namespaced, status and binding subresources)."""
+"""Pod (v1, namespaced, status and binding subresources).
+
+Validation covers what the DRA stack relies on (resource claims, scheduling gates, containers,
+resources, the spec-immutability rule and the DRA status lists); volumes, probes' handlers,
+security contexts, affinity terms and topology spread constraints are not validated here.
+"""
 
 from __future__ import annotations
 
+from app.kube.errors import FieldError
+from app.registry import core_validation
 from app.registry.base import KindStrategy, Obj, PrinterColumn, RequestContext
 from app.registry.columns import age_column, dig, name_column
 
@@ -115,12 +122,26 @@ class PodStrategy(KindStrategy):
         spec.setdefault("enableServiceLinks", True)
         spec.setdefault("priority", 0)
         spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
-        for container in spec.get("containers") or []:
-            if isinstance(container, dict):
-                container.setdefault("terminationMessagePath", "/dev/termination-log")
-                container.setdefault("terminationMessagePolicy", "File")
-                container.setdefault("imagePullPolicy", "IfNotPresent")
-                container.setdefault("resources", {})
+        for key in ("containers", "initContainers"):
+            containers = spec.get(key)
+            for container in containers if isinstance(containers, list) else []:
+                if isinstance(container, dict):
+                    container.setdefault("terminationMessagePath", "/dev/termination-log")
+                    container.setdefault("terminationMessagePolicy", "File")
+                    container.setdefault("imagePullPolicy", "IfNotPresent")
+                    container.setdefault("resources", {})
+
+    def drop_disabled_fields(self, obj: Obj, old: Obj | None, ctx: RequestContext) -> None:
+        core_validation.drop_disabled_pod_fields(obj, old, ctx.feature_gates)
+
+    def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
+        return core_validation.validate_pod_create(obj)
+
+    def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
+        return core_validation.validate_pod_update(new, old)
+
+    def validate_status_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
+        return core_validation.validate_pod_status_update(new, old)
 
     def delete_grace_period(self, obj: Obj, requested: int | None) -> int:
         # Upstream: a pod that never reached a node, or has finished, goes at once.

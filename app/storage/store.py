@@ -89,6 +89,7 @@ class Store:
         self._tasks: list[asyncio.Task[None]] = []
         self._writer_conn: AsyncConnection | None = None
         self._listen_conn: Any = None
+        self._rev_conn: Any = None
         self._rev_waiters: list[asyncio.Future[int]] = []
         self._rev_task: asyncio.Task[None] | None = None
         self.ready = False
@@ -124,6 +125,10 @@ class Store:
             with contextlib.suppress(Exception):
                 await self._writer_conn.close()
             self._writer_conn = None
+        if self._rev_conn is not None:
+            with contextlib.suppress(Exception):
+                self._rev_conn.close()
+            self._rev_conn = None
         self.cache.close_all_watchers()
 
     async def _load_snapshot(self) -> None:
@@ -293,9 +298,7 @@ class Store:
         while self._rev_waiters:
             waiters, self._rev_waiters = self._rev_waiters, []
             try:
-                async with self.engine.connect() as conn:
-                    rev = int((await conn.execute(text("SELECT current_revision FROM revision_state WHERE id = 1"))).scalar_one())
-                    await conn.rollback()
+                rev = await self._read_current_revision()
             except Exception as exc:
                 for w in waiters:
                     if not w.done():
@@ -304,6 +307,23 @@ class Store:
             for w in waiters:
                 if not w.done():
                     w.set_result(rev)
+
+    async def _read_current_revision(self) -> int:
+        if self.is_postgres:
+            # A dedicated driver connection: this query runs for every consistent read round.
+            if self._rev_conn is None:
+                self._rev_conn = await self.engine.raw_connection()
+            try:
+                driver: Any = self._rev_conn.driver_connection
+                return int(await driver.fetchval("SELECT current_revision FROM revision_state WHERE id = 1"))
+            except Exception:
+                with contextlib.suppress(Exception):
+                    self._rev_conn.close()
+                self._rev_conn = None
+                raise
+        # SQLite serves one server process (its writes go through this process's writer,
+        # which applies them to the cache before answering), so the cache is current.
+        return self.cache.revision
 
     async def sync_to_database(self, timeout: float = 3.0) -> int:
         """Make the cache at least as new as the database now is (a consistent read)."""
