@@ -230,7 +230,7 @@ def create_fastapi_app(settings: Settings) -> FastAPI:
 
     @app.get("/featuregates")
     async def _featuregates() -> Response:
-        return json_response({"kind": "FeatureGateList", "items": server.gates.describe()})
+        return json_response({"featureGates": server.gates.describe()})
 
     # ---- discovery and OpenAPI -----------------------------------------------------
 

@@ -20,6 +20,7 @@ import pytest
 
 from app.testing.postgres import PostgresNotAvailable, database_url_for_tests
 from app.testing.server import ServerProcess, migrate
+from tests.contract import check_response_body
 
 BACKENDS = ["sqlite", "postgres"]
 
@@ -98,9 +99,18 @@ def server(start_server: Callable[..., ServerProcess]) -> ServerProcess:
     return start_server("--bookmark-interval", "1")
 
 
+def _contract_hook(response: httpx.Response) -> None:
+    """Check every non-streaming JSON answer against the official v1.37 schema."""
+    if response.request.url.params.get("watch") in ("true", "1"):
+        return  # watch events are checked by the watch helpers as they are read
+    response.read()
+    check_response_body(response.content, response.headers.get("content-type", ""), f"{response.request.method} {response.request.url.path}")
+
+
 @pytest.fixture(scope="session")
 def api(server: ServerProcess) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.url, timeout=30.0) as client:
+    """A client for the shared server; every object it receives is checked against the official schema."""
+    with httpx.Client(base_url=server.url, timeout=30.0, event_hooks={"response": [_contract_hook]}) as client:
         yield client
 
 

@@ -155,7 +155,8 @@ class Registry:
                 if name not in ("metadata.name", "metadata.namespace") and name not in strategy.field_selectors:
                     if not strategy.field_selectors:
                         raise unknown_field_error(name)
-                    raise unsupported_field_error(name, f"{strategy.api_version}, Kind={strategy.kind}")
+                    gvk = f"{strategy.api_version}, Kind={strategy.kind}" if strategy.field_selector_error_names_kind else None
+                    raise unsupported_field_error(name, gvk)
         return labels, fields
 
     def _predicate(self, strategy: KindStrategy, labels: LabelSelector | None, fields: FieldSelector | None) -> Callable[[Obj], bool] | None:

@@ -53,6 +53,8 @@ class KindStrategy:
     categories: tuple[str, ...] = ()
     # Field selectors beyond metadata.name / metadata.namespace: name -> getter.
     field_selectors: dict[str, Callable[[Obj], str]] = {}
+    # Whether an unsupported field selector error names the kind (upstream does for ResourceSlice only).
+    field_selector_error_names_kind: bool = False
     # Top-level fields that the main resource owns; a /status write keeps these from
     # the stored object, a main write keeps "status" from the stored object.
     spec_fields: tuple[str, ...] = ("spec",)

@@ -8,7 +8,7 @@ from app.kube.errors import FieldError
 from app.kube.timeutil import human_age
 from app.registry import core_validation
 from app.registry.base import KindStrategy, Obj, PrinterColumn, RequestContext
-from app.registry.columns import dig, name_column
+from app.registry.columns import NAME_DESCRIPTION, dig
 
 
 def _involved(name: str) -> Callable[[Obj], str]:
@@ -19,6 +19,16 @@ def event_object(event: Obj) -> str:
     kind = str(dig(event, "involvedObject", "kind", default="") or "").lower()
     name = dig(event, "involvedObject", "name", default="") or ""
     return f"{kind}/{name}" if kind else str(name)
+
+
+def event_source(event: Obj) -> str:
+    component = dig(event, "source", "component", default="") or event.get("reportingComponent") or ""
+    host = dig(event, "source", "host", default="") or event.get("reportingInstance") or ""
+    return f"{component}, {host}" if host else str(component)
+
+
+def first_seen(event: Obj) -> str:
+    return human_age(event.get("firstTimestamp") or event.get("eventTime") or event["metadata"].get("creationTimestamp"))
 
 
 def last_seen(event: Obj) -> str:
@@ -54,9 +64,12 @@ class EventStrategy(KindStrategy):
         PrinterColumn("Type", "string", "Type of this event (Normal, Warning)", lambda o: o.get("type", "")),
         PrinterColumn("Reason", "string", "Why the action was taken", lambda o: o.get("reason", "")),
         PrinterColumn("Object", "string", "The object this event is about", event_object),
+        PrinterColumn("Subobject", "string", "The subobject this event is about", _involved("fieldPath"), priority=1),
+        PrinterColumn("Source", "string", "The component reporting this event", event_source, priority=1),
         PrinterColumn("Message", "string", "A human-readable description of the status", lambda o: o.get("message", "")),
-        PrinterColumn("Count", "integer", "The number of times this event has occurred", lambda o: o.get("count", 1), priority=1),
-        name_column(),
+        PrinterColumn("First Seen", "string", "Time since the event was first seen", first_seen, priority=1),
+        PrinterColumn("Count", "string", "The number of times this event has occurred", lambda o: o.get("count", 1), priority=1),
+        PrinterColumn("Name", "string", NAME_DESCRIPTION, lambda o: o["metadata"].get("name", ""), "name", priority=1),
     )
     # Upstream validates core/v1 Events with the legacy rules only: no ObjectMeta validation
     # (names, labels, ...) on create or update through /api/v1.

@@ -14,6 +14,7 @@ class ResourceSliceStrategy(KindStrategy):
     plural = "resourceslices"
     singular = "resourceslice"
     namespaced = False
+    field_selector_error_names_kind = True
     field_selectors = {
         "spec.nodeName": lambda o: dig(o, "spec", "nodeName", default="") or "",
         "spec.driver": lambda o: dig(o, "spec", "driver", default="") or "",

@@ -8,6 +8,8 @@ from typing import Any
 import httpx
 import orjson
 
+from tests.contract import check_object
+
 RESOURCE = "/apis/resource.k8s.io/v1"
 
 
@@ -72,7 +74,9 @@ def watch_lines(client: httpx.Client, path: str, params: dict[str, str], limit: 
         for line in response.iter_lines():
             if not line:
                 continue
-            events.append(orjson.loads(line))
+            event = orjson.loads(line)
+            check_object(event["object"], f"watch {path}")
+            events.append(event)
             if len(events) >= limit:
                 break
     return events
@@ -83,4 +87,6 @@ def iter_watch(client: httpx.Client, path: str, params: dict[str, str], timeout:
         assert response.status_code == 200
         for line in response.iter_lines():
             if line:
-                yield orjson.loads(line)
+                event = orjson.loads(line)
+                check_object(event["object"], f"watch {path}")
+                yield event

@@ -32,7 +32,7 @@ def test_version_health_and_gates(api: httpx.Client) -> None:
     assert version["major"] == "1" and version["minor"] == "37"
     for path in ("/healthz", "/livez", "/readyz"):
         assert api.get(path).text == "ok"
-    gates = {g["name"]: g for g in api.get("/featuregates").json()["items"]}
+    gates = {g["name"]: g for g in api.get("/featuregates").json()["featureGates"]}
     assert gates["DynamicResourceAllocation"]["enabled"] is True
     assert gates["DRAReservedForWorkloads"]["enabled"] is False
 
