@@ -419,15 +419,18 @@ def create_fastapi_app(settings: Settings) -> FastAPI:
         async def stream() -> AsyncIterator[bytes]:
             metrics.WATCHERS.inc()
             try:
-                async for kind, item in events:
-                    if as_table and kind == "BOOKMARK":
-                        yield event_line(kind, tables.table_bookmark(item["metadata"]["resourceVersion"]))  # type: ignore[index]
-                    elif as_table:
-                        obj = item.obj if isinstance(item, StoredObject) else item
-                        table = tables.table_for(strategy, [obj], {"resourceVersion": obj["metadata"].get("resourceVersion", "")}, opts.include_object)
-                        yield event_line(kind, table)
-                    else:
-                        yield event_line(kind, item)
+                async for batch in events:
+                    lines: list[bytes] = []
+                    for kind, item in batch:
+                        if as_table and kind == "BOOKMARK":
+                            lines.append(event_line(kind, tables.table_bookmark(item["metadata"]["resourceVersion"])))  # type: ignore[index]
+                        elif as_table:
+                            obj = item.obj if isinstance(item, StoredObject) else item
+                            meta = {"resourceVersion": obj["metadata"].get("resourceVersion", "")}
+                            lines.append(event_line(kind, tables.table_for(strategy, [obj], meta, opts.include_object)))
+                        else:
+                            lines.append(event_line(kind, item))
+                    yield b"".join(lines)
             finally:
                 metrics.WATCHERS.dec()
 

@@ -7,6 +7,7 @@ Kind-specific behaviour comes only from the kind's ``KindStrategy``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import uuid
@@ -237,8 +238,8 @@ class Registry:
 
     # ---- watch -----------------------------------------------------------------
 
-    async def watch(self, strategy: KindStrategy, namespace: str | None, opts: ListOptions) -> AsyncIterator[tuple[str, StoredObject | Obj]]:
-        """Yield (event type, object) pairs; BOOKMARK objects are plain dicts."""
+    async def watch(self, strategy: KindStrategy, namespace: str | None, opts: ListOptions) -> AsyncIterator[list[tuple[str, StoredObject | Obj]]]:
+        """Batches of (event type, object) pairs; BOOKMARK objects are plain dicts."""
         labels, fields = self._selectors(strategy, opts)
         predicate = self._predicate(strategy, labels, fields)
         resource = strategy.qualified_resource
@@ -297,7 +298,8 @@ class Registry:
         start: int,
         opts: ListOptions,
         initial_end_bookmark: bool,
-    ) -> AsyncIterator[tuple[str, StoredObject | Obj]]:
+    ) -> AsyncIterator[list[tuple[str, StoredObject | Obj]]]:
+        """Batches of (event type, object): everything ready at each wake-up goes out together."""
         loop = asyncio.get_running_loop()
         timeout = opts.timeout_seconds
         if timeout is None or timeout <= 0:
@@ -305,38 +307,36 @@ class Registry:
         deadline = loop.time() + timeout
         last_revision = start
         try:
-            for replayed in replay:
-                yield replayed
+            first: list[tuple[str, StoredObject | Obj]] = list(replay)
             if initial_end_bookmark:
-                yield "BOOKMARK", self._bookmark(strategy, start, initial_end=True)
+                first.append(("BOOKMARK", self._bookmark(strategy, start, initial_end=True)))
+            if first:
+                yield first
             next_bookmark = loop.time() + self.bookmark_interval
             while True:
-                now = loop.time()
-                if now >= deadline:
-                    return
-                wait = deadline - now
-                if opts.allow_watch_bookmarks:
-                    wait = min(wait, max(next_bookmark - now, 0))
-                try:
-                    live = await asyncio.wait_for(watcher.queue.get(), wait)
-                except TimeoutError:
-                    if opts.allow_watch_bookmarks and loop.time() >= next_bookmark:
-                        next_bookmark = loop.time() + self.bookmark_interval
-                        yield "BOOKMARK", self._bookmark(strategy, max(last_revision, self.cache.revision))
-                    continue
-                if live is None:
-                    return
-                kind, stored = live
-                last_revision = stored.revision
-                yield kind, stored
-                # Drain whatever else is ready without a timer per event.
-                while not watcher.queue.empty():
-                    live = watcher.queue.get_nowait()
-                    if live is None:
+                if not watcher.pending and not watcher.closed:
+                    now = loop.time()
+                    if now >= deadline:
                         return
-                    kind, stored = live
-                    last_revision = stored.revision
-                    yield kind, stored
+                    wait = deadline - now
+                    if opts.allow_watch_bookmarks:
+                        wait = min(wait, max(next_bookmark - now, 0))
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(watcher.wakeup.wait(), wait)
+                batch: list[tuple[str, StoredObject | Obj]] = list(watcher.take())
+                if batch:
+                    last_revision = max(last_revision, batch[-1][1].revision)  # type: ignore[union-attr]
+                elif watcher.closed:
+                    return
+                if opts.allow_watch_bookmarks and loop.time() >= next_bookmark:
+                    next_bookmark = loop.time() + self.bookmark_interval
+                    batch.append(("BOOKMARK", self._bookmark(strategy, max(last_revision, self.cache.revision))))
+                if batch:
+                    yield batch
+                if watcher.closed and not watcher.pending:
+                    return
+                if loop.time() >= deadline:
+                    return
         finally:
             self.cache.remove_watcher(watcher)
 
@@ -817,6 +817,7 @@ def _random_suffix() -> str:
 
 def event_line(kind: str, item: StoredObject | Obj) -> bytes:
     """One watch event on the wire: a JSON object and a newline."""
-    raw = item.raw if isinstance(item, StoredObject) else orjson.dumps(item)
-    return b'{"type":"' + kind.encode() + b'","object":' + raw + b"}\n"
+    if isinstance(item, StoredObject):
+        return item.watch_line(kind)
+    return b'{"type":"' + kind.encode() + b'","object":' + orjson.dumps(item) + b"}\n"
 

@@ -27,12 +27,21 @@ DELETED = "DELETED"
 class StoredObject:
     """One committed version of an object. Never mutated once built."""
 
-    __slots__ = ("_raw", "obj", "revision")
+    __slots__ = ("_line", "_line_kind", "_raw", "obj", "revision")
 
     def __init__(self, obj: Obj, revision: int, raw: bytes | None = None) -> None:
         self.obj = obj
         self.revision = revision
         self._raw = raw
+        self._line: bytes | None = None
+        self._line_kind = ""
+
+    def watch_line(self, kind: str) -> bytes:
+        """This object as one watch event line; built once and shared by every watcher."""
+        if self._line is None or self._line_kind != kind:
+            self._line = b'{"type":"' + kind.encode() + b'","object":' + self.raw + b"}\n"
+            self._line_kind = kind
+        return self._line
 
     @property
     def raw(self) -> bytes:
@@ -59,13 +68,14 @@ class Event:
 
 @dataclass(eq=False)
 class Watcher:
-    """One open watch: a filter and a queue the HTTP stream drains."""
+    """One open watch: a filter and a buffer the HTTP stream drains in batches."""
 
     resource: str
     namespace: str | None
     predicate: Callable[[Obj], bool] | None
-    max_queue: int = 10_000
-    queue: asyncio.Queue[tuple[str, StoredObject] | None] = field(default_factory=asyncio.Queue)
+    max_pending: int = 10_000
+    pending: deque[tuple[str, StoredObject]] = field(default_factory=deque)
+    wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     closed: bool = False
     # Events at or below this revision were already sent (replayed); skip them live.
     sent_up_to: int = 0
@@ -78,11 +88,19 @@ class Watcher:
         kind = self.translate(event)
         if kind is None:
             return
-        if self.queue.qsize() >= self.max_queue:
+        if len(self.pending) >= self.max_pending:
             # A consumer this far behind is dropped; the client re-watches from its last revision.
             self.close()
             return
-        self.queue.put_nowait((kind, event.obj))
+        self.pending.append((kind, event.obj))
+        self.wakeup.set()
+
+    def take(self) -> list[tuple[str, StoredObject]]:
+        """Everything buffered so far (one write to the client instead of one per event)."""
+        batch = list(self.pending)
+        self.pending.clear()
+        self.wakeup.clear()
+        return batch
 
     def translate(self, event: Event) -> str | None:
         """The event type this watcher sees, given its filter (None = not at all)."""
@@ -104,9 +122,8 @@ class Watcher:
         return None
 
     def close(self) -> None:
-        if not self.closed:
-            self.closed = True
-            self.queue.put_nowait(None)
+        self.closed = True
+        self.wakeup.set()
 
 
 class WatchCache:

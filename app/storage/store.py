@@ -90,6 +90,7 @@ class Store:
         self._writer_conn: AsyncConnection | None = None
         self._listen_conn: Any = None
         self._rev_conn: Any = None
+        self._pg_writer: Any = None
         self._rev_waiters: list[asyncio.Future[int]] = []
         self._rev_task: asyncio.Task[None] | None = None
         self.ready = False
@@ -125,10 +126,11 @@ class Store:
             with contextlib.suppress(Exception):
                 await self._writer_conn.close()
             self._writer_conn = None
-        if self._rev_conn is not None:
-            with contextlib.suppress(Exception):
-                self._rev_conn.close()
-            self._rev_conn = None
+        for raw in (self._rev_conn, self._pg_writer):
+            if raw is not None:
+                with contextlib.suppress(Exception):
+                    raw.close()
+        self._rev_conn = self._pg_writer = None
         self.cache.close_all_watchers()
 
     async def _load_snapshot(self) -> None:
@@ -163,13 +165,26 @@ class Store:
         return await op.future
 
     async def _writer_loop(self) -> None:
+        carry: WriteOp | None = None
         while True:
-            op = await self._queue.get()
+            op = carry if carry is not None else await self._queue.get()
+            carry = None
             batch = [op]
+            keys = {(op.resource, op.namespace, op.name)}
             while len(batch) < MAX_BATCH and not self._queue.empty():
-                batch.append(self._queue.get_nowait())
+                nxt = self._queue.get_nowait()
+                key = (nxt.resource, nxt.namespace, nxt.name)
+                if key in keys:
+                    # Two writes to one key go in separate commits, so each sees the other's outcome.
+                    carry = nxt
+                    break
+                keys.add(key)
+                batch.append(nxt)
             try:
-                await self._commit(batch)
+                if self.is_postgres:
+                    await self._commit_postgres(batch)
+                else:
+                    await self._commit(batch)
             except asyncio.CancelledError:
                 for pending in batch:
                     if not pending.future.done():
@@ -182,7 +197,89 @@ class Store:
                     if not pending.future.done():
                         pending.future.set_exception(exc)
 
+    async def _pg_connection(self) -> Any:
+        if self._pg_writer is None:
+            self._pg_writer = await self.engine.raw_connection()
+        return self._pg_writer.driver_connection
+
+    async def _commit_postgres(self, batch: list[WriteOp]) -> None:
+        """One group commit in a constant number of round trips (set-based statements).
+
+        Every write gets a tentative revision up front; a write whose precondition fails
+        just leaves its number unused (revisions stay ordered, not necessarily dense).
+        """
+        conn = await self._pg_connection()
+        now = time.time()
+        async with conn.transaction():
+            base = int(await conn.fetchval("SELECT current_revision FROM revision_state WHERE id = 1 FOR UPDATE"))
+            raws: list[bytes] = []
+            creates: list[int] = []
+            updates: list[int] = []
+            deletes: list[int] = []
+            for index, op in enumerate(batch):
+                op.obj["metadata"]["resourceVersion"] = str(base + index + 1)
+                raws.append(orjson.dumps(op.obj))
+                (creates if op.type == ADDED else updates if op.type == MODIFIED else deletes).append(index)
+
+            def column(indexes: list[int], get: Any) -> list[Any]:
+                return [get(batch[i], i) for i in indexes]
+
+            succeeded: set[int] = set()
+            if creates:
+                rows = await conn.fetch(
+                    _PG_INSERT,
+                    column(creates, lambda o, i: o.resource),
+                    column(creates, lambda o, i: o.namespace),
+                    column(creates, lambda o, i: o.name),
+                    column(creates, lambda o, i: base + i + 1),
+                    column(creates, lambda o, i: raws[i].decode()),
+                )
+                succeeded.update(int(r[0]) - base - 1 for r in rows)
+            if updates:
+                rows = await conn.fetch(
+                    _PG_UPDATE,
+                    column(updates, lambda o, i: o.resource),
+                    column(updates, lambda o, i: o.namespace),
+                    column(updates, lambda o, i: o.name),
+                    column(updates, lambda o, i: base + i + 1),
+                    column(updates, lambda o, i: raws[i].decode()),
+                    column(updates, lambda o, i: o.expected_revision),
+                )
+                succeeded.update(int(r[0]) - base - 1 for r in rows)
+            if deletes:
+                rows = await conn.fetch(
+                    _PG_DELETE,
+                    column(deletes, lambda o, i: o.resource),
+                    column(deletes, lambda o, i: o.namespace),
+                    column(deletes, lambda o, i: o.name),
+                    column(deletes, lambda o, i: base + i + 1),
+                    column(deletes, lambda o, i: o.expected_revision),
+                )
+                succeeded.update(int(r[0]) - base - 1 for r in rows)
+            done = sorted(succeeded)
+            revision = base + done[-1] + 1 if done else base
+            if done:
+                await conn.execute(
+                    _PG_INSERT_EVENTS,
+                    [base + i + 1 for i in done],
+                    [batch[i].resource for i in done],
+                    [batch[i].namespace for i in done],
+                    [batch[i].name for i in done],
+                    [batch[i].type for i in done],
+                    [raws[i].decode() for i in done],
+                    now,
+                )
+                # One notification per group commit, not per write: NOTIFY serialises commits.
+                await conn.execute(_PG_ADVANCE, revision, NOTIFY_CHANNEL, str(revision))
+        committed = [(batch[i], Event(base + i + 1, batch[i].type, batch[i].resource, batch[i].namespace, batch[i].name, StoredObject(batch[i].obj, base + i + 1, raws[i]))) for i in done]
+        failed: list[tuple[WriteOp, StorageError]] = [(op, KeyExists() if op.type == ADDED else RevisionMismatch()) for i, op in enumerate(batch) if i not in succeeded]
+        await self._finish_commit(base, revision, committed, failed)
+
     async def _reset_writer_connection(self) -> None:
+        if self._pg_writer is not None:
+            with contextlib.suppress(Exception):
+                self._pg_writer.invalidate()
+            self._pg_writer = None
         if self._writer_conn is not None:
             with contextlib.suppress(Exception):
                 await self._writer_conn.close()
@@ -236,6 +333,12 @@ class Store:
                 if self.is_postgres:
                     # One notification per group commit, not per write: NOTIFY serialises commits.
                     await conn.execute(text("SELECT pg_notify(:channel, :rev)"), {"channel": NOTIFY_CHANNEL, "rev": str(revision)})
+        await self._finish_commit(base, revision, committed, failed)
+
+    async def _finish_commit(
+        self, base: int, revision: int, committed: list[tuple[WriteOp, Event]], failed: list[tuple[WriteOp, StorageError]]
+    ) -> None:
+        """Apply a committed batch to the cache (after anything older) and answer its writers."""
         self.commits += 1
         self.written_events += len(committed)
         if committed:
@@ -410,4 +513,24 @@ _RESOURCE_EVENTS = text(
     "SELECT revision, resource, namespace, name, type, data FROM events "
     "WHERE resource = :resource AND revision > :after AND revision <= :upto ORDER BY revision"
 )
+# Postgres group commit: one statement per write type over arrays (asyncpg, $n parameters).
+_PG_INSERT = (
+    "INSERT INTO objects (resource, namespace, name, revision, data) "
+    "SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[]) "
+    "ON CONFLICT DO NOTHING RETURNING revision"
+)
+_PG_UPDATE = (
+    "UPDATE objects o SET revision = u.rev, data = u.data "
+    "FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::bigint[]) AS u(resource, namespace, name, rev, data, expected) "
+    "WHERE o.resource = u.resource AND o.namespace = u.namespace AND o.name = u.name AND o.revision = u.expected RETURNING u.rev"
+)
+_PG_DELETE = (
+    "DELETE FROM objects o USING unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[]) AS d(resource, namespace, name, rev, expected) "
+    "WHERE o.resource = d.resource AND o.namespace = d.namespace AND o.name = d.name AND o.revision = d.expected RETURNING d.rev"
+)
+_PG_INSERT_EVENTS = (
+    "INSERT INTO events (revision, resource, namespace, name, type, data, created_at) "
+    "SELECT r, res, ns, n, t, d, $7::float8 FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[]) AS e(r, res, ns, n, t, d)"
+)
+_PG_ADVANCE = "WITH advanced AS (UPDATE revision_state SET current_revision = $1 WHERE id = 1) SELECT pg_notify($2, $3)"
 _GET_OBJECT = text("SELECT revision, data FROM objects WHERE resource = :resource AND namespace = :namespace AND name = :name")
