@@ -1,1 +1,1 @@
-"""schedulers package (work in progress; see the issues)."""
+"""DRA scheduler: pure device allocation (allocator.py) and the scheduling loop."""

@@ -1,0 +1,96 @@
+"""The controller process: flags, logging, health endpoint, leader election, the claim controller."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import uuid
+
+from app.kube.client import KubeClient
+from app.kube.features import FeatureGateError, FeatureGates
+from app.kube.leaderelection import LeaderElector
+from app.kube.logs import setup_logging
+from controllers.resourceclaim import ClaimController
+
+log = logging.getLogger("controllers")
+
+LEASE_NAME = "dra-controller"
+LEASE_NAMESPACE = "kube-system"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Flags, each with an environment variable of the same meaning."""
+    parser = argparse.ArgumentParser(prog="python -m controllers", description="DRA claim controller and garbage collector")
+    parser.add_argument("--server", default=os.environ.get("DRA_SERVER", "http://127.0.0.1:6443"), help="API server URL (DRA_SERVER)")
+    parser.add_argument("--feature-gates", default=os.environ.get("DRA_FEATURE_GATES", ""), help="Gate=true|false,... (DRA_FEATURE_GATES)")
+    parser.add_argument("--log-level", default=os.environ.get("DRA_LOG_LEVEL", "info"), help="debug, info, warning, error (DRA_LOG_LEVEL)")
+    parser.add_argument("--health-port", type=int, default=int(os.environ.get("DRA_HEALTH_PORT", "0")), help="serve /healthz here; 0: off")
+    parser.add_argument("--workers", type=int, default=4, help="concurrent syncs")
+    parser.add_argument("--identity", default="", help="leader election identity (default: host_pid_random)")
+    parser.add_argument("--lease-duration", type=float, default=15.0, help="seconds a standby waits before taking over")
+    parser.add_argument("--no-leader-elect", action="store_true", help="run without leader election")
+    return parser
+
+
+async def _serve_health(port: int) -> asyncio.Server:
+    """A minimal HTTP/1.0 responder: ``GET /healthz`` -> 200 ok (no web framework needed)."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(Exception):
+            line = await reader.readline()
+            ok = line.split(b" ")[1:2] in ([b"/healthz"], [b"/readyz"], [b"/livez"])
+            body = b"ok" if ok else b"not found"
+            status = b"200 OK" if ok else b"404 Not Found"
+            writer.write(b"HTTP/1.0 " + status + b"\r\nContent-Type: text/plain\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+            await writer.drain()
+        writer.close()
+
+    return await asyncio.start_server(handle, "127.0.0.1", port)
+
+
+async def run(args: argparse.Namespace) -> None:
+    """Run until SIGTERM/SIGINT."""
+    client = KubeClient(args.server, user_agent="dra-controller/0.1", qps=200)
+    health = await _serve_health(args.health_port) if args.health_port else None
+    loop = asyncio.get_running_loop()
+    main = asyncio.current_task()
+    assert main is not None
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, main.cancel)
+    try:
+        if args.no_leader_elect:
+            await ClaimController(client, workers=args.workers).run()
+        else:
+            identity = args.identity or f"{socket.gethostname()}_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+            elector = LeaderElector(
+                client, name=LEASE_NAME, namespace=LEASE_NAMESPACE, identity=identity, lease_duration=args.lease_duration,
+                renew_deadline=args.lease_duration * 2 / 3, retry_period=max(0.2, args.lease_duration / 7.5),
+            )
+            while True:
+                # Leadership lost: start over as a standby with fresh caches.
+                await elector.run(ClaimController(client, workers=args.workers).run)
+    except asyncio.CancelledError:
+        log.info("shutting down")
+    finally:
+        if health is not None:
+            health.close()
+        await client.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m controllers``."""
+    args = build_parser().parse_args(argv)
+    setup_logging(args.log_level)
+    try:
+        FeatureGates.parse(args.feature_gates)
+    except FeatureGateError as exc:
+        log.error("invalid --feature-gates", extra={"error": str(exc)})
+        return 2
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(run(args))
+    return 0

@@ -1,0 +1,1314 @@
+"""Structured-parameters device allocation (upstream's DRA allocator, "incubating" flavour).
+
+Pure logic, no I/O: the scheduler feeds it the objects its informers hold and writes the
+results itself.
+
+* :class:`ResourceIndex` holds ResourceSlices (DeviceTaintRules applied), DeviceClasses and a
+  per-node view of usable pools. Build it once and update it incrementally
+  (``set_slice``/``remove_slice``/...); per-device CEL results live on the prepared devices, so
+  they survive as long as the slice (uid, generation) does.
+* :class:`AllocatedState` says which devices, shares and capacity are already taken (allocated
+  claims plus the scheduler's in-flight allocations).
+* :class:`Allocator` (one per scheduling cycle) answers ``allocate(node, claims)`` with
+  :class:`Allocated` (one ``status.allocation`` dict per claim) or :class:`Unschedulable`, and
+  raises :class:`AllocationError` for problems with the input itself (bad CEL, unknown class,
+  feature disabled), which the scheduler reports as an Error status like upstream.
+
+The search is upstream's ``allocateOne``: depth first over claims, requests and device slots,
+trying devices in a deterministic order (pools by driver/pool, binding-condition pools last,
+slices by name, devices in slice order), combinations only within a request, first full
+solution wins, everything undone on backtrack.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from app.kube.cel import CELCompileError, CELRuntimeError, CompiledSelector, DeviceView, compile_selector
+from app.kube.labels import node_selector_matches
+from app.kube.quantity import DECIMAL_SI, Quantity
+
+DeviceID = tuple[str, str, str]  # (driver, pool, device)
+PoolID = tuple[str, str]  # (driver, pool)
+
+MAX_RESULTS = 32  # AllocationResultsMaxSize: results per claim
+ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
+_BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+class AllocationError(Exception):
+    """The input cannot be allocated on any node (bad CEL, unknown class, disabled feature...).
+
+    Upstream aborts the scheduling attempt with an Error status for these.
+    """
+
+
+class Allocated:
+    """A solution: one ``status.allocation`` dict per input claim, same order.
+
+    The dicts are built on first access, so filtering many nodes only pays for the search.
+    """
+
+    __slots__ = ("_allocations", "_build")
+
+    def __init__(self, allocations: list[dict[str, Any]] | None = None, build: Callable[[], list[dict[str, Any]]] | None = None) -> None:
+        self._allocations = allocations
+        self._build = build
+
+    @property
+    def allocations(self) -> list[dict[str, Any]]:
+        """The ``status.allocation`` dicts (built once)."""
+        if self._allocations is None:
+            self._allocations = self._build() if self._build is not None else []
+            self._build = None
+        return self._allocations
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Allocated) and self.allocations == other.allocations
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Allocated({self.allocations!r})"
+
+
+@dataclass(frozen=True)
+class Unschedulable:
+    """No solution on this node; ``message`` says what the user can change."""
+
+    message: str
+
+
+AllocationOutcome = Allocated | Unschedulable
+
+
+@dataclass(frozen=True)
+class AllocatorFeatures:
+    """The allocator's view of the feature gates (upstream ``AllocatorFeatures()``)."""
+
+    admin_access: bool = True
+    prioritized_list: bool = True
+    partitionable_devices: bool = True
+    device_taints: bool = True
+    device_taint_rules: bool = True
+    # DRADeviceBindingConditions and DRAResourceClaimDeviceStatus together.
+    binding_conditions: bool = True
+    consumable_capacity: bool = True
+    list_attributes: bool = False
+    node_allocatable_resources: bool = False
+
+    @classmethod
+    def from_gates(cls, gates: Mapping[str, bool]) -> AllocatorFeatures:
+        """Map feature gates (e.g. ``app.kube.features.FeatureGates``) to allocator features."""
+
+        def on(name: str, default: bool) -> bool:
+            return bool(gates.get(name, default))
+
+        taints = on("DRADeviceTaints", True)
+        return cls(
+            admin_access=on("DRAAdminAccess", True),
+            prioritized_list=on("DRAPrioritizedList", True),
+            partitionable_devices=on("DRAPartitionableDevices", True),
+            device_taints=taints,
+            device_taint_rules=taints and on("DRADeviceTaintRules", True),
+            binding_conditions=on("DRADeviceBindingConditions", True) and on("DRAResourceClaimDeviceStatus", True),
+            consumable_capacity=on("DRAConsumableCapacity", True),
+            list_attributes=on("DRAListTypeAttributes", False),
+            node_allocatable_resources=on("DRANodeAllocatableResources", False),
+        )
+
+
+# --- prepared devices and the resource index ----------------------------------------------------
+
+
+def _quantity(value: Any) -> Quantity:
+    return value if isinstance(value, Quantity) else Quantity.parse(value)
+
+
+class _Device:
+    """One published device, prepared once per slice version; caches CEL results."""
+
+    __slots__ = (
+        "allow_multiple", "attributes", "binding_conditions", "binding_failure_conditions", "binds_to_node",
+        "capacity", "cel", "consumes", "data", "driver", "id", "name", "node_local", "node_selector", "policies",
+        "pool", "slice_name", "taints", "view",
+    )
+
+    def __init__(self, spec: Mapping[str, Any], dev: Mapping[str, Any], slice_name: str, taints: list[dict[str, Any]]) -> None:
+        self.data = dev
+        self.driver: str = spec.get("driver", "")
+        self.pool: str = (spec.get("pool") or {}).get("name", "")
+        self.name: str = dev.get("name", "")
+        self.id: DeviceID = (self.driver, self.pool, self.name)
+        self.slice_name = slice_name
+        self.attributes: Mapping[str, Any] = dev.get("attributes") or {}
+        self.capacity: dict[str, Quantity] = {}
+        self.policies: dict[str, Mapping[str, Any]] = {}
+        for key, cap in (dev.get("capacity") or {}).items():
+            self.capacity[key] = _quantity(cap.get("value", "0"))
+            if cap.get("requestPolicy"):
+                self.policies[key] = cap["requestPolicy"]
+        self.allow_multiple = bool(dev.get("allowMultipleAllocations"))
+        self.consumes: list[tuple[str, dict[str, Quantity]]] = [
+            (c.get("counterSet", ""), {k: _quantity(v.get("value", "0")) for k, v in (c.get("counters") or {}).items()})
+            for c in dev.get("consumesCounters") or []
+        ]
+        self.taints = taints
+        self.binding_conditions: list[str] = list(dev.get("bindingConditions") or [])
+        self.binding_failure_conditions: list[str] = list(dev.get("bindingFailureConditions") or [])
+        self.binds_to_node = bool(dev.get("bindsToNode"))
+        # Node selection that ends up in the allocation result.
+        if spec.get("perDeviceNodeSelection"):
+            self.node_local = bool(dev.get("nodeName"))
+            self.node_selector = None if dev.get("allNodes") else dev.get("nodeSelector")
+        else:
+            self.node_local = bool(spec.get("nodeName"))
+            self.node_selector = spec.get("nodeSelector")
+        self.view: DeviceView | None = None
+        self.cel: dict[str, bool | CELRuntimeError] = {}
+
+    def evaluate(self, selector: CompiledSelector) -> bool:
+        """A selector's result for this device, cached by expression (errors too)."""
+        cached = self.cel.get(selector.expression)
+        if cached is None:
+            if self.view is None:
+                self.view = DeviceView({
+                    "driver": self.driver, "attributes": self.attributes, "capacity": self.data.get("capacity") or {},
+                    "allowMultipleAllocations": self.allow_multiple,
+                })
+            try:
+                cached = selector.evaluate(self.view)
+            except CELRuntimeError as exc:
+                cached = exc
+            self.cel[selector.expression] = cached
+        if isinstance(cached, CELRuntimeError):
+            raise cached
+        return cached
+
+
+def _device_matches_node(dev: Mapping[str, Any], node: Mapping[str, Any], node_name: str) -> bool:
+    if dev.get("nodeName"):
+        return bool(dev["nodeName"] == node_name)
+    if dev.get("allNodes"):
+        return True
+    if dev.get("nodeSelector") is not None:
+        return node_selector_matches(dev["nodeSelector"], node)
+    return False
+
+
+def _taint_rule_matches(rule: Mapping[str, Any], driver: str, pool: str, device: str) -> bool:
+    selector = (rule.get("spec") or {}).get("deviceSelector")
+    if selector is None:
+        return False  # nil selector: no device (empty selector: all devices)
+    return all(not selector.get(k) or selector[k] == v for k, v in (("driver", driver), ("pool", pool), ("device", device)))
+
+
+@dataclass
+class _PoolView:
+    """A pool as seen from one node."""
+
+    id: PoolID
+    devices: list[_Device]  # devices targeting the node, in allocation order
+    incomplete: bool = False
+    invalid: str | None = None
+    has_binding: bool = False
+
+
+@dataclass
+class _NodeView:
+    pools: list[_PoolView]
+    candidates: list[_Device]  # devices of usable (complete, valid) pools, in allocation order
+
+
+class ResourceIndex:
+    """ResourceSlices, DeviceClasses and DeviceTaintRules, indexed for allocation.
+
+    Slices are grouped by node name and by pool; the per-node pool view is computed on first use
+    and cached until a slice or rule changes. Prepared devices (with their CEL result cache) are
+    kept per slice version, so an unrelated update does not discard them.
+    """
+
+    def __init__(
+        self,
+        slices: Iterable[Mapping[str, Any]] = (),
+        classes: Iterable[Mapping[str, Any]] = (),
+        taint_rules: Iterable[Mapping[str, Any]] = (),
+        features: AllocatorFeatures | None = None,
+    ) -> None:
+        self.features = features or AllocatorFeatures()
+        self._slices: dict[str, Mapping[str, Any]] = {}
+        self.classes: dict[str, Mapping[str, Any]] = {}
+        self._rules: dict[str, Mapping[str, Any]] = {}
+        self._devices: dict[str, tuple[Any, list[_Device]]] = {}
+        self._by_node: dict[str, list[str]] = {}
+        self._other: list[str] = []  # slices without spec.nodeName
+        self._by_pool: dict[PoolID, list[str]] = {}
+        self._views: dict[str, tuple[Any, _NodeView]] = {}
+        self._pool_devices: dict[PoolID, tuple[dict[str, _Device], dict[str, dict[str, Quantity]], str | None]] = {}
+        self._dirty = True
+        for s in slices:
+            self._slices[s["metadata"]["name"]] = s
+        for c in classes:
+            self.set_class(c)
+        for r in taint_rules:
+            self._rules[r["metadata"]["name"]] = r
+
+    # --- incremental updates ---
+
+    def set_slice(self, obj: Mapping[str, Any]) -> None:
+        """Add or replace a ResourceSlice."""
+        self._slices[obj["metadata"]["name"]] = obj
+        self._dirty = True
+
+    def remove_slice(self, name: str) -> None:
+        """Forget a ResourceSlice."""
+        self._slices.pop(name, None)
+        self._devices.pop(name, None)
+        self._dirty = True
+
+    def set_class(self, obj: Mapping[str, Any]) -> None:
+        """Add or replace a DeviceClass."""
+        self.classes[obj["metadata"]["name"]] = obj
+
+    def remove_class(self, name: str) -> None:
+        """Forget a DeviceClass."""
+        self.classes.pop(name, None)
+
+    def set_taint_rule(self, obj: Mapping[str, Any]) -> None:
+        """Add or replace a DeviceTaintRule (re-taints every device)."""
+        self._rules[obj["metadata"]["name"]] = obj
+        self._devices.clear()
+        self._dirty = True
+
+    def remove_taint_rule(self, name: str) -> None:
+        """Forget a DeviceTaintRule."""
+        if self._rules.pop(name, None) is not None:
+            self._devices.clear()
+            self._dirty = True
+
+    # --- derived structures ---
+
+    def _usable(self, spec: Mapping[str, Any]) -> bool:
+        # With partitionable devices off, upstream skips these slices entirely.
+        return self.features.partitionable_devices or not (spec.get("perDeviceNodeSelection") or spec.get("sharedCounters"))
+
+    def _rebuild(self) -> None:
+        self._by_node = {}
+        self._other = []
+        self._by_pool = {}
+        self._views = {}
+        self._pool_devices = {}
+        for name in sorted(self._slices):
+            spec = self._slices[name].get("spec") or {}
+            if not self._usable(spec):
+                continue
+            if spec.get("nodeName"):
+                self._by_node.setdefault(spec["nodeName"], []).append(name)
+            else:
+                self._other.append(name)
+            self._by_pool.setdefault((spec.get("driver", ""), (spec.get("pool") or {}).get("name", "")), []).append(name)
+        self._dirty = False
+
+    def slice_devices(self, name: str) -> list[_Device]:
+        """Prepared devices of a slice (cached per uid/generation/resourceVersion)."""
+        obj = self._slices[name]
+        meta = obj.get("metadata") or {}
+        key = (meta.get("uid"), meta.get("generation"), meta.get("resourceVersion"), id(obj))
+        cached = self._devices.get(name)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        spec = obj.get("spec") or {}
+        driver = spec.get("driver", "")
+        pool = (spec.get("pool") or {}).get("name", "")
+        rules = list(self._rules.values()) if self.features.device_taint_rules else []
+        devices = []
+        for dev in spec.get("devices") or []:
+            taints = list(dev.get("taints") or []) if self.features.device_taints else []
+            for rule in rules:
+                if _taint_rule_matches(rule, driver, pool, dev.get("name", "")):
+                    taints.append((rule.get("spec") or {}).get("taint") or {})
+            devices.append(_Device(spec, dev, name, taints))
+        self._devices[name] = (key, devices)
+        return devices
+
+    def _pool_generation(self, names: list[str]) -> tuple[int, list[str]]:
+        """Newest generation among ``names`` and the slices that have it."""
+        best = -1
+        chosen: list[str] = []
+        for n in names:
+            gen = int(((self._slices[n].get("spec") or {}).get("pool") or {}).get("generation", 0))
+            if gen > best:
+                best, chosen = gen, [n]
+            elif gen == best:
+                chosen.append(n)
+        return best, chosen
+
+    def _pool_info(self, pool_id: PoolID, names: list[str]) -> tuple[dict[str, _Device], dict[str, dict[str, Quantity]], str | None]:
+        """All devices and counter sets of the pool at one generation, plus a validation error."""
+        cached = self._pool_devices.get(pool_id)
+        if cached is not None:
+            return cached
+        devices: dict[str, _Device] = {}
+        counters: dict[str, dict[str, Quantity]] = {}
+        problem: str | None = None
+        for n in names:
+            spec = self._slices[n].get("spec") or {}
+            for cs in spec.get("sharedCounters") or []:
+                if cs.get("name") in counters and problem is None:
+                    problem = f"duplicate counter set name {cs.get('name')}"
+                counters[cs.get("name", "")] = {k: _quantity(v.get("value", "0")) for k, v in (cs.get("counters") or {}).items()}
+            for d in self.slice_devices(n):
+                if d.name in devices and problem is None:
+                    problem = f"duplicate device name {d.name}"
+                devices[d.name] = d
+        if problem is None:
+            for d in devices.values():
+                for set_name, used in d.consumes:
+                    if set_name not in counters:
+                        problem = f"device {d.name} consumes counters from unknown counter set {set_name}"
+                        break
+                    missing = sorted(set(used) - set(counters[set_name]))
+                    if missing:
+                        problem = f"device {d.name} consumes unknown counter {missing[0]} of counter set {set_name}"
+                        break
+                if problem:
+                    break
+        info = (devices, counters, problem)
+        self._pool_devices[pool_id] = info
+        return info
+
+    def pool_counters(self, pool_id: PoolID) -> tuple[dict[str, _Device], dict[str, dict[str, Quantity]]]:
+        """Devices and shared counters of the newest complete-or-not generation of a pool."""
+        if self._dirty:
+            self._rebuild()
+        names = self._by_pool.get(pool_id, [])
+        _, chosen = self._pool_generation(names)
+        devices, counters, _ = self._pool_info(pool_id, chosen)
+        return devices, counters
+
+    def device(self, device_id: DeviceID) -> _Device | None:
+        """Look a device up in the newest generation of its pool."""
+        devices, _ = self.pool_counters((device_id[0], device_id[1]))
+        return devices.get(device_id[2])
+
+    def node_view(self, node: Mapping[str, Any]) -> _NodeView:
+        """Pools usable from ``node`` and the ordered candidate devices (cached per node labels)."""
+        if self._dirty:
+            self._rebuild()
+        meta = node.get("metadata") or {}
+        node_name: str = meta.get("name", "")
+        labels = meta.get("labels") or {}
+        key = tuple(sorted(labels.items()))
+        cached = self._views.get(node_name)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        view = self._build_view(node, node_name)
+        self._views[node_name] = (key, view)
+        return view
+
+    def _build_view(self, node: Mapping[str, Any], node_name: str) -> _NodeView:
+        relevant: dict[PoolID, list[str]] = {}
+        per_device: set[str] = set()
+        for name in self._by_node.get(node_name, []):
+            spec = self._slices[name]["spec"]
+            relevant.setdefault((spec.get("driver", ""), spec["pool"].get("name", "")), []).append(name)
+        for name in self._other:
+            spec = self._slices[name].get("spec") or {}
+            if spec.get("allNodes"):
+                ok = True
+            elif spec.get("perDeviceNodeSelection"):
+                ok = any(_device_matches_node(d, node, node_name) for d in spec.get("devices") or [])
+                # A counter-only slice carries no devices; it is pulled in via the pool instead.
+                per_device.add(name)
+            elif spec.get("nodeSelector") is not None:
+                ok = node_selector_matches(spec["nodeSelector"], node)
+            else:
+                ok = False  # unknown future node selection mode
+            if ok:
+                relevant.setdefault((spec.get("driver", ""), (spec.get("pool") or {}).get("name", "")), []).append(name)
+        pools: list[_PoolView] = []
+        for pool_id, names in relevant.items():
+            gen, chosen = self._pool_generation(names)
+            count = int((self._slices[chosen[0]]["spec"].get("pool") or {}).get("resourceSliceCount", 0))
+            pool = _PoolView(pool_id, [])
+            all_gen, all_chosen = self._pool_generation(self._by_pool.get(pool_id, []))
+            if len(chosen) != count:
+                if all_gen > gen:
+                    continue  # obsolete: a newer generation is being published elsewhere
+                pool.incomplete = len(all_chosen) != count
+            for name in sorted(chosen):
+                spec = self._slices[name]["spec"]
+                raw = spec.get("devices") or []
+                for i, dev in enumerate(self.slice_devices(name)):
+                    if name in per_device and not _device_matches_node(raw[i], node, node_name):
+                        continue
+                    pool.devices.append(dev)
+                    if dev.binding_conditions:
+                        pool.has_binding = True
+            if not pool.incomplete:
+                if all_gen == gen:
+                    # Validate against every slice of that generation (also those for other nodes).
+                    pool.invalid = self._pool_info(pool_id, all_chosen)[2]
+                else:
+                    pool.invalid = self._validate_only(chosen)
+            pools.append(pool)
+        pools.sort(key=lambda p: (p.has_binding, p.id))
+        candidates = [d for p in pools if not p.incomplete and p.invalid is None for d in p.devices]
+        return _NodeView(pools, candidates)
+
+    def _validate_only(self, names: list[str]) -> str | None:
+        """Duplicate-name check for a stale-but-complete generation (kept like upstream)."""
+        seen: set[str] = set()
+        for n in names:
+            for d in self.slice_devices(n):
+                if d.name in seen:
+                    return f"duplicate device name {d.name}"
+                seen.add(d.name)
+        return None
+
+
+# --- allocated state -------------------------------------------------------------------------------
+
+
+@dataclass
+class AllocatedState:
+    """Devices already taken: exclusive devices, shares and aggregated consumed capacity."""
+
+    devices: set[DeviceID] = field(default_factory=set)
+    shared_ids: set[tuple[str, str, str, str]] = field(default_factory=set)
+    shared_devices: set[DeviceID] = field(default_factory=set)
+    capacity: dict[DeviceID, dict[str, Quantity]] = field(default_factory=dict)
+
+    @classmethod
+    def from_claims(cls, claims: Iterable[Mapping[str, Any]], in_flight: Iterable[Mapping[str, Any]] | Mapping[str, Any] = ()) -> AllocatedState:
+        """Build from allocated claims plus in-flight ones (uid -> claim, or claims); in-flight wins per uid."""
+        by_uid: dict[str, Mapping[str, Any]] = {}
+        for c in claims:
+            by_uid[(c.get("metadata") or {}).get("uid") or str(id(c))] = c
+        flight = in_flight.values() if isinstance(in_flight, Mapping) else in_flight
+        for c in flight:
+            by_uid[(c.get("metadata") or {}).get("uid") or str(id(c))] = c
+        state = cls()
+        for c in by_uid.values():
+            state.add_allocation((c.get("status") or {}).get("allocation"))
+        return state
+
+    def add_allocation(self, allocation: Mapping[str, Any] | None) -> None:
+        """Account one ``status.allocation``; admin-access results never block others."""
+        if not allocation:
+            return
+        for r in (allocation.get("devices") or {}).get("results") or []:
+            if r.get("adminAccess"):
+                continue
+            dev_id = (r.get("driver", ""), r.get("pool", ""), r.get("device", ""))
+            if r.get("shareID"):
+                self.shared_ids.add((*dev_id, r["shareID"]))
+                self.shared_devices.add(dev_id)
+                agg = self.capacity.setdefault(dev_id, {})
+                for key, value in (r.get("consumedCapacity") or {}).items():
+                    agg[key] = agg.get(key, Quantity(0)) + _quantity(value)
+            else:
+                self.devices.add(dev_id)
+
+
+# --- prepared claims -------------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class _Request:
+    """A request without subrequests, or one subrequest."""
+
+    name: str  # "req" or "req/sub"
+    claim_ref: str
+    parent: str  # top-level request name
+    sub: str  # subrequest name or ""
+    class_name: str
+    class_obj: Mapping[str, Any]
+    class_selectors: list[CompiledSelector]
+    selectors: list[CompiledSelector]
+    admin: bool
+    all_mode: bool
+    count: int
+    tolerations: list[dict[str, Any]]
+    capacity: dict[str, Quantity]
+    subrequests: list[_Request] = field(default_factory=list)
+    match: dict[_Device, bool] = field(default_factory=dict)
+
+
+@dataclass(eq=False)
+class _Constraint:
+    requests: frozenset[str]
+    attribute: str
+    distinct: bool
+    values: list[Any] = field(default_factory=list)  # one entry per device in scope (LIFO)
+
+    def applies(self, req: _Request) -> bool:
+        return not self.requests or req.parent in self.requests or (bool(req.sub) and req.name in self.requests)
+
+
+@dataclass(eq=False)
+class _Claim:
+    obj: Mapping[str, Any]
+    ref: str  # namespace/name
+    requests: list[_Request]
+    constraints: list[tuple[frozenset[str], str, bool]]
+    has_config: bool = True
+
+
+def _claim_ref(claim: Mapping[str, Any]) -> str:
+    meta = claim.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}" if meta.get("namespace") else meta.get("name", "")
+
+
+def _attribute_value(device: _Device, name: str, lists: bool) -> frozenset[Any] | None:
+    """Value of a fully qualified attribute as a set of typed values (scalars: one element)."""
+    attr = device.attributes.get(name)
+    if attr is None:
+        domain, _, short = name.partition("/")
+        if domain == device.driver:
+            attr = device.attributes.get(short)
+    if not isinstance(attr, Mapping):
+        return None
+    for kind in ("int", "bool", "string", "version"):
+        if attr.get(kind) is not None:
+            return frozenset({(kind, attr[kind])})
+    if lists:
+        for kind in ("ints", "bools", "strings", "versions"):
+            if attr.get(kind):
+                return frozenset((kind[:-1], v) for v in attr[kind])
+    return None
+
+
+def _tolerates(taint: Mapping[str, Any], tolerations: Sequence[Mapping[str, Any]]) -> bool:
+    for tol in tolerations:
+        effect = tol.get("effect") or ""
+        if effect and effect != taint.get("effect"):
+            continue
+        key = tol.get("key") or ""
+        operator = tol.get("operator") or "Equal"
+        if key and key != taint.get("key"):
+            continue
+        if not key and operator != "Exists":
+            continue
+        if operator == "Exists" or (tol.get("value") or "") == (taint.get("value") or ""):
+            return True
+    return False
+
+
+def _untolerated(device: _Device, req: _Request) -> bool:
+    return any(t.get("effect") in _BLOCKING_EFFECTS and not _tolerates(t, req.tolerations) for t in device.taints)
+
+
+def _round_to_policy(requested: Quantity, policy: Mapping[str, Any]) -> Quantity | None:
+    """Apply a requestPolicy to a requested amount; None if the device cannot serve it."""
+    valid_range = policy.get("validRange")
+    if valid_range:
+        low = _quantity(valid_range.get("min", "0"))
+        value = max(requested, low)
+        if valid_range.get("step"):
+            step = _quantity(valid_range["step"]).as_fraction()
+            if step > 0:
+                steps = -(-(value.as_fraction() - low.as_fraction()) // step)
+                value = _from_fraction(low.as_fraction() + steps * step, requested.format)
+        if valid_range.get("max") is not None and value > _quantity(valid_range["max"]):
+            return None
+        return value
+    valid_values = policy.get("validValues")
+    if valid_values:
+        for v in sorted((_quantity(x) for x in valid_values), key=lambda q: q.as_fraction()):
+            if v >= requested:
+                return v
+        return None
+    return requested
+
+
+def _from_fraction(value: Fraction, fmt: str = DECIMAL_SI) -> Quantity:
+    """An exact Quantity for a decimal fraction, rounded up at nano precision otherwise."""
+    scale = 0
+    while value.denominator != 1 and scale < 9:
+        value *= 10
+        scale += 1
+    whole = -(-value.numerator // value.denominator)
+    return Quantity.from_scaled(whole, -scale).with_format(fmt)
+
+
+def _consumption(device: _Device, req: _Request) -> dict[str, Quantity] | None:
+    """Capacity a shared device gives to ``req`` (all capacities), or None if it cannot."""
+    if any(k not in device.capacity for k in req.capacity):
+        return None
+    out: dict[str, Quantity] = {}
+    for key, total in device.capacity.items():
+        policy = device.policies.get(key) or {}
+        if key in req.capacity:
+            amount = _round_to_policy(req.capacity[key], policy)
+            if amount is None:
+                return None
+        elif policy.get("default") is not None:
+            amount = _quantity(policy["default"])
+        else:
+            amount = total
+        out[key] = amount
+    return out
+
+
+# --- the allocator ---------------------------------------------------------------------------------
+
+
+class Allocator:
+    """Allocates claims on candidate nodes; build one per scheduling cycle (state is fixed)."""
+
+    def __init__(
+        self,
+        index: ResourceIndex,
+        allocated: AllocatedState | None = None,
+        features: AllocatorFeatures | None = None,
+        namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
+        share_id: Callable[[], str] | None = None,
+    ) -> None:
+        self.index = index
+        self.allocated = allocated or AllocatedState()
+        self.features = features or index.features
+        # None: admission already checked the admin-access label (not re-checked here).
+        self.namespace_labels = namespace_labels
+        self.share_id = share_id or (lambda: str(uuid.uuid4()))
+        self._prepared: dict[tuple[Any, ...], list[_Claim]] = {}
+        self._available: dict[PoolID, dict[tuple[str, str], Fraction]] = {}
+        self._free: dict[int, tuple[_NodeView, list[_Device]]] = {}
+
+    # --- preparation (node independent, cached per claim versions) ---
+
+    def _prepare(self, claims: Sequence[Mapping[str, Any]]) -> list[_Claim]:
+        key = tuple(
+            ((c.get("metadata") or {}).get("uid"), (c.get("metadata") or {}).get("resourceVersion"), id(c)) for c in claims
+        )
+        cached = self._prepared.get(key)
+        if cached is None:
+            cached = [self._prepare_claim(c) for c in claims]
+            if len(self._prepared) > 256:
+                self._prepared.clear()
+            self._prepared[key] = cached
+        return cached
+
+    def _compile(self, expression: str, where: str, i: int) -> CompiledSelector:
+        try:
+            return compile_selector(expression)
+        except CELCompileError as exc:
+            raise AllocationError(f"{where}: selector #{i}: CEL compile error: {exc}") from None
+
+    def _selectors(self, raw: Sequence[Mapping[str, Any]], where: str, missing: str) -> list[CompiledSelector]:
+        out = []
+        for i, sel in enumerate(raw or []):
+            cel = sel.get("cel") or {}
+            if not cel.get("expression"):
+                raise AllocationError(missing.format(i=i))
+            out.append(self._compile(cel["expression"], where, i))
+        return out
+
+    def _prepare_request(self, claim: Mapping[str, Any], ref: str, raw: Mapping[str, Any], parent: str, sub: str) -> _Request:
+        name = f"{parent}/{sub}" if sub else parent
+        where = f"claim {ref}, request {name}"
+        selectors = self._selectors(
+            raw.get("selectors") or [], f"claim {ref}", where + ", selector #{i}: CEL expression empty (unsupported selector type?)"
+        )
+        if "adminAccess" in raw and raw.get("adminAccess") is not None and not self.features.admin_access:
+            raise AllocationError(f"{where}: admin access is requested, but the feature is disabled")
+        capacity_raw = (raw.get("capacity") or {}).get("requests") or {}
+        if capacity_raw and not self.features.consumable_capacity:
+            raise AllocationError(f"{where}: has capacity requests, but the DRAConsumableCapacity feature is disabled")
+        class_name = raw.get("deviceClassName") or ""
+        if not class_name:
+            raise AllocationError(f"{where}: missing device class name (unsupported request type?)")
+        class_obj = self.index.classes.get(class_name)
+        if class_obj is None:
+            raise AllocationError(f"{where}: could not retrieve device class {class_name}")
+        class_selectors = self._selectors(
+            (class_obj.get("spec") or {}).get("selectors") or [], f"class {class_name}",
+            f"class {class_name}" + ": selector #{i}: CEL expression empty (unsupported selector type?)",
+        )
+        mode = raw.get("allocationMode") or "ExactCount"
+        if mode not in ("ExactCount", "All"):
+            raise AllocationError(f"{where}: unsupported count mode {mode}")
+        admin = bool(raw.get("adminAccess"))
+        if admin and self.namespace_labels is not None:
+            ns = (claim.get("metadata") or {}).get("namespace", "")
+            if (self.namespace_labels.get(ns) or {}).get(ADMIN_ACCESS_LABEL) != "true":
+                raise _NotAdmin(
+                    f"{where}: admin access requires the namespace {ns} to be labelled {ADMIN_ACCESS_LABEL}=\"true\""
+                )
+        return _Request(
+            name=name, claim_ref=ref, parent=parent, sub=sub, class_name=class_name, class_obj=class_obj,
+            class_selectors=class_selectors, selectors=selectors, admin=admin, all_mode=mode == "All",
+            count=int(raw.get("count") or 1) if mode == "ExactCount" else 0,
+            tolerations=list(raw.get("tolerations") or []),
+            capacity={k: _quantity(v) for k, v in capacity_raw.items()},
+        )
+
+    def _prepare_claim(self, claim: Mapping[str, Any]) -> _Claim:
+        ref = _claim_ref(claim)
+        devices = (claim.get("spec") or {}).get("devices") or {}
+        requests: list[_Request] = []
+        minimum = 0
+        for raw in devices.get("requests") or []:
+            name = raw.get("name", "")
+            if raw.get("firstAvailable"):
+                if not self.features.prioritized_list:
+                    raise AllocationError(f"claim {ref}, request {name}: has subrequests, but the DRAPrioritizedList feature is disabled")
+                subs = [self._prepare_request(claim, ref, s, name, s.get("name", "")) for s in raw["firstAvailable"]]
+                top = _Request(name, ref, name, "", "", {}, [], [], False, False, 0, [], {}, subrequests=subs)
+                requests.append(top)
+                minimum += min(s.count for s in subs)
+            else:
+                req = self._prepare_request(claim, ref, raw.get("exactly") or {}, name, "")
+                requests.append(req)
+                minimum += req.count
+        if minimum > MAX_RESULTS:
+            raise AllocationError(f"claim {ref}: number of requested devices {minimum} exceeds the claim limit of {MAX_RESULTS}")
+        constraints = []
+        for c in devices.get("constraints") or []:
+            if c.get("matchAttribute"):
+                constraints.append((frozenset(c.get("requests") or ()), c["matchAttribute"], False))
+            elif c.get("distinctAttribute"):
+                constraints.append((frozenset(c.get("requests") or ()), c["distinctAttribute"], True))
+            else:
+                raise AllocationError("empty constraint (unsupported constraint type?)")
+        has_config = bool(devices.get("config")) or any(
+            (r.class_obj.get("spec") or {}).get("config") for top in requests for r in (top.subrequests or [top])
+        )
+        return _Claim(claim, ref, requests, constraints, has_config)
+
+    # --- per-node entry point ---
+
+    def allocate(self, node: Mapping[str, Any], claims: Sequence[Mapping[str, Any]], allocation_timestamp: str | None = None) -> AllocationOutcome:
+        """Find one allocation per claim on ``node`` (claims in pod order), or say why not.
+
+        ``allocation_timestamp`` (RFC 3339) is written to every allocation when binding
+        conditions are enabled, as upstream's PreBind does.
+        """
+        if not claims:
+            return Allocated([])
+        try:
+            prepared = self._prepare(claims)
+        except _NotAdmin as exc:
+            return Unschedulable(str(exc))
+        view = self.index.node_view(node)
+        search = _Search(self, prepared, view, (node.get("metadata") or {}).get("name", ""))
+        if search.run():
+            return Allocated(build=lambda: search.build(allocation_timestamp))
+        invalid = [p for p in view.pools if p.invalid]
+        if invalid:
+            details = "; ".join(f"{p.id[0]}/{p.id[1]}: {p.invalid}" for p in invalid)
+            return Unschedulable(f"invalid resource pools were encountered: {details}")
+        return Unschedulable(f"cannot allocate all claims: {search.explain()}")
+
+    def free_candidates(self, view: _NodeView) -> list[_Device]:
+        """The node's candidates minus devices allocated exclusively before (cached per view)."""
+        cached = self._free.get(id(view))
+        if cached is None or cached[0] is not view:
+            taken = self.allocated.devices
+            cached = (view, [d for d in view.candidates if d.id not in taken])
+            self._free[id(view)] = cached
+        return cached[1]
+
+    # --- counters available per pool (depends only on the allocated state) ---
+
+    def available_counters(self, pool_id: PoolID) -> dict[tuple[str, str], Fraction]:
+        """Declared shared counters minus what allocated devices of the pool consume."""
+        cached = self._available.get(pool_id)
+        if cached is None:
+            devices, sets = self.index.pool_counters(pool_id)
+            cached = {(s, c): q.as_fraction() for s, counters in sets.items() for c, q in counters.items()}
+            for dev in devices.values():
+                if dev.consumes and (dev.id in self.allocated.devices or dev.id in self.allocated.shared_devices):
+                    for set_name, used in dev.consumes:
+                        for c, q in used.items():
+                            if (set_name, c) in cached:
+                                cached[(set_name, c)] -= q.as_fraction()
+            self._available[pool_id] = cached
+        return cached
+
+    def explain_request(self, claim: _Claim, req: _Request, view: _NodeView) -> str:
+        """Why a request fails on its own: matching vs. available devices."""
+        if req.subrequests:
+            return f"claim {claim.ref}, request {req.name}: none of the subrequests can be satisfied"
+        matching = [d for d in view.candidates if self.selectable(req, d)]
+        where = f"claim {claim.ref}, request {req.name}"
+        if not matching:
+            return f"{where}: no device matches the device class {req.class_name} and the request's selectors"
+        free = [d for d in matching if req.admin or (d.allow_multiple and self.features.consumable_capacity) or d.id not in self.allocated.devices]
+        tolerated = [d for d in free if not (self.features.device_taints and _untolerated(d, req))]
+        need = len(matching) if req.all_mode else req.count
+        if len(tolerated) < need:
+            noun = "device" if need == 1 else "devices"
+            text = f"{where}: needs {need} {noun}, {len(tolerated)} of {len(matching)} matching devices available"
+            if len(tolerated) < len(free):
+                text += f" ({len(free) - len(tolerated)} with untolerated taints)"
+            return text
+        return f"{where}: no combination of devices satisfies all requests and constraints"
+
+    def selectable(self, req: _Request, dev: _Device) -> bool:
+        """Class and request selectors (cached per request and device); errors are fatal."""
+        hit = req.match.get(dev)
+        if hit is not None:
+            return hit
+        ok = True
+        if dev.binding_conditions and not self.features.binding_conditions:
+            ok = False
+        else:
+            # Class selectors first: a device the class rejects never reaches a faulty request selector.
+            for where, sels in ((f"class {req.class_name}", req.class_selectors), (f"claim {req.claim_ref}, request {req.name}", req.selectors)):
+                for i, sel in enumerate(sels):
+                    try:
+                        if not dev.evaluate(sel):
+                            ok = False
+                            break
+                    except CELRuntimeError as exc:
+                        raise AllocationError(f"{where}: selector #{i} on device {'/'.join(dev.id)}: CEL runtime error: {exc}") from None
+                if not ok:
+                    break
+        req.match[dev] = ok
+        return ok
+
+
+class _NotAdmin(Exception):
+    """Admin access in a namespace without the admin-access label (unschedulable)."""
+
+
+@dataclass
+class _Pick:
+    device: _Device
+    request: _Request
+    consumed: dict[str, Quantity] | None  # shared device: capacity taken by this share
+
+
+class _Search:
+    """State of one ``allocate`` call: the depth-first search and its undo log."""
+
+    def __init__(self, alloc: Allocator, claims: list[_Claim], view: _NodeView, node_name: str) -> None:
+        self.alloc = alloc
+        self.features = alloc.features
+        self.allocated = alloc.allocated
+        self.claims = claims
+        self.view = view
+        self.node_name = node_name
+        self.allocating: dict[DeviceID, set[int]] = {}
+        self.shares: dict[DeviceID, int] = {}
+        self.capacity: dict[DeviceID, dict[str, Quantity]] = {}
+        self.counters: dict[PoolID, dict[tuple[str, str], Fraction]] = {}
+        self.results: list[list[_Pick]] = [[] for _ in claims]
+        self.selected: dict[tuple[int, int], int] = {}
+        self.constraints = [[_Constraint(r, a, d) for r, a, d in c.constraints] for c in claims]
+        self.all_devices: dict[int, list[_Device]] = {}  # id(_Request) -> devices
+        self.deepest = (-1, -1)
+        self.free = alloc.free_candidates(view)
+
+    # --- All mode: the device set is fixed up front ---
+
+    def _all_devices(self, ci: int, req: _Request) -> list[_Device]:
+        cached = self.all_devices.get(id(req))
+        if cached is not None:
+            return cached
+        out = []
+        for pool in self.view.pools:
+            where = f"claim {self.claims[ci].ref}, request {req.name}: asks for all devices, but resource pool {pool.id[0]}/{pool.id[1]}"
+            if pool.incomplete:
+                raise AllocationError(f"{where} is currently being updated")
+            if pool.invalid:
+                raise AllocationError(f"{where} is currently invalid")
+            for dev in pool.devices:
+                if not self.alloc.selectable(req, dev):
+                    continue
+                if req.capacity and self.features.consumable_capacity and self._capacity_for(dev, req) is False:
+                    continue
+                out.append(dev)
+        self.all_devices[id(req)] = out
+        return out
+
+    def run(self) -> bool:
+        return self._one(0, 0, -1, 0, 0)
+
+    def _one(self, ci: int, ri: int, si: int, di: int, start: int) -> bool:
+        """Place device slot ``di`` of request ``ri`` (subrequest ``si``) of claim ``ci``."""
+        if ci == len(self.claims):
+            return True
+        claim = self.claims[ci]
+        if ri == len(claim.requests):
+            return self._one(ci + 1, 0, -1, 0, 0)
+        if (ci, ri) > self.deepest:
+            self.deepest = (ci, ri)
+        top = claim.requests[ri]
+        if top.subrequests and si < 0:
+            for index in range(len(top.subrequests)):
+                self.selected[(ci, ri)] = index
+                if self._one(ci, ri, index, 0, 0):
+                    return True
+            return False
+        req = top.subrequests[si] if si >= 0 else top
+        picks = self.results[ci]
+        if req.all_mode:
+            devices = self._all_devices(ci, req)
+            if not devices:
+                return False  # "All" needs at least one device
+            need = len(devices)
+        else:
+            need = req.count
+        if di >= need:
+            return self._one(ci, ri + 1, -1, 0, 0)
+        if len(picks) + need - di > MAX_RESULTS:
+            return False  # this (sub)request cannot fit into one allocation result
+        if req.all_mode:
+            dev = devices[di]
+            if self._in_use(ci, req, dev):
+                return False
+            undo = self._take(ci, req, dev, must=True)
+            if undo is None:
+                return False
+            if self._one(ci, ri, si, di + 1, 0):
+                return True
+            undo()
+            return False
+        selectable = self.alloc.selectable
+        if req.admin:
+            candidates = self.view.candidates
+            for pos in range(start, len(candidates)):
+                dev = candidates[pos]
+                if self._in_use(ci, req, dev) or not selectable(req, dev):
+                    continue
+                undo = self._take(ci, req, dev, must=False)
+                if undo is None:
+                    continue
+                if self._one(ci, ri, si, di + 1, pos + 1):
+                    return True
+                undo()
+            return False
+        # Normal requests only look at devices not allocated before this cycle (same relative
+        # order, so combinations are tried exactly as over the full list).
+        candidates = self.free
+        allocating = self.allocating
+        for pos in range(start, len(candidates)):
+            dev = candidates[pos]
+            if dev.id in allocating or not selectable(req, dev):
+                continue
+            undo = self._take(ci, req, dev, must=False)
+            if undo is None:
+                continue
+            if self._one(ci, ri, si, di + 1, pos + 1):
+                return True
+            undo()
+        return False
+
+    def _shared(self, dev: _Device) -> bool:
+        return dev.allow_multiple and self.features.consumable_capacity
+
+    def _in_use(self, ci: int, req: _Request, dev: _Device) -> bool:
+        users = self.allocating.get(dev.id)
+        if req.admin:
+            return users is not None and ci in users
+        return dev.id in self.allocated.devices or bool(users)
+
+    def _capacity_for(self, dev: _Device, req: _Request) -> dict[str, Quantity] | bool | None:
+        """Consumed capacity for a share (dict), None for an exclusive fit, False if it does not fit."""
+        if not self._shared(dev):
+            # Capacity requests act as a filter on exclusive devices.
+            for key, amount in req.capacity.items():
+                if key not in dev.capacity or amount > dev.capacity[key]:
+                    return False
+            return None
+        consumed = _consumption(dev, req)
+        if consumed is None:
+            return False
+        taken = self.allocated.capacity.get(dev.id) or {}
+        pending = self.capacity.get(dev.id) or {}
+        for key, amount in consumed.items():
+            total = amount + taken.get(key, Quantity(0)) + pending.get(key, Quantity(0))
+            if total > dev.capacity[key]:
+                return False
+        return consumed
+
+    def _take(self, ci: int, req: _Request, dev: _Device, must: bool) -> Callable[[], None] | None:
+        """Try to add ``dev`` for ``req``; returns an undo function, or None if it cannot be taken."""
+        shared = self._shared(dev) and not req.admin
+        consumed: dict[str, Quantity] | None = None
+        if self.features.consumable_capacity and (shared or req.capacity):
+            fit = self._capacity_for(dev, req)
+            if fit is False:
+                return None
+            consumed = fit if isinstance(fit, dict) else None
+        # Counters: a shared device that already has a share consumed them once.
+        counter_delta: list[tuple[PoolID, tuple[str, str], Fraction]] = []
+        if dev.consumes and not (shared and (dev.id in self.allocated.shared_devices or self.shares.get(dev.id))):
+            if not self.features.partitionable_devices:
+                return None
+            pool_id = (dev.driver, dev.pool)
+            available = self.alloc.available_counters(pool_id)
+            used = self.counters.setdefault(pool_id, {})
+            for set_name, counters in dev.consumes:
+                for c, q in counters.items():
+                    key = (set_name, c)
+                    amount = q.as_fraction()
+                    if available.get(key, Fraction(0)) - used.get(key, Fraction(0)) < amount:
+                        return None
+                    counter_delta.append((pool_id, key, amount))
+        if self.features.device_taints and dev.taints and _untolerated(dev, req):
+            return None
+        added: list[_Constraint] = []
+        for con in self.constraints[ci]:
+            if not con.applies(req):
+                continue
+            value = _attribute_value(dev, con.attribute, self.features.list_attributes)
+            ok = value is not None and (
+                all(not (value & other) for other in con.values) if con.distinct
+                else not con.values or bool(value & con.values[-1])
+            )
+            if not ok:
+                for undo_con in added:
+                    undo_con.values.pop()
+                if must:
+                    raise AllocationError(
+                        f"claim {self.claims[ci].ref}, request {req.name}: cannot add device {'/'.join(dev.id)} "
+                        "because a claim constraint would not be satisfied"
+                    )
+                return None
+            # matchAttribute keeps the running intersection (list attributes); scalars stay equal.
+            con.values.append(value if con.distinct or not con.values else value & con.values[-1])
+            added.append(con)
+        # Commit.
+        for pool_id, key, amount in counter_delta:
+            used = self.counters[pool_id]
+            used[key] = used.get(key, Fraction(0)) + amount
+        if shared:
+            self.shares[dev.id] = self.shares.get(dev.id, 0) + 1
+            if consumed:
+                pending = self.capacity.setdefault(dev.id, {})
+                for cap_key, cap_amount in consumed.items():
+                    pending[cap_key] = pending.get(cap_key, Quantity(0)) + cap_amount
+        else:
+            self.allocating.setdefault(dev.id, set()).add(ci)
+        picks = self.results[ci]
+        picks.append(_Pick(dev, req, consumed if shared else None))
+
+        def undo() -> None:
+            picks.pop()
+            if shared:
+                self.shares[dev.id] -= 1
+                if consumed:
+                    pending = self.capacity[dev.id]
+                    for cap_key, cap_amount in consumed.items():
+                        pending[cap_key] = pending[cap_key] - cap_amount
+            else:
+                users = self.allocating[dev.id]
+                users.discard(ci)
+                if not users:
+                    del self.allocating[dev.id]
+            for pool_id, key, amount in counter_delta:
+                self.counters[pool_id][key] -= amount
+            for con in added:
+                con.values.pop()
+
+        return undo
+
+    # --- diagnostics ---
+
+    def explain(self) -> str:
+        ci, ri = self.deepest
+        if ci < 0:
+            return "no claim could be processed"
+        claim = self.claims[ci]
+        return self.alloc.explain_request(claim, claim.requests[ri], self.view)
+
+    # --- result construction ---
+
+    def build(self, timestamp: str | None) -> list[dict[str, Any]]:
+        out = []
+        for ci, claim in enumerate(self.claims):
+            picks = self.results[ci]
+            results = []
+            for p in picks:
+                r: dict[str, Any] = {"request": p.request.name, "driver": p.device.driver, "pool": p.device.pool, "device": p.device.name}
+                if p.request.admin:
+                    r["adminAccess"] = True
+                if p.request.tolerations:
+                    r["tolerations"] = [dict(t) for t in p.request.tolerations]
+                if self.features.binding_conditions and p.device.binding_conditions:
+                    r["bindingConditions"] = list(p.device.binding_conditions)
+                    if p.device.binding_failure_conditions:
+                        r["bindingFailureConditions"] = list(p.device.binding_failure_conditions)
+                if p.consumed is not None:
+                    r["shareID"] = self.alloc.share_id()
+                    r["consumedCapacity"] = {k: v.canonical() for k, v in p.consumed.items()}
+                results.append(r)
+            devices: dict[str, Any] = {"results": results}
+            config = self._config(ci, claim)
+            if config:
+                devices["config"] = config
+            allocation: dict[str, Any] = {"devices": devices}
+            selector = self._node_selector(picks)
+            if selector is not None:
+                allocation["nodeSelector"] = selector
+            if timestamp and self.features.binding_conditions:
+                allocation["allocationTimestamp"] = timestamp
+            out.append(allocation)
+        return out
+
+    def _chosen(self, ci: int, ri: int, top: _Request) -> _Request:
+        return top.subrequests[self.selected[(ci, ri)]] if top.subrequests else top
+
+    def _config(self, ci: int, claim: _Claim) -> list[dict[str, Any]]:
+        if not claim.has_config:
+            return []
+        config: list[dict[str, Any]] = []
+        by_class: dict[str, list[dict[str, Any]]] = {}
+        for ri, top in enumerate(claim.requests):
+            req = self._chosen(ci, ri, top)
+            entries = by_class.get(req.class_name)
+            if entries is not None:
+                for e in entries:
+                    e["requests"].append(req.name)
+                continue
+            entries = []
+            for c in (req.class_obj.get("spec") or {}).get("config") or []:
+                entry = {"source": "FromClass", "requests": [req.name], **{k: v for k, v in c.items() if k != "requests"}}
+                entries.append(entry)
+                config.append(entry)
+            by_class[req.class_name] = entries
+        selected_names = {top.name for top in claim.requests}
+        selected_names |= {self._chosen(ci, ri, top).name for ri, top in enumerate(claim.requests) if top.subrequests}
+        for c in ((claim.obj.get("spec") or {}).get("devices") or {}).get("config") or []:
+            names = c.get("requests") or []
+            if names and not any(n in selected_names for n in names):
+                continue  # names only subrequests that were not chosen
+            entry = {"source": "FromClaim", **{k: v for k, v in c.items() if k != "requests"}}
+            if names:
+                entry["requests"] = list(names)
+            config.append(entry)
+        return config
+
+    def _node_selector(self, picks: list[_Pick]) -> dict[str, Any] | None:
+        local_node = {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [self.node_name]}]}]}
+        expressions: list[dict[str, Any]] = []
+        fields: list[dict[str, Any]] = []
+        seen: set[tuple[str, str, str, tuple[str, ...]]] = set()
+        for p in picks:
+            dev = p.device
+            if dev.node_local or (dev.binds_to_node and self.features.binding_conditions):
+                return local_node
+            if not dev.node_selector:
+                continue
+            terms = dev.node_selector.get("nodeSelectorTerms") or []
+            for term in terms[:1]:  # slices use exactly one term
+                for kind, target in (("matchExpressions", expressions), ("matchFields", fields)):
+                    for req in term.get(kind) or []:
+                        key = (kind, req.get("key", ""), req.get("operator", ""), tuple(sorted(req.get("values") or [])))
+                        if key not in seen:
+                            seen.add(key)
+                            target.append(dict(req))
+        if not expressions and not fields:
+            return None
+        merged: dict[str, Any] = {}
+        if expressions:
+            merged["matchExpressions"] = expressions
+        if fields:
+            merged["matchFields"] = fields
+        return {"nodeSelectorTerms": [merged]}
+
+
+# --- convenience entry point ------------------------------------------------------------------------
+
+
+def allocate_claims(
+    claims: Sequence[Mapping[str, Any]],
+    node: Mapping[str, Any],
+    *,
+    classes: Iterable[Mapping[str, Any]] = (),
+    slices: Iterable[Mapping[str, Any]] = (),
+    allocated_claims: Iterable[Mapping[str, Any]] = (),
+    in_flight: Iterable[Mapping[str, Any]] | Mapping[str, Any] = (),
+    taint_rules: Iterable[Mapping[str, Any]] = (),
+    gates: Mapping[str, bool] | AllocatorFeatures | None = None,
+    namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
+    share_id: Callable[[], str] | None = None,
+    allocation_timestamp: str | None = None,
+) -> AllocationOutcome:
+    """One-shot allocation (builds the index and state; use :class:`Allocator` in hot loops)."""
+    features = gates if isinstance(gates, AllocatorFeatures) else AllocatorFeatures.from_gates(gates or {})
+    index = ResourceIndex(slices, classes, taint_rules, features)
+    state = AllocatedState.from_claims(allocated_claims, in_flight)
+    return Allocator(index, state, features, namespace_labels, share_id).allocate(node, claims, allocation_timestamp)
+
+
+# --- KEP-5517: node allocatable resources ------------------------------------------------------------
+
+
+def node_allocatable_demand(
+    claim_allocation: Mapping[str, Any] | None,
+    slices: ResourceIndex | Iterable[Mapping[str, Any]],
+    containers_referencing: int,
+) -> dict[str, Quantity]:
+    """Node-allocatable amounts (cpu, memory, ...) a pod is charged for one allocated claim.
+
+    Per allocated device's ``nodeAllocatableResources``: ``mapping`` adds
+    consumedCapacity[capacityKey] (the capacity value for an exclusive device) x capacityMultiplier,
+    or deviceMultiplier per device; ``overhead`` adds perPod + perContainer x the number of the
+    pod's container references to the claim. Admin-access results are not charged.
+    """
+    if not claim_allocation:
+        return {}
+    lookup: Callable[[DeviceID], _Device | None]
+    if isinstance(slices, ResourceIndex):
+        lookup = slices.device
+    else:
+        index = ResourceIndex(slices)
+        lookup = index.device
+    totals: dict[str, Fraction] = {}
+    formats: dict[str, str] = {}
+    for r in (claim_allocation.get("devices") or {}).get("results") or []:
+        if r.get("adminAccess"):
+            continue
+        dev = lookup((r.get("driver", ""), r.get("pool", ""), r.get("device", "")))
+        if dev is None:
+            continue
+        for resource, spec in (dev.data.get("nodeAllocatableResources") or {}).items():
+            amount = Fraction(0)
+            mapping = spec.get("mapping") or {}
+            if mapping.get("capacityKey"):
+                key = mapping["capacityKey"]
+                consumed = (r.get("consumedCapacity") or {}).get(key)
+                base = _quantity(consumed) if consumed is not None else dev.capacity.get(key)
+                if base is not None:
+                    amount += base.as_fraction() * _quantity(mapping.get("capacityMultiplier", "1")).as_fraction()
+                    formats.setdefault(resource, base.format)
+            elif mapping.get("deviceMultiplier") is not None:
+                multiplier = _quantity(mapping["deviceMultiplier"])
+                amount += multiplier.as_fraction()
+                formats.setdefault(resource, multiplier.format)
+            overhead = spec.get("overhead") or {}
+            if overhead.get("perPod") is not None:
+                q = _quantity(overhead["perPod"])
+                amount += q.as_fraction()
+                formats.setdefault(resource, q.format)
+            if overhead.get("perContainer") is not None:
+                q = _quantity(overhead["perContainer"])
+                amount += q.as_fraction() * containers_referencing
+                formats.setdefault(resource, q.format)
+            totals[resource] = totals.get(resource, Fraction(0)) + amount
+    return {k: _from_fraction(v, formats.get(k, DECIMAL_SI)) for k, v in totals.items()}
+
+
+__all__ = [
+    "ADMIN_ACCESS_LABEL",
+    "MAX_RESULTS",
+    "Allocated",
+    "AllocatedState",
+    "AllocationError",
+    "AllocationOutcome",
+    "Allocator",
+    "AllocatorFeatures",
+    "DeviceID",
+    "ResourceIndex",
+    "Unschedulable",
+    "allocate_claims",
+    "node_allocatable_demand",
+]
