@@ -36,7 +36,7 @@ from typing import Any
 
 import orjson
 
-from app.api.patch import clone
+from app.api.patch import clone, go_json_type
 from app.api.schemas import SchemaNode, schema_for_kind
 from app.kube.errors import ApiError, bad_request
 
@@ -950,7 +950,7 @@ def apply_patch(
     if not isinstance(applied, dict):
         raise bad_request(
             "error decoding YAML: error unmarshaling JSON: while decoding JSON: json: cannot unmarshal "
-            f"{_json_kind(applied)} into Go value of type map[string]interface {{}}"
+            f"{go_json_type(applied)} into Go value of type map[string]interface {{}}"
         )
     expected_kind = kind or _expected_kind(live, schema, api_version)
     if expected_kind is not None and (applied.get("apiVersion"), applied.get("kind")) != (api_version, expected_kind):
@@ -1019,15 +1019,3 @@ def apply_patch(
     _cap_update_managers(managers)
     _set_managed_fields(merged, managers)
     return merged
-
-
-def _json_kind(value: Any) -> str:
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, bool):
-        return "bool"
-    if value is None:
-        return "null"
-    return "number"

@@ -67,7 +67,7 @@ def clone(value: Any) -> Any:
     return value
 
 
-def _go_json_type(value: Any) -> str:
+def go_json_type(value: Any) -> str:
     """How Go's encoding/json names a JSON value's kind in unmarshal errors."""
     if isinstance(value, dict):
         return "object"
@@ -266,10 +266,10 @@ def apply_json_patch(doc: dict[str, Any], ops: Any) -> dict[str, Any]:
     if ops is None:
         return clone(doc)
     if not isinstance(ops, list):
-        raise bad_request(f"json: cannot unmarshal {_go_json_type(ops)} into Go value of type jsonpatch.Patch")
+        raise bad_request(f"json: cannot unmarshal {go_json_type(ops)} into Go value of type jsonpatch.Patch")
     for op in ops:
         if op is not None and not isinstance(op, dict):
-            raise bad_request(f"json: cannot unmarshal {_go_json_type(op)} into Go value of type jsonpatch.Operation")
+            raise bad_request(f"json: cannot unmarshal {go_json_type(op)} into Go value of type jsonpatch.Operation")
     if len(ops) > MAX_JSON_PATCH_OPERATIONS:
         raise ApiError(
             413,
@@ -291,7 +291,7 @@ def apply_json_patch(doc: dict[str, Any], ops: Any) -> dict[str, Any]:
 def _invalid_patch_result(result: Any) -> ApiError:
     """422 for a patched document that is not an object (upstream fails decoding it)."""
     rendered = json.dumps(result, separators=(",", ":"))
-    detail = f"json: cannot unmarshal {_go_json_type(result)} into Go value of type map[string]interface {{}}"
+    detail = f"json: cannot unmarshal {go_json_type(result)} into Go value of type map[string]interface {{}}"
     message = f"Invalid value: {json.dumps(rendered)}: {detail}"
     return ApiError(
         422,
@@ -744,6 +744,6 @@ def apply_strategic_merge_patch(doc: dict[str, Any], patch: Any, schema: SchemaN
         return clone(doc)
     if not isinstance(patch, dict):
         raise bad_request(
-            f"json: cannot unmarshal {_go_json_type(patch)} into Go value of type map[string]interface {{}}"
+            f"json: cannot unmarshal {go_json_type(patch)} into Go value of type map[string]interface {{}}"
         )
     return _merge_map(clone(doc), patch, schema)

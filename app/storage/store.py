@@ -221,40 +221,21 @@ class Store:
                 raws.append(orjson.dumps(op.obj))
                 (creates if op.type == ADDED else updates if op.type == MODIFIED else deletes).append(index)
 
-            def column(indexes: list[int], get: Any) -> list[Any]:
-                return [get(batch[i], i) for i in indexes]
-
             succeeded: set[int] = set()
-            if creates:
-                rows = await conn.fetch(
-                    _PG_INSERT,
-                    column(creates, lambda o, i: o.resource),
-                    column(creates, lambda o, i: o.namespace),
-                    column(creates, lambda o, i: o.name),
-                    column(creates, lambda o, i: base + i + 1),
-                    column(creates, lambda o, i: raws[i].decode()),
-                )
-                succeeded.update(int(r[0]) - base - 1 for r in rows)
-            if updates:
-                rows = await conn.fetch(
-                    _PG_UPDATE,
-                    column(updates, lambda o, i: o.resource),
-                    column(updates, lambda o, i: o.namespace),
-                    column(updates, lambda o, i: o.name),
-                    column(updates, lambda o, i: base + i + 1),
-                    column(updates, lambda o, i: raws[i].decode()),
-                    column(updates, lambda o, i: o.expected_revision),
-                )
-                succeeded.update(int(r[0]) - base - 1 for r in rows)
-            if deletes:
-                rows = await conn.fetch(
-                    _PG_DELETE,
-                    column(deletes, lambda o, i: o.resource),
-                    column(deletes, lambda o, i: o.namespace),
-                    column(deletes, lambda o, i: o.name),
-                    column(deletes, lambda o, i: base + i + 1),
-                    column(deletes, lambda o, i: o.expected_revision),
-                )
+            for statement, indexes in ((_PG_INSERT, creates), (_PG_UPDATE, updates), (_PG_DELETE, deletes)):
+                if not indexes:
+                    continue
+                columns: list[list[Any]] = [
+                    [batch[i].resource for i in indexes],
+                    [batch[i].namespace for i in indexes],
+                    [batch[i].name for i in indexes],
+                    [base + i + 1 for i in indexes],
+                ]
+                if statement is not _PG_DELETE:
+                    columns.append([raws[i].decode() for i in indexes])
+                if statement is not _PG_INSERT:
+                    columns.append([batch[i].expected_revision for i in indexes])
+                rows = await conn.fetch(statement, *columns)
                 succeeded.update(int(r[0]) - base - 1 for r in rows)
             done = sorted(succeeded)
             revision = base + done[-1] + 1 if done else base
