@@ -8,6 +8,7 @@ security contexts, affinity terms and topology spread constraints are not valida
 from __future__ import annotations
 
 from app.kube.errors import FieldError
+from app.kube.pods import qos_class
 from app.registry import core_validation
 from app.registry.base import KindStrategy, Obj, PrinterColumn, RequestContext
 from app.registry.columns import age_column, dig, name_column
@@ -89,7 +90,7 @@ class PodStrategy(KindStrategy):
 
     def prepare_for_create(self, obj: Obj, ctx: RequestContext) -> None:
         super().prepare_for_create(obj, ctx)
-        status: Obj = {"phase": "Pending"}
+        status: Obj = {"phase": "Pending", "qosClass": qos_class(obj)}
         if dig(obj, "spec", "schedulingGates"):
             status["conditions"] = [
                 {

@@ -1,0 +1,365 @@
+"""The pod side of the simulated kubelet as pure functions: claim admission, device status, pod status.
+
+Nothing here does I/O; ``kubeletsim.simulator`` feeds these functions cached objects and
+writes what they return.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.kube.labels import node_selector_matches
+
+Obj = dict[str, Any]
+
+RUN_SECONDS_ANNOTATION = "dra.example.dev/run-seconds"
+EXIT_CODE_ANNOTATION = "dra.example.dev/exit-code"
+# The event reason upstream's kubelet records when NodePrepareResources cannot run.
+FAILED_PREPARE_REASON = "FailedPrepareDynamicResources"
+DEVICE_READY_REASON = "DevicePrepared"
+TERMINAL_PHASES = ("Succeeded", "Failed")
+
+
+@dataclass
+class Admission:
+    """Whether a pod may start on this node, and the claims it uses when it may."""
+
+    ok: bool
+    message: str = ""
+    # (namespace-less) claim name -> claim, for every claim the pod uses.
+    claims: dict[str, Obj] = field(default_factory=dict)
+
+
+def pod_claim_names(pod: Obj) -> list[tuple[str, str | None, bool]]:
+    """(pod claim name, ResourceClaim name or None when not known yet, created from a template)."""
+    statuses = {s.get("name"): s for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []}
+    out: list[tuple[str, str | None, bool]] = []
+    for pc in (pod.get("spec") or {}).get("resourceClaims") or []:
+        name = pc.get("name", "")
+        if pc.get("resourceClaimName"):
+            out.append((name, pc["resourceClaimName"], False))
+        else:
+            out.append((name, (statuses.get(name) or {}).get("resourceClaimName"), True))
+    return out
+
+
+def _skips(result: Obj, operation: str) -> bool:
+    skip = result.get("skipNodeOperations") or []
+    return operation in skip or "*" in skip
+
+
+def node_results(claim: Obj, operation: str = "NodePrepareResources") -> list[Obj]:
+    """The allocation results this node has to prepare (or unprepare)."""
+    allocation = (claim.get("status") or {}).get("allocation") or {}
+    results = ((allocation.get("devices") or {}).get("results")) or []
+    return [r for r in results if not _skips(r, operation)]
+
+
+def check_admission(
+    pod: Obj,
+    claims: Mapping[str, Obj | None],
+    node: Obj,
+    drivers: Collection[str],
+    *,
+    reserved_for_workloads: bool = False,
+) -> Admission:
+    """Whether every claim of ``pod`` is ready for it on ``node``, as the kubelet's DRA manager checks.
+
+    ``claims`` maps claim names (in the pod's namespace) to the cached claim or None. A claim
+    must exist, be allocated, be reserved for the pod (or, with DRAReservedForWorkloads, for any
+    pod), be allocated for this node, and use only drivers this node runs.
+    """
+    meta = pod.get("metadata") or {}
+    uid = meta.get("uid")
+    node_name = (node.get("metadata") or {}).get("name", "")
+    used: dict[str, Obj] = {}
+    statuses = {s.get("name") for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []}
+    for pod_claim, claim_name, from_template in pod_claim_names(pod):
+        if claim_name is None:
+            if from_template and pod_claim in statuses:
+                continue  # the controller decided no claim is needed (resourceClaimName: null)
+            return Admission(False, f"waiting for the ResourceClaim of pod claim {pod_claim!r} to be created")
+        claim = claims.get(claim_name)
+        if claim is None:
+            return Admission(False, f'failed to fetch ResourceClaim {claim_name}: resourceclaim "{claim_name}" not found')
+        if from_template and not any(o.get("uid") == uid for o in (claim.get("metadata") or {}).get("ownerReferences") or []):
+            return Admission(False, f"ResourceClaim {claim_name} was not created for the pod")
+        allocation = (claim.get("status") or {}).get("allocation")
+        if not allocation:
+            return Admission(False, f"ResourceClaim {claim_name} is not allocated")
+        reserved = any(r.get("uid") == uid for r in (claim.get("status") or {}).get("reservedFor") or [])
+        if not reserved and not (reserved_for_workloads and allocation.get("reservedForAnyPod") is True):
+            return Admission(
+                False, f"pod {meta.get('name')} is not allowed to use ResourceClaim {claim_name}: it is not reserved for the pod"
+            )
+        if not node_selector_matches(allocation.get("nodeSelector"), node):
+            return Admission(False, f"ResourceClaim {claim_name} is allocated for another node, not {node_name}")
+        for result in node_results(claim):
+            if result.get("driver") not in drivers:
+                return Admission(False, f"DRA driver {result.get('driver')} is not registered on node {node_name}")
+            if result.get("pool") != node_name:
+                return Admission(
+                    False, f"device {result.get('pool')}/{result.get('device')} of ResourceClaim {claim_name} is not on node {node_name}"
+                )
+        used[claim_name] = claim
+    return Admission(True, claims=used)
+
+
+def _device_key(entry: Obj) -> tuple[str, str, str, str]:
+    return (entry.get("driver", ""), entry.get("pool", ""), entry.get("device", ""), entry.get("shareID") or "")
+
+
+def prepared_devices(claim: Obj, now: str, attributes: Mapping[tuple[str, str], Obj] | None = None) -> list[Obj] | None:
+    """The claim's ``status.devices`` with every device of this node marked Ready, or None if nothing changes.
+
+    ``attributes`` maps (driver, device) to the device's published attributes; network devices
+    with ``interfaceName``/``macAddress`` attributes get ``networkData`` like a CNI-style driver reports.
+    """
+    existing: list[Obj] = list((claim.get("status") or {}).get("devices") or [])
+    by_key = {_device_key(e): e for e in existing}
+    changed = False
+    for result in node_results(claim):
+        key = _device_key(result)
+        entry = by_key.get(key)
+        if entry is not None and any(c.get("type") == "Ready" and c.get("status") == "True" for c in entry.get("conditions") or []):
+            continue
+        new: Obj = {"driver": key[0], "pool": key[1], "device": key[2]}
+        if key[3]:
+            new["shareID"] = key[3]
+        new["conditions"] = [
+            {
+                "type": "Ready",
+                "status": "True",
+                "reason": DEVICE_READY_REASON,
+                "message": "device prepared by kubeletsim",
+                "lastTransitionTime": now,
+            }
+        ]
+        attrs = (attributes or {}).get((key[0], key[2])) or {}
+        network: Obj = {}
+        if isinstance(attrs.get("interfaceName"), dict) and attrs["interfaceName"].get("string"):
+            network["interfaceName"] = attrs["interfaceName"]["string"]
+        if isinstance(attrs.get("macAddress"), dict) and attrs["macAddress"].get("string"):
+            network["hardwareAddress"] = attrs["macAddress"]["string"]
+        if network:
+            new["networkData"] = network
+        if entry is None:
+            existing.append(new)
+        else:
+            existing[existing.index(entry)] = {**entry, **new}
+        changed = True
+    return existing if changed else None
+
+
+def unprepared_devices(claim: Obj, drivers: Collection[str], node_name: str) -> list[Obj] | None:
+    """The claim's ``status.devices`` without this node's entries, or None if there are none."""
+    existing: list[Obj] = list((claim.get("status") or {}).get("devices") or [])
+    kept = [e for e in existing if not (e.get("driver") in drivers and e.get("pool") == node_name)]
+    return kept if len(kept) != len(existing) else None
+
+
+# ---- pod status ----------------------------------------------------------------------------------
+
+
+def _hash(*parts: str) -> str:
+    return hashlib.sha256("/".join(parts).encode()).hexdigest()
+
+
+def container_id(pod: Obj, container: str) -> str:
+    """A stable fake containerd ID (the same across simulator restarts)."""
+    return f"containerd://{_hash((pod.get('metadata') or {}).get('uid', ''), container)}"
+
+
+def image_id(image: str) -> str:
+    """A stable fake image digest for ``image``."""
+    return f"{image.split(':')[0]}@sha256:{_hash(image)}"
+
+
+def _condition(type_: str, status: str, now: str, reason: str = "", message: str = "") -> Obj:
+    cond: Obj = {"type": type_, "status": status, "lastProbeTime": None, "lastTransitionTime": now}
+    if reason:
+        cond["reason"] = reason
+    if message:
+        cond["message"] = message
+    return cond
+
+
+def merge_conditions(old: list[Obj] | None, new: list[Obj]) -> list[Obj]:
+    """``new``, keeping an old lastTransitionTime where the condition's status did not change."""
+    before = {c.get("type"): c for c in old or []}
+    out = []
+    for cond in new:
+        prev = before.get(cond["type"])
+        if prev is not None and prev.get("status") == cond["status"] and prev.get("lastTransitionTime"):
+            cond = {**cond, "lastTransitionTime": prev["lastTransitionTime"]}
+        out.append(cond)
+    return out
+
+
+def _scheduled(pod: Obj, now: str) -> Obj:
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "True":
+            return dict(cond)
+    return _condition("PodScheduled", "True", now)
+
+
+def _containers(pod: Obj) -> tuple[list[Obj], list[Obj]]:
+    spec = pod.get("spec") or {}
+    return list(spec.get("initContainers") or []), list(spec.get("containers") or [])
+
+
+def _base(pod: Obj, host_ip: str, now: str) -> Obj:
+    status = pod.get("status") or {}
+    base: Obj = {"hostIP": host_ip, "hostIPs": [{"ip": host_ip}], "startTime": status.get("startTime") or now}
+    # The API server owns qosClass (it computes it on create; it is immutable afterwards).
+    if status.get("qosClass"):
+        base["qosClass"] = status["qosClass"]
+    return base
+
+
+def _running(c: Obj, pod: Obj, started: str) -> Obj:
+    image = c.get("image", "")
+    return {
+        "name": c.get("name", ""),
+        "state": {"running": {"startedAt": started}},
+        "lastState": {},
+        "ready": True,
+        "started": True,
+        "restartCount": 0,
+        "image": image,
+        "imageID": image_id(image),
+        "containerID": container_id(pod, c.get("name", "")),
+    }
+
+
+def _terminated(c: Obj, pod: Obj, started: str, finished: str, exit_code: int) -> Obj:
+    image = c.get("image", "")
+    return {
+        "name": c.get("name", ""),
+        "state": {
+            "terminated": {
+                "exitCode": exit_code,
+                "reason": "Completed" if exit_code == 0 else "Error",
+                "startedAt": started,
+                "finishedAt": finished,
+                "containerID": container_id(pod, c.get("name", "")),
+            }
+        },
+        "lastState": {},
+        "ready": False,
+        "started": False,
+        "restartCount": 0,
+        "image": image,
+        "imageID": image_id(image),
+        "containerID": container_id(pod, c.get("name", "")),
+    }
+
+
+def _is_sidecar(c: Obj) -> bool:
+    return c.get("restartPolicy") == "Always"
+
+
+def pending_status(pod: Obj, host_ip: str, message: str, now: str) -> Obj:
+    """Status of a pod that waits for its resources: Pending, containers ContainerCreating."""
+    init, containers = _containers(pod)
+    names = ", ".join(c.get("name", "") for c in containers)
+
+    def waiting(c: Obj) -> Obj:
+        return {
+            "name": c.get("name", ""),
+            "state": {"waiting": {"reason": "ContainerCreating", "message": message}},
+            "lastState": {},
+            "ready": False,
+            "started": False,
+            "restartCount": 0,
+            "image": c.get("image", ""),
+            "imageID": "",
+        }
+
+    conditions = [
+        _condition("PodReadyToStartContainers", "False", now),
+        _condition("Initialized", "False", now, "ContainersNotInitialized") if init else _condition("Initialized", "True", now),
+        _condition("Ready", "False", now, "ContainersNotReady", f"containers with unready status: [{names}]"),
+        _condition("ContainersReady", "False", now, "ContainersNotReady", f"containers with unready status: [{names}]"),
+        _scheduled(pod, now),
+    ]
+    status: Obj = {
+        **_base(pod, host_ip, now),
+        "phase": "Pending",
+        "conditions": merge_conditions((pod.get("status") or {}).get("conditions"), conditions),
+        "containerStatuses": [waiting(c) for c in containers],
+    }
+    if init:
+        status["initContainerStatuses"] = [waiting(c) for c in init]
+    return status
+
+
+def running_status(pod: Obj, host_ip: str, pod_ip: str, now: str) -> Obj:
+    """Status of a started pod: Running, every container running and ready."""
+    init, containers = _containers(pod)
+    conditions = [
+        _condition("PodReadyToStartContainers", "True", now),
+        _condition("Initialized", "True", now),
+        _condition("Ready", "True", now),
+        _condition("ContainersReady", "True", now),
+        _scheduled(pod, now),
+    ]
+    status: Obj = {
+        **_base(pod, host_ip, now),
+        "phase": "Running",
+        "podIP": pod_ip,
+        "podIPs": [{"ip": pod_ip}],
+        "conditions": merge_conditions((pod.get("status") or {}).get("conditions"), conditions),
+        "containerStatuses": [_running(c, pod, now) for c in containers],
+    }
+    if init:
+        status["initContainerStatuses"] = [
+            _running(c, pod, now) if _is_sidecar(c) else {**_terminated(c, pod, now, now, 0), "ready": True} for c in init
+        ]
+    return status
+
+
+def terminated_status(pod: Obj, exit_code: int, now: str) -> Obj:
+    """Status of a pod whose containers finished: Succeeded (exit 0) or Failed."""
+    init, containers = _containers(pod)
+    old = pod.get("status") or {}
+    started = {
+        s.get("name"): ((s.get("state") or {}).get("running") or {}).get("startedAt") or now for s in old.get("containerStatuses") or []
+    }
+    reason = "PodCompleted" if exit_code == 0 else "PodFailed"
+    conditions = [
+        _condition("PodReadyToStartContainers", "False", now),
+        _condition("Initialized", "True", now, "PodCompleted" if exit_code == 0 else ""),
+        _condition("Ready", "False", now, reason),
+        _condition("ContainersReady", "False", now, reason),
+        _scheduled(pod, now),
+    ]
+    status: Obj = {
+        "phase": "Succeeded" if exit_code == 0 else "Failed",
+        "conditions": merge_conditions(old.get("conditions"), conditions),
+        "containerStatuses": [_terminated(c, pod, started.get(c.get("name"), now), now, exit_code) for c in containers],
+    }
+    if init:
+        status["initContainerStatuses"] = [_terminated(c, pod, now, now, 0) for c in init]
+    return status
+
+
+def run_seconds(pod: Obj) -> float | None:
+    """How long the pod's containers run before they exit (annotation), or None for "until deleted"."""
+    raw = ((pod.get("metadata") or {}).get("annotations") or {}).get(RUN_SECONDS_ANNOTATION)
+    try:
+        return max(0.0, float(raw)) if raw is not None else None
+    except ValueError:
+        return None
+
+
+def exit_code(pod: Obj) -> int:
+    """The exit code the containers end with (annotation; default 0)."""
+    raw = ((pod.get("metadata") or {}).get("annotations") or {}).get(EXIT_CODE_ANNOTATION)
+    try:
+        return int(raw) if raw is not None else 0
+    except ValueError:
+        return 1
