@@ -308,8 +308,10 @@ def create_fastapi_app(settings: Settings) -> FastAPI:
 
     async def dispatch(request: Request, target: ResourcePath, method: str) -> Response:
         strategy = target.strategy
-        params = request.query_params
-        accept = request.headers.get("accept", "")
+        # Plain dicts: Starlette's multi-dict and header lookups cost more than the rest of a GET.
+        params = dict(request.query_params)
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in request.scope["headers"]}
+        accept = headers.get("accept", "")
         sub = target.subresource
         if sub and sub not in strategy.subresources:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
@@ -324,8 +326,8 @@ def create_fastapi_app(settings: Settings) -> FastAPI:
             if method == "POST":
                 if target.namespace is None and strategy.namespaced:
                     raise errors.method_not_allowed()
-                wopts = WriteOptions.parse(params, request.headers.get("user-agent", ""))
-                body = bodies.decode_object(await bodies.read_body(request, limit), request.headers.get("content-type"), strategy.kind)
+                wopts = WriteOptions.parse(params, headers.get("user-agent", ""))
+                body = bodies.decode_object(await bodies.read_body(request, limit), headers.get("content-type"), strategy.kind)
                 result = await registry.create(strategy, ns, body, wopts)
                 return object_response(strategy, result, accept, 201)
             if method == "DELETE":
@@ -341,15 +343,15 @@ def create_fastapi_app(settings: Settings) -> FastAPI:
         if sub == "binding":
             if method != "POST":
                 raise errors.method_not_allowed()
-            wopts = WriteOptions.parse(params, request.headers.get("user-agent", ""))
-            body = bodies.decode_object(await bodies.read_body(request, limit), request.headers.get("content-type"), "Binding")
+            wopts = WriteOptions.parse(params, headers.get("user-agent", ""))
+            body = bodies.decode_object(await bodies.read_body(request, limit), headers.get("content-type"), "Binding")
             await registry.bind(strategy, ns, name, body, wopts)
             return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201)
         if sub == "finalize":
             if method != "PUT":
                 raise errors.method_not_allowed()
-            wopts = WriteOptions.parse(params, request.headers.get("user-agent", ""))
-            body = bodies.decode_object(await bodies.read_body(request, limit), request.headers.get("content-type"), strategy.kind)
+            wopts = WriteOptions.parse(params, headers.get("user-agent", ""))
+            body = bodies.decode_object(await bodies.read_body(request, limit), headers.get("content-type"), strategy.kind)
             result = await registry.finalize_namespace(strategy, name, body, wopts)
             return object_response(strategy, result, accept, 200)
         if method == "GET":
@@ -359,14 +361,14 @@ def create_fastapi_app(settings: Settings) -> FastAPI:
                 return json_response(tables.table_for(strategy, [stored.obj], meta, params.get("includeObject", "Metadata") or "Metadata"))
             return json_response(stored.raw)
         if method == "PUT":
-            wopts = WriteOptions.parse(params, request.headers.get("user-agent", ""))
-            body = bodies.decode_object(await bodies.read_body(request, limit), request.headers.get("content-type"), strategy.kind)
+            wopts = WriteOptions.parse(params, headers.get("user-agent", ""))
+            body = bodies.decode_object(await bodies.read_body(request, limit), headers.get("content-type"), strategy.kind)
             result = await registry.update(strategy, ns, name, body, wopts, sub)
             return object_response(strategy, result, accept, 201 if result.created else 200)
         if method == "PATCH":
-            wopts = WriteOptions.parse(params, request.headers.get("user-agent", ""))
+            wopts = WriteOptions.parse(params, headers.get("user-agent", ""))
             raw = await bodies.read_body(request, limit)
-            patch, patch_type = bodies.decode_patch(raw, request.headers.get("content-type"), strategy.kind)
+            patch, patch_type = bodies.decode_patch(raw, headers.get("content-type"), strategy.kind)
             if patch_type == "apply" and not params.get("fieldManager"):
                 raise errors.bad_request("PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch")
             if patch_type != "apply" and params.get("force"):

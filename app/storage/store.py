@@ -144,12 +144,17 @@ class Store:
         self.cache.load(int(state[0]), [tuple(r) for r in rows])  # type: ignore[misc]
         log.info("loaded %d objects at revision %d", len(rows), state[0])
 
+    def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
+        # Our own commits notify us too; only a revision the cache lacks needs a poll.
+        if not payload.isdigit() or int(payload) > self.cache.revision:
+            self._poll_wakeup.set()
+
     async def _listen(self) -> None:
         """LISTEN for revisions other replicas commit, so their writes reach watchers at once."""
         raw = await self.engine.raw_connection()
         try:
             driver: Any = raw.driver_connection  # asyncpg connection
-            await driver.add_listener(NOTIFY_CHANNEL, lambda *_: self._poll_wakeup.set())
+            await driver.add_listener(NOTIFY_CHANNEL, self._on_notify)
             self._listen_conn = raw
         except Exception:  # pragma: no cover - fall back to polling only
             log.exception("LISTEN failed; other replicas' writes arrive by polling only")
