@@ -1,0 +1,265 @@
+"""Scheduler benchmark: the whole stack as real processes, pods from creation to bound.
+
+Starts a throwaway Postgres (fsync on; ``--sqlite`` for the embedded backend), migrates it,
+starts ``python -m app serve``, ``python -m controllers`` and ``python -m schedulers``, then:
+
+* creates N nodes (4 CPU, 32Gi, 110 pods, like scheduler_perf's DRA nodes) with one
+  ResourceSlice each holding 10 devices (scheduler_perf's attributes: model, family,
+  driverVersion, numa; capacity memory=1Gi) and a DeviceClass for the driver;
+* **baseline** phase: M pods without claims (node filters + binding only);
+* **dra** phase: M pods, each with a claim from a ResourceClaimTemplate asking for one device
+  (``--cel``: plus upstream's ``selector_empty`` CEL selector on every claim).
+
+Per phase: pods/s from the first creation to the last bind, and per-pod latency (201 of the
+create -> first watch event showing ``spec.nodeName``) p50/p99. The dra/baseline ratio says
+what device allocation (plus the controller creating claims) costs on this machine.
+
+Run ``python -m bench.scheduler --help``; e.g. ``--nodes 100,500 --pods 1000``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+
+from app.testing.server import REPO_ROOT, ServerProcess, migrate
+
+GROUP = "/apis/resource.k8s.io/v1"
+DRIVER = "test-driver.cdi.k8s.io"
+CLASS = "test-class"
+CEL = 'device.attributes["test-driver.cdi.k8s.io"].driverVersion.major() >= 1 && device.capacity["test-driver.cdi.k8s.io"].memory.isGreaterThan(quantity("1Mi"))'
+DEVICES_PER_NODE = 10
+
+
+@contextlib.contextmanager
+def database(sqlite: bool, tmp: Path) -> Iterator[str]:
+    """A fresh database URL (throwaway Postgres unless ``sqlite``)."""
+    if sqlite:
+        yield f"sqlite+aiosqlite:///{tmp / 'bench.sqlite'}"
+        return
+    from app.testing.postgres import ThrowawayPostgres
+
+    with ThrowawayPostgres(database="dra_sched_bench") as pg:
+        yield pg.url
+
+
+class Worker:
+    """A worker process (``python -m <module>``) logging to a file."""
+
+    def __init__(self, module: str, args: list[str], log: Path) -> None:
+        out = open(log, "ab")  # noqa: SIM115 - handed to the child
+        self.process = subprocess.Popen([sys.executable, "-m", module, *args], cwd=REPO_ROOT, stdout=out, stderr=out)
+        out.close()
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def node(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}}}
+
+
+def resource_slice(node_name: str) -> dict[str, Any]:
+    devices = [
+        {
+            "name": f"instance-{i}",
+            "attributes": {"model": {"string": "A100"}, "family": {"string": "GPU"}, "driverVersion": {"version": "1.2.3"}, "dra.example.com/numa": {"int": i}},
+            "capacity": {"memory": {"value": "1Gi"}},
+        }
+        for i in range(DEVICES_PER_NODE)
+    ]
+    return {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": node_name},
+        "spec": {"driver": DRIVER, "nodeName": node_name, "pool": {"name": node_name, "generation": 1, "resourceSliceCount": 1}, "devices": devices},
+    }
+
+
+def template(name: str, cel: bool) -> dict[str, Any]:
+    exactly: dict[str, Any] = {"deviceClassName": CLASS}
+    if cel:
+        exactly["selectors"] = [{"cel": {"expression": CEL}}]
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": name},
+            "spec": {"spec": {"devices": {"requests": [{"name": "req-0", "exactly": exactly}]}}}}
+
+
+def pod(name: str, with_claim: bool) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "10m"}}}]}
+    if with_claim:
+        spec["resourceClaims"] = [{"name": "dev", "resourceClaimTemplateName": "tpl"}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+
+
+async def create_all(client: httpx.AsyncClient, items: list[tuple[str, dict[str, Any]]], concurrency: int = 32) -> list[float]:
+    """POST every (path, body); returns the time each 201 arrived."""
+    done: list[float] = [0.0] * len(items)
+    queue: asyncio.Queue[int] = asyncio.Queue()
+    for i in range(len(items)):
+        queue.put_nowait(i)
+
+    async def worker() -> None:
+        while not queue.empty():
+            i = queue.get_nowait()
+            path, body = items[i]
+            response = await client.post(path, content=orjson.dumps(body), headers={"Content-Type": "application/json"})
+            if response.status_code != 201:
+                raise RuntimeError(f"POST {path}: {response.status_code} {response.text[:300]}")
+            done[i] = time.perf_counter()
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return done
+
+
+async def setup_nodes(client: httpx.AsyncClient, count: int) -> None:
+    names = [f"node-{i:04d}" for i in range(count)]
+    klass = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": CLASS},
+             "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]}}
+    await create_all(client, [(f"{GROUP}/deviceclasses", klass)])
+    await create_all(client, [("/api/v1/nodes", node(n)) for n in names])
+
+    async def set_status(name: str) -> None:
+        obj = (await client.get(f"/api/v1/nodes/{name}")).json()
+        obj["status"] = {"capacity": {"cpu": "4", "memory": "32Gi", "pods": "110"}, "allocatable": {"cpu": "4", "memory": "32Gi", "pods": "110"}}
+        response = await client.put(f"/api/v1/nodes/{name}/status", content=orjson.dumps(obj), headers={"Content-Type": "application/json"})
+        response.raise_for_status()
+
+    for start in range(0, len(names), 32):
+        await asyncio.gather(*(set_status(n) for n in names[start : start + 32]))
+    await create_all(client, [(f"{GROUP}/resourceslices", resource_slice(n)) for n in names])
+
+
+async def phase(client: httpx.AsyncClient, namespace: str, count: int, with_claim: bool, cel: bool, timeout: float) -> dict[str, float]:
+    """Create ``count`` pods in a fresh namespace and time them until bound."""
+    ns_body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+    await create_all(client, [("/api/v1/namespaces", ns_body)])
+    if with_claim:
+        await create_all(client, [(f"{GROUP}/namespaces/{namespace}/resourceclaimtemplates", template("tpl", cel))])
+    listing = (await client.get(f"/api/v1/namespaces/{namespace}/pods")).json()
+    rv = listing["metadata"]["resourceVersion"]
+    bound: dict[str, float] = {}
+    finished = asyncio.Event()
+
+    async def watch() -> None:
+        params = {"watch": "true", "resourceVersion": rv, "timeoutSeconds": str(int(timeout) + 60)}
+        async with client.stream("GET", f"/api/v1/namespaces/{namespace}/pods", params=params, timeout=httpx.Timeout(30, read=None)) as response:
+            async for line in response.aiter_lines():
+                if not line.strip():
+                    continue
+                obj = orjson.loads(line).get("object") or {}
+                name = (obj.get("metadata") or {}).get("name")
+                if name and (obj.get("spec") or {}).get("nodeName") and name not in bound:
+                    bound[name] = time.perf_counter()
+                    if len(bound) == count:
+                        finished.set()
+                        return
+
+    watcher = asyncio.create_task(watch())
+    await asyncio.sleep(0.2)  # the watch is open before the first pod exists
+    names = [f"pod-{i:05d}" for i in range(count)]
+    t0 = time.perf_counter()
+    created = await create_all(client, [(f"/api/v1/namespaces/{namespace}/pods", pod(n, with_claim)) for n in names])
+    try:
+        await asyncio.wait_for(finished.wait(), timeout)
+    except TimeoutError:
+        pass
+    watcher.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await watcher
+    latencies = sorted((bound[n] - c) * 1000 for n, c in zip(names, created, strict=True) if n in bound)
+    end = max(bound.values()) if bound else time.perf_counter()
+    return {
+        "pods": count,
+        "bound": len(bound),
+        "seconds": end - t0,
+        "pods_per_s": len(bound) / (end - t0) if bound else 0.0,
+        "p50_ms": statistics.median(latencies) if latencies else float("nan"),
+        "p99_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] if latencies else float("nan"),
+    }
+
+
+async def run_one(args: argparse.Namespace, nodes: int, tmp: Path) -> dict[str, Any]:
+    """One cluster of ``nodes`` nodes: baseline and dra phases."""
+    with database(args.sqlite, tmp) as url:
+        migrate(url)
+        server = ServerProcess(url, port=None, log_path=tmp / f"server-{nodes}.log").start()
+        workers: list[Worker] = []
+        try:
+            common = ["--server", server.url, "--log-level", args.worker_log_level]
+            workers.append(Worker("controllers", [*common, "--lease-duration", "5"], tmp / f"controller-{nodes}.log"))
+            workers.append(Worker("schedulers", [*common, "--lease-duration", "5"], tmp / f"scheduler-{nodes}.log"))
+            async with httpx.AsyncClient(base_url=server.url, timeout=60, limits=httpx.Limits(max_connections=64)) as client:
+                t = time.perf_counter()
+                await setup_nodes(client, nodes)
+                setup_s = time.perf_counter() - t
+                pods = min(args.pods, nodes * DEVICES_PER_NODE)
+                result: dict[str, Any] = {"nodes": nodes, "setup_s": setup_s}
+                if not args.no_baseline:
+                    result["baseline"] = await phase(client, "bench-base", pods, False, False, args.timeout)
+                result["dra"] = await phase(client, "bench-dra", pods, True, args.cel, args.timeout)
+                return result
+        finally:
+            for w in workers:
+                w.stop()
+            server.stop()
+
+
+def show(result: dict[str, Any]) -> None:
+    print(f"nodes={result['nodes']} (setup {result['setup_s']:.1f}s)")
+    for name in ("baseline", "dra"):
+        r = result.get(name)
+        if r is None:
+            continue
+        print(
+            f"  {name:8s} pods={r['pods']:5d} bound={r['bound']:5d} {r['pods_per_s']:7.1f} pods/s  "
+            f"p50={r['p50_ms']:8.1f} ms  p99={r['p99_ms']:8.1f} ms  total={r['seconds']:.1f}s"
+        )
+    if "baseline" in result and result["baseline"]["pods_per_s"]:
+        print(f"  dra/baseline throughput ratio: {result['dra']['pods_per_s'] / result['baseline']['pods_per_s']:.2f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.scheduler", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", default="100", help="comma-separated node counts, e.g. 100,500,1000")
+    parser.add_argument("--pods", type=int, default=1000, help="pods per phase (capped at nodes x 10 devices)")
+    parser.add_argument("--cel", action="store_true", help="a CEL selector on every claim (upstream's selector_empty)")
+    parser.add_argument("--sqlite", action="store_true", help="embedded SQLite instead of a throwaway Postgres")
+    parser.add_argument("--no-baseline", action="store_true", help="skip the pods-without-claims phase")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds to wait for all pods of a phase")
+    parser.add_argument("--worker-log-level", default="warning", help="log level of controller and scheduler")
+    parser.add_argument("--json", help="write the figures to this file")
+    args = parser.parse_args(argv)
+    results = []
+    keep = bool(os.environ.get("DRA_BENCH_KEEP_LOGS"))
+    with tempfile.TemporaryDirectory(prefix="dra-sched-bench-") as scratch:
+        tmpdir = tempfile.mkdtemp(prefix="dra-sched-bench-logs-") if keep else scratch
+        for n in (int(x) for x in args.nodes.split(",") if x):
+            result = asyncio.run(run_one(args, n, Path(tmpdir)))
+            show(result)
+            results.append(result)
+        if keep:
+            print(f"logs: {tmpdir}")
+    if args.json:
+        Path(args.json).write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""The scheduler process: flags, logging, health endpoint, leader election, the scheduler."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import uuid
+
+from app.kube.client import KubeClient
+from app.kube.features import FeatureGateError, FeatureGates
+from app.kube.leaderelection import LeaderElector
+from app.kube.logs import setup_logging
+from schedulers.allocator import AllocatorFeatures
+from schedulers.scheduler import DEFAULT_NODES_TO_FIND, Scheduler
+
+log = logging.getLogger("schedulers")
+
+LEASE_NAME = "dra-scheduler"
+LEASE_NAMESPACE = "kube-system"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Flags, each with an environment variable of the same meaning where one is common."""
+    parser = argparse.ArgumentParser(prog="python -m schedulers", description="DRA-aware pod scheduler")
+    parser.add_argument("--server", default=os.environ.get("DRA_SERVER", "http://127.0.0.1:6443"), help="API server URL (DRA_SERVER)")
+    parser.add_argument("--scheduler-name", default="default-scheduler", help="schedule pods with this spec.schedulerName")
+    parser.add_argument("--feature-gates", default=os.environ.get("DRA_FEATURE_GATES", ""), help="Gate=true|false,... (DRA_FEATURE_GATES)")
+    parser.add_argument("--log-level", default=os.environ.get("DRA_LOG_LEVEL", "info"), help="debug, info, warning, error (DRA_LOG_LEVEL)")
+    parser.add_argument("--health-port", type=int, default=int(os.environ.get("DRA_HEALTH_PORT", "0")), help="serve /healthz here; 0: off")
+    parser.add_argument("--identity", default="", help="leader election identity (default: host_pid_random)")
+    parser.add_argument("--lease-duration", type=float, default=15.0, help="seconds a standby waits before taking over")
+    parser.add_argument("--no-leader-elect", action="store_true", help="run without leader election")
+    parser.add_argument(
+        "--nodes-to-find", type=int, default=DEFAULT_NODES_TO_FIND,
+        help="stop filtering after this many feasible nodes (upstream's minimum for percentageOfNodesToScore)",
+    )
+    parser.add_argument("--qps", type=float, default=0, help="client-side rate limit for API requests; 0: none")
+    return parser
+
+
+async def _serve_health(port: int) -> asyncio.Server:
+    """A minimal HTTP/1.0 responder: ``GET /healthz`` -> 200 ok (no web framework needed)."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(Exception):
+            line = await reader.readline()
+            ok = line.split(b" ")[1:2] in ([b"/healthz"], [b"/readyz"], [b"/livez"])
+            body = b"ok" if ok else b"not found"
+            status = b"200 OK" if ok else b"404 Not Found"
+            writer.write(b"HTTP/1.0 " + status + b"\r\nContent-Type: text/plain\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+            await writer.drain()
+        writer.close()
+
+    return await asyncio.start_server(handle, "127.0.0.1", port)
+
+
+async def run(args: argparse.Namespace, gates: FeatureGates) -> None:
+    """Run until SIGTERM/SIGINT."""
+    client = KubeClient(args.server, user_agent="dra-scheduler/0.1", qps=args.qps or None)
+    features = AllocatorFeatures.from_gates(gates)
+    health = await _serve_health(args.health_port) if args.health_port else None
+    loop = asyncio.get_running_loop()
+    main_task = asyncio.current_task()
+    assert main_task is not None
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, main_task.cancel)
+
+    def new_scheduler() -> Scheduler:
+        # Fresh caches per leadership term: a standby must not act on state from before it led.
+        return Scheduler(client, scheduler_name=args.scheduler_name, features=features, nodes_to_find=args.nodes_to_find)
+
+    try:
+        if args.no_leader_elect:
+            await new_scheduler().run()
+        else:
+            identity = args.identity or f"{socket.gethostname()}_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+            elector = LeaderElector(
+                client, name=LEASE_NAME, namespace=LEASE_NAMESPACE, identity=identity, lease_duration=args.lease_duration,
+                renew_deadline=args.lease_duration * 2 / 3, retry_period=max(0.2, args.lease_duration / 7.5),
+            )
+            log.info("waiting for leadership", extra={"lease": f"{LEASE_NAMESPACE}/{LEASE_NAME}", "identity": identity})
+            while True:
+                await elector.run(new_scheduler().run)
+    except asyncio.CancelledError:
+        log.info("shutting down")
+    finally:
+        if health is not None:
+            health.close()
+        await client.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m schedulers``."""
+    args = build_parser().parse_args(argv)
+    setup_logging(args.log_level)
+    # httpx logs every request at info: far too much for a process doing hundreds per second.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    try:
+        gates = FeatureGates.parse(args.feature_gates)
+    except FeatureGateError as exc:
+        log.error("invalid --feature-gates", extra={"error": str(exc)})
+        return 2
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(run(args, gates))
+    return 0

@@ -1,0 +1,126 @@
+"""Node filters that do not involve devices: node selector/affinity, taints, cpu/memory/pods fit.
+
+Each filter returns None when the node fits or upstream's per-node reason string, which the
+scheduler counts into the ``0/N nodes are available: ...`` message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from fractions import Fraction
+from typing import Any
+
+from app.kube.labels import node_selector_matches
+from app.kube.quantity import Quantity, QuantityError
+
+Obj = dict[str, Any]
+Resources = dict[str, Fraction]
+
+REASON_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
+REASON_UNSCHEDULABLE = "node(s) were unschedulable"
+REASON_TOO_MANY_PODS = "Too many pods"
+FIT_RESOURCES = ("cpu", "memory")
+
+
+def _fraction(value: Any) -> Fraction:
+    try:
+        return Quantity.parse(value).as_fraction()
+    except (QuantityError, ValueError, TypeError):
+        return Fraction(0)
+
+
+def pod_requests(pod: Mapping[str, Any]) -> Resources:
+    """Effective requests like upstream: max(sum of containers, largest init container) + overhead."""
+    spec = pod.get("spec") or {}
+    total: Resources = {}
+    for c in spec.get("containers") or []:
+        for name, value in ((c.get("resources") or {}).get("requests") or {}).items():
+            total[name] = total.get(name, Fraction(0)) + _fraction(value)
+    for c in spec.get("initContainers") or []:
+        for name, value in ((c.get("resources") or {}).get("requests") or {}).items():
+            total[name] = max(total.get(name, Fraction(0)), _fraction(value))
+    for name, value in (spec.get("overhead") or {}).items():
+        total[name] = total.get(name, Fraction(0)) + _fraction(value)
+    return total
+
+
+def node_allocatable(node: Mapping[str, Any]) -> Resources:
+    """``status.allocatable`` (falling back to ``status.capacity``) as fractions."""
+    status = node.get("status") or {}
+    raw = status.get("allocatable") or status.get("capacity") or {}
+    return {name: _fraction(value) for name, value in raw.items()}
+
+
+def matches_node_selector_and_affinity(pod: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
+    """``spec.nodeSelector`` (all labels equal) and required node affinity (terms ORed)."""
+    spec = pod.get("spec") or {}
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    for key, value in (spec.get("nodeSelector") or {}).items():
+        if labels.get(key) != value:
+            return False
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    # An empty term list matches nothing, like upstream; a missing one does not constrain.
+    return required is None or node_selector_matches(required, node)
+
+
+def toleration_matches(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
+    """core/v1 Toleration.ToleratesTaint (without the numeric Gt/Lt operators of newer releases)."""
+    effect = toleration.get("effect") or ""
+    if effect and effect != taint.get("effect"):
+        return False
+    key = toleration.get("key") or ""
+    operator = toleration.get("operator") or "Equal"
+    if key and key != taint.get("key"):
+        return False
+    if operator == "Exists":
+        return True
+    if operator == "Equal":
+        return bool(key) and (toleration.get("value") or "") == (taint.get("value") or "")
+    return False
+
+
+def untolerated_taint(pod: Mapping[str, Any], node: Mapping[str, Any]) -> str | None:
+    """Upstream TaintToleration/NodeUnschedulable reasons for NoSchedule/NoExecute taints, or None."""
+    tolerations: Sequence[Mapping[str, Any]] = (pod.get("spec") or {}).get("tolerations") or []
+    node_spec = node.get("spec") or {}
+    if node_spec.get("unschedulable"):
+        taint = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
+        if not any(toleration_matches(t, taint) for t in tolerations):
+            return REASON_UNSCHEDULABLE
+    for taint in node_spec.get("taints") or []:
+        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
+            continue
+        if not any(toleration_matches(t, taint) for t in tolerations):
+            return f"node(s) had untolerated taint {{{taint.get('key', '')}: {taint.get('value', '')}}}"
+    return None
+
+
+def insufficient(requests: Resources, used: Resources, pod_count: int, allocatable: Resources) -> list[str]:
+    """NodeResourcesFit reasons (``Insufficient cpu``, ``Too many pods``), empty when the pod fits.
+
+    A node that reports no ``pods`` allocatable is not limited in pod count (nodes created
+    without status would otherwise refuse everything); cpu and memory follow upstream: a
+    missing value is 0, so only pods without requests fit.
+    """
+    reasons: list[str] = []
+    if "pods" in allocatable and pod_count + 1 > allocatable["pods"]:
+        reasons.append(REASON_TOO_MANY_PODS)
+    for name, amount in requests.items():
+        if amount <= 0 or name == "pods":
+            continue
+        if name not in FIT_RESOURCES and name not in allocatable:
+            continue  # extended resources are out of scope (no device plugins here)
+        if used.get(name, Fraction(0)) + amount > allocatable.get(name, Fraction(0)):
+            reasons.append(f"Insufficient {name}")
+    return reasons
+
+
+def fit_error_message(total_nodes: int, reasons: Mapping[str, int], preemption: bool = True) -> str:
+    """Upstream's FitError text: ``0/N nodes are available: <count> <reason>, ... .`` (sorted)."""
+    if total_nodes == 0:
+        return "no nodes available to schedule pods"
+    parts = sorted(f"{count} {reason}" for reason, count in reasons.items())
+    message = f"0/{total_nodes} nodes are available: {', '.join(parts)}."
+    if preemption:
+        message += f" preemption: 0/{total_nodes} nodes are available: {total_nodes} Preemption is not helpful for scheduling."
+    return message

@@ -1,0 +1,205 @@
+"""The scheduling queue: active pods, backoff, unschedulable pods and pods waiting for claims.
+
+Modelled on upstream's PriorityQueue, simplified:
+
+* ``active``: pods ready for a scheduling attempt, FIFO (upstream orders by priority, then by
+  queue time; this scheduler does not implement priorities).
+* ``backoff``: pods that failed recently; they become active when their backoff ends
+  (1 s doubling per failed attempt, at most 10 s, like upstream's defaults).
+* ``unschedulable``: pods no node fits. They stay there until :meth:`move_all` reports a cluster
+  event that could make them schedulable (then they go to backoff or, if their backoff already
+  expired, straight to active). Nothing retries them on a timer, except a long safety flush.
+* ``waiting``: pods whose claims do not exist yet (or are being allocated for another pod). They
+  are not attempts at all: no backoff, and :meth:`claim_ready` makes them active at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+from collections.abc import Hashable, Iterable
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+C = TypeVar("C", bound=Hashable)
+
+INITIAL_BACKOFF = 1.0
+MAX_BACKOFF = 10.0
+# Upstream flushes pods that sat in the unschedulable queue this long, in case an event was missed.
+UNSCHEDULABLE_FLUSH = 300.0
+
+
+class SchedulingQueue(Generic[K, C]):
+    """Pods (by key) that wait for a scheduling attempt; see the module docstring for the states."""
+
+    def __init__(self, initial_backoff: float = INITIAL_BACKOFF, max_backoff: float = MAX_BACKOFF) -> None:
+        self.initial_backoff = initial_backoff
+        self.max_backoff = max_backoff
+        self._active: OrderedDict[K, None] = OrderedDict()
+        self._backoff: dict[K, asyncio.TimerHandle] = {}
+        self._unschedulable: dict[K, float] = {}  # key -> time it was parked
+        self._waiting: dict[K, frozenset[C]] = {}
+        self._waiters: dict[C, set[K]] = {}
+        self._attempts: dict[K, int] = {}
+        self._last_attempt: dict[K, float] = {}
+        self._in_flight: set[K] = set()  # popped, attempt not finished yet
+        self._changed: set[K] = set()  # updated while in flight: retry right after
+        self._event = asyncio.Event()
+
+    # --- inspection ---
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._active or key in self._backoff or key in self._unschedulable or key in self._waiting
+
+    def state(self, key: K) -> str | None:
+        """``active``, ``backoff``, ``unschedulable``, ``waiting``, ``in-flight`` or None."""
+        for name, where in (("active", self._active), ("backoff", self._backoff), ("unschedulable", self._unschedulable), ("waiting", self._waiting)):
+            if key in where:
+                return name
+        return "in-flight" if key in self._in_flight else None
+
+    def __len__(self) -> int:
+        return len(self._active) + len(self._backoff) + len(self._unschedulable) + len(self._waiting)
+
+    # --- state changes ---
+
+    def _detach(self, key: K) -> None:
+        self._active.pop(key, None)
+        timer = self._backoff.pop(key, None)
+        if timer is not None:
+            timer.cancel()
+        self._unschedulable.pop(key, None)
+        claims = self._waiting.pop(key, None)
+        for c in claims or ():
+            keys = self._waiters.get(c)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._waiters[c]
+
+    def _activate(self, key: K) -> None:
+        self._detach(key)
+        self._active[key] = None
+        self._event.set()
+
+    def add(self, key: K) -> None:
+        """A new or changed pod: attempt it now (after the running attempt, if one is running)."""
+        if key in self._in_flight:
+            self._changed.add(key)
+            return
+        if key in self._backoff:
+            return  # already scheduled for a retry; the change is seen then
+        self._activate(key)
+
+    def delete(self, key: K) -> None:
+        """The pod is gone, bound, or no longer ours."""
+        self._detach(key)
+        self._in_flight.discard(key)
+        self._changed.discard(key)
+        self._attempts.pop(key, None)
+        self._last_attempt.pop(key, None)
+
+    async def pop(self) -> K:
+        """The next active pod (waits for one); it is in flight until :meth:`done`."""
+        while not self._active:
+            self._event.clear()
+            await self._event.wait()
+        key, _ = self._active.popitem(last=False)
+        self._in_flight.add(key)
+        return key
+
+    def done(self, key: K) -> bool:
+        """End an attempt that needs no follow-up (success, or an outcome already filed)."""
+        self._in_flight.discard(key)
+        if key in self._changed:
+            self._changed.discard(key)
+            if key not in self:
+                self._activate(key)
+                return True
+        return False
+
+    def succeeded(self, key: K) -> None:
+        """The pod was scheduled: forget its backoff history."""
+        self._attempts.pop(key, None)
+        self._last_attempt.pop(key, None)
+        self._in_flight.discard(key)
+        self._changed.discard(key)
+
+    def backoff_for(self, key: K) -> float:
+        """The backoff after the attempts made so far: 1 s, 2 s, 4 s, ... at most 10 s."""
+        attempts = self._attempts.get(key, 0)
+        if attempts <= 0:
+            return 0.0
+        return float(min(self.initial_backoff * 2 ** (attempts - 1), self.max_backoff))
+
+    def _count_attempt(self, key: K) -> None:
+        self._attempts[key] = self._attempts.get(key, 0) + 1
+        self._last_attempt[key] = time.monotonic()
+
+    def _to_backoff(self, key: K) -> None:
+        remaining = self._last_attempt.get(key, 0.0) + self.backoff_for(key) - time.monotonic()
+        self._detach(key)
+        if remaining <= 0:
+            self._activate(key)
+            return
+        self._backoff[key] = asyncio.get_running_loop().call_later(remaining, self._backoff_done, key)
+
+    def _backoff_done(self, key: K) -> None:
+        if self._backoff.pop(key, None) is not None:
+            self._activate(key)
+
+    def retry(self, key: K) -> None:
+        """The attempt failed for a transient reason (a write failed): retry after the backoff."""
+        self._in_flight.discard(key)
+        self._changed.discard(key)
+        self._count_attempt(key)
+        self._to_backoff(key)
+
+    def unschedulable(self, key: K) -> None:
+        """No node fits: park the pod until an event could change that."""
+        self._in_flight.discard(key)
+        self._count_attempt(key)
+        if key in self._changed:
+            # The pod changed during the attempt; the change may be what makes it fit.
+            self._changed.discard(key)
+            self._to_backoff(key)
+            return
+        self._detach(key)
+        self._unschedulable[key] = time.monotonic()
+
+    def wait_for(self, key: K, claims: Iterable[C]) -> None:
+        """Park the pod until one of ``claims`` appears or changes (no backoff, no attempt counted)."""
+        self._in_flight.discard(key)
+        if key in self._changed:
+            self._changed.discard(key)
+            self._activate(key)
+            return
+        self._detach(key)
+        wanted = frozenset(claims)
+        self._waiting[key] = wanted
+        for c in wanted:
+            self._waiters.setdefault(c, set()).add(key)
+
+    def claim_ready(self, claim: C) -> None:
+        """A claim appeared or changed: pods waiting for it get an attempt now."""
+        for key in list(self._waiters.get(claim, ())):
+            self._activate(key)
+
+    def move_all(self) -> int:
+        """A cluster event may have made unschedulable pods fit: back off, then retry them.
+
+        Pods parked for longer than :data:`UNSCHEDULABLE_FLUSH` are also moved by :meth:`flush`.
+        Returns the number of pods moved.
+        """
+        keys = list(self._unschedulable)
+        for key in keys:
+            self._to_backoff(key)
+        return len(keys)
+
+    def flush(self) -> None:
+        """Retry pods that have been unschedulable for a long time (a missed event must not strand them)."""
+        limit = time.monotonic() - UNSCHEDULABLE_FLUSH
+        for key, since in list(self._unschedulable.items()):
+            if since < limit:
+                self._to_backoff(key)
