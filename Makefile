@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PORT ?= 6443
 DATABASE_URL ?= sqlite:///./data/dra.sqlite
 
-.PHONY: venv run test lint typecheck fuzz bench clean
+.PHONY: venv run test lint typecheck fuzz bench bench-scheduler clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,8 +29,15 @@ lint: venv
 typecheck: venv
 	$(BIN)/python -m mypy app schedulers controllers kubeletsim
 
+# A longer schemathesis run than the one in `make test` (random seed, many examples per operation).
+fuzz: venv
+	DRA_FUZZ_EXAMPLES=300 DRA_FUZZ_SEED=$${DRA_FUZZ_SEED:-$$RANDOM} $(BIN)/pytest -q tests/fuzz -k sqlite
+
 bench: venv
 	$(BIN)/python -m bench.api
+
+bench-scheduler: venv
+	$(BIN)/python -m bench.scheduler
 
 clean:
 	rm -rf $(VENV) data build *.egg-info

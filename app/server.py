@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import time
 import uuid
@@ -64,7 +65,9 @@ def warning_headers(warnings: list[str]) -> dict[str, str]:
     if not warnings:
         return {}
     # Starlette joins repeated headers poorly; one header with comma-separated warn-values is valid HTTP.
-    return {"Warning": ", ".join(f'299 - "{w.replace(chr(34), chr(39))}"' for w in warnings)}
+    # A quoted string with control and non-ASCII characters escaped (as Go's strconv.Quote does):
+    # header values may hold neither.
+    return {"Warning": ", ".join(f"299 - {json.dumps(w)}" for w in warnings)}
 
 
 class ObserveMiddleware:
@@ -88,9 +91,11 @@ class ObserveMiddleware:
         async def send_wrapper(message: MutableMapping[str, Any]) -> None:
             nonlocal code, response_started
             if message["type"] == "http.response.start":
-                response_started = True
                 code = message["status"]
                 message["headers"] = [*message.get("headers", ()), (b"x-request-id", request_id.encode())]
+                await send(message)
+                response_started = True
+                return
             await send(message)
 
         try:

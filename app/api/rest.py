@@ -592,6 +592,8 @@ class Registry:
             if not isinstance(patch_body, dict):
                 raise errors.bad_request("error decoding YAML: the apply configuration must be an object")
             self._check_type_and_scope(strategy, patch_body, namespace, name)
+            # Unknown fields in an applied configuration follow fieldValidation like any body.
+            self._field_validation(strategy, patch_body, wopts, warnings)
 
         def mutate(current: StoredObject | None) -> Obj | None:
             now = now_rfc3339()

@@ -305,6 +305,10 @@ def _collect_unknown(value: Any, node: SchemaNode, path: str, found: list[str], 
         extra = node.additional_properties()
         doomed: list[str] = []
         for key, child_value in value.items():
+            if child_value is None and prune:
+                # Decoding into upstream's Go types reads null as "not set"; store it that way.
+                doomed.append(key)
+                continue
             child = node.property(key) if has_props else None
             if child is not None:
                 _collect_unknown(child_value, child, _join(path, key), found, prune)

@@ -16,14 +16,19 @@ def _quantity_equal(a: Any, b: Any) -> bool:
 
 def qos_class(pod: Obj) -> str:
     """Guaranteed, Burstable or BestEffort, from cpu/memory requests and limits (upstream's GetPodQOS)."""
-    spec = pod.get("spec") or {}
-    containers = [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
+    spec = pod.get("spec")
+    if not isinstance(spec, dict):
+        return "BestEffort"
+    containers = [c for key in ("initContainers", "containers") if isinstance(spec.get(key), list) for c in spec[key] if isinstance(c, dict)]
     any_set = False
     guaranteed = True
     for container in containers:
-        resources = container.get("resources") or {}
-        requests = {k: v for k, v in (resources.get("requests") or {}).items() if k in ("cpu", "memory")}
-        limits = {k: v for k, v in (resources.get("limits") or {}).items() if k in ("cpu", "memory")}
+        resources = container.get("resources")
+        resources = resources if isinstance(resources, dict) else {}
+        raw_requests = resources.get("requests")
+        raw_limits = resources.get("limits")
+        requests = {k: v for k, v in raw_requests.items() if k in ("cpu", "memory")} if isinstance(raw_requests, dict) else {}
+        limits = {k: v for k, v in raw_limits.items() if k in ("cpu", "memory")} if isinstance(raw_limits, dict) else {}
         if requests or limits:
             any_set = True
         if set(limits) != {"cpu", "memory"}:

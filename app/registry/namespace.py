@@ -36,7 +36,11 @@ class NamespaceStrategy(KindStrategy):
         super().prepare_for_create(obj, ctx)
         obj["status"] = {"phase": "Active"}
         spec = obj.setdefault("spec", {})
-        finalizers = spec.setdefault("finalizers", [])
+        if not isinstance(spec, dict):
+            return  # validation reports the wrong type
+        finalizers = spec.get("finalizers")
+        if not isinstance(finalizers, list):
+            finalizers = spec["finalizers"] = []
         if NAMESPACE_FINALIZER not in finalizers:
             finalizers.append(NAMESPACE_FINALIZER)
 

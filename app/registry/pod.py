@@ -115,6 +115,8 @@ class PodStrategy(KindStrategy):
 
     def default(self, obj: Obj, ctx: RequestContext) -> None:
         spec = obj.setdefault("spec", {})
+        if not isinstance(spec, dict):
+            return  # validation reports the wrong type
         spec.setdefault("schedulerName", "default-scheduler")
         spec.setdefault("restartPolicy", "Always")
         spec.setdefault("terminationGracePeriodSeconds", DEFAULT_GRACE_PERIOD_SECONDS)
