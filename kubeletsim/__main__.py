@@ -12,6 +12,7 @@ import sys
 
 from app.kube.client import KubeClient
 from app.kube.features import FeatureGateError, FeatureGates
+from app.kube.health import serve_health
 from app.kube.logs import setup_logging
 from kubeletsim.profiles import ProfileError, available_profiles, load_profiles
 from kubeletsim.simulator import Settings, Simulator
@@ -49,32 +50,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-async def _serve_healthz(port: int, simulator: Simulator) -> asyncio.AbstractServer:
-    """A minimal HTTP endpoint: 200 once the caches are synced, 503 before."""
-
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
-            request = await reader.readline()
-            while (await reader.readline()) not in (b"\r\n", b"\n", b""):
-                pass
-            path = request.split(b" ")[1] if request.count(b" ") >= 2 else b"/"
-            ok = path.split(b"?")[0] in (b"/healthz", b"/livez", b"/readyz") and simulator.ready.is_set()
-            body = b"ok" if ok else b"not ready"
-            status = b"200 OK" if ok else (b"503 Service Unavailable" if path.startswith(b"/") else b"400 Bad Request")
-            writer.write(
-                b"HTTP/1.1 "
-                + status
-                + b"\r\nContent-Type: text/plain\r\nContent-Length: "
-                + str(len(body)).encode()
-                + b"\r\nConnection: close\r\n\r\n"
-                + body
-            )
-            await writer.drain()
-        writer.close()
-
-    return await asyncio.start_server(handle, "0.0.0.0", port)
-
-
 async def run(args: argparse.Namespace) -> None:
     """Run the simulator until SIGINT/SIGTERM."""
     profile = load_profiles(args.profile)
@@ -94,7 +69,7 @@ async def run(args: argparse.Namespace) -> None:
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError):
                 loop.add_signal_handler(sig, lambda: main.cancel() if main else None)
-        healthz = await _serve_healthz(args.healthz_port, simulator) if args.healthz_port else None
+        healthz = await serve_health(args.healthz_port, simulator.ready.is_set, host="0.0.0.0") if args.healthz_port else None
         log.info(
             "starting",
             extra={

@@ -13,6 +13,7 @@ import uuid
 
 from app.kube.client import KubeClient
 from app.kube.features import FeatureGateError, FeatureGates
+from app.kube.health import serve_health
 from app.kube.leaderelection import LeaderElector
 from app.kube.logs import setup_logging
 from schedulers.allocator import AllocatorFeatures
@@ -43,27 +44,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-async def _serve_health(port: int) -> asyncio.Server:
-    """A minimal HTTP/1.0 responder: ``GET /healthz`` -> 200 ok (no web framework needed)."""
-
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        with contextlib.suppress(Exception):
-            line = await reader.readline()
-            ok = line.split(b" ")[1:2] in ([b"/healthz"], [b"/readyz"], [b"/livez"])
-            body = b"ok" if ok else b"not found"
-            status = b"200 OK" if ok else b"404 Not Found"
-            writer.write(b"HTTP/1.0 " + status + b"\r\nContent-Type: text/plain\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
-            await writer.drain()
-        writer.close()
-
-    return await asyncio.start_server(handle, "127.0.0.1", port)
-
-
 async def run(args: argparse.Namespace, gates: FeatureGates) -> None:
     """Run until SIGTERM/SIGINT."""
     client = KubeClient(args.server, user_agent="dra-scheduler/0.1", qps=args.qps or None)
     features = AllocatorFeatures.from_gates(gates)
-    health = await _serve_health(args.health_port) if args.health_port else None
+    health = await serve_health(args.health_port) if args.health_port else None
     loop = asyncio.get_running_loop()
     main_task = asyncio.current_task()
     assert main_task is not None
