@@ -24,6 +24,9 @@ def main(argv: list[str] | None = None) -> int:
     migrate = sub.add_parser("migrate", help="create or upgrade the database schema (Alembic)")
     migrate.add_argument("--database-url", default=env("DRA_DATABASE_URL", DEFAULT_DATABASE_URL), help="database to migrate (DRA_DATABASE_URL)")
     migrate.add_argument("--revision", default="head", help="target Alembic revision (default: head)")
+    serve_help = serve.format_help()
+    parser.epilog = "serve (the default command) options:" + serve_help[serve_help.index("\noptions:") + len("\noptions:"):]
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
         argv.insert(0, "serve")
