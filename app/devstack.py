@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--database-url", default=os.environ.get("DRA_DATABASE_URL", "sqlite:///./data/dra.sqlite"))
     parser.add_argument("--feature-gates", default=os.environ.get("DRA_FEATURE_GATES", ""))
     parser.add_argument("--nodes", type=int, default=2)
-    parser.add_argument("--profile", default="gpu")
+    parser.add_argument("--profile", default="gpu,nic", help="kubelet simulator device profiles (default: gpu,nic)")
     args = parser.parse_args(argv)
 
     migrate(args.database_url)

@@ -50,6 +50,7 @@ E2E_TIMEOUT = 60.0
 
 # kind -> (plural, namespaced) for the kinds in examples/
 PLURALS: dict[str, tuple[str, bool]] = {
+    "Namespace": ("namespaces", False),
     "DeviceClass": ("deviceclasses", False),
     "ResourceClaim": ("resourceclaims", True),
     "ResourceClaimTemplate": ("resourceclaimtemplates", True),
@@ -476,9 +477,9 @@ def _api_path(obj: Mapping[str, Any]) -> str:
 
 
 def apply_examples(client: httpx.Client) -> list[str]:
-    """POST every object of examples/*.yaml (DeviceClasses first); returns 'Kind/name' for each."""
+    """POST every object of examples/*.yaml (Namespaces, then DeviceClasses first); returns 'Kind/name' for each."""
     docs = [d for path in sorted(EXAMPLES.glob("*.yaml")) for d in yaml.safe_load_all(path.read_text()) if d]
-    docs.sort(key=lambda d: d["kind"] != "DeviceClass")
+    docs.sort(key=lambda d: {"Namespace": 0, "DeviceClass": 1}.get(d["kind"], 2))
     created = []
     for obj in docs:
         resp = client.post(_api_path(obj), json=obj)
