@@ -14,6 +14,21 @@ import httpx
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
+def stop_process(process: subprocess.Popen[bytes] | None, kill: bool = False) -> None:
+    """Stop a child process: SIGTERM (or SIGKILL), then SIGKILL if it lingers past 10 s."""
+    if process is None or process.poll() is not None:
+        return
+    if kill:
+        process.kill()
+    else:
+        process.terminate()
+    try:
+        process.wait(10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -64,16 +79,7 @@ class ServerProcess:
         raise TimeoutError(f"server at {self.url} not ready after {timeout}s; log: {self.log_path}")
 
     def stop(self, kill: bool = False) -> None:
-        if self.process is not None and self.process.poll() is None:
-            if kill:
-                self.process.kill()
-            else:
-                self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process, kill)
         if self._log_file not in (None, subprocess.DEVNULL):
             self._log_file.close()  # type: ignore[attr-defined]
             self._log_file = None

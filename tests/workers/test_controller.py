@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.testing.server import REPO_ROOT, ServerProcess
+from app.testing.server import REPO_ROOT, ServerProcess, stop_process
 
 RESOURCE = "/apis/resource.k8s.io/v1"
 
@@ -35,13 +35,7 @@ class ControllerProcess:
         return self
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)
 
 
 @pytest.fixture(scope="module")

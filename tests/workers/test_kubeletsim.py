@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.testing.server import REPO_ROOT, ServerProcess
+from app.testing.server import REPO_ROOT, ServerProcess, stop_process
 
 SLICES = "/apis/resource.k8s.io/v1/resourceslices"
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
@@ -55,13 +55,7 @@ class Sim:
         return self
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)
 
     def log(self) -> str:
         return self.log_path.read_text()

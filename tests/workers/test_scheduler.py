@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.testing.server import REPO_ROOT, ServerProcess
+from app.testing.server import REPO_ROOT, ServerProcess, stop_process
 
 RESOURCE = "/apis/resource.k8s.io/v1"
 TIMEOUT = 20.0
@@ -47,13 +47,7 @@ class Worker:
             self.process.wait()
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)
 
 
 @pytest.fixture(scope="module")
