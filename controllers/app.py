@@ -8,13 +8,11 @@ import contextlib
 import logging
 import os
 import signal
-import socket
-import uuid
 
 from app.kube.client import KubeClient
 from app.kube.features import FeatureGateError, FeatureGates
 from app.kube.health import serve_health
-from app.kube.leaderelection import LeaderElector
+from app.kube.leaderelection import run_while_leading
 from app.kube.logs import setup_logging
 from controllers.resourceclaim import ClaimController
 
@@ -48,17 +46,10 @@ async def run(args: argparse.Namespace) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, main.cancel)
     try:
-        if args.no_leader_elect:
-            await ClaimController(client, workers=args.workers).run()
-        else:
-            identity = args.identity or f"{socket.gethostname()}_{os.getpid()}_{uuid.uuid4().hex[:6]}"
-            elector = LeaderElector(
-                client, name=LEASE_NAME, namespace=LEASE_NAMESPACE, identity=identity, lease_duration=args.lease_duration,
-                renew_deadline=args.lease_duration * 2 / 3, retry_period=max(0.2, args.lease_duration / 7.5),
-            )
-            while True:
-                # Leadership lost: start over as a standby with fresh caches.
-                await elector.run(ClaimController(client, workers=args.workers).run)
+        await run_while_leading(
+            client, name=LEASE_NAME, namespace=LEASE_NAMESPACE, identity=args.identity, lease_duration=args.lease_duration,
+            new_worker=lambda: ClaimController(client, workers=args.workers).run, leader_elect=not args.no_leader_elect,
+        )  # fmt: skip
     except asyncio.CancelledError:
         log.info("shutting down")
     finally:

@@ -8,13 +8,11 @@ import contextlib
 import logging
 import os
 import signal
-import socket
-import uuid
 
 from app.kube.client import KubeClient
 from app.kube.features import FeatureGateError, FeatureGates
 from app.kube.health import serve_health
-from app.kube.leaderelection import LeaderElector
+from app.kube.leaderelection import run_while_leading
 from app.kube.logs import setup_logging
 from schedulers.allocator import AllocatorFeatures
 from schedulers.scheduler import DEFAULT_NODES_TO_FIND, Scheduler
@@ -56,21 +54,13 @@ async def run(args: argparse.Namespace, gates: FeatureGates) -> None:
         loop.add_signal_handler(sig, main_task.cancel)
 
     def new_scheduler() -> Scheduler:
-        # Fresh caches per leadership term: a standby must not act on state from before it led.
         return Scheduler(client, scheduler_name=args.scheduler_name, features=features, nodes_to_find=args.nodes_to_find)
 
     try:
-        if args.no_leader_elect:
-            await new_scheduler().run()
-        else:
-            identity = args.identity or f"{socket.gethostname()}_{os.getpid()}_{uuid.uuid4().hex[:6]}"
-            elector = LeaderElector(
-                client, name=LEASE_NAME, namespace=LEASE_NAMESPACE, identity=identity, lease_duration=args.lease_duration,
-                renew_deadline=args.lease_duration * 2 / 3, retry_period=max(0.2, args.lease_duration / 7.5),
-            )
-            log.info("waiting for leadership", extra={"lease": f"{LEASE_NAMESPACE}/{LEASE_NAME}", "identity": identity})
-            while True:
-                await elector.run(new_scheduler().run)
+        await run_while_leading(
+            client, name=LEASE_NAME, namespace=LEASE_NAMESPACE, identity=args.identity, lease_duration=args.lease_duration,
+            new_worker=lambda: new_scheduler().run, leader_elect=not args.no_leader_elect,
+        )  # fmt: skip
     except asyncio.CancelledError:
         log.info("shutting down")
     finally:

@@ -12,7 +12,10 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import os
+import socket
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
@@ -167,3 +170,34 @@ class LeaderElector:
                 result = on_stopped_leading()
                 if inspect.isawaitable(result):
                     await result
+
+
+def default_identity() -> str:
+    """host_pid_random: unique per process, readable in the Lease's holderIdentity."""
+    return f"{socket.gethostname()}_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+
+
+async def run_while_leading(
+    client: KubeClient,
+    *,
+    name: str,
+    namespace: str,
+    identity: str,
+    lease_duration: float,
+    new_worker: Callable[[], Callable[[], Coroutine[Any, Any, Any]]],
+    leader_elect: bool = True,
+) -> None:
+    """Run a fresh worker for every leadership term, forever (or once without election).
+
+    Each term gets a new worker so a standby never acts on caches from before it led.
+    """
+    if not leader_elect:
+        await new_worker()()
+        return
+    elector = LeaderElector(
+        client, name=name, namespace=namespace, identity=identity or default_identity(), lease_duration=lease_duration,
+        renew_deadline=lease_duration * 2 / 3, retry_period=max(0.2, lease_duration / 7.5),
+    )  # fmt: skip
+    log.info("waiting for leadership", extra={"lease": f"{namespace}/{name}", "identity": elector.identity})
+    while True:
+        await elector.run(new_worker())
