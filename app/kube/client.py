@@ -11,13 +11,14 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import httpx
 import orjson
 
 from app.kube.errors import ApiError
 from app.kube.timeutil import now_rfc3339
+from app.kube.transport import LeanTransport
 
 Obj = dict[str, Any]
 
@@ -88,7 +89,7 @@ def _error_from_response(response: httpx.Response) -> ApiError:
 
 
 class KubeClient:
-    """A small async Kubernetes REST client (JSON over HTTP/1.1 keep-alive)."""
+    """A small async Kubernetes REST client (JSON over HTTP/1.1 keep-alive, through an httpx transport)."""
 
     def __init__(
         self,
@@ -102,23 +103,54 @@ class KubeClient:
         self.server = server.rstrip("/")
         self.timeout = timeout
         self._limiter = _RateLimiter(qps) if qps else None
-        self._http = httpx.AsyncClient(
-            base_url=self.server,
-            headers={"User-Agent": user_agent, "Accept": "application/json"},
-            timeout=timeout,
-            transport=transport,
-            limits=httpx.Limits(max_connections=100, max_keepalive_connections=20),
-        )
+        # Requests go straight to the transport: httpx.AsyncClient's URL merging, auth and redirect
+        # layers cost more CPU than the request itself, and workers are CPU-bound on requests.
+        self._transport: httpx.AsyncBaseTransport = transport or LeanTransport()
+        self._base = httpx.URL(self.server)
+        self._headers: list[tuple[bytes, bytes]] = [
+            (b"Host", self._base.netloc),
+            (b"User-Agent", user_agent.encode()),
+            (b"Accept", b"application/json"),
+        ]
+        self._timeouts = {"connect": timeout, "read": timeout, "write": timeout, "pool": timeout}
 
     async def close(self) -> None:
         """Close the pooled connections."""
-        await self._http.aclose()
+        await self._transport.aclose()
 
     async def __aenter__(self) -> KubeClient:
         return self
 
     async def __aexit__(self, *_exc: object) -> None:
         await self.close()
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        params: dict[str, str] | None = None,
+        content: bytes | None = None,
+        content_type: str = "application/json",
+        read_timeout: float | None = -1.0,
+    ) -> httpx.Response:
+        """Send one request; the response body is not read yet (the caller reads or streams it)."""
+        if self._limiter is not None:
+            await self._limiter.acquire()
+        target = self._base_path + path
+        if params:
+            target += "?" + urlencode(params)
+        headers = self._headers
+        if content is not None:
+            headers = [*headers, (b"Content-Type", content_type.encode()), (b"Content-Length", str(len(content)).encode())]
+        timeouts = self._timeouts if read_timeout == -1.0 else {**self._timeouts, "read": read_timeout}
+        request = httpx.Request(
+            method, self._base.copy_with(raw_path=target.encode()), headers=headers, content=content, extensions={"timeout": timeouts}
+        )
+        return await self._transport.handle_async_request(request)
+
+    @property
+    def _base_path(self) -> str:
+        return self._base.raw_path.decode().rstrip("/")
 
     async def _request(
         self,
@@ -129,14 +161,12 @@ class KubeClient:
         body: Any = None,
         content_type: str = "application/json",
     ) -> Obj | None:
-        if self._limiter is not None:
-            await self._limiter.acquire()
-        headers = {}
-        content = None
-        if body is not None:
-            content = orjson.dumps(body)
-            headers["Content-Type"] = content_type
-        response = await self._http.request(method, path, params=params, content=content, headers=headers)
+        content = orjson.dumps(body) if body is not None else None
+        response = await self._send(method, path, params, content, content_type)
+        try:
+            await response.aread()
+        finally:
+            await response.aclose()
         if response.status_code >= 400:
             raise _error_from_response(response)
         if not response.content:
@@ -268,17 +298,15 @@ class KubeClient:
         if self._limiter is not None:
             await self._limiter.acquire()
         # The stream is idle between events: no read timeout, the server ends it at timeoutSeconds.
-        timeout = httpx.Timeout(self.timeout, read=None)
-        async with self._http.stream("GET", path, params=params, timeout=timeout) as response:
+        response = await self._send("GET", path, params, read_timeout=None)
+        try:
             if response.status_code >= 400:
                 await response.aread()
                 error = _error_from_response(response)
                 if error.code == 410:
                     raise WatchExpired(error.message)
                 raise error
-            async for line in response.aiter_lines():
-                if not line.strip():
-                    continue
+            async for line in _lines(response):
                 event = orjson.loads(line)
                 if event.get("type") == "ERROR":
                     status = event.get("object") or {}
@@ -287,6 +315,22 @@ class KubeClient:
                         raise WatchExpired(error.message)
                     raise error
                 yield event
+        finally:
+            await response.aclose()
+
+
+async def _lines(response: httpx.Response) -> AsyncIterator[bytes]:
+    """Non-empty lines of a streamed body, as bytes (orjson parses bytes without decoding to str)."""
+    pending = b""
+    async for chunk in response.aiter_bytes():
+        if pending:
+            chunk = pending + chunk
+        *lines, pending = chunk.split(b"\n")
+        for line in lines:
+            if line.strip():
+                yield line
+    if pending.strip():
+        yield pending
 
 
 async def record_event(
