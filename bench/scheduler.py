@@ -10,8 +10,10 @@ starts ``python -m app serve``, ``python -m controllers`` and ``python -m schedu
 * **dra** phase: M pods, each with a claim from a ResourceClaimTemplate asking for one device
   (``--cel``: plus upstream's ``selector_empty`` CEL selector on every claim).
 
-Per phase: pods/s from the first creation to the last bind, and per-pod latency (201 of the
-create -> first watch event showing ``spec.nodeName``) p50/p99. The dra/baseline ratio says
+Per phase: pods/s from the first creation to the last bind, per-pod latency (201 of the
+create -> first watch event showing ``spec.nodeName``) p50/p99, and CPU milliseconds per pod of
+each process (server, controller, scheduler, postgres), which a busy machine distorts far less
+than pods/s. The dra/baseline ratio says
 what device allocation (plus the controller creating claims) costs on this machine.
 
 Run ``python -m bench.scheduler --help``; e.g. ``--nodes 100,500 --pods 1000``.
@@ -146,7 +148,32 @@ async def setup_nodes(client: httpx.AsyncClient, count: int) -> None:
     await create_all(client, [(f"{GROUP}/resourceslices", resource_slice(n)) for n in names])
 
 
-async def phase(client: httpx.AsyncClient, namespace: str, count: int, with_claim: bool, cel: bool, timeout: float) -> dict[str, float]:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process (and its waited-for children) used so far (Linux /proc)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    # Fields after the command: state is [0], so utime/stime/cutime/cstime are [11]..[14].
+    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def postgres_pids() -> list[int]:
+    """Every postgres process on the machine (the benchmark's cluster is the busy one)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "comm").read_text().strip() in ("postgres", "postmaster"):
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
+async def phase(
+    client: httpx.AsyncClient, namespace: str, count: int, with_claim: bool, cel: bool, timeout: float, processes: dict[str, list[int]]
+) -> dict[str, float]:
     """Create ``count`` pods in a fresh namespace and time them until bound."""
     ns_body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
     await create_all(client, [("/api/v1/namespaces", ns_body)])
@@ -174,6 +201,7 @@ async def phase(client: httpx.AsyncClient, namespace: str, count: int, with_clai
     watcher = asyncio.create_task(watch())
     await asyncio.sleep(0.2)  # the watch is open before the first pod exists
     names = [f"pod-{i:05d}" for i in range(count)]
+    cpu0 = {name: sum(cpu_seconds(p) for p in pids) for name, pids in processes.items()}
     t0 = time.perf_counter()
     created = await create_all(client, [(f"/api/v1/namespaces/{namespace}/pods", pod(n, with_claim)) for n in names])
     try:
@@ -183,6 +211,8 @@ async def phase(client: httpx.AsyncClient, namespace: str, count: int, with_clai
     watcher.cancel()
     with contextlib.suppress(asyncio.CancelledError, Exception):
         await watcher
+    # CPU per pod is what a noisy shared machine cannot distort much (unlike pods/s).
+    cpu_ms = {f"cpu_ms_per_pod_{name}": (sum(cpu_seconds(p) for p in pids) - cpu0[name]) * 1000 / max(1, len(bound)) for name, pids in processes.items()}
     latencies = sorted((bound[n] - c) * 1000 for n, c in zip(names, created, strict=True) if n in bound)
     end = max(bound.values()) if bound else time.perf_counter()
     return {
@@ -192,6 +222,7 @@ async def phase(client: httpx.AsyncClient, namespace: str, count: int, with_clai
         "pods_per_s": len(bound) / (end - t0) if bound else 0.0,
         "p50_ms": statistics.median(latencies) if latencies else float("nan"),
         "p99_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] if latencies else float("nan"),
+        **cpu_ms,
     }
 
 
@@ -211,9 +242,15 @@ async def run_one(args: argparse.Namespace, nodes: int, tmp: Path) -> dict[str, 
                 setup_s = time.perf_counter() - t
                 pods = min(args.pods, nodes * DEVICES_PER_NODE)
                 result: dict[str, Any] = {"nodes": nodes, "setup_s": setup_s}
+                processes = {
+                    "server": [server.process.pid] if server.process else [],
+                    "controller": [workers[0].process.pid],
+                    "scheduler": [workers[1].process.pid],
+                    "postgres": [] if args.sqlite else postgres_pids(),
+                }
                 if not args.no_baseline:
-                    result["baseline"] = await phase(client, "bench-base", pods, False, False, args.timeout)
-                result["dra"] = await phase(client, "bench-dra", pods, True, args.cel, args.timeout)
+                    result["baseline"] = await phase(client, "bench-base", pods, False, False, args.timeout, processes)
+                result["dra"] = await phase(client, "bench-dra", pods, True, args.cel, args.timeout, processes)
                 return result
         finally:
             for w in workers:
@@ -231,6 +268,8 @@ def show(result: dict[str, Any]) -> None:
             f"  {name:8s} pods={r['pods']:5d} bound={r['bound']:5d} {r['pods_per_s']:7.1f} pods/s  "
             f"p50={r['p50_ms']:8.1f} ms  p99={r['p99_ms']:8.1f} ms  total={r['seconds']:.1f}s"
         )
+        cpu = "  ".join(f"{k.removeprefix('cpu_ms_per_pod_')}={v:.1f}" for k, v in r.items() if k.startswith("cpu_ms_per_pod_"))
+        print(f"  {'':8s} CPU ms per pod: {cpu}")
     if "baseline" in result and result["baseline"]["pods_per_s"]:
         print(f"  dra/baseline throughput ratio: {result['dra']['pods_per_s'] / result['baseline']['pods_per_s']:.2f}")
 

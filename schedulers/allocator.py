@@ -76,11 +76,35 @@ class Allocated:
         return f"Allocated({self.allocations!r})"
 
 
-@dataclass(frozen=True)
 class Unschedulable:
-    """No solution on this node; ``message`` says what the user can change."""
+    """No solution on this node; ``message`` says what the user can change.
 
-    message: str
+    ``reason`` is the short per-node form the scheduler counts; the details after it are worked
+    out only when ``message`` is read, because most nodes that fail are never explained.
+    """
+
+    __slots__ = ("_details", "_message", "reason")
+
+    def __init__(self, message: str | None = None, *, reason: str = "", details: Callable[[], str] | None = None) -> None:
+        self.reason = reason or (message or "").split(": ", 1)[0]
+        self._message = message
+        self._details = details
+
+    @property
+    def message(self) -> str:
+        """The whole explanation (built once)."""
+        if self._message is None:
+            self._message = f"{self.reason}: {self._details()}" if self._details is not None else self.reason
+            self._details = None
+        return self._message
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Unschedulable) and self.message == other.message
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Unschedulable({self.message!r})"
 
 
 AllocationOutcome = Allocated | Unschedulable
@@ -402,12 +426,11 @@ class ResourceIndex:
         meta = node.get("metadata") or {}
         node_name: str = meta.get("name", "")
         labels = meta.get("labels") or {}
-        key = tuple(sorted(labels.items()))
         cached = self._views.get(node_name)
-        if cached is not None and cached[0] == key:
+        if cached is not None and cached[0] == labels:
             return cached[1]
         view = self._build_view(node, node_name)
-        self._views[node_name] = (key, view)
+        self._views[node_name] = (dict(labels), view)
         return view
 
     def _build_view(self, node: Mapping[str, Any], node_name: str) -> _NodeView:
@@ -802,7 +825,7 @@ class Allocator:
         if invalid:
             details = "; ".join(f"{p.id[0]}/{p.id[1]}: {p.invalid}" for p in invalid)
             return Unschedulable(f"invalid resource pools were encountered: {details}")
-        return Unschedulable(f"cannot allocate all claims: {search.explain()}")
+        return Unschedulable(reason="cannot allocate all claims", details=search.explain)
 
     def free_candidates(self, view: _NodeView) -> list[_Device]:
         """The node's candidates minus devices allocated exclusively before (cached per view)."""

@@ -176,6 +176,7 @@ class Scheduler:
         self._node_used: dict[str, Resources] = {}
         self._node_pods: dict[str, int] = {}
         self._node_names: list[str] | None = None
+        self._node_allocatable: dict[str, tuple[Obj, Resources]] = {}
         self._next_start = 0
 
         # Claims: written-but-not-yet-watched versions, in-flight allocations, effective allocations.
@@ -304,6 +305,7 @@ class Scheduler:
 
     def _node_deleted(self, node: Obj) -> None:
         self._node_names = None
+        self._node_allocatable.pop(_meta(node).get("name", ""), None)
 
     def _slice_set(self, obj: Obj) -> None:
         self.index.set_slice(obj)
@@ -568,7 +570,7 @@ class Scheduler:
         if taint is not None:
             return taint, None
         name = _meta(node).get("name", "")
-        short = insufficient(requests, self._node_used.get(name, {}), self._node_pods.get(name, 0), node_allocatable(node))
+        short = insufficient(requests, self._node_used.get(name, {}), self._node_pods.get(name, 0), self._allocatable(node))
         if short:
             return short[0], None
         for selector in selectors:
@@ -582,9 +584,19 @@ class Scheduler:
             return exc, None
         if isinstance(outcome, Unschedulable):
             # Upstream's per-node reason is the short form; the details go to the debug log.
-            log.debug("claims do not fit", extra={"pod": "/".join(_key(pod)), "node": name, "why": outcome.message})
-            return outcome.message.split(": ", 1)[0], None
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("claims do not fit", extra={"pod": "/".join(_key(pod)), "node": name, "why": outcome.message})
+            return outcome.reason, None
         return None, outcome
+
+    def _allocatable(self, node: Obj) -> Resources:
+        """The node's allocatable resources, parsed once per node object the informer holds."""
+        name = _meta(node).get("name", "")
+        cached = self._node_allocatable.get(name)
+        if cached is None or cached[0] is not node:
+            cached = (node, node_allocatable(node))
+            self._node_allocatable[name] = cached
+        return cached[1]
 
     def _score(self, node: Obj, allocator: Allocator | None, outcome: Allocated | None) -> int:
         """Free devices left on the node after this allocation (lower is better: pack devices).
