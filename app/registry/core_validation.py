@@ -25,7 +25,6 @@ from app.kube.errors import (
 )
 from app.kube.quantity import Quantity, QuantityError
 from app.kube.validation import (
-    FIELD_IMMUTABLE,
     IS_NEGATIVE,
     STANDARD_FINALIZERS,
     dns1123_subdomain_problems,
@@ -537,9 +536,102 @@ def _only_deleted_scheduling_gates(new: list[Any], old: list[Any], path: str) ->
     ]
 
 
+def _restore(munged: Obj, old: Obj, key: str) -> None:
+    """Put ``old[key]`` back into ``munged`` (absent stays absent)."""
+    if key in old:
+        munged[key] = old[key]
+    else:
+        munged.pop(key, None)
+
+
+def _validate_node_selector_mutation(new: object, old: object, path: str) -> list[FieldError]:
+    """A gated pod's nodeSelector may gain entries; any removed or changed entry is one error."""
+    new_selector = new if isinstance(new, dict) else {}
+    for key, value in (old if isinstance(old, dict) else {}).items():
+        if key not in new_selector or new_selector[key] != value:
+            return [invalid(path, new, "only additions to spec.nodeSelector are allowed (no mutations or deletions)")]
+    return []
+
+
+def _selector_terms(node_affinity: object) -> list[Any] | None:
+    """requiredDuringScheduling...nodeSelectorTerms, or None when there is no required selector."""
+    if not isinstance(node_affinity, dict):
+        return None
+    required_selector = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if not isinstance(required_selector, dict):
+        return None
+    terms = required_selector.get("nodeSelectorTerms")
+    return terms if isinstance(terms, list) else []
+
+
+def _term_requirements(term: object) -> tuple[list[Any], list[Any]]:
+    """A node selector term's (matchExpressions, matchFields), wrong types read as empty."""
+    fields = term if isinstance(term, dict) else {}
+    expressions, match_fields = fields.get("matchExpressions"), fields.get("matchFields")
+    return (
+        expressions if isinstance(expressions, list) else [],
+        match_fields if isinstance(match_fields, list) else [],
+    )
+
+
+def _term_has_only_additions(new: object, old: object) -> bool:
+    """Existing matchExpressions/matchFields stay as they are (same order); more may follow. An
+    empty old term matches no node, so giving it requirements would widen placement, not narrow it."""
+    old_lists, new_lists = _term_requirements(old), _term_requirements(new)
+    if not any(old_lists) and any(new_lists):
+        return False
+    for old_list, new_list in zip(old_lists, new_lists, strict=True):
+        if old_list and (len(new_list) < len(old_list) or _normalized(new_list[: len(old_list)]) != _normalized(old_list)):
+            return False
+    return True
+
+
+def _validate_node_affinity_mutation(new: object, old: object, path: str) -> list[FieldError]:
+    """validateNodeAffinityMutation: with no old required selector anything goes; otherwise the
+    number of terms is fixed and each term may only gain requirements. Preferred terms are free."""
+    old_terms = _selector_terms(old)
+    if old_terms is None:
+        return []
+    new_terms = _selector_terms(new) or []
+    terms_path = f"{path}.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
+    if old_terms and len(old_terms) != len(new_terms):
+        return [invalid(terms_path, new_terms, "no additions/deletions to non-empty NodeSelectorTerms list are allowed")]
+    return [
+        invalid(f"{terms_path}[{index}]", new_terms[index], "only additions are allowed (no mutations or deletions)")
+        for index, old_term in enumerate(old_terms)
+        if not _term_has_only_additions(new_terms[index], old_term)
+    ]
+
+
+def _munge_gated_scheduling_directives(munged: Obj, old_spec: Obj) -> list[FieldError]:
+    """While the old pod is gated, nodeSelector and node affinity may be tightened (a queueing
+    controller decides placement before it lifts its gate). Check those changes, then put the old
+    values into ``munged`` so the catch-all comparison ignores them. Pod (anti-)affinity stays
+    immutable."""
+    errs: list[FieldError] = []
+    if _normalized({"v": munged.get("nodeSelector")}) != _normalized({"v": old_spec.get("nodeSelector")}):
+        errs += _validate_node_selector_mutation(munged.get("nodeSelector"), old_spec.get("nodeSelector"), "spec.nodeSelector")
+        _restore(munged, old_spec, "nodeSelector")
+    old_affinity = old_spec.get("affinity") if isinstance(old_spec.get("affinity"), dict) else None
+    new_affinity = munged.get("affinity") if isinstance(munged.get("affinity"), dict) else None
+    old_node_affinity = old_affinity.get("nodeAffinity") if old_affinity is not None else None
+    new_node_affinity = new_affinity.get("nodeAffinity") if new_affinity is not None else None
+    if _normalized({"v": new_node_affinity}) == _normalized({"v": old_node_affinity}):
+        return errs
+    errs += _validate_node_affinity_mutation(new_node_affinity, old_node_affinity, "spec.affinity.nodeAffinity")
+    if new_affinity is None:
+        if old_node_affinity is not None:
+            munged["affinity"] = {"nodeAffinity": old_node_affinity}
+    elif old_affinity is None and not new_affinity.get("podAffinity") and not new_affinity.get("podAntiAffinity"):
+        munged.pop("affinity", None)  # only nodeAffinity was added
+    else:
+        _restore(new_affinity, old_affinity or {}, "nodeAffinity")
+    return errs
+
+
 def validate_pod_update(new: Obj, old: Obj) -> list[FieldError]:
     """ValidatePodUpdate minus ObjectMeta: the new spec must be valid and may change only what
-    upstream's updatable-fields list (and the gated-pod nodeSelector rule) allows."""
+    upstream's updatable-fields list (and, while gated, the nodeSelector and node affinity rules) allow."""
     errs = validate_pod_spec(new.get("spec"))
     new_spec = new.get("spec")
     old_spec = old.get("spec")
@@ -593,18 +685,7 @@ def validate_pod_update(new: Obj, old: Obj) -> list[FieldError]:
     if isinstance(old_grace, int) and old_grace < 0 and munged.get("terminationGracePeriodSeconds") == 1:
         munged["terminationGracePeriodSeconds"] = old_grace
     if old_gates:
-        # A gated pod may gain nodeSelector entries (never lose or change them).
-        new_selector = munged.get("nodeSelector") if isinstance(munged.get("nodeSelector"), dict) else {}
-        old_selector = old_spec.get("nodeSelector") if isinstance(old_spec.get("nodeSelector"), dict) else {}
-        assert isinstance(new_selector, dict) and isinstance(old_selector, dict)
-        if new_selector != old_selector:
-            for key, value in old_selector.items():
-                if new_selector.get(key) != value:
-                    errs.append(invalid(f"spec.nodeSelector[{key}]", new_selector.get(key), FIELD_IMMUTABLE))
-            if "nodeSelector" in old_spec:
-                munged["nodeSelector"] = old_spec["nodeSelector"]
-            else:
-                munged.pop("nodeSelector", None)
+        errs += _munge_gated_scheduling_directives(munged, old_spec)
     if _normalized(munged) != _normalized(old_spec):
         message = "pod updates may not change fields other than " + ",".join(UPDATABLE_POD_SPEC_FIELDS)
         errs.append(forbidden("spec", message + "\n" + _spec_diff(old_spec, munged)))

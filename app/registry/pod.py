@@ -15,6 +15,9 @@ from app.registry.columns import age_column, dig, name_column
 
 # Upstream's default terminationGracePeriodSeconds.
 DEFAULT_GRACE_PERIOD_SECONDS = 30
+# The PodScheduled condition a pod created with scheduling gates gets (v1.PodReasonSchedulingGated).
+SCHEDULING_GATED = "SchedulingGated"
+SCHEDULING_GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
 
 
 def pod_ready(pod: Obj) -> str:
@@ -32,16 +35,16 @@ def pod_phase_column(pod: Obj) -> str:
     """The STATUS column, following kubectl's printer in its common cases."""
     status = pod.get("status") or {}
     reason = status.get("reason") or status.get("phase") or "Pending"
+    # As upstream's printPod: a gated pod shows SchedulingGated unless a container state says more.
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("reason") == SCHEDULING_GATED:
+            reason = SCHEDULING_GATED
     for container in reversed(status.get("containerStatuses") or []):
         state = container.get("state") or {}
         if state.get("waiting", {}).get("reason"):
             reason = state["waiting"]["reason"]
         elif state.get("terminated", {}).get("reason"):
             reason = state["terminated"]["reason"]
-    if reason == "Pending":
-        for condition in status.get("conditions") or []:
-            if condition.get("type") == "PodScheduled" and condition.get("reason") == "SchedulingGated":
-                reason = "SchedulingGated"
     if pod["metadata"].get("deletionTimestamp"):
         reason = "Terminating"
     return str(reason)
@@ -92,12 +95,14 @@ class PodStrategy(KindStrategy):
         super().prepare_for_create(obj, ctx)
         status: Obj = {"phase": "Pending", "qosClass": qos_class(obj)}
         if dig(obj, "spec", "schedulingGates"):
+            # Upstream's applySchedulingGatedCondition: a gated pod says why it is not scheduled
+            # from the start (the scheduler never looks at it, so nobody else would say so).
             status["conditions"] = [
                 {
                     "type": "PodScheduled",
                     "status": "False",
-                    "reason": "SchedulingGated",
-                    "message": "Scheduling is blocked due to non-empty scheduling gates",
+                    "reason": SCHEDULING_GATED,
+                    "message": SCHEDULING_GATED_MESSAGE,
                     "lastProbeTime": None,
                     "lastTransitionTime": obj["metadata"].get("creationTimestamp"),
                 }

@@ -283,7 +283,7 @@ POD_UPDATE_CASES: list[tuple[str, Mutation, list[tuple[str, str]]]] = [
     ("clear image", setitem("spec.containers.0.image", ""), [("spec.containers[0].image", REQUIRED), ("spec.containers[0].image", REQUIRED)]),
     ("raise deadline", setitem("spec.activeDeadlineSeconds", 100), [("spec.activeDeadlineSeconds", INVALID)]),
     ("change toleration", setitem("spec.tolerations", [{"key": "k", "operator": "Exists", "effect": "NoSchedule"}]), [("spec.tolerations", FORBIDDEN)]),
-    ("change gated nodeSelector", setitem("spec.nodeSelector", {"zone": "b"}), [("spec.nodeSelector[zone]", INVALID)]),
+    ("change gated nodeSelector", setitem("spec.nodeSelector", {"zone": "b"}), [("spec.nodeSelector", INVALID)]),
 ]
 
 
