@@ -1,4 +1,4 @@
-"""The controller process: flags, logging, health endpoint, leader election, the claim controller."""
+"""The controller process: flags, logging, health endpoint, leader election, the claim and device taint eviction controllers."""
 
 from __future__ import annotations
 
@@ -8,13 +8,16 @@ import contextlib
 import logging
 import os
 import signal
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from app.kube.client import KubeClient
 from app.kube.features import FeatureGateError, FeatureGates
 from app.kube.health import serve_health
 from app.kube.leaderelection import run_while_leading
 from app.kube.logs import setup_logging
-from controllers.resourceclaim import ClaimController
+from controllers.devicetainteviction import DEFAULT_RULE_STATUS_PERIOD, DeviceTaintEvictionController
+from controllers.resourceclaim import ClaimController, run_with_informers
 
 log = logging.getLogger("controllers")
 
@@ -33,10 +36,35 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--identity", default="", help="leader election identity (default: host_pid_random)")
     parser.add_argument("--lease-duration", type=float, default=15.0, help="seconds a standby waits before taking over")
     parser.add_argument("--no-leader-elect", action="store_true", help="run without leader election")
+    parser.add_argument(
+        "--device-taint-rule-status-period", type=float, default=DEFAULT_RULE_STATUS_PERIOD,
+        help="seconds between DeviceTaintRule status updates while an eviction runs (upstream: 10)",
+    )  # fmt: skip
     return parser
 
 
-async def run(args: argparse.Namespace) -> None:
+def new_controllers(client: KubeClient, args: argparse.Namespace, gates: FeatureGates) -> Callable[[], Coroutine[Any, Any, None]]:
+    """Fresh controllers sharing the pod and claim informers, for one leadership term."""
+    claims = ClaimController(client, workers=args.workers)
+    informers = list(claims.informers)
+    work = [claims.process]
+    # Upstream starts the eviction controller only with DynamicResourceAllocation and DRADeviceTaints,
+    # and watches DeviceTaintRules only with DRADeviceTaintRules.
+    if gates.enabled("DynamicResourceAllocation") and gates.enabled("DRADeviceTaints"):
+        evictor = DeviceTaintEvictionController(
+            client, pods=claims.pods, claims=claims.claims, pods_by_claim=claims.pods_by_claim,
+            rules_enabled=gates.enabled("DRADeviceTaintRules"), rule_status_period=args.device_taint_rule_status_period,
+        )  # fmt: skip
+        informers += evictor.informers
+        work.append(evictor.process)
+
+    async def run_all() -> None:
+        await run_with_informers(informers, *(w() for w in work))
+
+    return run_all
+
+
+async def run(args: argparse.Namespace, gates: FeatureGates) -> None:
     """Run until SIGTERM/SIGINT."""
     client = KubeClient(args.server, user_agent="dra-controller/0.1", qps=200)
     health = await serve_health(args.health_port) if args.health_port else None
@@ -48,7 +76,7 @@ async def run(args: argparse.Namespace) -> None:
     try:
         await run_while_leading(
             client, name=LEASE_NAME, namespace=LEASE_NAMESPACE, identity=args.identity, lease_duration=args.lease_duration,
-            new_worker=lambda: ClaimController(client, workers=args.workers).run, leader_elect=not args.no_leader_elect,
+            new_worker=lambda: new_controllers(client, args, gates), leader_elect=not args.no_leader_elect,
         )  # fmt: skip
     except asyncio.CancelledError:
         log.info("shutting down")
@@ -63,10 +91,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.log_level)
     try:
-        FeatureGates.parse(args.feature_gates)
+        gates = FeatureGates.parse(args.feature_gates)
     except FeatureGateError as exc:
         log.error("invalid --feature-gates", extra={"error": str(exc)})
         return 2
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(run(args))
+        asyncio.run(run(args, gates))
     return 0

@@ -6,10 +6,17 @@ collector DRA needs):
 - creates a ResourceClaim from a ResourceClaimTemplate for each pod claim entry that names a
   template, and records it in ``pod.status.resourceClaimStatuses``;
 - removes deleted or finished pods from ``claim.status.reservedFor`` and deallocates claims
-  that nobody reserves any more (then drops the ``delete-protection`` finalizer);
+  that nobody reserves any more; the ``delete-protection`` finalizer goes only from claims
+  it deallocated itself, or that are being deleted and unused (the scheduler may write the
+  allocation before the finalizer, so an unallocated claim without users is not a reason);
 - deletes claims generated for pods that are gone or finished, once unreserved;
-- deletes pods, claims and events whose owners are all gone, and handles the
+- garbage-collects pods, claims and events as upstream's collector does: an object whose
+  owners are all gone is deleted; one that still has an owner only loses the references to
+  the owners that are gone (or are being deleted in the foreground); and it handles the
   ``foregroundDeletion`` / ``orphan`` finalizers of those kinds.
+
+Lookups go through indexes over the informer caches (pods by the claims and templates they
+reference, objects by owner UID, claims by reserving pod UID), never through cache scans.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
+from collections.abc import Awaitable, Sequence
 from typing import Any
 
 import httpx
@@ -24,6 +32,7 @@ import httpx
 from app.kube.client import KubeClient, record_event, resource_path
 from app.kube.errors import ApiError
 from app.kube.informer import Informer
+from controllers.index import Index, owner_uids, pod_claim_keys, pod_template_keys, reserved_uids
 from controllers.workqueue import WorkQueue
 
 log = logging.getLogger("resourceclaim-controller")
@@ -89,7 +98,7 @@ def _group_of(api_version: str) -> str:
 
 
 class ClaimController:
-    """Informers + one work queue; ``run()`` until cancelled."""
+    """Informers + indexes + one work queue; ``run()`` until cancelled."""
 
     def __init__(self, client: KubeClient, *, workers: int = 4, watch_timeout_seconds: int | None = None) -> None:
         self.client = client
@@ -100,10 +109,20 @@ class ClaimController:
         self.templates = Informer(client, resource_path(RESOURCE_GROUP, "v1", "resourceclaimtemplates"), name="resourceclaimtemplates", **kw)
         self.events = Informer(client, resource_path("", "v1", "events"), name="events", **kw)
         self.by_plural = {"pods": self.pods, "resourceclaims": self.claims, "events": self.events}
+        # Indexes first: their handlers must run before the handlers that read them.
+        self.pods_by_claim: Index[tuple[str, str]] = Index(self.pods, pod_claim_keys)
+        self.pods_by_template: Index[tuple[str, str]] = Index(self.pods, pod_template_keys)
+        self.claims_by_reserved: Index[str] = Index(self.claims, reserved_uids)
+        self.by_owner: dict[str, Index[str]] = {plural: Index(informer, owner_uids) for plural, informer in self.by_plural.items()}
         self.queue: WorkQueue[Key] = WorkQueue()
         # Claims this process created, by (pod uid, claim entry): covers the informer's lag after a create.
         self._created: dict[tuple[str, str], str] = {}
         self._wire()
+
+    @property
+    def informers(self) -> list[Informer]:
+        """Every informer this controller reads (others may share the pod and claim informers)."""
+        return [self.pods, self.claims, self.templates, self.events]
 
     # ---- event wiring -------------------------------------------------------------
 
@@ -144,47 +163,36 @@ class ClaimController:
     def _template_changed(self, template: Obj) -> None:
         # A pod may have been waiting for this template.
         meta = _meta(template)
-        for pod in self.pods.list():
-            if _meta(pod).get("namespace") != meta.get("namespace"):
-                continue
-            if any(e.get("resourceClaimTemplateName") == meta.get("name") for e in (pod.get("spec") or {}).get("resourceClaims") or []):
-                self.queue.add(("pod", meta.get("namespace", ""), _meta(pod)["name"]))
+        for pod in self.pods_by_template.get((meta.get("namespace", ""), meta.get("name", ""))):
+            self.queue.add(("pod", meta.get("namespace", ""), _meta(pod)["name"]))
 
     def _enqueue_claims_of_pod(self, pod: Obj) -> None:
         meta = _meta(pod)
-        uid = meta.get("uid")
-        for claim in self.claims.list():
+        uid = str(meta.get("uid") or "")
+        namespace = meta.get("namespace", "")
+        for claim in [*self.by_owner["resourceclaims"].get(uid), *self.claims_by_reserved.get(uid)]:
             cmeta = _meta(claim)
-            if cmeta.get("namespace") != meta.get("namespace"):
-                continue
-            owned = any(ref.get("uid") == uid for ref in cmeta.get("ownerReferences") or [])
-            reserved = any(r.get("uid") == uid for r in (claim.get("status") or {}).get("reservedFor") or [])
-            if owned or reserved:
-                self.queue.add(("claim", cmeta.get("namespace", ""), cmeta["name"]))
+            if cmeta.get("namespace") == namespace:
+                self.queue.add(("claim", namespace, cmeta["name"]))
 
     def _owner_deleted(self, owner: Obj) -> None:
         # Dependents may now be orphans whose owners are all gone.
-        uid = _meta(owner).get("uid")
-        for plural, informer in self.by_plural.items():
-            for obj in informer.list():
-                if any(ref.get("uid") == uid for ref in _meta(obj).get("ownerReferences") or []):
-                    self._gc_candidate(plural, obj)
+        for plural, dep in self._dependents(str(_meta(owner).get("uid") or "")):
+            self._gc_candidate(plural, dep)
+
+    def _dependents(self, uid: str) -> list[tuple[str, Obj]]:
+        return [(plural, obj) for plural, index in self.by_owner.items() for obj in index.get(uid)] if uid else []
 
     # ---- running ------------------------------------------------------------------
 
     async def run(self) -> None:
         """Start the informers, wait for them to sync, then process the queue until cancelled."""
-        informers = [self.pods, self.claims, self.templates, self.events]
-        for informer in informers:
-            informer.start()
-        try:
-            for informer in informers:
-                await informer.wait_synced()
-            log.info("caches synced, processing")
-            await asyncio.gather(*(self.queue.worker(self._handle) for _ in range(self.workers)))
-        finally:
-            for informer in informers:
-                await informer.stop()
+        await run_with_informers(self.informers, self.process())
+
+    async def process(self) -> None:
+        """Process the queue until cancelled (the informers must have synced)."""
+        log.info("caches synced, processing")
+        await asyncio.gather(*(self.queue.worker(self._handle) for _ in range(self.workers)))
 
     async def _handle(self, key: Key) -> bool:
         kind, namespace, name = key
@@ -229,7 +237,7 @@ class ClaimController:
     def _find_generated(self, pod: Obj, entry: str) -> str | None:
         meta = _meta(pod)
         uid = meta.get("uid", "")
-        for claim in self.claims.list():
+        for claim in self.by_owner["resourceclaims"].get(uid):
             cmeta = _meta(claim)
             if cmeta.get("namespace") != meta.get("namespace"):
                 continue
@@ -315,8 +323,9 @@ class ClaimController:
         claim = self.claims.get(namespace, name)
         if claim is None:
             return True
+        deallocated = False
         for _attempt in range(5):
-            outcome = await self._sync_claim_once(claim)
+            outcome, deallocated = await self._sync_claim_once(claim, deallocated)
             if outcome is not None:
                 return outcome
             # 409: re-read the newest version and decide again.
@@ -328,8 +337,8 @@ class ClaimController:
                 raise
         return False
 
-    async def _sync_claim_once(self, claim: Obj) -> bool | None:
-        """True when done, None on a conflict (the caller re-reads)."""
+    async def _sync_claim_once(self, claim: Obj, deallocated: bool) -> tuple[bool | None, bool]:
+        """(True when done or None on a conflict, whether this sync deallocated the claim)."""
         meta = _meta(claim)
         namespace, name = meta.get("namespace", ""), meta["name"]
         status: Obj = claim.get("status") or {}
@@ -342,7 +351,11 @@ class ClaimController:
                     continue
             valid.append(ref)
         allocated = status.get("allocation") is not None
-        deallocate = not valid and allocated and (len(valid) < len(reserved) or bool(meta.get("deletionTimestamp")))
+        being_deleted = bool(meta.get("deletionTimestamp"))
+        # An allocation nobody reserves is released, whoever removed the last reference (pods
+        # leaving, or a workload's controller dropping its reference, KEP-5194). The scheduler
+        # writes allocation and reservedFor in one update, so this never races a fresh allocation.
+        deallocate = not valid and allocated
         if len(valid) < len(reserved) or deallocate:
             new_status = dict(status)
             if valid:
@@ -357,18 +370,21 @@ class ClaimController:
                 claim = await self.client.update(self._claim_path(namespace, name, "status"), body)
             except ApiError as exc:
                 if exc.code == 409:
-                    return None
+                    return None, deallocated
                 if exc.code == 404:
-                    return True
+                    return True, deallocated
                 raise
             allocated = not deallocate and allocated
+            deallocated = deallocated or deallocate
             log.info("updated claim reservations", extra={"claim": f"{namespace}/{name}", "reservedFor": len(valid), "deallocated": deallocate})
         meta = _meta(claim)
         finalizers: list[str] = list(meta.get("finalizers") or [])
-        # The scheduler adds this finalizer on allocation; it may only go once the claim is deallocated.
-        unprotect = not valid and not allocated and DELETE_PROTECTION_FINALIZER in finalizers
+        # The finalizer guards an allocation. It goes when this controller deallocated the claim, or
+        # the claim is being deleted and unused; never merely because a claim is unallocated and
+        # unreserved, since the scheduler may write the allocation first and the finalizer after.
+        unprotect = DELETE_PROTECTION_FINALIZER in finalizers and not valid and not allocated and (deallocated or being_deleted)
         if unprotect and await self._set_finalizers(self._claim_path(namespace, name), claim, [f for f in finalizers if f != DELETE_PROTECTION_FINALIZER]) is None:
-            return None
+            return None, deallocated
         owner = controller_owner(claim)
         generated = (meta.get("annotations") or {}).get(POD_CLAIM_NAME_ANNOTATION) is not None
         if owner and owner.get("kind") == "Pod" and generated and not valid and not meta.get("deletionTimestamp"):
@@ -378,7 +394,7 @@ class ClaimController:
                     self._claim_path(namespace, name), preconditions={"uid": meta["uid"]}, propagation_policy="Background", missing_ok=True
                 )
                 log.info("deleted generated claim", extra={"claim": f"{namespace}/{name}", "pod": owner.get("name")})
-        return True
+        return True, deallocated
 
     async def _set_finalizers(self, path: str, obj: Obj, finalizers: list[str]) -> Obj | None:
         """Write metadata.finalizers with a resourceVersion precondition; None on conflict."""
@@ -394,53 +410,96 @@ class ClaimController:
 
     # ---- garbage collection --------------------------------------------------------
 
-    async def _owner_exists(self, dependent: Obj, ref: Obj) -> bool:
+    async def _owner(self, dependent: Obj, ref: Obj) -> Obj | _Unknown | None:
+        """The live owner a reference points to (matching UID), None when gone, UNKNOWN for kinds this collector cannot look up."""
         kind = OWNER_KINDS.get((_group_of(ref.get("apiVersion", "")), ref.get("kind", "")))
         if kind is None:
-            return True  # a kind this collector does not know: never delete on its account
+            return UNKNOWN
         group, version, plural, namespaced = kind
         namespace = _meta(dependent).get("namespace", "") if namespaced else ""
         path = resource_path(group, version, plural, namespace or None, ref.get("name", ""))
         informer = self.by_plural.get(plural)
         if informer is not None:
-            return await self._live(informer, path, namespace, ref.get("name", ""), ref.get("uid", "")) is not None
+            return await self._live(informer, path, namespace, ref.get("name", ""), ref.get("uid", ""))
         try:
             owner = await self.client.get(path)
         except ApiError as exc:
             if exc.code == 404:
-                return False
+                return None
             raise
-        return _meta(owner).get("uid") == ref.get("uid")
+        return owner if _meta(owner).get("uid") == ref.get("uid") else None
 
     async def sync_gc(self, plural: str, namespace: str, name: str) -> bool:
-        """Delete objects whose owners are all gone; finish foreground/orphan deletions of owners."""
+        """Collect an object whose owners are gone; finish foreground/orphan deletions of owners."""
         informer = self.by_plural[plural]
         obj = informer.get(namespace, name)
         if obj is None:
             return True
         meta = _meta(obj)
-        group, version = GC_RESOURCES[plural]
-        path = resource_path(group, version, plural, namespace or None, name)
         finalizers: list[str] = list(meta.get("finalizers") or [])
         if meta.get("deletionTimestamp") and ("foregroundDeletion" in finalizers or "orphan" in finalizers):
-            return await self._finish_owner_deletion(plural, obj, path, finalizers)
-        refs = meta.get("ownerReferences") or []
-        if not refs or meta.get("deletionTimestamp"):
+            return await self._finish_owner_deletion(plural, obj, self._path(plural, obj), finalizers)
+        if not meta.get("ownerReferences") or meta.get("deletionTimestamp"):
             return True
-        for ref in refs:
-            if await self._owner_exists(obj, ref):
-                return True
-        await self.client.delete(path, preconditions={"uid": meta["uid"]}, propagation_policy="Background", missing_ok=True)
-        log.info("garbage collected", extra={"resource": plural, "object": f"{namespace}/{name}"})
-        return True
+        return await self._attempt_to_delete(plural, obj) is not None
 
-    def _dependents(self, uid: str) -> list[tuple[str, Obj]]:
-        found: list[tuple[str, Obj]] = []
-        for plural, informer in self.by_plural.items():
-            for obj in informer.list():
-                if any(ref.get("uid") == uid for ref in _meta(obj).get("ownerReferences") or []):
-                    found.append((plural, obj))
-        return found
+    def _path(self, plural: str, obj: Obj) -> str:
+        group, version = GC_RESOURCES[plural]
+        meta = _meta(obj)
+        return resource_path(group, version, plural, meta.get("namespace") or None, meta["name"])
+
+    async def _attempt_to_delete(self, plural: str, obj: Obj) -> bool | None:
+        """Upstream's attemptToDeleteItem: True if the object was (or is being) deleted, False if it
+        stays (it may have lost references to owners that are gone), None on a conflict.
+
+        Owners are solid (exist), dangling (gone) or waiting (being deleted in the foreground).
+        With a solid owner the object stays and only the dangling and waiting references go;
+        otherwise it is deleted, in the foreground when an owner waits for it and it has
+        dependents of its own, else as its own finalizers ask (orphan, foreground, background).
+        """
+        meta = _meta(obj)
+        solid: list[Obj] = []
+        stale: list[Obj] = []
+        waiting = False
+        for ref in meta.get("ownerReferences") or []:
+            owner = await self._owner(obj, ref)
+            if owner is None:
+                stale.append(ref)
+            elif isinstance(owner, _Unknown):
+                solid.append(ref)  # a kind this collector does not know: never delete on its account
+            elif _meta(owner).get("deletionTimestamp") and "foregroundDeletion" in (_meta(owner).get("finalizers") or []):
+                stale.append(ref)
+                waiting = True
+            else:
+                solid.append(ref)
+        path = self._path(plural, obj)
+        if solid:
+            if not stale:
+                return False
+            gone = {r.get("uid") for r in stale}
+            remaining = [r for r in meta.get("ownerReferences") or [] if r.get("uid") not in gone]
+            patch = {"metadata": {"ownerReferences": remaining, "resourceVersion": meta["resourceVersion"]}}
+            try:
+                await self.client.patch(path, patch)
+            except ApiError as exc:
+                if exc.code == 409:
+                    return None
+                if exc.code != 404:
+                    raise
+            log.info("removed owner references", extra={"resource": plural, "object": f"{meta.get('namespace', '')}/{meta['name']}", "owners": sorted(str(u) for u in gone)})
+            return False
+        finalizers = meta.get("finalizers") or []
+        if waiting and self._dependents(str(meta.get("uid") or "")):
+            policy = "Foreground"
+        elif "orphan" in finalizers:
+            policy = "Orphan"
+        elif "foregroundDeletion" in finalizers:
+            policy = "Foreground"
+        else:
+            policy = "Background"
+        await self.client.delete(path, preconditions={"uid": meta["uid"]}, propagation_policy=policy, missing_ok=True)
+        log.info("garbage collected", extra={"resource": plural, "object": f"{meta.get('namespace', '')}/{meta['name']}", "propagation": policy})
+        return True
 
     async def _finish_owner_deletion(self, owner_plural: str, owner: Obj, path: str, finalizers: list[str]) -> bool:
         uid = _meta(owner)["uid"]
@@ -448,12 +507,10 @@ class ClaimController:
         if "orphan" in finalizers:
             for plural, dep in dependents:
                 dmeta = _meta(dep)
-                group, version = GC_RESOURCES[plural]
-                dpath = resource_path(group, version, plural, dmeta.get("namespace") or None, dmeta["name"])
                 remaining = [r for r in dmeta.get("ownerReferences") or [] if r.get("uid") != uid]
                 patch = {"metadata": {"ownerReferences": remaining or None, "resourceVersion": dmeta["resourceVersion"]}}
                 try:
-                    await self.client.patch(dpath, patch)
+                    await self.client.patch(self._path(plural, dep), patch)
                 except ApiError as exc:
                     if exc.code == 409:
                         return False
@@ -461,20 +518,44 @@ class ClaimController:
                         raise
             result = await self._set_finalizers(path, owner, [f for f in finalizers if f != "orphan"])
             return result is not None
-        # Foreground: delete the dependents, wait until none that blocks the owner is left.
+        # Foreground: every dependent is collected (or, if another owner keeps it, loses its
+        # reference to this owner); the owner goes once no dependent blocks it any more.
         blocking = False
         for plural, dep in dependents:
             dmeta = _meta(dep)
             ref = next(r for r in dmeta.get("ownerReferences") or [] if r.get("uid") == uid)
-            if ref.get("blockOwnerDeletion"):
-                blocking = True
-            if not dmeta.get("deletionTimestamp"):
-                group, version = GC_RESOURCES[plural]
-                dpath = resource_path(group, version, plural, dmeta.get("namespace") or None, dmeta["name"])
-                await self.client.delete(dpath, preconditions={"uid": dmeta["uid"]}, propagation_policy="Foreground", missing_ok=True)
+            if dmeta.get("deletionTimestamp"):
+                blocking = blocking or bool(ref.get("blockOwnerDeletion"))
+                continue
+            outcome = await self._attempt_to_delete(plural, dep)
+            if outcome is None:
+                return False
+            if outcome:
+                blocking = blocking or bool(ref.get("blockOwnerDeletion"))
         if blocking:
             # Dependents' deletions come back through the informers and re-queue the owner.
             self.queue.add_after(("gc-" + owner_plural, _meta(owner).get("namespace", ""), _meta(owner)["name"]), 0.5)
             return True
         result = await self._set_finalizers(path, owner, [f for f in finalizers if f != "foregroundDeletion"])
         return result is not None
+
+
+class _Unknown:
+    """Marker: an owner of a kind the collector cannot look up."""
+
+
+UNKNOWN = _Unknown()
+
+
+async def run_with_informers(informers: Sequence[Informer], *work: Awaitable[Any]) -> None:
+    """Start ``informers`` (each once), wait for them to sync, then run ``work`` until cancelled; stop the informers after."""
+    unique = list({id(i): i for i in informers}.values())
+    for informer in unique:
+        informer.start()
+    try:
+        for informer in unique:
+            await informer.wait_synced()
+        await asyncio.gather(*work)
+    finally:
+        for informer in unique:
+            await informer.stop()

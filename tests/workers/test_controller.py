@@ -20,15 +20,16 @@ RESOURCE = "/apis/resource.k8s.io/v1"
 class ControllerProcess:
     """``python -m controllers`` with its log in a file."""
 
-    def __init__(self, server_url: str, log_path: Path) -> None:
+    def __init__(self, server_url: str, log_path: Path, *extra: str) -> None:
         self.server_url = server_url
         self.log_path = log_path
+        self.extra = list(extra)
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> ControllerProcess:
         log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "controllers", "--server", self.server_url, "--lease-duration", "2", "--log-level", "debug"],
+            [sys.executable, "-m", "controllers", "--server", self.server_url, "--lease-duration", "2", "--log-level", "debug", *self.extra],
             cwd=REPO_ROOT, stdout=log, stderr=log,
         )
         log.close()
@@ -211,3 +212,68 @@ async def test_leader_election_standby_takes_over(server: ServerProcess) -> None
     task2.cancel()
     await asyncio.gather(task1, task2, return_exceptions=True)
     await client.close()
+
+
+def _claim(name: str, **meta: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, **meta},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}},
+    }
+
+
+def test_delete_protection_finalizer_stays_until_deallocated_or_deleted(api: httpx.Client, ns: str, controller: ControllerProcess) -> None:
+    claims = f"{RESOURCE}/namespaces/{ns}/resourceclaims"
+    protection = "resource.kubernetes.io/delete-protection"
+    # Unallocated and unreserved, with the finalizer (the scheduler may add it around its allocation): it stays.
+    assert api.post(claims, json=_claim("waiting", finalizers=[protection])).status_code == 201
+    # Control: a claim the controller deallocates itself loses the finalizer.
+    pod = api.post(f"/api/v1/namespaces/{ns}/pods", json=_pod("user", [{"name": "gpu", "resourceClaimName": "used"}])).json()
+    created = api.post(claims, json=_claim("used", finalizers=[protection])).json()
+    created["status"] = {
+        "allocation": {"devices": {"results": [{"request": "gpu", "driver": "gpu.example.com", "pool": "pool", "device": "dev-0"}]}},
+        "reservedFor": [{"resource": "pods", "name": "user", "uid": pod["metadata"]["uid"]}],
+    }
+    assert api.put(f"{claims}/used/status", json=created).status_code == 200
+    assert api.request("DELETE", f"/api/v1/namespaces/{ns}/pods/user", json={"gracePeriodSeconds": 0}).status_code == 200
+
+    def released() -> bool:
+        claim = api.get(f"{claims}/used").json()
+        return "allocation" not in (claim.get("status") or {}) and protection not in (claim["metadata"].get("finalizers") or [])
+
+    eventually(released)
+    time.sleep(0.5)  # the queue is FIFO: "waiting" was handled before "used"; give its sync time to finish
+    assert api.get(f"{claims}/waiting").json()["metadata"]["finalizers"] == [protection]
+
+    # Being deleted and unused: the finalizer goes, and so does the claim.
+    assert api.delete(f"{claims}/waiting").status_code == 200
+    eventually(lambda: api.get(f"{claims}/waiting").status_code == 404)
+
+
+def test_garbage_collection_drops_only_references_to_gone_owners(api: httpx.Client, ns: str, controller: ControllerProcess) -> None:
+    claims = f"{RESOURCE}/namespaces/{ns}/resourceclaims"
+
+    def ref(owner: dict[str, Any], block: bool = False) -> dict[str, Any]:
+        meta = owner["metadata"]
+        return {"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": meta["uid"], **({"blockOwnerDeletion": True} if block else {})}
+
+    keeper = api.post(f"/api/v1/namespaces/{ns}/pods", json=_pod("keeper", [])).json()
+    leaver = api.post(f"/api/v1/namespaces/{ns}/pods", json=_pod("leaver", [])).json()
+    ghost = {"metadata": {"name": "ghost", "uid": "00000000-0000-0000-0000-000000000001"}}
+
+    # One owner is gone, another remains: only the dangling reference goes.
+    assert api.post(claims, json=_claim("half-orphaned", ownerReferences=[ref(ghost), ref(keeper)])).status_code == 201
+    refs = eventually(lambda: (r := api.get(f"{claims}/half-orphaned").json()["metadata"].get("ownerReferences")) and len(r) == 1 and r)
+    assert refs == [ref(keeper)]
+
+    # Foreground deletion of one owner: a dependent another owner keeps loses that reference, and
+    # the owner goes; a dependent with no other owner is deleted first.
+    assert api.post(claims, json=_claim("shared", ownerReferences=[ref(leaver, block=True), ref(keeper)])).status_code == 201
+    assert api.post(claims, json=_claim("only-leaver", ownerReferences=[ref(leaver, block=True)])).status_code == 201
+    response = api.request("DELETE", f"/api/v1/namespaces/{ns}/pods/leaver", json={"gracePeriodSeconds": 0, "propagationPolicy": "Foreground"})
+    assert response.status_code == 200, response.text
+    eventually(lambda: api.get(f"/api/v1/namespaces/{ns}/pods/leaver").status_code == 404)
+    assert api.get(f"{claims}/only-leaver").status_code == 404
+    shared = api.get(f"{claims}/shared").json()
+    assert shared["metadata"]["ownerReferences"] == [ref(keeper)] and not shared["metadata"].get("deletionTimestamp")
