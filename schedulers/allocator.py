@@ -30,6 +30,7 @@ from typing import Any
 
 from app.kube.cel import CELCompileError, CELRuntimeError, CompiledSelector, DeviceView, compile_selector
 from app.kube.labels import node_selector_matches
+from app.kube.pods import claim_status_amounts
 from app.kube.quantity import DECIMAL_SI, Quantity
 
 DeviceID = tuple[str, str, str]  # (driver, pool, device)
@@ -124,6 +125,8 @@ class AllocatorFeatures:
     consumable_capacity: bool = True
     list_attributes: bool = False
     node_allocatable_resources: bool = False
+    # KEP-5194: not an allocator rule, but the scheduler reads all its gates from here.
+    reserved_for_workloads: bool = False
 
     @classmethod
     def from_gates(cls, gates: Mapping[str, bool]) -> AllocatorFeatures:
@@ -143,6 +146,7 @@ class AllocatorFeatures:
             consumable_capacity=on("DRAConsumableCapacity", True),
             list_attributes=on("DRAListTypeAttributes", False),
             node_allocatable_resources=on("DRANodeAllocatableResources", False),
+            reserved_for_workloads=on("DRAReservedForWorkloads", False),
         )
 
 
@@ -1265,28 +1269,28 @@ def allocate_claims(
 # --- KEP-5517: node allocatable resources ------------------------------------------------------------
 
 
-def node_allocatable_demand(
+def node_allocatable_claim_status(
+    claim_name: str,
     claim_allocation: Mapping[str, Any] | None,
     slices: ResourceIndex | Iterable[Mapping[str, Any]],
-    containers_referencing: int,
-) -> dict[str, Quantity]:
-    """Node-allocatable amounts (cpu, memory, ...) a pod is charged for one allocated claim.
+    containers: Sequence[str],
+) -> dict[str, Any] | None:
+    """The pod's ``status.nodeAllocatableResourceClaimStatuses`` entry for one allocated claim.
 
-    Per allocated device's ``nodeAllocatableResources``: ``mapping`` adds
+    Per allocated device's ``nodeAllocatableResources``: ``mapping`` gives
     consumedCapacity[capacityKey] (the capacity value for an exclusive device) x capacityMultiplier,
-    or deviceMultiplier per device; ``overhead`` adds perPod + perContainer x the number of the
-    pod's container references to the claim. Admin-access results are not charged.
+    or deviceMultiplier per device; ``overhead`` gives perPod and perContainer (charged per
+    referencing container, see ``app.kube.pods.claim_status_amounts``). Admin-access results are
+    not charged. None when no allocated device declares node allocatable resources.
     """
     if not claim_allocation:
-        return {}
-    lookup: Callable[[DeviceID], _Device | None]
-    if isinstance(slices, ResourceIndex):
-        lookup = slices.device
-    else:
-        index = ResourceIndex(slices)
-        lookup = index.device
-    totals: dict[str, Fraction] = {}
+        return None
+    lookup = slices.device if isinstance(slices, ResourceIndex) else ResourceIndex(slices).device
+    mapping: dict[str, Fraction] = {}
+    per_pod: dict[str, Fraction] = {}
+    per_container: dict[str, Fraction] = {}
     formats: dict[str, str] = {}
+    found = False
     for r in (claim_allocation.get("devices") or {}).get("results") or []:
         if r.get("adminAccess"):
             continue
@@ -1294,30 +1298,66 @@ def node_allocatable_demand(
         if dev is None:
             continue
         for resource, spec in (dev.data.get("nodeAllocatableResources") or {}).items():
-            amount = Fraction(0)
-            mapping = spec.get("mapping") or {}
-            if mapping.get("capacityKey"):
-                key = mapping["capacityKey"]
+            found = True
+            mapped = spec.get("mapping") or {}
+            if mapped.get("capacityKey"):
+                key = mapped["capacityKey"]
                 consumed = (r.get("consumedCapacity") or {}).get(key)
                 base = _quantity(consumed) if consumed is not None else dev.capacity.get(key)
                 if base is not None:
-                    amount += base.as_fraction() * _quantity(mapping.get("capacityMultiplier", "1")).as_fraction()
+                    amount = base.as_fraction() * _quantity(mapped.get("capacityMultiplier", "1")).as_fraction()
+                    mapping[resource] = mapping.get(resource, Fraction(0)) + amount
                     formats.setdefault(resource, base.format)
-            elif mapping.get("deviceMultiplier") is not None:
-                multiplier = _quantity(mapping["deviceMultiplier"])
-                amount += multiplier.as_fraction()
+            elif mapped.get("deviceMultiplier") is not None:
+                multiplier = _quantity(mapped["deviceMultiplier"])
+                mapping[resource] = mapping.get(resource, Fraction(0)) + multiplier.as_fraction()
                 formats.setdefault(resource, multiplier.format)
             overhead = spec.get("overhead") or {}
-            if overhead.get("perPod") is not None:
-                q = _quantity(overhead["perPod"])
-                amount += q.as_fraction()
-                formats.setdefault(resource, q.format)
-            if overhead.get("perContainer") is not None:
-                q = _quantity(overhead["perContainer"])
-                amount += q.as_fraction() * containers_referencing
-                formats.setdefault(resource, q.format)
-            totals[resource] = totals.get(resource, Fraction(0)) + amount
-    return {k: _from_fraction(v, formats.get(k, DECIMAL_SI)) for k, v in totals.items()}
+            for key, totals in (("perPod", per_pod), ("perContainer", per_container)):
+                if overhead.get(key) is not None:
+                    q = _quantity(overhead[key])
+                    totals[resource] = totals.get(resource, Fraction(0)) + q.as_fraction()
+                    formats.setdefault(resource, q.format)
+    if not found:
+        return None
+
+    def text(resource: str, value: Fraction) -> str:
+        return _from_fraction(value, formats.get(resource, DECIMAL_SI)).canonical()
+
+    entry: dict[str, Any] = {"resourceClaimName": claim_name}
+    if containers:
+        entry["containers"] = list(containers)
+    if mapping:
+        entry["mapping"] = [{"name": k, "quantity": text(k, v)} for k, v in sorted(mapping.items())]
+    overhead_entries = []
+    for resource in sorted(set(per_pod) | set(per_container)):
+        item: dict[str, Any] = {"name": resource}
+        if resource in per_pod:
+            item["perPod"] = text(resource, per_pod[resource])
+        if resource in per_container:
+            item["perContainer"] = text(resource, per_container[resource])
+        overhead_entries.append(item)
+    if overhead_entries:
+        entry["overhead"] = overhead_entries
+    return entry
+
+
+def node_allocatable_demand(
+    claim_allocation: Mapping[str, Any] | None,
+    slices: ResourceIndex | Iterable[Mapping[str, Any]],
+    containers_referencing: int,
+) -> dict[str, Quantity]:
+    """Node-allocatable amounts (cpu, memory, ...) a pod is charged for one allocated claim."""
+    entry = node_allocatable_claim_status("claim", claim_allocation, slices, [f"c{i}" for i in range(containers_referencing)])
+    if entry is None:
+        return {}
+    return {k: _from_fraction(v) for k, v in claim_status_amounts(entry).items()}
+
+
+def has_node_allocatable_mapping(claim_allocation: Mapping[str, Any] | None, index: ResourceIndex) -> bool:
+    """Whether an allocated device maps capacity into node allocatable (such claims are not shared by pods)."""
+    entry = node_allocatable_claim_status("claim", claim_allocation, index, [])
+    return bool(entry and entry.get("mapping"))
 
 
 __all__ = [
@@ -1333,5 +1373,7 @@ __all__ = [
     "ResourceIndex",
     "Unschedulable",
     "allocate_claims",
+    "has_node_allocatable_mapping",
+    "node_allocatable_claim_status",
     "node_allocatable_demand",
 ]

@@ -11,10 +11,9 @@ from fractions import Fraction
 from typing import Any
 
 from app.kube.labels import node_selector_matches
-from app.kube.quantity import Quantity, QuantityError
+from app.kube.pods import Resources, quantity_fraction
 
 Obj = dict[str, Any]
-Resources = dict[str, Fraction]
 
 REASON_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
 REASON_UNSCHEDULABLE = "node(s) were unschedulable"
@@ -22,33 +21,11 @@ REASON_TOO_MANY_PODS = "Too many pods"
 FIT_RESOURCES = ("cpu", "memory")
 
 
-def _fraction(value: Any) -> Fraction:
-    try:
-        return Quantity.parse(value).as_fraction()
-    except (QuantityError, ValueError, TypeError):
-        return Fraction(0)
-
-
-def pod_requests(pod: Mapping[str, Any]) -> Resources:
-    """Effective requests like upstream: max(sum of containers, largest init container) + overhead."""
-    spec = pod.get("spec") or {}
-    total: Resources = {}
-    for c in spec.get("containers") or []:
-        for name, value in ((c.get("resources") or {}).get("requests") or {}).items():
-            total[name] = total.get(name, Fraction(0)) + _fraction(value)
-    for c in spec.get("initContainers") or []:
-        for name, value in ((c.get("resources") or {}).get("requests") or {}).items():
-            total[name] = max(total.get(name, Fraction(0)), _fraction(value))
-    for name, value in (spec.get("overhead") or {}).items():
-        total[name] = total.get(name, Fraction(0)) + _fraction(value)
-    return total
-
-
 def node_allocatable(node: Mapping[str, Any]) -> Resources:
     """``status.allocatable`` (falling back to ``status.capacity``) as fractions."""
     status = node.get("status") or {}
     raw = status.get("allocatable") or status.get("capacity") or {}
-    return {name: _fraction(value) for name, value in raw.items()}
+    return {name: quantity_fraction(value) for name, value in raw.items()}
 
 
 def matches_node_selector_and_affinity(pod: Mapping[str, Any], node: Mapping[str, Any]) -> bool:

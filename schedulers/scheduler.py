@@ -48,6 +48,7 @@ from app.kube.client import KubeClient, record_event, resource_path
 from app.kube.errors import ApiError
 from app.kube.informer import Informer
 from app.kube.labels import node_selector_matches
+from app.kube.pods import Resources, add_resources, claim_status_amounts, pod_requests
 from app.kube.timeutil import now_rfc3339
 from schedulers.allocator import (
     Allocated,
@@ -57,15 +58,15 @@ from schedulers.allocator import (
     AllocatorFeatures,
     ResourceIndex,
     Unschedulable,
+    has_node_allocatable_mapping,
+    node_allocatable_claim_status,
 )
 from schedulers.nodefit import (
     REASON_AFFINITY,
-    Resources,
     fit_error_message,
     insufficient,
     matches_node_selector_and_affinity,
     node_allocatable,
-    pod_requests,
     untolerated_taint,
 )
 from schedulers.queue import SchedulingQueue
@@ -81,6 +82,8 @@ RESERVED_FOR_MAX = 256  # ResourceClaimReservedForMaxSize
 REASON_CLAIM_NOT_ON_NODE = "resourceclaim not available on the node"
 CLAIM_WRITE_ATTEMPTS = 10
 DEFAULT_NODES_TO_FIND = 100
+NODE_ALLOCATABLE_FEATURE = "DRANodeAllocatableResources"
+REASON_FEATURE_NOT_DECLARED = f"node(s) did not declare the {NODE_ALLOCATABLE_FEATURE} feature"
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -112,6 +115,21 @@ def _reserved_uids(claim: Mapping[str, Any]) -> set[str]:
     return {r.get("uid", "") for r in (claim.get("status") or {}).get("reservedFor") or []}
 
 
+def _is_pod_reference(ref: Mapping[str, Any]) -> bool:
+    return not ref.get("apiGroup") and ref.get("resource") == "pods"
+
+
+def _claim_containers(pod: Mapping[str, Any], entry_name: str) -> list[str]:
+    """Names of the pod's containers (init first) whose resources.claims name this pod claim entry."""
+    spec = pod.get("spec") or {}
+    return [
+        c.get("name", "")
+        for key in ("initContainers", "containers")
+        for c in spec.get(key) or []
+        if any(r.get("name") == entry_name for r in (c.get("resources") or {}).get("claims") or [])
+    ]
+
+
 class _Wait:
     """The pod waits (without retries) for these claims to appear or change."""
 
@@ -127,6 +145,7 @@ class _PodClaims:
     claims: list[Obj] = field(default_factory=list)
     allocated: list[Obj] = field(default_factory=list)
     unallocated: list[Obj] = field(default_factory=list)
+    entry_names: dict[str, str] = field(default_factory=dict)  # claim uid -> the pod's claim entry name
 
 
 @dataclass
@@ -480,6 +499,7 @@ class Scheduler:
                 why = f"resource claim {ns}/{name} is in the process of being allocated"
                 continue
             out.claims.append(claim)
+            out.entry_names[uid] = entry.get("name", "")
             if (claim.get("status") or {}).get("allocation"):
                 out.allocated.append(claim)
             else:
@@ -519,8 +539,13 @@ class Scheduler:
         if resolved.unallocated:
             allocator = Allocator(self.index, self.allocated_state(), self.features)
         selectors = [(c["status"]["allocation"].get("nodeSelector")) for c in resolved.allocated]
+        if self.features.node_allocatable_resources:
+            shared = self._shared_mapping_claim(pod, resolved)
+            if shared is not None:
+                self._unschedulable(pod, f"0/{len(names)} nodes are available: {shared}.")
+                return
         reasons: dict[str, int] = {}
-        best: tuple[int, str, Allocated | None] | None = None
+        best: tuple[int, str, Allocated | None, list[Obj]] | None = None
         feasible = 0
         n = len(names)
         start = self._next_start % n if n else 0
@@ -540,10 +565,17 @@ class Scheduler:
                 claim_mismatch = claim_mismatch or reason == REASON_CLAIM_NOT_ON_NODE
                 reasons[reason] = reasons.get(reason, 0) + 1
                 continue
+            statuses: list[Obj] = []
+            if self.features.node_allocatable_resources and resolved.claims:
+                statuses = self._node_allocatable_statuses(pod, resolved, outcome)
+                short = self._node_allocatable_misfit(node, requests, statuses) if statuses else None
+                if short is not None:
+                    reasons[short] = reasons.get(short, 0) + 1
+                    continue
             feasible += 1
             score = self._score(node, allocator, outcome)
             if best is None or (score, name) < (best[0], best[1]):
-                best = (score, name, outcome)
+                best = (score, name, outcome, statuses)
             if feasible >= self.nodes_to_find:
                 break
         self._next_start = (start + processed) % n if n else 0
@@ -552,7 +584,7 @@ class Scheduler:
                 self._deallocate_stale(pod, resolved)
             self._unschedulable(pod, fit_error_message(n, reasons))
             return
-        self._reserve(pod, best[1], resolved, best[2])
+        self._reserve(pod, best[1], resolved, best[2], best[3])
 
     def _filter(
         self,
@@ -589,6 +621,42 @@ class Scheduler:
             return outcome.reason, None
         return None, outcome
 
+    # --- KEP-5517 node allocatable resources (DRANodeAllocatableResources) ---
+
+    def _shared_mapping_claim(self, pod: Obj, claims: _PodClaims) -> str | None:
+        """Why the pod may not use an allocated claim: its devices map capacity into node
+        allocatable, which is charged once, so such a claim serves one pod only."""
+        pod_uid = _meta(pod).get("uid", "")
+        for claim in claims.allocated:
+            others = [r for r in (claim.get("status") or {}).get("reservedFor") or [] if _is_pod_reference(r) and r.get("uid") != pod_uid]
+            if others and has_node_allocatable_mapping(claim["status"]["allocation"], self.index):
+                return f"resourceclaim {_meta(claim).get('name')} maps node allocatable resources and is already in use by pod {others[0].get('name')}"
+        return None
+
+    def _node_allocatable_statuses(self, pod: Obj, claims: _PodClaims, outcome: Allocated | None) -> list[Obj]:
+        """The pod's ``status.nodeAllocatableResourceClaimStatuses`` for this node's allocation."""
+        new = dict(zip((_meta(c).get("uid", "") for c in claims.unallocated), outcome.allocations, strict=True)) if outcome else {}
+        statuses = []
+        for claim in claims.claims:
+            uid = _meta(claim).get("uid", "")
+            allocation = new.get(uid) or (claim.get("status") or {}).get("allocation")
+            containers = _claim_containers(pod, claims.entry_names.get(uid, ""))
+            entry = node_allocatable_claim_status(_meta(claim).get("name", ""), allocation, self.index, containers)
+            if entry is not None:
+                statuses.append(entry)
+        return statuses
+
+    def _node_allocatable_misfit(self, node: Obj, requests: Resources, statuses: list[Obj]) -> str | None:
+        """Nodes must declare the feature, and fit the pod's requests plus what its claims charge."""
+        if NODE_ALLOCATABLE_FEATURE not in ((node.get("status") or {}).get("declaredFeatures") or []):
+            return REASON_FEATURE_NOT_DECLARED
+        total = dict(requests)
+        for entry in statuses:
+            add_resources(total, claim_status_amounts(entry))
+        name = _meta(node).get("name", "")
+        short = insufficient(total, self._node_used.get(name, {}), self._node_pods.get(name, 0), self._allocatable(node))
+        return short[0] if short else None
+
     def _allocatable(self, node: Obj) -> Resources:
         """The node's allocatable resources, parsed once per node object the informer holds."""
         name = _meta(node).get("name", "")
@@ -611,7 +679,7 @@ class Scheduler:
         used = sum(1 for a in outcome.allocations for r in (a.get("devices") or {}).get("results") or [] if not r.get("adminAccess") and not r.get("shareID"))
         return free - used
 
-    def _reserve(self, pod: Obj, node_name: str, claims: _PodClaims, outcome: Allocated | None) -> None:
+    def _reserve(self, pod: Obj, node_name: str, claims: _PodClaims, outcome: Allocated | None, statuses: list[Obj]) -> None:
         """Take the devices and node resources in memory, then start the binding task."""
         key = _key(pod)
         pod_uid = _meta(pod).get("uid", "")
@@ -630,10 +698,13 @@ class Scheduler:
                 to_write.append((claim, allocation))
             elif pod_uid not in _reserved_uids(claim):
                 to_write.append((claim, None))
-        self._charge(pod_uid, node_name, pod_requests(pod))
+        requests = pod_requests(pod)
+        for entry in statuses:
+            add_resources(requests, claim_status_amounts(entry))
+        self._charge(pod_uid, node_name, requests)
         self._binding[key] = pod_uid
         self.queue.done(key)
-        self._spawn(self._bind(pod, node_name, to_write))
+        self._spawn(self._bind(pod, node_name, to_write, statuses))
 
     def _unreserve(self, pod: Obj, claims: list[tuple[Obj, Mapping[str, Any] | None]]) -> None:
         pod_uid = _meta(pod).get("uid", "")
@@ -654,14 +725,18 @@ class Scheduler:
         ns, name = _key(claim)
         return resource_path(RESOURCE, "v1", "resourceclaims", ns, name, subresource)
 
-    async def _bind(self, pod: Obj, node_name: str, claims: list[tuple[Obj, Mapping[str, Any] | None]]) -> None:
-        """PreBind (claim status writes) and Bind; undo everything on failure."""
+    async def _bind(self, pod: Obj, node_name: str, claims: list[tuple[Obj, Mapping[str, Any] | None]], statuses: list[Obj]) -> None:
+        """PreBind (claim status writes, the pod's node-allocatable claim statuses) and Bind; undo everything on failure."""
         key = _key(pod)
         ns, name = key
         written: list[Obj] = []
         try:
             for claim, allocation in claims:
                 written.append(await self._write_claim(pod, claim, allocation))
+            if statuses or (pod.get("status") or {}).get("nodeAllocatableResourceClaimStatuses"):
+                # Merge patch replaces the whole list: a retried pod drops what an earlier attempt wrote.
+                patch = {"status": {"nodeAllocatableResourceClaimStatuses": statuses or None}}
+                await self.client.patch(resource_path("", "v1", "pods", ns, name, "status"), patch, patch_type="merge")
             binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name, "namespace": ns}, "target": {"apiVersion": "v1", "kind": "Node", "name": node_name}}
             await self.client.post_raw(resource_path("", "v1", "pods", ns, name, "binding"), binding)
         except asyncio.CancelledError:
@@ -703,13 +778,23 @@ class Scheduler:
             if allocation is None and not current:
                 raise _BindFailure(f"claim {'/'.join(_key(claim))} was deallocated")
             reserved = list(status.get("reservedFor") or [])
-            if entry["uid"] in {r.get("uid") for r in reserved}:
+            workload = (obj.get("spec") or {}).get("reservedFor") if self.features.reserved_for_workloads else None
+            if entry["uid"] in {r.get("uid") for r in reserved} or (
+                # KEP-5194: a claim reserved for a workload serves any pod; pods are not listed.
+                self.features.reserved_for_workloads and any(not _is_pod_reference(r) for r in reserved)
+            ):
                 self._claim_written(obj)
                 return await self._protect(obj)
             if len(reserved) >= RESERVED_FOR_MAX:
                 raise _BindFailure(f"claim {'/'.join(_key(claim))} is reserved for {RESERVED_FOR_MAX} consumers already")
+            new_allocation = current or allocation
+            new_reserved = [*reserved, entry]
+            if workload and not reserved:
+                # The first pod reserves the claim for the workload the creator named, not for itself.
+                new_allocation = {**(new_allocation or {}), "reservedForAnyPod": True}
+                new_reserved = [workload]
             try:
-                new_status = {**status, "allocation": current or allocation, "reservedFor": [*reserved, entry]}
+                new_status = {**status, "allocation": new_allocation, "reservedFor": new_reserved}
                 obj = await self.client.update(self._claim_path(obj, "status"), {**obj, "status": new_status})
             except ApiError as exc:
                 if exc.code != 409:
