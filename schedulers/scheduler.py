@@ -808,10 +808,10 @@ class Scheduler:
     async def _protect(self, obj: Obj) -> Obj:
         """Add the delete-protection finalizer to a claim that is allocated and reserved.
 
-        Upstream adds it before the status write; here it comes after, because the claim
-        controller drops the finalizer from claims that are neither allocated nor reserved, and
-        would race with a finalizer written first (409 loops). A claim deleted in between makes
-        this write fail, and the pod is retried.
+        Upstream adds it before the status write and removes it again in Unreserve; here it
+        comes after, so a failed attempt never leaves the finalizer on an unallocated claim (the
+        controller only removes it with a deallocation of its own). A claim deleted in between
+        makes this write fail, and the pod is retried.
         """
         for _ in range(CLAIM_WRITE_ATTEMPTS):
             meta = _meta(obj)
