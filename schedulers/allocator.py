@@ -22,6 +22,7 @@ solution wins, everything undone on backtrack.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -695,8 +696,12 @@ class Allocator:
         features: AllocatorFeatures | None = None,
         namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
         share_id: Callable[[], str] | None = None,
+        timeout: float | None = None,
     ) -> None:
         self.index = index
+        # Upstream's filterTimeout (DRASchedulerFilterTimeout): one node's search is abandoned
+        # after this many seconds, so a pathological claim cannot stall the scheduler.
+        self.timeout = timeout
         self.allocated = allocated or AllocatedState()
         self.features = features or index.features
         # None: admission already checked the admin-access label (not re-checked here).
@@ -820,10 +825,14 @@ class Allocator:
         try:
             prepared = self._prepare(claims)
         except _NotAdmin as exc:
-            return Unschedulable(str(exc))
+            return Unschedulable(str(exc), reason=str(exc))
         view = self.index.node_view(node)
         search = _Search(self, prepared, view, (node.get("metadata") or {}).get("name", ""))
-        if search.run():
+        try:
+            found = search.run()
+        except _TimedOut:
+            return Unschedulable(TIMED_OUT)
+        if found:
             return Allocated(build=lambda: search.build(allocation_timestamp))
         invalid = [p for p in view.pools if p.invalid]
         if invalid:
@@ -900,6 +909,13 @@ class Allocator:
         return ok
 
 
+class _TimedOut(Exception):
+    """The search on one node ran past the allocator's timeout."""
+
+
+TIMED_OUT = "timed out trying to allocate devices"
+
+
 class _NotAdmin(Exception):
     """Admin access in a namespace without the admin-access label (unschedulable)."""
 
@@ -931,6 +947,8 @@ class _Search:
         self.all_devices: dict[int, list[_Device]] = {}  # id(_Request) -> devices
         self.deepest = (-1, -1)
         self.free = alloc.free_candidates(view)
+        self.deadline = time.monotonic() + alloc.timeout if alloc.timeout is not None else None
+        self.steps = 0
 
     # --- All mode: the device set is fixed up front ---
 
@@ -959,6 +977,9 @@ class _Search:
 
     def _one(self, ci: int, ri: int, si: int, di: int, start: int) -> bool:
         """Place device slot ``di`` of request ``ri`` (subrequest ``si``) of claim ``ci``."""
+        self.steps += 1
+        if self.deadline is not None and not self.steps & 255 and time.monotonic() > self.deadline:
+            raise _TimedOut
         if ci == len(self.claims):
             return True
         claim = self.claims[ci]

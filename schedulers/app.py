@@ -15,7 +15,7 @@ from app.kube.health import serve_health
 from app.kube.leaderelection import run_while_leading
 from app.kube.logs import setup_logging
 from schedulers.allocator import AllocatorFeatures
-from schedulers.scheduler import DEFAULT_NODES_TO_FIND, Scheduler
+from schedulers.scheduler import DEFAULT_FILTER_TIMEOUT, DEFAULT_NODES_TO_FIND, Scheduler
 
 log = logging.getLogger("schedulers")
 
@@ -39,6 +39,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="stop filtering after this many feasible nodes (upstream's minimum for percentageOfNodesToScore)",
     )
     parser.add_argument("--qps", type=float, default=0, help="client-side rate limit for API requests; 0: none")
+    parser.add_argument(
+        "--filter-timeout", type=float, default=DEFAULT_FILTER_TIMEOUT,
+        help="seconds one node's device search may take before the node counts as unschedulable "
+        "(with the DRASchedulerFilterTimeout gate, on by default); 0: no limit",
+    )
     return parser
 
 
@@ -54,7 +59,10 @@ async def run(args: argparse.Namespace, gates: FeatureGates) -> None:
         loop.add_signal_handler(sig, main_task.cancel)
 
     def new_scheduler() -> Scheduler:
-        return Scheduler(client, scheduler_name=args.scheduler_name, features=features, nodes_to_find=args.nodes_to_find)
+        filter_timeout = args.filter_timeout if args.filter_timeout > 0 and gates.enabled("DRASchedulerFilterTimeout") else None
+        return Scheduler(
+            client, scheduler_name=args.scheduler_name, features=features, nodes_to_find=args.nodes_to_find, filter_timeout=filter_timeout
+        )
 
     try:
         await run_while_leading(

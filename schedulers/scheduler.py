@@ -37,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -82,6 +82,7 @@ RESERVED_FOR_MAX = 256  # ResourceClaimReservedForMaxSize
 REASON_CLAIM_NOT_ON_NODE = "resourceclaim not available on the node"
 CLAIM_WRITE_ATTEMPTS = 10
 DEFAULT_NODES_TO_FIND = 100
+DEFAULT_FILTER_TIMEOUT = 10.0  # upstream's DynamicResources filterTimeout
 NODE_ALLOCATABLE_FEATURE = "DRANodeAllocatableResources"
 REASON_FEATURE_NOT_DECLARED = f"node(s) did not declare the {NODE_ALLOCATABLE_FEATURE} feature"
 
@@ -130,6 +131,26 @@ def _claim_containers(pod: Mapping[str, Any], entry_name: str) -> list[str]:
     ]
 
 
+class _NamespaceLabels(Mapping[str, Mapping[str, str]]):
+    """Namespace name -> labels, read from the namespace informer (the allocator's view)."""
+
+    def __init__(self, namespaces: Informer) -> None:
+        self._namespaces = namespaces
+
+    def __getitem__(self, name: str) -> Mapping[str, str]:
+        namespace = self._namespaces.get("", name)
+        if namespace is None:
+            raise KeyError(name)
+        return _meta(namespace).get("labels") or {}
+
+    def __iter__(self) -> Iterator[str]:
+        keys = self._namespaces.keys()
+        return (name for _, name in keys)
+
+    def __len__(self) -> int:
+        return len(self._namespaces.keys())
+
+
 class _Wait:
     """The pod waits (without retries) for these claims to appear or change."""
 
@@ -169,11 +190,13 @@ class Scheduler:
         features: AllocatorFeatures | None = None,
         nodes_to_find: int = DEFAULT_NODES_TO_FIND,
         watch_timeout_seconds: int | None = None,
+        filter_timeout: float | None = DEFAULT_FILTER_TIMEOUT,
     ) -> None:
         self.client = client
         self.scheduler_name = scheduler_name
         self.features = features or AllocatorFeatures()
         self.nodes_to_find = max(1, nodes_to_find)
+        self.filter_timeout = filter_timeout
         self.stats = SchedulerStats()
         self.queue: SchedulingQueue[Key, Key] = SchedulingQueue()
         self.index = ResourceIndex(features=self.features)
@@ -188,7 +211,10 @@ class Scheduler:
         self.slices = informer(RESOURCE, "resourceslices")
         self.classes = informer(RESOURCE, "deviceclasses")
         self.taint_rules = informer(RESOURCE, "devicetaintrules")
-        self.informers = [self.pods, self.nodes, self.claims, self.slices, self.classes, self.taint_rules]
+        # Admin access is only for namespaces with the admin-access label, checked again at allocation.
+        self.namespaces = informer("", "namespaces")
+        self.informers = [self.pods, self.nodes, self.claims, self.slices, self.classes, self.taint_rules, self.namespaces]
+        self._namespace_labels = _NamespaceLabels(self.namespaces)
 
         # Node accounting: pod uid -> (node, requests), for bound and assumed pods.
         self._pod_usage: dict[str, tuple[str, Resources]] = {}
@@ -232,6 +258,7 @@ class Scheduler:
         self.taint_rules.on_add(lambda r: self._rule_set(r))
         self.taint_rules.on_update(lambda _old, r: self._rule_set(r))
         self.taint_rules.on_delete(self._rule_deleted)
+        self.namespaces.on_update(self._namespace_updated)
 
     def wants(self, pod: Mapping[str, Any]) -> bool:
         """A pod this scheduler should place: pending, ours, not gated, not being deleted."""
@@ -337,6 +364,10 @@ class Scheduler:
     def _rule_set(self, obj: Obj) -> None:
         self.index.set_taint_rule(obj)
         self.queue.move_all()
+
+    def _namespace_updated(self, old: Obj, namespace: Obj) -> None:
+        if _meta(old).get("labels") != _meta(namespace).get("labels"):
+            self.queue.move_all()  # the admin-access label may allow a claim now
 
     def _rule_deleted(self, obj: Obj) -> None:
         self.index.remove_taint_rule(_meta(obj).get("name", ""))
@@ -537,7 +568,9 @@ class Scheduler:
         requests = pod_requests(pod)
         allocator: Allocator | None = None
         if resolved.unallocated:
-            allocator = Allocator(self.index, self.allocated_state(), self.features)
+            allocator = Allocator(
+                self.index, self.allocated_state(), self.features, namespace_labels=self._namespace_labels, timeout=self.filter_timeout
+            )
         selectors = [(c["status"]["allocation"].get("nodeSelector")) for c in resolved.allocated]
         if self.features.node_allocatable_resources:
             shared = self._shared_mapping_claim(pod, resolved)

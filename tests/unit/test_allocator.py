@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -594,3 +595,15 @@ def test_node_allocatable_demand() -> None:
     index = ResourceIndex(slices)
     assert node_allocatable_demand(shared, index, 0) == {"memory": Quantity.parse("612Mi"), "cpu": Quantity.parse("2")}
     assert node_allocatable_demand(None, index, 1) == {}
+
+
+def test_search_is_abandoned_after_the_filter_timeout() -> None:
+    # 12 devices with distinct numa values out of 24 devices that have only 11: every combination
+    # fails only at the last device, so the search is exponential (upstream's filterTimeout case).
+    devices = [device(f"device-{i}", {"numa": i % 11}) for i in range(24)]
+    claims = [claim("claim-0", req(count=12), constraints=[{"distinctAttribute": "driver-a/numa"}])]
+    index = ResourceIndex([rslice("slice-1", devices)], [dclass()])
+    started = time.monotonic()
+    outcome = Allocator(index, timeout=0.05).allocate(node(), claims)
+    assert outcome == Unschedulable("timed out trying to allocate devices")
+    assert time.monotonic() - started < 5

@@ -217,6 +217,27 @@ def test_pod_with_claim_gets_bound_with_allocation(client: httpx.Client, ns: str
     assert eventually(lambda: events(client, ns, "Scheduled", "p1"))[0]["message"] == f"Successfully assigned {ns}/p1 to {node}"
 
 
+def test_admin_access_needs_the_namespace_label_at_scheduling_time(client: httpx.Client, ns: str, scheduler: Worker) -> None:
+    topo = Topo(client, nodes=1, devices=1)
+    label = "resource.kubernetes.io/admin-access"
+    namespace = client.get(f"/api/v1/namespaces/{ns}").json()
+    namespace["metadata"].setdefault("labels", {})[label] = "true"
+    assert client.put(f"/api/v1/namespaces/{ns}", json=namespace).status_code == 200
+    body = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "admin"},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": topo.klass, "adminAccess": True}}]}}}
+    assert client.post(f"{RESOURCE}/namespaces/{ns}/resourceclaims", json=body).status_code == 201
+    # The label goes after the claim was admitted: the scheduler checks it again, as upstream's allocator does.
+    patch = {"metadata": {"labels": {label: None}}}
+    assert client.patch(f"/api/v1/namespaces/{ns}", json=patch, headers={"Content-Type": "application/merge-patch+json"}).status_code == 200
+    topo.pod(ns, "p", [{"name": "gpu", "resourceClaimName": "admin"}])
+    c = eventually(lambda: (condition(client, ns, "p") or {}).get("reason") == "Unschedulable" and condition(client, ns, "p"), what="p unschedulable")
+    assert f'admin access requires the namespace {ns} to be labelled {label}="true"' in c["message"]
+    # Labelled again: the namespace change requeues the pod, and it is scheduled.
+    assert client.patch(f"/api/v1/namespaces/{ns}", json={"metadata": {"labels": {label: "true"}}},
+                        headers={"Content-Type": "application/merge-patch+json"}).status_code == 200
+    eventually(lambda: node_of(client, ns, "p"), what="p bound")
+
+
 def test_template_claim_waits_for_controller_then_binds(client: httpx.Client, ns: str, scheduler: Worker) -> None:
     topo = Topo(client, nodes=1, devices=1)
     topo.template(ns, "tpl")
