@@ -32,7 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--feature-gates", default=os.environ.get("DRA_FEATURE_GATES", ""), help="Gate=true|false,... (DRA_FEATURE_GATES)")
     parser.add_argument("--log-level", default=os.environ.get("DRA_LOG_LEVEL", "info"), help="debug, info, warning, error (DRA_LOG_LEVEL)")
     parser.add_argument("--health-port", type=int, default=int(os.environ.get("DRA_HEALTH_PORT", "0")), help="serve /healthz here; 0: off")
-    parser.add_argument("--workers", type=int, default=4, help="concurrent syncs")
+    parser.add_argument("--workers", type=int, default=16, help="concurrent syncs (each waits on API round trips, so more than cores)")
+    parser.add_argument("--qps", type=float, default=0, help="client-side rate limit for API requests; 0: none")
     parser.add_argument("--identity", default="", help="leader election identity (default: host_pid_random)")
     parser.add_argument("--lease-duration", type=float, default=15.0, help="seconds a standby waits before taking over")
     parser.add_argument("--no-leader-elect", action="store_true", help="run without leader election")
@@ -66,7 +67,7 @@ def new_controllers(client: KubeClient, args: argparse.Namespace, gates: Feature
 
 async def run(args: argparse.Namespace, gates: FeatureGates) -> None:
     """Run until SIGTERM/SIGINT."""
-    client = KubeClient(args.server, user_agent="dra-controller/0.1", qps=200)
+    client = KubeClient(args.server, user_agent="dra-controller/0.1", qps=args.qps or None)
     health = await serve_health(args.health_port) if args.health_port else None
     loop = asyncio.get_running_loop()
     main = asyncio.current_task()
