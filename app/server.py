@@ -339,7 +339,7 @@ def create_fastapi_app(settings: Settings) -> FastAPI:
                 if "deletecollection" not in strategy.verbs:
                     raise errors.method_not_allowed()
                 raw = await bodies.read_body(request, limit)
-                dopts = DeleteOptions.parse(params, bodies.decode_json(raw, "DeleteOptions") if raw.strip() else None)
+                dopts = DeleteOptions.parse(params, bodies.decode_delete_options(raw, headers.get("content-type")))
                 opts = ListOptions.parse(params)
                 deleted, meta = await registry.delete_collection(strategy, target.namespace, opts, dopts)
                 return json_response(list_bytes(strategy, deleted, meta))
@@ -384,7 +384,7 @@ def create_fastapi_app(settings: Settings) -> FastAPI:
             if sub:
                 raise errors.method_not_allowed()
             raw = await bodies.read_body(request, limit)
-            dopts = DeleteOptions.parse(params, bodies.decode_json(raw, "DeleteOptions") if raw.strip() else None)
+            dopts = DeleteOptions.parse(params, bodies.decode_delete_options(raw, headers.get("content-type")))
             outcome = await registry.delete(strategy, ns, name, dopts)
             if outcome.deleted_now and not strategy.return_deleted_object:
                 return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": outcome.details})

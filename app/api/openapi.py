@@ -5,7 +5,8 @@ Schemas come from the official v1.37 definitions that ``kubernetes-validate`` sh
 generated from the served kinds. kubectl needs, per kind, a PATCH operation carrying
 the kind's ``x-kubernetes-group-version-kind`` (an object) and a ``fieldValidation``
 query parameter, or it falls back to protobuf ``/openapi/v2`` and fails
-(client-compat.md §3). Documents are built once, then served from cached bytes.
+(client-compat.md §3). Create, patch and delete bodies carry an ``example`` that the server
+accepts (see "request body examples"). Documents are built once, then served from cached bytes.
 
 The returned dicts are shared caches: callers must not mutate them.
 """
@@ -68,6 +69,70 @@ _JSON_PATCH_SCHEMA: Obj = {
 }
 
 _SECURITY_DESCRIPTION = "Bearer Token authentication"
+
+
+# ---- request body examples ---------------------------------------------------------
+# One minimal object per kind that the server accepts on create, any number of times
+# (``generateName``) and in any namespace (except the Event: an Event must name its involved
+# object's namespace, so this one is for ``default``), so that clients and fuzzers
+# (schemathesis mixes examples into what it generates) reach the states behind a successful
+# create. tests/api/test_openapi_examples.py creates every one of them.
+
+_EXAMPLE_METADATA: Obj = {"generateName": "example-"}
+_EXAMPLE_REQUESTS: Obj = {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}
+_CREATE_EXAMPLES: dict[tuple[str, str, str], Obj] = {
+    ("", "v1", "Namespace"): {},
+    ("", "v1", "Node"): {},
+    ("", "v1", "Pod"): {"spec": {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]}},
+    ("", "v1", "Event"): {
+        "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": "default", "name": "example"},
+        "reason": "Example",
+        "message": "an example event",
+        "type": "Normal",
+        "source": {"component": "example"},
+    },
+    ("resource.k8s.io", "v1", "DeviceClass"): {
+        "spec": {"selectors": [{"cel": {"expression": 'device.driver == "gpu.example.com"'}}]}
+    },
+    ("resource.k8s.io", "v1", "ResourceClaim"): {"spec": {"devices": _EXAMPLE_REQUESTS}},
+    ("resource.k8s.io", "v1", "ResourceClaimTemplate"): {"spec": {"spec": {"devices": _EXAMPLE_REQUESTS}}},
+    ("resource.k8s.io", "v1", "ResourceSlice"): {
+        "spec": {
+            "driver": "gpu.example.com",
+            "pool": {"name": "example", "generation": 1, "resourceSliceCount": 1},
+            "allNodes": True,
+            "devices": [{"name": "gpu-0"}],
+        }
+    },
+    ("resource.k8s.io", "v1", "DeviceTaintRule"): {
+        "spec": {
+            "deviceSelector": {"driver": "gpu.example.com"},
+            "taint": {"key": "example.com/maintenance", "effect": "NoSchedule"},
+        }
+    },
+    ("coordination.k8s.io", "v1", "Lease"): {"spec": {"holderIdentity": "example", "leaseDurationSeconds": 15}},
+}
+# Valid for every kind and subresource: labels (ignored by status updates, which still succeed).
+_MERGE_PATCH_EXAMPLE: Obj = {"metadata": {"labels": {"example": "true"}}}
+_JSON_PATCH_EXAMPLE: list[Obj] = [{"op": "add", "path": "/metadata/labels", "value": {"example": "true"}}]
+_DELETE_OPTIONS_EXAMPLE: Obj = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
+
+
+def create_example(group: str, version: str, kind: str) -> Obj | None:
+    """A minimal object of the kind that creating succeeds for (``generateName``), or None when there is none."""
+    body = _CREATE_EXAMPLES.get((group, version, kind))
+    if body is None:
+        return None
+    api_version = f"{group}/{version}" if group else version
+    return {"apiVersion": api_version, "kind": kind, "metadata": dict(_EXAMPLE_METADATA), **copy.deepcopy(body)}
+
+
+def _patch_example(content_type: str) -> Any:
+    if content_type == JSON_PATCH:
+        return copy.deepcopy(_JSON_PATCH_EXAMPLE)
+    if content_type in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
+        return copy.deepcopy(_MERGE_PATCH_EXAMPLE)
+    return None  # an apply patch must name the object it applies to
 
 
 # ---- official schemas ----------------------------------------------------------
@@ -314,6 +379,7 @@ class _Body:
     schema: str
     required: bool
     patch: bool = False
+    example: Obj | None = None
 
 
 @dataclass(frozen=True)
@@ -365,11 +431,15 @@ def _ok(schema: str, *codes: str, watch: bool = False) -> dict[str, _Response]:
 
 
 def _delete_responses(strategy: KindStrategy, obj: str) -> dict[str, _Response]:
-    """200 once the object is gone, 202 while finalizers or a grace period keep it (with the object)."""
+    """The deleted object, or the object as it is while finalizers or a grace period keep it.
+
+    Kinds that do not return the deleted object answer 200 with a Status once it is gone, and, as
+    upstream, 200 with the object while finalizers or a grace period keep it (after
+    ``propagationPolicy=Orphan``, say). Swagger 2.0 shows only the first, Status, as upstream's does.
+    """
     if strategy.return_deleted_object:
         return _ok(obj, "200", "202")
-    # Kinds that do not return the deleted object answer a Status once it is gone.
-    return {"200": _Response("OK", (STATUS,)), **_ok(obj, "202")}
+    return {"200": _Response("OK", (STATUS, obj)), **_ok(obj, "202")}
 
 
 def _kind_paths(strategy: KindStrategy) -> dict[str, _PathItem]:
@@ -435,7 +505,7 @@ def _kind_paths(strategy: KindStrategy) -> dict[str, _PathItem]:
             "post",
             f"create a {kind}",
             _WRITE_PARAMS,
-            _Body(obj, True),
+            _Body(obj, True, example=create_example(group, version, kind)),
             _ok(obj, "200", "201", "202"),
         )
     if "deletecollection" in verbs:
@@ -445,7 +515,7 @@ def _kind_paths(strategy: KindStrategy) -> dict[str, _PathItem]:
             "deletecollection",
             f"delete collection of {kind}",
             _DELETECOLLECTION_PARAMS,
-            _Body(DELETE_OPTIONS, False),
+            _Body(DELETE_OPTIONS, False, example=_DELETE_OPTIONS_EXAMPLE),
             {"200": _Response("OK", (STATUS, obj_list))},
             infix="Collection",
         )
@@ -481,7 +551,7 @@ def _kind_paths(strategy: KindStrategy) -> dict[str, _PathItem]:
             "delete",
             f"delete a {kind}",
             _DELETE_PARAMS,
-            _Body(DELETE_OPTIONS, False),
+            _Body(DELETE_OPTIONS, False, example=_DELETE_OPTIONS_EXAMPLE),
             _delete_responses(strategy, obj),
         )
     paths[f"{collection_path}/{{name}}"] = item
@@ -627,8 +697,15 @@ def _v3_operation(operation: _Operation) -> Obj:
                 ct: {"schema": copy.deepcopy(_JSON_PATCH_SCHEMA) if ct == JSON_PATCH else _v3_ref(body.schema)}
                 for ct in PATCH_CONTENT_TYPES
             }
+            for ct, media in content.items():
+                example = _patch_example(ct)
+                if example is not None:
+                    media["example"] = example
         else:
             content = {ct: {"schema": _v3_ref(body.schema)} for ct in _BODY_CONTENT_TYPES}
+            if body.example is not None:
+                for media in content.values():
+                    media["example"] = copy.deepcopy(body.example)
         out["requestBody"] = {"content": content, "required": body.required}
     responses = {code: _v3_response(r) for code, r in operation.responses.items()}
     responses["default"] = _v3_status_default()

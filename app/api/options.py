@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -26,21 +27,32 @@ def parse_bool(params: Mapping[str, str], name: str) -> bool:
     raise bad_request(f'invalid value for {name}: strconv.ParseBool: parsing "{value}": invalid syntax')
 
 
+_GO_INT = re.compile(r"[+-]?[0-9]+")
+_INT64_LIMIT = 1 << 63
+
+
 def parse_int(params: Mapping[str, str], name: str) -> int | None:
+    """Go's strconv.ParseInt(value, 10, 64): ASCII digits with an optional sign, in int64 range.
+
+    Python's int() is laxer (spaces, "1_000", other scripts' digits, any size), and an unbounded
+    number once reached a timedelta and failed there with a 500.
+    """
     value = params.get(name)
     if value is None or value == "":
         return None
-    try:
-        return int(value)
-    except ValueError:
-        raise bad_request(f'invalid value for {name}: strconv.ParseInt: parsing "{value}": invalid syntax') from None
+    if not _GO_INT.fullmatch(value):
+        raise bad_request(f'invalid value for {name}: strconv.ParseInt: parsing "{value}": invalid syntax')
+    number = int(value)
+    if not -_INT64_LIMIT <= number < _INT64_LIMIT:
+        raise bad_request(f'invalid value for {name}: strconv.ParseInt: parsing "{value}": value out of range')
+    return number
 
 
 def parse_resource_version(value: str | None) -> int | None:
     """``None`` for unset or empty; the number otherwise; 400 for anything else."""
     if value is None or value == "":
         return None
-    if not value.isdigit():
+    if not (value.isascii() and value.isdigit()):  # str.isdigit() is also true for "²", which int() refuses
         raise bad_request(f'invalid resource version "{value}": resource version must be a non-negative integer')
     return int(value)
 

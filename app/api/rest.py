@@ -215,8 +215,10 @@ class Registry:
         remaining = 0
         index = 0
         if start_key:
-            # Keys are "namespace/name"; resume after the last one sent.
-            while index < len(rows) and f"{rows[index][0]}/{rows[index][1]}" <= start_key:
+            # Keys are "namespace/name"; resume after the last one sent. Compare (namespace, name) as the
+            # rows are sorted: as strings, "a/x" sorts after "a-b/x" and the list would start over forever.
+            start = tuple(start_key.split("/", 1))
+            while index < len(rows) and (rows[index][0], rows[index][1]) <= start:
                 index += 1
         for position in range(index, len(rows)):
             _ns, _name, stored = rows[position]
@@ -667,7 +669,10 @@ class Registry:
             blocked = strategy.blocks_deletion(new)
             if grace > 0 or blocked:
                 if not new_meta.get("deletionTimestamp") or grace > 0:
-                    when = datetime.now(UTC) + timedelta(seconds=grace)
+                    try:
+                        when = datetime.now(UTC) + timedelta(seconds=grace)
+                    except OverflowError:  # a grace period of millennia: the latest time RFC 3339 can say
+                        when = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)
                     new_meta["deletionTimestamp"] = when.strftime("%Y-%m-%dT%H:%M:%SZ")
                 new_meta["deletionGracePeriodSeconds"] = grace
                 if new_meta.get("generation") is not None and not meta.get("deletionTimestamp"):
