@@ -86,6 +86,7 @@ class Store:
         self._queue: asyncio.Queue[WriteOp] = asyncio.Queue()
         self._apply_lock = asyncio.Lock()
         self._poll_wakeup = asyncio.Event()
+        self._own_committed = 0  # newest revision this process's writer committed (or is committing)
         self._tasks: list[asyncio.Task[None]] = []
         self._writer_conn: AsyncConnection | None = None
         self._listen_conn: Any = None
@@ -146,7 +147,9 @@ class Store:
 
     def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
         # Our own commits notify us too; only a revision the cache lacks needs a poll.
-        if not payload.isdigit() or int(payload) > self.cache.revision:
+        # The notification of our own commit can arrive before the writer has applied it to the
+        # cache; the writer catches up on anything older itself (see _finish_commit).
+        if not payload.isdigit() or int(payload) > max(self.cache.revision, self._own_committed):
             self._poll_wakeup.set()
 
     async def _listen(self) -> None:
@@ -215,6 +218,20 @@ class Store:
         """
         conn = await self._pg_connection()
         now = time.time()
+        own_before = self._own_committed
+        try:
+            committed, failed, base, revision = await self._pg_transaction(conn, batch, now)
+        except BaseException:
+            # Nothing of ours committed: a notification up to that revision is another replica's.
+            self._own_committed = own_before
+            self._poll_wakeup.set()
+            raise
+        await self._finish_commit(base, revision, committed, failed)
+
+    async def _pg_transaction(
+        self, conn: Any, batch: list[WriteOp], now: float
+    ) -> tuple[list[tuple[WriteOp, Event]], list[tuple[WriteOp, StorageError]], int, int]:
+        """(committed, failed, base revision, new revision) of one batch's transaction."""
         async with conn.transaction():
             base = int(await conn.fetchval("SELECT current_revision FROM revision_state WHERE id = 1 FOR UPDATE"))
             raws: list[bytes] = []
@@ -257,9 +274,10 @@ class Store:
                 )
                 # One notification per group commit, not per write: NOTIFY serialises commits.
                 await conn.execute(_PG_ADVANCE, revision, NOTIFY_CHANNEL, str(revision))
+                self._own_committed = max(self._own_committed, revision)
         committed = [(batch[i], Event(base + i + 1, batch[i].type, batch[i].resource, batch[i].namespace, batch[i].name, StoredObject(batch[i].obj, base + i + 1, raws[i]))) for i in done]
         failed: list[tuple[WriteOp, StorageError]] = [(op, KeyExists() if op.type == ADDED else RevisionMismatch()) for i, op in enumerate(batch) if i not in succeeded]
-        await self._finish_commit(base, revision, committed, failed)
+        return committed, failed, base, revision
 
     async def _reset_writer_connection(self) -> None:
         if self._pg_writer is not None:
