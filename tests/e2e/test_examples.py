@@ -19,11 +19,10 @@ import pytest
 import yaml
 
 from app.testing.server import REPO_ROOT, ServerProcess
-from tests.workers.test_scheduler import Worker
+from tests.processes import Worker, eventually
 
 EXAMPLES = Path(REPO_ROOT) / "examples"
 RESOURCE = "/apis/resource.k8s.io/v1"
-TIMEOUT = 30.0
 
 CLASSES = ["gpu-deviceclass.yaml", "nic-deviceclass.yaml", "gpu-partition-deviceclass.yaml"]
 
@@ -55,16 +54,6 @@ def apply(client: httpx.Client, name: str) -> list[dict[str, Any]]:
         response = client.post(path_for(doc), json=doc)
         assert response.status_code in (201, 409), f"{name}: {doc['kind']} {doc['metadata']['name']}: {response.text}"
     return docs
-
-
-def eventually(check: Callable[[], Any], what: str, timeout: float = TIMEOUT) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        assert time.monotonic() < deadline, f"{what} not met in {timeout}s"
-        time.sleep(0.1)
 
 
 @pytest.fixture(scope="module")

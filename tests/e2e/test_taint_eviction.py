@@ -8,7 +8,6 @@ goes with it, the other pod keeps running, and the rule's status reports the evi
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,21 +17,10 @@ import pytest
 import yaml
 
 from app.testing.server import REPO_ROOT, ServerProcess
-from tests.workers.test_scheduler import Worker
+from tests.processes import Worker, eventually
 
 RESOURCE = "/apis/resource.k8s.io/v1"
-TIMEOUT = 30.0
 NS = "taints"
-
-
-def eventually(check: Callable[[], Any], what: str, timeout: float = TIMEOUT) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        assert time.monotonic() < deadline, f"{what}: not met in {timeout}s"
-        time.sleep(0.1)
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from app.testing.server import REPO_ROOT, ServerProcess, stop_process
+from tests.processes import eventually
 
 RESOURCE = "/apis/resource.k8s.io/v1"
 
@@ -44,17 +45,6 @@ def controller(server: ServerProcess, tmp_path_factory: pytest.TempPathFactory) 
     proc = ControllerProcess(server.url, tmp_path_factory.mktemp("controller") / "controller.log").start()
     yield proc
     proc.stop()
-
-
-def eventually(check: Callable[[], Any], timeout: float = 15.0) -> Any:
-    """Poll until ``check()`` returns something truthy; return it."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
 
 
 def _template(name: str) -> dict[str, Any]:

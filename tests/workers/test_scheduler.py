@@ -8,7 +8,6 @@ scoped, so messages are checked against the live node count.
 from __future__ import annotations
 
 import collections
-import signal
 import subprocess
 import sys
 import time
@@ -20,34 +19,11 @@ from typing import Any
 import httpx
 import pytest
 
-from app.testing.server import REPO_ROOT, ServerProcess, stop_process
+from app.testing.server import REPO_ROOT, ServerProcess
+from tests.processes import Worker, eventually
 
 RESOURCE = "/apis/resource.k8s.io/v1"
 TIMEOUT = 20.0
-
-
-class Worker:
-    """``python -m <module>`` with its log in a file."""
-
-    def __init__(self, module: str, args: list[str], log_path: Path) -> None:
-        self.module = module
-        self.args = args
-        self.log_path = log_path
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> Worker:
-        log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
-        self.process = subprocess.Popen([sys.executable, "-m", self.module, *self.args], cwd=REPO_ROOT, stdout=log, stderr=log)
-        log.close()
-        return self
-
-    def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait()
-
-    def stop(self) -> None:
-        stop_process(self.process)
 
 
 @pytest.fixture(scope="module")
@@ -84,17 +60,6 @@ def ns(client: httpx.Client) -> str:
     name = f"t-{uuid.uuid4().hex[:8]}"
     assert client.post("/api/v1/namespaces", json={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}).status_code == 201
     return name
-
-
-def eventually(check: Callable[[], Any], timeout: float = TIMEOUT, what: str = "condition") -> Any:
-    """Poll until ``check()`` returns something truthy; return it."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        assert time.monotonic() < deadline, f"{what} not met in time"
-        time.sleep(0.05)
 
 
 # ---------------------------------------------------------------- objects

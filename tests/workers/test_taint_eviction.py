@@ -18,6 +18,7 @@ import pytest
 
 from app.kube.timeutil import parse_time
 from app.testing.server import ServerProcess
+from tests.processes import eventually
 from tests.workers.test_controller import ControllerProcess
 
 RESOURCE = "/apis/resource.k8s.io/v1"
@@ -30,17 +31,6 @@ def controller(server: ServerProcess, tmp_path_factory: pytest.TempPathFactory) 
     proc = ControllerProcess(server.url, log, "--device-taint-rule-status-period", STATUS_PERIOD).start()
     yield proc
     proc.stop()
-
-
-def eventually(check: Callable[[], Any], what: str, timeout: float = 20.0) -> Any:
-    """Poll until ``check()`` returns something truthy; return it."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        assert time.monotonic() < deadline, f"{what}: not met in {timeout}s"
-        time.sleep(0.05)
 
 
 def now_seconds() -> str:

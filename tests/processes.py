@@ -1,0 +1,51 @@
+"""Helpers for tests that run real processes: worker subprocesses and polling with a deadline."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from app.testing.server import REPO_ROOT, stop_process
+
+DEFAULT_TIMEOUT = 30.0
+
+
+def eventually(check: Callable[[], Any], what: str = "condition", timeout: float = DEFAULT_TIMEOUT, interval: float = 0.05) -> Any:
+    """Poll until ``check()`` returns something truthy and return it; fail naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        assert time.monotonic() < deadline, f"{what}: not met in {timeout}s"
+        time.sleep(interval)
+
+
+class Worker:
+    """``python -m <module> <args>`` with its output in a log file."""
+
+    def __init__(self, module: str, args: list[str], log_path: Path) -> None:
+        self.module = module
+        self.args = args
+        self.log_path = log_path
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Worker:
+        log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
+        self.process = subprocess.Popen([sys.executable, "-m", self.module, *self.args], cwd=REPO_ROOT, stdout=log, stderr=log)
+        log.close()
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait()
+
+    def stop(self) -> None:
+        stop_process(self.process)
