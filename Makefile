@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PORT ?= 6443
 DATABASE_URL ?= sqlite:///./data/dra.sqlite
 
-.PHONY: venv run test lint typecheck fuzz bench bench-scheduler clean
+.PHONY: venv run test lint typecheck fuzz bench bench-scheduler bench-simulator clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,9 @@ bench: venv
 
 bench-scheduler: venv
 	$(BIN)/python -m bench.scheduler
+
+bench-simulator: venv
+	$(BIN)/python -m bench.simulator
 
 clean:
 	rm -rf $(VENV) data build *.egg-info

@@ -14,6 +14,7 @@ from app.kube.client import KubeClient
 from app.kube.features import FeatureGateError, FeatureGates
 from app.kube.health import serve_health
 from app.kube.logs import setup_logging
+from app.kube.transport import LeanTransport
 from kubeletsim.profiles import ProfileError, available_profiles, load_profiles
 from kubeletsim.simulator import Settings, Simulator
 
@@ -36,6 +37,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--node-prefix", default="sim-", help="node names are <prefix>0 .. <prefix>N-1 (default sim-)")
     parser.add_argument(
+        "--max-pods",
+        type=int,
+        default=int(os.environ.get("DRA_MAX_PODS", "110")),
+        help="pods one node can run, the nodes' `pods` capacity, as the kubelet's flag (default 110; env DRA_MAX_PODS)",
+    )
+    parser.add_argument(
         "--feature-gates",
         default=os.environ.get("DRA_FEATURE_GATES", ""),
         help="feature gates in upstream syntax, e.g. DRAReservedForWorkloads=true (env DRA_FEATURE_GATES)",
@@ -43,7 +50,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--lease-interval", type=float, default=10.0, help="seconds between node Lease renewals (default 10)")
     parser.add_argument("--node-status-interval", type=float, default=60.0, help="seconds between node status heartbeats (default 60)")
     parser.add_argument("--resync-interval", type=float, default=30.0, help="seconds between full re-checks (default 30)")
-    parser.add_argument("--workers", type=int, default=16, help="concurrent reconcilers (default 16)")
+    parser.add_argument("--workers", type=int, default=64, help="concurrent pod/node reconcilers (default 64)")
+    parser.add_argument(
+        "--heartbeat-concurrency",
+        type=int,
+        default=0,
+        help="Lease renewals (and node status heartbeats) in flight at once (default 0: scaled to the node count)",
+    )
     parser.add_argument("--qps", type=float, default=0.0, help="client-side request rate limit (0 = none)")
     parser.add_argument("--healthz-port", type=int, default=0, help="serve GET /healthz on this port (0 = off)")
     parser.add_argument("--log-level", default=os.environ.get("DRA_LOG_LEVEL", "info"), choices=["debug", "info", "warning", "error"])
@@ -61,8 +74,12 @@ async def run(args: argparse.Namespace) -> None:
         node_status_interval=args.node_status_interval,
         resync_interval=args.resync_interval,
         workers=args.workers,
+        heartbeat_concurrency=args.heartbeat_concurrency,
+        max_pods=args.max_pods,
     )
-    async with KubeClient(args.server, user_agent="kubeletsim/0.1", qps=args.qps or None) as client:
+    # Keep a connection per request that may be in flight, so a busy simulator does not reconnect.
+    transport = LeanTransport(max_idle_per_host=settings.connections())
+    async with KubeClient(args.server, user_agent="kubeletsim/0.1", qps=args.qps or None, transport=transport) as client:
         simulator = Simulator(client, profile, settings, gates)
         main = asyncio.current_task()
         loop = asyncio.get_running_loop()
@@ -78,6 +95,8 @@ async def run(args: argparse.Namespace) -> None:
                 "profile": profile.name,
                 "drivers": list(profile.driver_names),
                 "prefix": args.node_prefix,
+                "maxPods": args.max_pods,
+                "declaredFeatures": simulator.declared_features,
             },
         )
         try:
@@ -97,6 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("httpx").setLevel(logging.WARNING)
     if args.nodes < 0:
         log.error("--nodes must not be negative")
+        return 2
+    if args.max_pods < 1:
+        log.error("--max-pods must be at least 1")
         return 2
     try:
         load_profiles(args.profile)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from app.kube.timeutil import now_micro, now_rfc3339
@@ -20,6 +22,9 @@ LEASE_DURATION_SECONDS = 40
 KUBELET_VERSION = "v1.37.0"
 
 CAPACITY = {"cpu": "32", "memory": "256Gi", "pods": "110", "ephemeral-storage": "1Ti"}
+DEFAULT_MAX_PODS = 110  # the kubelet's --max-pods default
+# Pod addresses: node i gets the i-th block of 10.64.0.0/10, a /24 unless --max-pods needs more.
+POD_NETWORK = ipaddress.IPv4Network("10.64.0.0/10")
 
 
 def node_ip(index: int) -> str:
@@ -28,14 +33,36 @@ def node_ip(index: int) -> str:
     return f"172.{16 + (n >> 16)}.{(n >> 8) & 255}.{n & 255}"
 
 
-def pod_cidr_base(index: int) -> str:
-    """The first three octets of node ``index``'s /24 pod range (10.64.0.0/10)."""
-    return f"10.{64 + (index >> 8)}.{index & 255}"
+def _pod_block_bits(max_pods: int) -> int:
+    """Host bits of a node's pod range: 8 (a /24, upstream's default node CIDR size), or enough for
+    ``max_pods`` addresses besides the network, the gateway (.1) and the broadcast address."""
+    return max(8, (max_pods + 2).bit_length())
 
 
-def pod_ip(index: int, host: int) -> str:
-    """Pod address ``host`` (2..254) in node ``index``'s pod range."""
-    return f"{pod_cidr_base(index)}.{host}"
+def pod_cidr(index: int, max_pods: int = DEFAULT_MAX_PODS) -> ipaddress.IPv4Network:
+    """Node ``index``'s pod range (10.64.0.0/24 for node 0, 10.64.1.0/24 for node 1, ... by default)."""
+    bits = _pod_block_bits(max_pods)
+    return ipaddress.IPv4Network((int(POD_NETWORK.network_address) + (index << bits), 32 - bits))
+
+
+def max_host(max_pods: int = DEFAULT_MAX_PODS) -> int:
+    """The highest host number a pod address may have in a node's range (254 in a /24)."""
+    return (1 << _pod_block_bits(max_pods)) - 2
+
+
+def pod_ip(index: int, host: int, max_pods: int = DEFAULT_MAX_PODS) -> str:
+    """Pod address ``host`` (2 .. :func:`max_host`) in node ``index``'s pod range."""
+    return str(pod_cidr(index, max_pods).network_address + host)
+
+
+def pod_host(index: int, ip: str | None, max_pods: int = DEFAULT_MAX_PODS) -> int | None:
+    """The host number of ``ip`` in node ``index``'s pod range, or None when it is not in it."""
+    try:
+        address = ipaddress.IPv4Address(ip or "")
+    except ValueError:
+        return None
+    network = pod_cidr(index, max_pods)
+    return int(address) - int(network.network_address) if address in network else None
 
 
 def _stable_id(node: str, what: str) -> str:
@@ -65,11 +92,26 @@ def node_conditions(now: str | None = None, transition: dict[str, str] | None = 
     ]
 
 
-def node_status(name: str, index: int, now: str | None = None, transition: dict[str, str] | None = None) -> Obj:
-    """The status a kubelet reports for a simulated node."""
+def node_status(
+    name: str,
+    index: int,
+    now: str | None = None,
+    transition: dict[str, str] | None = None,
+    *,
+    max_pods: int = DEFAULT_MAX_PODS,
+    declared_features: Sequence[str] = (),
+) -> Obj:
+    """The status a kubelet reports for a simulated node.
+
+    ``declared_features``: the node's ``status.declaredFeatures`` (gated features this kubelet
+    supports, which the scheduler checks, e.g. DRANodeAllocatableResources); None when there are
+    none, so a merge patch removes a list an earlier run declared.
+    """
+    capacity = {**CAPACITY, "pods": str(max_pods)}
     return {
-        "capacity": dict(CAPACITY),
-        "allocatable": dict(CAPACITY),
+        "capacity": dict(capacity),
+        "allocatable": dict(capacity),
+        "declaredFeatures": sorted(declared_features) or None,
         "conditions": node_conditions(now, transition),
         "addresses": [{"type": "InternalIP", "address": node_ip(index)}, {"type": "Hostname", "address": name}],
         "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
@@ -88,9 +130,14 @@ def node_status(name: str, index: int, now: str | None = None, transition: dict[
     }
 
 
-def build_node(name: str, index: int, profile_name: str) -> Obj:
+def build_node(
+    name: str, index: int, profile_name: str, *, max_pods: int = DEFAULT_MAX_PODS, declared_features: Sequence[str] = ()
+) -> Obj:
     """A Node object as a kubelet registers it."""
-    base = pod_cidr_base(index)
+    cidr = str(pod_cidr(index, max_pods))
+    status = node_status(name, index, max_pods=max_pods, declared_features=declared_features)
+    if status["declaredFeatures"] is None:
+        del status["declaredFeatures"]
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -107,8 +154,8 @@ def build_node(name: str, index: int, profile_name: str) -> Obj:
             },
             "annotations": {SIMULATED_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"},
         },
-        "spec": {"podCIDR": f"{base}.0/24", "podCIDRs": [f"{base}.0/24"], "providerID": f"kubeletsim://{name}"},
-        "status": node_status(name, index),
+        "spec": {"podCIDR": cidr, "podCIDRs": [cidr], "providerID": f"kubeletsim://{name}"},
+        "status": status,
     }
 
 

@@ -12,6 +12,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.kube.labels import node_selector_matches
+from app.kube.pods import (
+    HUGEPAGES_PREFIX,
+    container_claim_amounts,
+    pod_level_resources,
+    pod_limits,
+    pod_requests,
+    quantity_fraction,
+    resource_list,
+)
 
 Obj = dict[str, Any]
 
@@ -258,12 +267,89 @@ def _terminated(c: Obj, pod: Obj, started: str, finished: str, exit_code: int) -
     }
 
 
+def _requirements(c: Obj, kind: str) -> Obj:
+    raw = (c.get("resources") or {}).get(kind)
+    return dict(raw) if isinstance(raw, dict) else {}
+
+
+@dataclass
+class ResourceReport:
+    """What a kubelet reports about a pod's resources once it admitted the pod (KEP-5517 "Pod Status Updates").
+
+    ``pod``: the pod-level status fields. ``allocatedResources`` is the pod's effective requests
+    without the pod overhead: pod-level requests where set, else the containers' requests plus
+    everything its claims charge. ``resources`` (the pod cgroup's requests and limits) is reported
+    when the pod sets pod-level resources or its claims charge node allocatable resources; its
+    limits include the claims' amounts (for resources that have a limit).
+    ``allocated`` / ``actual``: per container, ``allocatedResources`` (the spec's requests, never
+    anything from claims) and ``resources`` (requests as in the spec; limits = the spec's limit,
+    or the pod-level one, plus what the claims the container references charge).
+    """
+
+    pod: Obj = field(default_factory=dict)
+    allocated: dict[str, Obj] = field(default_factory=dict)
+    actual: dict[str, Obj] = field(default_factory=dict)
+
+
+def resource_report(pod: Obj, *, node_allocatable: bool = True) -> ResourceReport:
+    """The resource fields of ``pod``'s status; ``node_allocatable``: DRANodeAllocatableResources is on."""
+    report = ResourceReport()
+    requests = pod_requests(pod, node_allocatable=node_allocatable, overhead=False)
+    if requests:
+        report.pod["allocatedResources"] = resource_list(requests)
+    uses_claims = node_allocatable and bool((pod.get("status") or {}).get("nodeAllocatableResourceClaimStatuses"))
+    pod_level_limits = pod_level_resources(pod, "limits")
+    if uses_claims or pod_level_limits or pod_level_resources(pod, "requests"):
+        limits = pod_limits(pod, node_allocatable=node_allocatable, overhead=False)
+        report.pod["resources"] = {k: v for k, v in (("requests", resource_list(requests)), ("limits", resource_list(limits))) if v}
+    init, containers = _containers(pod)
+    for c in [*init, *containers]:
+        name = c.get("name", "")
+        own_requests, own_limits = _requirements(c, "requests"), _requirements(c, "limits")
+        if own_requests:
+            report.allocated[name] = own_requests
+        limits = {k: quantity_fraction(v) for k, v in own_limits.items()}
+        for resource, amount in pod_level_limits.items():
+            limits.setdefault(resource, amount)
+        extra = container_claim_amounts(pod, name) if node_allocatable else {}
+        changed = {r for r, amount in extra.items() if amount and (r in limits or r.startswith(HUGEPAGES_PREFIX))}
+        for resource in changed:
+            limits[resource] = limits.get(resource, quantity_fraction(0)) + extra[resource]
+        # The spec's own strings where nothing was added, as the runtime would echo them back.
+        reported = dict(own_limits)
+        for resource, text in resource_list(limits).items():
+            if resource in changed or resource not in own_limits:
+                reported[resource] = text
+        actual = {k: v for k, v in (("requests", own_requests), ("limits", reported)) if v}
+        if actual:
+            report.actual[name] = actual
+    return report
+
+
+def _with_resources(status: Obj, report: ResourceReport | None, *, running: bool) -> Obj:
+    """Add the report's fields to the container statuses (by name) and the pod status."""
+    if report is None:
+        return status
+    for key in ("initContainerStatuses", "containerStatuses"):
+        for entry in status.get(key) or []:
+            name = entry.get("name", "")
+            if name in report.allocated:
+                entry["allocatedResources"] = report.allocated[name]
+            if running and name in report.actual:
+                entry["resources"] = report.actual[name]
+    status.update({k: v for k, v in report.pod.items() if running or k == "allocatedResources"})
+    return status
+
+
 def _is_sidecar(c: Obj) -> bool:
     return c.get("restartPolicy") == "Always"
 
 
-def pending_status(pod: Obj, host_ip: str, message: str, now: str) -> Obj:
-    """Status of a pod that waits for its resources: Pending, containers ContainerCreating."""
+def pending_status(pod: Obj, host_ip: str, message: str, now: str, report: ResourceReport | None = None) -> Obj:
+    """Status of a pod that waits for its resources: Pending, containers ContainerCreating.
+
+    ``report``: the pod was admitted with these resources (allocatedResources are reported).
+    """
     init, containers = _containers(pod)
     names = ", ".join(c.get("name", "") for c in containers)
 
@@ -294,11 +380,11 @@ def pending_status(pod: Obj, host_ip: str, message: str, now: str) -> Obj:
     }
     if init:
         status["initContainerStatuses"] = [waiting(c) for c in init]
-    return status
+    return _with_resources(status, report, running=False)
 
 
-def running_status(pod: Obj, host_ip: str, pod_ip: str, now: str) -> Obj:
-    """Status of a started pod: Running, every container running and ready."""
+def running_status(pod: Obj, host_ip: str, pod_ip: str, now: str, report: ResourceReport | None = None) -> Obj:
+    """Status of a started pod: Running, every container running and ready (with ``report``'s resource fields)."""
     init, containers = _containers(pod)
     conditions = [
         _condition("PodReadyToStartContainers", "True", now),
@@ -319,7 +405,7 @@ def running_status(pod: Obj, host_ip: str, pod_ip: str, now: str) -> Obj:
         status["initContainerStatuses"] = [
             _running(c, pod, now) if _is_sidecar(c) else {**_terminated(c, pod, now, now, 0), "ready": True} for c in init
         ]
-    return status
+    return _with_resources(status, report, running=True)
 
 
 def terminated_status(pod: Obj, exit_code: int, now: str) -> Obj:

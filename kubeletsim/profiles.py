@@ -14,6 +14,8 @@ A profile is a YAML file (``kubeletsim/profiles/<name>.yaml``, or any path) of t
         name: "gpu-{i}"
         attributes: {index: {int: "{i}"}, uuid: {string: "gpu-{uuid(i)}"}}
         capacity: {memory: {value: 80Gi}}
+        nodeAllocatableResources:    # optional (DRANodeAllocatableResources): what using the device
+          memory: {overhead: {perPod: 128Mi}}   # charges against the node's allocatable
 
 Every string (keys included) may contain ``{expr}`` templates. An expression uses the repeat
 variables, ``node``, ``driver``, integer and string literals, ``+ - * // %`` and ``uuid(...)``, a
@@ -237,6 +239,33 @@ def _quantities(entries: Any) -> Any:
     return out
 
 
+def _node_allocatable(entries: Any) -> Any:
+    """Multipliers and overheads may be written as YAML numbers; the API wants quantity strings."""
+    if not isinstance(entries, dict):
+        return entries
+    out: Obj = {}
+    for resource, entry in entries.items():
+        if isinstance(entry, dict):
+            entry = {
+                part: {k: str(v) if isinstance(v, int | float) and not isinstance(v, bool) else v for k, v in fields.items()}
+                if isinstance(fields, dict)
+                else fields
+                for part, fields in entry.items()
+            }
+        out[resource] = entry
+    return out
+
+
+def without_device_field(profile: Profile, field: str) -> Profile:
+    """``profile`` with ``field`` left out of every device, e.g. a gated field whose gate is off
+    (the server would drop it, and the published slices would then never match the profile)."""
+    drivers = tuple(
+        DriverProfile(d.name, tuple({k: v for k, v in dev.items() if k != field} for dev in d.devices), d.counter_sets)
+        for d in profile.drivers
+    )
+    return Profile(profile.name, profile.description, drivers)
+
+
 def render_devices(driver: DriverProfile, node: str) -> list[Obj]:
     """The driver's devices on ``node``, in API shape (resource.k8s.io/v1 Device)."""
     devices: list[Obj] = []
@@ -246,6 +275,8 @@ def render_devices(driver: DriverProfile, node: str) -> list[Obj]:
             device["attributes"] = {k: _typed_attribute(v) for k, v in (device["attributes"] or {}).items()}
         if "capacity" in device:
             device["capacity"] = _quantities(device["capacity"])
+        if "nodeAllocatableResources" in device:
+            device["nodeAllocatableResources"] = _node_allocatable(device["nodeAllocatableResources"])
         for consumption in device.get("consumesCounters") or []:
             if isinstance(consumption, dict):
                 consumption["counters"] = _quantities(consumption.get("counters"))

@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import gc
 import logging
+import math
 import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
@@ -24,10 +26,13 @@ from app.kube.client import KubeClient, record_event, resource_path
 from app.kube.errors import ApiError
 from app.kube.features import FeatureGates
 from app.kube.informer import Informer
+from app.kube.pods import pod_requests
 from app.kube.timeutil import now_rfc3339, parse_time
 from kubeletsim import nodes as nodes_mod
 from kubeletsim import pods as pods_mod
-from kubeletsim.profiles import DriverProfile, Profile, build_pool_slices, render_devices
+from kubeletsim import resources
+from kubeletsim.heartbeats import Heartbeats
+from kubeletsim.profiles import DriverProfile, Profile, build_pool_slices, render_devices, without_device_field
 from kubeletsim.queue import WorkQueue
 
 Obj = dict[str, Any]
@@ -40,7 +45,7 @@ NODES = resource_path("", "v1", "nodes")
 SLICES = resource_path("resource.k8s.io", "v1", "resourceslices")
 PODS = resource_path("", "v1", "pods")
 CLAIMS = resource_path("resource.k8s.io", "v1", "resourceclaims")
-MAX_HOST = 254  # pod addresses .2 .. .254 of the node's /24
+NODE_ALLOCATABLE_FEATURE = "DRANodeAllocatableResources"
 
 
 @dataclass
@@ -52,7 +57,41 @@ class Settings:
     lease_interval: float = 10.0
     node_status_interval: float = 60.0
     resync_interval: float = 30.0
-    workers: int = 16
+    workers: int = 64
+    # Lease renewals (and node status heartbeats) in flight at once; 0 = enough for the rate (see below).
+    heartbeat_concurrency: int = 0
+    # The kubelet's --max-pods: the nodes' `pods` capacity (and the size of their pod address ranges).
+    max_pods: int = nodes_mod.DEFAULT_MAX_PODS
+
+    def heartbeats_in_flight(self, interval: float) -> int:
+        """How many beats may be in flight: enough for ``nodes / interval`` per second at 250 ms each (16..128).
+
+        Upstream every kubelet renews on its own connection; one process simulating thousands must
+        keep enough requests in flight to get its share of a server that pod work keeps busy. Beats
+        are only sent when due, so a generous limit costs nothing until the simulator falls behind,
+        and then lets heartbeats win over pod work.
+        """
+        if self.heartbeat_concurrency > 0:
+            return self.heartbeat_concurrency
+        return max(16, min(128, math.ceil(self.nodes / max(interval, 0.001) * 0.25)))
+
+    def connections(self) -> int:
+        """Requests this process may have in flight at once (workers plus both heartbeat kinds)."""
+        return self.workers + self.heartbeats_in_flight(self.lease_interval) + self.heartbeats_in_flight(self.node_status_interval)
+
+
+async def _freeze_heap(interval: float = 2.0) -> None:
+    """Every few seconds, collect the young generations and exclude what survives from full collections.
+
+    The caches of thousands of nodes, slices and pods are millions of long-lived objects; each full
+    collection scanned them all (0.1-0.4 s at 4,000 nodes, several times a minute) and stalled the
+    event loop, so Lease renewals started late. The simulator's objects are freed by reference
+    counting (it makes next to no cyclic garbage), so frozen objects still go when they are dropped.
+    """
+    while True:
+        await asyncio.sleep(interval)
+        gc.collect(1)
+        gc.freeze()
 
 
 def _rv(value: Any) -> int | None:
@@ -83,6 +122,14 @@ class Simulator:
         self.profile = profile
         self.settings = settings
         self.gates = gates or FeatureGates()
+        # KEP-5517: with the gate, admission counts what claims charge and the nodes declare the
+        # feature; without it the devices' nodeAllocatableResources are not published (the server
+        # would drop them, and the slices would never match the profile).
+        self.node_allocatable = self.gates.enabled(NODE_ALLOCATABLE_FEATURE)
+        self.declared_features = [NODE_ALLOCATABLE_FEATURE] if self.node_allocatable else []
+        if not self.node_allocatable:
+            profile = without_device_field(profile, "nodeAllocatableResources")
+            self.profile = profile
         self.node_names = [f"{settings.node_prefix}{i}" for i in range(settings.nodes)]
         self.node_index = {name: i for i, name in enumerate(self.node_names)}
         self.drivers = set(profile.driver_names)
@@ -100,8 +147,18 @@ class Simulator:
         # it, the cache shows a half-published pool, and acting on that would publish again and again.
         self._slices_written: dict[str, int] = {}
         self._attributes: dict[tuple[str, str], Obj] = {}
-        # node -> host number -> pod uid, for unique pod IPs and the `pods` capacity.
+        # node -> slice name -> slice, so a node's pools are found without scanning every slice.
+        self._node_slices: dict[str, dict[str, Obj]] = {}
+        # node -> host number -> pod uid, for unique pod IPs.
         self._ips: dict[str, dict[int, str]] = {name: {} for name in self.node_names}
+        # node -> pod uid -> requests of the pods admitted there and not finished (resource admission).
+        self._admitted: dict[str, dict[str, resources.Amounts]] = {name: {} for name in self.node_names}
+        # node -> uid of the Node object whose Lease this process last renewed or created on registration.
+        self._lease_synced: dict[str, str] = {}
+        self.leases = Heartbeats("leases", settings.lease_interval, self._renew_lease, settings.heartbeats_in_flight(settings.lease_interval))
+        self.node_status = Heartbeats(
+            "node-status", settings.node_status_interval, self._beat_node_status, settings.heartbeats_in_flight(settings.node_status_interval)
+        )
         # (namespace, claim name) -> pods on our nodes that use the claim.
         self._claim_users: dict[PodKey, set[PodKey]] = {}
         self._gone: dict[PodKey, Obj] = {}
@@ -126,7 +183,7 @@ class Simulator:
         self.nodes.on_delete(lambda n: self._node_event(n))
         self.slices.on_add(self._slice_event)
         self.slices.on_update(lambda _old, new: self._slice_event(new))
-        self.slices.on_delete(self._slice_event)
+        self.slices.on_delete(lambda slice_: self._slice_event(slice_, deleted=True))
         self.pods.on_add(self._pod_event)
         self.pods.on_update(lambda _old, new: self._pod_event(new))
         self.pods.on_delete(self._pod_deleted)
@@ -138,20 +195,33 @@ class Simulator:
         name = _meta(node).get("name", "")
         if name not in self.node_index:
             return
-        # Heartbeats update every node all the time; only a node that lost what we maintain needs work.
-        if old is None or not self._node_healthy(node) or _meta(old).get("uid") != _meta(node).get("uid"):
+        # Heartbeats update every node all the time; only a new node or one that lost what we maintain needs work.
+        if (
+            old is None
+            or not self._node_healthy(node)
+            or _meta(old).get("uid") != _meta(node).get("uid")
+            or self._node_settings_patch(node) is not None
+        ):
             self.queue.add(("node", name))
 
-    def _slice_event(self, slice_: Obj) -> None:
+    def _slice_event(self, slice_: Obj, deleted: bool = False) -> None:
         node = _spec(slice_).get("nodeName")
-        if node in self.node_index:
-            self.queue.add(("slices", node))
+        if node not in self.node_index:
+            return
+        name = _meta(slice_).get("name", "")
+        ours = self._node_slices.setdefault(node, {})
+        if deleted:
+            ours.pop(name, None)
+        else:
+            ours[name] = slice_
+        self.queue.add(("slices", node))
 
     def _pod_event(self, pod: Obj) -> None:
         key = (_meta(pod).get("namespace", ""), _meta(pod).get("name", ""))
         if _spec(pod).get("nodeName") not in self.node_index:
             return
         self._track_ip(pod)
+        self._track_admission(pod)
         for _, claim, _ in pods_mod.pod_claim_names(pod):
             if claim:
                 self._claim_users.setdefault((key[0], claim), set()).add(key)
@@ -162,6 +232,7 @@ class Simulator:
         if _spec(pod).get("nodeName") not in self.node_index:
             return
         self._release_ip(pod)
+        self._admitted[_spec(pod).get("nodeName", "")].pop(_meta(pod).get("uid", ""), None)
         for _, claim, _ in pods_mod.pod_claim_names(pod):
             if claim:
                 users = self._claim_users.get((key[0], claim))
@@ -180,10 +251,7 @@ class Simulator:
     # ---- pod IPs ----------------------------------------------------------------------------------
 
     def _host_of(self, node: str, ip: str | None) -> int | None:
-        base = nodes_mod.pod_cidr_base(self.node_index[node]) + "."
-        if ip and ip.startswith(base) and ip[len(base) :].isdigit():
-            return int(ip[len(base) :])
-        return None
+        return nodes_mod.pod_host(self.node_index[node], ip, self.settings.max_pods)
 
     def _track_ip(self, pod: Obj) -> None:
         node = _spec(pod).get("nodeName", "")
@@ -195,6 +263,18 @@ class Simulator:
         else:
             self._release_ip(pod)
 
+    def _track_admission(self, pod: Obj) -> None:
+        """Keep the admitted pods' requests per node: a finished pod frees them; a pod that got its
+        hostIP from an earlier run of this simulator counts as admitted (so a restart re-counts them)."""
+        node = _spec(pod).get("nodeName", "")
+        uid = _meta(pod).get("uid", "")
+        phase = _status(pod).get("phase")
+        admitted = self._admitted[node]
+        if phase in pods_mod.TERMINAL_PHASES or self._written.get(uid) in pods_mod.TERMINAL_PHASES:
+            admitted.pop(uid, None)
+        elif uid not in admitted and _status(pod).get("hostIP"):
+            admitted[uid] = self._requests(pod)
+
     def _release_ip(self, pod: Obj) -> None:
         node, uid = _spec(pod).get("nodeName", ""), _meta(pod).get("uid", "")
         hosts = self._ips.get(node, {})
@@ -203,14 +283,20 @@ class Simulator:
 
     def _allocate_ip(self, node: str, uid: str) -> str | None:
         hosts = self._ips[node]
+        index, max_pods = self.node_index[node], self.settings.max_pods
         for host, owner in hosts.items():
             if owner == uid:
-                return nodes_mod.pod_ip(self.node_index[node], host)
-        for host in range(2, MAX_HOST + 1):
+                return nodes_mod.pod_ip(index, host, max_pods)
+        for host in range(2, nodes_mod.max_host(max_pods) + 1):
             if host not in hosts:
                 hosts[host] = uid
-                return nodes_mod.pod_ip(self.node_index[node], host)
+                return nodes_mod.pod_ip(index, host, max_pods)
         return None
+
+    def _requests(self, pod: Obj) -> resources.Amounts:
+        """What the pod takes from the node: the shared PodRequests rule, with what its claims
+        charge (status.nodeAllocatableResourceClaimStatuses) when DRANodeAllocatableResources is on."""
+        return pod_requests(pod, node_allocatable=self.node_allocatable)
 
     # ---- run ----------------------------------------------------------------------------------------
 
@@ -227,9 +313,10 @@ class Simulator:
                 self.queue.add(("node", name))
             self._tasks = [asyncio.create_task(self._worker(), name=f"worker-{i}") for i in range(self.settings.workers)]
             self._tasks += [
-                asyncio.create_task(self._every(self.settings.lease_interval, self._renew_leases), name="leases"),
-                asyncio.create_task(self._every(self.settings.node_status_interval, self._heartbeat), name="heartbeat"),
+                asyncio.create_task(self.leases.run(), name="leases"),
+                asyncio.create_task(self.node_status.run(), name="node-status"),
                 asyncio.create_task(self._every(self.settings.resync_interval, self._resync), name="resync"),
+                asyncio.create_task(_freeze_heap(), name="gc-freeze"),
             ]
             self.ready.set()
             await asyncio.gather(*self._tasks)
@@ -252,7 +339,11 @@ class Simulator:
                 log.warning("periodic task failed", extra={"task": getattr(action, "__name__", ""), "error": str(exc)})
 
     async def _resync(self) -> None:
-        """Re-check everything now and then, in case an event was missed or a write raced."""
+        """Re-check everything now and then, in case an event was missed or a write raced (cheap: no writes when all is well)."""
+        late, self.leases.max_late = self.leases.max_late, 0.0
+        # How far behind its slots the lease loop ran: the first sign of a simulator (or server) that is overloaded.
+        level = logging.WARNING if late > self.settings.lease_interval / 2 else logging.INFO
+        log.log(level, "lease renewals", extra={"renewals": self.leases.beats, "maxLateSeconds": round(late, 3)})
         for name in self.node_names:
             self.queue.add(("node", name))
         for pod in self.pods.list():
@@ -276,6 +367,10 @@ class Simulator:
                 self.queue.add_after(key, delay)
             finally:
                 self.queue.done(key)
+            # A key with nothing to do never awaits, and a non-empty queue hands out the next key
+            # without suspending: without this, a resync of thousands of keys would hold the event
+            # loop for seconds and delay every Lease renewal behind it.
+            await asyncio.sleep(0)
 
     async def _dispatch(self, key: Hashable) -> None:
         assert isinstance(key, tuple)
@@ -293,30 +388,77 @@ class Simulator:
         ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
         return ready and bool(status.get("nodeInfo")) and bool(status.get("allocatable"))
 
+    def _node_settings_patch(self, node: Obj) -> Obj | None:
+        """A status patch when the node's pod capacity or declared features are not this process's
+        (it was registered by a run with another --max-pods or other gates), else None."""
+        status = _status(node)
+        pods = str(self.settings.max_pods)
+        if (
+            (status.get("capacity") or {}).get("pods") == pods
+            and (status.get("allocatable") or {}).get("pods") == pods
+            and sorted(status.get("declaredFeatures") or []) == self.declared_features
+        ):
+            return None
+        return {
+            "status": {
+                "capacity": {"pods": pods},
+                "allocatable": {"pods": pods},
+                "declaredFeatures": self.declared_features or None,
+            }
+        }
+
     async def _sync_node(self, name: str) -> None:
-        """Register the node if it is missing, restore its status, then its lease and slices."""
+        """Register the node if it is missing, restore its status, renew its Lease once, queue its slices."""
         node = self.nodes.get("", name)
         index = self.node_index[name]
+        registered = False
         if node is None:
             try:
-                node = await self.client.create(NODES, nodes_mod.build_node(name, index, self.profile.name))
+                node = await self.client.create(
+                    NODES,
+                    nodes_mod.build_node(
+                        name, index, self.profile.name, max_pods=self.settings.max_pods, declared_features=self.declared_features
+                    ),
+                )
+                registered = True
                 log.info("registered node", extra={"node": name})
             except ApiError as exc:
                 if exc.code != 409:
                     raise
                 node = await self.client.get(resource_path("", "v1", "nodes", name=name))
         if not self._node_healthy(node):
-            status = nodes_mod.node_status(name, index)
+            status = nodes_mod.node_status(name, index, max_pods=self.settings.max_pods, declared_features=self.declared_features)
             node = await self.client.patch(resource_path("", "v1", "nodes", name=name, subresource="status"), {"status": status})
-        await self._renew_lease(name, node)
+        elif (settings := self._node_settings_patch(node)) is not None:
+            node = await self.client.patch(resource_path("", "v1", "nodes", name=name, subresource="status"), settings)
+        uid = _meta(node).get("uid", "")
+        if self._lease_synced.get(name) != uid:
+            # Right away (a kubelet renews when it starts); afterwards the heartbeat loop renews it at its
+            # slot. A Node object new to us (registered now, or re-created) becomes the Lease's owner.
+            await self._renew_lease(name, node, owner=registered or name in self._lease_synced)
+            self._lease_synced[name] = uid
+        self.leases.add(name)
+        self.node_status.add(name)
         # Through the queue, so one node's slices are never published by two workers at once.
         self.queue.add(("slices", name))
 
-    async def _renew_lease(self, name: str, node: Obj | None = None) -> None:
-        path = resource_path("coordination.k8s.io", "v1", "leases", nodes_mod.NODE_LEASE_NAMESPACE, name)
-        lease = nodes_mod.build_lease(node or self.nodes.get("", name) or {"metadata": {"name": name}})
+    async def _renew_lease(self, name: str, node: Obj | None = None, owner: bool = False) -> None:
+        """Renew the node's Lease (one merge patch); create it when missing. ``owner``: (re)point it at this Node object."""
+        node = node or self.nodes.get("", name) or {"metadata": {"name": name}}
+        lease = nodes_mod.build_lease(node)
+        if owner:
+            # A node we just registered most likely has no Lease yet: create first, patch only if one exists.
+            try:
+                await self.client.create(resource_path("coordination.k8s.io", "v1", "leases", nodes_mod.NODE_LEASE_NAMESPACE), lease)
+                return
+            except ApiError as exc:
+                if exc.code != 409:
+                    raise
+        patch: Obj = {"spec": lease["spec"]}
+        if owner and lease["metadata"].get("ownerReferences"):
+            patch["metadata"] = {"ownerReferences": lease["metadata"]["ownerReferences"]}
         try:
-            await self.client.patch(path, {"spec": lease["spec"]})
+            await self.client.patch(resource_path("coordination.k8s.io", "v1", "leases", nodes_mod.NODE_LEASE_NAMESPACE, name), patch)
         except ApiError as exc:
             if exc.code != 404:
                 raise
@@ -326,35 +468,15 @@ class Simulator:
                 if create_exc.code != 409:
                     raise
 
-    async def _renew_leases(self) -> None:
-        await self._for_each_node(self._renew_lease)
-
-    async def _heartbeat(self) -> None:
-        async def beat(name: str) -> None:
-            node = self.nodes.get("", name)
-            if node is None:
-                self.queue.add(("node", name))
-                return
-            transitions = {c.get("type", ""): c.get("lastTransitionTime", "") for c in _status(node).get("conditions") or []}
-            conditions = nodes_mod.node_conditions(now_rfc3339(), transitions)
-            await self.client.patch(
-                resource_path("", "v1", "nodes", name=name, subresource="status"), {"status": {"conditions": conditions}}
-            )
-
-        await self._for_each_node(beat)
-
-    async def _for_each_node(self, action: Callable[[str], Any]) -> None:
-        """Run ``action`` for every node, a bounded number at a time; one node's failure does not stop the rest."""
-        gate = asyncio.Semaphore(32)
-
-        async def one(name: str) -> None:
-            async with gate:
-                try:
-                    await action(name)
-                except (ApiError, httpx.HTTPError, OSError) as exc:
-                    log.warning("node task failed", extra={"node": name, "error": str(exc)})
-
-        await asyncio.gather(*(one(n) for n in self.node_names))
+    async def _beat_node_status(self, name: str) -> None:
+        """Post the node's conditions with a fresh lastHeartbeatTime (keeping transition times)."""
+        node = self.nodes.get("", name)
+        if node is None:
+            self.queue.add(("node", name))
+            return
+        transitions = {c.get("type", ""): c.get("lastTransitionTime", "") for c in _status(node).get("conditions") or []}
+        conditions = nodes_mod.node_conditions(now_rfc3339(), transitions)
+        await self.client.patch(resource_path("", "v1", "nodes", name=name, subresource="status"), {"status": {"conditions": conditions}})
 
     # ---- resource slices ----------------------------------------------------------------------------
 
@@ -370,8 +492,9 @@ class Simulator:
     @staticmethod
     def _same_slice(existing: Obj, desired: Obj) -> bool:
         def strip(obj: Obj) -> Obj:
-            spec = copy.deepcopy(_spec(obj))
-            spec.get("pool", {}).pop("generation", None)
+            # Shallow copies: only the pool's generation is left out of the comparison.
+            spec = dict(_spec(obj))
+            spec["pool"] = {k: v for k, v in (spec.get("pool") or {}).items() if k != "generation"}
             return spec
 
         owners = [o.get("uid") for o in _meta(existing).get("ownerReferences") or []]
@@ -389,7 +512,7 @@ class Simulator:
                 return  # the watch event of our own write is on its way and queues the node again
             del self._slices_written[name]
         uid = _meta(node).get("uid", "")
-        ours = [s for s in self.slices.list() if _spec(s).get("nodeName") == name]
+        ours = list(self._node_slices.get(name, {}).values())
         last_rv = 0
         for driver in self.profile.drivers:
             existing = {_meta(s)["name"]: s for s in ours if _spec(s).get("driver") == driver.name}
@@ -480,21 +603,33 @@ class Simulator:
         await self._admit(pod, node)
 
     async def _admit(self, pod: Obj, node: Obj) -> None:
+        """Admit a pod bound here (resources first, as the kubelet's admission handlers run before
+        its DRA manager), then start it once every claim is ready for it."""
         meta = _meta(pod)
         namespace, name, uid = meta.get("namespace", ""), meta.get("name", ""), meta.get("uid", "")
         node_name = _meta(node).get("name", "")
-        index = self.node_index[node_name]
-        host_ip = nodes_mod.node_ip(index)
+        host_ip = nodes_mod.node_ip(self.node_index[node_name])
         now = now_rfc3339()
+        admitted = self._admitted[node_name]
+        if uid not in admitted:
+            requests = self._requests(pod)
+            rejection = resources.check_fit(requests, admitted.values(), resources.node_allocatable(node))
+            if rejection is not None:
+                await self._reject(pod, rejection, now)
+                return
+            admitted[uid] = requests
         claims = {c: self.claims.get(namespace, c) for _, c, _ in pods_mod.pod_claim_names(pod) if c}
-        admission = pods_mod.check_admission(
-            pod, claims, node, self.drivers, reserved_for_workloads=self.gates.enabled("DRAReservedForWorkloads")
-        )
+        admission = self._check_claims(pod, claims, node)
+        if not admission.ok and self._written.get(uid) != f"Pending: {admission.message}" and claims:
+            # The claim cache may not have the scheduler's write that preceded the binding yet. The
+            # kubelet reads claims from the API server, so read them before reporting a problem.
+            claims = {c: await self._get_claim(namespace, c) for c in claims}
+            admission = self._check_claims(pod, claims, node)
         if not admission.ok:
             waiting = [((s.get("state") or {}).get("waiting") or {}).get("message") for s in _status(pod).get("containerStatuses") or []]
             if admission.message not in waiting and self._written.get(uid) != f"Pending: {admission.message}":
                 # Report each new reason once (status + event), not on every re-check.
-                status = pods_mod.pending_status(pod, host_ip, admission.message, now)
+                status = pods_mod.pending_status(pod, host_ip, admission.message, now, self._report(pod))
                 await self.client.patch(self._pod_path(namespace, name, "status"), {"metadata": {"uid": uid}, "status": status})
                 await record_event(
                     self.client,
@@ -507,21 +642,14 @@ class Simulator:
                 self._written[uid] = f"Pending: {admission.message}"
                 log.info("pod waits for its claims", extra={"pod": f"{namespace}/{name}", "node": node_name, "reason": admission.message})
             return
-        capacity = int(nodes_mod.CAPACITY["pods"])
-        if uid not in self._ips[node_name].values() and len(self._ips[node_name]) >= capacity:
-            message = f"Pod was rejected: Node didn't have enough resource: pods, requested: 1, used: {capacity}, capacity: {capacity}"
-            status = {"phase": "Failed", "reason": "OutOfpods", "message": message}
-            await self.client.patch(self._pod_path(namespace, name, "status"), {"metadata": {"uid": uid}, "status": status})
-            await record_event(self.client, {"kind": "Pod", "apiVersion": "v1", **pod}, "OutOfpods", message, "Warning", COMPONENT)
-            return
         if self.gates.enabled("DRAResourceClaimDeviceStatus"):
-            for claim_name in admission.claims:
-                await self._write_claim_devices(namespace, claim_name, lambda c: pods_mod.prepared_devices(c, now, self._attributes))
+            for claim_name, claim in admission.claims.items():
+                await self._write_claim_devices(namespace, claim_name, lambda c: pods_mod.prepared_devices(c, now, self._attributes), claim)
         pod_ip = self._allocate_ip(node_name, uid)
         if pod_ip is None:
             raise RuntimeError(f"no free pod address on node {node_name}")
         try:
-            status = pods_mod.running_status(pod, host_ip, pod_ip, now)
+            status = pods_mod.running_status(pod, host_ip, pod_ip, now, self._report(pod))
             await self.client.patch(self._pod_path(namespace, name, "status"), {"metadata": {"uid": uid}, "status": status})
         except ApiError:
             self._release_ip(pod)
@@ -532,6 +660,32 @@ class Simulator:
         seconds = pods_mod.run_seconds(pod)
         if seconds is not None:
             self.queue.add_after(("pod", namespace, name), seconds)
+
+    def _report(self, pod: Obj) -> pods_mod.ResourceReport:
+        return pods_mod.resource_report(pod, node_allocatable=self.node_allocatable)
+
+    def _check_claims(self, pod: Obj, claims: dict[str, Obj | None], node: Obj) -> pods_mod.Admission:
+        return pods_mod.check_admission(pod, claims, node, self.drivers, reserved_for_workloads=self.gates.enabled("DRAReservedForWorkloads"))
+
+    async def _get_claim(self, namespace: str, name: str) -> Obj | None:
+        try:
+            return await self.client.get(resource_path("resource.k8s.io", "v1", "resourceclaims", namespace, name))
+        except ApiError as exc:
+            if exc.code == 404:
+                return None
+            raise
+
+    async def _reject(self, pod: Obj, rejection: resources.Rejection, now: str) -> None:
+        """Fail a pod the node cannot admit, with upstream's reason, message and Warning event."""
+        meta = _meta(pod)
+        namespace, name, uid = meta.get("namespace", ""), meta.get("name", ""), meta.get("uid", "")
+        status = {"phase": "Failed", "reason": rejection.reason, "message": f"Pod was rejected: {rejection.message}"}
+        if not _status(pod).get("startTime"):
+            status["startTime"] = now
+        await self.client.patch(self._pod_path(namespace, name, "status"), {"metadata": {"uid": uid}, "status": status})
+        self._written[uid] = "Failed"
+        await record_event(self.client, {"kind": "Pod", "apiVersion": "v1", **pod}, rejection.reason, rejection.message, "Warning", COMPONENT)
+        log.info("pod rejected", extra={"pod": f"{namespace}/{name}", "node": _spec(pod).get("nodeName"), "reason": rejection.reason})
 
     async def _check_completion(self, pod: Obj) -> None:
         """Finish a pod whose simulated run time is over; otherwise come back when it is."""
@@ -554,6 +708,7 @@ class Simulator:
         await self.client.patch(self._pod_path(key[1], key[2], "status"), {"metadata": {"uid": meta.get("uid", "")}, "status": status})
         self._started.pop(meta.get("uid", ""), None)
         self._written[meta.get("uid", "")] = status["phase"]
+        self._admitted[_spec(pod).get("nodeName", "")].pop(meta.get("uid", ""), None)
         log.info("pod finished", extra={"pod": f"{key[1]}/{key[2]}", "phase": status["phase"], "exitCode": code})
         await self._unprepare(pod)
 
@@ -575,10 +730,17 @@ class Simulator:
         running = _status(other).get("phase") == "Running" or self._written.get(_meta(other).get("uid", "")) == "Running"
         return running and not _meta(other).get("deletionTimestamp")
 
-    async def _write_claim_devices(self, namespace: str, name: str, compute: Callable[[Obj], list[Obj] | None]) -> None:
-        """PATCH the claim's status.devices to ``compute(claim)``, re-reading the claim on a conflict."""
+    async def _write_claim_devices(
+        self, namespace: str, name: str, compute: Callable[[Obj], list[Obj] | None], claim: Obj | None = None
+    ) -> None:
+        """PATCH the claim's status.devices to ``compute(claim)``, re-reading the claim on a conflict.
+
+        ``claim``: the claim as last read (default: the cached one); a newer cached copy wins.
+        """
         path = resource_path("resource.k8s.io", "v1", "resourceclaims", namespace, name, "status")
-        claim = self.claims.get(namespace, name)
+        cached = self.claims.get(namespace, name)
+        if claim is None or (cached is not None and (_rv(_meta(cached).get("resourceVersion")) or 0) > (_rv(_meta(claim).get("resourceVersion")) or 0)):
+            claim = cached
         for _attempt in range(5):
             if claim is None:
                 return

@@ -1,6 +1,7 @@
 """The kubelet simulator as a real subprocess against a real API server.
 
-Tests run in file order and share one simulator (2 nodes); the last test restarts it.
+The process tests run in file order and share one simulator (2 nodes); the last of them restarts
+it. The tests of the pure admission rules and of the heartbeat loop at the end need no processes.
 """
 
 from __future__ import annotations
@@ -97,16 +98,25 @@ def node_ready(client: httpx.Client, name: str) -> dict[str, Any] | None:
 
 
 def make_pod(
-    client: httpx.Client, namespace: str, name: str, node: str, *, claim: str | None = None, annotations: dict[str, str] | None = None
+    client: httpx.Client,
+    namespace: str,
+    name: str,
+    node: str,
+    *,
+    claim: str | None = None,
+    annotations: dict[str, str] | None = None,
+    requests: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Create a pod and bind it to ``node`` through pods/binding, as a scheduler would."""
     pod: dict[str, Any] = {
         "metadata": {"name": name, "annotations": annotations or {}},
         "spec": {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]},
     }
+    if requests:
+        pod["spec"]["containers"][0]["resources"] = {"requests": requests}
     if claim:
         pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim}]
-        pod["spec"]["containers"][0]["resources"] = {"claims": [{"name": "gpu"}]}
+        pod["spec"]["containers"][0].setdefault("resources", {})["claims"] = [{"name": "gpu"}]
     response = client.post(f"/api/v1/namespaces/{namespace}/pods", json=pod)
     assert response.status_code == 201, response.text
     binding = {"metadata": {"name": name}, "target": {"kind": "Node", "name": node}}
@@ -225,6 +235,44 @@ def test_run_seconds_and_exit_code(client: httpx.Client, sim: Sim, namespace: st
     assert terminated["exitCode"] == 3 and terminated["reason"] == "Error"
 
 
+def rejection(client: httpx.Client, namespace: str, name: str, reason: str) -> str:
+    """Wait until the pod failed admission with ``reason``; return its status message (checked against its event)."""
+    pod = wait_for(lambda: pod_phase(client, namespace, name, "Failed"), what=f"pod {name} rejected")
+    assert pod["status"]["reason"] == reason, pod["status"]
+    assert not pod["status"].get("containerStatuses")
+
+    def event() -> list[dict[str, Any]]:
+        items = client.get(f"/api/v1/namespaces/{namespace}/events").json()["items"]
+        return [e for e in items if e["involvedObject"]["name"] == name and e["reason"] == reason]
+
+    [found] = wait_for(event, what=f"{reason} event")
+    assert found["type"] == "Warning" and found["source"]["component"] == "kubelet"
+    assert pod["status"]["message"] == f"Pod was rejected: {found['message']}"
+    return str(pod["status"]["message"])
+
+
+def test_pods_that_do_not_fit_are_rejected(client: httpx.Client, sim: Sim, namespace: str) -> None:
+    node = sim.nodes[1]  # 32 cpu, 256Gi; the earlier pods there request nothing or have finished
+    make_pod(client, namespace, "big", node, requests={"cpu": "30", "memory": "200Gi"})
+    wait_for(lambda: pod_phase(client, namespace, "big", "Running"), what="big pod Running")
+    make_pod(client, namespace, "more-cpu", node, requests={"cpu": "2500m"})
+    message = rejection(client, namespace, "more-cpu", "OutOfcpu")
+    assert message == "Pod was rejected: Node didn't have enough resource: cpu, requested: 2500, used: 30000, capacity: 32000"
+    make_pod(client, namespace, "more-memory", node, requests={"memory": "100Gi"})
+    message = rejection(client, namespace, "more-memory", "OutOfmemory")
+    assert message == f"Pod was rejected: Node didn't have enough resource: memory, requested: {100 * 2**30}, used: {200 * 2**30}, capacity: {256 * 2**30}"
+    # The other node is not affected, and a finished pod frees what it held.
+    make_pod(client, namespace, "elsewhere", sim.nodes[0], requests={"cpu": "2500m"})
+    wait_for(lambda: pod_phase(client, namespace, "elsewhere", "Running"), what="pod on the other node Running")
+    assert client.delete(f"/api/v1/namespaces/{namespace}/pods/big").status_code == 200
+    wait_for(lambda: client.get(f"/api/v1/namespaces/{namespace}/pods/big").status_code == 404, what="big pod gone")
+    make_pod(client, namespace, "fits-now", node, requests={"cpu": "2500m", "memory": "100Gi"})
+    wait_for(lambda: pod_phase(client, namespace, "fits-now", "Running"), what="pod Running once resources are free")
+    for name in ("fits-now", "elsewhere"):
+        client.delete(f"/api/v1/namespaces/{namespace}/pods/{name}")
+        wait_for(lambda n=name: client.get(f"/api/v1/namespaces/{namespace}/pods/{n}").status_code == 404, what=f"{name} gone")
+
+
 def test_deleted_node_and_slice_come_back(client: httpx.Client, sim: Sim) -> None:
     victim = our_slices(client, sim)[0]
     assert client.delete(f"{SLICES}/{victim['metadata']['name']}").status_code == 200
@@ -239,7 +287,7 @@ def test_deleted_node_and_slice_come_back(client: httpx.Client, sim: Sim) -> Non
 
 
 def test_restart_duplicates_nothing(client: httpx.Client, sim: Sim, namespace: str) -> None:
-    make_pod(client, namespace, "survivor", sim.nodes[0])
+    make_pod(client, namespace, "survivor", sim.nodes[0], requests={"cpu": "30"})
     before_pod = wait_for(lambda: pod_phase(client, namespace, "survivor", "Running"), what="pod Running")
     wait_for(lambda: all(s["metadata"].get("ownerReferences") for s in our_slices(client, sim)), what="slices settled")
     time.sleep(0.5)
@@ -257,7 +305,183 @@ def test_restart_duplicates_nothing(client: httpx.Client, sim: Sim, namespace: s
     after_pod = client.get(f"/api/v1/namespaces/{namespace}/pods/survivor").json()
     assert after_pod["metadata"]["resourceVersion"] == before_pod["metadata"]["resourceVersion"]
     assert len(client.get(f"/api/v1/namespaces/{namespace}/events").json()["items"]) == events_before
-    # And it still works after the restart.
+    # And it still works after the restart, counting what the pods admitted before it hold.
     make_pod(client, namespace, "after-restart", sim.nodes[0])
     fresh = wait_for(lambda: pod_phase(client, namespace, "after-restart", "Running"), what="pod Running after restart")
     assert fresh["status"]["podIP"] != after_pod["status"]["podIP"]
+    make_pod(client, namespace, "no-room", sim.nodes[0], requests={"cpu": "4"})
+    assert "cpu, requested: 4000, used: 30000, capacity: 32000" in rejection(client, namespace, "no-room", "OutOfcpu")
+
+
+# ---- resource admission: pure rules ------------------------------------------------------------------
+
+
+def _container(name: str, cpu: str | None = None, memory: str | None = None, restart: str | None = None) -> dict[str, Any]:
+    requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
+    container: dict[str, Any] = {"name": name, "image": "pause", "resources": {"requests": requests}}
+    if restart:
+        container["restartPolicy"] = restart
+    return container
+
+
+def test_pod_requests_follow_upstream_rules() -> None:
+    """The kubelet's admission uses the scheduler's rule (app.kube.pods.pod_requests, upstream's PodRequests)."""
+    from fractions import Fraction
+
+    from app.kube.pods import pod_requests
+
+    plain = {"spec": {"containers": [_container("a", "250m", "1Gi"), _container("b", "750m")]}}
+    assert pod_requests(plain) == {"cpu": Fraction(1), "memory": Fraction(2**30)}
+    # The largest init container wins over the sum of the containers when it is larger.
+    init = {"spec": {"initContainers": [_container("i", "2", "64Mi")], "containers": [_container("a", "500m", "1Gi")]}}
+    assert pod_requests(init) == {"cpu": Fraction(2), "memory": Fraction(2**30)}
+    # A sidecar adds to the containers and to every init container after it.
+    sidecar = {
+        "spec": {
+            "initContainers": [_container("s", "1", restart="Always"), _container("i", "2")],
+            "containers": [_container("a", "500m")],
+        }
+    }
+    assert pod_requests(sidecar) == {"cpu": Fraction(3)}
+    # Pod-level requests replace the containers' cpu/memory; the overhead comes on top.
+    pod_level = {"spec": {"resources": {"requests": {"cpu": "4"}}, "overhead": {"cpu": "100m"}, "containers": [_container("a", "1", "1Gi")]}}
+    assert pod_requests(pod_level) == {"cpu": Fraction(41, 10), "memory": Fraction(2**30)}
+    # What claims charge (KEP-5517, from the status the scheduler writes): mapped amounts and perPod
+    # overhead once per claim, perContainer overhead per referencing container.
+    with_claims = {
+        **plain,
+        "status": {
+            "nodeAllocatableResourceClaimStatuses": [
+                {"resourceClaimName": "cores", "containers": ["a", "b"], "mapping": [{"name": "cpu", "quantity": "8"}]},
+                {
+                    "resourceClaimName": "gpu",
+                    "containers": ["a", "b"],
+                    "overhead": [{"name": "memory", "perPod": "128Mi", "perContainer": "64Mi"}],
+                },
+            ]
+        },
+    }
+    assert pod_requests(with_claims) == {"cpu": Fraction(9), "memory": Fraction(2**30 + 256 * 2**20)}
+    assert pod_requests(with_claims, node_allocatable=False) == pod_requests(plain)
+    # An ordinary init container's perContainer overhead only counts while it runs (its peak).
+    init_claim = {
+        "spec": {"initContainers": [_container("i", "1")], "containers": [_container("a", "1")]},
+        "status": {
+            "nodeAllocatableResourceClaimStatuses": [{"resourceClaimName": "c", "containers": ["i"], "overhead": [{"name": "cpu", "perContainer": "2"}]}]
+        },
+    }
+    assert pod_requests(init_claim) == {"cpu": Fraction(3)}
+
+
+def test_resource_report_adds_claims_to_pod_level_and_limits_only() -> None:
+    """KEP-5517 pod status: pod-level allocatedResources include what claims charge, container
+    allocatedResources stay the spec's; container limits grow by the claims the container uses."""
+    from kubeletsim.pods import resource_report, running_status
+
+    pod = {
+        "metadata": {"uid": "u"},
+        "spec": {
+            "containers": [
+                {
+                    "name": "a",
+                    "image": "pause",
+                    "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "2Gi"}},
+                },
+                {"name": "b", "image": "pause", "resources": {"requests": {"cpu": "500m"}}},
+            ],
+            "overhead": {"cpu": "100m"},
+        },
+        "status": {
+            "nodeAllocatableResourceClaimStatuses": [
+                {"resourceClaimName": "cores", "containers": ["a"], "mapping": [{"name": "cpu", "quantity": "8"}]},
+                {"resourceClaimName": "gpu", "containers": ["b"], "overhead": [{"name": "memory", "perPod": "128Mi"}]},
+            ]
+        },
+    }
+    report = resource_report(pod)
+    assert report.pod == {
+        "allocatedResources": {"cpu": "9500m", "memory": "1152Mi"},
+        "resources": {"requests": {"cpu": "9500m", "memory": "1152Mi"}, "limits": {"cpu": "10", "memory": "2176Mi"}},
+    }
+    assert report.allocated == {"a": {"cpu": "1", "memory": "1Gi"}, "b": {"cpu": "500m"}}
+    # b has no limits: unlimited, so the claim's memory is not added there.
+    assert report.actual == {
+        "a": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "10", "memory": "2Gi"}},
+        "b": {"requests": {"cpu": "500m"}},
+    }
+    status = running_status(pod, "172.16.0.1", "10.64.0.2", "2026-01-01T00:00:00Z", report)
+    assert status["allocatedResources"] == report.pod["allocatedResources"]
+    assert [c.get("allocatedResources") for c in status["containerStatuses"]] == [{"cpu": "1", "memory": "1Gi"}, {"cpu": "500m"}]
+    assert status["containerStatuses"][0]["resources"]["limits"] == {"cpu": "10", "memory": "2Gi"}
+    # With the gate off the claims are not counted, and plain pods get no pod-level `resources`.
+    off = resource_report(pod, node_allocatable=False)
+    assert off.pod == {"allocatedResources": {"cpu": "1500m", "memory": "1Gi"}}
+    assert off.actual["a"]["limits"] == {"cpu": "2", "memory": "2Gi"}
+
+
+def test_pod_ranges_grow_with_max_pods() -> None:
+    from kubeletsim import nodes
+
+    assert str(nodes.pod_cidr(0)) == "10.64.0.0/24" and str(nodes.pod_cidr(257)) == "10.65.1.0/24" and nodes.max_host() == 254
+    assert str(nodes.pod_cidr(1, 1100)) == "10.64.8.0/21" and nodes.max_host(1100) == 2046
+    assert nodes.pod_ip(1, 300, 1100) == "10.64.9.44" and nodes.pod_host(1, "10.64.9.44", 1100) == 300
+    assert nodes.pod_host(0, "10.64.9.44", 1100) is None and nodes.pod_host(0, "bogus") is None
+    node = nodes.build_node("n", 0, "gpu", max_pods=1100, declared_features=["DRANodeAllocatableResources"])
+    assert node["status"]["allocatable"]["pods"] == "1100" and node["status"]["declaredFeatures"] == ["DRANodeAllocatableResources"]
+    assert "declaredFeatures" not in nodes.build_node("n", 0, "gpu")["status"]
+
+
+def test_check_fit_reports_the_first_insufficient_resource_like_upstream() -> None:
+    from fractions import Fraction
+
+    from kubeletsim.resources import check_fit
+
+    node = {"cpu": Fraction(4), "memory": Fraction(8 * 2**30), "pods": Fraction(3)}
+    running = [{"cpu": Fraction(3)}, {"memory": Fraction(6 * 2**30)}]
+    assert check_fit({"cpu": Fraction(1)}, running, node) is None
+    cpu = check_fit({"cpu": Fraction(3, 2), "memory": Fraction(4 * 2**30)}, running, node)
+    assert cpu is not None and cpu.reason == "OutOfcpu"
+    assert cpu.message == "Node didn't have enough resource: cpu, requested: 1500, used: 3000, capacity: 4000"
+    memory = check_fit({"memory": Fraction(4 * 2**30)}, running, node)
+    assert memory is not None and memory.reason == "OutOfmemory"
+    assert memory.message == f"Node didn't have enough resource: memory, requested: {4 * 2**30}, used: {6 * 2**30}, capacity: {8 * 2**30}"
+    pods = check_fit({}, [*running, {}], node)
+    assert pods is not None and (pods.reason, pods.message) == ("OutOfpods", "Node didn't have enough resource: pods, requested: 1, used: 3, capacity: 3")
+    # Extended resources the node does not have are not the kubelet's business; ones it has are checked.
+    assert check_fit({"example.com/foo": Fraction(1)}, [], node) is None
+    foo = check_fit({"example.com/foo": Fraction(2)}, [], {**node, "example.com/foo": Fraction(1)})
+    assert foo is not None and foo.reason == "OutOfexample.com/foo"
+
+
+async def test_heartbeats_beat_every_key_once_per_interval() -> None:
+    import asyncio
+    import contextlib
+
+    from kubeletsim.heartbeats import Heartbeats
+
+    loop = asyncio.get_running_loop()
+    seen: dict[str, list[float]] = {}
+
+    async def beat(key: str) -> None:
+        seen.setdefault(key, []).append(loop.time())
+        if key == "n0":
+            raise RuntimeError("a failing beat is retried at its next slot")
+
+    keys = [f"n{i}" for i in range(20)]
+    heartbeats = Heartbeats("test", 0.1, beat, concurrency=4)
+    task = asyncio.create_task(heartbeats.run())
+    start = loop.time()
+    for key in keys:
+        heartbeats.add(key)
+        heartbeats.add(key)  # adding again does not schedule a second beat
+    try:
+        deadline = start + 20
+        while min(len(seen.get(k, [])) for k in keys) < 3 and loop.time() < deadline:
+            await asyncio.sleep(0.02)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    elapsed = loop.time() - start
+    # Every key beats, and none more than once per slot (however late the loop ran).
+    assert all(3 <= len(seen[k]) <= elapsed / 0.1 + 2 for k in keys), {k: len(v) for k, v in seen.items()}
