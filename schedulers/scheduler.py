@@ -48,7 +48,7 @@ from app.kube.client import KubeClient, record_event, resource_path
 from app.kube.errors import ApiError
 from app.kube.informer import Informer
 from app.kube.labels import node_selector_matches
-from app.kube.pods import Resources, add_resources, claim_status_amounts, pod_requests
+from app.kube.pods import Resources, pod_requests
 from app.kube.timeutil import now_rfc3339
 from schedulers.allocator import (
     Allocated,
@@ -315,7 +315,9 @@ class Scheduler:
         if _terminal(pod):
             self._release(uid)
         elif uid not in self._pod_usage:
-            self._charge(uid, (pod.get("spec") or {}).get("nodeName", ""), pod_requests(pod))
+            # What the pod's claims charge counts only while the gate is on, as upstream's PodRequests.
+            requests = pod_requests(pod, node_allocatable=self.features.node_allocatable_resources)
+            self._charge(uid, (pod.get("spec") or {}).get("nodeName", ""), requests)
 
     def _charge(self, uid: str, node: str, requests: Resources) -> None:
         self._pod_usage[uid] = (node, requests)
@@ -565,7 +567,9 @@ class Scheduler:
         if isinstance(resolved, str):
             self._unschedulable(pod, f"0/{len(names)} nodes are available: {resolved}.")
             return
-        requests = pod_requests(pod)
+        # Claim charges are added per node (they depend on the devices chosen); entries an earlier,
+        # failed attempt wrote into the pod status must not count.
+        requests = pod_requests(pod, node_allocatable=False)
         allocator: Allocator | None = None
         if resolved.unallocated:
             allocator = Allocator(
@@ -601,7 +605,7 @@ class Scheduler:
             statuses: list[Obj] = []
             if self.features.node_allocatable_resources and resolved.claims:
                 statuses = self._node_allocatable_statuses(pod, resolved, outcome)
-                short = self._node_allocatable_misfit(node, requests, statuses) if statuses else None
+                short = self._node_allocatable_misfit(node, pod, statuses) if statuses else None
                 if short is not None:
                     reasons[short] = reasons.get(short, 0) + 1
                     continue
@@ -679,13 +683,16 @@ class Scheduler:
                 statuses.append(entry)
         return statuses
 
-    def _node_allocatable_misfit(self, node: Obj, requests: Resources, statuses: list[Obj]) -> str | None:
+    @staticmethod
+    def _requests_with(pod: Obj, statuses: list[Obj]) -> Resources:
+        """The pod's requests once ``statuses`` are its node-allocatable claim statuses (the one shared rule)."""
+        return pod_requests({**pod, "status": {**(pod.get("status") or {}), "nodeAllocatableResourceClaimStatuses": statuses}})
+
+    def _node_allocatable_misfit(self, node: Obj, pod: Obj, statuses: list[Obj]) -> str | None:
         """Nodes must declare the feature, and fit the pod's requests plus what its claims charge."""
         if NODE_ALLOCATABLE_FEATURE not in ((node.get("status") or {}).get("declaredFeatures") or []):
             return REASON_FEATURE_NOT_DECLARED
-        total = dict(requests)
-        for entry in statuses:
-            add_resources(total, claim_status_amounts(entry))
+        total = self._requests_with(pod, statuses)
         name = _meta(node).get("name", "")
         short = insufficient(total, self._node_used.get(name, {}), self._node_pods.get(name, 0), self._allocatable(node))
         return short[0] if short else None
@@ -731,10 +738,7 @@ class Scheduler:
                 to_write.append((claim, allocation))
             elif pod_uid not in _reserved_uids(claim):
                 to_write.append((claim, None))
-        requests = pod_requests(pod)
-        for entry in statuses:
-            add_resources(requests, claim_status_amounts(entry))
-        self._charge(pod_uid, node_name, requests)
+        self._charge(pod_uid, node_name, self._requests_with(pod, statuses) if statuses else pod_requests(pod, node_allocatable=False))
         self._binding[key] = pod_uid
         self.queue.done(key)
         self._spawn(self._bind(pod, node_name, to_write, statuses))
