@@ -3,19 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
 import logging
 import os
-import signal
 from collections.abc import Callable, Coroutine
 from typing import Any
 
 from app.kube.client import KubeClient
-from app.kube.features import FeatureGateError, FeatureGates
-from app.kube.health import serve_health
-from app.kube.leaderelection import run_while_leading
-from app.kube.logs import setup_logging
+from app.kube.features import FeatureGates
+from app.kube.process import run_leader_elected, worker_main
 from controllers.devicetainteviction import DEFAULT_RULE_STATUS_PERIOD, DeviceTaintEvictionController
 from controllers.resourceclaim import ClaimController, run_with_informers
 
@@ -68,34 +63,12 @@ def new_controllers(client: KubeClient, args: argparse.Namespace, gates: Feature
 async def run(args: argparse.Namespace, gates: FeatureGates) -> None:
     """Run until SIGTERM/SIGINT."""
     client = KubeClient(args.server, user_agent="dra-controller/0.1", qps=args.qps or None)
-    health = await serve_health(args.health_port) if args.health_port else None
-    loop = asyncio.get_running_loop()
-    main = asyncio.current_task()
-    assert main is not None
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, main.cancel)
-    try:
-        await run_while_leading(
-            client, name=LEASE_NAME, namespace=LEASE_NAMESPACE, identity=args.identity, lease_duration=args.lease_duration,
-            new_worker=lambda: new_controllers(client, args, gates), leader_elect=not args.no_leader_elect,
-        )  # fmt: skip
-    except asyncio.CancelledError:
-        log.info("shutting down")
-    finally:
-        if health is not None:
-            health.close()
-        await client.close()
+    await run_leader_elected(
+        client, args, lease_name=LEASE_NAME, lease_namespace=LEASE_NAMESPACE, new_worker=lambda: new_controllers(client, args, gates)
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m controllers``."""
     args = build_parser().parse_args(argv)
-    setup_logging(args.log_level)
-    try:
-        gates = FeatureGates.parse(args.feature_gates)
-    except FeatureGateError as exc:
-        log.error("invalid --feature-gates", extra={"error": str(exc)})
-        return 2
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(run(args, gates))
-    return 0
+    return worker_main(args, lambda gates: run(args, gates))

@@ -3,17 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
 import logging
 import os
-import signal
 
 from app.kube.client import KubeClient
-from app.kube.features import FeatureGateError, FeatureGates
-from app.kube.health import serve_health
-from app.kube.leaderelection import run_while_leading
-from app.kube.logs import setup_logging
+from app.kube.features import FeatureGates
+from app.kube.process import run_leader_elected, worker_main
 from schedulers.allocator import AllocatorFeatures
 from schedulers.scheduler import DEFAULT_FILTER_TIMEOUT, DEFAULT_NODES_TO_FIND, Scheduler
 
@@ -51,12 +46,6 @@ async def run(args: argparse.Namespace, gates: FeatureGates) -> None:
     """Run until SIGTERM/SIGINT."""
     client = KubeClient(args.server, user_agent="dra-scheduler/0.1", qps=args.qps or None)
     features = AllocatorFeatures.from_gates(gates)
-    health = await serve_health(args.health_port) if args.health_port else None
-    loop = asyncio.get_running_loop()
-    main_task = asyncio.current_task()
-    assert main_task is not None
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, main_task.cancel)
 
     def new_scheduler() -> Scheduler:
         filter_timeout = args.filter_timeout if args.filter_timeout > 0 and gates.enabled("DRASchedulerFilterTimeout") else None
@@ -64,30 +53,12 @@ async def run(args: argparse.Namespace, gates: FeatureGates) -> None:
             client, scheduler_name=args.scheduler_name, features=features, nodes_to_find=args.nodes_to_find, filter_timeout=filter_timeout
         )
 
-    try:
-        await run_while_leading(
-            client, name=LEASE_NAME, namespace=LEASE_NAMESPACE, identity=args.identity, lease_duration=args.lease_duration,
-            new_worker=lambda: new_scheduler().run, leader_elect=not args.no_leader_elect,
-        )  # fmt: skip
-    except asyncio.CancelledError:
-        log.info("shutting down")
-    finally:
-        if health is not None:
-            health.close()
-        await client.close()
+    await run_leader_elected(
+        client, args, lease_name=LEASE_NAME, lease_namespace=LEASE_NAMESPACE, new_worker=lambda: new_scheduler().run
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m schedulers``."""
     args = build_parser().parse_args(argv)
-    setup_logging(args.log_level)
-    # httpx logs every request at info: far too much for a process doing hundreds per second.
-    logging.getLogger("httpx").setLevel(logging.WARNING)
-    try:
-        gates = FeatureGates.parse(args.feature_gates)
-    except FeatureGateError as exc:
-        log.error("invalid --feature-gates", extra={"error": str(exc)})
-        return 2
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(run(args, gates))
-    return 0
+    return worker_main(args, lambda gates: run(args, gates))
