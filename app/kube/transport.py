@@ -15,6 +15,7 @@ import asyncio
 import collections
 import contextlib
 from collections.abc import AsyncIterator
+from typing import cast
 
 import httptools
 import httpx
@@ -49,8 +50,8 @@ class _Connection(asyncio.Protocol):
     # --- asyncio.Protocol
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # A stream transport (uvloop's is not an asyncio.Transport subclass, so no isinstance check).
+        self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         self.received_any = True

@@ -75,6 +75,27 @@ def test_pagination_is_a_consistent_snapshot(api: httpx.Client, ns: str) -> None
     assert_status(api.get(claims_path(ns), params={"continue": "garbage!"}), 400, "BadRequest")
 
 
+def test_cluster_wide_pages_cross_namespaces_whose_names_prefix_each_other(api: httpx.Client, ns: str) -> None:
+    # "x" and "x-y": as joined strings "x/..." sorts after "x-y/...", which once made paging start over forever.
+    other = f"{ns}-b"
+    assert api.post("/api/v1/namespaces", json={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": other}}).status_code == 201
+    for namespace in (ns, other):
+        for i in range(3):
+            assert api.post(claims_path(namespace), json=claim(f"c{i}")).status_code == 201
+    seen: list[tuple[str, str]] = []
+    params = {"limit": "2"}
+    for _ in range(5000):  # other tests' claims share this server; the bug made this loop endless
+        page = api.get("/apis/resource.k8s.io/v1/resourceclaims", params=params).json()
+        seen += [(i["metadata"]["namespace"], i["metadata"]["name"]) for i in page["items"]]
+        token = page["metadata"].get("continue")
+        if not token:
+            break
+        params = {"limit": "2", "continue": token}
+    mine = [item for item in seen if item[0] in (ns, other)]
+    assert mine == [(ns, "c0"), (ns, "c1"), (ns, "c2"), (other, "c0"), (other, "c1"), (other, "c2")]
+    assert len(seen) == len(set(seen)), "no object is listed twice"
+
+
 def test_resource_version_semantics(api: httpx.Client, ns: str) -> None:
     created = api.post(claims_path(ns), json=claim("rv1")).json()
     rv = created["metadata"]["resourceVersion"]
