@@ -107,6 +107,7 @@ class KubeClient:
         # layers cost more CPU than the request itself, and workers are CPU-bound on requests.
         self._transport: httpx.AsyncBaseTransport = transport or LeanTransport()
         self._base = httpx.URL(self.server)
+        self._base_path = self._base.raw_path.decode().rstrip("/")  # a server URL may carry a path prefix
         self._headers: list[tuple[bytes, bytes]] = [
             (b"Host", self._base.netloc),
             (b"User-Agent", user_agent.encode()),
@@ -147,10 +148,6 @@ class KubeClient:
             method, self._base.copy_with(raw_path=target.encode()), headers=headers, content=content, extensions={"timeout": timeouts}
         )
         return await self._transport.handle_async_request(request)
-
-    @property
-    def _base_path(self) -> str:
-        return self._base.raw_path.decode().rstrip("/")
 
     async def _request(
         self,

@@ -30,13 +30,14 @@ class _Connection(asyncio.Protocol):
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
-        self.parser = httptools.HttpResponseParser(self)
         self.closed = False
         self.error: Exception | None = None
         self._waiter: asyncio.Future[None] | None = None
         self._reset()
 
     def _reset(self) -> None:
+        """Fresh parser and response state for the next request on this connection."""
+        self.parser = httptools.HttpResponseParser(self)
         self.headers: list[tuple[bytes, bytes]] = []
         self.status = 0
         self.headers_done = False
@@ -254,7 +255,6 @@ class LeanTransport(httpx.AsyncBaseTransport):
             conn = idle.pop()
             if conn.reusable():
                 conn._reset()
-                conn.parser = httptools.HttpResponseParser(conn)
                 return conn, True
             self._discard(conn)
         loop = asyncio.get_running_loop()
