@@ -60,10 +60,21 @@ def _verb(scope: dict[str, Any]) -> tuple[str, str, str]:
     return verb, resource, sub
 
 
+# labels() validates and locks on every call; the few label sets real traffic uses are kept
+# (bounded: paths come from clients).
+_series: dict[tuple[str, str, str, int], tuple[Any, Any]] = {}
+
+
 def observe_request(scope: dict[str, Any], code: int, seconds: float) -> None:
     verb, resource, sub = _verb(scope)
-    REQUESTS.labels(verb, resource, sub, str(code)).inc()
-    LATENCY.labels(verb, resource).observe(seconds)
+    key = (verb, resource, sub, code)
+    series = _series.get(key)
+    if series is None:
+        series = (REQUESTS.labels(verb, resource, sub, str(code)), LATENCY.labels(verb, resource))
+        if len(_series) < 4096:
+            _series[key] = series
+    series[0].inc()
+    series[1].observe(seconds)
 
 
 def render() -> tuple[bytes, str]:

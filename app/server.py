@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import itertools
 import json
 import logging
 import time
@@ -20,12 +22,13 @@ from starlette.types import Receive, Scope, Send
 from app import metrics
 from app.api import bodies, discovery, openapi, tables
 from app.api.namespaces import NamespaceLifecycle, ensure_system_namespaces
-from app.api.options import DeleteOptions, ListOptions, WriteOptions
+from app.api.options import DeleteOptions, ListOptions, WriteOptions, query_params
 from app.api.rest import Registry, WriteResult, event_line
 from app.config import Settings
 from app.kube import errors
 from app.kube.errors import ApiError
 from app.kube.features import FeatureGates
+from app.kube.heap import keep_heap_frozen
 from app.registry import lookup
 from app.registry.base import KindStrategy
 from app.storage.cache import StoredObject, WatchCache
@@ -70,6 +73,12 @@ def warning_headers(warnings: list[str]) -> dict[str, str]:
     return {"Warning": ", ".join(f"299 - {json.dumps(w)}" for w in warnings)}
 
 
+# Request ids only need to be unique in this server's log: a random per-process prefix and a
+# counter cost far less per request than a uuid4.
+_REQUEST_ID_PREFIX = uuid.uuid4().hex[:8]
+_request_counter = itertools.count(1)
+
+
 class ObserveMiddleware:
     """Request ids, metrics, and a Status body for unexpected errors (pure ASGI: no per-request task)."""
 
@@ -80,7 +89,7 @@ class ObserveMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        request_id = uuid.uuid4().hex[:16]
+        request_id = f"{_REQUEST_ID_PREFIX}{next(_request_counter):08x}"
         for key, value in scope.get("headers", ()):
             if key == b"x-request-id":
                 request_id = value.decode("latin-1")[:64]
@@ -158,6 +167,7 @@ class ApiServer:
         self.registry = Registry(self.store, self.gates, settings.bookmark_interval, settings.min_request_timeout)
         self.namespaces = NamespaceLifecycle(self.registry)
         self.started = time.time()
+        self._heap_task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         await check_schema(self.engine, self.settings.database_url)
@@ -165,8 +175,14 @@ class ApiServer:
         await ensure_system_namespaces(self.registry)
         self.namespaces.start()
         metrics.bind_store(self.store)
+        # The watch cache is the bulk of the heap; keep it out of the cycle collector's scans.
+        self._heap_task = asyncio.get_running_loop().create_task(keep_heap_frozen(), name="gc-freeze")
 
     async def stop(self) -> None:
+        if self._heap_task is not None:
+            self._heap_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._heap_task
         await self.namespaces.stop()
         await self.store.stop()
         await self.engine.dispose()
@@ -297,25 +313,28 @@ def create_fastapi_app(settings: Settings) -> FastAPI:
 
     # ---- resources -------------------------------------------------------------------
 
-    async def resource(request: Request, group: str, version: str, rest: str) -> Response:
+    async def resource(scope: Scope, receive: Receive, group: str, version: str, rest: str) -> Response:
         segments = [s for s in rest.split("/") if s]
         target = parse_resource_path(group, version, segments)
         if target is None:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
-        method = request.method
+        method = scope["method"]
         try:
-            return await dispatch(request, target, method)
+            return await dispatch(scope, receive, target, method)
         except RevisionCompacted as exc:
             if target.name is None and method == "GET":
                 # Watches report this as an ERROR event on a 200 stream; plain lists as 410.
                 return status_response(errors.gone(str(exc)))
             raise
 
-    async def dispatch(request: Request, target: ResourcePath, method: str) -> Response:
+    async def dispatch(scope: Scope, receive: Receive, target: ResourcePath, method: str) -> Response:
         strategy = target.strategy
         # Plain dicts: Starlette's multi-dict and header lookups cost more than the rest of a GET.
-        params = dict(request.query_params)
-        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in request.scope["headers"]}
+        params = query_params(scope["query_string"])
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+
+        async def body() -> bytes:
+            return await bodies.read_body(receive, headers.get("content-length"), limit)
         accept = headers.get("accept", "")
         sub = target.subresource
         if sub and sub not in strategy.subresources:
@@ -332,13 +351,13 @@ def create_fastapi_app(settings: Settings) -> FastAPI:
                 if target.namespace is None and strategy.namespaced:
                     raise errors.method_not_allowed()
                 wopts = WriteOptions.parse(params, headers.get("user-agent", ""))
-                body = bodies.decode_object(await bodies.read_body(request, limit), headers.get("content-type"), strategy.kind)
+                body = bodies.decode_object(await body(), headers.get("content-type"), strategy.kind)
                 result = await registry.create(strategy, ns, body, wopts)
                 return object_response(strategy, result, accept, 201)
             if method == "DELETE":
                 if "deletecollection" not in strategy.verbs:
                     raise errors.method_not_allowed()
-                raw = await bodies.read_body(request, limit)
+                raw = await body()
                 dopts = DeleteOptions.parse(params, bodies.decode_delete_options(raw, headers.get("content-type")))
                 opts = ListOptions.parse(params)
                 deleted, meta = await registry.delete_collection(strategy, target.namespace, opts, dopts)
@@ -349,14 +368,14 @@ def create_fastapi_app(settings: Settings) -> FastAPI:
             if method != "POST":
                 raise errors.method_not_allowed()
             wopts = WriteOptions.parse(params, headers.get("user-agent", ""))
-            body = bodies.decode_object(await bodies.read_body(request, limit), headers.get("content-type"), "Binding")
+            body = bodies.decode_object(await body(), headers.get("content-type"), "Binding")
             await registry.bind(strategy, ns, name, body, wopts)
             return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201)
         if sub == "finalize":
             if method != "PUT":
                 raise errors.method_not_allowed()
             wopts = WriteOptions.parse(params, headers.get("user-agent", ""))
-            body = bodies.decode_object(await bodies.read_body(request, limit), headers.get("content-type"), strategy.kind)
+            body = bodies.decode_object(await body(), headers.get("content-type"), strategy.kind)
             result = await registry.finalize_namespace(strategy, name, body, wopts)
             return object_response(strategy, result, accept, 200)
         if method == "GET":
@@ -367,12 +386,12 @@ def create_fastapi_app(settings: Settings) -> FastAPI:
             return json_response(stored.raw)
         if method == "PUT":
             wopts = WriteOptions.parse(params, headers.get("user-agent", ""))
-            body = bodies.decode_object(await bodies.read_body(request, limit), headers.get("content-type"), strategy.kind)
+            body = bodies.decode_object(await body(), headers.get("content-type"), strategy.kind)
             result = await registry.update(strategy, ns, name, body, wopts, sub)
             return object_response(strategy, result, accept, 201 if result.created else 200)
         if method == "PATCH":
             wopts = WriteOptions.parse(params, headers.get("user-agent", ""))
-            raw = await bodies.read_body(request, limit)
+            raw = await body()
             patch, patch_type = bodies.decode_patch(raw, headers.get("content-type"), strategy.kind)
             if patch_type == "apply" and not params.get("fieldManager"):
                 raise errors.bad_request("PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch")
@@ -383,7 +402,7 @@ def create_fastapi_app(settings: Settings) -> FastAPI:
         if method == "DELETE":
             if sub:
                 raise errors.method_not_allowed()
-            raw = await bodies.read_body(request, limit)
+            raw = await body()
             dopts = DeleteOptions.parse(params, bodies.decode_delete_options(raw, headers.get("content-type")))
             outcome = await registry.delete(strategy, ns, name, dopts)
             if outcome.deleted_now and not strategy.return_deleted_object:
@@ -454,9 +473,8 @@ def create_fastapi_app(settings: Settings) -> FastAPI:
             group, version, rest = parts[2], parts[3], "/".join(parts[4:])
         else:
             return False
-        request = Request(scope, receive)
         try:
-            response = await resource(request, group, version, rest)
+            response = await resource(scope, receive, group, version, rest)
         except ApiError as exc:
             response = status_response(exc)
         await response(scope, receive, send)

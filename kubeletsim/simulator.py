@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import gc
 import logging
 import math
 import time
@@ -25,6 +24,7 @@ import httpx
 from app.kube.client import KubeClient, record_event, resource_path
 from app.kube.errors import ApiError
 from app.kube.features import FeatureGates
+from app.kube.heap import keep_heap_frozen
 from app.kube.informer import Informer
 from app.kube.pods import pod_requests
 from app.kube.timeutil import now_rfc3339, parse_time
@@ -78,20 +78,6 @@ class Settings:
     def connections(self) -> int:
         """Requests this process may have in flight at once (workers plus both heartbeat kinds)."""
         return self.workers + self.heartbeats_in_flight(self.lease_interval) + self.heartbeats_in_flight(self.node_status_interval)
-
-
-async def _freeze_heap(interval: float = 2.0) -> None:
-    """Every few seconds, collect the young generations and exclude what survives from full collections.
-
-    The caches of thousands of nodes, slices and pods are millions of long-lived objects; each full
-    collection scanned them all (0.1-0.4 s at 4,000 nodes, several times a minute) and stalled the
-    event loop, so Lease renewals started late. The simulator's objects are freed by reference
-    counting (it makes next to no cyclic garbage), so frozen objects still go when they are dropped.
-    """
-    while True:
-        await asyncio.sleep(interval)
-        gc.collect(1)
-        gc.freeze()
 
 
 def _rv(value: Any) -> int | None:
@@ -316,7 +302,7 @@ class Simulator:
                 asyncio.create_task(self.leases.run(), name="leases"),
                 asyncio.create_task(self.node_status.run(), name="node-status"),
                 asyncio.create_task(self._every(self.settings.resync_interval, self._resync), name="resync"),
-                asyncio.create_task(_freeze_heap(), name="gc-freeze"),
+                asyncio.create_task(keep_heap_frozen(), name="gc-freeze"),
             ]
             self.ready.set()
             await asyncio.gather(*self._tasks)

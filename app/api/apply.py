@@ -28,6 +28,7 @@ Corner cases left out or simplified:
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -109,21 +110,31 @@ def set_union(a: FieldSet, b: FieldSet) -> FieldSet:
 
 
 def set_difference(a: FieldSet, b: FieldSet) -> FieldSet:
-    """Paths in ``a`` that are not in ``b`` (exact paths; descendants of ``b``'s paths stay)."""
+    """Paths in ``a`` that are not in ``b`` (exact paths; descendants of ``b``'s paths stay).
+
+    ``a`` itself when nothing is removed (callers recognise unchanged sets by identity).
+    """
     if not b:
         return a
     out: FieldSet = {}
+    removed = False
     for key, child in a.items():
         if key == _MEMBER:
             if _MEMBER not in b:
                 out[_MEMBER] = {}
+            else:
+                removed = True
         elif key in b:
             rest = set_difference(child, b[key])
+            if rest is not child:
+                removed = True
             if rest:
                 out[key] = rest
+            else:
+                removed = True
         else:
             out[key] = child
-    return out
+    return out if removed else a
 
 
 def set_intersection(a: FieldSet, b: FieldSet) -> FieldSet:
@@ -188,9 +199,16 @@ def to_fields_v1(tree: FieldSet) -> dict[str, Any]:
     """Serialize a field set the way ``metadata.managedFields[].fieldsV1`` stores it."""
     out: dict[str, Any] = {}
     children = [k for k in tree if k != _MEMBER]
-    if _MEMBER in tree and children:
+    if not children:
+        return out
+    if _MEMBER in tree:
         out[_MEMBER] = {}
-    for key in sorted(children, key=_sort_key):
+    children.sort()
+    first, last = children[0][:2], children[-1][:2]
+    if first != last or first == "i:":
+        # Plain string order equals _sort_key's when all elements share a kind (but for indexes).
+        children.sort(key=_sort_key)
+    for key in children:
         out[key] = to_fields_v1(tree[key])
     return out
 
@@ -330,9 +348,19 @@ def _list_keys(node: SchemaNode | None) -> tuple[str, ...]:
 def _child(node: SchemaNode | None, kind: str, name: str) -> SchemaNode | None:
     if node is None or _shape(node)[0] == "free":
         return None
-    if kind == _STRUCT:
-        return node.property(name)
-    return node.additional_properties()
+    if kind != _STRUCT:
+        return node.additional_properties()
+    # Struct fields are a small fixed set: memoise the lookup per schema node.
+    fields: dict[str, SchemaNode | None] | None = node.memo.get("smd_fields")
+    if fields is None:
+        fields = node.memo["smd_fields"] = {}
+    try:
+        return fields[name]
+    except KeyError:
+        child = node.property(name)
+        if len(fields) < 256:  # bounded: a body may name fields the schema does not declare
+            fields[name] = child
+        return child
 
 
 def _item_element(kind: str, keys: tuple[str, ...], item: Any) -> str | None:
@@ -409,6 +437,8 @@ def _is_granular_container(node: SchemaNode | None) -> bool:
 def _leaf_equal(a: Any, b: Any) -> bool:
     if isinstance(a, bool) or isinstance(b, bool):
         return type(a) is type(b) and a == b
+    if type(a) is dict or type(a) is list:
+        return _strictly_equal(a, b)  # an atomic list or map: ``true`` inside is not ``1``
     return bool(a == b)
 
 
@@ -424,8 +454,53 @@ class _Comparison:
         self.removed = set_recursive_difference(self.removed, ignored)
 
 
+def _subtree(tree: FieldSet, path: tuple[str, ...]) -> FieldSet:
+    for element in path:
+        tree = tree.setdefault(element, {})
+    return tree
+
+
+def _mark_all(value: Any, node: SchemaNode | None, tree: FieldSet) -> None:
+    """Mark ``tree``'s path and every path below it in ``value``: what ``_compare`` records when
+    one side is absent, built in place instead of inserting each path from the root."""
+    tree[_MEMBER] = {}
+    kind = _type_of(node, value)
+    if kind in (_STRUCT, _MAP):
+        for key, child_value in value.items():
+            _mark_all(child_value, _child(node, kind, key), tree.setdefault("f:" + key, {}))
+    elif kind in (_ASSOC, _SET) and value:
+        assert node is not None
+        indexed = _index_items(value, kind, node)
+        if indexed is not None:
+            order, by_element = indexed
+            items = node.items()
+            for element in order:
+                _mark_all(by_element[element], items, tree.setdefault(element, {}))
+
+
+def _strictly_equal(lhs: Any, rhs: Any) -> bool:
+    """Equal JSON values; unlike ``==``, ``true`` is not ``1`` (nor ``1.0``)."""
+    if lhs != rhs:
+        return False
+    try:
+        return orjson.dumps(lhs, option=orjson.OPT_SORT_KEYS) == orjson.dumps(rhs, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # integers beyond 64 bits
+        return bool(json.dumps(lhs, sort_keys=True) == json.dumps(rhs, sort_keys=True))
+
+
 def _compare(lhs: Any, rhs: Any, node: SchemaNode | None, path: tuple[str, ...], acc: _Comparison) -> None:
     """Record what changed from ``lhs`` to ``rhs`` (None means absent), like upstream's Compare."""
+    if path:
+        # Whole sub-trees added, removed or unchanged are the common case (creates, small
+        # updates); settle them without walking path by path.
+        if lhs is None:
+            _mark_all(rhs, node, _subtree(acc.added, path))
+            return
+        if rhs is None:
+            _mark_all(lhs, node, _subtree(acc.removed, path))
+            return
+        if (type(lhs) is dict or type(lhs) is list) and _strictly_equal(lhs, rhs):
+            return
     kind = _type_of(node, rhs if rhs is not None else lhs)
     if lhs is not None and rhs is not None and kind != _LEAF and _type_of(node, lhs) != kind:
         kind = _LEAF
@@ -622,6 +697,9 @@ class _Entry:
     fields: FieldSet
     api_version: str
     time: str | None
+    # (fields as decoded, the stored fieldsV1 they came from): re-encoding an entry a write left
+    # alone would give the same fieldsV1, so that is reused (stored objects are never mutated).
+    stored: tuple[FieldSet, dict[str, Any]] | None = None
 
 
 def _manager_id(manager: str, operation: str, api_version: str, subresource: str) -> ManagerId:
@@ -648,8 +726,11 @@ def _print_manager(manager_id: ManagerId) -> str:
     return text
 
 
-def _decode_managed_fields(entries: Any) -> dict[ManagerId, _Entry]:
-    """Managers from ``metadata.managedFields``; raises ValueError for a malformed list."""
+def _decode_managed_fields(entries: Any, stored: bool = False) -> dict[ManagerId, _Entry]:
+    """Managers from ``metadata.managedFields``; raises ValueError for a malformed list.
+
+    ``stored``: the entries are a stored object's (which this server encoded canonically).
+    """
     managers: dict[ManagerId, _Entry] = {}
     if entries is None:
         return managers
@@ -673,12 +754,15 @@ def _decode_managed_fields(entries: Any) -> dict[ManagerId, _Entry]:
             str(entry.get("manager") or ""), operation, api_version, str(entry.get("subresource") or "")
         )
         time = entry.get("time")
+        fields_v1 = entry.get("fieldsV1") or {}
+        fields = from_fields_v1(fields_v1)
         managers[manager_id] = _Entry(
-            from_fields_v1(entry.get("fieldsV1") or {}), api_version, time if isinstance(time, str) else None
+            fields, api_version, time if isinstance(time, str) else None, (fields, fields_v1) if stored else None
         )
     return managers
 
 
+@functools.lru_cache(maxsize=1024)
 def _time_seconds(time: str | None) -> float:
     if not time:
         return 0.0
@@ -696,7 +780,8 @@ def _encode_managed_fields(managers: dict[ManagerId, _Entry]) -> list[dict[str, 
         if entry.time:
             row["time"] = entry.time
         row["fieldsType"] = "FieldsV1"
-        row["fieldsV1"] = to_fields_v1(entry.fields)
+        stored = entry.stored
+        row["fieldsV1"] = stored[1] if stored is not None and stored[0] is entry.fields else to_fields_v1(entry.fields)
         if subresource:
             row["subresource"] = subresource
         rows.append(row)
@@ -787,7 +872,7 @@ def _decode_live_or_new(old: dict[str, Any] | None, new: dict[str, Any], subreso
         if managers:
             return managers
     try:
-        return _decode_managed_fields(live_entries)
+        return _decode_managed_fields(live_entries, stored=True)
     except ValueError:
         return {}
 
@@ -960,7 +1045,7 @@ def apply_patch(
         raise bad_request("metadata.managedFields must be nil")
 
     try:
-        managers = _decode_managed_fields(((live or {}).get("metadata") or {}).get("managedFields"))
+        managers = _decode_managed_fields(((live or {}).get("metadata") or {}).get("managedFields"), stored=True)
     except ValueError as exc:
         raise ApiError(500, "", f"failed to decode managed fields: {exc}") from exc
 

@@ -6,7 +6,8 @@ from typing import Any
 
 import orjson
 import yaml
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect
+from starlette.types import Receive
 
 from app.api import protobuf
 from app.kube.errors import ApiError, bad_request, entity_too_large, unsupported_media_type
@@ -23,19 +24,26 @@ PATCH_TYPES = {
 }
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The whole body, refusing anything over ``limit`` bytes without reading it all."""
-    declared = request.headers.get("content-length")
+async def read_body(receive: Receive, declared: str | None, limit: int) -> bytes:
+    """The whole body (ASGI ``receive``), refusing anything over ``limit`` bytes without reading it all.
+
+    ``declared`` is the Content-Length header, if any.
+    """
     if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > limit:
         raise entity_too_large(limit)
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnect()
+        chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
             raise entity_too_large(limit)
         chunks.append(chunk)
-    return b"".join(chunks)
+        if not message.get("more_body", False):
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def media_type(content_type: str | None) -> str:
@@ -44,15 +52,18 @@ def media_type(content_type: str | None) -> str:
 
 def _check_depth(value: Any, limit: int = MAX_DEPTH) -> None:
     """Refuse absurd nesting before any recursive code sees it."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > limit:
-            raise bad_request(f"the request body is nested deeper than {limit} levels")
-        if isinstance(item, dict):
-            stack.extend((v, depth + 1) for v in item.values())
-        elif isinstance(item, list):
-            stack.extend((v, depth + 1) for v in item)
+    if (type(value) is dict or type(value) is list) and not _within_depth(value, limit - 1):
+        raise bad_request(f"the request body is nested deeper than {limit} levels")
+
+
+def _within_depth(container: dict[str, Any] | list[Any], remaining: int) -> bool:
+    """Whether every value below ``container`` is at most ``remaining`` levels deeper."""
+    if remaining <= 0:
+        return not container
+    for item in container.values() if type(container) is dict else container:
+        if (type(item) is dict or type(item) is list) and not _within_depth(item, remaining - 1):
+            return False
+    return True
 
 
 def decode_json(raw: bytes, kind: str) -> Any:

@@ -6,6 +6,7 @@ import base64
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from urllib.parse import parse_qsl
 
 import orjson
 
@@ -13,6 +14,25 @@ from app.kube.errors import ApiError, FieldError, bad_request, forbidden, invali
 
 NOT_OLDER_THAN = "NotOlderThan"
 EXACT = "Exact"
+
+
+def query_params(query_string: bytes) -> dict[str, str]:
+    """An ASGI query string as a dict; a repeated key keeps its last value.
+
+    Plain ``a=b&c=d`` (what clients send almost always) is split directly: Starlette's
+    multi-dict costs about 5% of a create.
+    """
+    if not query_string:
+        return {}
+    text = query_string.decode("latin-1")
+    if "%" in text or "+" in text:
+        return dict(parse_qsl(text, keep_blank_values=True))
+    params: dict[str, str] = {}
+    for pair in text.split("&"):
+        if pair:
+            key, _, value = pair.partition("=")
+            params[key] = value
+    return params
 
 
 def parse_bool(params: Mapping[str, str], name: str) -> bool:

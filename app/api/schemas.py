@@ -287,43 +287,76 @@ def _unknown(obj: dict[str, Any], api_version: str, kind: str, prune: bool) -> l
     if node is None or not isinstance(obj, dict):
         return []
     found: list[str] = []
-    _collect_unknown(obj, node, "", found, prune)
+    _collect_unknown(obj, node, None, found, prune)
     return found
 
 
-def _join(prefix: str, key: str) -> str:
-    return f"{prefix}.{key}" if prefix else key
+# A field path built only when an unknown field is found: (parent, key or list index), or None at the root.
+_Path = tuple[Any, str | int] | None
 
 
-def _collect_unknown(value: Any, node: SchemaNode, path: str, found: list[str], prune: bool) -> None:
-    if node.is_free_form:
+def _render(path: _Path) -> str:
+    parts: list[str | int] = []
+    while path is not None:
+        path, segment = path
+        parts.append(segment)
+    text = ""
+    for segment in reversed(parts):
+        if isinstance(segment, int):
+            text += f"[{segment}]"
+        else:
+            text = f"{text}.{segment}" if text else segment
+    return text
+
+
+_PrunePlan = tuple[bool, bool, dict[str, SchemaNode], SchemaNode | None, SchemaNode | None]
+
+
+def _prune_plan(node: SchemaNode) -> _PrunePlan:
+    """(free form, is object, declared properties, map value schema, list item schema), once per node."""
+    try:
+        plan: _PrunePlan = node.memo["prune_plan"]
+        return plan
+    except KeyError:
+        pass
+    declared: dict[str, SchemaNode] = {}
+    if node.has_properties:
+        for name in node.property_names():
+            child = node.property(name)
+            if child is not None:
+                declared[name] = child
+    plan = (node.is_free_form, node.is_object, declared, node.additional_properties(), node.items())
+    node.memo["prune_plan"] = plan
+    return plan
+
+
+def _collect_unknown(value: Any, node: SchemaNode, path: _Path, found: list[str], prune: bool) -> None:
+    free_form, is_object, declared, extra, items = _prune_plan(node)
+    if free_form:
         return
-    if isinstance(value, dict):
-        if not node.is_object:
+    if type(value) is dict:
+        if not is_object:
             return
-        has_props = node.has_properties
-        extra = node.additional_properties()
         doomed: list[str] = []
         for key, child_value in value.items():
             if child_value is None and prune:
                 # Decoding into upstream's Go types reads null as "not set"; store it that way.
                 doomed.append(key)
                 continue
-            child = node.property(key) if has_props else None
+            child = declared.get(key) or extra
             if child is not None:
-                _collect_unknown(child_value, child, _join(path, key), found, prune)
-            elif extra is not None:
-                _collect_unknown(child_value, extra, _join(path, key), found, prune)
+                if type(child_value) is dict or type(child_value) is list:
+                    _collect_unknown(child_value, child, (path, key), found, prune)
             else:
                 # Also reached for an object schema without properties: an empty struct knows no field.
-                found.append(_join(path, key))
+                found.append(_render((path, key)))
                 doomed.append(key)
         if prune:
             for key in doomed:
                 del value[key]
-    elif isinstance(value, list):
-        items = node.items()
+    elif type(value) is list:
         if items is None:
             return
         for index, item in enumerate(value):
-            _collect_unknown(item, items, f"{path}[{index}]", found, prune)
+            if type(item) is dict or type(item) is list:
+                _collect_unknown(item, items, (path, index), found, prune)

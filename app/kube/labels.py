@@ -10,7 +10,7 @@ kube-apiserver (which passes ``labels.Parse``'s error through unchanged; the
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +35,32 @@ _INT64_MAX = (1 << 63) - 1
 _INT64_MIN = -(1 << 63)
 
 # --- label key / value validation (content.IsLabelKey / IsLabelValue) -------------------------
+
+_MAX_REMEMBERED_VALID = 8192
+
+
+def remember_valid(check: Callable[[str], list[str]]) -> Callable[[str], list[str]]:
+    """Wrap a ``str -> problems`` rule so strings it accepted are accepted again without re-checking.
+
+    Names, label keys and class names repeat across nearly every write; only valid strings are
+    remembered (a bounded set, emptied when full), so error messages are always computed afresh.
+    """
+    valid: set[str] = set()
+
+    def checked(value: str) -> list[str]:
+        if value in valid:
+            return []
+        problems = check(value)
+        if not problems:
+            if len(valid) >= _MAX_REMEMBERED_VALID:
+                valid.clear()
+            valid.add(value)
+        return problems
+
+    checked.__doc__ = check.__doc__
+    checked.__name__ = check.__name__
+    return checked
+
 
 _LABEL_KEY_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
 _LABEL_KEY_ERR = (
@@ -72,6 +98,7 @@ def _byte_len(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
+@remember_valid
 def _dns1123_subdomain_errors(value: str) -> list[str]:
     errs = []
     if _byte_len(value) > 253:
@@ -81,6 +108,7 @@ def _dns1123_subdomain_errors(value: str) -> list[str]:
     return errs
 
 
+@remember_valid
 def label_key_errors(key: str) -> list[str]:
     """Problems with ``key`` as a label key (optional DNS-subdomain prefix, name ≤ 63 bytes)."""
     errs: list[str] = []
@@ -108,6 +136,7 @@ def label_key_errors(key: str) -> list[str]:
     return errs
 
 
+@remember_valid
 def label_value_errors(value: str) -> list[str]:
     """Problems with ``value`` as a label value (empty, or a name of at most 63 bytes)."""
     errs = []

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
+
+_rendered_second: tuple[int, str] = (-1, "")
 
 
 def now_rfc3339() -> str:
     """Current time as metav1.Time renders it: RFC 3339, seconds, ``Z``."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    global _rendered_second
+    second = int(time.time())
+    cached_second, text = _rendered_second
+    if second != cached_second:
+        # strftime costs microseconds; every write stamps a time, so render once per second.
+        text = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second))
+        _rendered_second = (second, text)
+    return text
 
 
 def now_micro() -> str:

@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from app.kube.errors import REQUIRED, FieldError, forbidden, invalid, required, too_long
-from app.kube.labels import label_key_errors, label_value_errors
+from app.kube.labels import label_key_errors, label_value_errors, remember_valid
 
 DNS1123_LABEL_MAX = 63
 DNS1123_SUBDOMAIN_MAX = 253
@@ -17,6 +17,7 @@ _LABEL_RE = re.compile(f"^{_LABEL_FMT}$")
 _SUBDOMAIN_RE = re.compile(f"^{_SUBDOMAIN_FMT}$")
 
 
+@remember_valid
 def dns1123_label_problems(value: str) -> list[str]:
     problems: list[str] = []
     if len(value) > DNS1123_LABEL_MAX:
@@ -30,6 +31,7 @@ def dns1123_label_problems(value: str) -> list[str]:
     return problems
 
 
+@remember_valid
 def dns1123_subdomain_problems(value: str) -> list[str]:
     problems: list[str] = []
     if len(value) > DNS1123_SUBDOMAIN_MAX:
@@ -77,6 +79,7 @@ STANDARD_FINALIZERS = frozenset({"kubernetes", "orphan", "foregroundDeletion"})
 _BANNED_OWNERS = frozenset({("", "v1", "Event")})
 
 
+@remember_valid
 def qualified_name_problems(value: str) -> list[str]:
     """Upstream's IsQualifiedName: an optional DNS-subdomain prefix and a name of at most 63 bytes."""
     if value.count("/") > 1:

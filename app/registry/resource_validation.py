@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
+
 from app.api.schemas import register_extra_property
 from app.kube.cel import validate_selector_expression
 from app.kube.errors import (
@@ -363,17 +365,20 @@ def _raw_extension(value: Any, path: str, stored: bool, limit: int) -> Errs:
         return [required(path)]
     if isinstance(value, str):
         # A RawExtension may reach us already serialized (e.g. from YAML tooling).
-        raw = value
+        size = len(value.encode())
         try:
-            parsed = json.loads(raw)
+            parsed = json.loads(value)
         except ValueError as exc:
-            if not stored and len(raw.encode()) > limit:
+            if not stored and size > limit:
                 return [too_long(path, limit)]
             return [invalid(path, "<value omitted>", f"error parsing data as JSON: {exc}")]
     else:
         parsed = value
-        raw = json.dumps(value, separators=(",", ":"))
-    if not stored and len(raw.encode()) > limit:
+        try:
+            size = len(orjson.dumps(value))  # compact UTF-8 JSON, as a client sends it
+        except TypeError:  # integers beyond 64 bits
+            size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+    if not stored and size > limit:
         return [too_long(path, limit)]
     if parsed is None:
         return [required(path)]

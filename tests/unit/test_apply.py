@@ -417,3 +417,23 @@ def test_apply_rejects_list_item_without_key() -> None:
         '.spec.containers: element 0: associative list with keys has an element that omits key field "name" '
         "(and doesn't have default value)"
     )
+
+
+def test_update_leaves_other_managers_entries_as_they_were() -> None:
+    live = stored(apply(None, pod_config()))
+    before = copy.deepcopy(fields(live, "kubectl"))
+    new = copy.deepcopy(live)
+    new["metadata"]["labels"]["team"] = "a"
+    result = updated(live, new, "labeller")
+    assert fields(result, "kubectl") == before
+    assert fields(result, "labeller", "Update") == {"f:metadata": {"f:labels": {"f:team": {}}}}
+
+
+def test_update_from_number_to_boolean_is_a_change() -> None:
+    config = claim_config("gpu")
+    config["spec"]["devices"]["config"] = [{"opaque": {"driver": "gpu.example.com", "parameters": {"shared": 1}}}]
+    live = stored(apply(None, config))
+    new = copy.deepcopy(live)
+    new["spec"]["devices"]["config"][0]["opaque"]["parameters"]["shared"] = True
+    result = updated(live, new, "flipper")
+    assert ("flipper", "Update") in entries(result)
