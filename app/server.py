@@ -333,7 +333,7 @@ def create_fastapi_app(settings: Settings) -> FastAPI:
         params = query_params(scope["query_string"])
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
 
-        async def body() -> bytes:
+        async def request_body() -> bytes:
             return await bodies.read_body(receive, headers.get("content-length"), limit)
         accept = headers.get("accept", "")
         sub = target.subresource
@@ -351,13 +351,13 @@ def create_fastapi_app(settings: Settings) -> FastAPI:
                 if target.namespace is None and strategy.namespaced:
                     raise errors.method_not_allowed()
                 wopts = WriteOptions.parse(params, headers.get("user-agent", ""))
-                body = bodies.decode_object(await body(), headers.get("content-type"), strategy.kind)
+                body = bodies.decode_object(await request_body(), headers.get("content-type"), strategy.kind)
                 result = await registry.create(strategy, ns, body, wopts)
                 return object_response(strategy, result, accept, 201)
             if method == "DELETE":
                 if "deletecollection" not in strategy.verbs:
                     raise errors.method_not_allowed()
-                raw = await body()
+                raw = await request_body()
                 dopts = DeleteOptions.parse(params, bodies.decode_delete_options(raw, headers.get("content-type")))
                 opts = ListOptions.parse(params)
                 deleted, meta = await registry.delete_collection(strategy, target.namespace, opts, dopts)
@@ -368,14 +368,14 @@ def create_fastapi_app(settings: Settings) -> FastAPI:
             if method != "POST":
                 raise errors.method_not_allowed()
             wopts = WriteOptions.parse(params, headers.get("user-agent", ""))
-            body = bodies.decode_object(await body(), headers.get("content-type"), "Binding")
+            body = bodies.decode_object(await request_body(), headers.get("content-type"), "Binding")
             await registry.bind(strategy, ns, name, body, wopts)
             return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201)
         if sub == "finalize":
             if method != "PUT":
                 raise errors.method_not_allowed()
             wopts = WriteOptions.parse(params, headers.get("user-agent", ""))
-            body = bodies.decode_object(await body(), headers.get("content-type"), strategy.kind)
+            body = bodies.decode_object(await request_body(), headers.get("content-type"), strategy.kind)
             result = await registry.finalize_namespace(strategy, name, body, wopts)
             return object_response(strategy, result, accept, 200)
         if method == "GET":
@@ -386,12 +386,12 @@ def create_fastapi_app(settings: Settings) -> FastAPI:
             return json_response(stored.raw)
         if method == "PUT":
             wopts = WriteOptions.parse(params, headers.get("user-agent", ""))
-            body = bodies.decode_object(await body(), headers.get("content-type"), strategy.kind)
+            body = bodies.decode_object(await request_body(), headers.get("content-type"), strategy.kind)
             result = await registry.update(strategy, ns, name, body, wopts, sub)
             return object_response(strategy, result, accept, 201 if result.created else 200)
         if method == "PATCH":
             wopts = WriteOptions.parse(params, headers.get("user-agent", ""))
-            raw = await body()
+            raw = await request_body()
             patch, patch_type = bodies.decode_patch(raw, headers.get("content-type"), strategy.kind)
             if patch_type == "apply" and not params.get("fieldManager"):
                 raise errors.bad_request("PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch")
@@ -402,7 +402,7 @@ def create_fastapi_app(settings: Settings) -> FastAPI:
         if method == "DELETE":
             if sub:
                 raise errors.method_not_allowed()
-            raw = await body()
+            raw = await request_body()
             dopts = DeleteOptions.parse(params, bodies.decode_delete_options(raw, headers.get("content-type")))
             outcome = await registry.delete(strategy, ns, name, dopts)
             if outcome.deleted_now and not strategy.return_deleted_object:
