@@ -726,11 +726,33 @@ def _print_manager(manager_id: ManagerId) -> str:
     return text
 
 
+# Decoded managers of recently stored managedFields lists, by the list's identity (the list is
+# kept too, so its id is not reused while remembered). Stored objects are never mutated, and the
+# next write to an object starts from its stored list: decoding it again would give the same.
+_DECODED_CAPACITY = 4096
+_decoded: dict[int, tuple[list[Any], dict[ManagerId, _Entry]]] = {}
+
+
+def _remember_decoded(entries: list[Any], managers: dict[ManagerId, _Entry]) -> None:
+    if len(_decoded) >= _DECODED_CAPACITY:
+        del _decoded[next(iter(_decoded))]
+    _decoded[id(entries)] = (entries, managers)
+
+
+def _copy_entries(managers: dict[ManagerId, _Entry]) -> dict[ManagerId, _Entry]:
+    """Entries a write may reassign; field sets themselves are never changed in place."""
+    return {m: _Entry(e.fields, e.api_version, e.time, e.stored) for m, e in managers.items()}
+
+
 def _decode_managed_fields(entries: Any, stored: bool = False) -> dict[ManagerId, _Entry]:
     """Managers from ``metadata.managedFields``; raises ValueError for a malformed list.
 
     ``stored``: the entries are a stored object's (which this server encoded canonically).
     """
+    if stored and type(entries) is list:
+        known = _decoded.get(id(entries))
+        if known is not None and known[0] is entries:
+            return _copy_entries(known[1])
     managers: dict[ManagerId, _Entry] = {}
     if entries is None:
         return managers
@@ -759,6 +781,8 @@ def _decode_managed_fields(entries: Any, stored: bool = False) -> dict[ManagerId
         managers[manager_id] = _Entry(
             fields, api_version, time if isinstance(time, str) else None, (fields, fields_v1) if stored else None
         )
+    if stored:
+        _remember_decoded(entries, _copy_entries(managers))
     return managers
 
 
@@ -781,7 +805,9 @@ def _encode_managed_fields(managers: dict[ManagerId, _Entry]) -> list[dict[str, 
             row["time"] = entry.time
         row["fieldsType"] = "FieldsV1"
         stored = entry.stored
-        row["fieldsV1"] = stored[1] if stored is not None and stored[0] is entry.fields else to_fields_v1(entry.fields)
+        if stored is None or stored[0] is not entry.fields:
+            stored = entry.stored = (entry.fields, to_fields_v1(entry.fields))
+        row["fieldsV1"] = stored[1]
         if subresource:
             row["subresource"] = subresource
         rows.append(row)
@@ -839,6 +865,8 @@ def _set_managed_fields(obj: dict[str, Any], managers: dict[ManagerId, _Entry]) 
     rows = _encode_managed_fields(managers)
     if rows:
         metadata["managedFields"] = rows
+        # This list is what gets stored; the next write to the object decodes it from here.
+        _remember_decoded(rows, _copy_entries(managers))
     else:
         metadata.pop("managedFields", None)
 
@@ -865,12 +893,14 @@ def _decode_live_or_new(old: dict[str, Any] | None, new: dict[str, Any], subreso
         new_entries = (new.get("metadata") or {}).get("managedFields")
         if isinstance(new_entries, list) and (not new_entries or (len(new_entries) == 1 and not new_entries[0])):
             return {}  # an explicit reset
-        try:
-            managers = _decode_managed_fields(new_entries)
-        except ValueError:
-            managers = {}
-        if managers:
-            return managers
+        if new_entries is not live_entries and new_entries != live_entries:
+            # What a client sends back is usually what it read: then the stored list is decoded.
+            try:
+                managers = _decode_managed_fields(new_entries)
+            except ValueError:
+                managers = {}
+            if managers:
+                return managers
     try:
         return _decode_managed_fields(live_entries, stored=True)
     except ValueError:
