@@ -7,6 +7,7 @@ table verbatim; rows carry a ``PartialObjectMetadata`` (or the full object for
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,6 +79,7 @@ def parse_accept(header: str | None) -> list[MediaRange]:
     return sorted(ranges, key=lambda r: (-r.q, r.type == "*", r.subtype == "*"))
 
 
+@functools.lru_cache(maxsize=256)  # clients send the same few Accept headers on every request
 def table_version(accept_header: str | None) -> str | None:
     """``"v1"``/``"v1beta1"`` when the preferred servable Accept entry is a JSON Table, else None.
 
