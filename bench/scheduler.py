@@ -25,6 +25,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -171,8 +172,46 @@ def postgres_pids() -> list[int]:
     return pids
 
 
+def start_profilers(directory: Path, namespace: str, processes: dict[str, list[int]]) -> list[subprocess.Popen[bytes]]:
+    """py-spy (raw stacks, 200 Hz) on the Python processes for one phase: ``<dir>/<phase>-<process>.raw``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    py_spy = Path(sys.executable).with_name("py-spy")
+    return [
+        subprocess.Popen(
+            [str(py_spy), "record", "--gil", "-p", str(pids[0]), "-r", "200", "--format", "raw", "-o", str(directory / f"{namespace}-{name}.raw")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        for name, pids in processes.items()
+        if name != "postgres" and pids
+    ]
+
+
+async def request_counts(client: httpx.AsyncClient) -> dict[str, float]:
+    """The server's ``apiserver_request_total`` by "VERB resource[/subresource]" (all codes, watches excluded)."""
+    counts: dict[str, float] = {}
+    for line in (await client.get("/metrics")).text.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels_text, _, value = line[len("apiserver_request_total{") :].rpartition("} ")
+        labels = dict(part.split("=", 1) for part in labels_text.split(","))
+        verb = labels.get("verb", "").strip('"')
+        if verb == "WATCH":
+            continue
+        name = labels.get("resource", "").strip('"') + ("/" + sub if (sub := labels.get("subresource", "").strip('"')) else "")
+        key = f"{verb} {name}"
+        counts[key] = counts.get(key, 0.0) + float(value)
+    return counts
+
+
 async def phase(
-    client: httpx.AsyncClient, namespace: str, count: int, with_claim: bool, cel: bool, timeout: float, processes: dict[str, list[int]]
+    client: httpx.AsyncClient,
+    namespace: str,
+    count: int,
+    with_claim: bool,
+    cel: bool,
+    timeout: float,
+    processes: dict[str, list[int]],
+    profile: Path | None = None,
 ) -> dict[str, float]:
     """Create ``count`` pods in a fresh namespace and time them until bound."""
     ns_body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
@@ -201,7 +240,9 @@ async def phase(
     watcher = asyncio.create_task(watch())
     await asyncio.sleep(0.2)  # the watch is open before the first pod exists
     names = [f"pod-{i:05d}" for i in range(count)]
+    requests0 = await request_counts(client)
     cpu0 = {name: sum(cpu_seconds(p) for p in pids) for name, pids in processes.items()}
+    profilers = start_profilers(profile, namespace, processes) if profile else []
     t0 = time.perf_counter()
     created = await create_all(client, [(f"/api/v1/namespaces/{namespace}/pods", pod(n, with_claim)) for n in names])
     try:
@@ -211,8 +252,14 @@ async def phase(
     watcher.cancel()
     with contextlib.suppress(asyncio.CancelledError, Exception):
         await watcher
+    for profiler in profilers:
+        profiler.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+    for profiler in profilers:
+        profiler.wait(30)
     # CPU per pod is what a noisy shared machine cannot distort much (unlike pods/s).
     cpu_ms = {f"cpu_ms_per_pod_{name}": (sum(cpu_seconds(p) for p in pids) - cpu0[name]) * 1000 / max(1, len(bound)) for name, pids in processes.items()}
+    requests = await request_counts(client)
+    per_pod = {k: (v - requests0.get(k, 0)) / max(1, len(bound)) for k, v in requests.items()}
     latencies = sorted((bound[n] - c) * 1000 for n, c in zip(names, created, strict=True) if n in bound)
     end = max(bound.values()) if bound else time.perf_counter()
     return {
@@ -223,6 +270,7 @@ async def phase(
         "p50_ms": statistics.median(latencies) if latencies else float("nan"),
         "p99_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] if latencies else float("nan"),
         **cpu_ms,
+        "requests_per_pod": {k: round(v, 2) for k, v in sorted(per_pod.items()) if v >= 0.01},
     }
 
 
@@ -248,9 +296,10 @@ async def run_one(args: argparse.Namespace, nodes: int, tmp: Path) -> dict[str, 
                     "scheduler": [workers[1].process.pid],
                     "postgres": [] if args.sqlite else postgres_pids(),
                 }
+                profile = Path(args.profile) if args.profile else None
                 if not args.no_baseline:
-                    result["baseline"] = await phase(client, "bench-base", pods, False, False, args.timeout, processes)
-                result["dra"] = await phase(client, "bench-dra", pods, True, args.cel, args.timeout, processes)
+                    result["baseline"] = await phase(client, "bench-base", pods, False, False, args.timeout, processes, profile)
+                result["dra"] = await phase(client, "bench-dra", pods, True, args.cel, args.timeout, processes, profile)
                 return result
         finally:
             for w in workers:
@@ -270,6 +319,7 @@ def show(result: dict[str, Any]) -> None:
         )
         cpu = "  ".join(f"{k.removeprefix('cpu_ms_per_pod_')}={v:.1f}" for k, v in r.items() if k.startswith("cpu_ms_per_pod_"))
         print(f"  {'':8s} CPU ms per pod: {cpu}")
+        print(f"  {'':8s} requests per pod: {'  '.join(f'{k}={v:g}' for k, v in r['requests_per_pod'].items())}")
     if "baseline" in result and result["baseline"]["pods_per_s"]:
         print(f"  dra/baseline throughput ratio: {result['dra']['pods_per_s'] / result['baseline']['pods_per_s']:.2f}")
 
@@ -284,6 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=600, help="seconds to wait for all pods of a phase")
     parser.add_argument("--worker-log-level", default="warning", help="log level of controller and scheduler")
     parser.add_argument("--json", help="write the figures to this file")
+    parser.add_argument("--profile", help="py-spy the server and workers during each phase into this directory (skews CPU figures)")
     args = parser.parse_args(argv)
     results = []
     keep = bool(os.environ.get("DRA_BENCH_KEEP_LOGS"))

@@ -210,6 +210,7 @@ class DeviceTaintEvictionController:
         key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         allocated = new is not None and bool((new.get("status") or {}).get("allocation"))
         previous = self._allocated.get(key)
+        before = previous.eviction if previous is not None else None
         if not allocated:
             if previous is not None:
                 self._forget_claim(key, previous.claim)
@@ -226,6 +227,9 @@ class DeviceTaintEvictionController:
                 self._allocated[key] = _Allocated(new, self._claim_eviction(new))
                 for pool in _claim_pools(new):
                     self._claims_by_pool.setdefault(pool, set()).add(key)
+        entry = self._allocated.get(key)
+        if before is None and (entry is None or entry.eviction is None):
+            return  # a claim without evicting taints, before and after, decides no pod's eviction
         # reservedFor may have changed: look at every pod using the claim.
         self._handle_pods_of(key)
 

@@ -22,7 +22,6 @@ reference, objects by owner UID, claims by reserving pod UID), never through cac
 from __future__ import annotations
 
 import asyncio
-import copy
 import logging
 from collections.abc import Awaitable, Sequence
 from typing import Any
@@ -62,6 +61,10 @@ OWNER_KINDS: dict[tuple[str, str], tuple[str, str, str, bool]] = {
 }
 
 
+# Owner kinds this controller has informers for: their deletion re-queues the dependents.
+WATCHED_OWNER_KINDS = {("", "Pod"), (RESOURCE_GROUP, "ResourceClaim"), ("", "Event")}
+
+
 def _meta(obj: Obj) -> Obj:
     meta: Obj = obj.get("metadata") or {}
     return meta
@@ -83,6 +86,27 @@ def generate_name(pod_name: str, claim_name: str) -> str:
     # Truncating only the end (what the server would do) would lose the claim name for long pod names.
     total = len(base)
     return f"{pod_name[: len(pod_name) * MAX_GENERATE_BASE // total]}-{claim_name[: len(claim_name) * MAX_GENERATE_BASE // total]}"
+
+
+def _missing_claim_entries(pod: Obj) -> list[Obj]:
+    """Template entries of a pod that will run whose claim is not recorded in its status yet."""
+    entries = [e for e in (pod.get("spec") or {}).get("resourceClaims") or [] if e.get("resourceClaimTemplateName")]
+    if not entries or _meta(pod).get("deletionTimestamp") or pod_done(pod):
+        return []  # no new claims for pods that will not run
+    recorded = {s.get("name"): s.get("resourceClaimName") for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []}
+    return [e for e in entries if not recorded.get(e["name"])]
+
+
+def _gc_unchanged(old: Obj, new: Obj) -> bool:
+    """An update the collector need not look at: same owners, deletion and finalizers, all owners of
+    kinds whose deletion this controller watches (others are re-checked on every update)."""
+    refs = new.get("ownerReferences") or []
+    return (
+        refs == (old.get("ownerReferences") or [])
+        and new.get("deletionTimestamp") == old.get("deletionTimestamp")
+        and new.get("finalizers") == old.get("finalizers")
+        and all((_group_of(r.get("apiVersion", "")), r.get("kind", "")) in WATCHED_OWNER_KINDS for r in refs)
+    )
 
 
 def controller_owner(obj: Obj) -> Obj | None:
@@ -128,26 +152,31 @@ class ClaimController:
 
     def _wire(self) -> None:
         self.pods.on_add(self._pod_changed)
-        self.pods.on_update(lambda _old, new: self._pod_changed(new))
+        self.pods.on_update(lambda old, new: self._pod_changed(new, old))
         self.pods.on_delete(self._pod_deleted)
         self.claims.on_add(self._claim_changed)
-        self.claims.on_update(lambda _old, new: self._claim_changed(new))
+        self.claims.on_update(lambda old, new: self._claim_changed(new, old))
         self.claims.on_delete(self._owner_deleted)
         self.templates.on_add(self._template_changed)
         self.templates.on_update(lambda _old, new: self._template_changed(new))
         self.events.on_add(lambda obj: self._gc_candidate("events", obj))
-        self.events.on_update(lambda _old, new: self._gc_candidate("events", new))
+        self.events.on_update(lambda old, new: self._gc_candidate("events", new, old))
         self.events.on_delete(self._owner_deleted)
 
-    def _gc_candidate(self, plural: str, obj: Obj) -> None:
+    def _gc_candidate(self, plural: str, obj: Obj, old: Obj | None = None) -> None:
         meta = _meta(obj)
-        if meta.get("ownerReferences") or meta.get("deletionTimestamp"):
-            self.queue.add((f"gc-{plural}", meta.get("namespace", ""), meta.get("name", "")))
+        if not (meta.get("ownerReferences") or meta.get("deletionTimestamp")):
+            return
+        if old is not None and _gc_unchanged(_meta(old), meta):
+            return  # owners and deletion as before: their own events already queued what they decide
+        self.queue.add((f"gc-{plural}", meta.get("namespace", ""), meta.get("name", "")))
 
-    def _pod_changed(self, pod: Obj) -> None:
+    def _pod_changed(self, pod: Obj, old: Obj | None = None) -> None:
         meta = _meta(pod)
-        self.queue.add(("pod", meta.get("namespace", ""), meta["name"]))
-        self._gc_candidate("pods", pod)
+        # Most pod updates (scheduling, status) leave nothing to create; sync_pod would return at once.
+        if _missing_claim_entries(pod):
+            self.queue.add(("pod", meta.get("namespace", ""), meta["name"]))
+        self._gc_candidate("pods", pod, old)
         if pod_done(pod):
             self._enqueue_claims_of_pod(pod)
 
@@ -155,10 +184,10 @@ class ClaimController:
         self._enqueue_claims_of_pod(pod)
         self._owner_deleted(pod)
 
-    def _claim_changed(self, claim: Obj) -> None:
+    def _claim_changed(self, claim: Obj, old: Obj | None = None) -> None:
         meta = _meta(claim)
         self.queue.add(("claim", meta.get("namespace", ""), meta["name"]))
-        self._gc_candidate("resourceclaims", claim)
+        self._gc_candidate("resourceclaims", claim, old)
 
     def _template_changed(self, template: Obj) -> None:
         # A pod may have been waiting for this template.
@@ -252,18 +281,13 @@ class ClaimController:
         if pod is None:
             return True
         meta = _meta(pod)
-        if meta.get("deletionTimestamp") or pod_done(pod):
-            return True  # no new claims for pods that will not run
-        entries = [e for e in (pod.get("spec") or {}).get("resourceClaims") or [] if e.get("resourceClaimTemplateName")]
+        entries = _missing_claim_entries(pod)
         if not entries:
             return True
         statuses: list[Obj] = list((pod.get("status") or {}).get("resourceClaimStatuses") or [])
-        recorded = {s.get("name"): s.get("resourceClaimName") for s in statuses}
         changed = False
         for entry in entries:
             entry_name = entry["name"]
-            if recorded.get(entry_name):
-                continue
             claim_name = self._find_generated(pod, entry_name)
             if claim_name is None:
                 claim_name = await self._create_claim(pod, entry)
@@ -309,7 +333,7 @@ class ClaimController:
         }
         if tmeta.get("labels"):
             claim_meta["labels"] = dict(tmeta["labels"])
-        body = {"apiVersion": f"{RESOURCE_GROUP}/v1", "kind": "ResourceClaim", "metadata": claim_meta, "spec": copy.deepcopy(tspec.get("spec") or {})}
+        body = {"apiVersion": f"{RESOURCE_GROUP}/v1", "kind": "ResourceClaim", "metadata": claim_meta, "spec": tspec.get("spec") or {}}  # only serialised, never changed
         created = await self.client.create(self._claim_path(namespace), body)
         claim_name = str(_meta(created)["name"])
         self._created[(meta["uid"], entry["name"])] = claim_name

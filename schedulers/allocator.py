@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+import orjson
+
 from app.kube.cel import CELCompileError, CELRuntimeError, CompiledSelector, DeviceView, compile_selector
 from app.kube.labels import node_selector_matches
 from app.kube.pods import claim_status_amounts
@@ -55,11 +57,32 @@ class Allocated:
     The dicts are built on first access, so filtering many nodes only pays for the search.
     """
 
-    __slots__ = ("_allocations", "_build")
+    __slots__ = ("_allocations", "_build", "_exclusive", "free_left")
 
-    def __init__(self, allocations: list[dict[str, Any]] | None = None, build: Callable[[], list[dict[str, Any]]] | None = None) -> None:
+    def __init__(
+        self,
+        allocations: list[dict[str, Any]] | None = None,
+        build: Callable[[], list[dict[str, Any]]] | None = None,
+        exclusive: int | None = None,
+        free_left: int | None = None,
+    ) -> None:
         self._allocations = allocations
         self._build = build
+        self._exclusive = exclusive
+        # Devices of the node nobody has allocated exclusively, minus this solution's (the score).
+        self.free_left = free_left
+
+    @property
+    def exclusive_devices(self) -> int:
+        """Results that take a device exclusively (neither admin access nor a share).
+
+        Known from the search without building the dicts, so scoring many nodes stays cheap.
+        """
+        if self._exclusive is None:
+            self._exclusive = sum(
+                1 for a in self.allocations for r in (a.get("devices") or {}).get("results") or [] if not r.get("adminAccess") and not r.get("shareID")
+            )
+        return self._exclusive
 
     @property
     def allocations(self) -> list[dict[str, Any]]:
@@ -251,6 +274,9 @@ class _PoolView:
 class _NodeView:
     pools: list[_PoolView]
     candidates: list[_Device]  # devices of usable (complete, valid) pools, in allocation order
+    # Candidates not allocated exclusively, for one AllocatedState at the pools' change counts
+    # (see AllocatedState.free_candidates).
+    free: tuple[Any, int, list[_Device]] | None = None
 
 
 class ResourceIndex:
@@ -271,12 +297,13 @@ class ResourceIndex:
         self.features = features or AllocatorFeatures()
         self._slices: dict[str, Mapping[str, Any]] = {}
         self.classes: dict[str, Mapping[str, Any]] = {}
+        self.classes_version = 0  # bumped on every class change (SearchCache entries depend on classes)
         self._rules: dict[str, Mapping[str, Any]] = {}
         self._devices: dict[str, tuple[Any, list[_Device]]] = {}
         self._by_node: dict[str, list[str]] = {}
         self._other: list[str] = []  # slices without spec.nodeName
         self._by_pool: dict[PoolID, list[str]] = {}
-        self._views: dict[str, tuple[Any, _NodeView]] = {}
+        self._views: dict[str, tuple[Mapping[str, Any], Any, _NodeView]] = {}  # node name -> (node, labels, view)
         self._pool_devices: dict[PoolID, tuple[dict[str, _Device], dict[str, dict[str, Quantity]], str | None]] = {}
         self._dirty = True
         for s in slices:
@@ -302,10 +329,12 @@ class ResourceIndex:
     def set_class(self, obj: Mapping[str, Any]) -> None:
         """Add or replace a DeviceClass."""
         self.classes[obj["metadata"]["name"]] = obj
+        self.classes_version += 1
 
     def remove_class(self, name: str) -> None:
         """Forget a DeviceClass."""
         self.classes.pop(name, None)
+        self.classes_version += 1
 
     def set_taint_rule(self, obj: Mapping[str, Any]) -> None:
         """Add or replace a DeviceTaintRule (re-taints every device)."""
@@ -430,12 +459,15 @@ class ResourceIndex:
             self._rebuild()
         meta = node.get("metadata") or {}
         node_name: str = meta.get("name", "")
-        labels = meta.get("labels") or {}
         cached = self._views.get(node_name)
-        if cached is not None and cached[0] == labels:
-            return cached[1]
+        if cached is not None and cached[0] is node:
+            return cached[2]  # the same node object: labels cannot have changed
+        labels = meta.get("labels") or {}
+        if cached is not None and cached[1] == labels:
+            self._views[node_name] = (node, cached[1], cached[2])
+            return cached[2]
         view = self._build_view(node, node_name)
-        self._views[node_name] = (dict(labels), view)
+        self._views[node_name] = (node, dict(labels), view)
         return view
 
     def _build_view(self, node: Mapping[str, Any], node_name: str) -> _NodeView:
@@ -510,6 +542,9 @@ class AllocatedState:
     shared_ids: set[tuple[str, str, str, str]] = field(default_factory=set)
     shared_devices: set[DeviceID] = field(default_factory=set)
     capacity: dict[DeviceID, dict[str, Quantity]] = field(default_factory=dict)
+    # Allocations added per pool (exclusive or shared): what was worked out for a node's pools
+    # (free devices, a search) stays valid while their counts do not move.
+    pool_changes: dict[PoolID, int] = field(default_factory=dict)
 
     @classmethod
     def from_claims(cls, claims: Iterable[Mapping[str, Any]], in_flight: Iterable[Mapping[str, Any]] | Mapping[str, Any] = ()) -> AllocatedState:
@@ -533,6 +568,7 @@ class AllocatedState:
             if r.get("adminAccess"):
                 continue
             dev_id = (r.get("driver", ""), r.get("pool", ""), r.get("device", ""))
+            self.pool_changes[dev_id[:2]] = self.pool_changes.get(dev_id[:2], 0) + 1
             if r.get("shareID"):
                 self.shared_ids.add((*dev_id, r["shareID"]))
                 self.shared_devices.add(dev_id)
@@ -541,6 +577,28 @@ class AllocatedState:
                     agg[key] = agg.get(key, Quantity(0)) + _quantity(value)
             else:
                 self.devices.add(dev_id)
+
+    def stamp(self, view: _NodeView) -> int:
+        """Changes to the view's pools so far; counts only grow, so their sum moves whenever one does."""
+        changes = self.pool_changes
+        pools = view.pools
+        return changes.get(pools[0].id, 0) if len(pools) == 1 else sum(changes.get(p.id, 0) for p in pools)
+
+    def free_candidates(self, view: _NodeView) -> list[_Device]:
+        """The view's candidates minus devices allocated exclusively.
+
+        Kept on the view across scheduling cycles and recomputed only when an allocation lands
+        in one of its pools (the scheduler's state only grows between rebuilds), instead of once
+        per node per cycle.
+        """
+        stamp = self.stamp(view)
+        cached = view.free
+        if cached is not None and cached[0] is self and cached[1] == stamp:
+            return cached[2]
+        taken = self.devices
+        free = [d for d in view.candidates if d.id not in taken]
+        view.free = (self, stamp, free)
+        return free
 
 
 # --- prepared claims -------------------------------------------------------------------------------
@@ -697,8 +755,10 @@ class Allocator:
         namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
         share_id: Callable[[], str] | None = None,
         timeout: float | None = None,
+        cache: SearchCache | None = None,
     ) -> None:
         self.index = index
+        self.cache = cache
         # Upstream's filterTimeout (DRASchedulerFilterTimeout): one node's search is abandoned
         # after this many seconds, so a pathological claim cannot stall the scheduler.
         self.timeout = timeout
@@ -709,11 +769,15 @@ class Allocator:
         self.share_id = share_id or (lambda: str(uuid.uuid4()))
         self._prepared: dict[tuple[Any, ...], list[_Claim]] = {}
         self._available: dict[PoolID, dict[tuple[str, str], Fraction]] = {}
-        self._free: dict[int, tuple[_NodeView, list[_Device]]] = {}
+        self._last_prepared: tuple[Sequence[Mapping[str, Any]], list[_Claim]] | None = None
+        self._signature: tuple[Sequence[Mapping[str, Any]], bytes | None] | None = None
 
     # --- preparation (node independent, cached per claim versions) ---
 
     def _prepare(self, claims: Sequence[Mapping[str, Any]]) -> list[_Claim]:
+        last = self._last_prepared
+        if last is not None and last[0] is claims and len(last[1]) == len(claims):
+            return last[1]  # the same claim list for every node of a cycle
         key = tuple(
             ((c.get("metadata") or {}).get("uid"), (c.get("metadata") or {}).get("resourceVersion"), id(c)) for c in claims
         )
@@ -723,6 +787,7 @@ class Allocator:
             if len(self._prepared) > 256:
                 self._prepared.clear()
             self._prepared[key] = cached
+        self._last_prepared = (claims, cached)
         return cached
 
     def _compile(self, expression: str, where: str, i: int) -> CompiledSelector:
@@ -827,27 +892,44 @@ class Allocator:
         except _NotAdmin as exc:
             return Unschedulable(str(exc), reason=str(exc))
         view = self.index.node_view(node)
-        search = _Search(self, prepared, view, (node.get("metadata") or {}).get("name", ""))
+        node_name = (node.get("metadata") or {}).get("name", "")
+        signature = self._claims_signature(claims, prepared) if self.cache is not None else None
+        stamp = self.allocated.stamp(view) if signature is not None else 0
+        if self.cache is not None and signature is not None:
+            hit = self.cache.get(node_name, view, self.allocated, stamp, self.index.classes_version, signature)
+            if hit is not None:
+                return _allocated(hit, allocation_timestamp, self.share_id)
+        search = _Search(self, prepared, view, node_name)
         try:
             found = search.run()
         except _TimedOut:
             return Unschedulable(TIMED_OUT)
         if found:
-            return Allocated(build=lambda: search.build(allocation_timestamp))
+            if self.cache is not None and signature is not None:
+                self.cache.put(node_name, view, self.allocated, stamp, self.index.classes_version, signature, search)
+            return _allocated(search, allocation_timestamp, self.share_id)
         invalid = [p for p in view.pools if p.invalid]
         if invalid:
             details = "; ".join(f"{p.id[0]}/{p.id[1]}: {p.invalid}" for p in invalid)
             return Unschedulable(f"invalid resource pools were encountered: {details}")
         return Unschedulable(reason="cannot allocate all claims", details=search.explain)
 
+    def _claims_signature(self, claims: Sequence[Mapping[str, Any]], prepared: list[_Claim]) -> bytes | None:
+        """What a search depends on besides node, state and classes: the claims' specs (once per claim list).
+
+        None (no caching) when a request asks for admin access, whose check reads namespace labels.
+        """
+        cached = self._signature
+        if cached is not None and cached[0] is claims:
+            return cached[1]
+        admin = any(r.admin for c in prepared for top in c.requests for r in (top.subrequests or [top]))
+        signature = None if admin else orjson.dumps([c.get("spec") for c in claims])
+        self._signature = (claims, signature)
+        return signature
+
     def free_candidates(self, view: _NodeView) -> list[_Device]:
-        """The node's candidates minus devices allocated exclusively before (cached per view)."""
-        cached = self._free.get(id(view))
-        if cached is None or cached[0] is not view:
-            taken = self.allocated.devices
-            cached = (view, [d for d in view.candidates if d.id not in taken])
-            self._free[id(view)] = cached
-        return cached[1]
+        """The node's candidates minus devices allocated exclusively before."""
+        return self.allocated.free_candidates(view)
 
     # --- counters available per pool (depends only on the allocated state) ---
 
@@ -895,13 +977,14 @@ class Allocator:
             ok = False
         else:
             # Class selectors first: a device the class rejects never reaches a faulty request selector.
-            for where, sels in ((f"class {req.class_name}", req.class_selectors), (f"claim {req.claim_ref}, request {req.name}", req.selectors)):
+            for of_class, sels in ((True, req.class_selectors), (False, req.selectors)):
                 for i, sel in enumerate(sels):
                     try:
                         if not dev.evaluate(sel):
                             ok = False
                             break
                     except CELRuntimeError as exc:
+                        where = f"class {req.class_name}" if of_class else f"claim {req.claim_ref}, request {req.name}"
                         raise AllocationError(f"{where}: selector #{i} on device {'/'.join(dev.id)}: CEL runtime error: {exc}") from None
                 if not ok:
                     break
@@ -927,6 +1010,48 @@ class _Pick:
     consumed: dict[str, Quantity] | None  # shared device: capacity taken by this share
 
 
+_NO_CONSTRAINTS: list[_Constraint] = []
+
+
+def _allocated(search: _Search, timestamp: str | None, share_id: Callable[[], str]) -> Allocated:
+    """A found solution; the result dicts (fresh share IDs included) are built only if asked for."""
+    exclusive = search.exclusive_picks()
+    return Allocated(build=lambda: search.build(timestamp, share_id), exclusive=exclusive, free_left=len(search.free) - exclusive)
+
+
+class SearchCache:
+    """The last successful search per node, reused by later cycles whose claims have the same specs.
+
+    Pods from one ResourceClaimTemplate ask for the same thing, and most nodes a cycle visits did
+    not change since an earlier cycle searched them, so the depth-first search would find the
+    same devices again. An entry is valid for the same node view (slices, taint rules and node
+    labels; a change replaces the view), the same AllocatedState at the same change count of the
+    view's pools, the same DeviceClasses and the same claim specs. Failed and timed-out searches
+    are not kept (their messages name the claims). The scheduler owns one; the allocator's result
+    for a node is identical with or without it.
+    """
+
+    __slots__ = ("_entries", "hits")
+
+    def __init__(self) -> None:
+        self._entries: dict[str, tuple[_NodeView, AllocatedState, int, int, bytes, _Search]] = {}
+        self.hits = 0
+
+    def get(self, node: str, view: _NodeView, state: AllocatedState, stamp: int, classes: int, signature: bytes) -> _Search | None:
+        entry = self._entries.get(node)
+        if entry is None or entry[0] is not view or entry[1] is not state or entry[2] != stamp or entry[3] != classes or entry[4] != signature:
+            return None
+        self.hits += 1
+        return entry[5]
+
+    def put(self, node: str, view: _NodeView, state: AllocatedState, stamp: int, classes: int, signature: bytes, search: _Search) -> None:
+        self._entries[node] = (view, state, stamp, classes, signature, search)
+
+    def discard(self, node: str) -> None:
+        """Forget a node's entry (the node is gone)."""
+        self._entries.pop(node, None)
+
+
 class _Search:
     """State of one ``allocate`` call: the depth-first search and its undo log."""
 
@@ -943,12 +1068,14 @@ class _Search:
         self.counters: dict[PoolID, dict[tuple[str, str], Fraction]] = {}
         self.results: list[list[_Pick]] = [[] for _ in claims]
         self.selected: dict[tuple[int, int], int] = {}
-        self.constraints = [[_Constraint(r, a, d) for r, a, d in c.constraints] for c in claims]
+        # Constraints keep per-search state; claims without any share one empty list (never appended to).
+        self.constraints = [[_Constraint(r, a, d) for r, a, d in c.constraints] if c.constraints else _NO_CONSTRAINTS for c in claims]
         self.all_devices: dict[int, list[_Device]] = {}  # id(_Request) -> devices
         self.deepest = (-1, -1)
         self.free = alloc.free_candidates(view)
         self.deadline = time.monotonic() + alloc.timeout if alloc.timeout is not None else None
         self.steps = 0
+        self._exclusive: int | None = None  # set once the search has succeeded (results are final)
 
     # --- All mode: the device set is fixed up front ---
 
@@ -1158,6 +1285,17 @@ class _Search:
 
         return undo
 
+    def exclusive_picks(self) -> int:
+        """Picks that become results without adminAccess and shareID (what ``build`` would write); counted once."""
+        if self._exclusive is None:
+            count = 0
+            for picks in self.results:
+                for p in picks:
+                    if p.consumed is None and not p.request.admin:
+                        count += 1
+            self._exclusive = count
+        return self._exclusive
+
     # --- diagnostics ---
 
     def explain(self) -> str:
@@ -1169,7 +1307,7 @@ class _Search:
 
     # --- result construction ---
 
-    def build(self, timestamp: str | None) -> list[dict[str, Any]]:
+    def build(self, timestamp: str | None, share_id: Callable[[], str]) -> list[dict[str, Any]]:
         out = []
         for ci, claim in enumerate(self.claims):
             picks = self.results[ci]
@@ -1185,7 +1323,7 @@ class _Search:
                     if p.device.binding_failure_conditions:
                         r["bindingFailureConditions"] = list(p.device.binding_failure_conditions)
                 if p.consumed is not None:
-                    r["shareID"] = self.alloc.share_id()
+                    r["shareID"] = share_id()
                     r["consumedCapacity"] = {k: v.canonical() for k, v in p.consumed.items()}
                 results.append(r)
             devices: dict[str, Any] = {"results": results}
@@ -1392,6 +1530,7 @@ __all__ = [
     "AllocatorFeatures",
     "DeviceID",
     "ResourceIndex",
+    "SearchCache",
     "Unschedulable",
     "allocate_claims",
     "has_node_allocatable_mapping",

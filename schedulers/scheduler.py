@@ -10,6 +10,9 @@ One scheduling cycle per pod, like upstream's framework with the DynamicResource
    selector/affinity, taints, cpu/memory/pods fit, that allocated claims' node selectors match,
    and finally the allocator for the unallocated claims. The search stops after
    ``nodes_to_find`` feasible nodes (100, upstream's minimum for percentageOfNodesToScore).
+   Work that repeats across cycles is kept: a node's successful device search for the same
+   claim specs (``SearchCache``, valid while that node's pools, the classes and the allocated
+   state are unchanged) and its cpu/memory/pods verdict for the same requests.
 3. *Score*: fewest free devices left on the node after the allocation (packs devices, so big
    requests still find empty nodes); ties by node name. Pods without claims to allocate score by
    the node's pod count instead (spread).
@@ -57,6 +60,7 @@ from schedulers.allocator import (
     Allocator,
     AllocatorFeatures,
     ResourceIndex,
+    SearchCache,
     Unschedulable,
     has_node_allocatable_mapping,
     node_allocatable_claim_status,
@@ -169,6 +173,19 @@ class _PodClaims:
     entry_names: dict[str, str] = field(default_factory=dict)  # claim uid -> the pod's claim entry name
 
 
+class _PodFit:
+    """What one cycle's node filters need from the pod, worked out once instead of per node."""
+
+    __slots__ = ("constrained", "key", "requests")
+
+    def __init__(self, pod: Obj, requests: Resources) -> None:
+        spec = pod.get("spec") or {}
+        self.requests = requests
+        # Exact integers, so comparing with a cached key costs no Fraction arithmetic.
+        self.key = tuple(sorted((k, v.numerator, v.denominator) for k, v in requests.items()))
+        self.constrained = bool(spec.get("nodeSelector")) or bool((spec.get("affinity") or {}).get("nodeAffinity"))
+
+
 @dataclass
 class SchedulerStats:
     """Counters for logs and tests."""
@@ -200,6 +217,7 @@ class Scheduler:
         self.stats = SchedulerStats()
         self.queue: SchedulingQueue[Key, Key] = SchedulingQueue()
         self.index = ResourceIndex(features=self.features)
+        self._search_cache = SearchCache()  # successful searches per node, reused across cycles
 
         def informer(group: str, plural: str) -> Informer:
             version = "v1"
@@ -222,6 +240,9 @@ class Scheduler:
         self._node_pods: dict[str, int] = {}
         self._node_names: list[str] | None = None
         self._node_allocatable: dict[str, tuple[Obj, Resources]] = {}
+        # node -> (allocatable, requests key, NodeResourcesFit reasons): most nodes a cycle visits
+        # did not change since the last pod with the same requests, so the Fraction sums are reused.
+        self._fit_cache: dict[str, tuple[Resources, tuple[tuple[str, int, int], ...], list[str]]] = {}
         self._next_start = 0
 
         # Claims: written-but-not-yet-watched versions, in-flight allocations, effective allocations.
@@ -321,6 +342,7 @@ class Scheduler:
 
     def _charge(self, uid: str, node: str, requests: Resources) -> None:
         self._pod_usage[uid] = (node, requests)
+        self._fit_cache.pop(node, None)
         used = self._node_used.setdefault(node, {})
         for name, amount in requests.items():
             used[name] = used.get(name, Fraction(0)) + amount
@@ -331,6 +353,7 @@ class Scheduler:
         if entry is None:
             return False
         node, requests = entry
+        self._fit_cache.pop(node, None)
         used = self._node_used.get(node, {})
         for name, amount in requests.items():
             used[name] = used.get(name, Fraction(0)) - amount
@@ -354,6 +377,7 @@ class Scheduler:
     def _node_deleted(self, node: Obj) -> None:
         self._node_names = None
         self._node_allocatable.pop(_meta(node).get("name", ""), None)
+        self._search_cache.discard(_meta(node).get("name", ""))
 
     def _slice_set(self, obj: Obj) -> None:
         self.index.set_slice(obj)
@@ -570,10 +594,16 @@ class Scheduler:
         # Claim charges are added per node (they depend on the devices chosen); entries an earlier,
         # failed attempt wrote into the pod status must not count.
         requests = pod_requests(pod, node_allocatable=False)
+        fit = _PodFit(pod, requests)
         allocator: Allocator | None = None
         if resolved.unallocated:
             allocator = Allocator(
-                self.index, self.allocated_state(), self.features, namespace_labels=self._namespace_labels, timeout=self.filter_timeout
+                self.index,
+                self.allocated_state(),
+                self.features,
+                namespace_labels=self._namespace_labels,
+                timeout=self.filter_timeout,
+                cache=self._search_cache,
             )
         selectors = [(c["status"]["allocation"].get("nodeSelector")) for c in resolved.allocated]
         if self.features.node_allocatable_resources:
@@ -594,7 +624,7 @@ class Scheduler:
             node = self.nodes.get("", name)
             if node is None:
                 continue
-            reason, outcome = self._filter(pod, node, requests, selectors, allocator, resolved)
+            reason, outcome = self._filter(pod, node, fit, selectors, allocator, resolved)
             if isinstance(reason, AllocationError):
                 self._unschedulable(pod, f"0/{n} nodes are available: {reason}.")
                 return
@@ -627,19 +657,21 @@ class Scheduler:
         self,
         pod: Obj,
         node: Obj,
-        requests: Resources,
+        fit: _PodFit,
         selectors: list[Any],
         allocator: Allocator | None,
         claims: _PodClaims,
     ) -> tuple[str | AllocationError | None, Allocated | None]:
         """The first reason ``node`` does not fit (or None, with the allocation result)."""
-        if not matches_node_selector_and_affinity(pod, node):
+        if fit.constrained and not matches_node_selector_and_affinity(pod, node):
             return REASON_AFFINITY, None
-        taint = untolerated_taint(pod, node)
-        if taint is not None:
-            return taint, None
+        node_spec = node.get("spec") or {}
+        if node_spec.get("taints") or node_spec.get("unschedulable"):
+            taint = untolerated_taint(pod, node)
+            if taint is not None:
+                return taint, None
         name = _meta(node).get("name", "")
-        short = insufficient(requests, self._node_used.get(name, {}), self._node_pods.get(name, 0), self._allocatable(node))
+        short = self._insufficient(name, node, fit)
         if short:
             return short[0], None
         for selector in selectors:
@@ -697,6 +729,16 @@ class Scheduler:
         short = insufficient(total, self._node_used.get(name, {}), self._node_pods.get(name, 0), self._allocatable(node))
         return short[0] if short else None
 
+    def _insufficient(self, name: str, node: Obj, fit: _PodFit) -> list[str]:
+        """NodeResourcesFit reasons for the pod's own requests on ``node`` (cached until the node's usage changes)."""
+        allocatable = self._allocatable(node)
+        cached = self._fit_cache.get(name)
+        if cached is not None and cached[0] is allocatable and cached[1] == fit.key:
+            return cached[2]
+        short = insufficient(fit.requests, self._node_used.get(name, {}), self._node_pods.get(name, 0), allocatable)
+        self._fit_cache[name] = (allocatable, fit.key, short)
+        return short
+
     def _allocatable(self, node: Obj) -> Resources:
         """The node's allocatable resources, parsed once per node object the informer holds."""
         name = _meta(node).get("name", "")
@@ -715,9 +757,9 @@ class Scheduler:
         """
         if allocator is None or outcome is None:
             return self._node_pods.get(_meta(node).get("name", ""), 0)
-        free = len(allocator.free_candidates(self.index.node_view(node)))
-        used = sum(1 for a in outcome.allocations for r in (a.get("devices") or {}).get("results") or [] if not r.get("adminAccess") and not r.get("shareID"))
-        return free - used
+        if outcome.free_left is not None:
+            return outcome.free_left
+        return len(allocator.free_candidates(self.index.node_view(node))) - outcome.exclusive_devices
 
     def _reserve(self, pod: Obj, node_name: str, claims: _PodClaims, outcome: Allocated | None, statuses: list[Obj]) -> None:
         """Take the devices and node resources in memory, then start the binding task."""

@@ -77,15 +77,15 @@ class _RateLimiter:
             self.tokens -= 1
 
 
-def _error_from_response(response: httpx.Response) -> ApiError:
+def _error_from_response(status: int, content: bytes) -> ApiError:
     try:
-        body = orjson.loads(response.content)
+        body = orjson.loads(content)
     except orjson.JSONDecodeError:
         body = None
     if isinstance(body, dict) and body.get("kind") == "Status":
-        return ApiError.from_status(body, response.status_code)
-    text = response.content.decode(errors="replace")[:500]
-    return ApiError(response.status_code, "", text or f"HTTP {response.status_code}")
+        return ApiError.from_status(body, status)
+    text = content.decode(errors="replace")[:500]
+    return ApiError(status, "", text or f"HTTP {status}")
 
 
 class KubeClient:
@@ -114,6 +114,11 @@ class KubeClient:
             (b"Accept", b"application/json"),
         ]
         self._timeouts = {"connect": timeout, "read": timeout, "write": timeout, "pool": timeout}
+        # Plain http through LeanTransport: requests whose answer is read whole skip httpx's
+        # URL/Request/Response objects, which cost more CPU than a small request itself.
+        self._lean = self._transport if isinstance(self._transport, LeanTransport) and self._base.scheme == "http" else None
+        self._lean_key = (self._base.host, self._base.port or 80)
+        self._lean_headers = b"".join(name + b": " + value + b"\r\n" for name, value in self._headers)
 
     async def close(self) -> None:
         """Close the pooled connections."""
@@ -149,6 +154,16 @@ class KubeClient:
         )
         return await self._transport.handle_async_request(request)
 
+    def _lean_head(self, method: str, path: str, params: dict[str, str] | None, content: bytes | None, content_type: str) -> bytes:
+        """Request line and headers, serialised for LeanTransport."""
+        target = self._base_path + path
+        if params:
+            target += "?" + urlencode(params)
+        head = method.encode() + b" " + target.encode() + b" HTTP/1.1\r\n" + self._lean_headers
+        if content is not None or method in ("POST", "PUT", "PATCH"):
+            head += b"Content-Type: " + content_type.encode() + b"\r\nContent-Length: " + str(len(content or b"")).encode() + b"\r\n"
+        return head + b"\r\n"
+
     async def _request(
         self,
         method: str,
@@ -159,16 +174,23 @@ class KubeClient:
         content_type: str = "application/json",
     ) -> Obj | None:
         content = orjson.dumps(body) if body is not None else None
-        response = await self._send(method, path, params, content, content_type)
-        try:
-            await response.aread()
-        finally:
-            await response.aclose()
-        if response.status_code >= 400:
-            raise _error_from_response(response)
-        if not response.content:
+        if self._lean is not None:
+            if self._limiter is not None:
+                await self._limiter.acquire()
+            head = self._lean_head(method, path, params, content, content_type)
+            status, data = await self._lean.fetch(self._lean_key, head, content or b"", self._timeouts)
+        else:
+            response = await self._send(method, path, params, content, content_type)
+            try:
+                await response.aread()
+            finally:
+                await response.aclose()
+            status, data = response.status_code, response.content
+        if status >= 400:
+            raise _error_from_response(status, data)
+        if not data:
             return None
-        result = orjson.loads(response.content)
+        result = orjson.loads(data)
         return result if isinstance(result, dict) else {"items": result}
 
     async def _expect(self, method: str, path: str, **kwargs: Any) -> Obj:
@@ -292,34 +314,40 @@ class KubeClient:
             params["timeoutSeconds"] = str(timeout_seconds)
         if allow_bookmarks:
             params["allowWatchBookmarks"] = "true"
-        if self._limiter is not None:
-            await self._limiter.acquire()
         # The stream is idle between events: no read timeout, the server ends it at timeoutSeconds.
-        response = await self._send("GET", path, params, read_timeout=None)
+        chunks: AsyncIterator[bytes]
+        if self._lean is not None:
+            if self._limiter is not None:
+                await self._limiter.acquire()
+            head = self._lean_head("GET", path, params, None, "")
+            # The connection's own chunks: no httpx Response and its three nested body iterators per event.
+            status, body = await self._lean.open(self._lean_key, head, {**self._timeouts, "read": None})
+            chunks, close = aiter(body), body.aclose
+        else:
+            response = await self._send("GET", path, params, read_timeout=None)
+            status, chunks, close = response.status_code, response.aiter_bytes(), response.aclose
         try:
-            if response.status_code >= 400:
-                await response.aread()
-                error = _error_from_response(response)
+            if status >= 400:
+                error = _error_from_response(status, b"".join([chunk async for chunk in chunks]))
                 if error.code == 410:
                     raise WatchExpired(error.message)
                 raise error
-            async for line in _lines(response):
+            async for line in _lines(chunks):
                 event = orjson.loads(line)
                 if event.get("type") == "ERROR":
-                    status = event.get("object") or {}
-                    error = ApiError.from_status(status)
+                    error = ApiError.from_status(event.get("object") or {})
                     if error.code == 410:
                         raise WatchExpired(error.message)
                     raise error
                 yield event
         finally:
-            await response.aclose()
+            await close()
 
 
-async def _lines(response: httpx.Response) -> AsyncIterator[bytes]:
+async def _lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
     """Non-empty lines of a streamed body, as bytes (orjson parses bytes without decoding to str)."""
     pending = b""
-    async for chunk in response.aiter_bytes():
+    async for chunk in chunks:
         if pending:
             chunk = pending + chunk
         *lines, pending = chunk.split(b"\n")

@@ -86,26 +86,25 @@ class Informer:
         self._delete.append(handler)
         return handler
 
-    async def _call(self, handler: Callable[..., Awaitable[None] | None], *args: Obj) -> None:
+    async def _call_all(self, handlers: builtins.list[Callable[..., Awaitable[None] | None]], *args: Obj) -> None:
         # A failing handler must not kill the informer (upstream handlers cannot fail either).
-        try:
-            result = handler(*args)
-            if inspect.isawaitable(result):
-                await result
-        except Exception:
-            log.exception("informer handler failed", extra={"informer": self.name})
+        # Most handlers are plain functions: no coroutine per handler and event, only for async ones.
+        for handler in handlers:
+            try:
+                result = handler(*args)
+                if result is not None and inspect.isawaitable(result):
+                    await result
+            except Exception:
+                log.exception("informer handler failed", extra={"informer": self.name})
 
     async def _fire_add(self, obj: Obj) -> None:
-        for h in self._add:
-            await self._call(h, obj)
+        await self._call_all(self._add, obj)
 
     async def _fire_update(self, old: Obj, new: Obj) -> None:
-        for h in self._update:
-            await self._call(h, old, new)
+        await self._call_all(self._update, old, new)
 
     async def _fire_delete(self, obj: Obj) -> None:
-        for h in self._delete:
-            await self._call(h, obj)
+        await self._call_all(self._delete, obj)
 
     # ---- store --------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from schedulers.allocator import (
     Allocator,
     AllocatorFeatures,
     ResourceIndex,
+    SearchCache,
     Unschedulable,
     allocate_claims,
     node_allocatable_demand,
@@ -517,6 +518,52 @@ def test_allocate(case: Case) -> None:
         assert outcome == case.expect
     else:
         assert outcome == Allocated(case.expect)
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if not isinstance(c.expect, str)], ids=lambda c: c.name)
+def test_allocate_through_search_cache(case: Case) -> None:
+    """A cache hit (a later cycle, copies of the claims) gives exactly what a fresh search gives."""
+    index = ResourceIndex(case.slices, case.classes, case.rules, case.features)
+    state = AllocatedState.from_claims(case.allocated, case.in_flight)
+    cache = SearchCache()
+    outcomes = []
+    for _cycle in range(2):
+        counter = itertools.count()
+        allocator = Allocator(index, state, case.features, case.namespaces, lambda c=counter: f"share-{next(c)}", cache=cache)
+        claims = [{**c, "metadata": dict(c["metadata"])} for c in case.claims]
+        outcomes.append(allocator.allocate(case.node, claims, case.timestamp))
+    expect = case.expect if isinstance(case.expect, Unschedulable) else Allocated(case.expect)
+    assert outcomes == [expect, expect]
+    admin = any(
+        r.get("adminAccess") for c in case.claims for top in c["spec"]["devices"]["requests"] for r in [top.get("exactly") or {}, *(top.get("firstAvailable") or [])]
+    )
+    # Successes are reused, except with admin access (namespace labels decide) or nothing to search.
+    assert cache.hits == (1 if isinstance(expect, Allocated) and case.claims and not admin else 0)
+
+
+def test_search_cache_is_invalidated_by_allocations_classes_and_slices() -> None:
+    index = ResourceIndex([rslice("slice-1", TWO)], [dclass()])
+    state = AllocatedState()
+    cache = SearchCache()
+
+    def allocate(name: str) -> Any:
+        return Allocator(index, state, cache=cache).allocate(node(), [claim(name)])
+
+    first = allocate("a")
+    assert first == Allocated([alloc(result("req-0", "device-1"))])
+    assert allocate("b") == first  # nothing changed: the cached search
+    assert cache.hits == 1
+    state.add_allocation(first.allocations[0])  # device-1 is taken now
+    assert allocate("c") == Allocated([alloc(result("req-0", "device-2"))])
+    index.set_class(dclass(selectors=('device.attributes["driver-a"].missing == 1',)))
+    with pytest.raises(AllocationError):
+        allocate("d")  # the new class selector is evaluated, not the cached search reused
+    index.set_class(dclass())
+    index.set_slice(rslice("slice-1", [device("device-1"), device("device-3")]))
+    assert allocate("e") == Allocated([alloc(result("req-0", "device-3"))])
+    # Another claim spec is a different search.
+    two = Allocator(index, state, cache=cache).allocate(node(), [claim("f", req(count=2))])
+    assert isinstance(two, Unschedulable)
 
 
 def test_case_count() -> None:
