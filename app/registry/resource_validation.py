@@ -1732,8 +1732,8 @@ def _pop_all(items: Iterable[Obj], *keys: str) -> None:
 
 def drop_claim_spec_fields(spec: Any, old_spec: Any, gates: Any) -> None:
     """Clear claim-spec fields of disabled gates unless the old spec already used them."""
-    if not isinstance(spec, dict):
-        return
+    if not isinstance(spec, dict) or spec == old_spec:
+        return  # an unchanged spec uses only what the old one did (status and metadata writes)
 
     def used(pred: Callable[[Any], bool]) -> bool:
         return old_spec is not None and pred(old_spec)
