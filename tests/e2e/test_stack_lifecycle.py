@@ -19,10 +19,9 @@ import httpx
 import pytest
 
 from app.testing.server import ServerProcess
-from tests.workers.test_scheduler import Worker
+from tests.processes import Worker, eventually
 
 RESOURCE = "/apis/resource.k8s.io/v1"
-TIMEOUT = 30.0
 NODES = 2
 GPUS_PER_NODE = 4
 DEVICES = NODES * GPUS_PER_NODE
@@ -42,17 +41,6 @@ drivers:
     capacity:
       memory: {{value: 80Gi}}
 """
-
-
-def eventually(check: Callable[[], Any], what: str, timeout: float = TIMEOUT) -> Any:
-    """Poll ``check`` until it returns something truthy (it may also assert invariants on the way)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        assert time.monotonic() < deadline, f"{what} not met in {timeout}s"
-        time.sleep(0.1)
 
 
 class Stack:
