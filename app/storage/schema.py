@@ -45,4 +45,4 @@ revision_state = Table(
 )
 
 # The Alembic revision this code needs; the server refuses to start on anything else.
-HEAD_REVISION = "0001_initial"
+HEAD_REVISION = "0002_pg_commit_function"

@@ -92,6 +92,7 @@ class Store:
         self._listen_conn: Any = None
         self._rev_conn: Any = None
         self._pg_writer: Any = None
+        self._pg_base = 0  # the current revision as this writer last saw it (dra_commit's guess)
         self._rev_waiters: list[asyncio.Future[int]] = []
         self._rev_task: asyncio.Task[None] | None = None
         self.ready = False
@@ -211,7 +212,7 @@ class Store:
         return self._pg_writer.driver_connection
 
     async def _commit_postgres(self, batch: list[WriteOp]) -> None:
-        """One group commit in a constant number of round trips (set-based statements).
+        """One group commit in one round trip (the ``dra_commit`` function, migration 0002).
 
         Every write gets a tentative revision up front; a write whose precondition fails
         just leaves its number unused (revisions stay ordered, not necessarily dense).
@@ -231,51 +232,44 @@ class Store:
     async def _pg_transaction(
         self, conn: Any, batch: list[WriteOp], now: float
     ) -> tuple[list[tuple[WriteOp, Event]], list[tuple[WriteOp, StorageError]], int, int]:
-        """(committed, failed, base revision, new revision) of one batch's transaction."""
-        async with conn.transaction():
-            base = int(await conn.fetchval("SELECT current_revision FROM revision_state WHERE id = 1 FOR UPDATE"))
+        """(committed, failed, base revision, new revision) of one batch, in one ``dra_commit`` call.
+
+        Objects are serialised with the revisions they get if the current revision is still the
+        one this writer last saw; when another replica moved it, nothing was written and the call
+        is repeated with the revision it returned.
+        """
+        kinds = [op.type for op in batch]
+        resources = [op.resource for op in batch]
+        namespaces = [op.namespace for op in batch]
+        names = [op.name for op in batch]
+        expected = [op.expected_revision for op in batch]
+        base = self._pg_base
+        own_before = self._own_committed
+        for _ in range(_PG_COMMIT_ATTEMPTS):
             raws: list[bytes] = []
-            creates: list[int] = []
-            updates: list[int] = []
-            deletes: list[int] = []
             for index, op in enumerate(batch):
                 op.obj["metadata"]["resourceVersion"] = str(base + index + 1)
                 raws.append(orjson.dumps(op.obj))
-                (creates if op.type == ADDED else updates if op.type == MODIFIED else deletes).append(index)
-
-            succeeded: set[int] = set()
-            for statement, indexes in ((_PG_INSERT, creates), (_PG_UPDATE, updates), (_PG_DELETE, deletes)):
-                if not indexes:
-                    continue
-                columns: list[list[Any]] = [
-                    [batch[i].resource for i in indexes],
-                    [batch[i].namespace for i in indexes],
-                    [batch[i].name for i in indexes],
-                    [base + i + 1 for i in indexes],
-                ]
-                if statement is not _PG_DELETE:
-                    columns.append([raws[i].decode() for i in indexes])
-                if statement is not _PG_INSERT:
-                    columns.append([batch[i].expected_revision for i in indexes])
-                rows = await conn.fetch(statement, *columns)
-                succeeded.update(int(r[0]) - base - 1 for r in rows)
-            done = sorted(succeeded)
-            revision = base + done[-1] + 1 if done else base
-            if done:
-                await conn.execute(
-                    _PG_INSERT_EVENTS,
-                    [base + i + 1 for i in done],
-                    [batch[i].resource for i in done],
-                    [batch[i].namespace for i in done],
-                    [batch[i].name for i in done],
-                    [batch[i].type for i in done],
-                    [raws[i].decode() for i in done],
-                    now,
-                )
-                # One notification per group commit, not per write: NOTIFY serialises commits.
-                await conn.execute(_PG_ADVANCE, revision, NOTIFY_CHANNEL, str(revision))
-                self._own_committed = max(self._own_committed, revision)
-        committed = [(batch[i], Event(base + i + 1, batch[i].type, batch[i].resource, batch[i].namespace, batch[i].name, StoredObject(batch[i].obj, base + i + 1, raws[i]))) for i in done]
+            # Our own notification may arrive before the result: don't poll the log for it.
+            self._own_committed = max(own_before, base + len(batch))
+            result: list[int] = await conn.fetchval(
+                _PG_COMMIT, base, kinds, resources, namespaces, names, [raw.decode() for raw in raws], expected, now, NOTIFY_CHANNEL
+            )
+            if result[0] == base:
+                break
+            # Another replica wrote; its notifications may have been taken for ours above.
+            base = result[0]
+            self._poll_wakeup.set()
+        else:
+            raise RuntimeError(f"no group commit after {_PG_COMMIT_ATTEMPTS} attempts: other replicas keep moving the revision")
+        succeeded = {revision - base - 1 for revision in result[1:]}
+        revision = result[-1] if len(result) > 1 else base
+        self._pg_base = revision
+        self._own_committed = max(own_before, revision) if succeeded else own_before
+        committed = [
+            (batch[i], Event(base + i + 1, batch[i].type, batch[i].resource, batch[i].namespace, batch[i].name, StoredObject(batch[i].obj, base + i + 1, raws[i])))
+            for i in sorted(succeeded)
+        ]
         failed: list[tuple[WriteOp, StorageError]] = [(op, KeyExists() if op.type == ADDED else RevisionMismatch()) for i, op in enumerate(batch) if i not in succeeded]
         return committed, failed, base, revision
 
@@ -518,23 +512,7 @@ _RESOURCE_EVENTS = text(
     "WHERE resource = :resource AND revision > :after AND revision <= :upto ORDER BY revision"
 )
 # Postgres group commit: one statement per write type over arrays (asyncpg, $n parameters).
-_PG_INSERT = (
-    "INSERT INTO objects (resource, namespace, name, revision, data) "
-    "SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[]) "
-    "ON CONFLICT DO NOTHING RETURNING revision"
-)
-_PG_UPDATE = (
-    "UPDATE objects o SET revision = u.rev, data = u.data "
-    "FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::bigint[]) AS u(resource, namespace, name, rev, data, expected) "
-    "WHERE o.resource = u.resource AND o.namespace = u.namespace AND o.name = u.name AND o.revision = u.expected RETURNING u.rev"
-)
-_PG_DELETE = (
-    "DELETE FROM objects o USING unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[]) AS d(resource, namespace, name, rev, expected) "
-    "WHERE o.resource = d.resource AND o.namespace = d.namespace AND o.name = d.name AND o.revision = d.expected RETURNING d.rev"
-)
-_PG_INSERT_EVENTS = (
-    "INSERT INTO events (revision, resource, namespace, name, type, data, created_at) "
-    "SELECT r, res, ns, n, t, d, $7::float8 FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[]) AS e(r, res, ns, n, t, d)"
-)
-_PG_ADVANCE = "WITH advanced AS (UPDATE revision_state SET current_revision = $1 WHERE id = 1) SELECT pg_notify($2, $3)"
+# One group commit per call (migration 0002): [base, succeeded revisions...] or [current] to retry.
+_PG_COMMIT = "SELECT dra_commit($1, $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8, $9)"
+_PG_COMMIT_ATTEMPTS = 100
 _GET_OBJECT = text("SELECT revision, data FROM objects WHERE resource = :resource AND namespace = :namespace AND name = :name")

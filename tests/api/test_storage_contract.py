@@ -196,3 +196,29 @@ def test_refuses_unmigrated_database(databases: Databases) -> None:
     )
     assert result.returncode != 0
     assert "python -m app migrate" in result.stderr
+
+
+def test_a_database_on_the_previous_schema_is_refused_until_migrated(databases: Databases, start_server: Callable[..., ServerProcess]) -> None:
+    url = databases.new()
+    subprocess.run([sys.executable, "-m", "app", "migrate", "--database-url", url, "--revision", "0001_initial"], cwd=REPO_ROOT, check=True, capture_output=True)
+    refused = subprocess.run(
+        [sys.executable, "-m", "app", "serve", "--listen", f"127.0.0.1:{free_port()}", "--database-url", url],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode != 0
+    assert "'0001_initial'" in refused.stderr and "python -m app migrate" in refused.stderr
+
+    upgraded = start_server(database_url=url)  # migrates to head first
+    with httpx.Client(base_url=upgraded.url) as client:
+        _ns(client, "upgraded")
+        created = client.post(claims_path("upgraded"), json=claim("c"))
+        assert created.status_code == 201
+        stale = created.json()
+        stale["metadata"]["labels"] = {"v": "1"}
+        assert client.put(claims_path("upgraded", "c"), json=stale).status_code == 200
+        assert_status(client.put(claims_path("upgraded", "c"), json=stale), 409, "Conflict")
+        assert client.delete(claims_path("upgraded", "c")).status_code == 200
+        assert_status(client.get(claims_path("upgraded", "c")), 404, "NotFound")
