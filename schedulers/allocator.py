@@ -898,21 +898,34 @@ class Allocator:
         if self.cache is not None and signature is not None:
             hit = self.cache.get(node_name, view, self.allocated, stamp, self.index.classes_version, signature)
             if hit is not None:
-                return _allocated(hit, allocation_timestamp, self.share_id)
+                if hit.found:
+                    return _allocated(hit, allocation_timestamp, self.share_id)
+                return self._no_solution(prepared, view, hit.deepest)
         search = _Search(self, prepared, view, node_name)
         try:
-            found = search.run()
+            search.found = search.run()
         except _TimedOut:
             return Unschedulable(TIMED_OUT)
-        if found:
-            if self.cache is not None and signature is not None:
-                self.cache.put(node_name, view, self.allocated, stamp, self.index.classes_version, signature, search)
+        if self.cache is not None and signature is not None:
+            self.cache.put(node_name, view, self.allocated, stamp, self.index.classes_version, signature, search)
+        if search.found:
             return _allocated(search, allocation_timestamp, self.share_id)
+        return self._no_solution(prepared, view, search.deepest)
+
+    def _no_solution(self, claims: list[_Claim], view: _NodeView, deepest: tuple[int, int]) -> Unschedulable:
+        """Why a search that got no further than claim/request ``deepest`` failed (details built when read)."""
         invalid = [p for p in view.pools if p.invalid]
         if invalid:
             details = "; ".join(f"{p.id[0]}/{p.id[1]}: {p.invalid}" for p in invalid)
             return Unschedulable(f"invalid resource pools were encountered: {details}")
-        return Unschedulable(reason="cannot allocate all claims", details=search.explain)
+
+        def explain() -> str:
+            ci, ri = deepest
+            if ci < 0:
+                return "no claim could be processed"
+            return self.explain_request(claims[ci], claims[ci].requests[ri], view)
+
+        return Unschedulable(reason="cannot allocate all claims", details=explain)
 
     def _claims_signature(self, claims: Sequence[Mapping[str, Any]], prepared: list[_Claim]) -> bytes | None:
         """What a search depends on besides node, state and classes: the claims' specs (once per claim list).
@@ -1020,15 +1033,16 @@ def _allocated(search: _Search, timestamp: str | None, share_id: Callable[[], st
 
 
 class SearchCache:
-    """The last successful search per node, reused by later cycles whose claims have the same specs.
+    """The last search per node, reused by later cycles whose claims have the same specs.
 
     Pods from one ResourceClaimTemplate ask for the same thing, and most nodes a cycle visits did
     not change since an earlier cycle searched them, so the depth-first search would find the
-    same devices again. An entry is valid for the same node view (slices, taint rules and node
+    same devices again, or fail again: once most nodes are full, failures are most of the nodes
+    a cycle visits. An entry is valid for the same node view (slices, taint rules and node
     labels; a change replaces the view), the same AllocatedState at the same change count of the
-    view's pools, the same DeviceClasses and the same claim specs. Failed and timed-out searches
-    are not kept (their messages name the claims). The scheduler owns one; the allocator's result
-    for a node is identical with or without it.
+    view's pools, the same DeviceClasses and the same claim specs. A reused failure is explained
+    with the current claims (messages name them); timed-out searches and errors are not kept.
+    The scheduler owns one; the allocator's result for a node is identical with or without it.
     """
 
     __slots__ = ("_entries", "hits")
@@ -1076,6 +1090,7 @@ class _Search:
         self.deadline = time.monotonic() + alloc.timeout if alloc.timeout is not None else None
         self.steps = 0
         self._exclusive: int | None = None  # set once the search has succeeded (results are final)
+        self.found = False  # the outcome of run(), kept for SearchCache
 
     # --- All mode: the device set is fixed up front ---
 
@@ -1295,15 +1310,6 @@ class _Search:
                         count += 1
             self._exclusive = count
         return self._exclusive
-
-    # --- diagnostics ---
-
-    def explain(self) -> str:
-        ci, ri = self.deepest
-        if ci < 0:
-            return "no claim could be processed"
-        claim = self.claims[ci]
-        return self.alloc.explain_request(claim, claim.requests[ri], self.view)
 
     # --- result construction ---
 

@@ -537,8 +537,8 @@ def test_allocate_through_search_cache(case: Case) -> None:
     admin = any(
         r.get("adminAccess") for c in case.claims for top in c["spec"]["devices"]["requests"] for r in [top.get("exactly") or {}, *(top.get("firstAvailable") or [])]
     )
-    # Successes are reused, except with admin access (namespace labels decide) or nothing to search.
-    assert cache.hits == (1 if isinstance(expect, Allocated) and case.claims and not admin else 0)
+    # Searches, failed ones too, are reused, except with admin access (namespace labels decide) or nothing to search.
+    assert cache.hits == (1 if case.claims and not admin else 0)
 
 
 def test_search_cache_is_invalidated_by_allocations_classes_and_slices() -> None:
@@ -564,6 +564,18 @@ def test_search_cache_is_invalidated_by_allocations_classes_and_slices() -> None
     # Another claim spec is a different search.
     two = Allocator(index, state, cache=cache).allocate(node(), [claim("f", req(count=2))])
     assert isinstance(two, Unschedulable)
+
+
+def test_reused_failure_names_the_claim_of_this_cycle() -> None:
+    index = ResourceIndex([rslice("slice-1", TWO)], [dclass()])
+    state = AllocatedState()
+    cache = SearchCache()
+    outcomes = [Allocator(index, state, cache=cache).allocate(node(), [claim(name, req(count=3))]) for name in ("first", "second")]
+    assert cache.hits == 1
+    assert all(isinstance(o, Unschedulable) and o.reason == "cannot allocate all claims" for o in outcomes)
+    assert [o.message for o in outcomes] == [
+        f"cannot allocate all claims: claim default/{name}, request req-0: needs 3 devices, 2 of 2 matching devices available" for name in ("first", "second")
+    ]
 
 
 def test_case_count() -> None:
