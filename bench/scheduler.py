@@ -11,10 +11,12 @@ starts ``python -m app serve``, ``python -m controllers`` and ``python -m schedu
   (``--cel``: plus upstream's ``selector_empty`` CEL selector on every claim).
 
 Per phase: pods/s from the first creation to the last bind, per-pod latency (201 of the
-create -> first watch event showing ``spec.nodeName``) p50/p99, and CPU milliseconds per pod of
-each process (server, controller, scheduler, postgres), which a busy machine distorts far less
-than pods/s. The dra/baseline ratio says
-what device allocation (plus the controller creating claims) costs on this machine.
+create -> first watch event showing ``spec.nodeName``; pods are created as fast as the server
+takes them, so it includes the time queued) p50/p99, and CPU milliseconds per pod of each
+process (server, controller, scheduler, postgres, and this load generator, which uses the
+workers' lean client so it takes little of the machine), which a busy machine distorts far
+less than pods/s. The dra/baseline ratio says what device allocation (plus the controller
+creating claims) costs on this machine.
 
 Run ``python -m bench.scheduler --help``; e.g. ``--nodes 100,500 --pods 1000``.
 """
@@ -38,6 +40,7 @@ from typing import Any
 import httpx
 import orjson
 
+from app.kube.client import KubeClient
 from app.testing.server import REPO_ROOT, ServerProcess, migrate
 
 GROUP = "/apis/resource.k8s.io/v1"
@@ -111,7 +114,7 @@ def pod(name: str, with_claim: bool) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
 
 
-async def create_all(client: httpx.AsyncClient, items: list[tuple[str, dict[str, Any]]], concurrency: int = 32) -> list[float]:
+async def create_all(client: KubeClient, items: list[tuple[str, dict[str, Any]]], concurrency: int = 32) -> list[float]:
     """POST every (path, body); returns the time each 201 arrived."""
     done: list[float] = [0.0] * len(items)
     queue: asyncio.Queue[int] = asyncio.Queue()
@@ -122,16 +125,14 @@ async def create_all(client: httpx.AsyncClient, items: list[tuple[str, dict[str,
         while not queue.empty():
             i = queue.get_nowait()
             path, body = items[i]
-            response = await client.post(path, content=orjson.dumps(body), headers={"Content-Type": "application/json"})
-            if response.status_code != 201:
-                raise RuntimeError(f"POST {path}: {response.status_code} {response.text[:300]}")
+            await client.create(path, body)
             done[i] = time.perf_counter()
 
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     return done
 
 
-async def setup_nodes(client: httpx.AsyncClient, count: int) -> None:
+async def setup_nodes(client: KubeClient, count: int) -> None:
     names = [f"node-{i:04d}" for i in range(count)]
     klass = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": CLASS},
              "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]}}
@@ -139,10 +140,9 @@ async def setup_nodes(client: httpx.AsyncClient, count: int) -> None:
     await create_all(client, [("/api/v1/nodes", node(n)) for n in names])
 
     async def set_status(name: str) -> None:
-        obj = (await client.get(f"/api/v1/nodes/{name}")).json()
+        obj = await client.get(f"/api/v1/nodes/{name}")
         obj["status"] = {"capacity": {"cpu": "4", "memory": "32Gi", "pods": "110"}, "allocatable": {"cpu": "4", "memory": "32Gi", "pods": "110"}}
-        response = await client.put(f"/api/v1/nodes/{name}/status", content=orjson.dumps(obj), headers={"Content-Type": "application/json"})
-        response.raise_for_status()
+        await client.update(f"/api/v1/nodes/{name}/status", obj)
 
     for start in range(0, len(names), 32):
         await asyncio.gather(*(set_status(n) for n in names[start : start + 32]))
@@ -182,7 +182,7 @@ def start_profilers(directory: Path, namespace: str, processes: dict[str, list[i
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         for name, pids in processes.items()
-        if name != "postgres" and pids
+        if name not in ("postgres", "bench") and pids
     ]
 
 
@@ -204,7 +204,8 @@ async def request_counts(client: httpx.AsyncClient) -> dict[str, float]:
 
 
 async def phase(
-    client: httpx.AsyncClient,
+    client: KubeClient,
+    metrics: httpx.AsyncClient,
     namespace: str,
     count: int,
     with_claim: bool,
@@ -218,29 +219,26 @@ async def phase(
     await create_all(client, [("/api/v1/namespaces", ns_body)])
     if with_claim:
         await create_all(client, [(f"{GROUP}/namespaces/{namespace}/resourceclaimtemplates", template("tpl", cel))])
-    listing = (await client.get(f"/api/v1/namespaces/{namespace}/pods")).json()
+    listing = await client.get(f"/api/v1/namespaces/{namespace}/pods")
     rv = listing["metadata"]["resourceVersion"]
     bound: dict[str, float] = {}
     finished = asyncio.Event()
 
     async def watch() -> None:
-        params = {"watch": "true", "resourceVersion": rv, "timeoutSeconds": str(int(timeout) + 60)}
-        async with client.stream("GET", f"/api/v1/namespaces/{namespace}/pods", params=params, timeout=httpx.Timeout(30, read=None)) as response:
-            async for line in response.aiter_lines():
-                if not line.strip():
-                    continue
-                obj = orjson.loads(line).get("object") or {}
-                name = (obj.get("metadata") or {}).get("name")
-                if name and (obj.get("spec") or {}).get("nodeName") and name not in bound:
-                    bound[name] = time.perf_counter()
-                    if len(bound) == count:
-                        finished.set()
-                        return
+        events = client.watch(f"/api/v1/namespaces/{namespace}/pods", resource_version=rv, timeout_seconds=int(timeout) + 60, allow_bookmarks=False)
+        async for event in events:
+            obj = event.get("object") or {}
+            name = (obj.get("metadata") or {}).get("name")
+            if name and (obj.get("spec") or {}).get("nodeName") and name not in bound:
+                bound[name] = time.perf_counter()
+                if len(bound) == count:
+                    finished.set()
+                    return
 
     watcher = asyncio.create_task(watch())
     await asyncio.sleep(0.2)  # the watch is open before the first pod exists
     names = [f"pod-{i:05d}" for i in range(count)]
-    requests0 = await request_counts(client)
+    requests0 = await request_counts(metrics)
     cpu0 = {name: sum(cpu_seconds(p) for p in pids) for name, pids in processes.items()}
     profilers = start_profilers(profile, namespace, processes) if profile else []
     t0 = time.perf_counter()
@@ -258,7 +256,7 @@ async def phase(
         profiler.wait(30)
     # CPU per pod is what a noisy shared machine cannot distort much (unlike pods/s).
     cpu_ms = {f"cpu_ms_per_pod_{name}": (sum(cpu_seconds(p) for p in pids) - cpu0[name]) * 1000 / max(1, len(bound)) for name, pids in processes.items()}
-    requests = await request_counts(client)
+    requests = await request_counts(metrics)
     per_pod = {k: (v - requests0.get(k, 0)) / max(1, len(bound)) for k, v in requests.items()}
     latencies = sorted((bound[n] - c) * 1000 for n, c in zip(names, created, strict=True) if n in bound)
     end = max(bound.values()) if bound else time.perf_counter()
@@ -284,7 +282,8 @@ async def run_one(args: argparse.Namespace, nodes: int, tmp: Path) -> dict[str, 
             common = ["--server", server.url, "--log-level", args.worker_log_level]
             workers.append(Worker("controllers", [*common, "--lease-duration", "5"], tmp / f"controller-{nodes}.log"))
             workers.append(Worker("schedulers", [*common, "--lease-duration", "5"], tmp / f"scheduler-{nodes}.log"))
-            async with httpx.AsyncClient(base_url=server.url, timeout=60, limits=httpx.Limits(max_connections=64)) as client:
+            # The load generator shares the two cores with the stack: the workers' lean client keeps its share small.
+            async with KubeClient(server.url, user_agent="bench-scheduler", timeout=60) as client, httpx.AsyncClient(base_url=server.url) as metrics:
                 t = time.perf_counter()
                 await setup_nodes(client, nodes)
                 setup_s = time.perf_counter() - t
@@ -295,11 +294,12 @@ async def run_one(args: argparse.Namespace, nodes: int, tmp: Path) -> dict[str, 
                     "controller": [workers[0].process.pid],
                     "scheduler": [workers[1].process.pid],
                     "postgres": [] if args.sqlite else postgres_pids(),
+                    "bench": [os.getpid()],  # this load generator (creates pods, watches them bind)
                 }
                 profile = Path(args.profile) if args.profile else None
                 if not args.no_baseline:
-                    result["baseline"] = await phase(client, "bench-base", pods, False, False, args.timeout, processes, profile)
-                result["dra"] = await phase(client, "bench-dra", pods, True, args.cel, args.timeout, processes, profile)
+                    result["baseline"] = await phase(client, metrics, "bench-base", pods, False, False, args.timeout, processes, profile)
+                result["dra"] = await phase(client, metrics, "bench-dra", pods, True, args.cel, args.timeout, processes, profile)
                 return result
         finally:
             for w in workers:
