@@ -409,7 +409,10 @@ def create_fastapi_app(settings: Settings) -> FastAPI:
                 return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": outcome.details})
             obj = outcome.obj
             raw_obj = obj.raw if isinstance(obj, StoredObject) else orjson.dumps(obj)
-            return json_response(raw_obj, 200)
+            # Upstream answers 202 only for a pending deletion that asked for cascading with the
+            # deprecated orphanDependents=false (always doing so would break old clients).
+            accepted = not outcome.deleted_now and dopts.orphan_dependents is False
+            return json_response(raw_obj, 202 if accepted else 200)
         raise errors.method_not_allowed()
 
     def object_response(strategy: KindStrategy, result: WriteResult, accept: str, code: int) -> Response:

@@ -243,7 +243,10 @@ class DeleteOptions:
                 raise bad_request("preconditions must be an object")
             opts.preconditions_uid = pre.get("uid")
             opts.preconditions_rv = pre.get("resourceVersion")
-            opts.orphan_dependents = body.get("orphanDependents")
+            orphan = body.get("orphanDependents")
+            if orphan is not None and not isinstance(orphan, bool):
+                raise bad_request(f"json: cannot unmarshal {_json_type(orphan)} into Go struct field DeleteOptions.orphanDependents of type bool")
+            opts.orphan_dependents = orphan
             if body.get("dryRun"):
                 if body["dryRun"] != ["All"]:
                     raise invalid_object("DeleteOptions", "", "meta.k8s.io", [not_supported("dryRun", body["dryRun"], ["All"])])
@@ -253,10 +256,16 @@ class DeleteOptions:
             opts.grace_period_seconds = grace
         if params.get("propagationPolicy"):
             opts.propagation_policy = params["propagationPolicy"]
+        if params.get("orphanDependents"):
+            opts.orphan_dependents = parse_bool(params, "orphanDependents")
         if params.get("dryRun"):
             if params["dryRun"] != "All":
                 raise invalid_object("DeleteOptions", "", "meta.k8s.io", [not_supported("dryRun", params["dryRun"], ["All"])])
             opts.dry_run = True
+        if opts.orphan_dependents is not None and opts.propagation_policy is not None:
+            raise invalid_object(
+                "DeleteOptions", "", "meta.k8s.io", [invalid("propagationPolicy", opts.propagation_policy, "orphanDependents and deletionPropagation cannot be both set")]
+            )
         if opts.propagation_policy not in (None, "Orphan", "Background", "Foreground"):
             raise invalid_object(
                 "DeleteOptions",
@@ -265,3 +274,16 @@ class DeleteOptions:
                 [not_supported("propagationPolicy", opts.propagation_policy, ["Foreground", "Background", "Orphan", "nil"])],
             )
         return opts
+
+
+def _json_type(value: object) -> str:
+    """How Go's encoding/json names a JSON value's type in an unmarshal error."""
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, list):
+        return "array"
+    return "object"

@@ -129,6 +129,35 @@ def test_delete_returns_object_and_finalizers_hold_it(api: httpx.Client, ns: str
     assert api.get(claims_path(ns, "held")).status_code == 404
 
 
+def test_delete_with_orphan_dependents_false_answers_202_while_pending(api: httpx.Client, ns: str) -> None:
+    held = claim("cascade")
+    held["metadata"]["finalizers"] = ["example.com/hold"]
+    api.post(claims_path(ns), json=held)
+    pending = api.request("DELETE", claims_path(ns, "cascade"), json={"orphanDependents": False})
+    assert pending.status_code == 202, pending.text
+    assert pending.json()["metadata"]["deletionTimestamp"]
+    # Without the deprecated option (or when the object goes at once) it stays 200, as upstream.
+    assert api.delete(claims_path(ns, "cascade")).status_code == 200
+    api.post(claims_path(ns), json=claim("at-once"))
+    assert api.delete(claims_path(ns, "at-once"), params={"orphanDependents": "false"}).status_code == 200
+    assert api.get(claims_path(ns, "at-once")).status_code == 404
+
+
+def test_delete_options_are_checked(api: httpx.Client, ns: str) -> None:
+    api.post(claims_path(ns), json=claim("opts"))
+    body = assert_status(api.request("DELETE", claims_path(ns, "opts"), json={"orphanDependents": "yes"}), 400, "BadRequest")
+    assert body["message"] == "json: cannot unmarshal string into Go struct field DeleteOptions.orphanDependents of type bool"
+    body = assert_status(
+        api.request("DELETE", claims_path(ns, "opts"), json={"orphanDependents": True, "propagationPolicy": "Foreground"}), 422, "Invalid"
+    )
+    assert body["message"] == (
+        'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Invalid value: "Foreground": orphanDependents and deletionPropagation cannot be both set'
+    )
+    assert body["details"]["causes"][0]["field"] == "propagationPolicy"
+    assert_status(api.delete(claims_path(ns, "opts"), params={"orphanDependents": "maybe"}), 400, "BadRequest")
+    assert api.get(claims_path(ns, "opts")).status_code == 200  # nothing was deleted
+
+
 def test_finalizers_cannot_be_added_while_deleting(api: httpx.Client, ns: str) -> None:
     held = claim("no-new")
     held["metadata"]["finalizers"] = ["example.com/a"]
