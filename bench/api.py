@@ -33,6 +33,8 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from app.testing.ports import free_port
+
 ROOT = Path(__file__).resolve().parents[1]
 GROUP = "/apis/resource.k8s.io/v1"
 NS_CRUD = "bench"
@@ -734,7 +736,7 @@ class ServerProcess:
         self.database_url = database_url
         self.log_path = log_path
         self.extra_args = extra_args
-        self.port = _free_port()
+        self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self._log: Any = None
 
@@ -817,14 +819,6 @@ class ServerProcess:
         if self._log is not None:
             self._log.close()
             self._log = None
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 # ----------------------------------------------------------------------------- measurement loop

@@ -40,6 +40,8 @@ from types import TracebackType
 from typing import Any, Self, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
+from app.testing.ports import free_port
+
 __all__ = [
     "ENV_TEST_DATABASE_URL",
     "PostgresError",
@@ -99,13 +101,6 @@ def find_postgres_bin() -> Path | None:
 def _is_bindir(path: Path) -> bool:
     """True when ``path`` holds the executables a cluster needs."""
     return all(os.access(path / exe, os.X_OK) for exe in ("initdb", "postgres", "pg_ctl"))
-
-
-def _free_port() -> int:
-    """Ask the kernel for a currently free TCP port on 127.0.0.1."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _pid_alive(pid: int) -> bool:
@@ -416,7 +411,7 @@ class ThrowawayPostgres:
         attempts = 1 if self._requested_port else 5
         last_log = ""
         for _ in range(attempts):
-            port = self._requested_port or _free_port()
+            port = self._requested_port or free_port()
             argv = [str(self._bin_dir / "postgres"), "-D", str(self.data_dir)]
             for k, v in self._settings(port).items():
                 argv += ["-c", f"{k}={v}"]

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import httpx
+
+from app.testing.ports import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,12 +28,6 @@ def stop_process(process: subprocess.Popen[bytes] | None, kill: bool = False) ->
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def migrate(database_url: str) -> None:

@@ -22,7 +22,6 @@ import json
 import os
 import re
 import shlex
-import socket
 import subprocess
 import sys
 import time
@@ -36,6 +35,7 @@ import httpx
 import pytest
 import yaml
 
+from app.testing.ports import free_port
 from app.testing.postgres import PostgresNotAvailable, database_url_for_tests, find_postgres_bin
 from app.testing.server import REPO_ROOT
 
@@ -342,12 +342,6 @@ def test_interpolation() -> None:
 # ------------------------------------------------------------- running the stack
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 class LocalStack:
     """The compose services as local processes, with addresses rewritten for this host."""
 
@@ -360,9 +354,9 @@ class LocalStack:
         self.ports: dict[str, str] = {}
         for svc in self.services.values():
             for spec in svc.get("ports") or []:
-                self.ports.setdefault(str(spec).rsplit(":", 1)[-1], str(_free_port()))
+                self.ports.setdefault(str(spec).rsplit(":", 1)[-1], str(free_port()))
             for port in re.findall(r"//(?:127\.0\.0\.1|localhost):(\d+)", json.dumps(svc.get("healthcheck", {}))):
-                self.ports.setdefault(port, str(_free_port()))
+                self.ports.setdefault(port, str(free_port()))
         self.api_port = self.ports["6443"]
 
     def rewrite(self, value: str) -> str:
