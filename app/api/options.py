@@ -228,8 +228,12 @@ class DeleteOptions:
 
     @classmethod
     def parse(cls, params: Mapping[str, str], body: object) -> DeleteOptions:
+        """From the body when the request has one (``body`` not None), else from the query string:
+        upstream reads one or the other, never both."""
         opts = cls()
-        if isinstance(body, dict) and body:
+        if body is not None:
+            if not isinstance(body, dict):
+                raise bad_request(f"json: cannot unmarshal {_json_type(body)} into Go value of type v1.DeleteOptions")
             kind = body.get("kind")
             if kind not in (None, "DeleteOptions"):
                 raise bad_request(f"expected DeleteOptions, got {kind}")
@@ -251,17 +255,16 @@ class DeleteOptions:
                 if body["dryRun"] != ["All"]:
                     raise invalid_object("DeleteOptions", "", "meta.k8s.io", [not_supported("dryRun", body["dryRun"], ["All"])])
                 opts.dry_run = True
-        grace = parse_int(params, "gracePeriodSeconds")
-        if grace is not None:
-            opts.grace_period_seconds = grace
-        if params.get("propagationPolicy"):
-            opts.propagation_policy = params["propagationPolicy"]
-        if params.get("orphanDependents"):
-            opts.orphan_dependents = parse_bool(params, "orphanDependents")
-        if params.get("dryRun"):
-            if params["dryRun"] != "All":
-                raise invalid_object("DeleteOptions", "", "meta.k8s.io", [not_supported("dryRun", params["dryRun"], ["All"])])
-            opts.dry_run = True
+        else:
+            opts.grace_period_seconds = parse_int(params, "gracePeriodSeconds")
+            if params.get("propagationPolicy"):
+                opts.propagation_policy = params["propagationPolicy"]
+            if params.get("orphanDependents"):
+                opts.orphan_dependents = parse_bool(params, "orphanDependents")
+            if params.get("dryRun"):
+                if params["dryRun"] != "All":
+                    raise invalid_object("DeleteOptions", "", "meta.k8s.io", [not_supported("dryRun", params["dryRun"], ["All"])])
+                opts.dry_run = True
         if opts.orphan_dependents is not None and opts.propagation_policy is not None:
             raise invalid_object(
                 "DeleteOptions", "", "meta.k8s.io", [invalid("propagationPolicy", opts.propagation_policy, "orphanDependents and deletionPropagation cannot be both set")]

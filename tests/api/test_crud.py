@@ -196,6 +196,22 @@ def test_graceful_pod_deletion(api: httpx.Client, ns: str) -> None:
     assert api.get(f"{pods}/unbound").status_code == 404
 
 
+def test_delete_options_come_from_the_body_or_else_the_query(api: httpx.Client, ns: str) -> None:
+    pods = f"/api/v1/namespaces/{ns}/pods"
+    api.post(pods, json=pod("opts-bound", node="node-1"))
+    # A body, even an empty one, is the options: the query's gracePeriodSeconds is not read.
+    marked = api.request("DELETE", f"{pods}/opts-bound", params={"gracePeriodSeconds": "0"}, json={})
+    assert marked.status_code == 200
+    assert marked.json()["metadata"]["deletionGracePeriodSeconds"] == 30
+    assert api.get(f"{pods}/opts-bound").status_code == 200
+    # Without a body the query is read.
+    assert api.delete(f"{pods}/opts-bound", params={"gracePeriodSeconds": "0"}).status_code == 200
+    assert api.get(f"{pods}/opts-bound").status_code == 404
+    api.post(claims_path(ns), json=claim("opts-list"))
+    body = assert_status(api.request("DELETE", claims_path(ns, "opts-list"), json=["Background"]), 400, "BadRequest")
+    assert body["message"] == "json: cannot unmarshal array into Go value of type v1.DeleteOptions"
+
+
 def test_dry_run_stores_nothing(api: httpx.Client, ns: str) -> None:
     response = api.post(claims_path(ns), params={"dryRun": "All"}, json=claim("dry"))
     assert response.status_code == 201
