@@ -345,6 +345,9 @@ def create_fastapi_app(settings: Settings) -> FastAPI:
                 opts = ListOptions.parse(params)
                 if opts.watch:
                     return await watch_response(strategy, target.namespace, opts, accept)
+                wanted = tables.conversion(accept)
+                if wanted is not None and (refused := tables.not_acceptable_for_list(strategy, wanted)) is not None:
+                    raise refused
                 items, meta = await registry.list_objects(strategy, target.namespace, opts)
                 return list_response(strategy, items, meta, accept, opts.include_object)
             if method == "POST":
@@ -379,10 +382,15 @@ def create_fastapi_app(settings: Settings) -> FastAPI:
             result = await registry.finalize_namespace(strategy, name, body, wopts)
             return object_response(strategy, result, accept, 200)
         if method == "GET":
+            wanted = tables.conversion(accept)
+            if wanted is not None and (refused := tables.not_acceptable_for_object(strategy, wanted)) is not None:
+                raise refused
             stored = await registry.get(strategy, ns, name, params.get("resourceVersion", ""))
-            if tables.wants_table(accept):
+            if wanted is not None and wanted.kind == tables.TABLE:
                 meta = {"resourceVersion": stored.obj["metadata"].get("resourceVersion", "")}
                 return json_response(tables.table_for(strategy, [stored.obj], meta, params.get("includeObject", "Metadata") or "Metadata"))
+            if wanted is not None:
+                return json_response(tables.partial_object(stored.obj, wanted.version))
             return json_response(stored.raw)
         if method == "PUT":
             wopts = WriteOptions.parse(params, headers.get("user-agent", ""))
@@ -408,6 +416,11 @@ def create_fastapi_app(settings: Settings) -> FastAPI:
             if outcome.deleted_now and not strategy.return_deleted_object:
                 return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": outcome.details})
             obj = outcome.obj
+            wanted = tables.conversion(accept)
+            if obj is not None and wanted is not None and wanted.kind != tables.TABLE:
+                if (refused := tables.not_acceptable_for_object(strategy, wanted)) is not None:
+                    raise refused
+                obj = tables.partial_object(obj.obj if isinstance(obj, StoredObject) else obj, wanted.version)
             raw_obj = obj.raw if isinstance(obj, StoredObject) else orjson.dumps(obj)
             # Upstream answers 202 only for a pending deletion that asked for cascading with the
             # deprecated orphanDependents=false (always doing so would break old clients).
@@ -417,11 +430,18 @@ def create_fastapi_app(settings: Settings) -> FastAPI:
 
     def object_response(strategy: KindStrategy, result: WriteResult, accept: str, code: int) -> Response:
         headers = warning_headers(result.warnings)
-        if tables.wants_table(accept):
-            obj = result.obj.obj if isinstance(result.obj, StoredObject) else result.obj
+        wanted = tables.conversion(accept)
+        if wanted is None:
+            return json_response(result.raw, code, headers)
+        obj = result.obj.obj if isinstance(result.obj, StoredObject) else result.obj
+        if wanted.kind == tables.TABLE:
             meta = {"resourceVersion": obj["metadata"].get("resourceVersion", "")}
             return json_response(tables.table_for(strategy, [obj], meta, "Metadata"), code, headers)
-        return json_response(result.raw, code, headers)
+        # Upstream converts after the write, so a list conversion fails with the write done.
+        refused = tables.not_acceptable_for_object(strategy, wanted)
+        if refused is not None:
+            raise refused
+        return json_response(tables.partial_object(obj, wanted.version), code, headers)
 
     def list_bytes(strategy: KindStrategy, items: list[Any], meta: dict[str, Any]) -> bytes:
         raws = [i.raw if isinstance(i, StoredObject) else orjson.dumps(i) for i in items]
@@ -429,12 +449,19 @@ def create_fastapi_app(settings: Settings) -> FastAPI:
         return head[:-1] + b',"items":[' + b",".join(raws) + b"]}"
 
     def list_response(strategy: KindStrategy, items: list[StoredObject], meta: dict[str, Any], accept: str, include_object: str) -> Response:
-        if tables.wants_table(accept):
+        wanted = tables.conversion(accept)
+        if wanted is None:
+            return json_response(list_bytes(strategy, items, meta))
+        if wanted.kind == tables.TABLE:
             return json_response(tables.table_for(strategy, [i.obj for i in items], meta, include_object))
-        return json_response(list_bytes(strategy, items, meta))
+        return json_response(tables.partial_list([i.obj for i in items], meta, wanted.version))
 
     async def watch_response(strategy: KindStrategy, namespace: str | None, opts: ListOptions, accept: str) -> Response:
-        as_table = tables.wants_table(accept)
+        wanted = tables.conversion(accept)
+        if wanted is not None and (refused := tables.not_acceptable_for_object(strategy, wanted)) is not None:
+            raise refused  # each event carries one object
+        as_table = wanted is not None and wanted.kind == tables.TABLE
+        partial_version = wanted.version if wanted is not None and wanted.kind == tables.PARTIAL else None
         try:
             events = await registry.watch(strategy, namespace, opts)
         except RevisionCompacted as exc:
@@ -457,6 +484,8 @@ def create_fastapi_app(settings: Settings) -> FastAPI:
                             obj = item.obj if isinstance(item, StoredObject) else item
                             meta = {"resourceVersion": obj["metadata"].get("resourceVersion", "")}
                             lines.append(event_line(kind, tables.table_for(strategy, [obj], meta, opts.include_object)))
+                        elif partial_version is not None:
+                            lines.append(event_line(kind, tables.partial_object(item.obj if isinstance(item, StoredObject) else item, partial_version)))
                         else:
                             lines.append(event_line(kind, item))
                     yield b"".join(lines)

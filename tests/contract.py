@@ -22,6 +22,9 @@ PROPOSAL_FIELDS: dict[str, list[tuple[str, ...]]] = {
 META_KINDS = {
     "Status": "io.k8s.apimachinery.pkg.apis.meta.v1.Status",
     "Table": None,  # meta.k8s.io Table rows embed partial objects; checked by the table tests
+    # Not in the OpenAPI documents: only metadata, checked against the full object by their test.
+    "PartialObjectMetadata": None,
+    "PartialObjectMetadataList": None,
     "APIGroupDiscoveryList": None,
     "APIVersions": "io.k8s.apimachinery.pkg.apis.meta.v1.APIVersions",
     "APIGroupList": "io.k8s.apimachinery.pkg.apis.meta.v1.APIGroupList",

@@ -1,8 +1,11 @@
-"""Server-side ``meta.k8s.io/v1`` Tables (what ``kubectl get`` prints) and Accept parsing.
+"""The ``meta.k8s.io`` conversions an Accept header may ask for, and Accept parsing.
 
 ``kubectl get`` asks for ``application/json;as=Table;v=v1;g=meta.k8s.io`` and prints the
 table verbatim; rows carry a ``PartialObjectMetadata`` (or the full object for
 ``includeObject=Object``) so that ``-A``, ``--show-labels`` and ``--sort-by`` work.
+Metadata-only clients (client-go's metadata informers, garbage collectors) ask for
+``as=PartialObjectMetadata`` on objects and watches and ``as=PartialObjectMetadataList`` on
+lists, and get each object's metadata only.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.kube.errors import ApiError, not_acceptable
 from app.registry.base import KindStrategy
 
 Obj = dict[str, Any]
@@ -79,31 +83,90 @@ def parse_accept(header: str | None) -> list[MediaRange]:
     return sorted(ranges, key=lambda r: (-r.q, r.type == "*", r.subtype == "*"))
 
 
-@functools.lru_cache(maxsize=256)  # clients send the same few Accept headers on every request
-def table_version(accept_header: str | None) -> str | None:
-    """``"v1"``/``"v1beta1"`` when the preferred servable Accept entry is a JSON Table, else None.
+TABLE = "Table"
+PARTIAL = "PartialObjectMetadata"
+PARTIAL_LIST = "PartialObjectMetadataList"
+_CONVERSIONS = (TABLE, PARTIAL, PARTIAL_LIST)
 
-    Entries asking for another conversion (``as=PartialObjectMetadataList``...) or for a
-    Table in an encoding this server does not produce are skipped, as upstream skips
-    media types it cannot serve; the first plain entry decides "no Table".
+
+@dataclass(frozen=True)
+class Conversion:
+    """What the response is converted to: ``kind`` in ``meta.k8s.io/<version>``."""
+
+    kind: str
+    version: str
+
+
+@functools.lru_cache(maxsize=256)  # clients send the same few Accept headers on every request
+def conversion(accept_header: str | None) -> Conversion | None:
+    """The conversion the preferred servable Accept entry asks for (None: the object as it is).
+
+    Entries asking for an unknown conversion, or for one in an encoding this server does not
+    produce (protobuf), are skipped, as upstream skips media types it cannot serve; the first
+    plain entry decides "no conversion".
     """
     for entry in parse_accept(accept_header):
         as_kind = entry.params.get("as")
         if as_kind is None:
             return None
         if (
-            as_kind == "Table"
+            as_kind in _CONVERSIONS
             and entry.params.get("g") == "meta.k8s.io"
             and entry.params.get("v") in TABLE_VERSIONS
             and entry.matches("application/json")
         ):
-            return entry.params["v"]
+            return Conversion(as_kind, entry.params["v"])
     return None
+
+
+def table_version(accept_header: str | None) -> str | None:
+    """``"v1"``/``"v1beta1"`` when the response must be a JSON Table, else None."""
+    wanted = conversion(accept_header)
+    return wanted.version if wanted is not None and wanted.kind == TABLE else None
 
 
 def wants_table(accept_header: str | None) -> bool:
     """Whether the response must be a ``meta.k8s.io`` Table (v1 or v1beta1; answered as v1)."""
     return table_version(accept_header) is not None
+
+
+def _go_type(strategy: KindStrategy, kind: str) -> str:
+    """How upstream's messages name the internal Go type (``*core.Pod``, ``*resource.ResourceClaimList``)."""
+    package = strategy.group.split(".", 1)[0] if strategy.group else "core"
+    return f"*{package}.{kind}"
+
+
+def not_acceptable_for_object(strategy: KindStrategy, wanted: Conversion) -> ApiError | None:
+    """The 406 upstream answers when a list conversion is asked of one object."""
+    if wanted.kind != PARTIAL_LIST:
+        return None
+    return not_acceptable(f"you requested {PARTIAL_LIST}, but the requested object is not a list ({_go_type(strategy, strategy.kind)})")
+
+
+def not_acceptable_for_list(strategy: KindStrategy, wanted: Conversion) -> ApiError | None:
+    """The 406 upstream answers when an object conversion is asked of a list."""
+    if wanted.kind != PARTIAL:
+        return None
+    return not_acceptable(f"you requested {PARTIAL}, but the requested object is a list ({_go_type(strategy, strategy.list_kind)})")
+
+
+def _list_metadata(list_meta: Obj) -> Obj:
+    return {key: list_meta[key] for key in _LIST_META_KEYS if list_meta.get(key) not in (None, "")}
+
+
+def partial_object(obj: Obj, version: str) -> Obj:
+    """An object's ``PartialObjectMetadata``: its metadata under ``meta.k8s.io/<version>``."""
+    return {"kind": PARTIAL, "apiVersion": f"meta.k8s.io/{version}", "metadata": obj.get("metadata") or {}}
+
+
+def partial_list(objs: list[Obj], list_meta: Obj, version: str) -> Obj:
+    """A ``PartialObjectMetadataList`` of ``objs`` with the list's metadata."""
+    return {
+        "kind": PARTIAL_LIST,
+        "apiVersion": f"meta.k8s.io/{version}",
+        "metadata": _list_metadata(list_meta),
+        "items": [partial_object(obj, version) for obj in objs],
+    }
 
 
 def column_definitions(strategy: KindStrategy) -> list[Obj]:
@@ -165,7 +228,7 @@ def table_for(
     policy = _check_include_object(include_object)
     meta: Obj = {}
     if list_meta is not None:
-        meta = {key: list_meta[key] for key in _LIST_META_KEYS if list_meta.get(key) not in (None, "")}
+        meta = _list_metadata(list_meta)
     elif len(objects) == 1:
         rv = (objects[0].get("metadata") or {}).get("resourceVersion")
         if rv:

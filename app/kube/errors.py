@@ -209,6 +209,10 @@ def method_not_allowed(message: str = "the server does not allow this method on 
     return ApiError(405, "MethodNotAllowed", message)
 
 
+def not_acceptable(message: str) -> ApiError:
+    return ApiError(406, "NotAcceptable", message)
+
+
 def unsupported_media_type(content_type: str) -> ApiError:
     return ApiError(415, "UnsupportedMediaType", f'the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf, application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml (got "{content_type}")')
 

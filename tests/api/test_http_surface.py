@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import httpx
+import orjson
 
 from tests.api.helpers import assert_status, claim, claims_path, pod
 
@@ -80,6 +81,39 @@ def test_table_output(api: httpx.Client, ns: str) -> None:
     api.post(pods, json=pod("tp"))
     columns = [c["name"] for c in api.get(pods, headers={"accept": TABLE}).json()["columnDefinitions"]]
     assert columns[:5] == ["Name", "Ready", "Status", "Restarts", "Age"]
+
+
+PARTIAL = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+PARTIAL_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+
+
+def test_metadata_only_responses(api: httpx.Client, ns: str) -> None:
+    created = api.post(claims_path(ns), json=claim("pom", labels={"a": "1"}), headers={"accept": PARTIAL})
+    assert created.status_code == 201
+    assert created.json() == {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": api.get(claims_path(ns, "pom")).json()["metadata"]}
+    single = api.get(claims_path(ns, "pom"), headers={"accept": f"{PARTIAL},application/json"}).json()
+    assert single["kind"] == "PartialObjectMetadata" and single["metadata"]["labels"] == {"a": "1"}
+    assert "spec" not in single
+    listing = api.get(claims_path(ns), headers={"accept": f"{PARTIAL_LIST},application/json"}).json()
+    assert listing["kind"] == "PartialObjectMetadataList" and listing["apiVersion"] == "meta.k8s.io/v1"
+    assert listing["metadata"]["resourceVersion"].isdigit()
+    assert [(i["kind"], i["metadata"]["name"]) for i in listing["items"]] == [("PartialObjectMetadata", "pom")]
+    older = api.get(claims_path(ns), headers={"accept": PARTIAL_LIST.replace("v=v1", "v=v1beta1")}).json()
+    assert older["apiVersion"] == "meta.k8s.io/v1beta1" and older["items"][0]["apiVersion"] == "meta.k8s.io/v1beta1"
+    # An object conversion of a list, or a list conversion of an object: 406, as upstream.
+    body = assert_status(api.get(claims_path(ns), headers={"accept": PARTIAL}), 406, "NotAcceptable")
+    assert body["message"] == "you requested PartialObjectMetadata, but the requested object is a list (*resource.ResourceClaimList)"
+    body = assert_status(api.get(f"/api/v1/namespaces/{ns}", headers={"accept": PARTIAL_LIST}), 406, "NotAcceptable")
+    assert body["message"] == "you requested PartialObjectMetadataList, but the requested object is not a list (*core.Namespace)"
+    # A watch carries one object per event.
+    rv = listing["metadata"]["resourceVersion"]
+    api.patch(claims_path(ns, "pom"), json={"metadata": {"labels": {"a": "2"}}}, headers={"content-type": "application/merge-patch+json"})
+    with api.stream("GET", claims_path(ns), params={"watch": "true", "resourceVersion": rv, "timeoutSeconds": "2"}, headers={"accept": PARTIAL}) as response:
+        assert response.status_code == 200
+        event = orjson.loads(next(line for line in response.iter_lines() if line))
+    assert event["type"] == "MODIFIED"
+    assert event["object"]["kind"] == "PartialObjectMetadata" and event["object"]["metadata"]["labels"] == {"a": "2"}
+    assert "spec" not in event["object"]
 
 
 def test_json_patch(api: httpx.Client, ns: str) -> None:

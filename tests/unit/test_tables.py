@@ -7,6 +7,8 @@ from typing import Any
 import pytest
 
 from app.api.tables import (
+    Conversion,
+    conversion,
     parse_accept,
     table_bookmark,
     table_for,
@@ -64,11 +66,8 @@ def _claim(name: str, rv: str = "7", **status: Any) -> dict[str, Any]:
         ("application/json;q=0.5, application/json;as=Table;v=v1;g=meta.k8s.io", "v1"),
         # protobuf Tables are not produced here: skipped, then plain JSON decides
         ("application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io,application/json", None),
-        # other conversions and unknown Table versions are skipped too
-        (
-            "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1;g=meta.k8s.io",
-            "v1",
-        ),
+        # unknown conversions and unknown Table versions are skipped too
+        ("application/json;as=Unknown;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1;g=meta.k8s.io", "v1"),
         ("application/json;as=Table;v=v2;g=meta.k8s.io", None),
         ("application/json;as=Table;v=v1;g=meta.k8s.io;q=0", None),
     ],
@@ -76,6 +75,30 @@ def _claim(name: str, rv: str = "7", **status: Any) -> dict[str, Any]:
 def test_table_negotiation(accept: str | None, expected: str | None) -> None:
     assert table_version(accept) == expected
     assert wants_table(accept) is (expected is not None)
+
+
+@pytest.mark.parametrize(
+    ("accept", "expected"),
+    [
+        ("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1", Conversion("PartialObjectMetadata", "v1")),
+        # client-go's metadata client: protobuf first (not produced here), then JSON
+        (
+            "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,"
+            "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json",
+            Conversion("PartialObjectMetadataList", "v1"),
+        ),
+        # the first servable conversion wins over a later Table
+        (
+            "application/json;as=PartialObjectMetadataList;v=v1beta1;g=meta.k8s.io,application/json;as=Table;v=v1;g=meta.k8s.io",
+            Conversion("PartialObjectMetadataList", "v1beta1"),
+        ),
+        ("application/json;as=PartialObjectMetadata;g=example.com;v=v1,application/json", None),
+        ("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v2", None),
+    ],
+)
+def test_metadata_only_negotiation(accept: str, expected: Conversion | None) -> None:
+    assert conversion(accept) == expected
+    assert table_version(accept) is None
 
 
 def test_parse_accept_orders_by_quality_then_specificity() -> None:
