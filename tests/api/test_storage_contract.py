@@ -185,15 +185,20 @@ def test_two_servers_share_one_ordered_stream(backend: str, databases: Databases
     assert key == [(str(r), t) for r, t, _ in _history(a.url, "replicas", start)]
 
 
-def test_refuses_unmigrated_database(databases: Databases) -> None:
-    url = databases.new()
-    result = subprocess.run(
+def _serve_once(url: str) -> subprocess.CompletedProcess[str]:
+    """``python -m app serve`` on ``url``, expected to refuse and exit."""
+    return subprocess.run(
         [sys.executable, "-m", "app", "serve", "--listen", f"127.0.0.1:{free_port()}", "--database-url", url],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
         timeout=60,
     )
+
+
+def test_refuses_unmigrated_database(databases: Databases) -> None:
+    url = databases.new()
+    result = _serve_once(url)
     assert result.returncode != 0
     assert "python -m app migrate" in result.stderr
 
@@ -201,13 +206,7 @@ def test_refuses_unmigrated_database(databases: Databases) -> None:
 def test_a_database_on_the_previous_schema_is_refused_until_migrated(databases: Databases, start_server: Callable[..., ServerProcess]) -> None:
     url = databases.new()
     subprocess.run([sys.executable, "-m", "app", "migrate", "--database-url", url, "--revision", "0001_initial"], cwd=REPO_ROOT, check=True, capture_output=True)
-    refused = subprocess.run(
-        [sys.executable, "-m", "app", "serve", "--listen", f"127.0.0.1:{free_port()}", "--database-url", url],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    refused = _serve_once(url)
     assert refused.returncode != 0
     assert "'0001_initial'" in refused.stderr and "python -m app migrate" in refused.stderr
 
