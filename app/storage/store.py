@@ -143,6 +143,7 @@ class Store:
             rows = (await conn.execute(text("SELECT resource, namespace, name, revision, data FROM objects"))).all()
             await conn.rollback()
         self.compacted_revision = int(state[1])
+        self._pg_base = int(state[0])  # dra_commit's first guess (a stale one costs one retry)
         self.cache.load(int(state[0]), [tuple(r) for r in rows])  # type: ignore[misc]
         log.info("loaded %d objects at revision %d", len(rows), state[0])
 
