@@ -236,18 +236,20 @@ class Store:
         """(committed, failed, base revision, new revision) of one batch, in one ``dra_commit`` call.
 
         Objects are serialised with the revisions they get if the current revision is still the
-        one this writer last saw; when another replica moved it, nothing was written and the call
-        is repeated with the revision it returned.
+        one this writer last saw. When another replica moved it, nothing was written; the batch
+        is then committed inside a transaction that first locks the revision row, so the guess
+        is exact and a writer always gets through however busy the other replicas are.
         """
         kinds = [op.type for op in batch]
         resources = [op.resource for op in batch]
         namespaces = [op.namespace for op in batch]
         names = [op.name for op in batch]
         expected = [op.expected_revision for op in batch]
-        base = self._pg_base
         own_before = self._own_committed
-        for _ in range(_PG_COMMIT_ATTEMPTS):
-            raws: list[bytes] = []
+        raws: list[bytes] = []
+
+        async def attempt(base: int) -> list[int]:
+            raws.clear()
             for index, op in enumerate(batch):
                 op.obj["metadata"]["resourceVersion"] = str(base + index + 1)
                 raws.append(orjson.dumps(op.obj))
@@ -256,17 +258,25 @@ class Store:
             result: list[int] = await conn.fetchval(
                 _PG_COMMIT, base, kinds, resources, namespaces, names, [raw.decode() for raw in raws], expected, now, NOTIFY_CHANNEL
             )
-            if result[0] == base:
-                break
-            # Another replica wrote; its notifications may have been taken for ours above.
-            base = result[0]
-            self._poll_wakeup.set()
-        else:
-            raise RuntimeError(f"no group commit after {_PG_COMMIT_ATTEMPTS} attempts: other replicas keep moving the revision")
+            return result
+
+        base = self._pg_base
+        result = await attempt(base)
+        attempted_twice = result[0] != base
+        if attempted_twice:
+            async with conn.transaction():
+                base = int(await conn.fetchval("SELECT current_revision FROM revision_state WHERE id = 1 FOR UPDATE"))
+                result = await attempt(base)
+            if result[0] != base:
+                raise RuntimeError(f"revision moved under the lock ({base} -> {result[0]})")
         succeeded = {revision - base - 1 for revision in result[1:]}
         revision = result[-1] if len(result) > 1 else base
         self._pg_base = revision
         self._own_committed = max(own_before, revision) if succeeded else own_before
+        if revision < base + len(batch) or attempted_twice:
+            # Another replica's revisions may lie in the range taken for ours while we waited, and
+            # its notification been ignored as ours: read the log rather than wait for the timer.
+            self._poll_wakeup.set()
         committed = [
             (batch[i], Event(base + i + 1, batch[i].type, batch[i].resource, batch[i].namespace, batch[i].name, StoredObject(batch[i].obj, base + i + 1, raws[i])))
             for i in sorted(succeeded)
@@ -515,5 +525,4 @@ _RESOURCE_EVENTS = text(
 # Postgres group commit: one statement per write type over arrays (asyncpg, $n parameters).
 # One group commit per call (migration 0002): [base, succeeded revisions...] or [current] to retry.
 _PG_COMMIT = "SELECT dra_commit($1, $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8, $9)"
-_PG_COMMIT_ATTEMPTS = 100
 _GET_OBJECT = text("SELECT revision, data FROM objects WHERE resource = :resource AND namespace = :namespace AND name = :name")

@@ -99,13 +99,17 @@ $body$
 
 
 def _compression(method: str) -> str:
-    """Set the data columns' TOAST compression if this server offers lz4 (only new values change)."""
+    """Set the data columns' TOAST compression if this server offers lz4 (only new values change).
+
+    Through EXECUTE: PL/pgSQL parses every statement of the block up front, and Postgres 13 has
+    no SET COMPRESSION even where the branch would not run.
+    """
     return f"""
 DO $do$
 BEGIN
     IF EXISTS (SELECT 1 FROM pg_settings WHERE name = 'default_toast_compression' AND 'lz4' = ANY(enumvals)) THEN
-        ALTER TABLE objects ALTER COLUMN data SET COMPRESSION {method};
-        ALTER TABLE events ALTER COLUMN data SET COMPRESSION {method};
+        EXECUTE 'ALTER TABLE objects ALTER COLUMN data SET COMPRESSION {method}';
+        EXECUTE 'ALTER TABLE events ALTER COLUMN data SET COMPRESSION {method}';
     END IF;
 END
 $do$

@@ -221,3 +221,122 @@ def test_a_database_on_the_previous_schema_is_refused_until_migrated(databases: 
         assert_status(client.put(claims_path("upgraded", "c"), json=stale), 409, "Conflict")
         assert client.delete(claims_path("upgraded", "c")).status_code == 200
         assert_status(client.get(claims_path("upgraded", "c")), 404, "NotFound")
+
+
+class _Interposed:
+    """The writer's driver connection with a hook around each ``dra_commit`` call: another
+    replica's commit can be put exactly where a race would put it."""
+
+    def __init__(self, connection: Any, before: Any = None, after: Any = None) -> None:
+        self._connection = connection
+        self._before = before
+        self._after = after
+
+    async def fetchval(self, query: str, *args: Any) -> Any:
+        is_commit = query.startswith("SELECT dra_commit")
+        if is_commit and self._before is not None:
+            await self._before(self._connection)
+        result = await self._connection.fetchval(query, *args)
+        if is_commit and self._after is not None:
+            await self._after(self._connection)
+        return result
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._connection, name)
+
+
+class _Writer:
+    """The pooled writer connection of a Store, its driver connection interposed."""
+
+    def __init__(self, pooled: Any, driver_connection: _Interposed) -> None:
+        self._pooled = pooled
+        self.driver_connection = driver_connection
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._pooled, name)
+
+
+async def _interpose(store: Any, before: Any = None, after: Any = None) -> None:
+    connection = await store._pg_connection()
+    store._pg_writer = _Writer(store._pg_writer, _Interposed(connection, before, after))
+
+
+def _replicas_test(backend: str, databases: Databases, body: Any) -> None:
+    if backend != "postgres":
+        pytest.skip("several replicas need Postgres")
+    from app.storage.cache import WatchCache
+    from app.storage.db import create_engine, run_migrations
+    from app.storage.store import Store
+
+    url = databases.new()
+    run_migrations(url)
+
+    async def run() -> None:
+        # A poll interval far beyond the test: only notifications tell a replica about the other.
+        a = Store(create_engine(url), WatchCache(10_000), poll_interval=60)
+        b = Store(create_engine(url), WatchCache(10_000), poll_interval=60)
+        await a.start()
+        await b.start()
+        try:
+            await body(a, b)
+        finally:
+            await a.stop()
+            await b.stop()
+
+    asyncio.run(run())
+
+
+def _object(name: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "replicas"}}
+
+
+def test_a_replica_commits_although_another_commits_before_each_of_its_attempts(backend: str, databases: Databases) -> None:
+    from app.storage.cache import ADDED
+    from app.storage.store import WriteOp
+
+    async def body(a: Any, b: Any) -> None:
+        moved = 0
+
+        async def other_replica_commits(connection: Any) -> None:
+            nonlocal moved
+            if not connection.is_in_transaction():  # under the revision lock nobody else can commit
+                moved += 1
+                await b.write(WriteOp(ADDED, "resourceclaims", "replicas", f"b-{moved}", _object(f"b-{moved}")))
+
+        await _interpose(a, before=other_replica_commits)
+        stored = await a.write(WriteOp(ADDED, "resourceclaims", "replicas", "a", _object("a")))
+        assert int(stored.obj["metadata"]["resourceVersion"]) > moved  # after the other replica's writes
+        assert moved >= 1
+
+    _replicas_test(backend, databases, body)
+
+
+def test_another_replicas_commit_in_the_revisions_a_failed_write_left_unused_is_seen(backend: str, databases: Databases) -> None:
+    from app.storage.cache import ADDED, MODIFIED
+    from app.storage.store import RevisionMismatch, WriteOp
+
+    async def body(a: Any, b: Any) -> None:
+        injected = False
+
+        async def other_replica_commits(_connection: Any) -> None:
+            # Right after our commit, before we read its result: the other replica takes the
+            # revision our failed update left unused, and its notification arrives first.
+            nonlocal injected
+            if not injected:
+                injected = True
+                await b.write(WriteOp(ADDED, "resourceclaims", "replicas", "b", _object("b")))
+                await asyncio.sleep(0.2)
+
+        await _interpose(a, after=other_replica_commits)
+        created, stale = await asyncio.gather(
+            a.write(WriteOp(ADDED, "resourceclaims", "replicas", "a", _object("a"))),
+            a.write(WriteOp(MODIFIED, "resourceclaims", "replicas", "missing", _object("missing"), expected_revision=10**9)),
+            return_exceptions=True,
+        )
+        assert not isinstance(created, BaseException) and isinstance(stale, RevisionMismatch)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and a.cache.revision < b.cache.revision:
+            await asyncio.sleep(0.05)
+        assert a.cache.revision == b.cache.revision  # not after the 60 s poll
+
+    _replicas_test(backend, databases, body)
