@@ -9,7 +9,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, MutableMapping
+from collections.abc import AsyncIterator, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -345,9 +345,6 @@ def create_fastapi_app(settings: Settings) -> FastAPI:
                 opts = ListOptions.parse(params)
                 if opts.watch:
                     return await watch_response(strategy, target.namespace, opts, accept)
-                wanted = tables.conversion(accept)
-                if wanted is not None and (refused := tables.not_acceptable_for_list(strategy, wanted)) is not None:
-                    raise refused
                 items, meta = await registry.list_objects(strategy, target.namespace, opts)
                 return list_response(strategy, items, meta, accept, opts.include_object)
             if method == "POST":
@@ -364,7 +361,7 @@ def create_fastapi_app(settings: Settings) -> FastAPI:
                 dopts = DeleteOptions.parse(params, bodies.decode_delete_options(raw, headers.get("content-type")))
                 opts = ListOptions.parse(params)
                 deleted, meta = await registry.delete_collection(strategy, target.namespace, opts, dopts)
-                return json_response(list_bytes(strategy, deleted, meta))
+                return list_response(strategy, deleted, meta, accept, opts.include_object)
             raise errors.method_not_allowed()
         name = target.name
         if sub == "binding":
@@ -382,10 +379,10 @@ def create_fastapi_app(settings: Settings) -> FastAPI:
             result = await registry.finalize_namespace(strategy, name, body, wopts)
             return object_response(strategy, result, accept, 200)
         if method == "GET":
+            stored = await registry.get(strategy, ns, name, params.get("resourceVersion", ""))
             wanted = tables.conversion(accept)
             if wanted is not None and (refused := tables.not_acceptable_for_object(strategy, wanted)) is not None:
-                raise refused
-            stored = await registry.get(strategy, ns, name, params.get("resourceVersion", ""))
+                raise refused  # after the read, as upstream: a missing object is a 404 first
             if wanted is not None and wanted.kind == tables.TABLE:
                 meta = {"resourceVersion": stored.obj["metadata"].get("resourceVersion", "")}
                 return json_response(tables.table_for(strategy, [stored.obj], meta, params.get("includeObject", "Metadata") or "Metadata"))
@@ -448,13 +445,17 @@ def create_fastapi_app(settings: Settings) -> FastAPI:
         head = orjson.dumps({"kind": strategy.list_kind, "apiVersion": strategy.api_version, "metadata": meta})
         return head[:-1] + b',"items":[' + b",".join(raws) + b"]}"
 
-    def list_response(strategy: KindStrategy, items: list[StoredObject], meta: dict[str, Any], accept: str, include_object: str) -> Response:
+    def list_response(strategy: KindStrategy, items: Sequence[StoredObject | dict[str, Any]], meta: dict[str, Any], accept: str, include_object: str) -> Response:
         wanted = tables.conversion(accept)
         if wanted is None:
-            return json_response(list_bytes(strategy, items, meta))
+            return json_response(list_bytes(strategy, list(items), meta))
+        refused = tables.not_acceptable_for_list(strategy, wanted)
+        if refused is not None:
+            raise refused
+        objs = [i.obj if isinstance(i, StoredObject) else i for i in items]
         if wanted.kind == tables.TABLE:
-            return json_response(tables.table_for(strategy, [i.obj for i in items], meta, include_object))
-        return json_response(tables.partial_list([i.obj for i in items], meta, wanted.version))
+            return json_response(tables.table_for(strategy, objs, meta, include_object))
+        return json_response(tables.partial_list(objs, meta, wanted.version))
 
     async def watch_response(strategy: KindStrategy, namespace: str | None, opts: ListOptions, accept: str) -> Response:
         wanted = tables.conversion(accept)

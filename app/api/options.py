@@ -259,23 +259,21 @@ class DeleteOptions:
             opts.grace_period_seconds = parse_int(params, "gracePeriodSeconds")
             if params.get("propagationPolicy"):
                 opts.propagation_policy = params["propagationPolicy"]
-            if params.get("orphanDependents"):
-                opts.orphan_dependents = parse_bool(params, "orphanDependents")
+            if "orphanDependents" in params:
+                # Upstream's query decoding of an optional boolean: anything but "0" or "false" is true.
+                value = params["orphanDependents"]
+                opts.orphan_dependents = not (value == "0" or value.lower() == "false")
             if params.get("dryRun"):
                 if params["dryRun"] != "All":
                     raise invalid_object("DeleteOptions", "", "meta.k8s.io", [not_supported("dryRun", params["dryRun"], ["All"])])
                 opts.dry_run = True
+        problems: list[FieldError] = []
         if opts.orphan_dependents is not None and opts.propagation_policy is not None:
-            raise invalid_object(
-                "DeleteOptions", "", "meta.k8s.io", [invalid("propagationPolicy", opts.propagation_policy, "orphanDependents and deletionPropagation cannot be both set")]
-            )
+            problems.append(invalid("propagationPolicy", opts.propagation_policy, "orphanDependents and deletionPropagation cannot be both set"))
         if opts.propagation_policy not in (None, "Orphan", "Background", "Foreground"):
-            raise invalid_object(
-                "DeleteOptions",
-                "",
-                "meta.k8s.io",
-                [not_supported("propagationPolicy", opts.propagation_policy, ["Foreground", "Background", "Orphan", "nil"])],
-            )
+            problems.append(not_supported("propagationPolicy", opts.propagation_policy, ["Foreground", "Background", "Orphan", "nil"]))
+        if problems:
+            raise invalid_object("DeleteOptions", "", "meta.k8s.io", problems)
         return opts
 
 

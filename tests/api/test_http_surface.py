@@ -105,6 +105,7 @@ def test_metadata_only_responses(api: httpx.Client, ns: str) -> None:
     assert body["message"] == "you requested PartialObjectMetadata, but the requested object is a list (*resource.ResourceClaimList)"
     body = assert_status(api.get(f"/api/v1/namespaces/{ns}", headers={"accept": PARTIAL_LIST}), 406, "NotAcceptable")
     assert body["message"] == "you requested PartialObjectMetadataList, but the requested object is not a list (*core.Namespace)"
+    assert_status(api.get(claims_path(ns, "absent"), headers={"accept": PARTIAL_LIST}), 404, "NotFound")  # the read comes first
     # A watch carries one object per event.
     rv = listing["metadata"]["resourceVersion"]
     api.patch(claims_path(ns, "pom"), json={"metadata": {"labels": {"a": "2"}}}, headers={"content-type": "application/merge-patch+json"})
@@ -114,6 +115,9 @@ def test_metadata_only_responses(api: httpx.Client, ns: str) -> None:
     assert event["type"] == "MODIFIED"
     assert event["object"]["kind"] == "PartialObjectMetadata" and event["object"]["metadata"]["labels"] == {"a": "2"}
     assert "spec" not in event["object"]
+    # deletecollection answers with the deleted objects, converted the same way.
+    deleted = api.delete(claims_path(ns), headers={"accept": PARTIAL_LIST}).json()
+    assert deleted["kind"] == "PartialObjectMetadataList" and [i["metadata"]["name"] for i in deleted["items"]] == ["pom"]
 
 
 def test_json_patch(api: httpx.Client, ns: str) -> None:
