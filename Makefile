@@ -5,7 +5,8 @@ BIN := $(VENV)/bin
 PORT ?= 6443
 DATABASE_URL ?= sqlite:///./data/dra.sqlite
 # pytest-xdist workers: the suite mostly waits on servers and workers, so two workers on two
-# cores finish in about two thirds of the time (TEST_WORKERS=0 runs it in one process).
+# cores finish in about two thirds of the time (TEST_WORKERS=0 runs it in one process). Whole
+# files go to one worker, so a module's tests keep the order they were written in.
 TEST_WORKERS ?= 2
 
 .PHONY: venv run test lint typecheck fuzz bench bench-scheduler bench-simulator clean
@@ -24,7 +25,7 @@ run: venv
 test: venv
 	$(BIN)/ruff check .
 	$(BIN)/python -m mypy app schedulers controllers kubeletsim
-	$(BIN)/pytest -q -n $(TEST_WORKERS)
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 lint: venv
 	$(BIN)/ruff check .

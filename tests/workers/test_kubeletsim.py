@@ -72,6 +72,13 @@ def client(server: ServerProcess) -> Iterator[httpx.Client]:
 def sim(server: ServerProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sim]:
     prefix = f"ks{uuid.uuid4().hex[:6]}-"
     simulator = Sim(server.url, prefix, tmp_path_factory.mktemp("kubeletsim") / "sim.log").start()
+    # Every test starts from registered, Ready nodes with their slices published: under
+    # pytest-xdist any test of this module may be the first to use the simulator.
+    with httpx.Client(base_url=server.url) as client:
+        wait_for(
+            lambda: all(node_ready(client, n) for n in simulator.nodes) and {s["spec"]["nodeName"] for s in our_slices(client, simulator)} == set(simulator.nodes),
+            what="simulated nodes Ready with their slices",
+        )
     yield simulator
     simulator.stop()
     assert "Traceback" not in simulator.log(), simulator.log()
