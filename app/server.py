@@ -55,6 +55,11 @@ VERSION_INFO = {
 }
 
 
+def _plain(item: StoredObject | dict[str, Any]) -> dict[str, Any]:
+    """The object of a stored item or an already decoded one."""
+    return item.obj if isinstance(item, StoredObject) else item
+
+
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None, media_type: str = JSON) -> Response:
     raw = body if isinstance(body, bytes) else orjson.dumps(body)
     return Response(raw, status_code=status, media_type=media_type, headers=headers)
@@ -381,14 +386,10 @@ def create_fastapi_app(settings: Settings) -> FastAPI:
         if method == "GET":
             stored = await registry.get(strategy, ns, name, params.get("resourceVersion", ""))
             wanted = tables.conversion(accept)
-            if wanted is not None and (refused := tables.not_acceptable_for_object(strategy, wanted)) is not None:
-                raise refused  # after the read, as upstream: a missing object is a 404 first
-            if wanted is not None and wanted.kind == tables.TABLE:
-                meta = {"resourceVersion": stored.obj["metadata"].get("resourceVersion", "")}
-                return json_response(tables.table_for(strategy, [stored.obj], meta, params.get("includeObject", "Metadata") or "Metadata"))
-            if wanted is not None:
-                return json_response(tables.partial_object(stored.obj, wanted.version))
-            return json_response(stored.raw)
+            if wanted is None:
+                return json_response(stored.raw)
+            # Converted after the read, as upstream: a missing object is a 404 before any 406.
+            return json_response(tables.convert_object(strategy, stored.obj, wanted, params.get("includeObject", "Metadata") or "Metadata"))
         if method == "PUT":
             wopts = WriteOptions.parse(params, headers.get("user-agent", ""))
             body = bodies.decode_object(await request_body(), headers.get("content-type"), strategy.kind)
@@ -415,9 +416,7 @@ def create_fastapi_app(settings: Settings) -> FastAPI:
             obj = outcome.obj
             wanted = tables.conversion(accept)
             if obj is not None and wanted is not None and wanted.kind != tables.TABLE:
-                if (refused := tables.not_acceptable_for_object(strategy, wanted)) is not None:
-                    raise refused
-                obj = tables.partial_object(obj.obj if isinstance(obj, StoredObject) else obj, wanted.version)
+                obj = tables.convert_object(strategy, _plain(obj), wanted)
             raw_obj = obj.raw if isinstance(obj, StoredObject) else orjson.dumps(obj)
             # Upstream answers 202 only for a pending deletion that asked for cascading with the
             # deprecated orphanDependents=false (always doing so would break old clients).
@@ -430,15 +429,8 @@ def create_fastapi_app(settings: Settings) -> FastAPI:
         wanted = tables.conversion(accept)
         if wanted is None:
             return json_response(result.raw, code, headers)
-        obj = result.obj.obj if isinstance(result.obj, StoredObject) else result.obj
-        if wanted.kind == tables.TABLE:
-            meta = {"resourceVersion": obj["metadata"].get("resourceVersion", "")}
-            return json_response(tables.table_for(strategy, [obj], meta, "Metadata"), code, headers)
         # Upstream converts after the write, so a list conversion fails with the write done.
-        refused = tables.not_acceptable_for_object(strategy, wanted)
-        if refused is not None:
-            raise refused
-        return json_response(tables.partial_object(obj, wanted.version), code, headers)
+        return json_response(tables.convert_object(strategy, _plain(result.obj), wanted), code, headers)
 
     def list_bytes(strategy: KindStrategy, items: list[Any], meta: dict[str, Any]) -> bytes:
         raws = [i.raw if isinstance(i, StoredObject) else orjson.dumps(i) for i in items]
@@ -452,7 +444,7 @@ def create_fastapi_app(settings: Settings) -> FastAPI:
         refused = tables.not_acceptable_for_list(strategy, wanted)
         if refused is not None:
             raise refused
-        objs = [i.obj if isinstance(i, StoredObject) else i for i in items]
+        objs = [_plain(i) for i in items]
         if wanted.kind == tables.TABLE:
             return json_response(tables.table_for(strategy, objs, meta, include_object))
         return json_response(tables.partial_list(objs, meta, wanted.version))
@@ -462,7 +454,6 @@ def create_fastapi_app(settings: Settings) -> FastAPI:
         if wanted is not None and (refused := tables.not_acceptable_for_object(strategy, wanted)) is not None:
             raise refused  # each event carries one object
         as_table = wanted is not None and wanted.kind == tables.TABLE
-        partial_version = wanted.version if wanted is not None and wanted.kind == tables.PARTIAL else None
         try:
             events = await registry.watch(strategy, namespace, opts)
         except RevisionCompacted as exc:
@@ -481,12 +472,8 @@ def create_fastapi_app(settings: Settings) -> FastAPI:
                     for kind, item in batch:
                         if as_table and kind == "BOOKMARK":
                             lines.append(event_line(kind, tables.table_bookmark(item["metadata"]["resourceVersion"])))  # type: ignore[index]
-                        elif as_table:
-                            obj = item.obj if isinstance(item, StoredObject) else item
-                            meta = {"resourceVersion": obj["metadata"].get("resourceVersion", "")}
-                            lines.append(event_line(kind, tables.table_for(strategy, [obj], meta, opts.include_object)))
-                        elif partial_version is not None:
-                            lines.append(event_line(kind, tables.partial_object(item.obj if isinstance(item, StoredObject) else item, partial_version)))
+                        elif wanted is not None:
+                            lines.append(event_line(kind, tables.convert_object(strategy, _plain(item), wanted, opts.include_object)))
                         else:
                             lines.append(event_line(kind, item))
                     yield b"".join(lines)

@@ -150,6 +150,17 @@ def not_acceptable_for_list(strategy: KindStrategy, wanted: Conversion) -> ApiEr
     return not_acceptable(f"you requested {PARTIAL}, but the requested object is a list ({_go_type(strategy, strategy.list_kind)})")
 
 
+def convert_object(strategy: KindStrategy, obj: Obj, wanted: Conversion, include_object: str = INCLUDE_METADATA) -> Obj:
+    """One object as ``wanted``: a one-row Table, its PartialObjectMetadata, or upstream's 406."""
+    if wanted.kind == TABLE:
+        meta = {"resourceVersion": (obj.get("metadata") or {}).get("resourceVersion", "")}
+        return table_for(strategy, [obj], meta, include_object)
+    refused = not_acceptable_for_object(strategy, wanted)
+    if refused is not None:
+        raise refused
+    return partial_object(obj, wanted.version)
+
+
 def _list_metadata(list_meta: Obj) -> Obj:
     return {key: list_meta[key] for key in _LIST_META_KEYS if list_meta.get(key) not in (None, "")}
 

@@ -246,10 +246,10 @@ class Store:
         names = [op.name for op in batch]
         expected = [op.expected_revision for op in batch]
         own_before = self._own_committed
-        raws: list[bytes] = []
 
-        async def attempt(base: int) -> list[int]:
-            raws.clear()
+        async def attempt(base: int) -> tuple[list[int], list[bytes]]:
+            """dra_commit's answer, and the objects as serialised for revisions from ``base``."""
+            raws = []
             for index, op in enumerate(batch):
                 op.obj["metadata"]["resourceVersion"] = str(base + index + 1)
                 raws.append(orjson.dumps(op.obj))
@@ -258,15 +258,15 @@ class Store:
             result: list[int] = await conn.fetchval(
                 _PG_COMMIT, base, kinds, resources, namespaces, names, [raw.decode() for raw in raws], expected, now, NOTIFY_CHANNEL
             )
-            return result
+            return result, raws
 
         base = self._pg_base
-        result = await attempt(base)
+        result, raws = await attempt(base)
         attempted_twice = result[0] != base
         if attempted_twice:
             async with conn.transaction():
                 base = int(await conn.fetchval("SELECT current_revision FROM revision_state WHERE id = 1 FOR UPDATE"))
-                result = await attempt(base)
+                result, raws = await attempt(base)
             if result[0] != base:
                 raise RuntimeError(f"revision moved under the lock ({base} -> {result[0]})")
         succeeded = {revision - base - 1 for revision in result[1:]}
