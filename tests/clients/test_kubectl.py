@@ -108,20 +108,32 @@ class Kubectl:
 
 @dataclass
 class Background:
-    """A running kubectl whose stdout lines arrive on a queue (``get -w``, ``wait``)."""
+    """A running kubectl whose stdout lines arrive on a queue (``get -w``, ``wait``).
+
+    Both pipes are drained by threads, so a chatty ``-v`` never fills a pipe and blocks kubectl,
+    and :meth:`finish` reads to end of file instead of guessing how long the last line takes.
+    """
 
     argv: list[str]
     proc: subprocess.Popen[str]
     lines: queue.Queue[str] = field(default_factory=queue.Queue)
     seen: list[str] = field(default_factory=list)
+    err_lines: list[str] = field(default_factory=list)
+    pumps: list[threading.Thread] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        threading.Thread(target=self._pump, daemon=True).start()
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        self.pumps = [
+            threading.Thread(target=self._pump, args=(self.proc.stdout, self.lines.put), daemon=True),
+            threading.Thread(target=self._pump, args=(self.proc.stderr, self.err_lines.append), daemon=True),
+        ]
+        for pump in self.pumps:
+            pump.start()
 
-    def _pump(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.put(line.rstrip("\n"))
+    @staticmethod
+    def _pump(stream: Any, sink: Callable[[str], None]) -> None:
+        for line in stream:
+            sink(line.rstrip("\n"))
 
     def expect(self, predicate: Callable[[str], bool], timeout: float = 15.0) -> str:
         deadline = time.monotonic() + timeout
@@ -140,21 +152,38 @@ class Background:
             if predicate(line):
                 return line
 
+    def expect_stderr(self, predicate: Callable[[str], bool], timeout: float = 30.0) -> str:
+        """The first stderr line (``-v=6`` request logs, say) that matches, waiting for it."""
+        deadline = time.monotonic() + timeout
+        checked = 0
+        while time.monotonic() < deadline:
+            lines = list(self.err_lines)
+            for line in lines[checked:]:
+                if predicate(line):
+                    return line
+            checked = len(lines)
+            if self.proc.poll() is not None and not any(pump.is_alive() for pump in self.pumps):
+                break
+            time.sleep(0.05)
+        self.stop()
+        raise AssertionError(f"no matching stderr line from {' '.join(self.argv)}; stderr: {self.stderr()}")
+
     def finish(self, timeout: float = 30.0) -> Run:
         try:
             code = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             self.stop()
             raise AssertionError(f"{' '.join(self.argv)} still running after {timeout}s; saw {self.seen}") from None
-        time.sleep(0.05)
+        for pump in self.pumps:
+            pump.join(10)
         while not self.lines.empty():
             self.seen.append(self.lines.get())
         return Run(self.argv, code, "\n".join(self.seen) + "\n", self.stderr())
 
     def stderr(self) -> str:
-        if self.proc.poll() is None or self.proc.stderr is None:
+        if self.proc.poll() is None:
             return "<running>"
-        return self.proc.stderr.read()
+        return "".join(line + "\n" for line in self.err_lines)
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -902,8 +931,10 @@ def test_delete(kubectl: Kubectl, api: httpx.Client, ns: str) -> None:
     out = kubectl.ok("delete", "resourceclaim", "d4", "-n", ns, "--wait=false")
     assert out.strip() == f'resourceclaim.resource.k8s.io "d4" deleted from {ns} namespace'
     assert parse_table(kubectl.ok("get", "resourceclaim", "d4", "-n", ns))[1][0]["STATE"] == "deleted"
-    waiter = kubectl.background("wait", "--for=delete", "resourceclaim/d4", "-n", ns, "--timeout=30s")
-    time.sleep(0.5)
+    waiter = kubectl.background("wait", "--for=delete", "resourceclaim/d4", "-n", ns, "--timeout=30s", "-v=6")
+    # Only once kubectl has found the claim and watches it does it report "condition met";
+    # a claim already gone when it starts is, by design, reported with no output at all.
+    waiter.expect_stderr(lambda line: "watch=true" in line)
     api.patch(claims_path(ns, "d4"), json={"metadata": {"finalizers": None}}, headers={"content-type": "application/merge-patch+json"})
     result = waiter.finish()
     assert result.code == 0, str(result)

@@ -73,7 +73,7 @@ async def test_informer_list_watch_and_resume(server: ServerProcess, ns: str) ->
 
         # Let the watch end at the server's timeout, then write: the resumed watch must see it, without a re-list.
         watches = informer.watch_count
-        await _eventually(lambda: informer.watch_count >= watches + 1, timeout=5)
+        await _eventually(lambda: informer.watch_count >= watches + 1, timeout=15)
         await client.create(path, _cm_claim("after-resume", app="x"))
         await _eventually(lambda: ("add", "after-resume") in rec.calls)
         assert informer.list_count == 1

@@ -280,9 +280,9 @@ def test_gated_pod_waits_for_gate_removal(client: httpx.Client, ns: str, schedul
     pod = get_pod(client, ns, "gated")
     pod["spec"]["schedulingGates"] = []
     assert client.put(f"/api/v1/namespaces/{ns}/pods/gated", json=pod).status_code == 200
-    start = time.monotonic()
-    eventually(lambda: node_of(client, ns, "gated"), timeout=5, what="bound after the gate went")
-    assert time.monotonic() - start < 3
+    # A gated pod is no scheduling attempt: had it been parked as unschedulable, nothing but the
+    # five-minute safety flush would bring it back. The bound leaves room for a loaded machine.
+    eventually(lambda: node_of(client, ns, "gated"), timeout=30, what="bound after the gate went")
 
 
 def test_pod_waits_for_missing_claim(client: httpx.Client, ns: str, scheduler: Worker) -> None:
@@ -291,7 +291,7 @@ def test_pod_waits_for_missing_claim(client: httpx.Client, ns: str, scheduler: W
     time.sleep(0.5)
     assert node_of(client, ns, "early") == "" and condition(client, ns, "early") is None
     topo.claim(ns, "later")
-    eventually(lambda: node_of(client, ns, "early"), timeout=5, what="bound once the claim exists")
+    eventually(lambda: node_of(client, ns, "early"), timeout=30, what="bound once the claim exists")
 
 
 def test_finishes_half_done_scheduling(client: httpx.Client, ns: str, scheduler: Worker) -> None:
