@@ -17,7 +17,8 @@ EXACT = "Exact"
 
 
 def query_params(query_string: bytes) -> dict[str, str]:
-    """An ASGI query string as a dict; a repeated key keeps its last value.
+    """An ASGI query string as a dict; a repeated key keeps its first value, as upstream's
+    parameter codec reads ``values[0]``.
 
     Plain ``a=b&c=d`` (what clients send almost always) is split directly: Starlette's
     multi-dict costs about 5% of a create.
@@ -25,26 +26,24 @@ def query_params(query_string: bytes) -> dict[str, str]:
     if not query_string:
         return {}
     text = query_string.decode("latin-1")
-    if "%" in text or "+" in text:
-        return dict(parse_qsl(text, keep_blank_values=True))
+    pairs = parse_qsl(text, keep_blank_values=True) if "%" in text or "+" in text else (pair.partition("=")[::2] for pair in text.split("&") if pair)
     params: dict[str, str] = {}
-    for pair in text.split("&"):
-        if pair:
-            key, _, value = pair.partition("=")
-            params[key] = value
+    for key, value in pairs:
+        params.setdefault(key, value)
     return params
 
 
-def parse_bool(params: Mapping[str, str], name: str) -> bool:
+def query_bool(params: Mapping[str, str], name: str) -> bool | None:
+    """Upstream's query decoding of a boolean: None when absent; otherwise anything but "0" or
+    "false" (any case) is true, the empty string included (``?watch`` means watch)."""
     value = params.get(name)
-    if value is None or value == "":
-        return False
-    lowered = value.lower()
-    if lowered in ("true", "1", "t"):
-        return True
-    if lowered in ("false", "0", "f"):
-        return False
-    raise bad_request(f'invalid value for {name}: strconv.ParseBool: parsing "{value}": invalid syntax')
+    if value is None:
+        return None
+    return not (value == "0" or value.casefold() == "false")
+
+
+def parse_bool(params: Mapping[str, str], name: str) -> bool:
+    return bool(query_bool(params, name))
 
 
 _GO_INT = re.compile(r"[+-]?[0-9]+")
@@ -93,7 +92,6 @@ class ListOptions:
 
     @classmethod
     def parse(cls, params: Mapping[str, str]) -> ListOptions:
-        send_initial = params.get("sendInitialEvents")
         opts = cls(
             label_selector=params.get("labelSelector", ""),
             field_selector=params.get("fieldSelector", ""),
@@ -103,7 +101,7 @@ class ListOptions:
             resource_version_match=params.get("resourceVersionMatch", ""),
             watch=parse_bool(params, "watch"),
             allow_watch_bookmarks=parse_bool(params, "allowWatchBookmarks"),
-            send_initial_events=None if send_initial in (None, "") else parse_bool(params, "sendInitialEvents"),
+            send_initial_events=query_bool(params, "sendInitialEvents"),
             timeout_seconds=parse_int(params, "timeoutSeconds"),
             include_object=params.get("includeObject", "Metadata") or "Metadata",
         )
@@ -259,10 +257,7 @@ class DeleteOptions:
             opts.grace_period_seconds = parse_int(params, "gracePeriodSeconds")
             if params.get("propagationPolicy"):
                 opts.propagation_policy = params["propagationPolicy"]
-            if "orphanDependents" in params:
-                # Upstream's query decoding of an optional boolean: anything but "0" or "false" is true.
-                value = params["orphanDependents"]
-                opts.orphan_dependents = not (value == "0" or value.lower() == "false")
+            opts.orphan_dependents = query_bool(params, "orphanDependents")
             if params.get("dryRun"):
                 if params["dryRun"] != "All":
                     raise invalid_object("DeleteOptions", "", "meta.k8s.io", [not_supported("dryRun", params["dryRun"], ["All"])])

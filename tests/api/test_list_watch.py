@@ -164,6 +164,30 @@ def test_watch_bookmarks_and_initial_events(api: httpx.Client, ns: str) -> None:
     assert int(events[0]["object"]["metadata"]["resourceVersion"]) >= int(rv)
 
 
+def test_query_parameters_decode_as_upstreams_parameter_codec(api: httpx.Client, ns: str) -> None:
+    """A boolean parameter that is present means true unless it is "0" or "false" in any case
+    (``?watch`` alone watches), and a repeated key keeps its first value."""
+    for name in ("q1", "q2", "q3"):
+        assert api.post(claims_path(ns), json=claim(name)).status_code == 201
+    rv = api.get(claims_path(ns)).json()["metadata"]["resourceVersion"]
+
+    def answer(query: str) -> str:
+        """``watch`` for a stream (nothing happens after ``rv``, so it ends empty at its timeout),
+        else the list's kind and size."""
+        response = api.get(f"{claims_path(ns)}?{query}&resourceVersion={rv}&timeoutSeconds=1", timeout=10)
+        assert response.status_code == 200, f"{query}: {response.text}"
+        if not response.content.strip():
+            return "watch"
+        body = response.json()
+        return f"{body['kind']}/{len(body['items'])}"
+
+    for query in ("watch", "watch=", "watch=yes", "watch=TRUE", "watch=1", "watch=true&watch=false"):
+        assert answer(query) == "watch", query
+    for query in ("watch=0", "watch=FALSE", "watch=false&watch=true"):
+        assert answer(query) == "ResourceClaimList/3", query
+    assert answer("limit=1&limit=5") == "ResourceClaimList/1"
+
+
 def test_watch_timeout_closes_stream(api: httpx.Client, ns: str) -> None:
     rv = api.get(claims_path(ns)).json()["metadata"]["resourceVersion"]
     started = time.monotonic()

@@ -1,4 +1,5 @@
-"""Query strings are read the way Starlette/urllib read them (the server parses them itself)."""
+"""Query strings are split the way urllib splits them (the server parses them itself), and a
+repeated key keeps its first value, as upstream's parameter codec does."""
 
 from __future__ import annotations
 
@@ -27,9 +28,12 @@ from app.api.options import query_params
     ],
 )
 def test_query_params_match_urllib(query: bytes) -> None:
-    expected = dict(parse_qsl(query.decode("latin-1"), keep_blank_values=True))
+    expected: dict[str, str] = {}
+    for key, value in parse_qsl(query.decode("latin-1"), keep_blank_values=True):
+        expected.setdefault(key, value)
     assert query_params(query) == expected
 
 
-def test_repeated_key_keeps_last_value() -> None:
-    assert query_params(b"limit=1&limit=7") == {"limit": "7"}
+def test_repeated_key_keeps_first_value() -> None:
+    assert query_params(b"limit=1&limit=7") == {"limit": "1"}
+    assert query_params(b"labelSelector=a%3Db&labelSelector=c") == {"labelSelector": "a=b"}
