@@ -10,6 +10,7 @@ from urllib.parse import parse_qsl
 
 import orjson
 
+from app.api.patch import go_json_type
 from app.kube.errors import ApiError, FieldError, bad_request, forbidden, invalid, invalid_object, not_supported
 
 NOT_OLDER_THAN = "NotOlderThan"
@@ -231,7 +232,7 @@ class DeleteOptions:
         opts = cls()
         if body is not None:
             if not isinstance(body, dict):
-                raise bad_request(f"json: cannot unmarshal {_json_type(body)} into Go value of type v1.DeleteOptions")
+                raise bad_request(f"json: cannot unmarshal {go_json_type(body)} into Go value of type v1.DeleteOptions")
             kind = body.get("kind")
             if kind not in (None, "DeleteOptions"):
                 raise bad_request(f"expected DeleteOptions, got {kind}")
@@ -247,7 +248,7 @@ class DeleteOptions:
             opts.preconditions_rv = pre.get("resourceVersion")
             orphan = body.get("orphanDependents")
             if orphan is not None and not isinstance(orphan, bool):
-                raise bad_request(f"json: cannot unmarshal {_json_type(orphan)} into Go struct field DeleteOptions.orphanDependents of type bool")
+                raise bad_request(f"json: cannot unmarshal {go_json_type(orphan)} into Go struct field DeleteOptions.orphanDependents of type bool")
             opts.orphan_dependents = orphan
             if body.get("dryRun"):
                 if body["dryRun"] != ["All"]:
@@ -270,16 +271,3 @@ class DeleteOptions:
         if problems:
             raise invalid_object("DeleteOptions", "", "meta.k8s.io", problems)
         return opts
-
-
-def _json_type(value: object) -> str:
-    """How Go's encoding/json names a JSON value's type in an unmarshal error."""
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, list):
-        return "array"
-    return "object"
