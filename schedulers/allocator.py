@@ -821,7 +821,8 @@ class Allocator:
             raise AllocationError(f"{where}: missing device class name (unsupported request type?)")
         class_obj = self.index.classes.get(class_name)
         if class_obj is None:
-            raise AllocationError(f"{where}: could not retrieve device class {class_name}")
+            # Upstream wraps the lister's NotFound error.
+            raise AllocationError(f'{where}: could not retrieve device class {class_name}: deviceclass.resource.k8s.io "{class_name}" not found')
         class_selectors = self._selectors(
             (class_obj.get("spec") or {}).get("selectors") or [], f"class {class_name}",
             f"class {class_name}" + ": selector #{i}: CEL expression empty (unsupported selector type?)",

@@ -626,7 +626,11 @@ class Scheduler:
                 continue
             reason, outcome = self._filter(pod, node, fit, selectors, allocator, resolved)
             if isinstance(reason, AllocationError):
-                self._unschedulable(pod, f"0/{n} nodes are available: {reason}.")
+                # Upstream's Filter returns an Error status for a broken claim or class, which
+                # aborts the cycle with reason SchedulerError. It then retries on a backoff; the
+                # pod waits here for a claim, class or slice event instead, which upstream's own
+                # comment names as the nicer behaviour.
+                self._unschedulable(pod, f'running "DynamicResources" filter plugin: {reason}', reason="SchedulerError")
                 return
             if reason is not None:
                 claim_mismatch = claim_mismatch or reason == REASON_CLAIM_NOT_ON_NODE
@@ -968,7 +972,7 @@ class Scheduler:
 
     # ------------------------------------------------------------------ reporting
 
-    def _unschedulable(self, pod: Obj, message: str) -> None:
+    def _unschedulable(self, pod: Obj, message: str, reason: str = "Unschedulable") -> None:
         """Park the pod and record why (condition + event, only when the message changes)."""
         key = _key(pod)
         self.stats.unschedulable += 1
@@ -978,12 +982,12 @@ class Scheduler:
         if self._reported.get(uid) == message:
             return
         self._reported[uid] = message
-        self._spawn(self._report(pod, message))
+        self._spawn(self._report(pod, message, reason))
 
-    async def _report(self, pod: Obj, message: str) -> None:
+    async def _report(self, pod: Obj, message: str, reason: str) -> None:
         ns, name = _key(pod)
         condition = {
-            "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
+            "type": "PodScheduled", "status": "False", "reason": reason, "message": message,
             "lastProbeTime": None, "lastTransitionTime": now_rfc3339(),
         }
         for c in (pod.get("status") or {}).get("conditions") or []:

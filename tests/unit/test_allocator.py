@@ -228,7 +228,7 @@ CASES: list[Case] = [
          [alloc(result("req-0")), alloc(result("req-0", "device-2"))]),
     Case("two-claims-one-device", [claim("claim-0"), claim("claim-1")], [one_device_slice()], unschedulable(
         "claim default/claim-1, request req-0: no combination of devices satisfies all requests and constraints")),
-    Case("no-classes", [claim()], [one_device_slice()], "claim default/claim-0, request req-0: could not retrieve device class class-a",
+    Case("no-classes", [claim()], [one_device_slice()], 'claim default/claim-0, request req-0: could not retrieve device class class-a: deviceclass.resource.k8s.io "class-a" not found',
          classes=[]),
     Case("empty-class", [claim("claim-0", req(cls=""))], [one_device_slice()],
          "claim default/claim-0, request req-0: missing device class name (unsupported request type?)"),

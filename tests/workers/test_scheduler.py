@@ -271,6 +271,26 @@ def test_untolerated_taint_and_insufficient_cpu(client: httpx.Client, ns: str, s
     assert "1 Insufficient cpu" in cond["message"] and "1 node(s) had untolerated taint {dedicated: x}" in cond["message"]
 
 
+def test_claim_naming_a_missing_class_is_a_scheduler_error_until_the_class_exists(client: httpx.Client, ns: str, scheduler: Worker) -> None:
+    topo = Topo(client, nodes=1, devices=1)
+    klass = f"later-{topo.tag}"
+    body = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "c"},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": klass}}]}}}
+    assert client.post(f"{RESOURCE}/namespaces/{ns}/resourceclaims", json=body).status_code == 201
+    topo.pod(ns, "p", [{"name": "gpu", "resourceClaimName": "c"}])
+    # Upstream's wording: the DynamicResources filter failed (not "0/N nodes are available").
+    message = f'running "DynamicResources" filter plugin: claim {ns}/c, request gpu: could not retrieve device class {klass}: deviceclass.resource.k8s.io "{klass}" not found'
+    cond = eventually(lambda: condition(client, ns, "p"), what="PodScheduled condition")
+    assert (cond["status"], cond["reason"], cond["message"]) == ("False", "SchedulerError", message)
+    events = client.get(f"/api/v1/namespaces/{ns}/events", params={"fieldSelector": "involvedObject.name=p"}).json()["items"]
+    assert [(e["type"], e["reason"], e["message"]) for e in events] == [("Warning", "FailedScheduling", message)]
+    # The class appearing is the event that brings the pod back.
+    body = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": klass},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{topo.driver}"'}}]}}
+    assert client.post(f"{RESOURCE}/deviceclasses", json=body).status_code == 201
+    assert eventually(lambda: node_of(client, ns, "p"), what="bound once the class exists") == topo.nodes[0]
+
+
 def test_gated_pod_waits_for_gate_removal(client: httpx.Client, ns: str, scheduler: Worker) -> None:
     topo = Topo(client, nodes=1, devices=1)
     topo.claim(ns, "c")
