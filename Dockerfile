@@ -13,6 +13,7 @@ WORKDIR /app
 # The source tree stays in /app: alembic.ini, migrations/ and the kubeletsim device profiles are read from it.
 COPY pyproject.toml README.md alembic.ini ./
 COPY app ./app
+COPY kube ./kube
 COPY schedulers ./schedulers
 COPY controllers ./controllers
 COPY kubeletsim ./kubeletsim

@@ -20,18 +20,18 @@ $(BIN)/.installed: pyproject.toml
 venv: $(BIN)/.installed
 
 run: venv
-	$(BIN)/python -m app.devstack --port $(PORT) --database-url '$(DATABASE_URL)'
+	$(BIN)/python -m devtools.devstack --port $(PORT) --database-url '$(DATABASE_URL)'
 
 test: venv
 	$(BIN)/ruff check .
-	$(BIN)/python -m mypy app schedulers controllers kubeletsim
+	$(BIN)/python -m mypy app kube schedulers controllers kubeletsim devtools
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 lint: venv
 	$(BIN)/ruff check .
 
 typecheck: venv
-	$(BIN)/python -m mypy app schedulers controllers kubeletsim
+	$(BIN)/python -m mypy app kube schedulers controllers kubeletsim devtools
 
 # A longer schemathesis run than the one in `make test` (random seed, many examples per operation).
 fuzz: venv

@@ -7,8 +7,8 @@ import logging
 import sys
 
 from app.config import DEFAULT_DATABASE_URL, Settings, add_server_arguments, env, settings_from_args
-from app.kube.features import FeatureGateError, FeatureGates
-from app.kube.logs import setup_logging
+from kube.features import FeatureGateError, FeatureGates
+from kube.logs import setup_logging
 
 log = logging.getLogger("app")
 

@@ -21,19 +21,19 @@ from starlette.types import Receive, Scope, Send
 
 from app import metrics
 from app.api import bodies, discovery, openapi, tables
+from app.api.generic import GenericStore, WriteResult, event_line
 from app.api.namespaces import NamespaceLifecycle, ensure_system_namespaces
 from app.api.options import DeleteOptions, ListOptions, WriteOptions, query_params
-from app.api.rest import Registry, WriteResult, event_line
 from app.config import Settings
-from app.kube import errors
-from app.kube.errors import ApiError
-from app.kube.features import FeatureGates
-from app.kube.heap import keep_heap_frozen
 from app.registry import lookup
 from app.registry.base import KindStrategy
 from app.storage.cache import StoredObject, WatchCache
 from app.storage.db import check_schema, create_engine
 from app.storage.store import RevisionCompacted, Store
+from kube import errors
+from kube.errors import ApiError
+from kube.features import FeatureGates
+from kube.heap import keep_heap_frozen
 
 log = logging.getLogger("app.server")
 
@@ -169,7 +169,7 @@ class ApiServer:
             compaction_window=settings.compaction_window,
             compaction_min_retain=settings.compaction_min_retain,
         )
-        self.registry = Registry(self.store, self.gates, settings.bookmark_interval, settings.min_request_timeout)
+        self.registry = GenericStore(self.store, self.gates, settings.bookmark_interval, settings.min_request_timeout)
         self.namespaces = NamespaceLifecycle(self.registry)
         self.started = time.time()
         self._heap_task: asyncio.Task[None] | None = None

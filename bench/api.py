@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from app.testing.ports import free_port
+from devtools.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 GROUP = "/apis/resource.k8s.io/v1"
@@ -1462,7 +1462,7 @@ def _database(args: argparse.Namespace, tmp: Path) -> Iterator[tuple[str | None,
     if args.sqlite:
         yield f"sqlite+aiosqlite:///{tmp / 'bench.sqlite'}", SqliteRaw(tmp / "raw.sqlite"), None
         return
-    from app.testing.postgres import ThrowawayPostgres, asyncpg_dsn
+    from devtools.postgres import ThrowawayPostgres, asyncpg_dsn
 
     if args.database_url:
         _check_loopback(args.database_url, "--database-url")

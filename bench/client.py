@@ -6,7 +6,7 @@ transport runs the same mix sequentially through ``KubeClient`` (GET of one obje
 status, POST of an Event) and reports client CPU µs per request (``time.process_time``, which
 includes the kernel's loopback work done in the sender) and requests/s. The **baseline** is
 plain ``httpx.AsyncClient`` with its default transport, measured in the same run; the ratios say
-what KubeClient's direct transport calls and ``app/kube/transport.LeanTransport`` save.
+what KubeClient's direct transport calls and ``kube/transport.LeanTransport`` save.
 
 ``python -m bench.client [--requests 3000]``
 """
@@ -24,8 +24,8 @@ from typing import Any
 import httpx
 import orjson
 
-from app.kube.client import KubeClient, resource_path
-from app.testing.server import ServerProcess, migrate
+from devtools.server import ServerProcess, migrate
+from kube.client import KubeClient, resource_path
 
 Obj = dict[str, Any]
 

@@ -40,8 +40,8 @@ from typing import Any
 import httpx
 import orjson
 
-from app.kube.client import KubeClient
-from app.testing.server import REPO_ROOT, ServerProcess, migrate
+from devtools.server import REPO_ROOT, ServerProcess, migrate
+from kube.client import KubeClient
 
 GROUP = "/apis/resource.k8s.io/v1"
 DRIVER = "test-driver.cdi.k8s.io"
@@ -56,7 +56,7 @@ def database(sqlite: bool, tmp: Path) -> Iterator[str]:
     if sqlite:
         yield f"sqlite+aiosqlite:///{tmp / 'bench.sqlite'}"
         return
-    from app.testing.postgres import ThrowawayPostgres
+    from devtools.postgres import ThrowawayPostgres
 
     with ThrowawayPostgres(database="dra_sched_bench") as pg:
         yield pg.url

@@ -40,9 +40,9 @@ from urllib.parse import urlencode, urlsplit
 import httpx
 import orjson
 
-from app.kube.timeutil import now_micro, now_rfc3339
-from app.testing.server import REPO_ROOT, ServerProcess, migrate
 from bench.api import RawHTTP, _proc_table, _tree_cpu
+from devtools.server import REPO_ROOT, ServerProcess, migrate
+from kube.timeutil import now_micro, now_rfc3339
 from kubeletsim import pods as pods_mod
 
 Obj = dict[str, Any]
@@ -644,7 +644,7 @@ def database(args: argparse.Namespace, tmp: Path) -> Iterator[tuple[str, int | N
     elif args.sqlite:
         yield f"sqlite+aiosqlite:///{tmp / 'bench.sqlite'}", None
     else:
-        from app.testing.postgres import ThrowawayPostgres
+        from devtools.postgres import ThrowawayPostgres
 
         with ThrowawayPostgres(database="dra_sim_bench") as pg:
             yield pg.url, pg.pid

@@ -1,1 +1,2 @@
-"""controllers package (work in progress; see the issues)."""
+"""The controller process: ResourceClaim controller, garbage collection of generated claims,
+and device taint eviction (``python -m controllers``)."""

@@ -8,11 +8,11 @@ import os
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from app.kube.client import KubeClient
-from app.kube.features import FeatureGates
-from app.kube.process import run_leader_elected, worker_main
 from controllers.devicetainteviction import DEFAULT_RULE_STATUS_PERIOD, DeviceTaintEvictionController
 from controllers.resourceclaim import ClaimController, run_with_informers
+from kube.client import KubeClient
+from kube.features import FeatureGates
+from kube.process import run_leader_elected, worker_main
 
 log = logging.getLogger("controllers")
 

@@ -40,12 +40,12 @@ from typing import Any
 
 import httpx
 
-from app.kube.client import KubeClient, record_event, resource_path
-from app.kube.errors import ApiError
-from app.kube.informer import Informer
-from app.kube.timeutil import now_rfc3339, parse_time
 from controllers.index import Index, pod_claim_names
 from controllers.workqueue import WorkQueue
+from kube.client import KubeClient, record_event, resource_path
+from kube.errors import ApiError
+from kube.informer import Informer
+from kube.timeutil import now_rfc3339, parse_time
 
 log = logging.getLogger("device-taint-eviction-controller")
 

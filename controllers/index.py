@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, Generic, TypeVar
 
-from app.kube.informer import Informer, object_key
+from kube.informer import Informer, object_key
 
 Obj = dict[str, Any]
 K = TypeVar("K", bound=Hashable)

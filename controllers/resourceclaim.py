@@ -28,11 +28,11 @@ from typing import Any
 
 import httpx
 
-from app.kube.client import KubeClient, record_event, resource_path
-from app.kube.errors import ApiError
-from app.kube.informer import Informer
 from controllers.index import Index, owner_uids, pod_claim_keys, pod_template_keys, reserved_uids
 from controllers.workqueue import WorkQueue
+from kube.client import KubeClient, record_event, resource_path
+from kube.errors import ApiError
+from kube.informer import Informer
 
 log = logging.getLogger("resourceclaim-controller")
 

@@ -10,11 +10,11 @@ import os
 import signal
 import sys
 
-from app.kube.client import KubeClient
-from app.kube.features import FeatureGateError, FeatureGates
-from app.kube.health import serve_health
-from app.kube.logs import setup_logging
-from app.kube.transport import LeanTransport
+from kube.client import KubeClient
+from kube.features import FeatureGateError, FeatureGates
+from kube.health import serve_health
+from kube.logs import setup_logging
+from kube.transport import LeanTransport
 from kubeletsim.profiles import ProfileError, available_profiles, load_profiles
 from kubeletsim.simulator import Settings, Simulator
 

@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from app.kube.timeutil import now_micro, now_rfc3339
+from kube.timeutil import now_micro, now_rfc3339
 
 Obj = dict[str, Any]
 

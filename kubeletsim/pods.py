@@ -11,8 +11,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.kube.labels import node_selector_matches
-from app.kube.pods import (
+from kube.labels import node_selector_matches
+from kube.pods import (
     HUGEPAGES_PREFIX,
     container_claim_amounts,
     pod_level_resources,

@@ -21,13 +21,13 @@ from typing import Any
 
 import httpx
 
-from app.kube.client import KubeClient, record_event, resource_path
-from app.kube.errors import ApiError
-from app.kube.features import FeatureGates
-from app.kube.heap import keep_heap_frozen
-from app.kube.informer import Informer
-from app.kube.pods import pod_requests
-from app.kube.timeutil import now_rfc3339, parse_time
+from kube.client import KubeClient, record_event, resource_path
+from kube.errors import ApiError
+from kube.features import FeatureGates
+from kube.heap import keep_heap_frozen
+from kube.informer import Informer
+from kube.pods import pod_requests
+from kube.timeutil import now_rfc3339, parse_time
 from kubeletsim import nodes as nodes_mod
 from kubeletsim import pods as pods_mod
 from kubeletsim import resources

@@ -31,10 +31,10 @@ from typing import Any
 
 import orjson
 
-from app.kube.cel import CELCompileError, CELRuntimeError, CompiledSelector, DeviceView, compile_selector
-from app.kube.labels import node_selector_matches
-from app.kube.pods import claim_status_amounts
-from app.kube.quantity import DECIMAL_SI, Quantity
+from kube.cel import CELCompileError, CELRuntimeError, CompiledSelector, DeviceView, compile_selector
+from kube.labels import node_selector_matches
+from kube.pods import claim_status_amounts
+from kube.quantity import DECIMAL_SI, Quantity
 
 DeviceID = tuple[str, str, str]  # (driver, pool, device)
 PoolID = tuple[str, str]  # (driver, pool)
@@ -154,7 +154,7 @@ class AllocatorFeatures:
 
     @classmethod
     def from_gates(cls, gates: Mapping[str, bool]) -> AllocatorFeatures:
-        """Map feature gates (e.g. ``app.kube.features.FeatureGates``) to allocator features."""
+        """Map feature gates (e.g. ``kube.features.FeatureGates``) to allocator features."""
 
         def on(name: str, default: bool) -> bool:
             return bool(gates.get(name, default))
@@ -1446,7 +1446,7 @@ def node_allocatable_claim_status(
     Per allocated device's ``nodeAllocatableResources``: ``mapping`` gives
     consumedCapacity[capacityKey] (the capacity value for an exclusive device) x capacityMultiplier,
     or deviceMultiplier per device; ``overhead`` gives perPod and perContainer (charged per
-    referencing container, see ``app.kube.pods.claim_status_amounts``). Admin-access results are
+    referencing container, see ``kube.pods.claim_status_amounts``). Admin-access results are
     not charged. None when no allocated device declares node allocatable resources.
     """
     if not claim_allocation:

@@ -6,9 +6,9 @@ import argparse
 import logging
 import os
 
-from app.kube.client import KubeClient
-from app.kube.features import FeatureGates
-from app.kube.process import run_leader_elected, worker_main
+from kube.client import KubeClient
+from kube.features import FeatureGates
+from kube.process import run_leader_elected, worker_main
 from schedulers.allocator import AllocatorFeatures
 from schedulers.scheduler import DEFAULT_FILTER_TIMEOUT, DEFAULT_NODES_TO_FIND, Scheduler
 

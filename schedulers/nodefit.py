@@ -10,8 +10,8 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
-from app.kube.labels import node_selector_matches
-from app.kube.pods import Resources, quantity_fraction
+from kube.labels import node_selector_matches
+from kube.pods import Resources, quantity_fraction
 
 Obj = dict[str, Any]
 

@@ -47,12 +47,12 @@ from typing import Any
 
 import httpx
 
-from app.kube.client import KubeClient, record_event, resource_path
-from app.kube.errors import ApiError
-from app.kube.informer import Informer
-from app.kube.labels import node_selector_matches
-from app.kube.pods import Resources, pod_requests
-from app.kube.timeutil import now_rfc3339
+from kube.client import KubeClient, record_event, resource_path
+from kube.errors import ApiError
+from kube.informer import Informer
+from kube.labels import node_selector_matches
+from kube.pods import Resources, pod_requests
+from kube.timeutil import now_rfc3339
 from schedulers.allocator import (
     Allocated,
     AllocatedState,

@@ -18,8 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.testing.postgres import PostgresNotAvailable, database_url_for_tests
-from app.testing.server import ServerProcess, migrate
+from devtools.postgres import PostgresNotAvailable, database_url_for_tests
+from devtools.server import ServerProcess, migrate
 from tests.contract import check_response_body
 
 BACKENDS = ["sqlite", "postgres"]

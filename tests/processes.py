@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from app.testing.server import REPO_ROOT, stop_process
+from devtools.server import REPO_ROOT, stop_process
 
 DEFAULT_TIMEOUT = 30.0
 

@@ -39,7 +39,7 @@ import orjson
 
 from app.api.patch import clone, go_json_type
 from app.api.schemas import SchemaNode, schema_for_kind
-from app.kube.errors import ApiError, bad_request
+from kube.errors import ApiError, bad_request
 
 FieldSet = dict[str, Any]
 

@@ -10,7 +10,7 @@ from starlette.requests import ClientDisconnect
 from starlette.types import Receive
 
 from app.api import protobuf
-from app.kube.errors import ApiError, bad_request, entity_too_large, unsupported_media_type
+from kube.errors import ApiError, bad_request, entity_too_large, unsupported_media_type
 
 MAX_DEPTH = 100
 MAX_YAML_NODES = 1_000_000

@@ -8,18 +8,18 @@ import asyncio
 import contextlib
 import logging
 
+from app.api.generic import GenericStore
 from app.api.options import DeleteOptions, WriteOptions
-from app.api.rest import Registry
-from app.kube.errors import ApiError
 from app.registry import KINDS
-from app.registry import namespace as namespace_kind
+from app.registry.core import namespace as namespace_kind
+from kube.errors import ApiError
 
 log = logging.getLogger("app.namespaces")
 NAMESPACES = namespace_kind.STRATEGY
 SYSTEM_MANAGER = WriteOptions(field_manager="kube-apiserver")
 
 
-async def ensure_system_namespaces(registry: Registry) -> None:
+async def ensure_system_namespaces(registry: GenericStore) -> None:
     for name in namespace_kind.SYSTEM_NAMESPACES:
         if registry.cache.get(NAMESPACES.qualified_resource, "", name) is None:
             with contextlib.suppress(ApiError):
@@ -29,7 +29,7 @@ async def ensure_system_namespaces(registry: Registry) -> None:
 class NamespaceLifecycle:
     """Empties Terminating namespaces, then removes the ``kubernetes`` finalizer."""
 
-    def __init__(self, registry: Registry, interval: float = 0.5) -> None:
+    def __init__(self, registry: GenericStore, interval: float = 0.5) -> None:
         self.registry = registry
         self.interval = interval
         self._task: asyncio.Task[None] | None = None

@@ -76,7 +76,7 @@ _SECURITY_DESCRIPTION = "Bearer Token authentication"
 # (``generateName``) and in any namespace (except the Event: an Event must name its involved
 # object's namespace, so this one is for ``default``), so that clients and fuzzers
 # (schemathesis mixes examples into what it generates) reach the states behind a successful
-# create. tests/api/test_openapi_examples.py creates every one of them.
+# create. tests/app/api/test_openapi_examples.py creates every one of them.
 
 _EXAMPLE_METADATA: Obj = {"generateName": "example-"}
 _EXAMPLE_REQUESTS: Obj = {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}

@@ -11,7 +11,7 @@ from urllib.parse import parse_qsl
 import orjson
 
 from app.api.patch import go_json_type
-from app.kube.errors import ApiError, FieldError, bad_request, forbidden, invalid, invalid_object, not_supported
+from kube.errors import ApiError, FieldError, bad_request, forbidden, invalid, invalid_object, not_supported
 
 NOT_OLDER_THAN = "NotOlderThan"
 EXACT = "Exact"

@@ -25,7 +25,7 @@ import json
 from typing import Any
 
 from app.api.schemas import SchemaNode
-from app.kube.errors import ApiError, bad_request
+from kube.errors import ApiError, bad_request
 
 MAX_JSON_PATCH_OPERATIONS = 10000
 

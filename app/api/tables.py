@@ -14,8 +14,8 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.kube.errors import ApiError, not_acceptable
 from app.registry.base import KindStrategy
+from kube.errors import ApiError, not_acceptable
 
 Obj = dict[str, Any]
 

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-from app.registry import (
+from app.registry.base import KindStrategy
+from app.registry.coordination import lease
+from app.registry.core import event, namespace, node, pod
+from app.registry.resource import (
     deviceclass,
     devicetaintrule,
-    event,
-    lease,
-    namespace,
-    node,
-    pod,
     resourceclaim,
     resourceclaimtemplate,
     resourceslice,
 )
-from app.registry.base import KindStrategy
 
 KINDS: tuple[KindStrategy, ...] = (
     namespace.STRATEGY,

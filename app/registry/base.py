@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.kube.errors import FieldError
+from kube.errors import FieldError
 
 Obj = dict[str, Any]
 

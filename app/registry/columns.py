@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.kube.timeutil import human_age
 from app.registry.base import PrinterColumn
+from kube.timeutil import human_age
 
 NAME_DESCRIPTION = (
     "Name must be unique within a namespace. Is required when creating resources, although some "

@@ -5,7 +5,7 @@ that brings other replicas' writes into the watch cache.
 Writes are group-committed: one writer task per process drains the queue of pending
 writes into one transaction. The transaction locks the single ``revision_state`` row
 first, so revisions are handed out and committed in the same order across every
-process sharing the database (design.md, storage contract 1).
+process sharing the database (docs/architecture.md, storage contract 1).
 """
 
 from __future__ import annotations

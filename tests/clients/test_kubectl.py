@@ -29,8 +29,8 @@ import httpx
 import pytest
 import yaml
 
-from app.testing.server import ServerProcess
-from tests.api.helpers import RESOURCE, claim, claims_path, device_class, pod
+from devtools.server import ServerProcess
+from tests.helpers import RESOURCE, claim, claims_path, device_class, pod
 
 VENV_KUBECTL = shutil.which("kubectl", path=str(Path(sys.executable).parent))
 DISPATCHER = "/usr/bin/kubectl" if os.access("/usr/bin/kubectl", os.X_OK) else None

@@ -36,7 +36,7 @@ from lightkube.resources.core_v1 import Namespace, Pod
 from lightkube.resources.resource_v1 import DeviceClass, ResourceClaim, ResourceSlice
 from lightkube.types import PatchType
 
-from app.testing.server import ServerProcess
+from devtools.server import ServerProcess
 
 
 @pytest.fixture(scope="session")

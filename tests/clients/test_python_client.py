@@ -22,8 +22,8 @@ import pytest
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
-from app.testing.server import ServerProcess
-from tests.api.helpers import claim, device_class, pod
+from devtools.server import ServerProcess
+from tests.helpers import claim, device_class, pod
 
 MERGE = "application/merge-patch+json"
 APPLY = "application/apply-patch+yaml"

@@ -35,9 +35,9 @@ import httpx
 import pytest
 import yaml
 
-from app.testing.ports import free_port
-from app.testing.postgres import PostgresNotAvailable, database_url_for_tests, find_postgres_bin
-from app.testing.server import REPO_ROOT
+from devtools.ports import free_port
+from devtools.postgres import PostgresNotAvailable, database_url_for_tests, find_postgres_bin
+from devtools.server import REPO_ROOT
 
 COMPOSE_FILE = REPO_ROOT / "docker-compose.yml"
 DOCKERFILE = REPO_ROOT / "Dockerfile"

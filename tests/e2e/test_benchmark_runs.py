@@ -9,7 +9,7 @@ from pathlib import Path
 
 import orjson
 
-from app.testing.server import REPO_ROOT
+from devtools.server import REPO_ROOT
 
 
 def test_scheduler_benchmark_binds_every_pod(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ import httpx
 import pytest
 import yaml
 
-from app.testing.server import REPO_ROOT, ServerProcess
+from devtools.server import REPO_ROOT, ServerProcess
 from tests.processes import Worker, eventually
 
 EXAMPLES = Path(REPO_ROOT) / "examples"

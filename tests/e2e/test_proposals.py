@@ -23,7 +23,7 @@ import httpx
 import pytest
 import yaml
 
-from app.testing.server import ServerProcess
+from devtools.server import ServerProcess
 from tests.e2e.test_examples import EXAMPLES, apply, path_for
 from tests.processes import Worker, eventually
 

@@ -19,7 +19,7 @@ A tour step in README.md is a fenced block (``sh`` or ``python``) right after a 
 The Configuration section's flag tables are checked against each process's own argument
 parser as well: the same flags, their defaults and their environment variables.
 
-The stack is what ``make run`` starts (``app.devstack.worker_commands``: controller,
+The stack is what ``make run`` starts (``devtools.devstack.worker_commands``: controller,
 scheduler, kubelet simulator with two ``gpu,nic`` nodes) on a fresh SQLite database. The
 kubectl part skips when no ``kubectl`` is on PATH; the Python part needs only the venv.
 """
@@ -45,8 +45,8 @@ import httpx
 import pytest
 import yaml
 
-from app.devstack import worker_commands, write_kubeconfig
-from app.testing.server import REPO_ROOT, ServerProcess, migrate, stop_process
+from devtools.devstack import worker_commands, write_kubeconfig
+from devtools.server import REPO_ROOT, ServerProcess, migrate, stop_process
 
 pytestmark = [pytest.mark.slow]
 
@@ -55,7 +55,7 @@ MARKER = re.compile(r"^<!--\s*tour(?P<options>\s+\{.*\})?\s*-->\s*$")
 FENCE = re.compile(r"^```(?P<lang>\w*)\s*$")
 OPTIONS = {"expect", "reject", "retry", "background"}
 LANGUAGES = {"sh", "python"}
-# What make run starts (app/devstack.py's defaults).
+# What make run starts (devtools/devstack.py's defaults).
 NODES, PROFILE = 2, "gpu,nic"
 BLOCK_TIMEOUT = 120.0
 

@@ -24,10 +24,10 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from app.testing.server import ServerProcess
+from devtools.server import ServerProcess
 from tests.clients.test_kubectl import VENV_KUBECTL, Kubectl, parse_table
 from tests.e2e.test_examples import EXAMPLES, RESOURCE, apply, eventually, load
-from tests.workers.test_scheduler import Worker
+from tests.schedulers.test_scheduler import Worker
 
 EXAMPLE = "scheduling-gates.yaml"
 NAMESPACE = "default"

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.testing.server import ServerProcess
+from devtools.server import ServerProcess
 from tests.processes import Worker, eventually
 
 RESOURCE = "/apis/resource.k8s.io/v1"

@@ -16,7 +16,7 @@ import httpx
 import pytest
 import yaml
 
-from app.testing.server import REPO_ROOT, ServerProcess
+from devtools.server import REPO_ROOT, ServerProcess
 from tests.processes import Worker, eventually
 
 RESOURCE = "/apis/resource.k8s.io/v1"

@@ -293,7 +293,7 @@ def test_stateful(fuzz_server: Any, gv: str) -> None:
 
 
 # ---- regressions: bugs the fuzzer found (all fixed) ----
-# Later ones, found once creates succeeded, are in tests/api/test_openapi_fuzz_regressions.py.
+# Later ones, found once creates succeeded, are in tests/app/api/test_openapi_fuzz_regressions.py.
 
 
 def test_bug_pod_null_spec(fuzz_server: Any) -> None:

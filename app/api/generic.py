@@ -1,0 +1,830 @@
+"""Generic REST semantics shared by every kind: get, list, watch, create, update,
+patch, delete, deletecollection, and the status and binding subresources.
+
+Kind-specific behaviour comes only from the kind's ``KindStrategy``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import orjson
+
+from app.api import apply as ssa
+from app.api import patch as patches
+from app.api import schemas
+from app.api.options import (
+    EXACT,
+    ContinueToken,
+    DeleteOptions,
+    ListOptions,
+    WriteOptions,
+    continue_too_old,
+    parse_resource_version,
+)
+from app.registry.base import KindStrategy, Obj, RequestContext
+from app.registry.core import namespace as namespace_kind
+from app.registry.objectmeta import validate_object_meta, validate_object_meta_update
+from app.storage.cache import ADDED, DELETED, MODIFIED, Event, StoredObject, Watcher
+from app.storage.store import KeyExists, RevisionCompacted, RevisionMismatch, Store, WriteOp
+from kube import errors
+from kube.errors import ApiError, FieldError
+from kube.features import FeatureGates
+from kube.fields import FieldSelector, parse_field_selector, unknown_field_error, unsupported_field_error
+from kube.labels import LabelSelector, parse_label_selector
+from kube.timeutil import now_rfc3339
+
+log = logging.getLogger("app.api")
+
+NAMESPACES = namespace_kind.STRATEGY.qualified_resource
+GENERATE_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+GENERATE_NAME_ATTEMPTS = 8
+UPDATE_ATTEMPTS = 16
+WAIT_FOR_REVISION_SECONDS = 3.0
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+# Metadata a client may not change through a main-resource update; upstream keeps the stored values.
+SYSTEM_METADATA = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation")
+
+
+@dataclass
+class WriteResult:
+    obj: StoredObject | Obj
+    created: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def raw(self) -> bytes:
+        return self.obj.raw if isinstance(self.obj, StoredObject) else orjson.dumps(self.obj)
+
+
+@dataclass
+class DeleteResult:
+    obj: StoredObject | Obj | None
+    deleted_now: bool
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+def _name_of(obj: Obj) -> str:
+    return str(obj.get("metadata", {}).get("name") or "")
+
+
+class GenericStore:
+    """The REST operations, bound to one store and one set of feature gates."""
+
+    def __init__(self, store: Store, gates: FeatureGates, bookmark_interval: float = 60.0, min_request_timeout: float = 1800.0) -> None:
+        self.store = store
+        self.cache = store.cache
+        self.gates = gates
+        self.bookmark_interval = bookmark_interval
+        self.min_request_timeout = min_request_timeout
+
+    # ---- helpers ---------------------------------------------------------------
+
+    def context(self, namespace: str = "") -> RequestContext:
+        labels: dict[str, str] = {}
+        if namespace:
+            ns = self.cache.get(NAMESPACES, "", namespace)
+            if ns is not None:
+                labels = dict(ns.obj["metadata"].get("labels") or {})
+        return RequestContext(self.gates, labels)
+
+    def _not_found(self, strategy: KindStrategy, name: str) -> ApiError:
+        return errors.not_found(strategy.qualified_resource, name, strategy.group, strategy.plural)
+
+    def _conflict(self, strategy: KindStrategy, name: str, why: str) -> ApiError:
+        return errors.conflict(strategy.qualified_resource, name, strategy.group, strategy.plural, why)
+
+    def _invalid(self, strategy: KindStrategy, name: str, errs: list[FieldError]) -> ApiError:
+        return errors.invalid_object(strategy.kind, name, strategy.group, errs)
+
+    async def _consistent(self, rv: str) -> None:
+        """Honour a read's resourceVersion: "" = consistent, "0" = any, N = not older than N."""
+        number = parse_resource_version(rv)
+        if number is None:
+            try:
+                await self.store.sync_to_database(WAIT_FOR_REVISION_SECONDS)
+            except TimeoutError:
+                raise ApiError(504, "Timeout", "Timeout: Too large resource version") from None
+        elif number > 0 and number > self.cache.revision:
+            self.store._poll_wakeup.set()
+            if not await self.cache.wait_for_revision(number, WAIT_FOR_REVISION_SECONDS):
+                raise ApiError(
+                    504,
+                    "Timeout",
+                    f"Timeout: Too large resource version: {number}, current: {self.cache.revision}",
+                    {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}], "retryAfterSeconds": 1},
+                )
+
+    def _check_namespace_for_create(self, strategy: KindStrategy, namespace: str) -> None:
+        if not strategy.namespaced:
+            return
+        ns = self.cache.get(NAMESPACES, "", namespace)
+        if ns is None:
+            raise errors.not_found("namespaces", namespace, "", "namespaces")
+        if ns.obj["metadata"].get("deletionTimestamp") or (ns.obj.get("status") or {}).get("phase") == "Terminating":
+            raise ApiError(
+                403,
+                "Forbidden",
+                f"{strategy.plural} is forbidden: unable to create new content in namespace {namespace} because it is being terminated",
+                {"name": namespace, "kind": strategy.plural, "causes": [{"reason": "NamespaceTerminating", "message": f"namespace {namespace} is being terminated", "field": "metadata.namespace"}]},
+            )
+
+    # ---- reads -----------------------------------------------------------------
+
+    async def get(self, strategy: KindStrategy, namespace: str, name: str, resource_version: str = "") -> StoredObject:
+        await self._consistent(resource_version)
+        stored = self.cache.get(strategy.qualified_resource, namespace, name)
+        if stored is None:
+            raise self._not_found(strategy, name)
+        return stored
+
+    def _selectors(self, strategy: KindStrategy, opts: ListOptions) -> tuple[LabelSelector | None, FieldSelector | None]:
+        labels = parse_label_selector(opts.label_selector) if opts.label_selector else None
+        if labels is not None and labels.empty:
+            labels = None
+        fields = parse_field_selector(opts.field_selector) if opts.field_selector else None
+        if fields is not None:
+            for name in fields.fields():
+                if name not in ("metadata.name", "metadata.namespace") and name not in strategy.field_selectors:
+                    if not strategy.field_selectors:
+                        raise unknown_field_error(name)
+                    gvk = f"{strategy.api_version}, Kind={strategy.kind}" if strategy.field_selector_error_names_kind else None
+                    raise unsupported_field_error(name, gvk)
+        return labels, fields
+
+    def _predicate(self, strategy: KindStrategy, labels: LabelSelector | None, fields: FieldSelector | None) -> Callable[[Obj], bool] | None:
+        if labels is None and fields is None:
+            return None
+        getters = strategy.field_selectors
+
+        def field_value(obj: Obj) -> Callable[[str], str]:
+            def get(name: str) -> str:
+                if name == "metadata.name":
+                    return str(obj["metadata"].get("name", ""))
+                if name == "metadata.namespace":
+                    return str(obj["metadata"].get("namespace", ""))
+                return getters[name](obj)
+
+            return get
+
+        def predicate(obj: Obj) -> bool:
+            if labels is not None and not labels.matches(obj["metadata"].get("labels") or {}):
+                return False
+            return fields is None or fields.matches(field_value(obj))
+
+        return predicate
+
+    async def list_objects(self, strategy: KindStrategy, namespace: str | None, opts: ListOptions) -> tuple[list[StoredObject], dict[str, Any]]:
+        labels, fields = self._selectors(strategy, opts)
+        predicate = self._predicate(strategy, labels, fields)
+        resource = strategy.qualified_resource
+        start_key = ""
+        if opts.continue_token:
+            token = ContinueToken.decode(opts.continue_token)
+            revision = token.revision
+            start_key = token.start
+            rows = self.cache.items_at(resource, namespace, revision)
+            if rows is None:
+                raise continue_too_old(revision)
+        else:
+            rv = opts.resource_version
+            if opts.resource_version_match == EXACT:
+                revision = parse_resource_version(rv) or 0
+                await self._consistent(rv)
+                rows = self.cache.items_at(resource, namespace, revision)
+                if rows is None:
+                    raise errors.gone(f"too old resource version: {revision} ({self.cache.oldest_history_revision() - 1})")
+            else:
+                await self._consistent(rv)
+                revision = self.cache.revision
+                rows = self.cache.items(resource, namespace)
+        if fields is not None and namespace is None:
+            wanted_ns = fields.exact_value("metadata.namespace")
+            if wanted_ns is not None:
+                rows = [r for r in rows if r[0] == wanted_ns]
+        items: list[StoredObject] = []
+        next_key = ""
+        remaining = 0
+        index = 0
+        if start_key:
+            # Keys are "namespace/name"; resume after the last one sent. Compare (namespace, name) as the
+            # rows are sorted: as strings, "a/x" sorts after "a-b/x" and the list would start over forever.
+            start = tuple(start_key.split("/", 1))
+            while index < len(rows) and (rows[index][0], rows[index][1]) <= start:
+                index += 1
+        for position in range(index, len(rows)):
+            _ns, _name, stored = rows[position]
+            if predicate is not None and not predicate(stored.obj):
+                continue
+            if opts.limit and len(items) >= opts.limit:
+                last_ns, last_name = items[-1].obj["metadata"].get("namespace", ""), items[-1].obj["metadata"]["name"]
+                next_key = f"{last_ns}/{last_name}"
+                if predicate is None:
+                    remaining = len(rows) - position
+                break
+            items.append(stored)
+        meta: dict[str, Any] = {"resourceVersion": str(revision)}
+        if next_key:
+            meta["continue"] = ContinueToken(revision, next_key).encode()
+            if predicate is None:
+                meta["remainingItemCount"] = remaining
+        return items, meta
+
+    # ---- watch -----------------------------------------------------------------
+
+    async def watch(self, strategy: KindStrategy, namespace: str | None, opts: ListOptions) -> AsyncIterator[list[tuple[str, StoredObject | Obj]]]:
+        """Batches of (event type, object) pairs; BOOKMARK objects are plain dicts."""
+        labels, fields = self._selectors(strategy, opts)
+        predicate = self._predicate(strategy, labels, fields)
+        resource = strategy.qualified_resource
+        rv_text = opts.resource_version
+        requested = parse_resource_version(rv_text)
+        send_initial = opts.send_initial_events
+        if send_initial is None:
+            # Legacy semantics: no resourceVersion or "0" means "current state first".
+            send_initial = requested is None or requested == 0
+        if send_initial and requested is None:
+            await self._consistent("")
+        elif requested and send_initial:
+            await self._consistent(rv_text)
+        watcher = Watcher(resource, namespace, predicate)
+        replay: list[tuple[str, StoredObject | Obj]] = []
+        if send_initial:
+            # Register before snapshotting so nothing falls between the two (no await in between).
+            self.cache.add_watcher(watcher)
+            start = self.cache.revision
+            watcher.sent_up_to = start
+            for _ns, _name, stored in self.cache.items(resource, namespace):
+                if predicate is None or predicate(stored.obj):
+                    replay.append((ADDED, stored))
+        else:
+            assert requested is not None
+            if requested < self.store.compacted_revision:
+                raise RevisionCompacted(requested, self.store.compacted_revision)
+            self.cache.add_watcher(watcher)
+            start = self.cache.revision
+            watcher.sent_up_to = start
+            events: list[Event]
+            if requested >= self.cache.oldest_history_revision() - 1:
+                events = self.cache.history_after(resource, requested)
+            else:
+                try:
+                    events = await self.store.events_between(resource, requested, start)
+                except RevisionCompacted:
+                    self.cache.remove_watcher(watcher)
+                    raise
+                # Events from the log carry no previous state; filter on the new one.
+            for event in events:
+                if event.revision > start:
+                    break
+                if namespace is not None and event.namespace != namespace:
+                    continue
+                kind = watcher.translate(event)
+                if kind is not None:
+                    replay.append((kind, event.obj))
+        return self._stream(strategy, watcher, replay, start, opts, bool(opts.send_initial_events))
+
+    async def _stream(
+        self,
+        strategy: KindStrategy,
+        watcher: Watcher,
+        replay: list[tuple[str, StoredObject | Obj]],
+        start: int,
+        opts: ListOptions,
+        initial_end_bookmark: bool,
+    ) -> AsyncIterator[list[tuple[str, StoredObject | Obj]]]:
+        """Batches of (event type, object): everything ready at each wake-up goes out together."""
+        loop = asyncio.get_running_loop()
+        timeout = opts.timeout_seconds
+        if timeout is None or timeout <= 0:
+            timeout = int(self.min_request_timeout * (1 + random.random()))
+        deadline = loop.time() + timeout
+        last_revision = start
+        try:
+            first: list[tuple[str, StoredObject | Obj]] = list(replay)
+            if initial_end_bookmark:
+                first.append(("BOOKMARK", self._bookmark(strategy, start, initial_end=True)))
+            if first:
+                yield first
+            next_bookmark = loop.time() + self.bookmark_interval
+            while True:
+                if not watcher.pending and not watcher.closed:
+                    now = loop.time()
+                    if now >= deadline:
+                        return
+                    wait = deadline - now
+                    if opts.allow_watch_bookmarks:
+                        wait = min(wait, max(next_bookmark - now, 0))
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(watcher.wakeup.wait(), wait)
+                batch: list[tuple[str, StoredObject | Obj]] = list(watcher.take())
+                if batch:
+                    last_revision = max(last_revision, batch[-1][1].revision)  # type: ignore[union-attr]
+                elif watcher.closed:
+                    return
+                if opts.allow_watch_bookmarks and loop.time() >= next_bookmark:
+                    next_bookmark = loop.time() + self.bookmark_interval
+                    batch.append(("BOOKMARK", self._bookmark(strategy, max(last_revision, self.cache.revision))))
+                if batch:
+                    yield batch
+                if watcher.closed and not watcher.pending:
+                    return
+                if loop.time() >= deadline:
+                    return
+        finally:
+            self.cache.remove_watcher(watcher)
+
+    @staticmethod
+    def _bookmark(strategy: KindStrategy, revision: int, initial_end: bool = False) -> Obj:
+        metadata: Obj = {"resourceVersion": str(revision)}
+        if initial_end:
+            metadata["annotations"] = {INITIAL_EVENTS_END: "true"}
+        return {"kind": strategy.kind, "apiVersion": strategy.api_version, "metadata": metadata}
+
+    # ---- create ----------------------------------------------------------------
+
+    def _check_type_and_scope(self, strategy: KindStrategy, obj: Obj, namespace: str, name: str | None) -> None:
+        api_version = obj.get("apiVersion")
+        kind = obj.get("kind")
+        if api_version not in (None, "") and api_version != strategy.api_version:
+            raise errors.bad_request(
+                f"the API version in the data ({api_version}) does not match the expected API version ({strategy.api_version})"
+            )
+        if kind not in (None, "") and kind != strategy.kind:
+            raise errors.bad_request(f"the kind in the data ({kind}) does not match the expected kind ({strategy.kind})")
+        # Upstream serialises kind, apiVersion and metadata first; keep that order for readers.
+        rest = {k: obj.pop(k) for k in list(obj) if k not in ("kind", "apiVersion", "metadata")}
+        metadata = obj.pop("metadata", None)
+        obj.clear()
+        obj["kind"] = strategy.kind
+        obj["apiVersion"] = strategy.api_version
+        if metadata is None:
+            metadata = {}
+        obj["metadata"] = metadata
+        obj.update(rest)
+        if not isinstance(metadata, dict):
+            raise errors.bad_request("metadata must be an object")
+        body_ns = metadata.get("namespace")
+        if strategy.namespaced:
+            if body_ns not in (None, "") and body_ns != namespace:
+                raise errors.bad_request("the namespace of the provided object does not match the namespace sent on the request")
+            metadata["namespace"] = namespace
+        else:
+            metadata.pop("namespace", None)
+        if name is not None:
+            body_name = metadata.get("name")
+            if body_name not in (None, "") and body_name != name:
+                raise errors.bad_request(f"the name of the object ({body_name}) does not match the name on the URL ({name})")
+            if not body_name:
+                metadata["name"] = name
+
+    def _field_validation(self, strategy: KindStrategy, obj: Obj, wopts: WriteOptions, warnings: list[str]) -> None:
+        """Drop fields the schema does not know; Strict refuses them, Warn reports them."""
+        unknown = schemas.prune_unknown_fields(obj, strategy.api_version, strategy.kind)
+        if not unknown or wopts.field_validation == "Ignore":
+            return
+        if wopts.field_validation == "Strict":
+            listed = ", ".join(f'unknown field "{path}"' for path in unknown)
+            raise errors.bad_request(f"strict decoding error: {listed}")
+        warnings.extend(f'unknown field "{path}"' for path in unknown)
+
+    def _validate_meta(self, strategy: KindStrategy, obj: Obj, old: Obj | None = None) -> list[FieldError]:
+        """Upstream's ObjectMeta rules (core/v1 Events are exempt upstream)."""
+        if not strategy.validates_object_meta:
+            return []
+        if old is None:
+            return validate_object_meta(obj, strategy.namespaced, strategy.name_rule, kube_finalizers=strategy.object_meta_kube_finalizers)
+        return validate_object_meta_update(obj, old, kube_finalizers=strategy.object_meta_kube_finalizers)
+
+    async def create(self, strategy: KindStrategy, namespace: str, obj: Obj, wopts: WriteOptions, applied: bool = False) -> WriteResult:
+        """Create ``obj``. ``applied``: it comes from a server-side apply, which recorded managedFields already."""
+        if not isinstance(obj, dict):
+            raise errors.bad_request(f"the body of the request must be a {strategy.kind} object")
+        self._check_type_and_scope(strategy, obj, namespace, None)
+        warnings: list[str] = []
+        self._field_validation(strategy, obj, wopts, warnings)
+        self._check_namespace_for_create(strategy, namespace)
+        metadata = obj["metadata"]
+        name = metadata.get("name") or ""
+        generate = metadata.get("generateName") or ""
+        if not isinstance(name, str) or not isinstance(generate, str):
+            raise self._invalid(strategy, "", [errors.invalid("metadata.name", name, "must be a string")])
+        for key in ("uid", "resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
+            metadata.pop(key, None)
+        if not applied:
+            metadata.pop("managedFields", None)
+        now = now_rfc3339()
+        metadata["uid"] = str(uuid.uuid4())
+        metadata["creationTimestamp"] = now
+        if strategy.tracks_generation:
+            metadata["generation"] = 1
+        else:
+            metadata.pop("generation", None)
+        ctx = self.context(namespace)
+        strategy.prepare_for_create(obj, ctx)
+        strategy.default(obj, ctx)
+        strategy.drop_disabled_fields(obj, None, ctx)
+        errs = self._validate_meta(strategy, obj) + strategy.validate_create(obj, ctx)
+        if errs:
+            raise self._invalid(strategy, name or generate, errs)
+        warnings.extend(ctx.warnings)
+        if not applied:
+            ssa.update_managed_fields(None, obj, wopts.field_manager, "Update", strategy.api_version, now, reset_fields=_reset_fields(strategy, ""))
+        if wopts.dry_run:
+            if not name:
+                metadata["name"] = generate + _random_suffix()
+            return WriteResult(obj, created=True, warnings=warnings)
+        for _attempt in range(GENERATE_NAME_ATTEMPTS if not name else 1):
+            if not name:
+                metadata["name"] = generate + _random_suffix()
+            op = WriteOp(ADDED, strategy.qualified_resource, namespace if strategy.namespaced else "", metadata["name"], obj)
+            try:
+                stored = await self.store.write(op)
+            except KeyExists:
+                if name:
+                    raise errors.already_exists(strategy.qualified_resource, name, strategy.group, strategy.plural) from None
+                continue
+            return WriteResult(stored, created=True, warnings=warnings)
+        raise errors.already_exists(strategy.qualified_resource, metadata["name"], strategy.group, strategy.plural)
+
+    # ---- update, patch ---------------------------------------------------------------
+
+    async def _current(self, strategy: KindStrategy, namespace: str, name: str, fresh: bool) -> StoredObject | None:
+        if fresh:
+            return await self.store.read_object(strategy.qualified_resource, namespace, name)
+        return self.cache.get(strategy.qualified_resource, namespace, name)
+
+    async def guaranteed_update(
+        self,
+        strategy: KindStrategy,
+        namespace: str,
+        name: str,
+        mutate: Callable[[StoredObject | None], Obj | None],
+        *,
+        dry_run: bool = False,
+        create: Callable[[Obj], Any] | None = None,
+    ) -> WriteResult:
+        """Read, mutate, write with the read revision as precondition; retry on races.
+
+        ``mutate`` returns the new object, or None for "nothing to change". It raises
+        ApiError for client mistakes (including a stale resourceVersion the client gave).
+        """
+        ns = namespace if strategy.namespaced else ""
+        fresh = False
+        for _attempt in range(UPDATE_ATTEMPTS):
+            current = await self._current(strategy, ns, name, fresh)
+            new = mutate(current)
+            if current is None:
+                if new is None or create is None:
+                    raise self._not_found(strategy, name)
+                result: WriteResult = await create(new)
+                return result
+            if new is None:
+                return WriteResult(current)
+            deleting = bool(new["metadata"].get("deletionTimestamp")) and not strategy.blocks_deletion(new) and not new["metadata"].get("deletionGracePeriodSeconds")
+            if dry_run:
+                return WriteResult(new)
+            op = WriteOp(DELETED if deleting else MODIFIED, strategy.qualified_resource, ns, name, new, current.revision)
+            try:
+                stored = await self.store.write(op)
+            except RevisionMismatch:
+                fresh = True
+                continue
+            return WriteResult(stored)
+        raise self._conflict(strategy, name, "the object has been modified; please apply your changes to the latest version and try again")
+
+    def _prepare_update(
+        self,
+        strategy: KindStrategy,
+        current: StoredObject,
+        new: Obj,
+        subresource: str,
+        wopts: WriteOptions,
+        operation: str,
+        warnings: list[str],
+    ) -> Obj | None:
+        """Shared update rules: preconditions, system metadata, strategy hooks, validation."""
+        old = current.obj
+        metadata = new["metadata"]
+        name = old["metadata"]["name"]
+        rv = metadata.get("resourceVersion")
+        if rv not in (None, ""):
+            if not isinstance(rv, str):
+                raise errors.bad_request("metadata.resourceVersion must be a string")
+            parse_resource_version(rv)
+            if int(rv) != current.revision:
+                raise self._conflict(strategy, name, "the object has been modified; please apply your changes to the latest version and try again")
+        elif not strategy.allow_unconditional_update and operation == "Update":
+            raise self._invalid(strategy, name, [errors.invalid("metadata.resourceVersion", 0, "must be specified for an update")])
+        uid = metadata.get("uid")
+        if uid not in (None, "") and uid != old["metadata"].get("uid"):
+            raise self._conflict(strategy, name, f"Precondition failed: UID in precondition: {uid}, UID in object meta: {old['metadata'].get('uid')}")
+        for key in SYSTEM_METADATA:
+            if key in old["metadata"]:
+                metadata[key] = old["metadata"][key]
+            else:
+                metadata.pop(key, None)
+        metadata["resourceVersion"] = old["metadata"].get("resourceVersion")
+        ctx = self.context(old["metadata"].get("namespace", ""))
+        if subresource == "status":
+            strategy.prepare_for_status_update(new, old, ctx)
+            strategy.drop_disabled_fields(new, old, ctx)
+            errs = self._validate_meta(strategy, new, old) + strategy.validate_status_update(new, old, ctx)
+        else:
+            strategy.prepare_for_update(new, old, ctx)
+            strategy.default(new, ctx)
+            strategy.drop_disabled_fields(new, old, ctx)
+            errs = self._validate_meta(strategy, new, old) + strategy.validate_update(new, old, ctx)
+            if strategy.tracks_generation and strategy.spec_changed(new, old):
+                new["metadata"]["generation"] = int(old["metadata"].get("generation") or 0) + 1
+        if errs:
+            raise self._invalid(strategy, name, errs)
+        warnings.extend(ctx.warnings)
+        if operation != "Apply":
+            ssa.update_managed_fields(
+                old, new, wopts.field_manager, operation, strategy.api_version, now_rfc3339(), subresource, reset_fields=_reset_fields(strategy, subresource)
+            )
+        if _same_object(new, old):
+            return None
+        return new
+
+    async def update(self, strategy: KindStrategy, namespace: str, name: str, obj: Obj, wopts: WriteOptions, subresource: str = "") -> WriteResult:
+        if not isinstance(obj, dict):
+            raise errors.bad_request(f"the body of the request must be a {strategy.kind} object")
+        self._check_type_and_scope(strategy, obj, namespace, name)
+        warnings: list[str] = []
+        self._field_validation(strategy, obj, wopts, warnings)
+        body = orjson.dumps(obj)
+
+        def mutate(current: StoredObject | None) -> Obj | None:
+            new: Obj = orjson.loads(body)
+            if current is None:
+                return new if strategy.allow_create_on_update and not subresource else None
+            return self._prepare_update(strategy, current, new, subresource, wopts, "Update", warnings)
+
+        async def create(new: Obj) -> WriteResult:
+            return await self.create(strategy, namespace, new, wopts)
+
+        result = await self.guaranteed_update(strategy, namespace, name, mutate, dry_run=wopts.dry_run, create=create)
+        result.warnings = warnings + result.warnings
+        return result
+
+    async def patch(
+        self,
+        strategy: KindStrategy,
+        namespace: str,
+        name: str,
+        patch_body: Any,
+        patch_type: str,
+        wopts: WriteOptions,
+        subresource: str = "",
+    ) -> WriteResult:
+        warnings: list[str] = []
+        schema = schemas.schema_for_kind(strategy.api_version, strategy.kind)
+        is_apply = patch_type == "apply"
+        if is_apply:
+            if not isinstance(patch_body, dict):
+                raise errors.bad_request("error decoding YAML: the apply configuration must be an object")
+            self._check_type_and_scope(strategy, patch_body, namespace, name)
+            # Unknown fields in an applied configuration follow fieldValidation like any body.
+            self._field_validation(strategy, patch_body, wopts, warnings)
+
+        def mutate(current: StoredObject | None) -> Obj | None:
+            now = now_rfc3339()
+            if is_apply:
+                applied = orjson.loads(orjson.dumps(patch_body))
+                live = current.copy() if current is not None else None
+                new = ssa.apply_patch(
+                    live, applied, wopts.field_manager, wopts.force, schema, strategy.api_version, now, subresource,
+                    reset_fields=_reset_fields(strategy, subresource),
+                )
+                if current is None:
+                    return new
+            else:
+                if current is None:
+                    return None
+                doc = current.copy()
+                if patch_type == "json":
+                    new = patches.apply_json_patch(doc, patch_body)
+                elif patch_type == "merge":
+                    new = patches.apply_merge_patch(doc, patch_body)
+                else:
+                    new = patches.apply_strategic_merge_patch(doc, patch_body, schema)
+            if not isinstance(new, dict):
+                raise errors.bad_request("the patched object is not a JSON object")
+            self._check_type_and_scope(strategy, new, namespace, name)
+            self._field_validation(strategy, new, wopts, warnings)
+            return self._prepare_update(strategy, current, new, subresource, wopts, "Apply" if is_apply else "Update", warnings)
+
+        async def create(new: Obj) -> WriteResult:
+            return await self.create(strategy, namespace, new, wopts, applied=True)
+
+        result = await self.guaranteed_update(
+            strategy, namespace, name, mutate, dry_run=wopts.dry_run, create=create if is_apply and not subresource else None
+        )
+        result.warnings = warnings + result.warnings
+        return result
+
+    # ---- delete ---------------------------------------------------------------------
+
+    async def delete(self, strategy: KindStrategy, namespace: str, name: str, dopts: DeleteOptions) -> DeleteResult:
+        ns = namespace if strategy.namespaced else ""
+        fresh = False
+        for _attempt in range(UPDATE_ATTEMPTS):
+            current = await self._current(strategy, ns, name, fresh)
+            if current is None:
+                raise self._not_found(strategy, name)
+            meta = current.obj["metadata"]
+            if dopts.preconditions_uid is not None and dopts.preconditions_uid != meta.get("uid"):
+                raise self._conflict(strategy, name, f"Precondition failed: UID in precondition: {dopts.preconditions_uid}, UID in object meta: {meta.get('uid')}")
+            if dopts.preconditions_rv is not None and dopts.preconditions_rv != meta.get("resourceVersion"):
+                raise self._conflict(
+                    strategy, name, f"Precondition failed: ResourceVersion in precondition: {dopts.preconditions_rv}, ResourceVersion in object meta: {meta.get('resourceVersion')}"
+                )
+            new = current.copy()
+            new_meta = new["metadata"]
+            grace = strategy.delete_grace_period(current.obj, dopts.grace_period_seconds)
+            existing_grace = meta.get("deletionGracePeriodSeconds")
+            if meta.get("deletionTimestamp") and existing_grace is not None and grace >= existing_grace and strategy.blocks_deletion(current.obj) is False and grace > 0:
+                # Already being deleted gracefully with a shorter or equal grace period.
+                return DeleteResult(current, False)
+            finalizers = list(new_meta.get("finalizers") or [])
+            policy = dopts.propagation_policy
+            if policy is None and dopts.orphan_dependents:
+                policy = "Orphan"
+            if policy == "Foreground" and "foregroundDeletion" not in finalizers:
+                finalizers.append("foregroundDeletion")
+            elif policy == "Orphan" and "orphan" not in finalizers:
+                finalizers.append("orphan")
+            if finalizers:
+                new_meta["finalizers"] = finalizers
+            blocked = strategy.blocks_deletion(new)
+            if grace > 0 or blocked:
+                if not new_meta.get("deletionTimestamp") or grace > 0:
+                    try:
+                        when = datetime.now(UTC) + timedelta(seconds=grace)
+                    except OverflowError:  # a grace period of millennia: the latest time RFC 3339 can say
+                        when = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)
+                    new_meta["deletionTimestamp"] = when.strftime("%Y-%m-%dT%H:%M:%SZ")
+                new_meta["deletionGracePeriodSeconds"] = grace
+                if new_meta.get("generation") is not None and not meta.get("deletionTimestamp"):
+                    new_meta["generation"] = int(new_meta["generation"]) + 1
+                strategy.prepare_for_delete(new)
+                if dopts.dry_run:
+                    return DeleteResult(new, False)
+                op = WriteOp(MODIFIED, strategy.qualified_resource, ns, name, new, current.revision)
+                deleted_now = False
+            else:
+                if dopts.dry_run:
+                    return DeleteResult(current, True)
+                if not new_meta.get("deletionTimestamp"):
+                    new_meta["deletionTimestamp"] = now_rfc3339()
+                    new_meta["deletionGracePeriodSeconds"] = 0
+                op = WriteOp(DELETED, strategy.qualified_resource, ns, name, new, current.revision)
+                deleted_now = True
+            try:
+                stored = await self.store.write(op)
+            except RevisionMismatch:
+                fresh = True
+                continue
+            return DeleteResult(stored, deleted_now, {"name": name, "group": strategy.group, "kind": strategy.plural, "uid": meta.get("uid")})
+        raise self._conflict(strategy, name, "the object has been modified; please apply your changes to the latest version and try again")
+
+    async def delete_collection(self, strategy: KindStrategy, namespace: str | None, opts: ListOptions, dopts: DeleteOptions) -> tuple[list[StoredObject | Obj], dict[str, Any]]:
+        items, _meta = await self.list_objects(strategy, namespace, ListOptions(label_selector=opts.label_selector, field_selector=opts.field_selector))
+        deleted: list[StoredObject | Obj] = []
+        for stored in items:
+            m = stored.obj["metadata"]
+            try:
+                result = await self.delete(strategy, m.get("namespace", ""), m["name"], dopts)
+            except ApiError as exc:
+                if exc.code == 404:
+                    continue
+                raise
+            if result.obj is not None:
+                deleted.append(result.obj)
+        return deleted, {"resourceVersion": str(self.cache.revision)}
+
+    # ---- subresources ---------------------------------------------------------------
+
+    async def bind(self, strategy: KindStrategy, namespace: str, name: str, binding: Obj, wopts: WriteOptions) -> None:
+        """pods/binding: set spec.nodeName once, atomically."""
+        if not isinstance(binding, dict):
+            raise errors.bad_request("the body of the request must be a Binding object")
+        metadata = binding.get("metadata") or {}
+        if not isinstance(metadata, dict):
+            raise errors.bad_request("metadata must be an object")
+        if metadata.get("name") not in (None, "", name):
+            raise errors.bad_request("name in URL does not match name in Binding object")
+        target = binding.get("target") or {}
+        if not isinstance(target, dict):
+            raise errors.bad_request("target must be an object")
+        errs: list[FieldError] = []
+        if target.get("kind") not in (None, "", "Node"):
+            errs.append(errors.not_supported("target.kind", target.get("kind"), ["Node", "<empty>"]))
+        if not target.get("name"):
+            errs.append(errors.required("target.name", ""))
+        if errs:
+            raise errors.invalid_object("Binding", name, "", errs)
+        node = str(target["name"])
+        pre_uid = metadata.get("uid")
+        pre_rv = metadata.get("resourceVersion")
+
+        def mutate(current: StoredObject | None) -> Obj | None:
+            if current is None:
+                return None
+            pod = current.copy()
+            pmeta = pod["metadata"]
+            if pre_uid and pre_uid != pmeta.get("uid"):
+                raise self._conflict(strategy, name, f"Precondition failed: UID in precondition: {pre_uid}, UID in object meta: {pmeta.get('uid')}")
+            if pre_rv and pre_rv != pmeta.get("resourceVersion"):
+                raise self._conflict(strategy, name, f"Precondition failed: ResourceVersion in precondition: {pre_rv}, ResourceVersion in object meta: {pmeta.get('resourceVersion')}")
+            binding_conflict = errors.conflict("pods/binding", name, "", "pods/binding", "")
+            spec = pod.setdefault("spec", {})
+            if pmeta.get("deletionTimestamp"):
+                binding_conflict.message = f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} is being deleted, cannot be assigned to a host'
+                raise binding_conflict
+            if spec.get("nodeName"):
+                binding_conflict.message = f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} is already assigned to node "{spec["nodeName"]}"'
+                raise binding_conflict
+            if spec.get("schedulingGates"):
+                binding_conflict.message = f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} has non-empty .spec.schedulingGates'
+                raise binding_conflict
+            spec["nodeName"] = node
+            annotations = metadata.get("annotations") or {}
+            if annotations:
+                pmeta.setdefault("annotations", {}).update(annotations)
+            status = pod.setdefault("status", {})
+            status.pop("nominatedNodeName", None)
+            conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
+            conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": now_rfc3339()})
+            status["conditions"] = conditions
+            if strategy.tracks_generation:
+                pmeta["generation"] = int(pmeta.get("generation") or 0) + 1
+            ssa.update_managed_fields(current.obj, pod, wopts.field_manager, "Update", strategy.api_version, now_rfc3339(), "binding")
+            return pod
+
+        await self.guaranteed_update(strategy, namespace, name, mutate, dry_run=wopts.dry_run)
+
+    async def finalize_namespace(self, strategy: KindStrategy, name: str, obj: Obj, wopts: WriteOptions) -> WriteResult:
+        """namespaces/{name}/finalize: only spec.finalizers changes."""
+        if not isinstance(obj, dict):
+            raise errors.bad_request("the body of the request must be a Namespace object")
+        wanted = (obj.get("spec") or {}).get("finalizers") or []
+
+        def mutate(current: StoredObject | None) -> Obj | None:
+            if current is None:
+                return None
+            new = current.copy()
+            new.setdefault("spec", {})["finalizers"] = list(wanted)
+            if not wanted:
+                new["spec"].pop("finalizers")
+            return new if new != current.obj else None
+
+        return await self.guaranteed_update(strategy, "", name, mutate, dry_run=wopts.dry_run)
+
+
+def _reset_fields(strategy: KindStrategy, subresource: str) -> list[tuple[str, ...]]:
+    """Fields a writer on this endpoint cannot own: status on the main resource, the rest on /status."""
+    if subresource == "status":
+        return [(name,) for name in strategy.spec_fields]
+    return [("status",)] if strategy.has_status else []
+
+
+def _same_object(new: Obj, old: Obj) -> bool:
+    """An update that changes nothing but managedFields timestamps is a no-op upstream."""
+    if new == old:
+        return True
+    a = dict(new)
+    b = dict(old)
+    a["metadata"] = {k: v for k, v in new["metadata"].items() if k != "managedFields"}
+    b["metadata"] = {k: v for k, v in old["metadata"].items() if k != "managedFields"}
+    if a != b:
+        return False
+    return _strip_times(new["metadata"].get("managedFields")) == _strip_times(old["metadata"].get("managedFields"))
+
+
+def _strip_times(entries: Any) -> Any:
+    if not isinstance(entries, list):
+        return entries
+    return [{k: v for k, v in e.items() if k != "time"} if isinstance(e, dict) else e for e in entries]
+
+
+def _random_suffix() -> str:
+    return "".join(random.choice(GENERATE_NAME_ALPHABET) for _ in range(5))
+
+
+def event_line(kind: str, item: StoredObject | Obj) -> bytes:
+    """One watch event on the wire: a JSON object and a newline."""
+    if isinstance(item, StoredObject):
+        return item.watch_line(kind)
+    return b'{"type":"' + kind.encode() + b'","object":' + orjson.dumps(item) + b"}\n"
+

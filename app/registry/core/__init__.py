@@ -1,0 +1,1 @@
+"""core/v1 kinds the DRA control plane serves: Namespace, Node, Pod, Event."""

@@ -1,0 +1,74 @@
+"""Namespace (v1, cluster-scoped, status and finalize subresources)."""
+
+from __future__ import annotations
+
+from app.registry.base import KindStrategy, Obj, PrinterColumn, RequestContext
+from app.registry.columns import age_column, dig, name_column
+from app.registry.core import validation as core_validation
+from kube.errors import FieldError
+
+# The finalizer the server's namespace lifecycle removes once the contents are gone.
+NAMESPACE_FINALIZER = "kubernetes"
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+class NamespaceStrategy(KindStrategy):
+    group = ""
+    kind = "Namespace"
+    plural = "namespaces"
+    singular = "namespace"
+    namespaced = False
+    subresources = ("status", "finalize")
+    short_names = ("ns",)
+    has_status = True
+    tracks_generation = False
+    name_rule = "label"
+    # Upstream's namespace storage has no DeleteCollection.
+    verbs = ("create", "delete", "get", "list", "patch", "update", "watch")
+    field_selectors = {"status.phase": lambda o: dig(o, "status", "phase", default="") or ""}
+    printer_columns = (
+        name_column(),
+        PrinterColumn("Status", "string", "The status of the namespace", lambda o: dig(o, "status", "phase", default="")),
+        age_column(),
+    )
+
+    def prepare_for_create(self, obj: Obj, ctx: RequestContext) -> None:
+        super().prepare_for_create(obj, ctx)
+        obj["status"] = {"phase": "Active"}
+        spec = obj.setdefault("spec", {})
+        if not isinstance(spec, dict):
+            return  # validation reports the wrong type
+        finalizers = spec.get("finalizers")
+        if not isinstance(finalizers, list):
+            finalizers = spec["finalizers"] = []
+        if NAMESPACE_FINALIZER not in finalizers:
+            finalizers.append(NAMESPACE_FINALIZER)
+
+    def prepare_for_update(self, new: Obj, old: Obj, ctx: RequestContext) -> None:
+        super().prepare_for_update(new, old, ctx)
+        # spec.finalizers only change through /finalize.
+        new["spec"] = old.get("spec", {})
+
+    def blocks_deletion(self, obj: Obj) -> bool:
+        return super().blocks_deletion(obj) or bool(dig(obj, "spec", "finalizers"))
+
+    def prepare_for_delete(self, obj: Obj) -> None:
+        obj.setdefault("status", {})["phase"] = "Terminating"
+
+    def default(self, obj: Obj, ctx: RequestContext) -> None:
+        # Upstream labels every namespace with its own name (immutable).
+        labels = obj["metadata"].setdefault("labels", {})
+        labels["kubernetes.io/metadata.name"] = obj["metadata"].get("name", "")
+
+    def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
+        return core_validation.validate_namespace_finalizers(obj)
+
+    def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
+        # spec comes from the stored object (prepare_for_update), so only metadata can change.
+        return []
+
+    def validate_status_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
+        return core_validation.validate_namespace_status(new)
+
+
+STRATEGY = NamespaceStrategy()

@@ -1,0 +1,164 @@
+"""Pod (v1, namespaced, status and binding subresources).
+
+Validation covers what the DRA stack relies on (resource claims, scheduling gates, containers,
+resources, the spec-immutability rule and the DRA status lists); volumes, probes' handlers,
+security contexts, affinity terms and topology spread constraints are not validated here.
+"""
+
+from __future__ import annotations
+
+from app.registry.base import KindStrategy, Obj, PrinterColumn, RequestContext
+from app.registry.columns import age_column, dig, name_column
+from app.registry.core import validation as core_validation
+from kube.errors import FieldError
+from kube.pods import qos_class
+
+# Upstream's default terminationGracePeriodSeconds.
+DEFAULT_GRACE_PERIOD_SECONDS = 30
+# The PodScheduled condition a pod created with scheduling gates gets (v1.PodReasonSchedulingGated).
+SCHEDULING_GATED = "SchedulingGated"
+SCHEDULING_GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
+
+
+def pod_ready(pod: Obj) -> str:
+    containers = dig(pod, "spec", "containers", default=[]) or []
+    statuses = dig(pod, "status", "containerStatuses", default=[]) or []
+    ready = sum(1 for s in statuses if s.get("ready"))
+    return f"{ready}/{len(containers)}"
+
+
+def pod_restarts(pod: Obj) -> int:
+    return sum(int(s.get("restartCount") or 0) for s in dig(pod, "status", "containerStatuses", default=[]) or [])
+
+
+def pod_phase_column(pod: Obj) -> str:
+    """The STATUS column, following kubectl's printer in its common cases."""
+    status = pod.get("status") or {}
+    reason = status.get("reason") or status.get("phase") or "Pending"
+    # As upstream's printPod: a gated pod shows SchedulingGated unless a container state says more.
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("reason") == SCHEDULING_GATED:
+            reason = SCHEDULING_GATED
+    for container in reversed(status.get("containerStatuses") or []):
+        state = container.get("state") or {}
+        if state.get("waiting", {}).get("reason"):
+            reason = state["waiting"]["reason"]
+        elif state.get("terminated", {}).get("reason"):
+            reason = state["terminated"]["reason"]
+    if pod["metadata"].get("deletionTimestamp"):
+        reason = "Terminating"
+    return str(reason)
+
+
+def readiness_gates(pod: Obj) -> str:
+    gates = dig(pod, "spec", "readinessGates", default=[]) or []
+    if not gates:
+        return "<none>"
+    conditions = {c.get("type"): c.get("status") for c in dig(pod, "status", "conditions", default=[]) or []}
+    ready = sum(1 for g in gates if conditions.get(g.get("conditionType")) == "True")
+    return f"{ready}/{len(gates)}"
+
+
+class PodStrategy(KindStrategy):
+    group = ""
+    kind = "Pod"
+    plural = "pods"
+    singular = "pod"
+    namespaced = True
+    subresources = ("status", "binding")
+    short_names = ("po",)
+    categories = ("all",)
+    has_status = True
+    field_selectors = {
+        "spec.nodeName": lambda o: dig(o, "spec", "nodeName", default="") or "",
+        "spec.restartPolicy": lambda o: dig(o, "spec", "restartPolicy", default="") or "",
+        "spec.schedulerName": lambda o: dig(o, "spec", "schedulerName", default="") or "",
+        "spec.serviceAccountName": lambda o: dig(o, "spec", "serviceAccountName", default="") or "",
+        "spec.hostNetwork": lambda o: "true" if dig(o, "spec", "hostNetwork") else "false",
+        "status.phase": lambda o: dig(o, "status", "phase", default="") or "",
+        "status.podIP": lambda o: dig(o, "status", "podIP", default="") or "",
+        "status.nominatedNodeName": lambda o: dig(o, "status", "nominatedNodeName", default="") or "",
+    }
+    printer_columns = (
+        name_column(),
+        PrinterColumn("Ready", "string", "The aggregate readiness state of this pod for accepting traffic.", pod_ready),
+        PrinterColumn("Status", "string", "The aggregate status of the containers in this pod.", pod_phase_column),
+        PrinterColumn("Restarts", "string", "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted.", pod_restarts),
+        age_column(),
+        PrinterColumn("IP", "string", "IP address allocated to the pod.", lambda o: dig(o, "status", "podIP", default="") or "<none>", priority=1),
+        PrinterColumn("Node", "string", "Name of the Node this pod is assigned to.", lambda o: dig(o, "spec", "nodeName", default="") or "<none>", priority=1),
+        PrinterColumn("Nominated Node", "string", "Name of the node where this pod is nominated to run.", lambda o: dig(o, "status", "nominatedNodeName", default="") or "<none>", priority=1),
+        PrinterColumn("Readiness Gates", "string", "Pod readiness gates", readiness_gates, priority=1),
+    )
+
+    def prepare_for_create(self, obj: Obj, ctx: RequestContext) -> None:
+        super().prepare_for_create(obj, ctx)
+        status: Obj = {"phase": "Pending", "qosClass": qos_class(obj)}
+        if dig(obj, "spec", "schedulingGates"):
+            # Upstream's applySchedulingGatedCondition: a gated pod says why it is not scheduled
+            # from the start (the scheduler never looks at it, so nobody else would say so).
+            status["conditions"] = [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": SCHEDULING_GATED,
+                    "message": SCHEDULING_GATED_MESSAGE,
+                    "lastProbeTime": None,
+                    "lastTransitionTime": obj["metadata"].get("creationTimestamp"),
+                }
+            ]
+        obj["status"] = status
+
+    def prepare_for_status_update(self, new: Obj, old: Obj, ctx: RequestContext) -> None:
+        super().prepare_for_status_update(new, old, ctx)
+        # The status endpoint may not touch deletion or ownership.
+        for key in ("deletionTimestamp", "deletionGracePeriodSeconds", "ownerReferences"):
+            if key in old["metadata"]:
+                new["metadata"][key] = old["metadata"][key]
+            else:
+                new["metadata"].pop(key, None)
+
+    def default(self, obj: Obj, ctx: RequestContext) -> None:
+        spec = obj.setdefault("spec", {})
+        if not isinstance(spec, dict):
+            return  # validation reports the wrong type
+        spec.setdefault("schedulerName", "default-scheduler")
+        spec.setdefault("restartPolicy", "Always")
+        spec.setdefault("terminationGracePeriodSeconds", DEFAULT_GRACE_PERIOD_SECONDS)
+        spec.setdefault("dnsPolicy", "ClusterFirst")
+        spec.setdefault("securityContext", {})
+        spec.setdefault("enableServiceLinks", True)
+        spec.setdefault("priority", 0)
+        spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+        for key in ("containers", "initContainers"):
+            containers = spec.get(key)
+            for container in containers if isinstance(containers, list) else []:
+                if isinstance(container, dict):
+                    container.setdefault("terminationMessagePath", "/dev/termination-log")
+                    container.setdefault("terminationMessagePolicy", "File")
+                    container.setdefault("imagePullPolicy", "IfNotPresent")
+                    container.setdefault("resources", {})
+
+    def drop_disabled_fields(self, obj: Obj, old: Obj | None, ctx: RequestContext) -> None:
+        core_validation.drop_disabled_pod_fields(obj, old, ctx.feature_gates)
+
+    def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
+        return core_validation.validate_pod_create(obj)
+
+    def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
+        return core_validation.validate_pod_update(new, old)
+
+    def validate_status_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
+        return core_validation.validate_pod_status_update(new, old)
+
+    def delete_grace_period(self, obj: Obj, requested: int | None) -> int:
+        # Upstream: a pod that never reached a node, or has finished, goes at once.
+        if not dig(obj, "spec", "nodeName") or dig(obj, "status", "phase") in ("Succeeded", "Failed"):
+            return 0
+        if requested is not None:
+            return max(requested, 0)
+        grace = dig(obj, "spec", "terminationGracePeriodSeconds")
+        return DEFAULT_GRACE_PERIOD_SECONDS if grace is None else int(grace)
+
+
+STRATEGY = PodStrategy()

@@ -1,0 +1,1 @@
+"""resource.k8s.io/v1: the Dynamic Resource Allocation kinds."""

@@ -1,0 +1,58 @@
+"""DeviceTaintRule (resource.k8s.io/v1, cluster-scoped, status subresource)."""
+
+from __future__ import annotations
+
+from app.registry.base import KindStrategy, Obj, RequestContext
+from app.registry.columns import age_column, name_column
+from app.registry.resource import validation as rv
+from kube.errors import FieldError
+
+
+class DeviceTaintRuleStrategy(KindStrategy):
+    group = "resource.k8s.io"
+    kind = "DeviceTaintRule"
+    plural = "devicetaintrules"
+    singular = "devicetaintrule"
+    namespaced = False
+    subresources = ("status",)
+    has_status = True
+    # v1 requires a resourceVersion on update (upstream's AllowUnconditionalUpdate is false for v1).
+    allow_unconditional_update = False
+    return_deleted_object = False
+    printer_columns = (name_column(), age_column())
+
+    def prepare_for_status_update(self, new: Obj, old: Obj, ctx: RequestContext) -> None:
+        super().prepare_for_status_update(new, old, ctx)
+        keep = {k: v for k, v in new["metadata"].items() if k in ("resourceVersion", "managedFields")}
+        new["metadata"] = {**old["metadata"], **keep}
+
+    def prepare_for_update(self, new: Obj, old: Obj, ctx: RequestContext) -> None:
+        super().prepare_for_update(new, old, ctx)
+        # A changed effect restarts the clock unless the client set timeAdded itself.
+        taint = (new.get("spec") or {}).get("taint") if isinstance(new.get("spec"), dict) else None
+        old_taint = (old.get("spec") or {}).get("taint") if isinstance(old.get("spec"), dict) else None
+        if (
+            isinstance(taint, dict)
+            and isinstance(old_taint, dict)
+            and taint.get("effect") != old_taint.get("effect")
+            and taint.get("timeAdded") == old_taint.get("timeAdded")
+        ):
+            taint["timeAdded"] = rv.now_rfc3339()
+
+    def default(self, obj: Obj, ctx: RequestContext) -> None:
+        spec = obj.get("spec")
+        if isinstance(spec, dict):
+            rv.default_taint(spec.get("taint"))
+
+    def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
+        return rv.validate_taint_rule_spec(obj.get("spec"), None)
+
+    def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
+        old_spec = old.get("spec") if isinstance(old.get("spec"), dict) else {}
+        return rv.validate_taint_rule_spec(new.get("spec"), old_spec)
+
+    def validate_status_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
+        return rv.validate_taint_rule_status(new.get("status"))
+
+
+STRATEGY = DeviceTaintRuleStrategy()

@@ -1,0 +1,80 @@
+"""ResourceClaim (resource.k8s.io/v1, namespaced, status subresource)."""
+
+from __future__ import annotations
+
+from app.registry.base import KindStrategy, Obj, PrinterColumn, RequestContext
+from app.registry.columns import age_column, name_column
+from app.registry.resource import validation as rv
+from kube.errors import FieldError, invalid
+
+
+def claim_state(claim: Obj) -> str:
+    """The State column: deleted / pending / allocated / reserved, comma-joined."""
+    states: list[str] = []
+    deleting = bool(claim["metadata"].get("deletionTimestamp"))
+    status = claim.get("status") or {}
+    if deleting:
+        states.append("deleted")
+    if not status.get("allocation"):
+        if not deleting:
+            states.append("pending")
+    else:
+        states.append("allocated")
+        if status.get("reservedFor"):
+            states.append("reserved")
+    return ",".join(states)
+
+
+class ResourceClaimStrategy(KindStrategy):
+    group = "resource.k8s.io"
+    kind = "ResourceClaim"
+    plural = "resourceclaims"
+    singular = "resourceclaim"
+    namespaced = True
+    subresources = ("status",)
+    has_status = True
+    printer_columns = (
+        name_column(),
+        PrinterColumn(
+            "State",
+            "string",
+            "A summary of the current state (allocated, pending, reserved, etc.).",
+            claim_state,
+        ),
+        age_column(),
+    )
+
+    def prepare_for_status_update(self, new: Obj, old: Obj, ctx: RequestContext) -> None:
+        super().prepare_for_status_update(new, old, ctx)
+        # Upstream discards metadata changes made through /status for claims.
+        keep = {k: v for k, v in new["metadata"].items() if k in ("resourceVersion", "managedFields")}
+        new["metadata"] = {**old["metadata"], **keep}
+        # Status entries of devices this update deallocates go with them (before the drop rules,
+        # which is equivalent: the drops only remove whole fields).
+        rv.prune_stale_device_status(new, old, ctx.feature_gates)
+
+    def default(self, obj: Obj, ctx: RequestContext) -> None:
+        rv.default_claim_spec(obj.get("spec"))
+
+    def drop_disabled_fields(self, obj: Obj, old: Obj | None, ctx: RequestContext) -> None:
+        gates = ctx.feature_gates
+        rv.drop_claim_spec_fields(obj.get("spec"), old.get("spec") if old is not None else None, gates)
+        rv.drop_claim_status_fields(obj, old, gates)
+
+    def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
+        spec = obj.get("spec")
+        errs = rv.admin_access_errors(spec, "spec", ctx.namespace_labels)
+        return errs + rv.validate_claim_spec(spec, "spec", rv.ClaimOptions(ctx.feature_gates))
+
+    def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
+        # The spec is immutable; upstream reports only that, nothing else about the spec.
+        if new.get("spec") != old.get("spec"):
+            return [invalid("spec", new.get("spec"), "field is immutable")]
+        return []
+
+    def validate_status_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
+        errs = rv.admin_access_status_errors(new, old, ctx.namespace_labels)
+        return errs + rv.validate_claim_status(new, old)
+
+
+STRATEGY = ResourceClaimStrategy()

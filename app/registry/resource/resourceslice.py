@@ -1,0 +1,52 @@
+"""ResourceSlice (resource.k8s.io/v1, cluster-scoped)."""
+
+from __future__ import annotations
+
+from app.registry.base import KindStrategy, Obj, PrinterColumn, RequestContext
+from app.registry.columns import age_column, dig, name_column
+from app.registry.resource import validation as rv
+from kube.errors import FieldError
+
+
+class ResourceSliceStrategy(KindStrategy):
+    group = "resource.k8s.io"
+    kind = "ResourceSlice"
+    plural = "resourceslices"
+    singular = "resourceslice"
+    namespaced = False
+    field_selector_error_names_kind = True
+    field_selectors = {
+        "spec.nodeName": lambda o: dig(o, "spec", "nodeName", default="") or "",
+        "spec.driver": lambda o: dig(o, "spec", "driver", default="") or "",
+        "spec.pool.name": lambda o: dig(o, "spec", "pool", "name", default="") or "",
+    }
+    printer_columns = (
+        name_column(),
+        PrinterColumn("Node", "string", "The node providing the resources.", lambda o: dig(o, "spec", "nodeName", default="")),
+        PrinterColumn("Driver", "string", "The name of the driver which provides the resources.", lambda o: dig(o, "spec", "driver", default="")),
+        PrinterColumn("Pool", "string", "The name of the pool which contains the resources.", lambda o: dig(o, "spec", "pool", "name", default="")),
+        age_column(),
+    )
+
+    def default(self, obj: Obj, ctx: RequestContext) -> None:
+        rv.default_slice_spec(obj.get("spec"))
+
+    def drop_disabled_fields(self, obj: Obj, old: Obj | None, ctx: RequestContext) -> None:
+        rv.drop_slice_fields(obj.get("spec"), old.get("spec") if old is not None else None, ctx.feature_gates)
+
+    def _warn(self, obj: Obj, ctx: RequestContext) -> None:
+        warning = rv.uppercase_driver_warning(obj.get("spec"))
+        if warning:
+            ctx.warnings.append(warning)
+
+    def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
+        self._warn(obj, ctx)
+        return rv.validate_slice_spec(obj.get("spec"), None, ctx.feature_gates)
+
+    def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
+        self._warn(new, ctx)
+        old_spec = old.get("spec") if isinstance(old.get("spec"), dict) else {}
+        return rv.validate_slice_spec(new.get("spec"), old_spec, ctx.feature_gates)
+
+
+STRATEGY = ResourceSliceStrategy()

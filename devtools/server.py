@@ -1,0 +1,86 @@
+"""Run the API server as a real subprocess (tests, benchmarks, the dev stack)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from devtools.ports import free_port
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def stop_process(process: subprocess.Popen[bytes] | None, kill: bool = False) -> None:
+    """Stop a child process: SIGTERM (or SIGKILL), then SIGKILL if it lingers past 10 s."""
+    if process is None or process.poll() is not None:
+        return
+    if kill:
+        process.kill()
+    else:
+        process.terminate()
+    try:
+        process.wait(10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def migrate(database_url: str) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "app", "migrate", "--database-url", database_url],
+        check=True,
+        cwd=REPO_ROOT,
+        capture_output=True,
+    )
+
+
+class ServerProcess:
+    """``python -m app serve`` on a free loopback port, stopped on exit."""
+
+    def __init__(self, database_url: str, *extra_args: str, port: int | None = None, log_path: Path | None = None, env: dict[str, str] | None = None) -> None:
+        self.database_url = database_url
+        self.extra_args = list(extra_args)
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = log_path
+        self.env = env or {}
+        self.process: subprocess.Popen[bytes] | None = None
+        self._log_file: object | None = None
+
+    def start(self, timeout: float = 30.0) -> ServerProcess:
+        args = [sys.executable, "-m", "app", "serve", "--listen", f"127.0.0.1:{self.port}", "--database-url", self.database_url, *self.extra_args]
+        out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115 - closed in stop()
+        self._log_file = out
+        self.process = subprocess.Popen(args, cwd=REPO_ROOT, stdout=out, stderr=out, env={**os.environ, **self.env})
+        self.wait_ready(timeout)
+        return self
+
+    def wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process is not None and self.process.poll() is not None:
+                raise RuntimeError(f"server exited with code {self.process.returncode}; log: {self.log_path}")
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=1.0).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        raise TimeoutError(f"server at {self.url} not ready after {timeout}s; log: {self.log_path}")
+
+    def stop(self, kill: bool = False) -> None:
+        stop_process(self.process, kill)
+        if self._log_file not in (None, subprocess.DEVNULL):
+            self._log_file.close()  # type: ignore[attr-defined]
+            self._log_file = None
+
+    def __enter__(self) -> ServerProcess:
+        return self.start()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()

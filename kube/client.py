@@ -1,0 +1,396 @@
+"""An async HTTP client for the API server, used by every worker (scheduler, controller, kubelet simulator).
+
+Workers talk to the server over HTTP only. Every non-2xx answer becomes an ``ApiError`` built
+from the returned ``Status``; connection problems surface as ``httpx.TransportError`` so callers
+(informers, leader election) can back off and retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import httpx
+import orjson
+
+from kube.errors import ApiError
+from kube.timeutil import now_rfc3339
+from kube.transport import LeanTransport
+
+Obj = dict[str, Any]
+
+PATCH_CONTENT_TYPES = {
+    "merge": "application/merge-patch+json",
+    "strategic": "application/strategic-merge-patch+json",
+    "json": "application/json-patch+json",
+    # JSON is valid YAML, so an apply body can be sent as JSON bytes.
+    "apply": "application/apply-patch+yaml",
+}
+
+
+class WatchExpired(Exception):
+    """The watch's resourceVersion is too old (410 Gone): the caller must re-list."""
+
+
+def resource_path(
+    group: str,
+    version: str,
+    plural: str,
+    namespace: str | None = None,
+    name: str | None = None,
+    subresource: str | None = None,
+) -> str:
+    """The URL path of a collection or object: core group ``""`` lives under /api/v1, others under /apis/G/V."""
+    parts = ["/api", version] if group == "" else ["/apis", group, version]
+    if namespace:
+        parts += ["namespaces", quote(namespace, safe="")]
+    parts.append(plural)
+    if name:
+        parts.append(quote(name, safe=""))
+        if subresource:
+            parts.append(subresource)
+    return "/".join(parts)
+
+
+class _RateLimiter:
+    """A token bucket (burst = max(1, qps)), so a busy worker cannot flood the server."""
+
+    def __init__(self, qps: float) -> None:
+        self.qps = qps
+        self.burst = max(1.0, qps)
+        self.tokens = self.burst
+        self.last = time.monotonic()
+        self.lock = asyncio.Lock()
+
+    async def acquire(self) -> None:
+        async with self.lock:
+            now = time.monotonic()
+            self.tokens = min(self.burst, self.tokens + (now - self.last) * self.qps)
+            self.last = now
+            if self.tokens < 1:
+                await asyncio.sleep((1 - self.tokens) / self.qps)
+                self.tokens = 1
+                self.last = time.monotonic()
+            self.tokens -= 1
+
+
+def _error_from_response(status: int, content: bytes) -> ApiError:
+    try:
+        body = orjson.loads(content)
+    except orjson.JSONDecodeError:
+        body = None
+    if isinstance(body, dict) and body.get("kind") == "Status":
+        return ApiError.from_status(body, status)
+    text = content.decode(errors="replace")[:500]
+    return ApiError(status, "", text or f"HTTP {status}")
+
+
+class KubeClient:
+    """A small async Kubernetes REST client (JSON over HTTP/1.1 keep-alive, through an httpx transport)."""
+
+    def __init__(
+        self,
+        server: str,
+        *,
+        user_agent: str,
+        qps: float | None = None,
+        timeout: float = 30,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.server = server.rstrip("/")
+        self.timeout = timeout
+        self._limiter = _RateLimiter(qps) if qps else None
+        # Requests go straight to the transport: httpx.AsyncClient's URL merging, auth and redirect
+        # layers cost more CPU than the request itself, and workers are CPU-bound on requests.
+        self._transport: httpx.AsyncBaseTransport = transport or LeanTransport()
+        self._base = httpx.URL(self.server)
+        self._base_path = self._base.raw_path.decode().rstrip("/")  # a server URL may carry a path prefix
+        self._headers: list[tuple[bytes, bytes]] = [
+            (b"Host", self._base.netloc),
+            (b"User-Agent", user_agent.encode()),
+            (b"Accept", b"application/json"),
+        ]
+        self._timeouts = {"connect": timeout, "read": timeout, "write": timeout, "pool": timeout}
+        # Plain http through LeanTransport: requests whose answer is read whole skip httpx's
+        # URL/Request/Response objects, which cost more CPU than a small request itself.
+        self._lean = self._transport if isinstance(self._transport, LeanTransport) and self._base.scheme == "http" else None
+        self._lean_key = (self._base.host, self._base.port or 80)
+        self._lean_headers = b"".join(name + b": " + value + b"\r\n" for name, value in self._headers)
+
+    async def close(self) -> None:
+        """Close the pooled connections."""
+        await self._transport.aclose()
+
+    async def __aenter__(self) -> KubeClient:
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.close()
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        params: dict[str, str] | None = None,
+        content: bytes | None = None,
+        content_type: str = "application/json",
+        read_timeout: float | None = -1.0,
+    ) -> httpx.Response:
+        """Send one request; the response body is not read yet (the caller reads or streams it)."""
+        if self._limiter is not None:
+            await self._limiter.acquire()
+        target = self._base_path + path
+        if params:
+            target += "?" + urlencode(params)
+        headers = self._headers
+        if content is not None:
+            headers = [*headers, (b"Content-Type", content_type.encode()), (b"Content-Length", str(len(content)).encode())]
+        timeouts = self._timeouts if read_timeout == -1.0 else {**self._timeouts, "read": read_timeout}
+        request = httpx.Request(
+            method, self._base.copy_with(raw_path=target.encode()), headers=headers, content=content, extensions={"timeout": timeouts}
+        )
+        return await self._transport.handle_async_request(request)
+
+    def _lean_head(self, method: str, path: str, params: dict[str, str] | None, content: bytes | None, content_type: str) -> bytes:
+        """Request line and headers, serialised for LeanTransport."""
+        target = self._base_path + path
+        if params:
+            target += "?" + urlencode(params)
+        head = method.encode() + b" " + target.encode() + b" HTTP/1.1\r\n" + self._lean_headers
+        if content is not None or method in ("POST", "PUT", "PATCH"):
+            head += b"Content-Type: " + content_type.encode() + b"\r\nContent-Length: " + str(len(content or b"")).encode() + b"\r\n"
+        return head + b"\r\n"
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, str] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> Obj | None:
+        content = orjson.dumps(body) if body is not None else None
+        if self._lean is not None:
+            if self._limiter is not None:
+                await self._limiter.acquire()
+            head = self._lean_head(method, path, params, content, content_type)
+            status, data = await self._lean.fetch(self._lean_key, head, content or b"", self._timeouts)
+        else:
+            response = await self._send(method, path, params, content, content_type)
+            try:
+                await response.aread()
+            finally:
+                await response.aclose()
+            status, data = response.status_code, response.content
+        if status >= 400:
+            raise _error_from_response(status, data)
+        if not data:
+            return None
+        result = orjson.loads(data)
+        return result if isinstance(result, dict) else {"items": result}
+
+    async def _expect(self, method: str, path: str, **kwargs: Any) -> Obj:
+        result = await self._request(method, path, **kwargs)
+        return result if result is not None else {}
+
+    async def get(self, path: str) -> Obj:
+        """GET one object (or any JSON document)."""
+        return await self._expect("GET", path)
+
+    async def list(
+        self,
+        path: str,
+        *,
+        label_selector: str = "",
+        field_selector: str = "",
+        resource_version: str = "",
+        limit: int = 0,
+    ) -> Obj:
+        """LIST a collection; with ``limit`` the pages are followed and merged into one list."""
+        params: dict[str, str] = {}
+        if label_selector:
+            params["labelSelector"] = label_selector
+        if field_selector:
+            params["fieldSelector"] = field_selector
+        if resource_version:
+            params["resourceVersion"] = resource_version
+        if limit:
+            params["limit"] = str(limit)
+        result = await self._expect("GET", path, params=params)
+        items: list[Obj] = list(result.get("items") or [])
+        meta = result.setdefault("metadata", {})
+        while limit and meta.get("continue"):
+            # Pages after the first are served from the first page's snapshot; resourceVersion must not be sent.
+            page_params = {k: v for k, v in params.items() if k != "resourceVersion"}
+            page_params["continue"] = meta["continue"]
+            page = await self._expect("GET", path, params=page_params)
+            items.extend(page.get("items") or [])
+            meta = page.get("metadata") or {}
+        result["items"] = items
+        result["metadata"] = {k: v for k, v in meta.items() if k not in ("continue", "remainingItemCount")}
+        return result
+
+    async def create(self, path: str, obj: Obj, *, field_manager: str = "") -> Obj:
+        """POST a new object to a collection."""
+        params = {"fieldManager": field_manager} if field_manager else None
+        return await self._expect("POST", path, params=params, body=obj)
+
+    async def update(self, path: str, obj: Obj) -> Obj:
+        """PUT a whole object; its metadata.resourceVersion (when set) is the precondition."""
+        return await self._expect("PUT", path, body=obj)
+
+    async def patch(
+        self,
+        path: str,
+        patch: Any,
+        *,
+        patch_type: str = "merge",
+        field_manager: str = "",
+        force: bool = False,
+    ) -> Obj:
+        """PATCH with ``merge``, ``strategic``, ``json`` (a list of operations) or ``apply``."""
+        if patch_type not in PATCH_CONTENT_TYPES:
+            raise ValueError(f"unknown patch type {patch_type!r}")
+        params: dict[str, str] = {}
+        if field_manager:
+            params["fieldManager"] = field_manager
+        if force:
+            params["force"] = "true"
+        return await self._expect("PATCH", path, params=params, body=patch, content_type=PATCH_CONTENT_TYPES[patch_type])
+
+    async def delete(
+        self,
+        path: str,
+        *,
+        grace_period_seconds: int | None = None,
+        preconditions: dict[str, str] | None = None,
+        propagation_policy: str | None = None,
+        missing_ok: bool = False,
+    ) -> Obj | None:
+        """DELETE an object; returns the object (or Status), or None on 404 when ``missing_ok``."""
+        options: Obj = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        if grace_period_seconds is not None:
+            options["gracePeriodSeconds"] = grace_period_seconds
+        if preconditions:
+            options["preconditions"] = preconditions
+        if propagation_policy:
+            options["propagationPolicy"] = propagation_policy
+        try:
+            return await self._request("DELETE", path, body=options)
+        except ApiError as exc:
+            if exc.code == 404 and missing_ok:
+                return None
+            raise
+
+    async def post_raw(self, path: str, obj: Obj) -> Obj:
+        """POST to a subresource such as pods/binding; the answer may be a Status."""
+        return await self._expect("POST", path, body=obj)
+
+    async def watch(
+        self,
+        path: str,
+        *,
+        resource_version: str,
+        label_selector: str = "",
+        field_selector: str = "",
+        timeout_seconds: int | None = None,
+        allow_bookmarks: bool = True,
+    ) -> AsyncIterator[Obj]:
+        """Yield watch events (``{"type", "object"}``) until the server ends the stream.
+
+        Raises ``WatchExpired`` when the resourceVersion is too old (410), ``ApiError`` on other
+        ERROR events or failed requests.
+        """
+        params = {"watch": "true", "resourceVersion": resource_version}
+        if label_selector:
+            params["labelSelector"] = label_selector
+        if field_selector:
+            params["fieldSelector"] = field_selector
+        if timeout_seconds is not None:
+            params["timeoutSeconds"] = str(timeout_seconds)
+        if allow_bookmarks:
+            params["allowWatchBookmarks"] = "true"
+        # The stream is idle between events: no read timeout, the server ends it at timeoutSeconds.
+        chunks: AsyncIterator[bytes]
+        if self._lean is not None:
+            if self._limiter is not None:
+                await self._limiter.acquire()
+            head = self._lean_head("GET", path, params, None, "")
+            # The connection's own chunks: no httpx Response and its three nested body iterators per event.
+            status, body = await self._lean.open(self._lean_key, head, {**self._timeouts, "read": None})
+            chunks, close = aiter(body), body.aclose
+        else:
+            response = await self._send("GET", path, params, read_timeout=None)
+            status, chunks, close = response.status_code, response.aiter_bytes(), response.aclose
+        try:
+            if status >= 400:
+                error = _error_from_response(status, b"".join([chunk async for chunk in chunks]))
+                if error.code == 410:
+                    raise WatchExpired(error.message)
+                raise error
+            async for line in _lines(chunks):
+                event = orjson.loads(line)
+                if event.get("type") == "ERROR":
+                    error = ApiError.from_status(event.get("object") or {})
+                    if error.code == 410:
+                        raise WatchExpired(error.message)
+                    raise error
+                yield event
+        finally:
+            await close()
+
+
+async def _lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """Non-empty lines of a streamed body, as bytes (orjson parses bytes without decoding to str)."""
+    pending = b""
+    async for chunk in chunks:
+        if pending:
+            chunk = pending + chunk
+        *lines, pending = chunk.split(b"\n")
+        for line in lines:
+            if line.strip():
+                yield line
+    if pending.strip():
+        yield pending
+
+
+async def record_event(
+    client: KubeClient,
+    involved: Obj,
+    reason: str,
+    message: str,
+    type_: str = "Normal",
+    component: str = "",
+) -> Obj:
+    """Create a core/v1 Event about ``involved`` (named ``<object>.<hex nanoseconds>`` as upstream does)."""
+    meta = involved.get("metadata") or {}
+    namespace = meta.get("namespace") or "default"
+    now = now_rfc3339()
+    event: Obj = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{meta.get('name', 'unknown')}.{time.time_ns():x}", "namespace": namespace},
+        "involvedObject": {
+            "kind": involved.get("kind", ""),
+            "apiVersion": involved.get("apiVersion", ""),
+            "name": meta.get("name", ""),
+            "uid": meta.get("uid", ""),
+            "resourceVersion": meta.get("resourceVersion", ""),
+        },
+        "reason": reason,
+        "message": message,
+        "type": type_,
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+        "source": {"component": component} if component else {},
+        "reportingComponent": component,
+        "reportingInstance": "",
+    }
+    if meta.get("namespace"):
+        event["involvedObject"]["namespace"] = meta["namespace"]
+    return await client.create(resource_path("", "v1", "events", namespace), event)

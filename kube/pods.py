@@ -1,0 +1,234 @@
+"""Pod facts computed the same way by the server and the workers."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import Any
+
+from kube.quantity import BINARY_SI, Quantity, QuantityError, parse_quantity_or_none
+
+Obj = dict[str, Any]
+Resources = dict[str, Fraction]
+
+# Resources pods may request as a whole (spec.resources, PodLevelResources), besides hugepages-*.
+POD_LEVEL_RESOURCES = ("cpu", "memory")
+HUGEPAGES_PREFIX = "hugepages-"
+
+
+def _quantity_equal(a: Any, b: Any) -> bool:
+    qa, qb = parse_quantity_or_none(a), parse_quantity_or_none(b)
+    return qa is not None and qb is not None and qa == qb
+
+
+def qos_class(pod: Obj) -> str:
+    """Guaranteed, Burstable or BestEffort, from cpu/memory requests and limits (upstream's GetPodQOS)."""
+    spec = pod.get("spec")
+    if not isinstance(spec, dict):
+        return "BestEffort"
+    containers = [c for key in ("initContainers", "containers") if isinstance(spec.get(key), list) for c in spec[key] if isinstance(c, dict)]
+    any_set = False
+    guaranteed = True
+    for container in containers:
+        resources = container.get("resources")
+        resources = resources if isinstance(resources, dict) else {}
+        raw_requests = resources.get("requests")
+        raw_limits = resources.get("limits")
+        requests = {k: v for k, v in raw_requests.items() if k in ("cpu", "memory")} if isinstance(raw_requests, dict) else {}
+        limits = {k: v for k, v in raw_limits.items() if k in ("cpu", "memory")} if isinstance(raw_limits, dict) else {}
+        if requests or limits:
+            any_set = True
+        if set(limits) != {"cpu", "memory"}:
+            guaranteed = False
+        for name, value in requests.items():
+            if name not in limits or not _quantity_equal(value, limits[name]):
+                guaranteed = False
+    if not any_set:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+def quantity_fraction(value: Any) -> Fraction:
+    """A quantity as an exact fraction; malformed or missing values count as 0."""
+    try:
+        return Quantity.parse(value).as_fraction()
+    except (QuantityError, ValueError, TypeError):
+        return Fraction(0)
+
+
+def claim_status_amounts(entry: Mapping[str, Any]) -> Resources:
+    """What one ``status.nodeAllocatableResourceClaimStatuses`` entry charges the pod (KEP-5517).
+
+    Mapped amounts count once; overhead is perPod + perContainer x the containers that reference
+    the claim.
+    """
+    containers = len(entry.get("containers") or [])
+    total: Resources = {}
+    for mapped in entry.get("mapping") or []:
+        name = mapped.get("name", "")
+        total[name] = total.get(name, Fraction(0)) + quantity_fraction(mapped.get("quantity"))
+    for overhead in entry.get("overhead") or []:
+        name = overhead.get("name", "")
+        amount = quantity_fraction(overhead.get("perPod")) + quantity_fraction(overhead.get("perContainer")) * containers
+        total[name] = total.get(name, Fraction(0)) + amount
+    return total
+
+
+def add_resources(total: Resources, more: Mapping[str, Fraction]) -> Resources:
+    """``total`` plus ``more``, in place; returns ``total``."""
+    for name, amount in more.items():
+        total[name] = total.get(name, Fraction(0)) + amount
+    return total
+
+
+def _max_resources(total: Resources, other: Mapping[str, Fraction]) -> None:
+    for name, amount in other.items():
+        if name not in total or amount > total[name]:
+            total[name] = amount
+
+
+def _resource_list(raw: Any) -> Resources:
+    return {name: quantity_fraction(value) for name, value in raw.items()} if isinstance(raw, dict) else {}
+
+
+def _pod_level_resource(name: str) -> bool:
+    """cpu, memory and hugepages-* may be set for the whole pod (PodLevelResources)."""
+    return name in POD_LEVEL_RESOURCES or name.startswith(HUGEPAGES_PREFIX)
+
+
+def pod_level_resources(pod: Mapping[str, Any], kind: str) -> Resources:
+    """``spec.resources.<kind>`` (requests or limits), only the resources pod-level resources support."""
+    raw = ((pod.get("spec") or {}).get("resources") or {}).get(kind) or {}
+    return {name: value for name, value in _resource_list(raw).items() if _pod_level_resource(name)}
+
+
+def _all_containers(spec: Mapping[str, Any]) -> list[Obj]:
+    return [c for key in ("initContainers", "containers") for c in spec.get(key) or [] if isinstance(c, dict)]
+
+
+def _claim_statuses(pod: Mapping[str, Any]) -> list[Obj]:
+    return [e for e in (pod.get("status") or {}).get("nodeAllocatableResourceClaimStatuses") or [] if isinstance(e, dict)]
+
+
+def _dra_amounts(pod: Mapping[str, Any]) -> tuple[Resources, dict[str, Resources]]:
+    """What the pod's claims charge (KEP-5517), split as upstream's PodRequests uses it.
+
+    The first part is charged for the pod's whole life: mapped amounts and perPod overhead (once
+    per claim however many containers use it), plus perContainer overhead of references to
+    containers the spec does not have. The second maps a container name to the perContainer
+    overhead it pays, which counts like that container's own requests (so an ordinary init
+    container's share only counts while it runs).
+    """
+    fixed: Resources = {}
+    per_container: dict[str, Resources] = {}
+    names = [c.get("name", "") for c in _all_containers(pod.get("spec") or {})]
+    for entry in _claim_statuses(pod):
+        for mapped in entry.get("mapping") or []:
+            add_resources(fixed, {mapped.get("name", ""): quantity_fraction(mapped.get("quantity"))})
+        refs = set(entry.get("containers") or [])
+        known = [n for n in names if n in refs]
+        for overhead in entry.get("overhead") or []:
+            name = overhead.get("name", "")
+            if overhead.get("perPod") is not None:
+                add_resources(fixed, {name: quantity_fraction(overhead["perPod"])})
+            if overhead.get("perContainer") is not None:
+                amount = quantity_fraction(overhead["perContainer"])
+                for container in known:
+                    add_resources(per_container.setdefault(container, {}), {name: amount})
+                if len(refs) > len(known):
+                    add_resources(fixed, {name: amount * (len(refs) - len(known))})
+    return fixed, per_container
+
+
+def _aggregate(spec: Mapping[str, Any], kind: str, per_container: Mapping[str, Resources]) -> Resources:
+    """Containers summed, at least the peak of the init containers (KEP-753 sidecar rules): a
+    restartable init container (``restartPolicy: Always``) runs beside everything after it, so it
+    counts in the sum and on top of every later init container; an ordinary one runs alone."""
+    total: Resources = {}
+    for c in spec.get("containers") or []:
+        add_resources(total, _resource_list((c.get("resources") or {}).get(kind)))
+        add_resources(total, per_container.get(c.get("name", ""), {}))
+    sidecars: Resources = {}
+    init_peak: Resources = {}
+    for c in spec.get("initContainers") or []:
+        own = add_resources(_resource_list((c.get("resources") or {}).get(kind)), per_container.get(c.get("name", ""), {}))
+        if c.get("restartPolicy") == "Always":
+            add_resources(total, own)
+            add_resources(sidecars, own)
+            _max_resources(init_peak, sidecars)
+        else:
+            _max_resources(init_peak, add_resources(own, sidecars))
+    _max_resources(total, init_peak)
+    return total
+
+
+def pod_requests(pod: Mapping[str, Any], *, node_allocatable: bool = True, overhead: bool = True) -> Resources:
+    """A pod's effective requests, the way upstream's PodRequests computes them.
+
+    The containers' requests summed, at least the largest init container (sidecar rules above),
+    plus what the pod's claims charge through node allocatable resources
+    (``status.nodeAllocatableResourceClaimStatuses``, written by the scheduler before binding;
+    ``node_allocatable=False`` leaves them out, as components with DRANodeAllocatableResources
+    off do). Pod-level requests (``spec.resources``) replace all that for the resources they name.
+    Finally the pod overhead (``spec.overhead``) unless ``overhead=False``.
+    """
+    spec = pod.get("spec") or {}
+    fixed, per_container = _dra_amounts(pod) if node_allocatable else ({}, {})
+    total = add_resources(_aggregate(spec, "requests", per_container), fixed)
+    total.update(pod_level_resources(pod, "requests"))
+    if overhead:
+        add_resources(total, _resource_list(spec.get("overhead")))
+    return total
+
+
+def pod_limits(pod: Mapping[str, Any], *, node_allocatable: bool = True, overhead: bool = True) -> Resources:
+    """A pod's effective limits (upstream's PodLimits), with what its claims charge added only to
+    resources some container declares a limit for (no limit means unlimited; hugepages always
+    count). Pod-level limits replace the result for the resources they name; the pod overhead is
+    added to the limits that are set."""
+    spec = pod.get("spec") or {}
+    fixed, per_container = _dra_amounts(pod) if node_allocatable else ({}, {})
+    declared = {name for c in _all_containers(spec) for name in (c.get("resources") or {}).get("limits") or {}}
+
+    def limited(amounts: Resources) -> Resources:
+        return {k: v for k, v in amounts.items() if k in declared or k.startswith(HUGEPAGES_PREFIX)}
+
+    total = add_resources(_aggregate(spec, "limits", {k: limited(v) for k, v in per_container.items()}), limited(fixed))
+    if pod_level_resources(pod, "requests") or pod_level_resources(pod, "limits"):
+        total.update(pod_level_resources(pod, "limits"))
+    if overhead:
+        for name, amount in _resource_list(spec.get("overhead")).items():
+            if total.get(name):
+                total[name] += amount
+    return total
+
+
+def container_claim_amounts(pod: Mapping[str, Any], container: str) -> Resources:
+    """Everything the claims a container references charge (mapped + perPod + its perContainer
+    overhead): what the kubelet adds to that container's limits (KEP-5517 cgroup enforcement)."""
+    total: Resources = {}
+    for entry in _claim_statuses(pod):
+        if container not in (entry.get("containers") or []):
+            continue
+        for mapped in entry.get("mapping") or []:
+            add_resources(total, {mapped.get("name", ""): quantity_fraction(mapped.get("quantity"))})
+        for overhead in entry.get("overhead") or []:
+            amount = quantity_fraction(overhead.get("perPod")) + quantity_fraction(overhead.get("perContainer"))
+            add_resources(total, {overhead.get("name", ""): amount})
+    return total
+
+
+def resource_list(amounts: Mapping[str, Fraction]) -> dict[str, str]:
+    """Amounts as an API ResourceList: cpu in DecimalSI (``1500m``), whole byte counts in BinarySI (``1536Mi``)."""
+    out: dict[str, str] = {}
+    for name, amount in sorted(amounts.items()):
+        scale = 0
+        value = amount
+        while value.denominator != 1 and scale < 9:
+            value *= 10
+            scale += 1
+        quantity = Quantity.from_scaled(-(-value.numerator // value.denominator), -scale)
+        if name != "cpu" and amount.denominator == 1:
+            quantity = quantity.with_format(BINARY_SI)
+        out[name] = quantity.canonical()
+    return out
