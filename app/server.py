@@ -29,7 +29,8 @@ from app.registry import lookup
 from app.registry.base import KindStrategy
 from app.storage.cache import StoredObject, WatchCache
 from app.storage.db import check_schema, create_engine
-from app.storage.store import RevisionCompacted, Store
+from app.storage.errors import RevisionCompacted
+from app.storage.store import Store
 from kube import errors
 from kube.errors import ApiError
 from kube.features import FeatureGates

@@ -34,7 +34,8 @@ from app.registry.base import KindStrategy, Obj, RequestContext
 from app.registry.core import namespace as namespace_kind
 from app.registry.objectmeta import validate_object_meta, validate_object_meta_update
 from app.storage.cache import ADDED, DELETED, MODIFIED, Event, StoredObject, Watcher
-from app.storage.store import KeyExists, RevisionCompacted, RevisionMismatch, Store, WriteOp
+from app.storage.errors import KeyExists, RevisionCompacted, RevisionMismatch
+from app.storage.store import Store, WriteOp
 from kube import errors
 from kube.errors import ApiError, FieldError
 from kube.features import FeatureGates
