@@ -98,7 +98,6 @@ class Store:
                 await task
         self._tasks = []
         await self.dialect.close()
-        self.cache.close_all_watchers()
 
     async def _load_snapshot(self) -> int:
         """Load every object into the cache; the revision they were read at."""
@@ -233,15 +232,6 @@ class Store:
             for w in waiters:
                 if not w.done():
                     w.set_result(rev)
-
-    async def sync_to_database(self, timeout: float = 3.0) -> int:
-        """Make the cache at least as new as the database now is (a consistent read)."""
-        rev = await self.database_revision()
-        if self.cache.revision < rev:
-            self._poll_wakeup.set()
-            if not await self.cache.wait_for_revision(rev, timeout):
-                raise TimeoutError(f"watch cache did not reach revision {rev}")
-        return rev
 
     async def events_between(self, resource: str, after: int, up_to: int) -> list[Event]:
         """Events of ``resource`` in (after, up_to] from the log, for watches older than memory."""
