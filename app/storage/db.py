@@ -10,7 +10,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.storage.dialects import Dialect, dialect_for
+from app.storage.dialects import Dialect, dialect_for, with_driver
 from app.storage.schema import HEAD_REVISION
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -22,13 +22,7 @@ class SchemaOutOfDate(RuntimeError):
 
 def normalise_database_url(url: str) -> str:
     """Accept the URLs people type and pick the async driver this server uses."""
-    if url.startswith("postgres://"):
-        url = "postgresql://" + url[len("postgres://"):]
-    if url.startswith("postgresql://"):
-        url = "postgresql+asyncpg://" + url[len("postgresql://"):]
-    if url.startswith("sqlite://") and not url.startswith("sqlite+aiosqlite://"):
-        url = "sqlite+aiosqlite://" + url[len("sqlite://"):]
-    return url
+    return with_driver(url)
 
 
 def _prepared(url: str) -> tuple[URL, type[Dialect]]:

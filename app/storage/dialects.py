@@ -60,6 +60,9 @@ class Dialect(ABC):
     """One database's way of connecting, committing a batch and learning of other writers."""
 
     backend: ClassVar[str]  # SQLAlchemy's name for the database
+    # URL schemes people type for this database, and the one naming the async driver this server uses.
+    schemes: ClassVar[tuple[str, ...]]
+    driver_scheme: ClassVar[str]
     # Appended to a SELECT of the revision row in a transaction that must hold it until commit.
     revision_row_lock: ClassVar[str] = ""
 
@@ -104,6 +107,8 @@ class Dialect(ABC):
 
 class PostgresDialect(Dialect):
     backend = "postgresql"
+    schemes = ("postgres", "postgresql")
+    driver_scheme = "postgresql+asyncpg"
     revision_row_lock = " FOR UPDATE"
 
     def __init__(self, engine: AsyncEngine, commit_log: CommitLog) -> None:
@@ -256,6 +261,8 @@ class PostgresDialect(Dialect):
 
 class SQLiteDialect(Dialect):
     backend = "sqlite"
+    schemes = ("sqlite",)
+    driver_scheme = "sqlite+aiosqlite"
 
     def __init__(self, engine: AsyncEngine, commit_log: CommitLog) -> None:
         super().__init__(engine, commit_log)
@@ -357,6 +364,16 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
 
 
 DIALECTS: tuple[type[Dialect], ...] = (PostgresDialect, SQLiteDialect)
+
+
+def with_driver(url: str) -> str:
+    """``url`` with its plain scheme (``postgres://``, ``sqlite://``...) naming the driver this server uses."""
+    scheme, separator, rest = url.partition("://")
+    if separator:
+        for dialect in DIALECTS:
+            if scheme in dialect.schemes:
+                return f"{dialect.driver_scheme}://{rest}"
+    return url
 
 
 def dialect_for(backend: str) -> type[Dialect]:
