@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import sqlite3
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from app.storage.cache import ADDED, MODIFIED, Event, StoredObject
-from app.storage.errors import KeyExists, RevisionMismatch, StorageError
+from app.storage.errors import KeyExists, RevisionMismatch, StorageError, StorageFailure, StorageUnavailable
 
 if TYPE_CHECKING:
     from app.storage.store import WriteOp
@@ -65,6 +66,8 @@ class Dialect(ABC):
     driver_scheme: ClassVar[str]
     # Appended to a SELECT of the revision row in a transaction that must hold it until commit.
     revision_row_lock: ClassVar[str] = ""
+    # Whether the server creates and migrates the schema itself when it starts.
+    migrates_on_start: ClassVar[bool] = False
 
     def __init__(self, engine: AsyncEngine, commit_log: CommitLog) -> None:
         self.engine = engine
@@ -79,6 +82,16 @@ class Dialect(ABC):
     @abstractmethod
     def prepare_location(url: URL) -> None:
         """Make sure the database at ``url`` can be created."""
+
+    @staticmethod
+    @abstractmethod
+    def check_writable(url: URL) -> None:
+        """Raise when the database at ``url`` refuses writes, where that can be checked before serving."""
+
+    @classmethod
+    def explain(cls, url: URL, exc: BaseException) -> str:
+        """What is wrong with the database at ``url``, given the error preparing it raised."""
+        return f"the database cannot be used: {cls.interpret(exc) or exc}"
 
     @abstractmethod
     async def begin_snapshot(self, conn: AsyncConnection) -> None:
@@ -103,6 +116,15 @@ class Dialect(ABC):
     @abstractmethod
     async def close(self) -> None:
         """Release every connection this dialect holds."""
+
+    @abstractmethod
+    async def reconnected(self) -> None:
+        """The database answers again after an outage: re-establish what only start() set up."""
+
+    @classmethod
+    @abstractmethod
+    def interpret(cls, exc: BaseException) -> StorageError | None:
+        """The storage error a driver exception stands for; None when it is not the database's doing."""
 
 
 class PostgresDialect(Dialect):
@@ -132,6 +154,10 @@ class PostgresDialect(Dialect):
     @staticmethod
     def prepare_location(url: URL) -> None:
         pass  # the database lives on its server
+
+    @staticmethod
+    def check_writable(url: URL) -> None:
+        pass  # a read-only replica refuses each write with its own error
 
     async def begin_snapshot(self, conn: AsyncConnection) -> None:
         await conn.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"))
@@ -251,6 +277,40 @@ class PostgresDialect(Dialect):
                 self._writer.invalidate()
             self._writer = None
 
+    async def reconnected(self) -> None:
+        # The LISTEN connection died with the server; without it other replicas' writes would
+        # arrive only at the next poll.
+        listener = self._listener
+        if listener is not None and not listener.driver_connection.is_closed():
+            return
+        if listener is not None:
+            with contextlib.suppress(Exception):
+                listener.invalidate()
+            self._listener = None
+        await self._listen()
+
+    @classmethod
+    def interpret(cls, exc: BaseException) -> StorageError | None:
+        import asyncpg
+
+        for cause in _causes(exc):
+            if isinstance(cause, StorageError):
+                return cause
+            unreachable = isinstance(
+                cause,
+                OSError  # refused, reset, timed out connecting
+                | asyncpg.PostgresConnectionError  # class 08: the connection is gone
+                | asyncpg.CannotConnectNowError  # starting up or shutting down
+                | asyncpg.AdminShutdownError
+                | asyncpg.CrashShutdownError
+                | asyncpg.TooManyConnectionsError,
+            ) or (isinstance(cause, asyncpg.InterfaceError) and "closed" in str(cause))
+            if unreachable:
+                return StorageUnavailable(f"{type(cause).__name__}: {cause}".rstrip(": "))
+            if isinstance(cause, asyncpg.DiskFullError | asyncpg.ReadOnlySQLTransactionError):
+                return StorageFailure(str(cause))
+        return None
+
     async def close(self) -> None:
         for raw in (self._listener, self._revision_reader, self._writer):
             if raw is not None:
@@ -263,6 +323,7 @@ class SQLiteDialect(Dialect):
     backend = "sqlite"
     schemes = ("sqlite",)
     driver_scheme = "sqlite+aiosqlite"
+    migrates_on_start = True
 
     def __init__(self, engine: AsyncEngine, commit_log: CommitLog) -> None:
         super().__init__(engine, commit_log)
@@ -278,6 +339,34 @@ class SQLiteDialect(Dialect):
     def prepare_location(url: URL) -> None:
         if url.database and url.database != ":memory:":
             Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+
+    @staticmethod
+    def check_writable(url: URL) -> None:
+        if not url.database or url.database == ":memory:":
+            return
+        # A read-only file still opens and reads; only a write (rolled back here) tells.
+        conn = sqlite3.connect(url.database, isolation_level=None, timeout=30)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute("UPDATE revision_state SET current_revision = current_revision WHERE id = 1")
+            finally:
+                conn.execute("ROLLBACK")
+        finally:
+            conn.close()
+
+    @classmethod
+    def explain(cls, url: URL, exc: BaseException) -> str:
+        path = url.database
+        reason = str(cls.interpret(exc) or exc)
+        name = next((code for cause in _causes(exc) if (code := getattr(cause, "sqlite_errorname", ""))), "")
+        if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")):
+            return f"the database file {path} is damaged or is not a SQLite database ({reason}); move it away to start with an empty database, or restore it from a backup"
+        if name.startswith(("SQLITE_READONLY", "SQLITE_PERM", "SQLITE_CANTOPEN")):
+            return f"the database file {path} cannot be written ({reason}); the API server must be able to write the file and its directory"
+        if name.startswith("SQLITE_FULL"):
+            return f"the disk holding the database file {path} is full ({reason}); free some space"
+        return f"the database file {path} cannot be used: {reason}"
 
     async def begin_snapshot(self, conn: AsyncConnection) -> None:
         pass  # a read transaction sees one snapshot already
@@ -342,8 +431,45 @@ class SQLiteDialect(Dialect):
                 await self._writer.close()
         self._writer = None
 
+    async def reconnected(self) -> None:
+        pass  # every connection is opened on demand
+
     async def close(self) -> None:
         await self.reset_writer()
+
+    @classmethod
+    def interpret(cls, exc: BaseException) -> StorageError | None:
+        for cause in _causes(exc):
+            if isinstance(cause, StorageError):
+                return cause
+            name = getattr(cause, "sqlite_errorname", "")
+            if not name:
+                continue
+            # Result codes, not messages: SQLITE_IOERR_WRITE and the like share their primary's name prefix.
+            if name.startswith(_SQLITE_UNREACHABLE):
+                return StorageUnavailable(f"{cause} ({name})")
+            if name.startswith(_SQLITE_REFUSED):
+                return StorageFailure(f"{cause} ({name})")
+        return None
+
+
+# The database file cannot be opened or stays locked by another process past the busy timeout.
+_SQLITE_UNREACHABLE = ("SQLITE_CANTOPEN", "SQLITE_BUSY", "SQLITE_LOCKED")
+# A full disk, a read-only file or a damaged one: retrying does not help until someone acts.
+_SQLITE_REFUSED = ("SQLITE_FULL", "SQLITE_READONLY", "SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_IOERR", "SQLITE_PERM")
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    """``exc`` and what it wraps: SQLAlchemy's ``orig`` and the chain of causes (drivers wrap each other)."""
+    found: list[BaseException] = []
+    pending: list[BaseException | None] = [exc]
+    while pending and len(found) < 16:
+        current = pending.pop(0)
+        if current is None or any(current is seen for seen in found):
+            continue
+        found.append(current)
+        pending.extend([getattr(current, "orig", None), current.__cause__, current.__context__])
+    return found
 
 
 def _configure_sqlite(engine: AsyncEngine) -> None:
