@@ -24,12 +24,16 @@ from app.api import bodies, discovery, openapi, tables
 from app.api.generic import GenericStore, WriteResult, event_line
 from app.api.namespaces import NamespaceLifecycle, ensure_system_namespaces
 from app.api.options import DeleteOptions, ListOptions, WriteOptions, query_params
+from app.api.storagestatus import storage_status
 from app.config import Settings
+from app.filters.limits import RequestLimits
+from app.filters.requestinfo import request_verb
+from app.health import HealthEndpoints, storage_checks
 from app.registry import lookup
 from app.registry.base import KindStrategy
 from app.storage.cache import StoredObject, WatchCache
 from app.storage.db import check_schema, create_engine
-from app.storage.errors import RevisionCompacted
+from app.storage.errors import RevisionCompacted, StorageFailure, StorageUnavailable
 from app.storage.storage import Storage
 from app.storage.store import Store
 from kube import errors
@@ -68,6 +72,8 @@ def json_response(body: Any, status: int = 200, headers: dict[str, str] | None =
 
 
 def status_response(exc: ApiError, headers: dict[str, str] | None = None) -> Response:
+    if exc.retry_after_seconds:
+        headers = {**(headers or {}), "Retry-After": str(exc.retry_after_seconds)}
     return json_response(exc.status(), exc.code, headers)
 
 
@@ -198,7 +204,15 @@ class ApiServer:
 def create_app(settings: Settings) -> Any:
     """The ASGI application: resource paths on a lean path, everything else through FastAPI."""
     app = create_fastapi_app(settings)
-    return ObserveMiddleware(ResourcePaths(app))
+    limited = RequestLimits(
+        ResourcePaths(app),
+        max_read_only=settings.max_requests_inflight,
+        max_mutating=settings.max_mutating_requests_inflight,
+        request_timeout=settings.request_timeout,
+        max_watches=settings.max_watches,
+    )
+    checks = storage_checks(app.state.server.storage, settings.etcd_healthcheck_timeout, settings.etcd_readycheck_timeout)
+    return ObserveMiddleware(HealthEndpoints(limited, checks))
 
 
 class ResourcePaths:
@@ -234,18 +248,7 @@ def create_fastapi_app(settings: Settings) -> FastAPI:
     async def _api_error(_request: Request, exc: ApiError) -> Response:
         return status_response(exc)
 
-    # ---- health, version, metrics --------------------------------------------------
-
-    @app.get("/healthz")
-    @app.get("/livez")
-    async def _healthz() -> Response:
-        return Response(b"ok", media_type="text/plain")
-
-    @app.get("/readyz")
-    async def _readyz() -> Response:
-        if not server.storage.ready:
-            return Response(b"storage not ready", status_code=503, media_type="text/plain")
-        return Response(b"ok", media_type="text/plain")
+    # ---- version, metrics ---------------------------------------------------------
 
     @app.get("/metrics")
     async def _metrics() -> Response:
@@ -333,6 +336,8 @@ def create_fastapi_app(settings: Settings) -> FastAPI:
                 # Watches report this as an ERROR event on a 200 stream; plain lists as 410.
                 return status_response(errors.gone(str(exc)))
             raise
+        except (StorageUnavailable, StorageFailure) as exc:
+            raise storage_status(exc, target.strategy, request_verb(scope), target.namespace) from None
 
     async def dispatch(scope: Scope, receive: Receive, target: ResourcePath, method: str) -> Response:
         strategy = target.strategy
