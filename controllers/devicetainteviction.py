@@ -40,12 +40,13 @@ from typing import Any
 
 import httpx
 
-from controllers.index import Index, pod_claim_names
-from controllers.workqueue import WorkQueue
+from controllers.objects import pod_claim_names
 from kube.client import KubeClient, record_event, resource_path
 from kube.errors import ApiError
+from kube.indexer import Index
 from kube.informer import Informer
 from kube.timeutil import now_rfc3339, parse_time
+from kube.workqueue import WorkQueue
 
 log = logging.getLogger("device-taint-eviction-controller")
 
