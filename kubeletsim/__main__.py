@@ -91,7 +91,7 @@ async def run(args: argparse.Namespace, gates: FeatureGates) -> None:
             "drivers": list(profile.driver_names),
             "prefix": args.node_prefix,
             "maxPods": args.max_pods,
-            "declaredFeatures": simulator.declared_features,
+            "declaredFeatures": simulator.node_controller.declared_features,
         },
     )
     # /healthz answers on every interface, so that a probe from outside the simulator's host reaches it.

@@ -13,6 +13,7 @@ from typing import Any
 
 from kube.client import KubeClient, resource_path
 from kube.errors import ApiError
+from kube.features import FeatureGates
 from kube.informer import Informer
 from kube.timeutil import now_rfc3339
 from kube.workqueue import ExponentialBackoff, WorkQueue
@@ -49,14 +50,13 @@ class NodeController:
     Lease and node status loops.
     """
 
-    def __init__(
-        self, client: KubeClient, nodes: Informer, settings: Settings, *, profile_name: str, declared_features: list[str], backoff: ExponentialBackoff
-    ) -> None:
+    def __init__(self, client: KubeClient, nodes: Informer, settings: Settings, *, profile_name: str, gates: FeatureGates, backoff: ExponentialBackoff) -> None:
         self.client = client
         self.nodes = nodes
         self.settings = settings
         self.profile_name = profile_name
-        self.declared_features = declared_features
+        # The gated features this kubelet supports, which the scheduler checks (status.declaredFeatures).
+        self.declared_features = [nodes_mod.NODE_ALLOCATABLE_FEATURE] if gates.enabled(nodes_mod.NODE_ALLOCATABLE_FEATURE) else []
         self.node_index = {name: i for i, name in enumerate(settings.node_names)}
         self.queue: WorkQueue[str] = WorkQueue(backoff)
         # node -> uid of the Node object whose Lease this process last renewed or created on registration.

@@ -32,7 +32,6 @@ PodKey = tuple[str, str]
 log = logging.getLogger("kubeletsim")
 
 COMPONENT = "kubelet"
-NODE_ALLOCATABLE_FEATURE = "DRANodeAllocatableResources"
 
 
 def _meta(obj: Obj) -> Obj:
@@ -75,7 +74,7 @@ class PodController:
         self.max_pods = max_pods
         self.gates = gates
         # KEP-5517: with the gate, admission counts what claims charge.
-        self.node_allocatable = gates.enabled(NODE_ALLOCATABLE_FEATURE)
+        self.node_allocatable = gates.enabled(nodes_mod.NODE_ALLOCATABLE_FEATURE)
         self.drivers = set(profile.driver_names)
         self.queue: WorkQueue[PodKey] = WorkQueue(backoff)
         # (driver, device) -> the device's attributes, reported in claim status.devices.

@@ -22,8 +22,8 @@ from kube.features import FeatureGates
 from kube.informer import Informer, run_with_informers
 from kube.workqueue import ExponentialBackoff
 from kubeletsim.nodecontroller import NodeController
-from kubeletsim.podcontroller import NODE_ALLOCATABLE_FEATURE, PodController
-from kubeletsim.profiles import Profile, without_device_field
+from kubeletsim.podcontroller import PodController
+from kubeletsim.profiles import Profile
 from kubeletsim.settings import Settings
 from kubeletsim.slicecontroller import SliceController
 
@@ -45,12 +45,6 @@ class Simulator:
     def __init__(self, client: KubeClient, profile: Profile, settings: Settings, gates: FeatureGates | None = None) -> None:
         self.settings = settings
         gates = gates or FeatureGates()
-        # KEP-5517: with the gate the nodes declare the feature (and admission counts what claims
-        # charge); without it the devices' nodeAllocatableResources are not published (the server
-        # would drop them, and the slices would never match the profile).
-        self.declared_features = [NODE_ALLOCATABLE_FEATURE] if gates.enabled(NODE_ALLOCATABLE_FEATURE) else []
-        if not self.declared_features:
-            profile = without_device_field(profile, "nodeAllocatableResources")
         self.profile = profile
         node_names = settings.node_names
         self.nodes = Informer(client, resource_path("", "v1", "nodes"), name="nodes")
@@ -60,9 +54,9 @@ class Simulator:
         self.pods = Informer(client, resource_path("", "v1", "pods"), field_selector="spec.nodeName!=", name="pods")
         self.claims = Informer(client, resource_path("resource.k8s.io", "v1", "resourceclaims"), name="resourceclaims")
         self.node_controller = NodeController(
-            client, self.nodes, settings, profile_name=profile.name, declared_features=self.declared_features, backoff=RETRY_BACKOFF
+            client, self.nodes, settings, profile_name=profile.name, gates=gates, backoff=RETRY_BACKOFF
         )
-        self.slice_controller = SliceController(client, self.nodes, self.slices, node_names, profile, backoff=RETRY_BACKOFF)
+        self.slice_controller = SliceController(client, self.nodes, self.slices, node_names, profile, gates=gates, backoff=RETRY_BACKOFF)
         self.pod_controller = PodController(
             client, self.nodes, self.pods, self.claims, node_names, profile, max_pods=settings.max_pods, gates=gates, backoff=RETRY_BACKOFF
         )

@@ -13,9 +13,11 @@ import logging
 from typing import Any
 
 from kube.client import KubeClient, resource_path
+from kube.features import FeatureGates
 from kube.informer import Informer, resource_version_number
 from kube.workqueue import ExponentialBackoff, WorkQueue
-from kubeletsim.profiles import DriverProfile, Profile, build_pool_slices
+from kubeletsim.nodes import NODE_ALLOCATABLE_FEATURE
+from kubeletsim.profiles import DriverProfile, Profile, build_pool_slices, without_device_field
 
 Obj = dict[str, Any]
 
@@ -53,12 +55,24 @@ def same_slice(existing: Obj, desired: Obj) -> bool:
 class SliceController:
     """Publishes the pools of the nodes named ``node_names``; ``queue`` holds node names, ``sync(name)`` reconciles one node's pools."""
 
-    def __init__(self, client: KubeClient, nodes: Informer, slices: Informer, node_names: list[str], profile: Profile, *, backoff: ExponentialBackoff) -> None:
+    def __init__(
+        self,
+        client: KubeClient,
+        nodes: Informer,
+        slices: Informer,
+        node_names: list[str],
+        profile: Profile,
+        *,
+        gates: FeatureGates,
+        backoff: ExponentialBackoff,
+    ) -> None:
         self.client = client
         self.nodes = nodes
         self.slices = slices
         self.node_names = set(node_names)
-        self.profile = profile
+        # KEP-5517: without the gate the server drops the devices' nodeAllocatableResources, and
+        # slices published with them would never match the profile.
+        self.profile = profile if gates.enabled(NODE_ALLOCATABLE_FEATURE) else without_device_field(profile, "nodeAllocatableResources")
         self.drivers = set(profile.driver_names)
         self.queue: WorkQueue[str] = WorkQueue(backoff)
         self._desired: dict[tuple[str, str], list[Obj]] = {}

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,19 @@ def eventually(check: Callable[[], Any], what: str = "condition", timeout: float
             return result
         assert time.monotonic() < deadline, f"{what}: not met in {timeout}s"
         time.sleep(interval)
+
+
+async def eventually_async(check: Callable[[], Awaitable[Any]], what: str = "condition", timeout: float = DEFAULT_TIMEOUT, interval: float = 0.05) -> Any:
+    """``eventually`` for tests whose workers run in this event loop: ``check`` is awaited, and the
+    loop runs them while this waits."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        result = await check()
+        if result:
+            return result
+        assert loop.time() < deadline, f"{what}: not met in {timeout}s"
+        await asyncio.sleep(interval)
 
 
 class Worker:
