@@ -16,18 +16,15 @@ keeps its dependents). Dependents are found through indexes of objects by owner 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any
-
-import httpx
 
 from controllers.objects import get_live, group_of, metadata, owner_uids, set_finalizers
 from kube.client import KubeClient, resource_path
 from kube.errors import ApiError
 from kube.indexer import Index
 from kube.informer import Informer
-from kube.workqueue import WorkQueue
+from kube.workqueue import WorkQueue, log_failures
 
 log = logging.getLogger("garbage-collector")
 
@@ -146,20 +143,7 @@ class GarbageCollector:
     async def process(self) -> None:
         """Process the queue until cancelled (the informers must have synced)."""
         log.info("caches synced, processing")
-        try:
-            await asyncio.gather(*(self.queue.worker(self._handle) for _ in range(self.workers)))
-        finally:
-            self.queue.shut_down()
-
-    async def _handle(self, key: Key) -> bool:
-        try:
-            return await self.sync(*key)
-        except (ApiError, httpx.TransportError, OSError) as exc:
-            log.warning("sync failed, will retry", extra={"key": "/".join(key), "error": str(exc)})
-            return False
-        except Exception:
-            log.exception("sync crashed, will retry", extra={"key": "/".join(key)})
-            return False
+        await self.queue.run(lambda key: self.sync(*key), self.workers, log_failures(log))
 
     async def sync(self, plural: str, namespace: str, name: str) -> bool:
         """Collect an object whose owners are gone; finish a foreground or orphan deletion of an owner."""

@@ -15,11 +15,8 @@ controllers share its pod and claim informers and indexes.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any
-
-import httpx
 
 from controllers.objects import (
     controller_owner,
@@ -35,7 +32,7 @@ from kube.client import KubeClient, record_event, resource_path
 from kube.errors import ApiError
 from kube.indexer import Index
 from kube.informer import Informer, run_with_informers
-from kube.workqueue import WorkQueue
+from kube.workqueue import WorkQueue, log_failures
 
 log = logging.getLogger("resourceclaim-controller")
 
@@ -148,25 +145,13 @@ class ClaimController:
     async def process(self) -> None:
         """Process the queue until cancelled (the informers must have synced)."""
         log.info("caches synced, processing")
-        try:
-            await asyncio.gather(*(self.queue.worker(self._handle) for _ in range(self.workers)))
-        finally:
-            self.queue.shut_down()
+        await self.queue.run(self._sync, self.workers, log_failures(log))
 
-    async def _handle(self, key: Key) -> bool:
+    async def _sync(self, key: Key) -> bool:
         kind, namespace, name = key
-        try:
-            if kind == "pod":
-                return await self.sync_pod(namespace, name)
-            if kind == "claim":
-                return await self.sync_claim(namespace, name)
-            return True
-        except (ApiError, httpx.TransportError, OSError) as exc:
-            log.warning("sync failed, will retry", extra={"key": "/".join(key), "error": str(exc)})
-            return False
-        except Exception:
-            log.exception("sync crashed, will retry", extra={"key": "/".join(key)})
-            return False
+        if kind == "pod":
+            return await self.sync_pod(namespace, name)
+        return await self.sync_claim(namespace, name)
 
     # ---- lookups ------------------------------------------------------------------
 

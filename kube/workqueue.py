@@ -17,9 +17,32 @@ from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+import httpx
+
+from kube.errors import ApiError
+
 K = TypeVar("K", bound=Hashable)
+OnError = Callable[[K, Exception, float], None]
 
 log = logging.getLogger("workqueue")
+
+
+def _key_text(key: Hashable) -> str:
+    return "/".join(map(str, key)) if isinstance(key, tuple) else str(key)
+
+
+def log_failures(logger: logging.Logger) -> Callable[[Hashable, Exception, float], None]:
+    """An ``on_error`` for ``WorkQueue.worker``: API and connection errors (to be expected now
+    and then) as warnings, anything else with its traceback."""
+
+    def report(key: Hashable, exc: Exception, delay: float) -> None:
+        extra = {"key": _key_text(key), "error": str(exc), "retryIn": delay}
+        if isinstance(exc, ApiError | httpx.TransportError | OSError):
+            logger.warning("sync failed, will retry", extra=extra)
+        else:
+            logger.error("sync crashed, will retry", extra=extra, exc_info=exc)
+
+    return report
 
 
 @dataclass(frozen=True)
@@ -119,9 +142,18 @@ class WorkQueue(Generic[K]):
             pending.cancel()
         self._delayed.clear()
 
-    async def worker(self, handle: Callable[[K], Awaitable[bool | None]], on_error: Callable[[K, Exception, float], None] | None = None) -> None:
+    async def run(self, handle: Callable[[K], Awaitable[bool | None]], workers: int, on_error: OnError[K] | None = None) -> None:
+        """Run ``workers`` workers until cancelled, then drop the pending delayed adds."""
+        try:
+            await asyncio.gather(*(self.worker(handle, on_error) for _ in range(workers)))
+        finally:
+            self.shut_down()
+
+    async def worker(self, handle: Callable[[K], Awaitable[bool | None]], on_error: OnError[K] | None = None) -> None:
         """Process keys until cancelled. ``handle(key)`` returning False, or raising, re-adds the key with
-        back-off (``on_error(key, exception, delay)`` hears of an exception); anything else forgets its back-off."""
+        back-off (``on_error(key, exception, delay)`` hears of an exception, by default ``log_failures``);
+        anything else forgets its back-off."""
+        report = on_error or log_failures(log)
         while True:
             key = await self.get()
             try:
@@ -137,10 +169,7 @@ class WorkQueue(Generic[K]):
                 else:
                     delay = self.add_rate_limited(key)
                     if error is not None:
-                        if on_error is not None:
-                            on_error(key, error, delay)
-                        else:
-                            log.warning("work item failed, will retry", extra={"key": str(key), "retryIn": delay}, exc_info=error)
+                        report(key, error, delay)
             finally:
                 self.done(key)
             # A non-empty queue hands out the next key without suspending, and a key with nothing to do

@@ -76,9 +76,9 @@ class Simulator:
         self.slice_controller.queue_all()
         workers = self.settings.workers
         tasks = [
-            *(asyncio.create_task(self.node_controller.queue.worker(self.node_controller.sync, _log_failure), name=f"nodes-{i}") for i in range(workers)),
-            *(asyncio.create_task(self.slice_controller.queue.worker(self.slice_controller.sync, _log_failure), name=f"slices-{i}") for i in range(workers)),
-            *(asyncio.create_task(self.pod_controller.queue.worker(self.pod_controller.sync, _log_failure), name=f"pods-{i}") for i in range(workers)),
+            asyncio.create_task(self.node_controller.queue.run(self.node_controller.sync, workers, _log_failure), name="nodes"),
+            asyncio.create_task(self.slice_controller.queue.run(self.slice_controller.sync, workers, _log_failure), name="slices"),
+            asyncio.create_task(self.pod_controller.queue.run(self.pod_controller.sync, workers, _log_failure), name="pods"),
             asyncio.create_task(self.node_controller.leases.run(), name="leases"),
             asyncio.create_task(self.node_controller.node_status.run(), name="node-status"),
             asyncio.create_task(self._resync_forever(), name="resync"),
@@ -92,8 +92,6 @@ class Simulator:
             for task in tasks:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
-            for controller in (self.node_controller, self.slice_controller, self.pod_controller):
-                controller.queue.shut_down()
 
     async def _resync_forever(self) -> None:
         """Re-check everything now and then, in case an event was missed or a write raced (cheap: no writes when all is well)."""

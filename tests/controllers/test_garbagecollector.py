@@ -4,7 +4,6 @@ owners it cannot look up, and foreground and orphan deletion of owners."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -12,12 +11,10 @@ import pytest
 
 from controllers.garbagecollector import GarbageCollector
 from controllers.objects import owner_uids
-from devtools.server import ServerProcess
 from kube.client import KubeClient, resource_path
-from kube.errors import ApiError
 from kube.indexer import Index
 from kube.informer import Informer, run_with_informers
-from tests.processes import eventually_async
+from tests.processes import eventually_async, get_or_none, in_background
 
 GHOST = {"apiVersion": "v1", "kind": "Pod", "name": "ghost", "uid": "00000000-0000-0000-0000-00000000dead"}
 
@@ -49,37 +46,20 @@ def ref(owner: dict[str, Any], *, block: bool = False) -> dict[str, Any]:
 
 
 @pytest.fixture
-async def client(server: ServerProcess) -> AsyncIterator[KubeClient]:
-    async with KubeClient(server.url, user_agent="test-garbage-collector") as kube:
-        yield kube
+async def collector(kube_client: KubeClient) -> AsyncIterator[GarbageCollector]:
+    pods = Informer(kube_client, resource_path("", "v1", "pods"), name="pods")
+    claims = Informer(kube_client, resource_path("resource.k8s.io", "v1", "resourceclaims"), name="resourceclaims")
+    gc = GarbageCollector(kube_client, pods=pods, claims=claims, claims_by_owner=Index(claims, owner_uids), workers=2)
+    async with in_background(run_with_informers(gc.informers, gc.process()), synced=gc.informers):
+        yield gc
 
 
-@pytest.fixture
-async def collector(client: KubeClient) -> AsyncIterator[GarbageCollector]:
-    pods = Informer(client, resource_path("", "v1", "pods"), name="pods")
-    claims = Informer(client, resource_path("resource.k8s.io", "v1", "resourceclaims"), name="resourceclaims")
-    gc = GarbageCollector(client, pods=pods, claims=claims, claims_by_owner=Index(claims, owner_uids), workers=2)
-    task = asyncio.create_task(run_with_informers(gc.informers, gc.process()))
-    for informer in gc.informers:
-        await informer.wait_synced(10)
-    yield gc
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
+async def gone(kube_client: KubeClient, path: str) -> bool:
+    return await get_or_none(kube_client, path) is None
 
 
-async def gone(client: KubeClient, path: str) -> bool:
-    try:
-        await client.get(path)
-    except ApiError as exc:
-        if exc.code == 404:
-            return True
-        raise
-    return False
-
-
-async def test_an_object_whose_owners_are_all_gone_is_deleted(client: KubeClient, collector: GarbageCollector, ns: str) -> None:
-    await client.create(claims_path(ns), claim("orphaned", GHOST))
+async def test_an_object_whose_owners_are_all_gone_is_deleted(kube_client: KubeClient, collector: GarbageCollector, ns: str) -> None:
+    await kube_client.create(claims_path(ns), claim("orphaned", GHOST))
     event = {
         "apiVersion": "v1",
         "kind": "Event",
@@ -88,57 +68,57 @@ async def test_an_object_whose_owners_are_all_gone_is_deleted(client: KubeClient
         "reason": "Test",
         "message": "owned by a pod that never existed",
     }
-    await client.create(resource_path("", "v1", "events", ns), event)
-    await eventually_async(lambda: gone(client, claims_path(ns, "orphaned")), what="claim collected")
-    await eventually_async(lambda: gone(client, resource_path("", "v1", "events", ns, "orphaned-event")), what="event collected")
+    await kube_client.create(resource_path("", "v1", "events", ns), event)
+    await eventually_async(lambda: gone(kube_client, claims_path(ns, "orphaned")), what="claim collected")
+    await eventually_async(lambda: gone(kube_client, resource_path("", "v1", "events", ns, "orphaned-event")), what="event collected")
 
 
-async def test_only_references_to_gone_owners_are_dropped(client: KubeClient, collector: GarbageCollector, ns: str) -> None:
-    keeper = await client.create(pods_path(ns), pod("keeper"))
-    await client.create(claims_path(ns), claim("half", GHOST, ref(keeper)))
+async def test_only_references_to_gone_owners_are_dropped(kube_client: KubeClient, collector: GarbageCollector, ns: str) -> None:
+    keeper = await kube_client.create(pods_path(ns), pod("keeper"))
+    await kube_client.create(claims_path(ns), claim("half", GHOST, ref(keeper)))
 
     async def owners() -> list[dict[str, Any]] | None:
-        refs: list[dict[str, Any]] = (await client.get(claims_path(ns, "half")))["metadata"].get("ownerReferences") or []
+        refs: list[dict[str, Any]] = (await kube_client.get(claims_path(ns, "half")))["metadata"].get("ownerReferences") or []
         return refs if len(refs) == 1 else None
 
     assert await eventually_async(owners, what="the dangling reference dropped") == [ref(keeper)]
 
 
-async def test_owners_of_kinds_it_cannot_look_up_keep_their_dependents(client: KubeClient, collector: GarbageCollector, ns: str) -> None:
+async def test_owners_of_kinds_it_cannot_look_up_keep_their_dependents(kube_client: KubeClient, collector: GarbageCollector, ns: str) -> None:
     unknown = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "00000000-0000-0000-0000-0000000000ab"}
-    await client.create(claims_path(ns), claim("kept", unknown))
+    await kube_client.create(claims_path(ns), claim("kept", unknown))
     # Control: a dependent of a gone pod, created after it, is collected meanwhile.
-    await client.create(claims_path(ns), claim("control", GHOST))
-    await eventually_async(lambda: gone(client, claims_path(ns, "control")), what="control collected")
-    assert (await client.get(claims_path(ns, "kept")))["metadata"]["ownerReferences"] == [unknown]
+    await kube_client.create(claims_path(ns), claim("control", GHOST))
+    await eventually_async(lambda: gone(kube_client, claims_path(ns, "control")), what="control collected")
+    assert (await kube_client.get(claims_path(ns, "kept")))["metadata"]["ownerReferences"] == [unknown]
 
 
-async def test_a_deleted_owner_takes_its_dependents_along(client: KubeClient, collector: GarbageCollector, ns: str) -> None:
-    owner = await client.create(pods_path(ns), pod("owner"))
-    await client.create(claims_path(ns), claim("dependent", ref(owner)))
+async def test_a_deleted_owner_takes_its_dependents_along(kube_client: KubeClient, collector: GarbageCollector, ns: str) -> None:
+    owner = await kube_client.create(pods_path(ns), pod("owner"))
+    await kube_client.create(claims_path(ns), claim("dependent", ref(owner)))
     await asyncio.sleep(0.3)
-    assert not await gone(client, claims_path(ns, "dependent"))  # the owner lives
-    await client.delete(pods_path(ns, "owner"), grace_period_seconds=0)
-    await eventually_async(lambda: gone(client, claims_path(ns, "dependent")), what="dependent collected after its owner")
+    assert not await gone(kube_client, claims_path(ns, "dependent"))  # the owner lives
+    await kube_client.delete(pods_path(ns, "owner"), grace_period_seconds=0)
+    await eventually_async(lambda: gone(kube_client, claims_path(ns, "dependent")), what="dependent collected after its owner")
 
 
-async def test_foreground_deletion_waits_for_blocking_dependents(client: KubeClient, collector: GarbageCollector, ns: str) -> None:
-    leaver = await client.create(pods_path(ns), pod("leaver"))
-    keeper = await client.create(pods_path(ns), pod("keeper"))
-    await client.create(claims_path(ns), claim("only-leaver", ref(leaver, block=True)))
-    await client.create(claims_path(ns), claim("shared", ref(leaver, block=True), ref(keeper)))
-    await client.delete(pods_path(ns, "leaver"), grace_period_seconds=0, propagation_policy="Foreground")
-    await eventually_async(lambda: gone(client, pods_path(ns, "leaver")), what="the owner gone")
+async def test_foreground_deletion_waits_for_blocking_dependents(kube_client: KubeClient, collector: GarbageCollector, ns: str) -> None:
+    leaver = await kube_client.create(pods_path(ns), pod("leaver"))
+    keeper = await kube_client.create(pods_path(ns), pod("keeper"))
+    await kube_client.create(claims_path(ns), claim("only-leaver", ref(leaver, block=True)))
+    await kube_client.create(claims_path(ns), claim("shared", ref(leaver, block=True), ref(keeper)))
+    await kube_client.delete(pods_path(ns, "leaver"), grace_period_seconds=0, propagation_policy="Foreground")
+    await eventually_async(lambda: gone(kube_client, pods_path(ns, "leaver")), what="the owner gone")
     # It went only after its own dependent; the one another owner keeps just lost the reference.
-    assert await gone(client, claims_path(ns, "only-leaver"))
-    shared = await client.get(claims_path(ns, "shared"))
+    assert await gone(kube_client, claims_path(ns, "only-leaver"))
+    shared = await kube_client.get(claims_path(ns, "shared"))
     assert shared["metadata"]["ownerReferences"] == [ref(keeper)] and not shared["metadata"].get("deletionTimestamp")
 
 
-async def test_orphan_deletion_releases_the_dependents(client: KubeClient, collector: GarbageCollector, ns: str) -> None:
-    owner = await client.create(pods_path(ns), pod("owner"))
-    await client.create(claims_path(ns), claim("dependent", ref(owner, block=True)))
-    await client.delete(pods_path(ns, "owner"), grace_period_seconds=0, propagation_policy="Orphan")
-    await eventually_async(lambda: gone(client, pods_path(ns, "owner")), what="the owner gone")
-    dependent = await client.get(claims_path(ns, "dependent"))
+async def test_orphan_deletion_releases_the_dependents(kube_client: KubeClient, collector: GarbageCollector, ns: str) -> None:
+    owner = await kube_client.create(pods_path(ns), pod("owner"))
+    await kube_client.create(claims_path(ns), claim("dependent", ref(owner, block=True)))
+    await kube_client.delete(pods_path(ns, "owner"), grace_period_seconds=0, propagation_policy="Orphan")
+    await eventually_async(lambda: gone(kube_client, pods_path(ns, "owner")), what="the owner gone")
+    dependent = await kube_client.get(claims_path(ns, "dependent"))
     assert not dependent["metadata"].get("ownerReferences") and not dependent["metadata"].get("deletionTimestamp")

@@ -5,17 +5,14 @@ whole controller process.)"""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from controllers.resourceclaim import ClaimController, generate_name
-from devtools.server import ServerProcess
 from kube.client import KubeClient, resource_path
-from kube.errors import ApiError
-from tests.processes import eventually_async
+from tests.processes import eventually_async, get_or_none, in_background
 
 PROTECTION = "resource.kubernetes.io/delete-protection"
 REQUESTS = {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}}
@@ -49,41 +46,21 @@ def template(name: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-async def client(server: ServerProcess) -> AsyncIterator[KubeClient]:
-    async with KubeClient(server.url, user_agent="test-claim-controller") as kube:
-        yield kube
+async def controller(kube_client: KubeClient) -> AsyncIterator[ClaimController]:
+    claims = ClaimController(kube_client, workers=2)
+    async with in_background(claims.run(), synced=claims.informers):
+        yield claims
 
 
-@pytest.fixture
-async def controller(client: KubeClient) -> AsyncIterator[ClaimController]:
-    claims = ClaimController(client, workers=2)
-    task = asyncio.create_task(claims.run())
-    for informer in claims.informers:
-        await informer.wait_synced(10)
-    yield claims
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
-
-
-async def get_or_none(client: KubeClient, path: str) -> dict[str, Any] | None:
-    try:
-        return await client.get(path)
-    except ApiError as exc:
-        if exc.code == 404:
-            return None
-        raise
-
-
-async def claims_in(client: KubeClient, ns: str) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = (await client.list(claims_path(ns)))["items"]
+async def claims_in(kube_client: KubeClient, ns: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = (await kube_client.list(claims_path(ns)))["items"]
     return items
 
 
-async def allocated_claim(client: KubeClient, ns: str, name: str, reserved_for: list[dict[str, Any]], **meta: Any) -> None:
-    created = await client.create(claims_path(ns), {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name, **meta}, "spec": REQUESTS})
+async def allocated_claim(kube_client: KubeClient, ns: str, name: str, reserved_for: list[dict[str, Any]], **meta: Any) -> None:
+    created = await kube_client.create(claims_path(ns), {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name, **meta}, "spec": REQUESTS})
     created["status"] = {"allocation": ALLOCATION, "reservedFor": reserved_for}
-    await client.update(claims_path(ns, name, "status"), created)
+    await kube_client.update(claims_path(ns, name, "status"), created)
 
 
 def reference(owner: dict[str, Any]) -> dict[str, Any]:
@@ -97,11 +74,11 @@ def test_generated_names_keep_both_parts() -> None:
     assert generate_name("p" * 60, "gpu-claim") == "p" * 48 + "-gpu-cla"
 
 
-async def test_claim_from_template_is_created_and_recorded(client: KubeClient, controller: ClaimController, ns: str) -> None:
-    await client.create(resource_path("resource.k8s.io", "v1", "resourceclaimtemplates", ns), template("gpu-template"))
-    owner = await client.create(pods_path(ns), pod("web", [{"name": "gpu", "resourceClaimTemplateName": "gpu-template"}]))
+async def test_claim_from_template_is_created_and_recorded(kube_client: KubeClient, controller: ClaimController, ns: str) -> None:
+    await kube_client.create(resource_path("resource.k8s.io", "v1", "resourceclaimtemplates", ns), template("gpu-template"))
+    owner = await kube_client.create(pods_path(ns), pod("web", [{"name": "gpu", "resourceClaimTemplateName": "gpu-template"}]))
 
-    [claim] = await eventually_async(lambda: claims_in(client, ns), what="a claim from the template")
+    [claim] = await eventually_async(lambda: claims_in(kube_client, ns), what="a claim from the template")
     meta = claim["metadata"]
     assert meta["generateName"] == "web-gpu-" and meta["name"].startswith("web-gpu-")
     assert meta["annotations"] == {"note": "from the template", "resource.kubernetes.io/pod-claim-name": "gpu"}
@@ -113,89 +90,89 @@ async def test_claim_from_template_is_created_and_recorded(client: KubeClient, c
     assert request["name"] == "gpu" and request["exactly"]["deviceClassName"] == "gpu.example.com"
 
     async def recorded() -> Any:
-        return ((await client.get(pods_path(ns, "web"))).get("status") or {}).get("resourceClaimStatuses")
+        return ((await kube_client.get(pods_path(ns, "web"))).get("status") or {}).get("resourceClaimStatuses")
 
     assert await eventually_async(recorded, what="the claim in the pod status") == [{"name": "gpu", "resourceClaimName": meta["name"]}]
     # Later pod updates create nothing more.
-    await client.patch(pods_path(ns, "web"), {"metadata": {"labels": {"poke": "1"}}})
+    await kube_client.patch(pods_path(ns, "web"), {"metadata": {"labels": {"poke": "1"}}})
     await asyncio.sleep(0.5)
-    assert [c["metadata"]["name"] for c in await claims_in(client, ns)] == [meta["name"]]
+    assert [c["metadata"]["name"] for c in await claims_in(kube_client, ns)] == [meta["name"]]
 
 
-async def test_missing_template_is_reported_and_created_when_it_appears(client: KubeClient, controller: ClaimController, ns: str) -> None:
-    await client.create(pods_path(ns), pod("waits", [{"name": "gpu", "resourceClaimTemplateName": "later"}]))
+async def test_missing_template_is_reported_and_created_when_it_appears(kube_client: KubeClient, controller: ClaimController, ns: str) -> None:
+    await kube_client.create(pods_path(ns), pod("waits", [{"name": "gpu", "resourceClaimTemplateName": "later"}]))
 
     async def warning() -> list[dict[str, Any]]:
-        events = (await client.list(resource_path("", "v1", "events", ns)))["items"]
+        events = (await kube_client.list(resource_path("", "v1", "events", ns)))["items"]
         return [e for e in events if e["reason"] == "FailedResourceClaimCreation"]
 
     [event] = await eventually_async(warning, what="FailedResourceClaimCreation event")
     assert event["type"] == "Warning" and event["involvedObject"]["name"] == "waits"
     assert event["message"] == 'PodResourceClaim gpu: resource claim template "later": not found'
-    assert await claims_in(client, ns) == []
+    assert await claims_in(kube_client, ns) == []
 
-    await client.create(resource_path("resource.k8s.io", "v1", "resourceclaimtemplates", ns), template("later"))
-    [claim] = await eventually_async(lambda: claims_in(client, ns), what="a claim once the template exists")
+    await kube_client.create(resource_path("resource.k8s.io", "v1", "resourceclaimtemplates", ns), template("later"))
+    [claim] = await eventually_async(lambda: claims_in(kube_client, ns), what="a claim once the template exists")
     assert claim["metadata"]["generateName"] == "waits-gpu-"
 
 
-async def test_finished_pods_leave_reserved_for_and_the_last_one_deallocates(client: KubeClient, controller: ClaimController, ns: str) -> None:
-    stays = await client.create(pods_path(ns), pod("stays", [{"name": "gpu", "resourceClaimName": "shared"}]))
-    leaves = await client.create(pods_path(ns), pod("leaves", [{"name": "gpu", "resourceClaimName": "shared"}]))
-    await allocated_claim(client, ns, "shared", [reference(stays), reference(leaves)], finalizers=[PROTECTION])
+async def test_finished_pods_leave_reserved_for_and_the_last_one_deallocates(kube_client: KubeClient, controller: ClaimController, ns: str) -> None:
+    stays = await kube_client.create(pods_path(ns), pod("stays", [{"name": "gpu", "resourceClaimName": "shared"}]))
+    leaves = await kube_client.create(pods_path(ns), pod("leaves", [{"name": "gpu", "resourceClaimName": "shared"}]))
+    await allocated_claim(kube_client, ns, "shared", [reference(stays), reference(leaves)], finalizers=[PROTECTION])
 
-    await client.patch(pods_path(ns, "leaves", "status"), {"status": {"phase": "Succeeded"}})
+    await kube_client.patch(pods_path(ns, "leaves", "status"), {"status": {"phase": "Succeeded"}})
 
     async def reserved() -> list[str]:
-        status = (await client.get(claims_path(ns, "shared"))).get("status") or {}
+        status = (await kube_client.get(claims_path(ns, "shared"))).get("status") or {}
         return [r["name"] for r in status.get("reservedFor") or []]
 
     assert await eventually_async(lambda: _equals(reserved(), ["stays"]), what="the finished pod's reservation gone")
-    claim = await client.get(claims_path(ns, "shared"))
+    claim = await kube_client.get(claims_path(ns, "shared"))
     # Still in use: allocated, and protected.
     assert claim["status"]["allocation"] == ALLOCATION and claim["metadata"]["finalizers"] == [PROTECTION]
 
-    await client.delete(pods_path(ns, "stays"), grace_period_seconds=0)
+    await kube_client.delete(pods_path(ns, "stays"), grace_period_seconds=0)
 
     async def released() -> dict[str, Any] | None:
-        claim = await client.get(claims_path(ns, "shared"))
+        claim = await kube_client.get(claims_path(ns, "shared"))
         status = claim.get("status") or {}
         done = "reservedFor" not in status and "allocation" not in status and PROTECTION not in (claim["metadata"].get("finalizers") or [])
         return claim if done else None
 
     await eventually_async(released, what="claim deallocated and unprotected")
     # A claim the user created outlives its users.
-    assert await get_or_none(client, claims_path(ns, "shared")) is not None
+    assert await get_or_none(kube_client, claims_path(ns, "shared")) is not None
 
 
-async def test_a_claim_of_a_live_pod_is_left_alone(client: KubeClient, controller: ClaimController, ns: str) -> None:
-    user = await client.create(pods_path(ns), pod("user", [{"name": "gpu", "resourceClaimName": "mine"}]))
-    await allocated_claim(client, ns, "mine", [reference(user)], finalizers=[PROTECTION])
-    before = await client.get(claims_path(ns, "mine"))
+async def test_a_claim_of_a_live_pod_is_left_alone(kube_client: KubeClient, controller: ClaimController, ns: str) -> None:
+    user = await kube_client.create(pods_path(ns), pod("user", [{"name": "gpu", "resourceClaimName": "mine"}]))
+    await allocated_claim(kube_client, ns, "mine", [reference(user)], finalizers=[PROTECTION])
+    before = await kube_client.get(claims_path(ns, "mine"))
     await asyncio.sleep(1.0)
-    after = await client.get(claims_path(ns, "mine"))
+    after = await kube_client.get(claims_path(ns, "mine"))
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
 
 
-async def test_generated_claim_goes_with_its_finished_pod(client: KubeClient, controller: ClaimController, ns: str) -> None:
-    await client.create(resource_path("resource.k8s.io", "v1", "resourceclaimtemplates", ns), template("gpu-template"))
-    await client.create(pods_path(ns), pod("job", [{"name": "gpu", "resourceClaimTemplateName": "gpu-template"}]))
-    [claim] = await eventually_async(lambda: claims_in(client, ns), what="a generated claim")
+async def test_generated_claim_goes_with_its_finished_pod(kube_client: KubeClient, controller: ClaimController, ns: str) -> None:
+    await kube_client.create(resource_path("resource.k8s.io", "v1", "resourceclaimtemplates", ns), template("gpu-template"))
+    await kube_client.create(pods_path(ns), pod("job", [{"name": "gpu", "resourceClaimTemplateName": "gpu-template"}]))
+    [claim] = await eventually_async(lambda: claims_in(kube_client, ns), what="a generated claim")
     name = claim["metadata"]["name"]
 
     async def recorded() -> Any:
-        return ((await client.get(pods_path(ns, "job"))).get("status") or {}).get("resourceClaimStatuses")
+        return ((await kube_client.get(pods_path(ns, "job"))).get("status") or {}).get("resourceClaimStatuses")
 
     await eventually_async(recorded, what="the claim in the pod status")
-    await client.patch(pods_path(ns, "job", "status"), {"status": {"phase": "Succeeded"}})
-    await eventually_async(lambda: _missing(client, claims_path(ns, name)), what="the generated claim deleted")
+    await kube_client.patch(pods_path(ns, "job", "status"), {"status": {"phase": "Succeeded"}})
+    await eventually_async(lambda: _missing(kube_client, claims_path(ns, name)), what="the generated claim deleted")
     # The pod itself stays: finishing is not deleting.
-    assert await get_or_none(client, pods_path(ns, "job")) is not None
+    assert await get_or_none(kube_client, pods_path(ns, "job")) is not None
 
 
 async def _equals(value: Any, expected: Any) -> bool:
     return bool(await value == expected)
 
 
-async def _missing(client: KubeClient, path: str) -> bool:
-    return await get_or_none(client, path) is None
+async def _missing(kube_client: KubeClient, path: str) -> bool:
+    return await get_or_none(kube_client, path) is None

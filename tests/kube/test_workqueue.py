@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import pytest
 
 from kube.workqueue import ExponentialBackoff, WorkQueue
+from tests.processes import in_background
 
 
 async def _next(queue: WorkQueue[str], timeout: float = 1.0) -> str:
@@ -22,18 +24,8 @@ async def _nothing_queued(queue: WorkQueue[str], wait: float = 0.05) -> bool:
     return True
 
 
-@contextlib.asynccontextmanager
-async def _workers(queue: WorkQueue[str], handle: Callable[[str], Awaitable[bool | None]], count: int = 1, **kw: object) -> AsyncIterator[None]:
-    tasks = [asyncio.create_task(queue.worker(handle, **kw)) for _ in range(count)]  # type: ignore[arg-type]
-    try:
-        yield
-    finally:
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        queue.shut_down()
+def _workers(queue: WorkQueue[str], handle: Callable[[str], Awaitable[bool | None]], count: int = 1, **kw: Any) -> Any:
+    return in_background(queue.run(handle, count, **kw))
 
 
 async def _until(check: Callable[[], bool], timeout: float = 2.0) -> None:

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Hashable, Sequence
 from typing import Any, TypeVar
 
 from kube.client import KubeClient, resource_path
-from kube.errors import ApiError
-from kube.informer import Informer
+from kube.informer import Informer, run_with_informers
 from kube.workqueue import WorkQueue
 from kubeletsim import nodes as nodes_mod
+from tests.processes import in_background
 
 K = TypeVar("K", bound=Hashable)
 
@@ -31,15 +30,6 @@ async def register_node(client: KubeClient, name: str, index: int, **kw: Any) ->
     return await client.patch(node_path(name, "status"), {"status": node["status"]})
 
 
-async def get_or_none(client: KubeClient, path: str) -> dict[str, Any] | None:
-    try:
-        return await client.get(path)
-    except ApiError as exc:
-        if exc.code == 404:
-            return None
-        raise
-
-
 async def slices_of(client: KubeClient, node: str) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = (await client.list(SLICES, field_selector=f"spec.nodeName={node}"))["items"]
     return items
@@ -47,24 +37,9 @@ async def slices_of(client: KubeClient, node: str) -> list[dict[str, Any]]:
 
 @contextlib.asynccontextmanager
 async def running(
-    informers: Sequence[Informer], queue: WorkQueue[K], sync: Callable[[K], Awaitable[None]], *also: Callable[[], Awaitable[Any]], start: Callable[[], None] = lambda: None
+    informers: Sequence[Informer], queue: WorkQueue[K], sync: Callable[[K], Awaitable[None]], *also: Callable[[], Coroutine[Any, Any, Any]], start: Callable[[], None] = lambda: None
 ) -> AsyncIterator[None]:
     """Sync ``informers``, call ``start()``, and run workers of ``queue`` (plus ``also``) until the block ends."""
-    for informer in informers:
-        informer.start()
-    tasks: list[asyncio.Task[Any]] = []
-    try:
-        for informer in informers:
-            await informer.wait_synced(10)
+    async with in_background(run_with_informers(informers, queue.run(sync, 4), *(loop() for loop in also)), synced=informers):
         start()
-        tasks = [asyncio.create_task(queue.worker(sync)) for _ in range(4)] + [asyncio.create_task(run()) for run in also]
         yield
-    finally:
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        queue.shut_down()
-        for informer in informers:
-            await informer.stop()
