@@ -30,20 +30,15 @@ from kubeletapi.dra_health.v1alpha1 import api_pb2 as health_v1alpha1
 from kubeletapi.dra_health.v1alpha1 import api_pb2_grpc as health_v1alpha1_grpc
 from kubeletapi.pluginregistration.v1 import api_pb2 as registration
 from kubeletapi.pluginregistration.v1 import api_pb2_grpc as registration_grpc
+from kubeletapi.versions import DRA_PLUGIN_TYPE, DRA_V1, DRA_V1BETA1, HEALTH_V1, HEALTH_V1ALPHA1, convert
 
 log = logging.getLogger("exampledriver")
 
-DRA_PLUGIN_TYPE = "DRAPlugin"
 DRA_SOCKET = "dra.sock"
 
 
 def registration_socket_name(driver: str) -> str:
     return f"{driver}-reg.sock"
-
-
-def _convert(message: Any, target: type[Any]) -> Any:
-    """The same fields in the message type of another API version (identical field numbers)."""
-    return target.FromString(message.SerializeToString())
 
 
 class _V1Beta1Node(dra_v1beta1_grpc.DRAPluginServicer):  # type: ignore[misc]
@@ -53,12 +48,12 @@ class _V1Beta1Node(dra_v1beta1_grpc.DRAPluginServicer):  # type: ignore[misc]
         self.v1 = v1
 
     async def NodePrepareResources(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        response = await self.v1.NodePrepareResources(_convert(request, dra_v1.NodePrepareResourcesRequest), context)
-        return _convert(response, dra_v1beta1.NodePrepareResourcesResponse)
+        response = await self.v1.NodePrepareResources(convert(request, dra_v1.NodePrepareResourcesRequest), context)
+        return convert(response, dra_v1beta1.NodePrepareResourcesResponse)
 
     async def NodeUnprepareResources(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        response = await self.v1.NodeUnprepareResources(_convert(request, dra_v1.NodeUnprepareResourcesRequest), context)
-        return _convert(response, dra_v1beta1.NodeUnprepareResourcesResponse)
+        response = await self.v1.NodeUnprepareResources(convert(request, dra_v1.NodeUnprepareResourcesRequest), context)
+        return convert(response, dra_v1beta1.NodeUnprepareResourcesResponse)
 
 
 class _V1Alpha1Health(health_v1alpha1_grpc.DRAResourceHealthServicer):  # type: ignore[misc]
@@ -68,8 +63,8 @@ class _V1Alpha1Health(health_v1alpha1_grpc.DRAResourceHealthServicer):  # type: 
         self.v1 = v1
 
     async def NodeWatchResources(self, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        async for message in self.v1.NodeWatchResources(_convert(request, health_v1.NodeWatchResourcesRequest), context):
-            yield _convert(message, health_v1alpha1.NodeWatchResourcesResponse)
+        async for message in self.v1.NodeWatchResources(convert(request, health_v1.NodeWatchResourcesRequest), context):
+            yield convert(message, health_v1alpha1.NodeWatchResourcesResponse)
 
 
 class _Registrar(registration_grpc.RegistrationServicer):  # type: ignore[misc]
@@ -133,11 +128,11 @@ class PluginServer:
         self.serve_v1beta1 = serve_v1beta1
         self.services: list[str] = []
         if serve_v1:
-            self.services.append("v1.DRAPlugin")
+            self.services.append(DRA_V1)
         if serve_v1beta1:
-            self.services.append("v1beta1.DRAPlugin")
+            self.services.append(DRA_V1BETA1)
         if health is not None:
-            self.services += ["v1.DRAResourceHealth", "v1alpha1.DRAResourceHealth"]
+            self.services += [HEALTH_V1, HEALTH_V1ALPHA1]
         info = registration.PluginInfo(
             type=DRA_PLUGIN_TYPE,
             name=driver,

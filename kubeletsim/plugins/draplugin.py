@@ -14,7 +14,6 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import grpc
 import grpc.aio
@@ -27,16 +26,13 @@ from kubeletapi.dra_health.v1 import api_pb2 as health_v1
 from kubeletapi.dra_health.v1 import api_pb2_grpc as health_v1_grpc
 from kubeletapi.dra_health.v1alpha1 import api_pb2 as health_v1alpha1
 from kubeletapi.dra_health.v1alpha1 import api_pb2_grpc as health_v1alpha1_grpc
+from kubeletapi.versions import DRA_V1, DRA_V1BETA1, HEALTH_V1, HEALTH_V1ALPHA1, convert
 from kubeletsim.plugins.layout import check_socket_path
 
 log = logging.getLogger("kubeletsim.plugins")
 
-DRA_V1 = "v1.DRAPlugin"
-DRA_V1BETA1 = "v1beta1.DRAPlugin"
 # The node services this kubelet speaks, newest first.
 DRA_SERVICES = (DRA_V1, DRA_V1BETA1)
-HEALTH_V1 = "v1.DRAResourceHealth"
-HEALTH_V1ALPHA1 = "v1alpha1.DRAResourceHealth"
 # How long a driver has to answer NodePrepareResources or NodeUnprepareResources (the kubelet's
 # default: half its pod sync retry period).
 DEFAULT_CALL_TIMEOUT = 45.0
@@ -86,11 +82,6 @@ def choose_health_service(supported: Sequence[str]) -> str | None:
     return None
 
 
-def _convert(message: Any, target: type[Any]) -> Any:
-    """The same fields in a message type of another version (identical field numbers)."""
-    return target.FromString(message.SerializeToString())
-
-
 @dataclass(eq=False)
 class DRAPlugin:
     """One registered plugin instance of a driver: a channel to its endpoint and the services it serves."""
@@ -136,9 +127,9 @@ class DRAPlugin:
             response = await dra_v1_grpc.DRAPluginStub(self.channel).NodePrepareResources(request, timeout=self.call_timeout)
             return response  # type: ignore[no-any-return]
         old = await dra_v1beta1_grpc.DRAPluginStub(self.channel).NodePrepareResources(
-            _convert(request, dra_v1beta1.NodePrepareResourcesRequest), timeout=self.call_timeout
+            convert(request, dra_v1beta1.NodePrepareResourcesRequest), timeout=self.call_timeout
         )
-        return _convert(old, dra_v1.NodePrepareResourcesResponse)  # type: ignore[no-any-return]
+        return convert(old, dra_v1.NodePrepareResourcesResponse)
 
     async def node_unprepare_resources(self, claims: Sequence[dra_v1.Claim]) -> dra_v1.NodeUnprepareResourcesResponse:
         request = dra_v1.NodeUnprepareResourcesRequest(claims=claims)
@@ -146,9 +137,9 @@ class DRAPlugin:
             response = await dra_v1_grpc.DRAPluginStub(self.channel).NodeUnprepareResources(request, timeout=self.call_timeout)
             return response  # type: ignore[no-any-return]
         old = await dra_v1beta1_grpc.DRAPluginStub(self.channel).NodeUnprepareResources(
-            _convert(request, dra_v1beta1.NodeUnprepareResourcesRequest), timeout=self.call_timeout
+            convert(request, dra_v1beta1.NodeUnprepareResourcesRequest), timeout=self.call_timeout
         )
-        return _convert(old, dra_v1.NodeUnprepareResourcesResponse)  # type: ignore[no-any-return]
+        return convert(old, dra_v1.NodeUnprepareResourcesResponse)
 
     async def watch_health(self) -> AsyncIterator[health_v1.NodeWatchResourcesResponse]:
         """The plugin's NodeWatchResources stream, as v1 messages (nothing when it serves no health service)."""
@@ -158,7 +149,7 @@ class DRAPlugin:
         elif self.health_service == HEALTH_V1ALPHA1:
             stub = health_v1alpha1_grpc.DRAResourceHealthStub(self.channel)
             async for old in stub.NodeWatchResources(health_v1alpha1.NodeWatchResourcesRequest()):
-                yield _convert(old, health_v1.NodeWatchResourcesResponse)
+                yield convert(old, health_v1.NodeWatchResourcesResponse)
 
 
 class PluginStore:

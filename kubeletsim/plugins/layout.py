@@ -6,8 +6,6 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-# The plugin type DRA drivers announce in GetInfo.
-DRA_PLUGIN_TYPE = "DRAPlugin"
 # Unix socket paths are limited by sockaddr_un.sun_path (108 bytes with the terminating NUL).
 MAX_SOCKET_PATH = 107
 

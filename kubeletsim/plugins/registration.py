@@ -24,8 +24,9 @@ import grpc.aio
 
 from kubeletapi.pluginregistration.v1 import api_pb2 as registration
 from kubeletapi.pluginregistration.v1 import api_pb2_grpc as registration_grpc
+from kubeletapi.versions import DRA_PLUGIN_TYPE
 from kubeletsim.plugins.draplugin import PluginError, PluginStore, rpc_error_text
-from kubeletsim.plugins.layout import DRA_PLUGIN_TYPE, NodeDirs, check_socket_path
+from kubeletsim.plugins.layout import NodeDirs, check_socket_path
 
 log = logging.getLogger("kubeletsim.plugins")
 

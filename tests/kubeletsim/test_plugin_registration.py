@@ -11,7 +11,8 @@ from contextlib import asynccontextmanager
 
 import pytest
 
-from kubeletsim.plugins.draplugin import DRA_V1, DRA_V1BETA1, HEALTH_V1, DriverNotRegistered, PluginStore
+from kubeletapi.versions import DRA_V1, DRA_V1BETA1, HEALTH_V1
+from kubeletsim.plugins.draplugin import DriverNotRegistered, PluginStore
 from kubeletsim.plugins.layout import NodeDirs
 from kubeletsim.plugins.registration import PluginWatcher, Timeouts
 from tests.kubeletsim.fakeplugin import FakeDriver, short_root
