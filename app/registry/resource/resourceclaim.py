@@ -33,6 +33,7 @@ class ResourceClaimStrategy(KindStrategy):
     namespaced = True
     subresources = ("status",)
     has_status = True
+    extra_schema_properties = {**rv.CLAIM_SPEC_SCHEMA_PROPERTIES, **rv.ALLOCATION_SCHEMA_PROPERTIES}
     printer_columns = (
         name_column(),
         PrinterColumn(

@@ -48,6 +48,7 @@ class ResourceClaimTemplateStrategy(KindStrategy):
     singular = "resourceclaimtemplate"
     namespaced = True
     tracks_generation = False
+    extra_schema_properties = rv.CLAIM_SPEC_SCHEMA_PROPERTIES
     printer_columns = (name_column(), age_column())
 
     def default(self, obj: Obj, ctx: RequestContext) -> None:

@@ -22,7 +22,6 @@ from typing import Any
 
 import orjson
 
-from app.api.schemas import register_extra_property
 from app.registry.objectmeta import dns1123_label_problems, dns1123_subdomain_problems
 from kube.cel import validate_selector_expression
 from kube.errors import (
@@ -97,25 +96,25 @@ _UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F
 _CONDITION_REASON_RE = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
 _NODE_ALLOCATABLE = ("cpu", "memory", "ephemeral-storage")
 
-# --- schemas of the proposal fields (strict field validation must know them) ------------------
+# --- schemas of the proposal fields (strict field validation and pruning must know them) ------
 
-register_extra_property(
-    "io.k8s.api.resource.v1.ResourceClaimSpec",
-    "reservedFor",
-    {
-        "description": "KEP-5194 (gate DRAReservedForWorkloads): the consumer the claim is reserved for "
-        "once allocated, instead of the pods that use it.",
-        "allOf": [{"$ref": "#/$defs/io.k8s.api.resource.v1.ResourceClaimConsumerReference"}],
+CLAIM_SPEC_SCHEMA_PROPERTIES: dict[str, dict[str, Obj]] = {
+    "io.k8s.api.resource.v1.ResourceClaimSpec": {
+        "reservedFor": {
+            "description": "KEP-5194 (gate DRAReservedForWorkloads): the consumer the claim is reserved for "
+            "once allocated, instead of the pods that use it.",
+            "allOf": [{"$ref": "#/$defs/io.k8s.api.resource.v1.ResourceClaimConsumerReference"}],
+        },
     },
-)
-register_extra_property(
-    "io.k8s.api.resource.v1.AllocationResult",
-    "reservedForAnyPod",
-    {
-        "description": "KEP-5194 (gate DRAReservedForWorkloads): any pod may use the allocated devices.",
-        "type": ["boolean", "null"],
+}
+ALLOCATION_SCHEMA_PROPERTIES: dict[str, dict[str, Obj]] = {
+    "io.k8s.api.resource.v1.AllocationResult": {
+        "reservedForAnyPod": {
+            "description": "KEP-5194 (gate DRAReservedForWorkloads): any pod may use the allocated devices.",
+            "type": ["boolean", "null"],
+        },
     },
-)
+}
 
 
 # --- small helpers ----------------------------------------------------------------------------
