@@ -1,0 +1,126 @@
+"""Validation rules kinds of several API groups share: core/v1 node selectors and metav1 conditions."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from app.registry.accessors import Errs, Obj, _int, _items, _list, _str
+from kube.errors import (
+    duplicate,
+    forbidden,
+    invalid,
+    not_supported,
+    required,
+    too_long,
+)
+from kube.labels import label_key_errors
+
+_CONDITION_REASON_RE = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
+
+
+def _label_name(value: str, path: str) -> Errs:
+    return [invalid(path, value, msg) for msg in label_key_errors(value)]
+
+
+# --- node selectors (core validation) ---------------------------------------------------------
+
+
+def validate_node_selector(selector: Obj, path: str) -> Errs:
+    errs: Errs = []
+    terms = _list(selector, "nodeSelectorTerms", path, errs)
+    if not terms:
+        if terms is not None or "nodeSelectorTerms" not in selector or not errs:
+            errs.append(required(f"{path}.nodeSelectorTerms", "must have at least one node selector term"))
+        return errs
+    for _, term, tpath in _items(terms, f"{path}.nodeSelectorTerms", errs):
+        exprs = _list(term, "matchExpressions", tpath, errs) or []
+        for _, req, rpath in _items(exprs, f"{tpath}.matchExpressions", errs):
+            errs.extend(_node_selector_requirement(req, rpath))
+        fields = _list(term, "matchFields", tpath, errs) or []
+        for _, req, rpath in _items(fields, f"{tpath}.matchFields", errs):
+            errs.extend(_node_field_requirement(req, rpath))
+    return errs
+
+
+def _node_selector_requirement(req: Obj, path: str) -> Errs:
+    errs: Errs = []
+    op = _str(req, "operator", path, errs) or ""
+    values = _list(req, "values", path, errs) or []
+    if op in ("In", "NotIn"):
+        if not values:
+            errs.append(required(f"{path}.values", "must be specified when `operator` is 'In' or 'NotIn'"))
+    elif op in ("Exists", "DoesNotExist"):
+        if values:
+            errs.append(forbidden(f"{path}.values", "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"))
+    elif op in ("Gt", "Lt"):
+        if len(values) != 1:
+            errs.append(required(f"{path}.values", "must be specified single value when `operator` is 'Lt' or 'Gt'"))
+    else:
+        errs.append(invalid(f"{path}.operator", op, "not a valid selector operator"))
+    key = _str(req, "key", path, errs) or ""
+    errs.extend(_label_name(key, f"{path}.key"))
+    return errs
+
+
+def _node_field_requirement(req: Obj, path: str) -> Errs:
+    errs: Errs = []
+    op = _str(req, "operator", path, errs) or ""
+    values = _list(req, "values", path, errs) or []
+    if op in ("In", "NotIn"):
+        if len(values) != 1:
+            errs.append(
+                required(f"{path}.values", "must be only one value when `operator` is 'In' or 'NotIn' for node field selector")
+            )
+    else:
+        errs.append(invalid(f"{path}.operator", op, "not a valid selector operator"))
+    key = _str(req, "key", path, errs) or ""
+    if key != "metadata.name":
+        errs.append(not_supported(f"{path}.key", key, ["metadata.name"]))
+    return errs
+
+
+# --- conditions (metav1) ----------------------------------------------------------------------
+
+
+def validate_conditions(conditions: list[Any], path: str) -> Errs:
+    errs: Errs = []
+    seen: set[str] = set()
+    for _, cond, cpath in _items(conditions, path, errs):
+        ctype = _str(cond, "type", cpath, errs) or ""
+        if ctype in seen:
+            errs.append(duplicate(f"{cpath}.type", ctype))
+        seen.add(ctype)
+        if not ctype:
+            errs.append(required(f"{cpath}.type", "must be set"))
+        else:
+            errs.extend(_label_name(ctype, f"{cpath}.type"))
+        status = _str(cond, "status", cpath, errs) or ""
+        if status not in ("True", "False", "Unknown"):
+            errs.append(not_supported(f"{cpath}.status", status, ["False", "True", "Unknown"]))
+        if not cond.get("lastTransitionTime"):
+            errs.append(required(f"{cpath}.lastTransitionTime", "must be set"))
+        reason = _str(cond, "reason", cpath, errs) or ""
+        if not reason:
+            errs.append(required(f"{cpath}.reason", "must be set"))
+        else:
+            if len(reason) > 1024:
+                errs.append(too_long(f"{cpath}.reason", 1024))
+            if not _CONDITION_REASON_RE.match(reason):
+                errs.append(
+                    invalid(
+                        f"{cpath}.reason",
+                        reason,
+                        "a condition reason must start with alphabetic character, optionally followed by a string of "
+                        "alphanumeric characters or '_,:', and must end with an alphanumeric character or '_' (e.g. "
+                        "'my_name',  or 'MY_NAME',  or 'MyName',  or 'ReasonA,ReasonB',  or 'ReasonA:ReasonB', regex "
+                        "used for validation is '[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?')",
+                    )
+                )
+        message = _str(cond, "message", cpath, errs) or ""
+        if len(message.encode()) > 32768:
+            errs.append(too_long(f"{cpath}.message", 32768))
+        gen = _int(cond, "observedGeneration", cpath, errs)
+        if gen is not None and gen < 0:
+            errs.append(invalid(f"{cpath}.observedGeneration", gen, "must be greater than or equal to zero"))
+    return errs

@@ -1,0 +1,323 @@
+"""Rules the resource.k8s.io kinds share: names and limits of drivers, pools, devices and attributes,
+CEL device selectors, opaque configuration, device tolerations and taints, binding conditions,
+skipped node operations, and the helpers of the gate drop rules.
+
+Behaviour follows upstream v1.37 (pkg/apis/resource/validation, the registry strategies and the
+declarative rules in k8s.io/api/resource/v1): same field paths, limits and messages.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+from app.registry.accessors import Errs, Obj, _dict, _duplicates, _int, _items, _list, _str, _too_many, _type_error
+from app.registry.common import _label_name
+from app.registry.objectmeta import dns1123_label_problems, dns1123_subdomain_problems
+from kube.cel import validate_selector_expression
+from kube.errors import (
+    duplicate,
+    invalid,
+    not_supported,
+    required,
+    too_long,
+)
+from kube.labels import label_value_errors
+
+SELECTORS_MAX = 32
+CONFIG_MAX = 32
+DEVICE_MAX_DOMAIN_LEN = 63
+DEVICE_MAX_ID_LEN = 32
+DRIVER_NAME_MAX_LEN = 63
+POOL_NAME_MAX_LEN = 253
+BINDING_CONDITIONS_MAX = 4
+OPAQUE_PARAMETERS_MAX = 10 * 1024
+ATTRIBUTE_KEY_TRUNCATE = DEVICE_MAX_DOMAIN_LEN + 1 + DEVICE_MAX_ID_LEN
+TAINT_EFFECTS = ("NoExecute", "NoSchedule", "None")
+TOLERATION_OPERATORS = ("Equal", "Exists")
+SKIP_NODE_OPERATIONS = ("*", "NodePrepareResources", "NodeUnprepareResources")
+
+_C_IDENTIFIER_FMT = "[A-Za-z_][A-Za-z0-9_]*"
+_C_IDENTIFIER_RE = re.compile(f"^{_C_IDENTIFIER_FMT}$")
+
+
+def _dns_label(value: str, path: str) -> Errs:
+    return [invalid(path, value, p) for p in dns1123_label_problems(value)]
+
+
+def _dns_subdomain(value: str, path: str) -> Errs:
+    return [invalid(path, value, p) for p in dns1123_subdomain_problems(value)]
+
+
+def validate_driver_name(value: str | None, path: str) -> Errs:
+    """CSI driver name rules: required, at most 63 bytes, a DNS subdomain ignoring case."""
+    value = value or ""
+    errs: Errs = []
+    if not value:
+        errs.append(required(path))
+    if len(value.encode()) > DRIVER_NAME_MAX_LEN:
+        errs.append(too_long(path, DRIVER_NAME_MAX_LEN))
+    errs.extend(invalid(path, value, p) for p in dns1123_subdomain_problems(value.lower()))
+    return errs
+
+
+def validate_pool_name(value: str | None, path: str) -> Errs:
+    value = value or ""
+    if not value:
+        return [required(path)]
+    errs: Errs = []
+    if len(value.encode()) > POOL_NAME_MAX_LEN:
+        errs.append(too_long(path, POOL_NAME_MAX_LEN))
+    for part in value.split("/"):
+        errs.extend(_dns_subdomain(part, path))
+    return errs
+
+
+def validate_device_name(value: str | None, path: str) -> Errs:
+    return _dns_label(value or "", path)
+
+
+def _c_identifier(value: str, path: str) -> Errs:
+    errs: Errs = []
+    if len(value.encode()) > DEVICE_MAX_ID_LEN:
+        errs.append(too_long(path, DEVICE_MAX_ID_LEN))
+    if not _C_IDENTIFIER_RE.match(value):
+        errs.append(
+            invalid(
+                path,
+                value,
+                "a valid C identifier must start with alphabetic character or '_', followed by a string of "
+                "alphanumeric characters or '_' (e.g. 'my_name',  or 'MY_NAME',  or 'MyName', regex used for "
+                f"validation is '{_C_IDENTIFIER_FMT}')",
+            )
+        )
+    return errs
+
+
+def validate_qualified_name(name: str, path: str) -> Errs:
+    """Attribute / capacity names: ``identifier`` or ``domain/identifier``."""
+    parts = name.split("/")
+    if len(parts) == 1:
+        return _c_identifier(parts[0], path)
+    if len(parts) == 2:
+        errs: Errs = []
+        if not parts[0]:
+            errs.append(invalid(path, "", "the domain must not be empty"))
+        else:
+            errs.extend(validate_driver_name(parts[0], path))
+        if not parts[1]:
+            errs.append(invalid(path, "", "the name must not be empty"))
+        else:
+            errs.extend(_c_identifier(parts[1], path))
+        return errs
+    return [invalid(path, name, "must not contain more than one slash")]
+
+
+def validate_fully_qualified_name(name: str, path: str) -> Errs:
+    errs = validate_qualified_name(name, path)
+    if "/" not in name:
+        errs.append(invalid(path, name, "a fully qualified name must be a domain and a name separated by a slash"))
+    return errs
+
+
+def _label_value(value: str, path: str) -> Errs:
+    return [invalid(path, value, msg) for msg in label_value_errors(value)]
+
+
+def _raw_extension(value: Any, path: str, stored: bool, limit: int) -> Errs:
+    """Opaque parameters / device data: a JSON object of bounded size."""
+    if value is None:
+        return [required(path)]
+    if isinstance(value, str):
+        # A RawExtension may reach us already serialized (e.g. from YAML tooling).
+        size = len(value.encode())
+        try:
+            parsed = json.loads(value)
+        except ValueError as exc:
+            if not stored and size > limit:
+                return [too_long(path, limit)]
+            return [invalid(path, "<value omitted>", f"error parsing data as JSON: {exc}")]
+    else:
+        parsed = value
+        try:
+            size = len(orjson.dumps(value))  # compact UTF-8 JSON, as a client sends it
+        except TypeError:  # integers beyond 64 bits
+            size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+    if not stored and size > limit:
+        return [too_long(path, limit)]
+    if parsed is None:
+        return [required(path)]
+    if not isinstance(parsed, dict):
+        return [invalid(path, "<value omitted>", "must be a valid JSON object")]
+    return []
+
+
+class ClaimOptions:
+    """Knobs of claim-spec validation: whether CEL is grandfathered and which gates shape rules."""
+
+    def __init__(self, gates: Any, stored: bool = False) -> None:
+        self.gates = gates
+        self.stored = stored
+        self.constraint_attributes: dict[str, set[str]] = {}
+
+    def enabled(self, name: str) -> bool:
+        return bool(self.gates.enabled(name)) if self.gates is not None else False
+
+
+def validate_selectors(obj: Obj, path: str, opts: ClaimOptions, errs: Errs) -> None:
+    selectors = _list(obj, "selectors", path, errs)
+    spath = f"{path}.selectors"
+    if selectors is None or _too_many(selectors, SELECTORS_MAX, spath, errs):
+        return
+    for _, sel, p in _items(selectors, spath, errs):
+        cel = _dict(sel, "cel", p, errs)
+        if cel is None:
+            if "cel" not in sel or sel.get("cel") is None:
+                errs.append(required(f"{p}.cel"))
+            continue
+        expr = _str(cel, "expression", f"{p}.cel", errs)
+        if expr is None:
+            if cel.get("expression") is None:
+                errs.append(required(f"{p}.cel.expression"))
+            continue
+        if not opts.stored:
+            errs.extend(validate_selector_expression(expr, f"{p}.cel.expression"))
+
+
+def _validate_toleration(tol: Obj, path: str) -> Errs:
+    errs: Errs = []
+    key = _str(tol, "key", path, errs) or ""
+    if key:
+        errs.extend(_label_name(key, f"{path}.key"))
+    op = _str(tol, "operator", path, errs) or ""
+    value = _str(tol, "value", path, errs) or ""
+    if op == "Exists":
+        if value:
+            errs.append(invalid(f"{path}.value", value, "must be empty for operator `Exists`"))
+    elif op == "Equal":
+        errs.extend(_label_value(value, f"{path}.value"))
+    elif op == "":
+        errs.append(required(f"{path}.operator"))
+    else:
+        errs.append(not_supported(f"{path}.operator", op, TOLERATION_OPERATORS))
+    effect = _str(tol, "effect", path, errs) or ""
+    if effect and effect not in TAINT_EFFECTS:
+        errs.append(not_supported(f"{path}.effect", effect, TAINT_EFFECTS))
+    _int(tol, "tolerationSeconds", path, errs)
+    return errs
+
+
+def _validate_tolerations(obj: Obj, path: str, errs: Errs) -> None:
+    tols = _list(obj, "tolerations", path, errs)
+    for _, tol, p in _items(tols or [], f"{path}.tolerations", errs):
+        errs.extend(_validate_toleration(tol, p))
+
+
+def _validate_opaque_config(cfg: Obj, path: str, stored: bool, errs: Errs) -> None:
+    opaque = _dict(cfg, "opaque", path, errs)
+    if opaque is None:
+        if not isinstance(cfg.get("opaque"), list | str | int | float | bool):
+            errs.append(required(f"{path}.opaque"))
+        return
+    op = f"{path}.opaque"
+    driver = _str(opaque, "driver", op, errs)
+    errs.extend(validate_driver_name(driver, f"{op}.driver"))
+    errs.extend(_raw_extension(opaque.get("parameters"), f"{op}.parameters", stored, OPAQUE_PARAMETERS_MAX))
+
+
+# --- ResourceClaim status ---------------------------------------------------------------------
+
+
+def _binding_conditions(obj: Obj, path: str, errs: Errs) -> None:
+    conds = _list(obj, "bindingConditions", path, errs)
+    failures = _list(obj, "bindingFailureConditions", path, errs)
+    cpath, fpath = f"{path}.bindingConditions", f"{path}.bindingFailureConditions"
+    conds_ok = conds is not None and not _too_many(conds, BINDING_CONDITIONS_MAX, cpath, errs)
+    fail_ok = failures is not None and not _too_many(failures, BINDING_CONDITIONS_MAX, fpath, errs)
+    conds = conds or []
+    failures = failures or []
+    if conds_ok:
+        for i, c in enumerate(conds):
+            if isinstance(c, str):
+                errs.extend(_label_name(c, f"{cpath}[{i}]"))
+            else:
+                errs.append(_type_error(f"{cpath}[{i}]", c, "string"))
+    if fail_ok:
+        for i, c in enumerate(failures):
+            if isinstance(c, str):
+                errs.extend(_label_name(c, f"{fpath}[{i}]"))
+            else:
+                errs.append(_type_error(f"{fpath}[{i}]", c, "string"))
+    str_conds = [c for c in conds if isinstance(c, str)]
+    _duplicates([(i, c) for i, c in enumerate(conds) if isinstance(c, str)], cpath, errs)
+    seen: set[str] = set()
+    for i, c in enumerate(failures):
+        if not isinstance(c, str):
+            continue
+        if c in seen:
+            errs.append(duplicate(f"{fpath}[{i}]", c))
+        seen.add(c)
+        if c in str_conds:
+            errs.append(invalid(f"{fpath}[{i}]", c, "bindingFailureConditions must not overlap with bindingConditions"))
+    if not conds and failures:
+        errs.append(invalid(cpath, conds, "bindingConditions are required to use bindingFailureConditions"))
+    if not failures and conds:
+        errs.append(invalid(fpath, failures, "bindingFailureConditions are required to use bindingConditions"))
+
+
+def _skip_node_operations(obj: Obj, path: str, errs: Errs) -> None:
+    ops = _list(obj, "skipNodeOperations", path, errs)
+    if ops is None:
+        return
+    spath = f"{path}.skipNodeOperations"
+    keys: list[tuple[int, Any]] = []
+    for i, op in enumerate(ops):
+        if not isinstance(op, str) or op not in SKIP_NODE_OPERATIONS:
+            errs.append(not_supported(f"{spath}[{i}]", op, SKIP_NODE_OPERATIONS))
+        else:
+            keys.append((i, op))
+    _duplicates(keys, spath, errs)
+    present = set(ops) if all(isinstance(o, str) for o in ops) else set()
+    if "NodePrepareResources" in present and not present & {"NodeUnprepareResources", "*"}:
+        errs.append(invalid(spath, ops, "NodePrepareResources cannot be skipped unless NodeUnprepareResources is also skipped"))
+
+
+def _validate_taint(taint: Obj, old: Obj | None, path: str) -> Errs:
+    errs: Errs = []
+    key = _str(taint, "key", path, errs) or ""
+    errs.extend(_label_name(key, f"{path}.key"))
+    value = _str(taint, "value", path, errs) or ""
+    if value:
+        errs.extend(_label_value(value, f"{path}.value"))
+    effect = _str(taint, "effect", path, errs) or ""
+    if old is None or old.get("effect") != taint.get("effect"):
+        if not effect:
+            errs.append(required(f"{path}.effect"))
+        elif effect not in TAINT_EFFECTS:
+            errs.append(not_supported(f"{path}.effect", effect, TAINT_EFFECTS))
+    _str(taint, "timeAdded", path, errs)
+    return errs
+
+
+# --- defaults ---------------------------------------------------------------------------------
+
+
+def now_rfc3339() -> str:
+    """Current time truncated to seconds, as upstream serializes metav1.Time."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def default_taint(taint: Any) -> None:
+    if isinstance(taint, dict) and not taint.get("timeAdded"):
+        taint["timeAdded"] = now_rfc3339()
+
+
+def _pop_all(items: Iterable[Obj], *keys: str) -> None:
+    for item in items:
+        for key in keys:
+            item.pop(key, None)

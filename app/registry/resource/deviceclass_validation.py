@@ -1,0 +1,54 @@
+"""DeviceClass: validation of the spec and its gate drop rules.
+
+Behaviour follows upstream v1.37 (pkg/apis/resource/validation, the registry strategies and the
+declarative rules in k8s.io/api/resource/v1): same field paths, limits and messages.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.registry.accessors import Errs, Obj, _items, _list, _str, _too_many, _type_error
+from app.registry.resource.common import CONFIG_MAX, ClaimOptions, _validate_opaque_config, validate_selectors
+from kube.errors import (
+    invalid,
+)
+from kube.labels import label_key_errors
+
+# --- DeviceClass ------------------------------------------------------------------------------
+
+
+def _is_extended_resource_name(name: str) -> bool:
+    if "/" not in name or "kubernetes.io/" in name or name.startswith("requests."):
+        return False
+    return not label_key_errors("requests." + name)
+
+
+def validate_device_class_spec(spec: Any, old_spec: Obj | None, gates: Any) -> Errs:
+    errs: Errs = []
+    if spec is None:
+        return errs
+    if not isinstance(spec, dict):
+        return [_type_error("spec", spec, "object")]
+    old = old_spec or {}
+    stored = old_spec is not None and spec.get("selectors") == old.get("selectors")
+    selectors = _list(spec, "selectors", "spec", errs)
+    if selectors is not None:
+        validate_selectors(spec, "spec", ClaimOptions(gates, stored=stored), errs)
+    stored = old_spec is not None and spec.get("config") == old.get("config")
+    configs = _list(spec, "config", "spec", errs)
+    if configs is not None and not _too_many(configs, CONFIG_MAX, "spec.config", errs):
+        for _, cfg, p in _items(configs, "spec.config", errs):
+            _validate_opaque_config(cfg, p, stored, errs)
+    ern = _str(spec, "extendedResourceName", "spec", errs)
+    if ern is not None and not _is_extended_resource_name(ern):
+        errs.append(invalid("spec.extendedResourceName", ern, "must be a valid extended resource name"))
+    return errs
+
+
+def drop_device_class_fields(spec: Any, old_spec: Any, gates: Any) -> None:
+    if not isinstance(spec, dict):
+        return
+    old = old_spec if isinstance(old_spec, dict) else {}
+    if not gates.enabled("DRAExtendedResource") and old.get("extendedResourceName") is None:
+        spec.pop("extendedResourceName", None)
