@@ -1,4 +1,4 @@
-"""Lenient readers of decoded JSON for validation.
+"""Lenient readers of decoded JSON for validation, and helpers for reporting field errors.
 
 Objects are plain JSON dicts; every reader tolerates wrong JSON types and reports them as field
 errors instead of raising, because a malformed request must answer 422, never 500.
@@ -6,26 +6,21 @@ errors instead of raising, because a malformed request must answer 422, never 50
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable
 from typing import Any
 
-from kube.errors import (
-    FieldError,
-    duplicate,
-    invalid,
-    too_many,
-)
+from app.registry.base import Obj
+from kube.errors import FieldError, duplicate, invalid, too_many
 from kube.quantity import Quantity, QuantityError
 
-Obj = dict[str, Any]
 Errs = list[FieldError]
 
 
-# --- small helpers ----------------------------------------------------------------------------
+# --- readers of a key (the resource.k8s.io kinds): absent is None, a wrong type is reported as
+# "must be of type object, not string" -----------------------------------------------------------
 
 
-def _sub(obj: Any, key: str) -> Obj:
+def sub_dict(obj: Any, key: str) -> Obj:
     """``obj[key]`` when both are objects, else an empty dict (for lenient look-ups)."""
     value = obj.get(key) if isinstance(obj, dict) else None
     return value if isinstance(value, dict) else {}
@@ -45,11 +40,11 @@ def _json_type(value: Any) -> str:
     return "null"
 
 
-def _type_error(path: str, value: Any, wanted: str) -> FieldError:
+def type_error(path: str, value: Any, wanted: str) -> FieldError:
     return invalid(path, value, f"must be of type {wanted}, not {_json_type(value)}")
 
 
-def _dict(obj: Any, key: str, path: str, errs: Errs) -> Obj | None:
+def get_dict(obj: Any, key: str, path: str, errs: Errs) -> Obj | None:
     """``obj[key]`` when it is an object; None when absent; a type error otherwise."""
     if not isinstance(obj, dict):
         return None
@@ -57,36 +52,36 @@ def _dict(obj: Any, key: str, path: str, errs: Errs) -> Obj | None:
     if value is None:
         return None
     if not isinstance(value, dict):
-        errs.append(_type_error(f"{path}.{key}" if path else key, value, "object"))
+        errs.append(type_error(f"{path}.{key}" if path else key, value, "object"))
         return None
     return value
 
 
-def _list(obj: Any, key: str, path: str, errs: Errs) -> list[Any] | None:
+def get_list(obj: Any, key: str, path: str, errs: Errs) -> list[Any] | None:
     if not isinstance(obj, dict):
         return None
     value = obj.get(key)
     if value is None:
         return None
     if not isinstance(value, list):
-        errs.append(_type_error(f"{path}.{key}" if path else key, value, "array"))
+        errs.append(type_error(f"{path}.{key}" if path else key, value, "array"))
         return None
     return value
 
 
-def _str(obj: Any, key: str, path: str, errs: Errs) -> str | None:
+def get_str(obj: Any, key: str, path: str, errs: Errs) -> str | None:
     if not isinstance(obj, dict):
         return None
     value = obj.get(key)
     if value is None:
         return None
     if not isinstance(value, str):
-        errs.append(_type_error(f"{path}.{key}" if path else key, value, "string"))
+        errs.append(type_error(f"{path}.{key}" if path else key, value, "string"))
         return None
     return value
 
 
-def _int(obj: Any, key: str, path: str, errs: Errs) -> int | None:
+def get_int(obj: Any, key: str, path: str, errs: Errs) -> int | None:
     if not isinstance(obj, dict):
         return None
     value = obj.get(key)
@@ -95,28 +90,28 @@ def _int(obj: Any, key: str, path: str, errs: Errs) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int):
         if isinstance(value, float) and value.is_integer():
             return int(value)
-        errs.append(_type_error(f"{path}.{key}" if path else key, value, "integer"))
+        errs.append(type_error(f"{path}.{key}" if path else key, value, "integer"))
         return None
     return value
 
 
-def _bool(obj: Any, key: str, path: str, errs: Errs) -> bool | None:
+def get_bool(obj: Any, key: str, path: str, errs: Errs) -> bool | None:
     if not isinstance(obj, dict):
         return None
     value = obj.get(key)
     if value is None:
         return None
     if not isinstance(value, bool):
-        errs.append(_type_error(f"{path}.{key}" if path else key, value, "boolean"))
+        errs.append(type_error(f"{path}.{key}" if path else key, value, "boolean"))
         return None
     return value
 
 
-def _quantity(value: Any, path: str, errs: Errs) -> Quantity | None:
+def read_quantity(value: Any, path: str, errs: Errs) -> Quantity | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, str | int | float):
-        errs.append(_type_error(path, value, "string"))
+        errs.append(type_error(path, value, "string"))
         return None
     try:
         return Quantity.parse(value)
@@ -125,17 +120,20 @@ def _quantity(value: Any, path: str, errs: Errs) -> Quantity | None:
         return None
 
 
-def _items(value: list[Any], path: str, errs: Errs) -> Iterable[tuple[int, Obj, str]]:
+def dict_entries(value: list[Any], path: str, errs: Errs) -> Iterable[tuple[int, Obj, str]]:
     """(index, item, item path) for every object item; non-objects become type errors."""
     for i, item in enumerate(value):
         p = f"{path}[{i}]"
         if not isinstance(item, dict):
-            errs.append(_type_error(p, item, "object"))
+            errs.append(type_error(p, item, "object"))
             continue
         yield i, item, p
 
 
-def _truncate_key(key: str, limit: int) -> str:
+# --- reporting --------------------------------------------------------------------------------
+
+
+def truncate_key(key: str, limit: int) -> str:
     """Upstream shortens long map keys in field paths, keeping both ends."""
     limit = max(limit, 16)
     if len(key) <= limit:
@@ -144,7 +142,7 @@ def _truncate_key(key: str, limit: int) -> str:
     return key[: (remaining + 1) // 2] + "..." + key[len(key) - remaining // 2 :]
 
 
-def _too_many(value: list[Any] | dict[str, Any] | None, limit: int, path: str, errs: Errs) -> bool:
+def over_limit(value: list[Any] | dict[str, Any] | None, limit: int, path: str, errs: Errs) -> bool:
     """Upstream stops validating a list/map that exceeds its limit (DOS protection)."""
     if value is not None and len(value) > limit:
         errs.append(too_many(path, len(value), limit))
@@ -152,14 +150,10 @@ def _too_many(value: list[Any] | dict[str, Any] | None, limit: int, path: str, e
     return False
 
 
-def _duplicates(keys: list[tuple[int, Any]], path: str, errs: Errs) -> None:
+def report_duplicates(keys: list[tuple[int, Any]], path: str, errs: Errs) -> None:
     seen: set[Any] = set()
     for i, key in keys:
         if key in seen:
             errs.append(duplicate(f"{path}[{i}]", key))
         else:
             seen.add(key)
-
-
-def deep_copy(obj: Any) -> Any:
-    return copy.deepcopy(obj)

@@ -5,22 +5,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from app.registry.accessors import Errs, Obj, _int, _items, _list, _str
-from kube.errors import (
-    duplicate,
-    forbidden,
-    invalid,
-    not_supported,
-    required,
-    too_long,
-)
-from kube.labels import label_key_errors
+from app.registry.accessors import Errs, dict_entries, get_int, get_list, get_str
+from app.registry.base import Obj
+from app.registry.objectmeta import validate_label_key
+from kube.errors import duplicate, forbidden, invalid, not_supported, required, too_long
 
 _CONDITION_REASON_RE = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
-
-
-def _label_name(value: str, path: str) -> Errs:
-    return [invalid(path, value, msg) for msg in label_key_errors(value)]
 
 
 # --- node selectors (core validation) ---------------------------------------------------------
@@ -28,25 +18,25 @@ def _label_name(value: str, path: str) -> Errs:
 
 def validate_node_selector(selector: Obj, path: str) -> Errs:
     errs: Errs = []
-    terms = _list(selector, "nodeSelectorTerms", path, errs)
+    terms = get_list(selector, "nodeSelectorTerms", path, errs)
     if not terms:
         if terms is not None or "nodeSelectorTerms" not in selector or not errs:
             errs.append(required(f"{path}.nodeSelectorTerms", "must have at least one node selector term"))
         return errs
-    for _, term, tpath in _items(terms, f"{path}.nodeSelectorTerms", errs):
-        exprs = _list(term, "matchExpressions", tpath, errs) or []
-        for _, req, rpath in _items(exprs, f"{tpath}.matchExpressions", errs):
+    for _, term, tpath in dict_entries(terms, f"{path}.nodeSelectorTerms", errs):
+        exprs = get_list(term, "matchExpressions", tpath, errs) or []
+        for _, req, rpath in dict_entries(exprs, f"{tpath}.matchExpressions", errs):
             errs.extend(_node_selector_requirement(req, rpath))
-        fields = _list(term, "matchFields", tpath, errs) or []
-        for _, req, rpath in _items(fields, f"{tpath}.matchFields", errs):
+        fields = get_list(term, "matchFields", tpath, errs) or []
+        for _, req, rpath in dict_entries(fields, f"{tpath}.matchFields", errs):
             errs.extend(_node_field_requirement(req, rpath))
     return errs
 
 
 def _node_selector_requirement(req: Obj, path: str) -> Errs:
     errs: Errs = []
-    op = _str(req, "operator", path, errs) or ""
-    values = _list(req, "values", path, errs) or []
+    op = get_str(req, "operator", path, errs) or ""
+    values = get_list(req, "values", path, errs) or []
     if op in ("In", "NotIn"):
         if not values:
             errs.append(required(f"{path}.values", "must be specified when `operator` is 'In' or 'NotIn'"))
@@ -58,15 +48,15 @@ def _node_selector_requirement(req: Obj, path: str) -> Errs:
             errs.append(required(f"{path}.values", "must be specified single value when `operator` is 'Lt' or 'Gt'"))
     else:
         errs.append(invalid(f"{path}.operator", op, "not a valid selector operator"))
-    key = _str(req, "key", path, errs) or ""
-    errs.extend(_label_name(key, f"{path}.key"))
+    key = get_str(req, "key", path, errs) or ""
+    errs.extend(validate_label_key(key, f"{path}.key"))
     return errs
 
 
 def _node_field_requirement(req: Obj, path: str) -> Errs:
     errs: Errs = []
-    op = _str(req, "operator", path, errs) or ""
-    values = _list(req, "values", path, errs) or []
+    op = get_str(req, "operator", path, errs) or ""
+    values = get_list(req, "values", path, errs) or []
     if op in ("In", "NotIn"):
         if len(values) != 1:
             errs.append(
@@ -74,7 +64,7 @@ def _node_field_requirement(req: Obj, path: str) -> Errs:
             )
     else:
         errs.append(invalid(f"{path}.operator", op, "not a valid selector operator"))
-    key = _str(req, "key", path, errs) or ""
+    key = get_str(req, "key", path, errs) or ""
     if key != "metadata.name":
         errs.append(not_supported(f"{path}.key", key, ["metadata.name"]))
     return errs
@@ -86,21 +76,21 @@ def _node_field_requirement(req: Obj, path: str) -> Errs:
 def validate_conditions(conditions: list[Any], path: str) -> Errs:
     errs: Errs = []
     seen: set[str] = set()
-    for _, cond, cpath in _items(conditions, path, errs):
-        ctype = _str(cond, "type", cpath, errs) or ""
+    for _, cond, cpath in dict_entries(conditions, path, errs):
+        ctype = get_str(cond, "type", cpath, errs) or ""
         if ctype in seen:
             errs.append(duplicate(f"{cpath}.type", ctype))
         seen.add(ctype)
         if not ctype:
             errs.append(required(f"{cpath}.type", "must be set"))
         else:
-            errs.extend(_label_name(ctype, f"{cpath}.type"))
-        status = _str(cond, "status", cpath, errs) or ""
+            errs.extend(validate_label_key(ctype, f"{cpath}.type"))
+        status = get_str(cond, "status", cpath, errs) or ""
         if status not in ("True", "False", "Unknown"):
             errs.append(not_supported(f"{cpath}.status", status, ["False", "True", "Unknown"]))
         if not cond.get("lastTransitionTime"):
             errs.append(required(f"{cpath}.lastTransitionTime", "must be set"))
-        reason = _str(cond, "reason", cpath, errs) or ""
+        reason = get_str(cond, "reason", cpath, errs) or ""
         if not reason:
             errs.append(required(f"{cpath}.reason", "must be set"))
         else:
@@ -117,10 +107,10 @@ def validate_conditions(conditions: list[Any], path: str) -> Errs:
                         "used for validation is '[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?')",
                     )
                 )
-        message = _str(cond, "message", cpath, errs) or ""
+        message = get_str(cond, "message", cpath, errs) or ""
         if len(message.encode()) > 32768:
             errs.append(too_long(f"{cpath}.message", 32768))
-        gen = _int(cond, "observedGeneration", cpath, errs)
+        gen = get_int(cond, "observedGeneration", cpath, errs)
         if gen is not None and gen < 0:
             errs.append(invalid(f"{cpath}.observedGeneration", gen, "must be greater than or equal to zero"))
     return errs

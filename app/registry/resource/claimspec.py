@@ -3,9 +3,6 @@ device requests, constraints and configuration, the adminAccess namespace rule, 
 drop rules.
 
 ``spec.reservedFor`` is the project's KEP-5194 proposal, behind the alpha gate ``DRAReservedForWorkloads``.
-
-Behaviour follows upstream v1.37 (pkg/apis/resource/validation, the registry strategies and the
-declarative rules in k8s.io/api/resource/v1): same field paths, limits and messages.
 """
 
 from __future__ import annotations
@@ -15,39 +12,33 @@ from typing import Any
 
 from app.registry.accessors import (
     Errs,
-    Obj,
-    _bool,
-    _dict,
-    _duplicates,
-    _int,
-    _items,
-    _list,
-    _quantity,
-    _str,
-    _too_many,
-    _truncate_key,
-    _type_error,
+    dict_entries,
+    get_bool,
+    get_dict,
+    get_int,
+    get_list,
+    get_str,
+    over_limit,
+    read_quantity,
+    report_duplicates,
+    truncate_key,
+    type_error,
 )
+from app.registry.base import Obj
+from app.registry.objectmeta import validate_dns1123_label, validate_dns1123_subdomain
 from app.registry.resource.common import (
     ATTRIBUTE_KEY_TRUNCATE,
     CONFIG_MAX,
     ClaimOptions,
-    _dns_label,
-    _dns_subdomain,
-    _pop_all,
-    _validate_opaque_config,
-    _validate_tolerations,
+    pop_all,
     validate_fully_qualified_name,
+    validate_opaque_config,
     validate_qualified_name,
     validate_selectors,
+    validate_tolerations,
 )
 from kube.cel import validate_selector_expression
-from kube.errors import (
-    forbidden,
-    invalid,
-    not_supported,
-    required,
-)
+from kube.errors import forbidden, invalid, not_supported, required
 
 # --- limits (k8s.io/api/resource/v1/types.go) -------------------------------------------------
 
@@ -75,10 +66,10 @@ CLAIM_SPEC_SCHEMA_PROPERTIES: dict[str, dict[str, Obj]] = {
 }
 
 
-# --- ResourceClaim spec -----------------------------------------------------------------------
+# --- validation -------------------------------------------------------------------------------
 
 
-class _RequestNames:
+class RequestNames:
     """Request names of a claim and, for firstAvailable requests, their subrequest names."""
 
     def __init__(self, devices: Obj | None) -> None:
@@ -105,36 +96,36 @@ class _RequestNames:
 _REF_DETAIL = "must be the name of a request in the claim or the name of a request and a subrequest separated by '/'"
 
 
-def _request_ref(name: str, path: str, names: _RequestNames) -> Errs:
+def validate_request_ref(name: str, path: str, names: RequestNames) -> Errs:
     parts = name.split("/")
     if len(parts) > 2:
         return [invalid(path, name, _REF_DETAIL)]
     errs: Errs = []
     for part in parts:
-        errs.extend(_dns_label(part, path))
+        errs.extend(validate_dns1123_label(part, path))
     if not names.has(name):
         errs.append(invalid(path, name, _REF_DETAIL))
     return errs
 
 
-def _request_refs(obj: Obj, path: str, names: _RequestNames, errs: Errs) -> None:
-    refs = _list(obj, "requests", path, errs)
-    if refs is None or _too_many(refs, DEVICE_REQUESTS_MAX, f"{path}.requests", errs):
+def validate_request_refs(obj: Obj, path: str, names: RequestNames, errs: Errs) -> None:
+    refs = get_list(obj, "requests", path, errs)
+    if refs is None or over_limit(refs, DEVICE_REQUESTS_MAX, f"{path}.requests", errs):
         return
     keys: list[tuple[int, Any]] = []
     for i, ref in enumerate(refs):
         rpath = f"{path}.requests[{i}]"
         if not isinstance(ref, str):
-            errs.append(_type_error(rpath, ref, "string"))
+            errs.append(type_error(rpath, ref, "string"))
             continue
-        errs.extend(_request_ref(ref, rpath, names))
+        errs.extend(validate_request_ref(ref, rpath, names))
         keys.append((i, ref))
-    _duplicates(keys, f"{path}.requests", errs)
+    report_duplicates(keys, f"{path}.requests", errs)
 
 
 def _validate_allocation_mode(req: Obj, path: str, errs: Errs) -> None:
-    mode = _str(req, "allocationMode", path, errs) or ""
-    count = _int(req, "count", path, errs) or 0
+    mode = get_str(req, "allocationMode", path, errs) or ""
+    count = get_int(req, "count", path, errs) or 0
     if mode == "All":
         if count != 0:
             errs.append(invalid(f"{path}.count", count, "must not be specified when allocationMode is 'All'"))
@@ -146,24 +137,24 @@ def _validate_allocation_mode(req: Obj, path: str, errs: Errs) -> None:
 
 
 def _validate_capacity_requests(req: Obj, path: str, errs: Errs) -> None:
-    cap = _dict(req, "capacity", path, errs)
+    cap = get_dict(req, "capacity", path, errs)
     if cap is None:
         return
-    requests = _dict(cap, "requests", f"{path}.capacity", errs) or {}
+    requests = get_dict(cap, "requests", f"{path}.capacity", errs) or {}
     for key, value in requests.items():
-        kpath = f"{path}.capacity.requests[{_truncate_key(key, ATTRIBUTE_KEY_TRUNCATE)}]"
+        kpath = f"{path}.capacity.requests[{truncate_key(key, ATTRIBUTE_KEY_TRUNCATE)}]"
         errs.extend(validate_qualified_name(key, f"{path}.capacity.requests"))
-        _quantity(value, kpath, errs)
+        read_quantity(value, kpath, errs)
 
 
 def _validate_derived_attributes(req: Obj, path: str, opts: ClaimOptions, request_name: str, errs: Errs) -> None:
-    attrs = _list(req, "derivedAttributes", path, errs)
+    attrs = get_list(req, "derivedAttributes", path, errs)
     dpath = f"{path}.derivedAttributes"
-    if attrs is None or _too_many(attrs, DERIVED_ATTRIBUTES_MAX, dpath, errs):
+    if attrs is None or over_limit(attrs, DERIVED_ATTRIBUTES_MAX, dpath, errs):
         return
     keys: list[tuple[int, Any]] = []
-    for i, attr, p in _items(attrs, dpath, errs):
-        name = _str(attr, "name", p, errs) or ""
+    for i, attr, p in dict_entries(attrs, dpath, errs):
+        name = get_str(attr, "name", p, errs) or ""
         keys.append((i, name))
         if not name:
             errs.append(required(f"{p}.name"))
@@ -178,12 +169,12 @@ def _validate_derived_attributes(req: Obj, path: str, opts: ClaimOptions, reques
                         "this request",
                     )
                 )
-        expr = _str(attr, "expression", p, errs) or ""
+        expr = get_str(attr, "expression", p, errs) or ""
         if not expr:
             errs.append(required(f"{p}.expression"))
         elif not opts.stored:
             errs.extend(validate_selector_expression(expr, f"{p}.expression", result_type="any"))
-    _duplicates(keys, dpath, errs)
+    report_duplicates(keys, dpath, errs)
 
 
 def _attribute_used_by_constraint(name: str, request: str, attrs: dict[str, set[str]]) -> bool:
@@ -194,56 +185,56 @@ def _attribute_used_by_constraint(name: str, request: str, attrs: dict[str, set[
 
 
 def _validate_exact(req: Obj, path: str, opts: ClaimOptions, request_name: str, errs: Errs, sub: bool) -> None:
-    cls = _str(req, "deviceClassName", path, errs) or ""
+    cls = get_str(req, "deviceClassName", path, errs) or ""
     if not cls:
         errs.append(required(f"{path}.deviceClassName"))
     else:
-        errs.extend(_dns_subdomain(cls, f"{path}.deviceClassName"))
+        errs.extend(validate_dns1123_subdomain(cls, f"{path}.deviceClassName"))
     validate_selectors(req, path, opts, errs)
     _validate_derived_attributes(req, path, opts, request_name, errs)
     _validate_allocation_mode(req, path, errs)
-    _validate_tolerations(req, path, errs)
+    validate_tolerations(req, path, errs)
     _validate_capacity_requests(req, path, errs)
     if not sub:
-        _bool(req, "adminAccess", path, errs)
+        get_bool(req, "adminAccess", path, errs)
 
 
 def _validate_request(req: Obj, path: str, opts: ClaimOptions, errs: Errs) -> None:
-    name = _str(req, "name", path, errs) or ""
+    name = get_str(req, "name", path, errs) or ""
     if not name:
         errs.append(required(f"{path}.name"))
     else:
-        errs.extend(_dns_label(name, f"{path}.name"))
-    first = _list(req, "firstAvailable", path, errs)
-    exactly = _dict(req, "exactly", path, errs)
+        errs.extend(validate_dns1123_label(name, f"{path}.name"))
+    first = get_list(req, "firstAvailable", path, errs)
+    exactly = get_dict(req, "exactly", path, errs)
     has_first = bool(first)
     has_exactly = exactly is not None
     if has_first and has_exactly:
         errs.append(invalid(path, None, "exactly one of `exactly` or `firstAvailable` is required, but multiple fields are set"))
     elif has_first and first is not None:
         fpath = f"{path}.firstAvailable"
-        if _too_many(first, FIRST_AVAILABLE_MAX, fpath, errs):
+        if over_limit(first, FIRST_AVAILABLE_MAX, fpath, errs):
             return
         keys: list[tuple[int, Any]] = []
-        for i, sub, p in _items(first, fpath, errs):
-            sub_name = _str(sub, "name", p, errs) or ""
+        for i, sub, p in dict_entries(first, fpath, errs):
+            sub_name = get_str(sub, "name", p, errs) or ""
             keys.append((i, sub_name))
             if not sub_name:
                 errs.append(required(f"{p}.name"))
             else:
-                errs.extend(_dns_label(sub_name, f"{p}.name"))
+                errs.extend(validate_dns1123_label(sub_name, f"{p}.name"))
             _validate_exact(sub, p, opts, f"{name}/{sub_name}", errs, sub=True)
-        _duplicates(keys, fpath, errs)
+        report_duplicates(keys, fpath, errs)
     elif exactly is not None:
         _validate_exact(exactly, f"{path}.exactly", opts, name, errs, sub=False)
     elif not (isinstance(req.get("exactly"), list | str | int) or isinstance(req.get("firstAvailable"), dict | str)):
         errs.append(required(path, "exactly one of `exactly` or `firstAvailable` is required"))
 
 
-def _validate_constraint(con: Obj, path: str, names: _RequestNames, opts: ClaimOptions, errs: Errs) -> None:
-    _request_refs(con, path, names, errs)
-    match = _str(con, "matchAttribute", path, errs)
-    distinct = _str(con, "distinctAttribute", path, errs)
+def _validate_constraint(con: Obj, path: str, names: RequestNames, opts: ClaimOptions, errs: Errs) -> None:
+    validate_request_refs(con, path, names, errs)
+    match = get_str(con, "matchAttribute", path, errs)
+    distinct = get_str(con, "distinctAttribute", path, errs)
     if match is not None:
         errs.extend(validate_fully_qualified_name(match, f"{path}.matchAttribute"))
     elif distinct is not None:
@@ -279,43 +270,43 @@ def validate_claim_spec(spec: Any, path: str, opts: ClaimOptions) -> Errs:
     if spec is None:
         return errs
     if not isinstance(spec, dict):
-        return [_type_error(path, spec, "object")]
-    devices = _dict(spec, "devices", path, errs)
+        return [type_error(path, spec, "object")]
+    devices = get_dict(spec, "devices", path, errs)
     if devices is not None:
         dpath = f"{path}.devices"
-        names = _RequestNames(devices)
-        constraints = _list(devices, "constraints", dpath, errs)
+        names = RequestNames(devices)
+        constraints = get_list(devices, "constraints", dpath, errs)
         opts.constraint_attributes = _gather_constraint_attributes(constraints or [])
-        requests = _list(devices, "requests", dpath, errs)
+        requests = get_list(devices, "requests", dpath, errs)
         rpath = f"{dpath}.requests"
-        if requests is not None and not _too_many(requests, DEVICE_REQUESTS_MAX, rpath, errs):
+        if requests is not None and not over_limit(requests, DEVICE_REQUESTS_MAX, rpath, errs):
             keys: list[tuple[int, Any]] = []
-            for i, req, p in _items(requests, rpath, errs):
+            for i, req, p in dict_entries(requests, rpath, errs):
                 _validate_request(req, p, opts, errs)
                 keys.append((i, req.get("name")))
-            _duplicates(keys, rpath, errs)
+            report_duplicates(keys, rpath, errs)
         cpath = f"{dpath}.constraints"
-        if constraints is not None and not _too_many(constraints, CONSTRAINTS_MAX, cpath, errs):
-            for _, con, p in _items(constraints, cpath, errs):
+        if constraints is not None and not over_limit(constraints, CONSTRAINTS_MAX, cpath, errs):
+            for _, con, p in dict_entries(constraints, cpath, errs):
                 _validate_constraint(con, p, names, opts, errs)
-        configs = _list(devices, "config", dpath, errs)
+        configs = get_list(devices, "config", dpath, errs)
         gpath = f"{dpath}.config"
-        if configs is not None and not _too_many(configs, CONFIG_MAX, gpath, errs):
-            for _, cfg, p in _items(configs, gpath, errs):
-                _request_refs(cfg, p, names, errs)
-                _validate_opaque_config(cfg, p, opts.stored, errs)
-    reserved = _dict(spec, "reservedFor", path, errs)
+        if configs is not None and not over_limit(configs, CONFIG_MAX, gpath, errs):
+            for _, cfg, p in dict_entries(configs, gpath, errs):
+                validate_request_refs(cfg, p, names, errs)
+                validate_opaque_config(cfg, p, opts.stored, errs)
+    reserved = get_dict(spec, "reservedFor", path, errs)
     if reserved is not None:
-        errs.extend(_validate_consumer_ref(reserved, f"{path}.reservedFor"))
+        errs.extend(validate_consumer_ref(reserved, f"{path}.reservedFor"))
     return errs
 
 
-def _validate_consumer_ref(ref: Obj, path: str) -> Errs:
+def validate_consumer_ref(ref: Obj, path: str) -> Errs:
     errs: Errs = []
     for key in ("resource", "name", "uid"):
-        if not _str(ref, key, path, errs):
+        if not get_str(ref, key, path, errs):
             errs.append(required(f"{path}.{key}"))
-    _str(ref, "apiGroup", path, errs)
+    get_str(ref, "apiGroup", path, errs)
     return errs
 
 
@@ -332,6 +323,9 @@ def admin_access_errors(spec: Any, path: str, namespace_labels: dict[str, str]) 
     return []
 
 
+# --- defaults ---------------------------------------------------------------------------------
+
+
 def _default_request(req: Obj) -> None:
     if not req.get("allocationMode"):
         req["allocationMode"] = "ExactCount"
@@ -343,7 +337,7 @@ def _default_request(req: Obj) -> None:
 
 
 def default_claim_spec(spec: Any) -> None:
-    """allocationMode ExactCount, count 1, toleration operator Equal (§2.6)."""
+    """allocationMode ExactCount, count 1, toleration operator Equal."""
     if not isinstance(spec, dict) or not isinstance(spec.get("devices"), dict):
         return
     requests = spec["devices"].get("requests")
@@ -361,7 +355,7 @@ def default_claim_spec(spec: Any) -> None:
 # --- feature-gate drop rules ------------------------------------------------------------------
 
 
-def _requests(spec: Any) -> list[Obj]:
+def claim_requests(spec: Any) -> list[Obj]:
     devices = spec.get("devices") if isinstance(spec, dict) else None
     reqs = devices.get("requests") if isinstance(devices, dict) else None
     return [r for r in reqs if isinstance(r, dict)] if isinstance(reqs, list) else []
@@ -370,7 +364,7 @@ def _requests(spec: Any) -> list[Obj]:
 def _request_bodies(spec: Any) -> list[Obj]:
     """Every exactly / firstAvailable item (the places request fields live)."""
     out: list[Obj] = []
-    for req in _requests(spec):
+    for req in claim_requests(spec):
         if isinstance(req.get("exactly"), dict):
             out.append(req["exactly"])
         subs = req.get("firstAvailable")
@@ -394,20 +388,20 @@ def drop_claim_spec_fields(spec: Any, old_spec: Any, gates: Any) -> None:
         return old_spec is not None and pred(old_spec)
 
     if not gates.enabled("DRAAdminAccess") and not used(
-        lambda s: any(r.get("exactly", {}).get("adminAccess") is not None for r in _requests(s) if isinstance(r.get("exactly"), dict))
+        lambda s: any(r.get("exactly", {}).get("adminAccess") is not None for r in claim_requests(s) if isinstance(r.get("exactly"), dict))
     ):
-        _pop_all((r["exactly"] for r in _requests(spec) if isinstance(r.get("exactly"), dict)), "adminAccess")
-    if not gates.enabled("DRAPrioritizedList") and not used(lambda s: any(r.get("firstAvailable") for r in _requests(s))):
-        _pop_all(_requests(spec), "firstAvailable")
+        pop_all((r["exactly"] for r in claim_requests(spec) if isinstance(r.get("exactly"), dict)), "adminAccess")
+    if not gates.enabled("DRAPrioritizedList") and not used(lambda s: any(r.get("firstAvailable") for r in claim_requests(s))):
+        pop_all(claim_requests(spec), "firstAvailable")
     if not gates.enabled("DRADeviceTaints") and not used(lambda s: any(b.get("tolerations") for b in _request_bodies(s))):
-        _pop_all(_request_bodies(spec), "tolerations")
+        pop_all(_request_bodies(spec), "tolerations")
     if not gates.enabled("DRAConsumableCapacity") and not used(
         lambda s: any(c.get("distinctAttribute") is not None for c in _constraints(s))
         or any(b.get("capacity") is not None for b in _request_bodies(s))
     ):
-        _pop_all(_constraints(spec), "distinctAttribute")
-        _pop_all(_request_bodies(spec), "capacity")
+        pop_all(_constraints(spec), "distinctAttribute")
+        pop_all(_request_bodies(spec), "capacity")
     if not gates.enabled("DRADerivedAttributes") and not used(lambda s: any(b.get("derivedAttributes") for b in _request_bodies(s))):
-        _pop_all(_request_bodies(spec), "derivedAttributes")
+        pop_all(_request_bodies(spec), "derivedAttributes")
     if not gates.enabled("DRAReservedForWorkloads") and not used(lambda s: s.get("reservedFor") is not None):
         spec.pop("reservedFor", None)

@@ -1,9 +1,6 @@
 """Rules the resource.k8s.io kinds share: names and limits of drivers, pools, devices and attributes,
 CEL device selectors, opaque configuration, device tolerations and taints, binding conditions,
 skipped node operations, and the helpers of the gate drop rules.
-
-Behaviour follows upstream v1.37 (pkg/apis/resource/validation, the registry strategies and the
-declarative rules in k8s.io/api/resource/v1): same field paths, limits and messages.
 """
 
 from __future__ import annotations
@@ -16,18 +13,19 @@ from typing import Any
 
 import orjson
 
-from app.registry.accessors import Errs, Obj, _dict, _duplicates, _int, _items, _list, _str, _too_many, _type_error
-from app.registry.common import _label_name
-from app.registry.objectmeta import dns1123_label_problems, dns1123_subdomain_problems
-from kube.cel import validate_selector_expression
-from kube.errors import (
-    duplicate,
-    invalid,
-    not_supported,
-    required,
-    too_long,
+from app.registry.accessors import Errs, dict_entries, get_dict, get_int, get_list, get_str, over_limit, report_duplicates, type_error
+from app.registry.base import Obj
+from app.registry.objectmeta import (
+    dns1123_subdomain_problems,
+    validate_dns1123_label,
+    validate_dns1123_subdomain,
+    validate_label_key,
+    validate_label_value,
 )
-from kube.labels import label_value_errors
+from kube.cel import validate_selector_expression
+from kube.errors import duplicate, invalid, not_supported, required, too_long
+
+# --- limits (k8s.io/api/resource/v1/types.go) -------------------------------------------------
 
 SELECTORS_MAX = 32
 CONFIG_MAX = 32
@@ -46,12 +44,7 @@ _C_IDENTIFIER_FMT = "[A-Za-z_][A-Za-z0-9_]*"
 _C_IDENTIFIER_RE = re.compile(f"^{_C_IDENTIFIER_FMT}$")
 
 
-def _dns_label(value: str, path: str) -> Errs:
-    return [invalid(path, value, p) for p in dns1123_label_problems(value)]
-
-
-def _dns_subdomain(value: str, path: str) -> Errs:
-    return [invalid(path, value, p) for p in dns1123_subdomain_problems(value)]
+# --- names ------------------------------------------------------------------------------------
 
 
 def validate_driver_name(value: str | None, path: str) -> Errs:
@@ -74,12 +67,12 @@ def validate_pool_name(value: str | None, path: str) -> Errs:
     if len(value.encode()) > POOL_NAME_MAX_LEN:
         errs.append(too_long(path, POOL_NAME_MAX_LEN))
     for part in value.split("/"):
-        errs.extend(_dns_subdomain(part, path))
+        errs.extend(validate_dns1123_subdomain(part, path))
     return errs
 
 
 def validate_device_name(value: str | None, path: str) -> Errs:
-    return _dns_label(value or "", path)
+    return validate_dns1123_label(value or "", path)
 
 
 def _c_identifier(value: str, path: str) -> Errs:
@@ -125,11 +118,10 @@ def validate_fully_qualified_name(name: str, path: str) -> Errs:
     return errs
 
 
-def _label_value(value: str, path: str) -> Errs:
-    return [invalid(path, value, msg) for msg in label_value_errors(value)]
+# --- opaque data, device selectors, tolerations and configuration -----------------------------
 
 
-def _raw_extension(value: Any, path: str, stored: bool, limit: int) -> Errs:
+def validate_raw_extension(value: Any, path: str, stored: bool, limit: int) -> Errs:
     """Opaque parameters / device data: a JSON object of bounded size."""
     if value is None:
         return [required(path)]
@@ -170,17 +162,17 @@ class ClaimOptions:
 
 
 def validate_selectors(obj: Obj, path: str, opts: ClaimOptions, errs: Errs) -> None:
-    selectors = _list(obj, "selectors", path, errs)
+    selectors = get_list(obj, "selectors", path, errs)
     spath = f"{path}.selectors"
-    if selectors is None or _too_many(selectors, SELECTORS_MAX, spath, errs):
+    if selectors is None or over_limit(selectors, SELECTORS_MAX, spath, errs):
         return
-    for _, sel, p in _items(selectors, spath, errs):
-        cel = _dict(sel, "cel", p, errs)
+    for _, sel, p in dict_entries(selectors, spath, errs):
+        cel = get_dict(sel, "cel", p, errs)
         if cel is None:
             if "cel" not in sel or sel.get("cel") is None:
                 errs.append(required(f"{p}.cel"))
             continue
-        expr = _str(cel, "expression", f"{p}.cel", errs)
+        expr = get_str(cel, "expression", f"{p}.cel", errs)
         if expr is None:
             if cel.get("expression") is None:
                 errs.append(required(f"{p}.cel.expression"))
@@ -191,70 +183,70 @@ def validate_selectors(obj: Obj, path: str, opts: ClaimOptions, errs: Errs) -> N
 
 def _validate_toleration(tol: Obj, path: str) -> Errs:
     errs: Errs = []
-    key = _str(tol, "key", path, errs) or ""
+    key = get_str(tol, "key", path, errs) or ""
     if key:
-        errs.extend(_label_name(key, f"{path}.key"))
-    op = _str(tol, "operator", path, errs) or ""
-    value = _str(tol, "value", path, errs) or ""
+        errs.extend(validate_label_key(key, f"{path}.key"))
+    op = get_str(tol, "operator", path, errs) or ""
+    value = get_str(tol, "value", path, errs) or ""
     if op == "Exists":
         if value:
             errs.append(invalid(f"{path}.value", value, "must be empty for operator `Exists`"))
     elif op == "Equal":
-        errs.extend(_label_value(value, f"{path}.value"))
+        errs.extend(validate_label_value(value, f"{path}.value"))
     elif op == "":
         errs.append(required(f"{path}.operator"))
     else:
         errs.append(not_supported(f"{path}.operator", op, TOLERATION_OPERATORS))
-    effect = _str(tol, "effect", path, errs) or ""
+    effect = get_str(tol, "effect", path, errs) or ""
     if effect and effect not in TAINT_EFFECTS:
         errs.append(not_supported(f"{path}.effect", effect, TAINT_EFFECTS))
-    _int(tol, "tolerationSeconds", path, errs)
+    get_int(tol, "tolerationSeconds", path, errs)
     return errs
 
 
-def _validate_tolerations(obj: Obj, path: str, errs: Errs) -> None:
-    tols = _list(obj, "tolerations", path, errs)
-    for _, tol, p in _items(tols or [], f"{path}.tolerations", errs):
+def validate_tolerations(obj: Obj, path: str, errs: Errs) -> None:
+    tols = get_list(obj, "tolerations", path, errs)
+    for _, tol, p in dict_entries(tols or [], f"{path}.tolerations", errs):
         errs.extend(_validate_toleration(tol, p))
 
 
-def _validate_opaque_config(cfg: Obj, path: str, stored: bool, errs: Errs) -> None:
-    opaque = _dict(cfg, "opaque", path, errs)
+def validate_opaque_config(cfg: Obj, path: str, stored: bool, errs: Errs) -> None:
+    opaque = get_dict(cfg, "opaque", path, errs)
     if opaque is None:
         if not isinstance(cfg.get("opaque"), list | str | int | float | bool):
             errs.append(required(f"{path}.opaque"))
         return
     op = f"{path}.opaque"
-    driver = _str(opaque, "driver", op, errs)
+    driver = get_str(opaque, "driver", op, errs)
     errs.extend(validate_driver_name(driver, f"{op}.driver"))
-    errs.extend(_raw_extension(opaque.get("parameters"), f"{op}.parameters", stored, OPAQUE_PARAMETERS_MAX))
+    errs.extend(validate_raw_extension(opaque.get("parameters"), f"{op}.parameters", stored, OPAQUE_PARAMETERS_MAX))
 
 
-# --- ResourceClaim status ---------------------------------------------------------------------
+# --- binding conditions, skipped node operations, taints --------------------------------------
 
 
-def _binding_conditions(obj: Obj, path: str, errs: Errs) -> None:
-    conds = _list(obj, "bindingConditions", path, errs)
-    failures = _list(obj, "bindingFailureConditions", path, errs)
+def validate_binding_conditions(obj: Obj, path: str, errs: Errs) -> None:
+    conds = get_list(obj, "bindingConditions", path, errs)
+    failures = get_list(obj, "bindingFailureConditions", path, errs)
     cpath, fpath = f"{path}.bindingConditions", f"{path}.bindingFailureConditions"
-    conds_ok = conds is not None and not _too_many(conds, BINDING_CONDITIONS_MAX, cpath, errs)
-    fail_ok = failures is not None and not _too_many(failures, BINDING_CONDITIONS_MAX, fpath, errs)
+    conds_ok = conds is not None and not over_limit(conds, BINDING_CONDITIONS_MAX, cpath, errs)
+    fail_ok = failures is not None and not over_limit(failures, BINDING_CONDITIONS_MAX, fpath, errs)
     conds = conds or []
     failures = failures or []
     if conds_ok:
         for i, c in enumerate(conds):
             if isinstance(c, str):
-                errs.extend(_label_name(c, f"{cpath}[{i}]"))
+                errs.extend(validate_label_key(c, f"{cpath}[{i}]"))
             else:
-                errs.append(_type_error(f"{cpath}[{i}]", c, "string"))
+                errs.append(type_error(f"{cpath}[{i}]", c, "string"))
     if fail_ok:
         for i, c in enumerate(failures):
             if isinstance(c, str):
-                errs.extend(_label_name(c, f"{fpath}[{i}]"))
+                errs.extend(validate_label_key(c, f"{fpath}[{i}]"))
             else:
-                errs.append(_type_error(f"{fpath}[{i}]", c, "string"))
+                errs.append(type_error(f"{fpath}[{i}]", c, "string"))
     str_conds = [c for c in conds if isinstance(c, str)]
-    _duplicates([(i, c) for i, c in enumerate(conds) if isinstance(c, str)], cpath, errs)
+    report_duplicates([(i, c) for i, c in enumerate(conds) if isinstance(c, str)], cpath, errs)
     seen: set[str] = set()
     for i, c in enumerate(failures):
         if not isinstance(c, str):
@@ -270,8 +262,8 @@ def _binding_conditions(obj: Obj, path: str, errs: Errs) -> None:
         errs.append(invalid(fpath, failures, "bindingFailureConditions are required to use bindingConditions"))
 
 
-def _skip_node_operations(obj: Obj, path: str, errs: Errs) -> None:
-    ops = _list(obj, "skipNodeOperations", path, errs)
+def validate_skip_node_operations(obj: Obj, path: str, errs: Errs) -> None:
+    ops = get_list(obj, "skipNodeOperations", path, errs)
     if ops is None:
         return
     spath = f"{path}.skipNodeOperations"
@@ -281,30 +273,30 @@ def _skip_node_operations(obj: Obj, path: str, errs: Errs) -> None:
             errs.append(not_supported(f"{spath}[{i}]", op, SKIP_NODE_OPERATIONS))
         else:
             keys.append((i, op))
-    _duplicates(keys, spath, errs)
+    report_duplicates(keys, spath, errs)
     present = set(ops) if all(isinstance(o, str) for o in ops) else set()
     if "NodePrepareResources" in present and not present & {"NodeUnprepareResources", "*"}:
         errs.append(invalid(spath, ops, "NodePrepareResources cannot be skipped unless NodeUnprepareResources is also skipped"))
 
 
-def _validate_taint(taint: Obj, old: Obj | None, path: str) -> Errs:
+def validate_taint(taint: Obj, old: Obj | None, path: str) -> Errs:
     errs: Errs = []
-    key = _str(taint, "key", path, errs) or ""
-    errs.extend(_label_name(key, f"{path}.key"))
-    value = _str(taint, "value", path, errs) or ""
+    key = get_str(taint, "key", path, errs) or ""
+    errs.extend(validate_label_key(key, f"{path}.key"))
+    value = get_str(taint, "value", path, errs) or ""
     if value:
-        errs.extend(_label_value(value, f"{path}.value"))
-    effect = _str(taint, "effect", path, errs) or ""
+        errs.extend(validate_label_value(value, f"{path}.value"))
+    effect = get_str(taint, "effect", path, errs) or ""
     if old is None or old.get("effect") != taint.get("effect"):
         if not effect:
             errs.append(required(f"{path}.effect"))
         elif effect not in TAINT_EFFECTS:
             errs.append(not_supported(f"{path}.effect", effect, TAINT_EFFECTS))
-    _str(taint, "timeAdded", path, errs)
+    get_str(taint, "timeAdded", path, errs)
     return errs
 
 
-# --- defaults ---------------------------------------------------------------------------------
+# --- defaults and drop-rule helpers -----------------------------------------------------------
 
 
 def now_rfc3339() -> str:
@@ -317,7 +309,7 @@ def default_taint(taint: Any) -> None:
         taint["timeAdded"] = now_rfc3339()
 
 
-def _pop_all(items: Iterable[Obj], *keys: str) -> None:
+def pop_all(items: Iterable[Obj], *keys: str) -> None:
     for item in items:
         for key in keys:
             item.pop(key, None)

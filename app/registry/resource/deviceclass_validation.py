@@ -1,21 +1,14 @@
-"""DeviceClass: validation of the spec and its gate drop rules.
-
-Behaviour follows upstream v1.37 (pkg/apis/resource/validation, the registry strategies and the
-declarative rules in k8s.io/api/resource/v1): same field paths, limits and messages.
-"""
+"""DeviceClass: validation of the spec and its gate drop rules."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from app.registry.accessors import Errs, Obj, _items, _list, _str, _too_many, _type_error
-from app.registry.resource.common import CONFIG_MAX, ClaimOptions, _validate_opaque_config, validate_selectors
-from kube.errors import (
-    invalid,
-)
+from app.registry.accessors import Errs, dict_entries, get_list, get_str, over_limit, type_error
+from app.registry.base import Obj
+from app.registry.resource.common import CONFIG_MAX, ClaimOptions, validate_opaque_config, validate_selectors
+from kube.errors import invalid
 from kube.labels import label_key_errors
-
-# --- DeviceClass ------------------------------------------------------------------------------
 
 
 def _is_extended_resource_name(name: str) -> bool:
@@ -29,18 +22,18 @@ def validate_device_class_spec(spec: Any, old_spec: Obj | None, gates: Any) -> E
     if spec is None:
         return errs
     if not isinstance(spec, dict):
-        return [_type_error("spec", spec, "object")]
+        return [type_error("spec", spec, "object")]
     old = old_spec or {}
     stored = old_spec is not None and spec.get("selectors") == old.get("selectors")
-    selectors = _list(spec, "selectors", "spec", errs)
+    selectors = get_list(spec, "selectors", "spec", errs)
     if selectors is not None:
         validate_selectors(spec, "spec", ClaimOptions(gates, stored=stored), errs)
     stored = old_spec is not None and spec.get("config") == old.get("config")
-    configs = _list(spec, "config", "spec", errs)
-    if configs is not None and not _too_many(configs, CONFIG_MAX, "spec.config", errs):
-        for _, cfg, p in _items(configs, "spec.config", errs):
-            _validate_opaque_config(cfg, p, stored, errs)
-    ern = _str(spec, "extendedResourceName", "spec", errs)
+    configs = get_list(spec, "config", "spec", errs)
+    if configs is not None and not over_limit(configs, CONFIG_MAX, "spec.config", errs):
+        for _, cfg, p in dict_entries(configs, "spec.config", errs):
+            validate_opaque_config(cfg, p, stored, errs)
+    ern = get_str(spec, "extendedResourceName", "spec", errs)
     if ern is not None and not _is_extended_resource_name(ern):
         errs.append(invalid("spec.extendedResourceName", ern, "must be a valid extended resource name"))
     return errs

@@ -3,9 +3,6 @@ for a new allocation, pruning of deallocated devices' status and the status gate
 
 ``status.allocation.reservedForAnyPod`` is the project's KEP-5194 proposal, behind the alpha gate
 ``DRAReservedForWorkloads``.
-
-Behaviour follows upstream v1.37 (pkg/apis/resource/validation, the registry strategies and the
-declarative rules in k8s.io/api/resource/v1): same field paths, limits and messages.
 """
 
 from __future__ import annotations
@@ -17,52 +14,46 @@ from typing import Any
 
 from app.registry.accessors import (
     Errs,
-    Obj,
-    _bool,
-    _dict,
-    _duplicates,
-    _items,
-    _list,
-    _quantity,
-    _str,
-    _sub,
-    _too_many,
-    _truncate_key,
-    _type_error,
+    dict_entries,
+    get_bool,
+    get_dict,
+    get_list,
+    get_str,
+    over_limit,
+    read_quantity,
+    report_duplicates,
+    sub_dict,
+    truncate_key,
+    type_error,
 )
+from app.registry.base import Obj
 from app.registry.common import validate_conditions, validate_node_selector
 from app.registry.resource.claimspec import (
     ADMIN_ACCESS_DETAIL,
     ADMIN_NAMESPACE_LABEL,
-    _request_ref,
-    _request_refs,
-    _RequestNames,
-    _requests,
-    _validate_consumer_ref,
+    RequestNames,
+    claim_requests,
+    validate_consumer_ref,
+    validate_request_ref,
+    validate_request_refs,
 )
 from app.registry.resource.common import (
     ATTRIBUTE_KEY_TRUNCATE,
     CONFIG_MAX,
-    _binding_conditions,
-    _pop_all,
-    _raw_extension,
-    _skip_node_operations,
-    _validate_opaque_config,
-    _validate_tolerations,
+    pop_all,
+    validate_binding_conditions,
     validate_device_name,
     validate_driver_name,
+    validate_opaque_config,
     validate_pool_name,
     validate_qualified_name,
+    validate_raw_extension,
+    validate_skip_node_operations,
+    validate_tolerations,
 )
-from kube.errors import (
-    duplicate,
-    forbidden,
-    invalid,
-    not_supported,
-    required,
-    too_long,
-    too_many,
-)
+from kube.errors import duplicate, forbidden, invalid, not_supported, required, too_long, too_many
+
+# --- limits (k8s.io/api/resource/v1/types.go) -------------------------------------------------
 
 ALLOCATION_RESULTS_MAX = 32
 RESERVED_FOR_MAX = 256
@@ -72,7 +63,11 @@ NETWORK_INTERFACE_NAME_MAX = 256
 NETWORK_HARDWARE_ADDRESS_MAX = 128
 NETWORK_MAX_IPS = 16
 CONFIG_SOURCES = ("FromClaim", "FromClass")
+
 _UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+
+# --- schemas of the proposal fields (strict field validation and pruning must know them) ------
+
 ALLOCATION_SCHEMA_PROPERTIES: dict[str, dict[str, Obj]] = {
     "io.k8s.api.resource.v1.AllocationResult": {
         "reservedForAnyPod": {
@@ -81,6 +76,9 @@ ALLOCATION_SCHEMA_PROPERTIES: dict[str, dict[str, Obj]] = {
         },
     },
 }
+
+
+# --- status validation ------------------------------------------------------------------------
 
 
 def validate_uid(value: str, path: str) -> Errs:
@@ -123,83 +121,83 @@ def _render_device_id(key: tuple[Any, Any, Any, Any]) -> str:
     return f"{text}/{key[3]}" if key[3] else text
 
 
-def validate_allocation(alloc: Obj, path: str, names: _RequestNames) -> Errs:
+def validate_allocation(alloc: Obj, path: str, names: RequestNames) -> Errs:
     """A newly set allocation result (stored ones are only checked for immutability)."""
     errs: Errs = []
-    devices = _dict(alloc, "devices", path, errs) or {}
+    devices = get_dict(alloc, "devices", path, errs) or {}
     dpath = f"{path}.devices"
-    results = _list(devices, "results", dpath, errs)
+    results = get_list(devices, "results", dpath, errs)
     rpath = f"{dpath}.results"
-    if results is not None and not _too_many(results, ALLOCATION_RESULTS_MAX, rpath, errs):
-        for _, res, p in _items(results, rpath, errs):
-            req = _str(res, "request", p, errs) or ""
-            errs.extend(_request_ref(req, f"{p}.request", names) if req else [required(f"{p}.request")])
-            errs.extend(validate_driver_name(_str(res, "driver", p, errs), f"{p}.driver"))
-            errs.extend(validate_pool_name(_str(res, "pool", p, errs), f"{p}.pool"))
-            errs.extend(validate_device_name(_str(res, "device", p, errs), f"{p}.device"))
-            _binding_conditions(res, p, errs)
-            _validate_tolerations(res, p, errs)
-            share = _str(res, "shareID", p, errs)
+    if results is not None and not over_limit(results, ALLOCATION_RESULTS_MAX, rpath, errs):
+        for _, res, p in dict_entries(results, rpath, errs):
+            req = get_str(res, "request", p, errs) or ""
+            errs.extend(validate_request_ref(req, f"{p}.request", names) if req else [required(f"{p}.request")])
+            errs.extend(validate_driver_name(get_str(res, "driver", p, errs), f"{p}.driver"))
+            errs.extend(validate_pool_name(get_str(res, "pool", p, errs), f"{p}.pool"))
+            errs.extend(validate_device_name(get_str(res, "device", p, errs), f"{p}.device"))
+            validate_binding_conditions(res, p, errs)
+            validate_tolerations(res, p, errs)
+            share = get_str(res, "shareID", p, errs)
             if share is not None:
                 errs.extend(validate_uid(share, f"{p}.shareID"))
-            consumed = _dict(res, "consumedCapacity", p, errs) or {}
+            consumed = get_dict(res, "consumedCapacity", p, errs) or {}
             for key, value in consumed.items():
                 errs.extend(validate_qualified_name(key, f"{p}.consumedCapacity"))
-                _quantity(value, f"{p}.consumedCapacity[{_truncate_key(key, ATTRIBUTE_KEY_TRUNCATE)}]", errs)
-            _skip_node_operations(res, p, errs)
-            _bool(res, "adminAccess", p, errs)
-    configs = _list(devices, "config", dpath, errs)
+                read_quantity(value, f"{p}.consumedCapacity[{truncate_key(key, ATTRIBUTE_KEY_TRUNCATE)}]", errs)
+            validate_skip_node_operations(res, p, errs)
+            get_bool(res, "adminAccess", p, errs)
+    configs = get_list(devices, "config", dpath, errs)
     cpath = f"{dpath}.config"
-    if configs is not None and not _too_many(configs, 2 * CONFIG_MAX, cpath, errs):
-        for _, cfg, p in _items(configs, cpath, errs):
-            source = _str(cfg, "source", p, errs) or ""
+    if configs is not None and not over_limit(configs, 2 * CONFIG_MAX, cpath, errs):
+        for _, cfg, p in dict_entries(configs, cpath, errs):
+            source = get_str(cfg, "source", p, errs) or ""
             if not source:
                 errs.append(required(f"{p}.source"))
             elif source not in CONFIG_SOURCES:
                 errs.append(not_supported(f"{p}.source", source, CONFIG_SOURCES))
-            _request_refs(cfg, p, names, errs)
-            _validate_opaque_config(cfg, p, False, errs)
-    selector = _dict(alloc, "nodeSelector", path, errs)
+            validate_request_refs(cfg, p, names, errs)
+            validate_opaque_config(cfg, p, False, errs)
+    selector = get_dict(alloc, "nodeSelector", path, errs)
     if selector is not None:
         errs.extend(validate_node_selector(selector, f"{path}.nodeSelector"))
-    _bool(alloc, "reservedForAnyPod", path, errs)
+    get_bool(alloc, "reservedForAnyPod", path, errs)
     return errs
 
 
 def _validate_device_status(dev: Obj, path: str, allocated: set[tuple[Any, Any, Any, Any]]) -> Errs:
     errs: Errs = []
-    errs.extend(validate_driver_name(_str(dev, "driver", path, errs), f"{path}.driver"))
-    errs.extend(validate_pool_name(_str(dev, "pool", path, errs), f"{path}.pool"))
-    errs.extend(validate_device_name(_str(dev, "device", path, errs), f"{path}.device"))
-    share = _str(dev, "shareID", path, errs)
+    errs.extend(validate_driver_name(get_str(dev, "driver", path, errs), f"{path}.driver"))
+    errs.extend(validate_pool_name(get_str(dev, "pool", path, errs), f"{path}.pool"))
+    errs.extend(validate_device_name(get_str(dev, "device", path, errs), f"{path}.device"))
+    share = get_str(dev, "shareID", path, errs)
     if share is not None:
         errs.extend(validate_uid(share, f"{path}.shareID"))
     key = _device_id(dev)
     if key not in allocated:
         errs.append(invalid(path, _render_device_id(key), "must be an allocated device in the claim"))
-    conds = _list(dev, "conditions", path, errs)
+    conds = get_list(dev, "conditions", path, errs)
     if conds is not None:
         if len(conds) > DEVICE_STATUS_MAX_CONDITIONS:
             errs.append(too_many(f"{path}.conditions", len(conds), DEVICE_STATUS_MAX_CONDITIONS))
         errs.extend(validate_conditions(conds, f"{path}.conditions"))
     if dev.get("data") is not None:
-        errs.extend(_raw_extension(dev.get("data"), f"{path}.data", False, DEVICE_STATUS_DATA_MAX))
-    net = _dict(dev, "networkData", path, errs)
+        errs.extend(validate_raw_extension(dev.get("data"), f"{path}.data", False, DEVICE_STATUS_DATA_MAX))
+    net = get_dict(dev, "networkData", path, errs)
     if net is not None:
         npath = f"{path}.networkData"
-        iface = _str(net, "interfaceName", npath, errs) or ""
+        iface = get_str(net, "interfaceName", npath, errs) or ""
         if len(iface.encode()) > NETWORK_INTERFACE_NAME_MAX:
             errs.append(too_long(f"{npath}.interfaceName", NETWORK_INTERFACE_NAME_MAX))
-        hw = _str(net, "hardwareAddress", npath, errs) or ""
+        hw = get_str(net, "hardwareAddress", npath, errs) or ""
         if len(hw.encode()) > NETWORK_HARDWARE_ADDRESS_MAX:
             errs.append(too_long(f"{npath}.hardwareAddress", NETWORK_HARDWARE_ADDRESS_MAX))
-        ips = _list(net, "ips", npath, errs)
+        ips = get_list(net, "ips", npath, errs)
         ipath = f"{npath}.ips"
-        if ips is not None and not _too_many(ips, NETWORK_MAX_IPS, ipath, errs):
+        if ips is not None and not over_limit(ips, NETWORK_MAX_IPS, ipath, errs):
             keys: list[tuple[int, Any]] = []
             for i, ip in enumerate(ips):
                 if not isinstance(ip, str):
-                    errs.append(_type_error(f"{ipath}[{i}]", ip, "string"))
+                    errs.append(type_error(f"{ipath}[{i}]", ip, "string"))
                     continue
                 keys.append((i, ip))
                 try:
@@ -210,37 +208,37 @@ def _validate_device_status(dev: Obj, path: str, allocated: set[tuple[Any, Any, 
                     errs.append(
                         invalid(f"{ipath}[{i}]", ip, "must be a valid address in CIDR form, (e.g. 10.9.8.7/24 or 2001:db8::1/64)")
                     )
-            _duplicates(keys, ipath, errs)
+            report_duplicates(keys, ipath, errs)
     return errs
 
 
 def validate_claim_status(new: Obj, old: Obj) -> Errs:
     """ResourceClaim /status update rules."""
     errs: Errs = []
-    status = _dict(new, "status", "", errs) or {}
-    old_status = _sub(old, "status")
-    names = _RequestNames((new.get("spec") or {}).get("devices") if isinstance(new.get("spec"), dict) else None)
+    status = get_dict(new, "status", "", errs) or {}
+    old_status = sub_dict(old, "status")
+    names = RequestNames((new.get("spec") or {}).get("devices") if isinstance(new.get("spec"), dict) else None)
 
-    reserved = _list(status, "reservedFor", "status", errs)
+    reserved = get_list(status, "reservedFor", "status", errs)
     rpath = "status.reservedFor"
-    if reserved is not None and not _too_many(reserved, RESERVED_FOR_MAX, rpath, errs):
+    if reserved is not None and not over_limit(reserved, RESERVED_FOR_MAX, rpath, errs):
         keys: list[tuple[int, Any]] = []
-        for i, ref, p in _items(reserved, rpath, errs):
-            errs.extend(_validate_consumer_ref(ref, p))
+        for i, ref, p in dict_entries(reserved, rpath, errs):
+            errs.extend(validate_consumer_ref(ref, p))
             keys.append((i, ref.get("uid")))
-        _duplicates(keys, rpath, errs)
+        report_duplicates(keys, rpath, errs)
 
-    alloc = _dict(status, "allocation", "status", errs)
+    alloc = get_dict(status, "allocation", "status", errs)
     allocated: set[tuple[Any, Any, Any, Any]] = set()
     if alloc is not None:
         results = (alloc.get("devices") or {}).get("results") if isinstance(alloc.get("devices"), dict) else None
         for res in results if isinstance(results, list) else []:
             if isinstance(res, dict):
                 allocated.add(_device_id(res))
-    devs = _list(status, "devices", "status", errs)
+    devs = get_list(status, "devices", "status", errs)
     if devs is not None:
         keys = []
-        for i, dev, p in _items(devs, "status.devices", errs):
+        for i, dev, p in dict_entries(devs, "status.devices", errs):
             errs.extend(_validate_device_status(dev, p, allocated))
             keys.append((i, _device_id(dev)))
         seen: set[Any] = set()
@@ -270,7 +268,7 @@ def validate_claim_status(new: Obj, old: Obj) -> Errs:
 
 def prune_stale_device_status(new: Obj, old: Obj, gates: Any) -> None:
     """Drop status.devices entries of devices that were deallocated by this update."""
-    old_status = _sub(old, "status")
+    old_status = sub_dict(old, "status")
     if not (gates.enabled("DRAResourceClaimDeviceStatus") or old_status.get("devices")):
         return
     status = new.get("status")
@@ -293,16 +291,7 @@ def prune_stale_device_status(new: Obj, old: Obj, gates: Any) -> None:
         status.pop("devices", None)
 
 
-def default_claim_status(status: Any) -> None:
-    """Tolerations copied into allocation results get the same operator default."""
-    alloc = status.get("allocation") if isinstance(status, dict) else None
-    devices = alloc.get("devices") if isinstance(alloc, dict) else None
-    results = devices.get("results") if isinstance(devices, dict) else None
-    for res in results if isinstance(results, list) else []:
-        tols = res.get("tolerations") if isinstance(res, dict) else None
-        for tol in tols if isinstance(tols, list) else []:
-            if isinstance(tol, dict) and not tol.get("operator"):
-                tol["operator"] = "Equal"
+# --- feature-gate drop rules ------------------------------------------------------------------
 
 
 def _results(status: Any) -> list[Obj]:
@@ -317,16 +306,16 @@ def drop_claim_status_fields(claim: Obj, old: Obj | None, gates: Any) -> None:
     status = claim.get("status")
     if not isinstance(status, dict):
         return
-    old_status = _sub(old, "status")
+    old_status = sub_dict(old, "status")
     old_spec = (old or {}).get("spec")
     old_results = _results(old_status)
     results = _results(status)
     if not gates.enabled("DRAAdminAccess"):
         spec_used = any(
-            isinstance(r.get("exactly"), dict) and r["exactly"].get("adminAccess") is not None for r in _requests(old_spec)
+            isinstance(r.get("exactly"), dict) and r["exactly"].get("adminAccess") is not None for r in claim_requests(old_spec)
         )
         if not spec_used and not any(r.get("adminAccess") is not None for r in old_results):
-            _pop_all(results, "adminAccess")
+            pop_all(results, "adminAccess")
     if not gates.enabled("DRAResourceClaimDeviceStatus") and not old_status.get("devices"):
         status.pop("devices", None)
     if not gates.enabled("DRAConsumableCapacity"):
@@ -334,19 +323,19 @@ def drop_claim_status_fields(claim: Obj, old: Obj | None, gates: Any) -> None:
             isinstance(d, dict) and d.get("shareID") is not None for d in old_status.get("devices") or []
         )
         if not old_used:
-            _pop_all(results, "shareID", "consumedCapacity")
+            pop_all(results, "shareID", "consumedCapacity")
             devs = status.get("devices")
-            _pop_all((d for d in devs if isinstance(d, dict)) if isinstance(devs, list) else [], "shareID")
+            pop_all((d for d in devs if isinstance(d, dict)) if isinstance(devs, list) else [], "shareID")
     if not gates.enabled("DRADeviceBindingConditions") and not any(
         r.get("bindingConditions") or r.get("bindingFailureConditions") for r in old_results
     ):
-        _pop_all(results, "bindingConditions", "bindingFailureConditions")
+        pop_all(results, "bindingConditions", "bindingFailureConditions")
     if not gates.enabled("DRADeviceTaints") and not any(r.get("tolerations") for r in old_results):
-        _pop_all(results, "tolerations")
+        pop_all(results, "tolerations")
     if not gates.enabled("DRAOptionalNodeOperations") and not any(r.get("skipNodeOperations") for r in old_results):
-        _pop_all(results, "skipNodeOperations")
+        pop_all(results, "skipNodeOperations")
     alloc = status.get("allocation")
-    old_alloc = _sub(old_status, "allocation")
+    old_alloc = sub_dict(old_status, "allocation")
     if (
         isinstance(alloc, dict)
         and not gates.enabled("DRAReservedForWorkloads")

@@ -12,7 +12,7 @@ from app.registry.resource.claimspec import (
     drop_claim_spec_fields,
     validate_claim_spec,
 )
-from app.registry.resource.resourceclaimtemplate_validation import _claim_spec, _template_meta_errors
+from app.registry.resource.resourceclaimtemplate_validation import template_claim_spec, validate_template_metadata
 from kube.errors import FieldError, invalid
 
 
@@ -27,18 +27,18 @@ class ResourceClaimTemplateStrategy(KindStrategy):
     printer_columns = (name_column(), age_column())
 
     def default(self, obj: Obj, ctx: RequestContext) -> None:
-        default_claim_spec(_claim_spec(obj))
+        default_claim_spec(template_claim_spec(obj))
 
     def drop_disabled_fields(self, obj: Obj, old: Obj | None, ctx: RequestContext) -> None:
-        drop_claim_spec_fields(_claim_spec(obj), _claim_spec(old) if old is not None else None, ctx.feature_gates)
+        drop_claim_spec_fields(template_claim_spec(obj), template_claim_spec(old) if old is not None else None, ctx.feature_gates)
 
     def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
         spec = obj.get("spec")
-        errs = admin_access_errors(_claim_spec(obj), "spec.spec", ctx.namespace_labels)
-        errs += _template_meta_errors(spec)
+        errs = admin_access_errors(template_claim_spec(obj), "spec.spec", ctx.namespace_labels)
+        errs += validate_template_metadata(spec)
         if spec is not None and not isinstance(spec, dict):
             return [*errs, invalid("spec", spec, "must be of type object")]
-        return errs + validate_claim_spec(_claim_spec(obj), "spec.spec", ClaimOptions(ctx.feature_gates))
+        return errs + validate_claim_spec(template_claim_spec(obj), "spec.spec", ClaimOptions(ctx.feature_gates))
 
     def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
         if new.get("spec") != old.get("spec"):

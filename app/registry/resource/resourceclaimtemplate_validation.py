@@ -6,16 +6,17 @@ from __future__ import annotations
 from typing import Any
 
 from app.registry.base import Obj
+from app.registry.objectmeta import validate_label_key, validate_label_value
 from kube.errors import FieldError, forbidden, invalid
-from kube.labels import label_key_errors, label_value_errors
 
 
-def _claim_spec(obj: Obj | None) -> Any:
+def template_claim_spec(obj: Obj | None) -> Any:
+    """The ResourceClaimSpec a template stamps out (its spec.spec), None when it has none."""
     spec = obj.get("spec") if isinstance(obj, dict) else None
     return spec.get("spec") if isinstance(spec, dict) else None
 
 
-def _template_meta_errors(spec: Any) -> list[FieldError]:
+def validate_template_metadata(spec: Any) -> list[FieldError]:
     """spec.metadata of a template: only labels and annotations may be set."""
     meta = spec.get("metadata") if isinstance(spec, dict) else None
     if meta is None:
@@ -30,11 +31,11 @@ def _template_meta_errors(spec: Any) -> list[FieldError]:
     labels = meta.get("labels")
     if isinstance(labels, dict):
         for k, v in labels.items():
-            errs += [invalid(f"{path}.labels", k, m) for m in label_key_errors(k)]
+            errs += validate_label_key(k, f"{path}.labels")
             if isinstance(v, str):
-                errs += [invalid(f"{path}.labels", v, m) for m in label_value_errors(v)]
+                errs += validate_label_value(v, f"{path}.labels")
     annotations = meta.get("annotations")
     if isinstance(annotations, dict):
         for k in annotations:
-            errs += [invalid(f"{path}.annotations", k, m) for m in label_key_errors(k.lower())]
+            errs += validate_label_key(k.lower(), f"{path}.annotations")
     return errs

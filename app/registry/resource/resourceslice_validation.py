@@ -3,9 +3,6 @@ counters), defaults and gate drop rules.
 
 ``devices[].nodeAllocatableResources`` is the project's KEP-5517 proposal, behind the alpha gate
 ``DRANodeAllocatableResources``.
-
-Behaviour follows upstream v1.37 (pkg/apis/resource/validation, the registry strategies and the
-declarative rules in k8s.io/api/resource/v1): same field paths, limits and messages.
 """
 
 from __future__ import annotations
@@ -15,44 +12,38 @@ from typing import Any
 
 from app.registry.accessors import (
     Errs,
-    Obj,
-    _bool,
-    _dict,
-    _duplicates,
-    _int,
-    _items,
-    _list,
-    _quantity,
-    _str,
-    _sub,
-    _too_many,
-    _truncate_key,
-    _type_error,
+    dict_entries,
+    get_bool,
+    get_dict,
+    get_int,
+    get_list,
+    get_str,
+    over_limit,
+    read_quantity,
+    report_duplicates,
+    sub_dict,
+    truncate_key,
+    type_error,
 )
+from app.registry.base import Obj
 from app.registry.common import validate_node_selector
+from app.registry.objectmeta import validate_dns1123_label, validate_dns1123_subdomain
 from app.registry.resource.common import (
     ATTRIBUTE_KEY_TRUNCATE,
-    _binding_conditions,
-    _dns_label,
-    _dns_subdomain,
-    _pop_all,
-    _skip_node_operations,
-    _validate_taint,
     default_taint,
+    pop_all,
+    validate_binding_conditions,
     validate_driver_name,
     validate_fully_qualified_name,
     validate_pool_name,
     validate_qualified_name,
+    validate_skip_node_operations,
+    validate_taint,
 )
-from kube.errors import (
-    NOT_FOUND,
-    FieldError,
-    forbidden,
-    invalid,
-    required,
-    too_long,
-)
+from kube.errors import NOT_FOUND, FieldError, forbidden, invalid, required, too_long
 from kube.quantity import Quantity
+
+# --- limits (k8s.io/api/resource/v1/types.go) -------------------------------------------------
 
 SLICE_MAX_DEVICES = 128
 SLICE_MAX_DEVICES_ADVANCED = 64
@@ -65,6 +56,7 @@ MAX_ATTRIBUTE_VALUES = 48
 ATTRIBUTE_VALUE_MAX_LEN = 64
 TAINTS_MAX = 16
 VALID_VALUES_MAX = 10
+
 _NUM = r"(0|[1-9]\d*)"
 _PRE = r"(0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)"
 _BUILD = r"[0-9a-zA-Z-]+"
@@ -72,33 +64,29 @@ SEMVER_RE = re.compile(rf"^{_NUM}\.{_NUM}\.{_NUM}(-{_PRE}(\.{_PRE})*)?(\+{_BUILD
 _NODE_ALLOCATABLE = ("cpu", "memory", "ephemeral-storage")
 
 
-def _validate_node_name(value: str, path: str) -> Errs:
-    return _dns_subdomain(value, path)
-
-
-# --- ResourceSlice ----------------------------------------------------------------------------
+# --- validation -------------------------------------------------------------------------------
 
 
 def _attribute(attr: Any, path: str) -> Errs:
     errs: Errs = []
     if not isinstance(attr, dict):
-        return [_type_error(path, attr, "object")]
+        return [type_error(path, attr, "object")]
     count = 0
     for key in ("bool", "int", "string", "version"):
         if attr.get(key) is not None:
             count += 1
     if attr.get("bool") is not None:
-        _bool(attr, "bool", path, errs)
+        get_bool(attr, "bool", path, errs)
     if attr.get("int") is not None:
-        _int(attr, "int", path, errs)
-    s = _str(attr, "string", path, errs)
+        get_int(attr, "int", path, errs)
+    s = get_str(attr, "string", path, errs)
     if s is not None and len(s.encode()) > ATTRIBUTE_VALUE_MAX_LEN:
         errs.append(too_long(f"{path}.string", ATTRIBUTE_VALUE_MAX_LEN))
-    v = _str(attr, "version", path, errs)
+    v = get_str(attr, "version", path, errs)
     if v is not None:
         errs.extend(_version(v, f"{path}.version"))
     for key in ("bools", "ints", "strings", "versions"):
-        values = _list(attr, key, path, errs)
+        values = get_list(attr, key, path, errs)
         if values is None:
             continue
         count += 1
@@ -108,11 +96,11 @@ def _attribute(attr: Any, path: str) -> Errs:
         for i, item in enumerate(values):
             ipath = f"{lpath}[{i}]"
             if key == "bools" and not isinstance(item, bool):
-                errs.append(_type_error(ipath, item, "boolean"))
+                errs.append(type_error(ipath, item, "boolean"))
             elif key == "ints" and (isinstance(item, bool) or not isinstance(item, int)):
-                errs.append(_type_error(ipath, item, "integer"))
+                errs.append(type_error(ipath, item, "integer"))
             elif key in ("strings", "versions") and not isinstance(item, str):
-                errs.append(_type_error(ipath, item, "string"))
+                errs.append(type_error(ipath, item, "string"))
             elif key == "strings" and len(item.encode()) > ATTRIBUTE_VALUE_MAX_LEN:
                 errs.append(too_long(ipath, ATTRIBUTE_VALUE_MAX_LEN))
             elif key == "versions":
@@ -134,9 +122,9 @@ def _version(value: str, path: str) -> Errs:
 
 
 def _request_policy(value: Quantity | None, policy: Obj, path: str, gates: Any, errs: Errs) -> None:
-    valid_values = _list(policy, "validValues", path, errs)
-    valid_range = _dict(policy, "validRange", path, errs)
-    default = _quantity(policy.get("default"), f"{path}.default", errs)
+    valid_values = get_list(policy, "validValues", path, errs)
+    valid_range = get_dict(policy, "validRange", path, errs)
+    default = read_quantity(policy.get("default"), f"{path}.default", errs)
     if valid_values and valid_range is not None:
         errs.append(forbidden(path, 'exactly one policy can be specified, cannot specify "validValues" and "validRange" at the same time'))
         return
@@ -148,12 +136,12 @@ def _request_policy(value: Quantity | None, policy: Obj, path: str, gates: Any, 
                 errs.append(required(f"{path}.default", "required when validValues is defined"))
             return
         vpath = f"{path}.validValues"
-        options = [_quantity(v, f"{vpath}[{i}]", errs) for i, v in enumerate(valid_values)]
+        options = [read_quantity(v, f"{vpath}[{i}]", errs) for i, v in enumerate(valid_values)]
         for i in range(len(options) - 1):
             a, b = options[i], options[i + 1]
             if a is not None and b is not None and a > b:
                 errs.append(invalid(f"{vpath}[{i + 1}]", str(b), "values must be sorted in ascending order"))
-        if _too_many(valid_values, VALID_VALUES_MAX, vpath, errs):
+        if over_limit(valid_values, VALID_VALUES_MAX, vpath, errs):
             return
         fractional = gates.enabled("DRAFractionalCapacityRange")
         found = False
@@ -166,7 +154,7 @@ def _request_policy(value: Quantity | None, policy: Obj, path: str, gates: Any, 
             if opt == default:
                 found = True
             keys.append((i, str(opt.as_fraction()) if fractional else str(opt.value())))
-        _duplicates(keys, vpath, errs)
+        report_duplicates(keys, vpath, errs)
         if not found:
             errs.append(invalid(vpath, str(default), "default value is not valid according to the requestPolicy"))
     elif valid_range is not None:
@@ -178,13 +166,13 @@ def _request_policy(value: Quantity | None, policy: Obj, path: str, gates: Any, 
 
 
 def _valid_range(cap: Quantity, default: Quantity, rng: Obj, path: str, gates: Any, errs: Errs) -> None:
-    lo = _quantity(rng.get("min"), f"{path}.min", errs)
+    lo = read_quantity(rng.get("min"), f"{path}.min", errs)
     if lo is None:
         if rng.get("min") is None:
             errs.append(required(f"{path}.min", "required when validRange is defined"))
         return
-    hi = _quantity(rng.get("max"), f"{path}.max", errs)
-    step = _quantity(rng.get("step"), f"{path}.step", errs)
+    hi = read_quantity(rng.get("max"), f"{path}.max", errs)
+    step = read_quantity(rng.get("step"), f"{path}.step", errs)
     if lo > cap:
         errs.append(invalid(f"{path}.min", str(lo), f"min is larger than capacity value: {cap}"))
     if default < lo:
@@ -219,20 +207,20 @@ def _valid_range(cap: Quantity, default: Quantity, rng: Obj, path: str, gates: A
 
 def _counter_map(counters: Any, path: str, errs: Errs) -> None:
     if not isinstance(counters, dict):
-        errs.append(_type_error(path, counters, "object"))
+        errs.append(type_error(path, counters, "object"))
         return
-    if _too_many(list(counters), MAX_COUNTERS, path, errs):
+    if over_limit(list(counters), MAX_COUNTERS, path, errs):
         return
     for key, counter in counters.items():
-        errs.extend(_dns_label(key, path))
-        kpath = f"{path}[{_truncate_key(key, 63)}]"
+        errs.extend(validate_dns1123_label(key, path))
+        kpath = f"{path}[{truncate_key(key, 63)}]"
         if not isinstance(counter, dict):
-            errs.append(_type_error(kpath, counter, "object"))
+            errs.append(type_error(kpath, counter, "object"))
             continue
         if counter.get("value") is None:
             errs.append(required(f"{kpath}.value"))
         else:
-            _quantity(counter.get("value"), f"{kpath}.value", errs)
+            read_quantity(counter.get("value"), f"{kpath}.value", errs)
 
 
 def _is_node_allocatable(name: str) -> bool:
@@ -240,26 +228,26 @@ def _is_node_allocatable(name: str) -> bool:
 
 
 def _node_allocatable_resources(dev: Obj, path: str, errs: Errs) -> None:
-    resources = _dict(dev, "nodeAllocatableResources", path, errs)
+    resources = get_dict(dev, "nodeAllocatableResources", path, errs)
     if resources is None:
         return
-    capacity = _sub(dev, "capacity")
+    capacity = sub_dict(dev, "capacity")
     for name, entry in resources.items():
         kpath = f"{path}.nodeAllocatableResources[{name}]"
         if not _is_node_allocatable(name):
             errs.append(invalid(kpath, name, "must be a node allocatable resource name"))
         if not isinstance(entry, dict):
-            errs.append(_type_error(kpath, entry, "object"))
+            errs.append(type_error(kpath, entry, "object"))
             continue
-        mapping = _dict(entry, "mapping", kpath, errs)
-        overhead = _dict(entry, "overhead", kpath, errs)
+        mapping = get_dict(entry, "mapping", kpath, errs)
+        overhead = get_dict(entry, "overhead", kpath, errs)
         if mapping is None and overhead is None:
             errs.append(required(kpath, "at least one of mapping or overhead must be set"))
         if mapping is not None:
             mpath = f"{kpath}.mapping"
-            key = _str(mapping, "capacityKey", mpath, errs)
-            cap_mult = _quantity(mapping.get("capacityMultiplier"), f"{mpath}.capacityMultiplier", errs)
-            dev_mult = _quantity(mapping.get("deviceMultiplier"), f"{mpath}.deviceMultiplier", errs)
+            key = get_str(mapping, "capacityKey", mpath, errs)
+            cap_mult = read_quantity(mapping.get("capacityMultiplier"), f"{mpath}.capacityMultiplier", errs)
+            dev_mult = read_quantity(mapping.get("deviceMultiplier"), f"{mpath}.deviceMultiplier", errs)
             if key is not None:
                 if key == "":
                     errs.append(invalid(f"{mpath}.capacityKey", "", "capacityKey must not be an empty string"))
@@ -277,8 +265,8 @@ def _node_allocatable_resources(dev: Obj, path: str, errs: Errs) -> None:
                 errs.append(invalid(mpath, "{`capacityKey`, `deviceMultiplier`}", "exactly one of `capacityKey` or `deviceMultiplier` may be set"))
         if overhead is not None:
             opath = f"{kpath}.overhead"
-            per_pod = _quantity(overhead.get("perPod"), f"{opath}.perPod", errs)
-            per_container = _quantity(overhead.get("perContainer"), f"{opath}.perContainer", errs)
+            per_pod = read_quantity(overhead.get("perPod"), f"{opath}.perPod", errs)
+            per_container = read_quantity(overhead.get("perContainer"), f"{opath}.perContainer", errs)
             if overhead.get("perPod") is None and overhead.get("perContainer") is None:
                 errs.append(invalid(opath, "", "at least one of perPod or perContainer must be set"))
             if per_pod is not None and per_pod.sign < 0:
@@ -288,13 +276,13 @@ def _node_allocatable_resources(dev: Obj, path: str, errs: Errs) -> None:
 
 
 def _validate_device(dev: Obj, old: Obj | None, path: str, per_device: bool, gates: Any, errs: Errs) -> None:
-    name = _str(dev, "name", path, errs)
+    name = get_str(dev, "name", path, errs)
     if name:
-        errs.extend(_dns_label(name, f"{path}.name"))
+        errs.extend(validate_dns1123_label(name, f"{path}.name"))
     elif dev.get("name") is None or name == "":
         errs.append(required(f"{path}.name"))
-    attrs = _dict(dev, "attributes", path, errs) or {}
-    capacity = _dict(dev, "capacity", path, errs) or {}
+    attrs = get_dict(dev, "attributes", path, errs) or {}
+    capacity = get_dict(dev, "capacity", path, errs) or {}
     total = len(attrs) + len(capacity)
     if total > MAX_ATTRIBUTES_AND_CAPACITIES:
         errs.append(invalid(path, total, f"the total number of attributes and capacities must not exceed {MAX_ATTRIBUTES_AND_CAPACITIES}"))
@@ -307,65 +295,65 @@ def _validate_device(dev: Obj, old: Obj | None, path: str, per_device: bool, gat
         errs.append(invalid(path, values, f"the total number of attribute values must not exceed {MAX_ATTRIBUTE_VALUES}"))
     for key, attr in attrs.items():
         errs.extend(validate_qualified_name(key, f"{path}.attributes"))
-        errs.extend(_attribute(attr, f"{path}.attributes[{_truncate_key(key, ATTRIBUTE_KEY_TRUNCATE)}]"))
+        errs.extend(_attribute(attr, f"{path}.attributes[{truncate_key(key, ATTRIBUTE_KEY_TRUNCATE)}]"))
     multi = dev.get("allowMultipleAllocations") is True
-    _bool(dev, "allowMultipleAllocations", path, errs)
+    get_bool(dev, "allowMultipleAllocations", path, errs)
     if old is None or old.get("capacity") != dev.get("capacity"):
         for key, cap in capacity.items():
             errs.extend(validate_qualified_name(key, f"{path}.capacity"))
-            kpath = f"{path}.capacity[{_truncate_key(key, ATTRIBUTE_KEY_TRUNCATE)}]"
+            kpath = f"{path}.capacity[{truncate_key(key, ATTRIBUTE_KEY_TRUNCATE)}]"
             if not isinstance(cap, dict):
-                errs.append(_type_error(kpath, cap, "object"))
+                errs.append(type_error(kpath, cap, "object"))
                 continue
             if cap.get("value") is None:
                 errs.append(required(f"{kpath}.value"))
-            value = _quantity(cap.get("value"), f"{kpath}.value", errs)
-            policy = _dict(cap, "requestPolicy", kpath, errs)
+            value = read_quantity(cap.get("value"), f"{kpath}.value", errs)
+            policy = get_dict(cap, "requestPolicy", kpath, errs)
             if policy is not None:
                 if not multi:
                     errs.append(forbidden(f"{kpath}.requestPolicy", "allowMultipleAllocations must be true"))
                 else:
                     _request_policy(value, policy, f"{kpath}.requestPolicy", gates, errs)
-    taints = _list(dev, "taints", path, errs)
+    taints = get_list(dev, "taints", path, errs)
     if taints is not None and (old is None or old.get("taints") != taints):
         tpath = f"{path}.taints"
-        if not _too_many(taints, TAINTS_MAX, tpath, errs):
-            for _, taint, p in _items(taints, tpath, errs):
-                errs.extend(_validate_taint(taint, None, p))
-    consumes = _list(dev, "consumesCounters", path, errs)
+        if not over_limit(taints, TAINTS_MAX, tpath, errs):
+            for _, taint, p in dict_entries(taints, tpath, errs):
+                errs.extend(validate_taint(taint, None, p))
+    consumes = get_list(dev, "consumesCounters", path, errs)
     cpath = f"{path}.consumesCounters"
-    if consumes is not None and not _too_many(consumes, MAX_CONSUMPTIONS_PER_DEVICE, cpath, errs):
+    if consumes is not None and not over_limit(consumes, MAX_CONSUMPTIONS_PER_DEVICE, cpath, errs):
         keys: list[tuple[int, Any]] = []
-        for i, con, p in _items(consumes, cpath, errs):
-            cs = _str(con, "counterSet", p, errs) or ""
+        for i, con, p in dict_entries(consumes, cpath, errs):
+            cs = get_str(con, "counterSet", p, errs) or ""
             keys.append((i, cs))
-            errs.extend(_dns_label(cs, f"{p}.counterSet") if cs else [required(f"{p}.counterSet")])
+            errs.extend(validate_dns1123_label(cs, f"{p}.counterSet") if cs else [required(f"{p}.counterSet")])
             counters = con.get("counters")
             if not counters:
                 errs.append(required(f"{p}.counters"))
             else:
                 _counter_map(counters, f"{p}.counters", errs)
-            groups = _list(con, "compatibilityGroups", p, errs)
+            groups = get_list(con, "compatibilityGroups", p, errs)
             gpath = f"{p}.compatibilityGroups"
-            if groups is not None and not _too_many(groups, MAX_COMPATIBILITY_GROUPS, gpath, errs):
+            if groups is not None and not over_limit(groups, MAX_COMPATIBILITY_GROUPS, gpath, errs):
                 gkeys: list[tuple[int, Any]] = []
                 for j, g in enumerate(groups):
                     if not isinstance(g, str):
-                        errs.append(_type_error(f"{gpath}[{j}]", g, "string"))
+                        errs.append(type_error(f"{gpath}[{j}]", g, "string"))
                         continue
-                    errs.extend(_dns_label(g, f"{gpath}[{j}]"))
+                    errs.extend(validate_dns1123_label(g, f"{gpath}[{j}]"))
                     gkeys.append((j, g))
-                _duplicates(gkeys, gpath, errs)
-        _duplicates(keys, cpath, errs)
-    node_name = _str(dev, "nodeName", path, errs)
-    node_selector = _dict(dev, "nodeSelector", path, errs)
-    all_nodes = _bool(dev, "allNodes", path, errs)
+                report_duplicates(gkeys, gpath, errs)
+        report_duplicates(keys, cpath, errs)
+    node_name = get_str(dev, "nodeName", path, errs)
+    node_selector = get_dict(dev, "nodeSelector", path, errs)
+    all_nodes = get_bool(dev, "allNodes", path, errs)
     if per_device:
         chosen: list[str] = []
         if node_name is not None:
             if node_name:
                 chosen.append("`nodeName`")
-                errs.extend(_validate_node_name(node_name, f"{path}.nodeName"))
+                errs.extend(validate_dns1123_subdomain(node_name, f"{path}.nodeName"))
             else:
                 errs.append(invalid(f"{path}.nodeName", node_name, "must not be empty"))
         if node_selector is not None:
@@ -393,8 +381,8 @@ def _validate_device(dev: Obj, old: Obj | None, path: str, per_device: bool, gat
                 "the ResourceSlice spec",
             )
         )
-    _bool(dev, "bindsToNode", path, errs)
-    _binding_conditions(dev, path, errs)
+    get_bool(dev, "bindsToNode", path, errs)
+    validate_binding_conditions(dev, path, errs)
     _node_allocatable_resources(dev, path, errs)
 
 
@@ -416,23 +404,23 @@ def validate_slice_spec(spec: Any, old_spec: Obj | None, gates: Any) -> Errs:
     errs: Errs = []
     path = "spec"
     if not isinstance(spec, dict):
-        return [required(path)] if spec is None else [_type_error(path, spec, "object")]
-    driver = _str(spec, "driver", path, errs)
+        return [required(path)] if spec is None else [type_error(path, spec, "object")]
+    driver = get_str(spec, "driver", path, errs)
     errs.extend(validate_driver_name(driver, "spec.driver"))
-    pool = _dict(spec, "pool", path, errs)
+    pool = get_dict(spec, "pool", path, errs)
     if pool is None:
         if spec.get("pool") is None:
             errs.append(required("spec.pool"))
     else:
-        errs.extend(validate_pool_name(_str(pool, "name", "spec.pool", errs), "spec.pool.name"))
-        count = _int(pool, "resourceSliceCount", "spec.pool", errs) or 0
+        errs.extend(validate_pool_name(get_str(pool, "name", "spec.pool", errs), "spec.pool.name"))
+        count = get_int(pool, "resourceSliceCount", "spec.pool", errs) or 0
         if count <= 0:
             errs.append(invalid("spec.pool.resourceSliceCount", count, "must be greater than zero"))
-        gen = _int(pool, "generation", "spec.pool", errs) or 0
+        gen = get_int(pool, "generation", "spec.pool", errs) or 0
         if gen < 0:
             errs.append(invalid("spec.pool.generation", gen, "must be greater than or equal to zero"))
     if old_spec is not None:
-        old_pool = _sub(old_spec, "pool")
+        old_pool = sub_dict(old_spec, "pool")
         new_pool_name = (pool or {}).get("name")
         if new_pool_name != old_pool.get("name"):
             errs.append(invalid("spec.pool.name", new_pool_name, "field is immutable"))
@@ -442,14 +430,14 @@ def validate_slice_spec(spec: Any, old_spec: Obj | None, gates: Any) -> Errs:
             errs.append(invalid("spec.nodeName", spec.get("nodeName"), "field is immutable"))
 
     chosen: list[str] = []
-    node_name = _str(spec, "nodeName", path, errs)
+    node_name = get_str(spec, "nodeName", path, errs)
     if node_name is not None:
         if node_name:
             chosen.append("`nodeName`")
-            errs.extend(_validate_node_name(node_name, "spec.nodeName"))
+            errs.extend(validate_dns1123_subdomain(node_name, "spec.nodeName"))
         else:
             errs.append(invalid("spec.nodeName", "", "must be either unset or set to a non-empty string"))
-    selector = _dict(spec, "nodeSelector", path, errs)
+    selector = get_dict(spec, "nodeSelector", path, errs)
     if selector is not None:
         chosen.append("`nodeSelector`")
         errs.extend(validate_node_selector(selector, "spec.nodeSelector"))
@@ -457,7 +445,7 @@ def validate_slice_spec(spec: Any, old_spec: Obj | None, gates: Any) -> Errs:
         if isinstance(terms, list) and len(terms) != 1:
             errs.append(invalid("spec.nodeSelector.nodeSelectorTerms", terms, "must have exactly one node selector term"))
     for key in ("allNodes", "perDeviceNodeSelection"):
-        flag = _bool(spec, key, path, errs)
+        flag = get_bool(spec, key, path, errs)
         if flag is None:
             continue
         if flag:
@@ -470,8 +458,8 @@ def validate_slice_spec(spec: Any, old_spec: Obj | None, gates: Any) -> Errs:
     elif len(chosen) > 1:
         errs.append(invalid(path, "{" + ", ".join(chosen) + "}", detail + ", but multiple fields are set"))
 
-    devices = _list(spec, "devices", path, errs)
-    counter_sets = _list(spec, "sharedCounters", path, errs)
+    devices = get_list(spec, "devices", path, errs)
+    counter_sets = get_list(spec, "sharedCounters", path, errs)
     if spec.get("devices") is not None and spec.get("sharedCounters") is not None:
         errs.append(invalid(path, "", "only one of `sharedCounters` or `devices` is allowed"))
     if devices is not None:
@@ -479,7 +467,7 @@ def validate_slice_spec(spec: Any, old_spec: Obj | None, gates: Any) -> Errs:
         if _devices_use(devices, "taints") or _devices_use(devices, "consumesCounters") or _has_list_attributes(devices):
             limit = SLICE_MAX_DEVICES_ADVANCED
         dpath = "spec.devices"
-        if not _too_many(devices, limit, dpath, errs):
+        if not over_limit(devices, limit, dpath, errs):
             old_devices = {
                 d.get("name"): d
                 for d in ((old_spec or {}).get("devices") or [])
@@ -487,26 +475,26 @@ def validate_slice_spec(spec: Any, old_spec: Obj | None, gates: Any) -> Errs:
             }
             per_device = spec.get("perDeviceNodeSelection") is True
             keys: list[tuple[int, Any]] = []
-            for i, dev, p in _items(devices, dpath, errs):
+            for i, dev, p in dict_entries(devices, dpath, errs):
                 _validate_device(dev, old_devices.get(dev.get("name")), p, per_device, gates, errs)
                 keys.append((i, dev.get("name")))
-            _duplicates(keys, dpath, errs)
-    if counter_sets is not None and not _too_many(counter_sets, MAX_COUNTER_SETS, "spec.sharedCounters", errs):
+            report_duplicates(keys, dpath, errs)
+    if counter_sets is not None and not over_limit(counter_sets, MAX_COUNTER_SETS, "spec.sharedCounters", errs):
         keys = []
-        for i, cs, p in _items(counter_sets, "spec.sharedCounters", errs):
-            name = _str(cs, "name", p, errs) or ""
+        for i, cs, p in dict_entries(counter_sets, "spec.sharedCounters", errs):
+            name = get_str(cs, "name", p, errs) or ""
             keys.append((i, name))
-            errs.extend(_dns_label(name, f"{p}.name") if name else [required(f"{p}.name")])
+            errs.extend(validate_dns1123_label(name, f"{p}.name") if name else [required(f"{p}.name")])
             counters = cs.get("counters")
             if not counters:
                 errs.append(required(f"{p}.counters"))
             else:
                 _counter_map(counters, f"{p}.counters", errs)
-        _duplicates(keys, "spec.sharedCounters", errs)
-    pta = _str(spec, "partitionTypeAttribute", path, errs)
+        report_duplicates(keys, "spec.sharedCounters", errs)
+    pta = get_str(spec, "partitionTypeAttribute", path, errs)
     if pta is not None:
         errs.extend(_partition_type_attribute(spec, pta, devices or []))
-    _skip_node_operations(spec, path, errs)
+    validate_skip_node_operations(spec, path, errs)
     return errs
 
 
@@ -525,7 +513,7 @@ def _partition_type_attribute(spec: Obj, name: str, devices: list[Any]) -> Errs:
     for i, dev in enumerate(devices):
         if not isinstance(dev, dict) or not dev.get("consumesCounters"):
             continue
-        attrs = _sub(dev, "attributes")
+        attrs = sub_dict(dev, "attributes")
         attr = attrs.get(name, attrs.get(bare) if bare else None)
         apath = f"spec.devices[{i}].attributes[{name}]"
         if attr is None:
@@ -542,6 +530,9 @@ def uppercase_driver_warning(spec: Any) -> str | None:
     return None
 
 
+# --- defaults ---------------------------------------------------------------------------------
+
+
 def default_slice_spec(spec: Any) -> None:
     devices = spec.get("devices") if isinstance(spec, dict) else None
     for dev in devices if isinstance(devices, list) else []:
@@ -550,13 +541,16 @@ def default_slice_spec(spec: Any) -> None:
             default_taint(taint)
 
 
+# --- feature-gate drop rules ------------------------------------------------------------------
+
+
 def _slice_devices(spec: Any) -> list[Obj]:
     devs = spec.get("devices") if isinstance(spec, dict) else None
     return [d for d in devs if isinstance(d, dict)] if isinstance(devs, list) else []
 
 
 def drop_slice_fields(spec: Any, old_spec: Any, gates: Any) -> None:
-    """ResourceSlice drop rules (§4)."""
+    """Clear slice fields of disabled gates unless the old slice already used them."""
     if not isinstance(spec, dict):
         return
     old_devices = _slice_devices(old_spec)
@@ -564,7 +558,7 @@ def drop_slice_fields(spec: Any, old_spec: Any, gates: Any) -> None:
     old = old_spec if isinstance(old_spec, dict) else {}
 
     if not gates.enabled("DRADeviceTaints") and not any(d.get("taints") for d in old_devices):
-        _pop_all(devices, "taints")
+        pop_all(devices, "taints")
     partitionable_used = (
         old.get("sharedCounters") is not None
         or old.get("perDeviceNodeSelection") is not None
@@ -576,7 +570,7 @@ def drop_slice_fields(spec: Any, old_spec: Any, gates: Any) -> None:
     if not gates.enabled("DRAPartitionableDevices") and not partitionable_used:
         spec.pop("sharedCounters", None)
         spec.pop("perDeviceNodeSelection", None)
-        _pop_all(devices, "consumesCounters", "nodeName", "nodeSelector", "allNodes")
+        pop_all(devices, "consumesCounters", "nodeName", "nodeSelector", "allNodes")
     if not gates.enabled("DRAPartitionableDevicesType") and old.get("partitionTypeAttribute") is None:
         spec.pop("partitionTypeAttribute", None)
     if not gates.enabled("DRADeviceCompatibilityGroups") and not any(
@@ -584,25 +578,25 @@ def drop_slice_fields(spec: Any, old_spec: Any, gates: Any) -> None:
     ):
         for d in devices:
             cons = d.get("consumesCounters")
-            _pop_all((c for c in cons if isinstance(c, dict)) if isinstance(cons, list) else [], "compatibilityGroups")
+            pop_all((c for c in cons if isinstance(c, dict)) if isinstance(cons, list) else [], "compatibilityGroups")
     if not gates.enabled("DRAConsumableCapacity") and not any(
         d.get("allowMultipleAllocations") is not None
         or any(isinstance(c, dict) and c.get("requestPolicy") is not None for c in (d.get("capacity") or {}).values())
         for d in old_devices
     ):
-        _pop_all(devices, "allowMultipleAllocations")
+        pop_all(devices, "allowMultipleAllocations")
         for d in devices:
             caps = d.get("capacity")
-            _pop_all((c for c in caps.values() if isinstance(c, dict)) if isinstance(caps, dict) else [], "requestPolicy")
+            pop_all((c for c in caps.values() if isinstance(c, dict)) if isinstance(caps, dict) else [], "requestPolicy")
     binding_on = gates.enabled("DRADeviceBindingConditions") and gates.enabled("DRAResourceClaimDeviceStatus")
     if not binding_on and not any(
         d.get("bindsToNode") is not None or d.get("bindingConditions") or d.get("bindingFailureConditions") for d in old_devices
     ):
-        _pop_all(devices, "bindsToNode", "bindingConditions", "bindingFailureConditions")
+        pop_all(devices, "bindsToNode", "bindingConditions", "bindingFailureConditions")
     if not gates.enabled("DRAListTypeAttributes") and not _has_list_attributes(old_devices):
         for d in devices:
             attrs = d.get("attributes")
-            _pop_all(
+            pop_all(
                 (a for a in attrs.values() if isinstance(a, dict)) if isinstance(attrs, dict) else [],
                 "bools",
                 "ints",
@@ -612,4 +606,4 @@ def drop_slice_fields(spec: Any, old_spec: Any, gates: Any) -> None:
     if not gates.enabled("DRAOptionalNodeOperations") and not old.get("skipNodeOperations"):
         spec.pop("skipNodeOperations", None)
     if not gates.enabled("DRANodeAllocatableResources") and not any(d.get("nodeAllocatableResources") for d in old_devices):
-        _pop_all(devices, "nodeAllocatableResources")
+        pop_all(devices, "nodeAllocatableResources")
