@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from app.registry.accessors import Errs, dict_entries, get_int, get_list, get_str
+from app.registry.accessors import Errs, dict_entries, get_int, get_list, get_str, parse_quantity_field
 from app.registry.base import Obj
-from app.registry.objectmeta import validate_label_key
-from kube.errors import duplicate, forbidden, invalid, not_supported, required, too_long
+from app.registry.objectmeta import IS_NEGATIVE, qualified_name_problems, validate_label_key
+from kube.errors import FieldError, duplicate, forbidden, invalid, not_supported, required, too_long
 
 _CONDITION_REASON_RE = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
 
@@ -113,4 +113,49 @@ def validate_conditions(conditions: list[Any], path: str) -> Errs:
         gen = get_int(cond, "observedGeneration", cpath, errs)
         if gen is not None and gen < 0:
             errs.append(invalid(f"{cpath}.observedGeneration", gen, "must be greater than or equal to zero"))
+    return errs
+
+
+
+
+# helper.IsIntegerResourceName's standard part (extended resources are integers too).
+_INTEGER_RESOURCES = frozenset(
+    {
+        "pods", "services", "replicationcontrollers", "resourcequotas", "secrets", "configmaps",
+        "persistentvolumeclaims", "services.nodeports", "services.loadbalancers",
+    }
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# resources
+# ---------------------------------------------------------------------------------------------
+
+
+def is_native_resource(name: str) -> bool:
+    """No domain, or a kubernetes.io domain."""
+    return "/" not in name or "kubernetes.io/" in name
+
+
+def is_extended_resource(name: str) -> bool:
+    """helper.IsExtendedResourceName: a fully qualified, non-native name not starting requests."""
+    if is_native_resource(name) or name.startswith("requests."):
+        return False
+    return not qualified_name_problems("requests." + name)
+
+
+def is_integer_resource(name: str) -> bool:
+    return name in _INTEGER_RESOURCES or is_extended_resource(name)
+
+
+def validate_resource_quantity(name: str, value: object, path: str) -> list[FieldError]:
+    """ValidateResourceQuantityValue: parsable, not negative, whole for integer resources."""
+    errs: list[FieldError] = []
+    quantity = parse_quantity_field(value, path, errs)
+    if quantity is None:
+        return errs
+    if quantity.sign < 0:
+        errs.append(invalid(path, quantity.canonical(), IS_NEGATIVE))
+    if is_integer_resource(name) and quantity.milli_value() % 1000 != 0:
+        errs.append(invalid(path, quantity.canonical(), "must be an integer"))
     return errs

@@ -1,10 +1,4 @@
-"""Field validation and gate drop rules for the core kinds (Pod, Node, Namespace, Event) and Lease.
-
-Behaviour and messages follow upstream's pkg/apis/core/validation, pkg/apis/coordination/validation
-and pkg/api/pod/util.go (v1.37 line). Objects are decoded JSON, so every reader is defensive about
-wrong types: a wrong type becomes a field error, never an exception. ObjectMeta is validated by the
-REST layer (app.registry.objectmeta.validate_object_meta*); the functions here cover everything else.
-"""
+"""Pod: validation of the spec on create and update, of status writes, and the gate drop rules (pkg/api/pod/util.go)."""
 
 from __future__ import annotations
 
@@ -14,12 +8,14 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from app.registry.accessors import _dict, _list, _objects, _str, parse_quantity_field
+from app.registry.base import Obj
+from app.registry.common import is_extended_resource, is_native_resource, validate_resource_quantity
+from app.registry.core.node_validation import TAINT_EFFECTS
 from app.registry.objectmeta import (
     IS_NEGATIVE,
-    STANDARD_FINALIZERS,
     dns1123_subdomain_problems,
     is_int,
-    qualified_name_problems,
     validate_dns1123_label,
     validate_dns1123_subdomain,
     validate_immutable,
@@ -27,18 +23,8 @@ from app.registry.objectmeta import (
     validate_labels,
     validate_qualified_name,
 )
-from kube.errors import (
-    NOT_FOUND,
-    FieldError,
-    duplicate,
-    forbidden,
-    invalid,
-    not_supported,
-    required,
-)
-from kube.quantity import Quantity, QuantityError
-
-Obj = dict[str, Any]
+from kube.errors import NOT_FOUND, FieldError, duplicate, forbidden, invalid, not_supported, required
+from kube.quantity import Quantity
 
 INT32_MAX = 2**31 - 1
 RESTART_POLICIES = ("Always", "OnFailure", "Never")
@@ -46,7 +32,6 @@ DNS_POLICIES = ("ClusterFirstWithHostNet", "ClusterFirst", "Default", "None")
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 TERMINATION_MESSAGE_POLICIES = ("File", "FallbackToLogsOnError")
 PREEMPTION_POLICIES = ("PreemptLowerPriority", "Never")
-TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 TOLERATION_OPERATORS = ("Equal", "Exists")
 # Conditions the kubelet owns; any other pod condition type must be a qualified name.
 SYSTEM_POD_CONDITIONS = frozenset({"PodScheduled", "Ready", "Initialized"})
@@ -58,12 +43,6 @@ UPDATABLE_POD_SPEC_FIELDS = (
     "`spec.tolerations` (only additions to existing tolerations)",
     "`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)",
 )
-LEASE_STRATEGIES = ("OldestEmulationVersion",)
-# Legacy core/v1 Event limits (events.k8s.io-style events, i.e. those with eventTime).
-EVENT_REPORTING_INSTANCE_LIMIT = 128
-EVENT_ACTION_LIMIT = 128
-EVENT_REASON_LIMIT = 128
-EVENT_NOTE_LIMIT = 1024
 
 _STANDARD_CONTAINER_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage"})
 # helper.IsStandardResourceName: container resources plus quota and storage names.
@@ -75,108 +54,13 @@ _STANDARD_RESOURCES = _STANDARD_CONTAINER_RESOURCES | frozenset(
         "services.nodeports", "services.loadbalancers",
     }
 )
-# helper.IsIntegerResourceName's standard part (extended resources are integers too).
-_INTEGER_RESOURCES = frozenset(
-    {
-        "pods", "services", "replicationcontrollers", "resourcequotas", "secrets", "configmaps",
-        "persistentvolumeclaims", "services.nodeports", "services.loadbalancers",
-    }
-)
 _HUGEPAGES_PREFIX = "hugepages-"
 # Resources that may be requested without a limit (everything but hugepages and extended ones).
 _NODE_ALLOCATABLE_RE = re.compile(r"^(cpu|memory|ephemeral-storage|hugepages-.+)$")
 
 
-# ---------------------------------------------------------------------------------------------
-# small readers
-# ---------------------------------------------------------------------------------------------
-
-
-def _dict(value: object, path: str, errs: list[FieldError]) -> Obj:
-    """``value`` as an object; None reads as empty, another type is reported."""
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        errs.append(invalid(path, value, "must be an object"))
-        return {}
-    return value
-
-
-def _list(value: object, path: str, errs: list[FieldError]) -> list[Any]:
-    """``value`` as a list; None reads as empty, another type is reported."""
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        errs.append(invalid(path, value, "must be a list"))
-        return []
-    return value
-
-
-def _str(value: object, path: str, errs: list[FieldError]) -> str:
-    """``value`` as a string; None reads as empty, another type is reported."""
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        errs.append(invalid(path, value, "must be a string"))
-        return ""
-    return value
-
-
-def _objects(value: object, path: str, errs: list[FieldError]) -> Iterator[tuple[int, Obj, str]]:
-    """(index, entry, entry path) for a list of objects; bad entries are reported and skipped."""
-    for index, entry in enumerate(_list(value, path, errs)):
-        entry_path = f"{path}[{index}]"
-        if not isinstance(entry, dict):
-            errs.append(invalid(entry_path, entry, "must be an object"))
-            continue
-        yield index, entry, entry_path
-
-
-def parse_quantity_field(value: object, path: str, errs: list[FieldError]) -> Quantity | None:
-    """A quantity field; an unparsable one is reported with upstream's decoding message."""
-    try:
-        return Quantity.parse(value)  # type: ignore[arg-type]
-    except (QuantityError, TypeError) as exc:
-        errs.append(invalid(path, value, str(exc)))
-        return None
-
-
-# ---------------------------------------------------------------------------------------------
-# resources
-# ---------------------------------------------------------------------------------------------
-
-
-def is_native_resource(name: str) -> bool:
-    """No domain, or a kubernetes.io domain."""
-    return "/" not in name or "kubernetes.io/" in name
-
-
-def is_extended_resource(name: str) -> bool:
-    """helper.IsExtendedResourceName: a fully qualified, non-native name not starting requests."""
-    if is_native_resource(name) or name.startswith("requests."):
-        return False
-    return not qualified_name_problems("requests." + name)
-
-
-def is_integer_resource(name: str) -> bool:
-    return name in _INTEGER_RESOURCES or is_extended_resource(name)
-
-
 def _is_standard_resource(name: str) -> bool:
     return name in _STANDARD_RESOURCES or name.startswith(_HUGEPAGES_PREFIX) or name.startswith("requests.hugepages-")
-
-
-def validate_resource_quantity(name: str, value: object, path: str) -> list[FieldError]:
-    """ValidateResourceQuantityValue: parsable, not negative, whole for integer resources."""
-    errs: list[FieldError] = []
-    quantity = parse_quantity_field(value, path, errs)
-    if quantity is None:
-        return errs
-    if quantity.sign < 0:
-        errs.append(invalid(path, quantity.canonical(), IS_NEGATIVE))
-    if is_integer_resource(name) and quantity.milli_value() % 1000 != 0:
-        errs.append(invalid(path, quantity.canonical(), "must be an integer"))
-    return errs
 
 
 def validate_container_resource_name(name: str, path: str) -> list[FieldError]:
@@ -850,217 +734,3 @@ def drop_disabled_pod_fields(pod: Obj, old: Obj | None, gates: Any) -> None:
             status.pop("nodeAllocatableResourceClaimStatuses", None)
     if spec is not None and not gates.enabled("GenericWorkload") and not old_spec.get("schedulingGroup"):
         spec.pop("schedulingGroup", None)
-
-
-# ---------------------------------------------------------------------------------------------
-# node
-# ---------------------------------------------------------------------------------------------
-
-
-def validate_node_taints(taints: object, path: str) -> list[FieldError]:
-    """validateNodeTaints: key, value, effect and uniqueness by (key, effect)."""
-    errs: list[FieldError] = []
-    seen: set[tuple[str, str]] = set()
-    for _index, taint, taint_path in _objects(taints, path, errs):
-        key = _str(taint.get("key"), f"{taint_path}.key", errs)
-        value = _str(taint.get("value"), f"{taint_path}.value", errs)
-        effect = _str(taint.get("effect"), f"{taint_path}.effect", errs)
-        errs += validate_qualified_name(key, f"{taint_path}.key")
-        problems = validate_label_value(value, f"{taint_path}.value")
-        if problems:
-            errs.append(invalid(f"{taint_path}.value", value, ";".join(p.detail for p in problems)))
-        if not effect:
-            errs.append(required(f"{taint_path}.effect"))
-        elif effect not in TAINT_EFFECTS:
-            errs.append(not_supported(f"{taint_path}.effect", effect, TAINT_EFFECTS))
-        if (key, effect) in seen:
-            error = duplicate(taint_path, taint)
-            error.detail = "taints must be unique by key and effect pair"
-            errs.append(error)
-            continue
-        seen.add((key, effect))
-    return errs
-
-
-def validate_node_resources(node: Obj) -> list[FieldError]:
-    """status.capacity / status.allocatable quantities (upstream paths use '.', not '[key]')."""
-    errs: list[FieldError] = []
-    status = _dict(node.get("status"), "status", errs)
-    for key in ("capacity", "allocatable"):
-        for name, value in _dict(status.get(key), f"status.{key}", errs).items():
-            errs += validate_resource_quantity(name, value, f"status.{key}.{name}")
-    return errs
-
-
-def validate_declared_features(features: object, path: str) -> list[FieldError]:
-    """status.declaredFeatures: non-empty, unique strings."""
-    errs: list[FieldError] = []
-    seen: set[str] = set()
-    for index, feature in enumerate(_list(features, path, errs)):
-        item_path = f"{path}[{index}]"
-        if not isinstance(feature, str):
-            errs.append(invalid(item_path, feature, "must be a string"))
-        elif not feature:
-            errs.append(required(item_path))
-        elif feature in seen:
-            errs.append(duplicate(item_path, feature))
-        else:
-            seen.add(feature)
-    return errs
-
-
-def validate_node(node: Obj) -> list[FieldError]:
-    """ValidateNode minus ObjectMeta: taints, resource quantities, declared features."""
-    errs: list[FieldError] = []
-    spec = _dict(node.get("spec"), "spec", errs)
-    if spec.get("taints"):
-        # Upstream reports spec taints under metadata.taints (its path bug, kept for parity).
-        errs += validate_node_taints(spec["taints"], "metadata.taints")
-    errs += validate_node_resources(node)
-    status = node.get("status") if isinstance(node.get("status"), dict) else {}
-    assert isinstance(status, dict)
-    errs += validate_declared_features(status.get("declaredFeatures"), "status.declaredFeatures")
-    return errs
-
-
-def validate_node_update(new: Obj, old: Obj) -> list[FieldError]:
-    """ValidateNodeUpdate minus ObjectMeta: podCIDRs / providerID set once, unique addresses."""
-    errs = validate_node(new)
-    new_spec = new.get("spec") if isinstance(new.get("spec"), dict) else {}
-    old_spec = old.get("spec") if isinstance(old.get("spec"), dict) else {}
-    assert isinstance(new_spec, dict) and isinstance(old_spec, dict)
-    old_cidrs = old_spec.get("podCIDRs") or []
-    if old_cidrs and old_cidrs != (new_spec.get("podCIDRs") or []):
-        errs.append(forbidden("spec.podCIDRs", 'node updates may not change podCIDR except from "" to valid'))
-    old_provider = old_spec.get("providerID") or ""
-    if old_provider and old_provider != (new_spec.get("providerID") or ""):
-        errs.append(forbidden("spec.providerID", 'node updates may not change providerID except from "" to valid'))
-    if (new_spec.get("externalID") or "") != (old_spec.get("externalID") or ""):
-        errs.append(forbidden("spec.externalID", "may not be updated"))
-    status = new.get("status") if isinstance(new.get("status"), dict) else {}
-    assert isinstance(status, dict)
-    seen: list[Any] = []
-    addresses = status.get("addresses") if isinstance(status.get("addresses"), list) else []
-    assert isinstance(addresses, list)
-    for index, address in enumerate(addresses):
-        if address in seen:
-            errs.append(duplicate(f"status.addresses[{index}]", address))
-        seen.append(address)
-    return errs
-
-
-# ---------------------------------------------------------------------------------------------
-# namespace
-# ---------------------------------------------------------------------------------------------
-
-
-def validate_namespace_finalizers(namespace: Obj) -> list[FieldError]:
-    """spec.finalizers: qualified names, and a name without a domain must be a standard one.
-    Upstream reports both at the list's path on create (only /finalize indexes them)."""
-    errs: list[FieldError] = []
-    spec = _dict(namespace.get("spec"), "spec", errs)
-    finalizers = spec.get("finalizers")
-    if finalizers is None:
-        return errs
-    if not isinstance(finalizers, list) or not all(isinstance(f, str) for f in finalizers):
-        return [*errs, invalid("spec.finalizers", finalizers, "must be a list of strings")]
-    for finalizer in finalizers:
-        errs += validate_qualified_name(finalizer, "spec.finalizers")
-        if "/" not in finalizer and finalizer not in STANDARD_FINALIZERS:
-            errs.append(invalid("spec.finalizers", finalizer, "name is neither a standard finalizer name nor is it fully qualified"))
-    return errs
-
-
-def validate_namespace_status(namespace: Obj) -> list[FieldError]:
-    """status.phase is Active until deletion starts and Terminating after (upstream's path
-    spells the field "Phase")."""
-    errs: list[FieldError] = []
-    status = _dict(namespace.get("status"), "status", errs)
-    metadata = namespace.get("metadata") if isinstance(namespace.get("metadata"), dict) else {}
-    assert isinstance(metadata, dict)
-    phase = status.get("phase") or ""
-    if not metadata.get("deletionTimestamp"):
-        if phase != "Active":
-            errs.append(invalid("status.Phase", phase, "may only be 'Active' if `deletionTimestamp` is empty"))
-    elif phase != "Terminating":
-        errs.append(invalid("status.Phase", phase, "may only be 'Terminating' if `deletionTimestamp` is not empty"))
-    return errs
-
-
-# ---------------------------------------------------------------------------------------------
-# lease
-# ---------------------------------------------------------------------------------------------
-
-
-def validate_lease_spec(lease: Obj) -> list[FieldError]:
-    """ValidateLeaseSpec: positive duration, non-negative transitions, strategy, preferredHolder."""
-    errs: list[FieldError] = []
-    spec = _dict(lease.get("spec"), "spec", errs)
-    duration = spec.get("leaseDurationSeconds")
-    if duration is not None and (not is_int(duration) or duration <= 0):
-        errs.append(invalid("spec.leaseDurationSeconds", duration, "must be greater than 0"))
-    transitions = spec.get("leaseTransitions")
-    if transitions is not None and (not is_int(transitions) or transitions < 0):
-        errs.append(invalid("spec.leaseTransitions", transitions, IS_NEGATIVE))
-    strategy = spec.get("strategy")
-    if strategy is not None:
-        text = _str(strategy, "spec.strategy", errs)
-        # Upstream appends "strategy" to a path that already ends in it; kept for parity.
-        if "/" not in text:
-            if text not in LEASE_STRATEGIES:
-                errs.append(not_supported("spec.strategy.strategy", text, LEASE_STRATEGIES))
-        else:
-            errs += validate_qualified_name(text, "spec.strategy.strategy")
-    for key in ("holderIdentity", "preferredHolder", "acquireTime", "renewTime"):
-        _str(spec.get(key), f"spec.{key}", errs)
-    if spec.get("preferredHolder") and not strategy:
-        errs.append(forbidden("spec.preferredHolder", "may only be specified if `strategy` is defined"))
-    return errs
-
-
-# ---------------------------------------------------------------------------------------------
-# event (legacy core/v1 rules: the only ones upstream applies to v1 Events)
-# ---------------------------------------------------------------------------------------------
-
-
-def validate_event(event: Obj) -> list[FieldError]:
-    """legacyValidateEvent: namespace agreement with involvedObject and, for events with an
-    eventTime, the reporting fields; the event's namespace is a DNS subdomain."""
-    errs: list[FieldError] = []
-    metadata = event.get("metadata") if isinstance(event.get("metadata"), dict) else {}
-    assert isinstance(metadata, dict)
-    namespace = metadata.get("namespace") if isinstance(metadata.get("namespace"), str) else ""
-    assert isinstance(namespace, str)
-    involved = _dict(event.get("involvedObject"), "involvedObject", errs)
-    involved_ns = _str(involved.get("namespace"), "involvedObject.namespace", errs)
-    for key in ("reason", "message", "reportingComponent", "reportingInstance", "action", "type"):
-        _str(event.get(key), key, errs)
-    if not event.get("eventTime"):
-        if not involved_ns:
-            if namespace not in ("", "default"):
-                errs.append(invalid("involvedObject.namespace", involved_ns, "does not match event.namespace"))
-        elif namespace != involved_ns:
-            errs.append(invalid("involvedObject.namespace", involved_ns, "does not match event.namespace"))
-    else:
-        if not involved_ns and namespace not in ("default", "kube-system"):
-            errs.append(invalid("involvedObject.namespace", involved_ns, "does not match event.namespace"))
-        controller = event.get("reportingComponent") if isinstance(event.get("reportingComponent"), str) else ""
-        assert isinstance(controller, str)
-        # core/v1 serializes ReportingController as reportingComponent; upstream's error path
-        # keeps the Go-side name.
-        if not controller:
-            errs.append(required("reportingController"))
-        errs += [invalid("reportingController", controller, p) for p in qualified_name_problems(controller)]
-        for key, limit in (("reportingInstance", EVENT_REPORTING_INSTANCE_LIMIT), ("action", EVENT_ACTION_LIMIT), ("reason", EVENT_REASON_LIMIT)):
-            value = event.get(key) if isinstance(event.get(key), str) else ""
-            assert isinstance(value, str)
-            if not value:
-                errs.append(required(key))
-            if len(value) > limit:
-                errs.append(invalid(key, "", f"can have at most {limit} characters"))
-        message = event.get("message") if isinstance(event.get("message"), str) else ""
-        assert isinstance(message, str)
-        if len(message) > EVENT_NOTE_LIMIT:
-            errs.append(invalid("message", "", f"can have at most {EVENT_NOTE_LIMIT} characters"))
-    errs += [invalid("namespace", namespace, p) for p in dns1123_subdomain_problems(namespace)]
-    return errs
