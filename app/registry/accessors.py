@@ -130,6 +130,59 @@ def dict_entries(value: list[Any], path: str, errs: Errs) -> Iterable[tuple[int,
         yield i, item, p
 
 
+# --- readers of a value (the core kinds): absent reads as empty, a wrong type is reported as
+# "must be an object" -------------------------------------------------------------------------------
+
+
+def as_dict(value: object, path: str, errs: list[FieldError]) -> Obj:
+    """``value`` as an object; None reads as empty, another type is reported."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        errs.append(invalid(path, value, "must be an object"))
+        return {}
+    return value
+
+
+def as_list(value: object, path: str, errs: list[FieldError]) -> list[Any]:
+    """``value`` as a list; None reads as empty, another type is reported."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        errs.append(invalid(path, value, "must be a list"))
+        return []
+    return value
+
+
+def as_str(value: object, path: str, errs: list[FieldError]) -> str:
+    """``value`` as a string; None reads as empty, another type is reported."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        errs.append(invalid(path, value, "must be a string"))
+        return ""
+    return value
+
+
+def as_dict_entries(value: object, path: str, errs: list[FieldError]) -> Iterator[tuple[int, Obj, str]]:
+    """(index, entry, entry path) for a list of objects; bad entries are reported and skipped."""
+    for index, entry in enumerate(as_list(value, path, errs)):
+        entry_path = f"{path}[{index}]"
+        if not isinstance(entry, dict):
+            errs.append(invalid(entry_path, entry, "must be an object"))
+            continue
+        yield index, entry, entry_path
+
+
+def parse_quantity_field(value: object, path: str, errs: list[FieldError]) -> Quantity | None:
+    """A quantity field; an unparsable one is reported with upstream's decoding message."""
+    try:
+        return Quantity.parse(value)  # type: ignore[arg-type]
+    except (QuantityError, TypeError) as exc:
+        errs.append(invalid(path, value, str(exc)))
+        return None
+
+
 # --- reporting --------------------------------------------------------------------------------
 
 
@@ -157,59 +210,3 @@ def report_duplicates(keys: list[tuple[int, Any]], path: str, errs: Errs) -> Non
             errs.append(duplicate(f"{path}[{i}]", key))
         else:
             seen.add(key)
-
-
-
-
-# ---------------------------------------------------------------------------------------------
-# small readers
-# ---------------------------------------------------------------------------------------------
-
-
-def _dict(value: object, path: str, errs: list[FieldError]) -> Obj:
-    """``value`` as an object; None reads as empty, another type is reported."""
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        errs.append(invalid(path, value, "must be an object"))
-        return {}
-    return value
-
-
-def _list(value: object, path: str, errs: list[FieldError]) -> list[Any]:
-    """``value`` as a list; None reads as empty, another type is reported."""
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        errs.append(invalid(path, value, "must be a list"))
-        return []
-    return value
-
-
-def _str(value: object, path: str, errs: list[FieldError]) -> str:
-    """``value`` as a string; None reads as empty, another type is reported."""
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        errs.append(invalid(path, value, "must be a string"))
-        return ""
-    return value
-
-
-def _objects(value: object, path: str, errs: list[FieldError]) -> Iterator[tuple[int, Obj, str]]:
-    """(index, entry, entry path) for a list of objects; bad entries are reported and skipped."""
-    for index, entry in enumerate(_list(value, path, errs)):
-        entry_path = f"{path}[{index}]"
-        if not isinstance(entry, dict):
-            errs.append(invalid(entry_path, entry, "must be an object"))
-            continue
-        yield index, entry, entry_path
-
-
-def parse_quantity_field(value: object, path: str, errs: list[FieldError]) -> Quantity | None:
-    """A quantity field; an unparsable one is reported with upstream's decoding message."""
-    try:
-        return Quantity.parse(value)  # type: ignore[arg-type]
-    except (QuantityError, TypeError) as exc:
-        errs.append(invalid(path, value, str(exc)))
-        return None

@@ -1,4 +1,5 @@
-"""Validation rules kinds of several API groups share: core/v1 node selectors and metav1 conditions."""
+"""Validation rules kinds of several API groups share: core/v1 node selectors, metav1 conditions,
+and core/v1 resource names and quantities."""
 
 from __future__ import annotations
 
@@ -116,7 +117,7 @@ def validate_conditions(conditions: list[Any], path: str) -> Errs:
     return errs
 
 
-
+# --- resource names and quantities (core/v1) --------------------------------------------------
 
 # helper.IsIntegerResourceName's standard part (extended resources are integers too).
 _INTEGER_RESOURCES = frozenset(
@@ -125,11 +126,6 @@ _INTEGER_RESOURCES = frozenset(
         "persistentvolumeclaims", "services.nodeports", "services.loadbalancers",
     }
 )
-
-
-# ---------------------------------------------------------------------------------------------
-# resources
-# ---------------------------------------------------------------------------------------------
 
 
 def is_native_resource(name: str) -> bool:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.registry.accessors import _dict, _str
+from app.registry.accessors import as_dict, as_str
 from app.registry.base import Obj
 from app.registry.objectmeta import dns1123_subdomain_problems, qualified_name_problems
 from kube.errors import FieldError, invalid, required
@@ -14,11 +14,6 @@ EVENT_REASON_LIMIT = 128
 EVENT_NOTE_LIMIT = 1024
 
 
-# ---------------------------------------------------------------------------------------------
-# event (legacy core/v1 rules: the only ones upstream applies to v1 Events)
-# ---------------------------------------------------------------------------------------------
-
-
 def validate_event(event: Obj) -> list[FieldError]:
     """legacyValidateEvent: namespace agreement with involvedObject and, for events with an
     eventTime, the reporting fields; the event's namespace is a DNS subdomain."""
@@ -27,10 +22,10 @@ def validate_event(event: Obj) -> list[FieldError]:
     assert isinstance(metadata, dict)
     namespace = metadata.get("namespace") if isinstance(metadata.get("namespace"), str) else ""
     assert isinstance(namespace, str)
-    involved = _dict(event.get("involvedObject"), "involvedObject", errs)
-    involved_ns = _str(involved.get("namespace"), "involvedObject.namespace", errs)
+    involved = as_dict(event.get("involvedObject"), "involvedObject", errs)
+    involved_ns = as_str(involved.get("namespace"), "involvedObject.namespace", errs)
     for key in ("reason", "message", "reportingComponent", "reportingInstance", "action", "type"):
-        _str(event.get(key), key, errs)
+        as_str(event.get(key), key, errs)
     if not event.get("eventTime"):
         if not involved_ns:
             if namespace not in ("", "default"):

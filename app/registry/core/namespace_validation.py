@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-from app.registry.accessors import _dict
+from app.registry.accessors import as_dict
 from app.registry.base import Obj
 from app.registry.objectmeta import STANDARD_FINALIZERS, validate_qualified_name
 from kube.errors import FieldError, invalid
-
-# ---------------------------------------------------------------------------------------------
-# namespace
-# ---------------------------------------------------------------------------------------------
 
 
 def validate_namespace_finalizers(namespace: Obj) -> list[FieldError]:
     """spec.finalizers: qualified names, and a name without a domain must be a standard one.
     Upstream reports both at the list's path on create (only /finalize indexes them)."""
     errs: list[FieldError] = []
-    spec = _dict(namespace.get("spec"), "spec", errs)
+    spec = as_dict(namespace.get("spec"), "spec", errs)
     finalizers = spec.get("finalizers")
     if finalizers is None:
         return errs
@@ -33,7 +29,7 @@ def validate_namespace_status(namespace: Obj) -> list[FieldError]:
     """status.phase is Active until deletion starts and Terminating after (upstream's path
     spells the field "Phase")."""
     errs: list[FieldError] = []
-    status = _dict(namespace.get("status"), "status", errs)
+    status = as_dict(namespace.get("status"), "status", errs)
     metadata = namespace.get("metadata") if isinstance(namespace.get("metadata"), dict) else {}
     assert isinstance(metadata, dict)
     phase = status.get("phase") or ""

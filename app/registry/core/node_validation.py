@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.registry.accessors import _dict, _list, _objects, _str
+from app.registry.accessors import as_dict, as_dict_entries, as_list, as_str
 from app.registry.base import Obj
 from app.registry.common import validate_resource_quantity
 from app.registry.objectmeta import validate_label_value, validate_qualified_name
@@ -13,19 +13,14 @@ from kube.errors import FieldError, duplicate, forbidden, invalid, not_supported
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 
-# ---------------------------------------------------------------------------------------------
-# node
-# ---------------------------------------------------------------------------------------------
-
-
 def validate_node_taints(taints: object, path: str) -> list[FieldError]:
     """validateNodeTaints: key, value, effect and uniqueness by (key, effect)."""
     errs: list[FieldError] = []
     seen: set[tuple[str, str]] = set()
-    for _index, taint, taint_path in _objects(taints, path, errs):
-        key = _str(taint.get("key"), f"{taint_path}.key", errs)
-        value = _str(taint.get("value"), f"{taint_path}.value", errs)
-        effect = _str(taint.get("effect"), f"{taint_path}.effect", errs)
+    for _index, taint, taint_path in as_dict_entries(taints, path, errs):
+        key = as_str(taint.get("key"), f"{taint_path}.key", errs)
+        value = as_str(taint.get("value"), f"{taint_path}.value", errs)
+        effect = as_str(taint.get("effect"), f"{taint_path}.effect", errs)
         errs += validate_qualified_name(key, f"{taint_path}.key")
         problems = validate_label_value(value, f"{taint_path}.value")
         if problems:
@@ -46,9 +41,9 @@ def validate_node_taints(taints: object, path: str) -> list[FieldError]:
 def validate_node_resources(node: Obj) -> list[FieldError]:
     """status.capacity / status.allocatable quantities (upstream paths use '.', not '[key]')."""
     errs: list[FieldError] = []
-    status = _dict(node.get("status"), "status", errs)
+    status = as_dict(node.get("status"), "status", errs)
     for key in ("capacity", "allocatable"):
-        for name, value in _dict(status.get(key), f"status.{key}", errs).items():
+        for name, value in as_dict(status.get(key), f"status.{key}", errs).items():
             errs += validate_resource_quantity(name, value, f"status.{key}.{name}")
     return errs
 
@@ -57,7 +52,7 @@ def validate_declared_features(features: object, path: str) -> list[FieldError]:
     """status.declaredFeatures: non-empty, unique strings."""
     errs: list[FieldError] = []
     seen: set[str] = set()
-    for index, feature in enumerate(_list(features, path, errs)):
+    for index, feature in enumerate(as_list(features, path, errs)):
         item_path = f"{path}[{index}]"
         if not isinstance(feature, str):
             errs.append(invalid(item_path, feature, "must be a string"))
@@ -73,7 +68,7 @@ def validate_declared_features(features: object, path: str) -> list[FieldError]:
 def validate_node(node: Obj) -> list[FieldError]:
     """ValidateNode minus ObjectMeta: taints, resource quantities, declared features."""
     errs: list[FieldError] = []
-    spec = _dict(node.get("spec"), "spec", errs)
+    spec = as_dict(node.get("spec"), "spec", errs)
     if spec.get("taints"):
         # Upstream reports spec taints under metadata.taints (its path bug, kept for parity).
         errs += validate_node_taints(spec["taints"], "metadata.taints")

@@ -1,4 +1,5 @@
-"""Pod: validation of the spec on create and update, of status writes, and the gate drop rules (pkg/api/pod/util.go)."""
+"""Pod: validation of the spec on create and update and of status writes, and the gate drop rules
+(pkg/api/pod/util.go)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from app.registry.accessors import _dict, _list, _objects, _str, parse_quantity_field
+from app.registry.accessors import as_dict, as_dict_entries, as_list, as_str, parse_quantity_field
 from app.registry.base import Obj
 from app.registry.common import is_extended_resource, is_native_resource, validate_resource_quantity
 from app.registry.core.node_validation import TAINT_EFFECTS
@@ -55,8 +56,13 @@ _STANDARD_RESOURCES = _STANDARD_CONTAINER_RESOURCES | frozenset(
     }
 )
 _HUGEPAGES_PREFIX = "hugepages-"
-# Resources that may be requested without a limit (everything but hugepages and extended ones).
+# What a node allocates to pods and containers (KEP-5517 status entries).
 _NODE_ALLOCATABLE_RE = re.compile(r"^(cpu|memory|ephemeral-storage|hugepages-.+)$")
+
+
+# ---------------------------------------------------------------------------------------------
+# container resources
+# ---------------------------------------------------------------------------------------------
 
 
 def _is_standard_resource(name: str) -> bool:
@@ -79,6 +85,7 @@ def validate_container_resource_name(name: str, path: str) -> list[FieldError]:
 
 
 def _overcommit_allowed(name: str) -> bool:
+    """Whether a request may differ from the limit (everything but hugepages and extended resources)."""
     return is_native_resource(name) and not name.startswith(_HUGEPAGES_PREFIX)
 
 
@@ -87,9 +94,9 @@ def validate_resource_requirements(
 ) -> list[FieldError]:
     """A container's (or the pod's) resources: names, quantities, requests <= limits, claims."""
     errs: list[FieldError] = []
-    res = _dict(resources, path, errs)
-    limits = _dict(res.get("limits"), f"{path}.limits", errs)
-    requests = _dict(res.get("requests"), f"{path}.requests", errs)
+    res = as_dict(resources, path, errs)
+    limits = as_dict(res.get("limits"), f"{path}.limits", errs)
+    requests = as_dict(res.get("requests"), f"{path}.requests", errs)
     parsed_limits: dict[str, Quantity] = {}
     for name, value in limits.items():
         key_path = f"{path}.limits[{name}]"
@@ -129,9 +136,9 @@ def validate_resource_claim_refs(claims: object, pod_claim_names: set[str], path
     """A container's resources.claims: named pod claims, each (claim, request) referenced once."""
     errs: list[FieldError] = []
     seen: set[str] = set()
-    for _index, claim, claim_path in _objects(claims, path, errs):
-        name = _str(claim.get("name"), f"{claim_path}.name", errs)
-        request = _str(claim.get("request"), f"{claim_path}.request", errs)
+    for _index, claim, claim_path in as_dict_entries(claims, path, errs):
+        name = as_str(claim.get("name"), f"{claim_path}.name", errs)
+        request = as_str(claim.get("request"), f"{claim_path}.request", errs)
         if not name:
             errs.append(required(claim_path))
             continue
@@ -173,8 +180,8 @@ def validate_pod_resource_claims(claims: object, path: str) -> list[FieldError]:
     """spec.resourceClaims: unique DNS-label names, exactly one source, valid object names."""
     errs: list[FieldError] = []
     names: set[str] = set()
-    for _index, claim, claim_path in _objects(claims, path, errs):
-        name = _str(claim.get("name"), f"{claim_path}.name", errs)
+    for _index, claim, claim_path in as_dict_entries(claims, path, errs):
+        name = as_str(claim.get("name"), f"{claim_path}.name", errs)
         if not name:
             errs.append(required(f"{claim_path}.name"))
         elif name in names:
@@ -191,7 +198,7 @@ def validate_pod_resource_claims(claims: object, path: str) -> list[FieldError]:
         for key, value in (("resourceClaimName", claim_name), ("resourceClaimTemplateName", template_name)):
             if value is None:
                 continue
-            text = _str(value, f"{claim_path}.{key}", errs)
+            text = as_str(value, f"{claim_path}.{key}", errs)
             if isinstance(value, str):
                 errs += [invalid(f"{claim_path}.{key}", text, p) for p in dns1123_subdomain_problems(text)]
     return errs
@@ -208,12 +215,12 @@ def _validate_enum(value: object, path: str, allowed: tuple[str, ...]) -> list[F
 
 def _validate_container_common(container: Obj, claim_names: set[str], path: str) -> list[FieldError]:
     errs: list[FieldError] = []
-    name = _str(container.get("name"), f"{path}.name", errs)
+    name = as_str(container.get("name"), f"{path}.name", errs)
     if not name:
         errs.append(required(f"{path}.name"))
     else:
         errs += validate_dns1123_label(name, f"{path}.name")
-    image = _str(container.get("image"), f"{path}.image", errs)
+    image = as_str(container.get("image"), f"{path}.image", errs)
     if not image:
         errs.append(required(f"{path}.image"))
     elif image != image.strip():
@@ -227,11 +234,11 @@ def _validate_container_common(container: Obj, claim_names: set[str], path: str)
 def validate_containers(spec: Obj, claim_names: set[str], path: str = "spec") -> list[FieldError]:
     """Regular and init containers: at least one container, unique DNS-label names, images."""
     errs: list[FieldError] = []
-    containers = _list(spec.get("containers"), f"{path}.containers", errs)
+    containers = as_list(spec.get("containers"), f"{path}.containers", errs)
     if not containers and isinstance(spec.get("containers", []), list):
         errs.append(required(f"{path}.containers"))
     names: set[str] = set()
-    for _index, container, container_path in _objects(containers, f"{path}.containers", errs):
+    for _index, container, container_path in as_dict_entries(containers, f"{path}.containers", errs):
         errs += _validate_container_common(container, claim_names, container_path)
         name = container.get("name")
         if isinstance(name, str):
@@ -241,7 +248,7 @@ def validate_containers(spec: Obj, claim_names: set[str], path: str = "spec") ->
                 names.add(name)
         if container.get("restartPolicy") is not None:
             errs.append(forbidden(f"{container_path}.restartPolicy", "may not be set for non-init containers"))
-    for _index, container, container_path in _objects(spec.get("initContainers"), f"{path}.initContainers", errs):
+    for _index, container, container_path in as_dict_entries(spec.get("initContainers"), f"{path}.initContainers", errs):
         errs += _validate_container_common(container, claim_names, container_path)
         policy = container.get("restartPolicy")
         if policy is not None and policy != "Always":
@@ -256,14 +263,14 @@ def validate_containers(spec: Obj, claim_names: set[str], path: str = "spec") ->
             for probe in ("lifecycle", "livenessProbe", "readinessProbe", "startupProbe"):
                 if container.get(probe) is not None:
                     errs.append(forbidden(f"{container_path}.{probe}", "may not be set for init containers without restartPolicy=Always"))
-    for _index, container, container_path in _objects(spec.get("ephemeralContainers"), f"{path}.ephemeralContainers", errs):
+    for _index, container, container_path in as_dict_entries(spec.get("ephemeralContainers"), f"{path}.ephemeralContainers", errs):
         name = container.get("name")
         if isinstance(name, str) and name in names:
             errs.append(duplicate(f"{container_path}.name", name))
         elif isinstance(name, str) and name:
             names.add(name)
         errs += validate_resource_claim_refs(
-            _dict(container.get("resources"), f"{container_path}.resources", errs).get("claims"),
+            as_dict(container.get("resources"), f"{container_path}.resources", errs).get("claims"),
             claim_names,
             f"{container_path}.resources.claims",
         )
@@ -274,8 +281,8 @@ def validate_scheduling_gates(gates: object, path: str) -> list[FieldError]:
     """Each gate name is a qualified name, reported (like duplicates) at the entry's path."""
     errs: list[FieldError] = []
     seen: set[str] = set()
-    for _index, gate, gate_path in _objects(gates, path, errs):
-        name = _str(gate.get("name"), f"{gate_path}.name", errs)
+    for _index, gate, gate_path in as_dict_entries(gates, path, errs):
+        name = as_str(gate.get("name"), f"{gate_path}.name", errs)
         errs += validate_qualified_name(name, gate_path)
         if name in seen:
             errs.append(duplicate(gate_path, name))
@@ -286,11 +293,11 @@ def validate_scheduling_gates(gates: object, path: str) -> list[FieldError]:
 def validate_tolerations(tolerations: object, path: str) -> list[FieldError]:
     """ValidateTolerations: key, operator/value pairing, effect, tolerationSeconds needs NoExecute."""
     errs: list[FieldError] = []
-    for _index, tol, tol_path in _objects(tolerations, path, errs):
-        key = _str(tol.get("key"), f"{tol_path}.key", errs)
-        operator = _str(tol.get("operator"), f"{tol_path}.operator", errs)
-        value = _str(tol.get("value"), f"{tol_path}.value", errs)
-        effect = _str(tol.get("effect"), f"{tol_path}.effect", errs)
+    for _index, tol, tol_path in as_dict_entries(tolerations, path, errs):
+        key = as_str(tol.get("key"), f"{tol_path}.key", errs)
+        operator = as_str(tol.get("operator"), f"{tol_path}.operator", errs)
+        value = as_str(tol.get("value"), f"{tol_path}.value", errs)
+        effect = as_str(tol.get("effect"), f"{tol_path}.effect", errs)
         if key:
             errs += validate_qualified_name(key, f"{tol_path}.key")
         if not key and operator != "Exists":
@@ -332,14 +339,14 @@ def validate_pod_spec(spec_value: object, path: str = "spec") -> list[FieldError
     errs += validate_labels(spec.get("nodeSelector"), f"{path}.nodeSelector")
     errs += validate_scheduling_gates(spec.get("schedulingGates"), f"{path}.schedulingGates")
     for key in ("serviceAccountName", "nodeName", "priorityClassName"):
-        value = _str(spec.get(key), f"{path}.{key}", errs)
+        value = as_str(spec.get(key), f"{path}.{key}", errs)
         if value:
             errs += validate_dns1123_subdomain(value, f"{path}.{key}")
     deadline = spec.get("activeDeadlineSeconds")
     if deadline is not None and (not is_int(deadline) or not 1 <= deadline <= INT32_MAX):
         errs.append(invalid(f"{path}.activeDeadlineSeconds", deadline, f"must be between 1 and {INT32_MAX}, inclusive"))
     for key in ("hostname", "subdomain"):
-        value = _str(spec.get(key), f"{path}.{key}", errs)
+        value = as_str(spec.get(key), f"{path}.{key}", errs)
         if value:
             errs += validate_dns1123_label(value, f"{path}.{key}")
     if spec.get("tolerations"):
@@ -584,8 +591,8 @@ def validate_pod_resource_claim_statuses(statuses: object, spec: Obj, path: str)
     errs: list[FieldError] = []
     claim_names = pod_claim_names(spec)
     seen: set[str] = set()
-    for _index, status, status_path in _objects(statuses, path, errs):
-        name = _str(status.get("name"), f"{status_path}.name", errs)
+    for _index, status, status_path in as_dict_entries(statuses, path, errs):
+        name = as_str(status.get("name"), f"{status_path}.name", errs)
         if name not in claim_names:
             errs.append(invalid(f"{status_path}.name", name, "must match the name of an entry in `spec.resourceClaims`"))
         if name in seen:
@@ -593,7 +600,7 @@ def validate_pod_resource_claim_statuses(statuses: object, spec: Obj, path: str)
         seen.add(name)
         claim_name = status.get("resourceClaimName")
         if claim_name is not None:
-            text = _str(claim_name, f"{status_path}.resourceClaimName", errs)
+            text = as_str(claim_name, f"{status_path}.resourceClaimName", errs)
             if isinstance(claim_name, str):
                 # Upstream reports a bad generated name at the entry's .name path.
                 errs += [invalid(f"{status_path}.name", text, p) for p in dns1123_subdomain_problems(text)]
@@ -626,8 +633,8 @@ def validate_node_allocatable_claim_statuses(statuses: object, spec: Obj, path: 
         if isinstance(c, dict)
     }
     seen_claims: set[str] = set()
-    for _index, status, status_path in _objects(statuses, path, errs):
-        claim_name = _str(status.get("resourceClaimName"), f"{status_path}.resourceClaimName", errs)
+    for _index, status, status_path in as_dict_entries(statuses, path, errs):
+        claim_name = as_str(status.get("resourceClaimName"), f"{status_path}.resourceClaimName", errs)
         if not claim_name:
             errs.append(required(f"{status_path}.resourceClaimName"))
         else:
@@ -636,7 +643,7 @@ def validate_node_allocatable_claim_statuses(statuses: object, spec: Obj, path: 
                 errs.append(duplicate(f"{status_path}.resourceClaimName", claim_name))
             seen_claims.add(claim_name)
         seen_containers: set[str] = set()
-        for c_index, container in enumerate(_list(status.get("containers"), f"{status_path}.containers", errs)):
+        for c_index, container in enumerate(as_list(status.get("containers"), f"{status_path}.containers", errs)):
             c_path = f"{status_path}.containers[{c_index}]"
             if not isinstance(container, str) or container not in containers:
                 errs.append(FieldError(NOT_FOUND, c_path, "", container, True))
@@ -646,8 +653,8 @@ def validate_node_allocatable_claim_statuses(statuses: object, spec: Obj, path: 
                 seen_containers.add(container)
         for key in ("mapping", "overhead"):
             seen_names: set[str] = set()
-            for _m_index, entry, entry_path in _objects(status.get(key), f"{status_path}.{key}", errs):
-                name = _str(entry.get("name"), f"{entry_path}.name", errs)
+            for _m_index, entry, entry_path in as_dict_entries(status.get(key), f"{status_path}.{key}", errs):
+                name = as_str(entry.get("name"), f"{entry_path}.name", errs)
                 errs += _validate_node_allocatable_name(name, f"{entry_path}.name")
                 if name and name in seen_names:
                     errs.append(duplicate(f"{entry_path}.name", name))
@@ -672,20 +679,20 @@ def validate_pod_status_update(new: Obj, old: Obj) -> list[FieldError]:
     new_spec = new.get("spec") if isinstance(new.get("spec"), dict) else {}
     old_spec = old.get("spec") if isinstance(old.get("spec"), dict) else {}
     assert isinstance(new_spec, dict) and isinstance(old_spec, dict)
-    status = _dict(new.get("status"), "status", errs)
+    status = as_dict(new.get("status"), "status", errs)
     old_status = old.get("status") if isinstance(old.get("status"), dict) else {}
     assert isinstance(old_status, dict)
-    for index, condition, condition_path in _objects(status.get("conditions"), "status.conditions", errs):
+    for index, condition, condition_path in as_dict_entries(status.get("conditions"), "status.conditions", errs):
         generation = condition.get("observedGeneration")
         if generation is not None and (not is_int(generation) or generation < 0):
             errs.append(invalid(f"{condition_path}.observedGeneration", generation, "must be a non-negative integer"))
-        condition_type = _str(condition.get("type"), f"{condition_path}.type", errs)
+        condition_type = as_str(condition.get("type"), f"{condition_path}.type", errs)
         if condition_type not in SYSTEM_POD_CONDITIONS:
             # Upstream names this path with a capital "Type".
             errs += validate_qualified_name(condition_type, f"status.conditions[{index}].Type")
     if new_spec.get("nodeName") != old_spec.get("nodeName"):
         errs.append(forbidden("status.nodeName", "may not be changed directly"))
-    nominated = _str(status.get("nominatedNodeName"), "status.nominatedNodeName", errs)
+    nominated = as_str(status.get("nominatedNodeName"), "status.nominatedNodeName", errs)
     if nominated and nominated != old_status.get("nominatedNodeName"):
         errs += validate_dns1123_subdomain(nominated, "status.nominatedNodeName")
     generation = status.get("observedGeneration")

@@ -233,18 +233,14 @@ def validate_binding_conditions(obj: Obj, path: str, errs: Errs) -> None:
     fail_ok = failures is not None and not over_limit(failures, BINDING_CONDITIONS_MAX, fpath, errs)
     conds = conds or []
     failures = failures or []
-    if conds_ok:
-        for i, c in enumerate(conds):
+    for within_limit, values, vpath in ((conds_ok, conds, cpath), (fail_ok, failures, fpath)):
+        if not within_limit:
+            continue
+        for i, c in enumerate(values):
             if isinstance(c, str):
-                errs.extend(validate_label_key(c, f"{cpath}[{i}]"))
+                errs.extend(validate_label_key(c, f"{vpath}[{i}]"))
             else:
-                errs.append(type_error(f"{cpath}[{i}]", c, "string"))
-    if fail_ok:
-        for i, c in enumerate(failures):
-            if isinstance(c, str):
-                errs.extend(validate_label_key(c, f"{fpath}[{i}]"))
-            else:
-                errs.append(type_error(f"{fpath}[{i}]", c, "string"))
+                errs.append(type_error(f"{vpath}[{i}]", c, "string"))
     str_conds = [c for c in conds if isinstance(c, str)]
     report_duplicates([(i, c) for i, c in enumerate(conds) if isinstance(c, str)], cpath, errs)
     seen: set[str] = set()

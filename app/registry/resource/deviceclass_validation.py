@@ -6,15 +6,9 @@ from typing import Any
 
 from app.registry.accessors import Errs, dict_entries, get_list, get_str, over_limit, type_error
 from app.registry.base import Obj
+from app.registry.common import is_extended_resource
 from app.registry.resource.common import CONFIG_MAX, ClaimOptions, validate_opaque_config, validate_selectors
 from kube.errors import invalid
-from kube.labels import label_key_errors
-
-
-def _is_extended_resource_name(name: str) -> bool:
-    if "/" not in name or "kubernetes.io/" in name or name.startswith("requests."):
-        return False
-    return not label_key_errors("requests." + name)
 
 
 def validate_device_class_spec(spec: Any, old_spec: Obj | None, gates: Any) -> Errs:
@@ -34,7 +28,7 @@ def validate_device_class_spec(spec: Any, old_spec: Obj | None, gates: Any) -> E
         for _, cfg, p in dict_entries(configs, "spec.config", errs):
             validate_opaque_config(cfg, p, stored, errs)
     ern = get_str(spec, "extendedResourceName", "spec", errs)
-    if ern is not None and not _is_extended_resource_name(ern):
+    if ern is not None and not is_extended_resource(ern):
         errs.append(invalid("spec.extendedResourceName", ern, "must be a valid extended resource name"))
     return errs
 

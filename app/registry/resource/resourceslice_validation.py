@@ -223,6 +223,19 @@ def _counter_map(counters: Any, path: str, errs: Errs) -> None:
             read_quantity(counter.get("value"), f"{kpath}.value", errs)
 
 
+
+def _named_counters(entry: Obj, name_key: str, path: str, errs: Errs) -> str:
+    """A counter set, or a device's consumption of one: its DNS-label name (under ``name_key``)
+    and its required counters. Returns the name, for the duplicate check."""
+    name = get_str(entry, name_key, path, errs) or ""
+    errs.extend(validate_dns1123_label(name, f"{path}.{name_key}") if name else [required(f"{path}.{name_key}")])
+    counters = entry.get("counters")
+    if not counters:
+        errs.append(required(f"{path}.counters"))
+    else:
+        _counter_map(counters, f"{path}.counters", errs)
+    return name
+
 def _is_node_allocatable(name: str) -> bool:
     return name in _NODE_ALLOCATABLE or name.startswith("hugepages-")
 
@@ -325,14 +338,7 @@ def _validate_device(dev: Obj, old: Obj | None, path: str, per_device: bool, gat
     if consumes is not None and not over_limit(consumes, MAX_CONSUMPTIONS_PER_DEVICE, cpath, errs):
         keys: list[tuple[int, Any]] = []
         for i, con, p in dict_entries(consumes, cpath, errs):
-            cs = get_str(con, "counterSet", p, errs) or ""
-            keys.append((i, cs))
-            errs.extend(validate_dns1123_label(cs, f"{p}.counterSet") if cs else [required(f"{p}.counterSet")])
-            counters = con.get("counters")
-            if not counters:
-                errs.append(required(f"{p}.counters"))
-            else:
-                _counter_map(counters, f"{p}.counters", errs)
+            keys.append((i, _named_counters(con, "counterSet", p, errs)))
             groups = get_list(con, "compatibilityGroups", p, errs)
             gpath = f"{p}.compatibilityGroups"
             if groups is not None and not over_limit(groups, MAX_COMPATIBILITY_GROUPS, gpath, errs):
@@ -482,14 +488,7 @@ def validate_slice_spec(spec: Any, old_spec: Obj | None, gates: Any) -> Errs:
     if counter_sets is not None and not over_limit(counter_sets, MAX_COUNTER_SETS, "spec.sharedCounters", errs):
         keys = []
         for i, cs, p in dict_entries(counter_sets, "spec.sharedCounters", errs):
-            name = get_str(cs, "name", p, errs) or ""
-            keys.append((i, name))
-            errs.extend(validate_dns1123_label(name, f"{p}.name") if name else [required(f"{p}.name")])
-            counters = cs.get("counters")
-            if not counters:
-                errs.append(required(f"{p}.counters"))
-            else:
-                _counter_map(counters, f"{p}.counters", errs)
+            keys.append((i, _named_counters(cs, "name", p, errs)))
         report_duplicates(keys, "spec.sharedCounters", errs)
     pta = get_str(spec, "partitionTypeAttribute", path, errs)
     if pta is not None:
