@@ -122,7 +122,7 @@ class SchemaNode:
         self._raw = raw
         self._definition_name = definition_name
         self._children: dict[str, SchemaNode | None] = {}
-        # Derived facts consumers compute once per node (cleared when the schema changes).
+        # Derived facts consumers compute once per node.
         self.memo: dict[str, Any] = {}
         ref = _ref_name(raw)
         target = raw
