@@ -1,7 +1,5 @@
 """The kubelet's side of real DRA driver plugins, per simulated node, over gRPC on unix sockets.
 
-- :mod:`.layout`: the kubelet's directory layout under ``--root-dir`` (registration, plugin and
-  PodResources sockets, the prepared-claims checkpoint).
 - :mod:`.registration`: the plugin watcher (registration sockets, GetInfo, version negotiation,
   NotifyRegistrationStatus, deregistration, connection monitoring).
 - :mod:`.draplugin`: the registered plugins of a node and the NodePrepareResources /

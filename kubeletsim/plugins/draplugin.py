@@ -26,8 +26,8 @@ from kubeletapi.dra_health.v1 import api_pb2 as health_v1
 from kubeletapi.dra_health.v1 import api_pb2_grpc as health_v1_grpc
 from kubeletapi.dra_health.v1alpha1 import api_pb2 as health_v1alpha1
 from kubeletapi.dra_health.v1alpha1 import api_pb2_grpc as health_v1alpha1_grpc
+from kubeletapi.layout import check_socket_path
 from kubeletapi.versions import DRA_V1, DRA_V1BETA1, HEALTH_V1, HEALTH_V1ALPHA1, convert
-from kubeletsim.plugins.layout import check_socket_path
 
 log = logging.getLogger("kubeletsim.plugins")
 

@@ -16,9 +16,9 @@ from typing import Any
 import grpc
 import grpc.aio
 
+from kubeletapi.layout import check_socket_path
 from kubeletapi.podresources.v1 import api_pb2 as podresources
 from kubeletapi.podresources.v1 import api_pb2_grpc as podresources_grpc
-from kubeletsim.plugins.layout import check_socket_path
 from kubeletsim.plugins.manager import ContainerClaimDevices
 
 Obj = dict[str, Any]

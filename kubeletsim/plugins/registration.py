@@ -22,11 +22,11 @@ from dataclasses import dataclass
 import grpc
 import grpc.aio
 
+from kubeletapi.layout import NodeDirs, check_socket_path
 from kubeletapi.pluginregistration.v1 import api_pb2 as registration
 from kubeletapi.pluginregistration.v1 import api_pb2_grpc as registration_grpc
 from kubeletapi.versions import DRA_PLUGIN_TYPE
 from kubeletsim.plugins.draplugin import PluginError, PluginStore, rpc_error_text
-from kubeletsim.plugins.layout import NodeDirs, check_socket_path
 
 log = logging.getLogger("kubeletsim.plugins")
 

@@ -17,7 +17,7 @@ from kubeletapi.dra.v1 import api_pb2 as dra_v1
 from kubeletapi.dra.v1 import api_pb2_grpc as dra_v1_grpc
 from kubeletapi.dra_health.v1 import api_pb2 as health_v1
 from kubeletapi.dra_health.v1 import api_pb2_grpc as health_v1_grpc
-from kubeletsim.plugins.layout import NodeDirs
+from kubeletapi.layout import NodeDirs
 
 
 def short_root() -> Path:

@@ -13,12 +13,12 @@ import grpc.aio
 import pytest
 
 from kubeletapi.dra_health.v1 import api_pb2 as health_v1
+from kubeletapi.layout import NodeDirs
 from kubeletapi.podresources.v1 import api_pb2 as podresources
 from kubeletapi.podresources.v1 import api_pb2_grpc as podresources_grpc
 from kubeletsim.plugins.checkpoint import Checkpoint, CorruptCheckpoint
 from kubeletsim.plugins.draplugin import PluginStore
 from kubeletsim.plugins.health import HealthCache, HealthStreams
-from kubeletsim.plugins.layout import NodeDirs
 from kubeletsim.plugins.manager import DRAManager, PrepareError
 from kubeletsim.plugins.podresources import PodResourcesServer
 from kubeletsim.plugins.registration import PluginWatcher

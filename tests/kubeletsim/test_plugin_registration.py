@@ -11,9 +11,9 @@ from contextlib import asynccontextmanager
 
 import pytest
 
+from kubeletapi.layout import NodeDirs
 from kubeletapi.versions import DRA_V1, DRA_V1BETA1, HEALTH_V1
 from kubeletsim.plugins.draplugin import DriverNotRegistered, PluginStore
-from kubeletsim.plugins.layout import NodeDirs
 from kubeletsim.plugins.registration import PluginWatcher, Timeouts
 from tests.kubeletsim.fakeplugin import FakeDriver, short_root
 

@@ -1,4 +1,9 @@
-"""Where a simulated kubelet keeps its sockets and state: the kubelet's ``--root-dir`` layout, one per node."""
+"""Where kubelet and plugins meet: the kubelet's ``--root-dir`` layout, one directory per simulated node.
+
+Drivers create their registration sockets in ``<root>/<node>/plugins_registry`` and their
+service sockets in ``<root>/<node>/plugins/<driver>/``; agents find PodResources at
+``<root>/<node>/pod-resources/kubelet.sock``.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+# The simulator's --root-dir (and the example driver's) unless told otherwise: under the data directory.
+DEFAULT_ROOT_DIR = Path("data") / "kubelet"
 # Unix socket paths are limited by sockaddr_un.sun_path (108 bytes with the terminating NUL).
 MAX_SOCKET_PATH = 107
 
@@ -46,6 +53,10 @@ class NodeDirs:
     @property
     def pod_resources_socket(self) -> Path:
         return self.base / "pod-resources" / "kubelet.sock"
+
+    def plugin_dir(self, driver: str) -> Path:
+        """A driver's own directory for its service socket (``dra.sock``) and state."""
+        return self.plugins / driver
 
     @property
     def checkpoint(self) -> Path:
