@@ -28,6 +28,7 @@ from typing import Any
 import grpc
 import grpc.aio
 
+from kube.claims import claim_path, update_device_status
 from kube.client import KubeClient, resource_path
 from kube.errors import ApiError
 from kube.timeutil import now_rfc3339
@@ -45,10 +46,6 @@ SLICES = resource_path("resource.k8s.io", "v1", "resourceslices")
 READY_REASON = "DevicePrepared"
 # How often the full device list is re-sent on a health stream (well inside the kubelet's 30 s timeout).
 HEALTH_RESEND_INTERVAL = 10.0
-
-
-def claim_path(namespace: str, name: str, subresource: str | None = None) -> str:
-    return resource_path("resource.k8s.io", "v1", "resourceclaims", namespace, name, subresource)
 
 
 class NodeDriver(dra_v1_grpc.DRAPluginServicer, health_v1_grpc.DRAResourceHealthServicer):  # type: ignore[misc]
@@ -204,37 +201,20 @@ class NodeDriver(dra_v1_grpc.DRAPluginServicer, health_v1_grpc.DRAResourceHealth
 
     async def _write_status(self, claim: Obj, ids: list[list[str]] | None) -> None:
         """Set (or with ``ids`` None, remove) this node's entries in the claim's status.devices."""
+
+        def devices(current: Obj) -> list[Obj]:
+            kept = [e for e in (current.get("status") or {}).get("devices") or [] if not (e.get("driver") == self.driver and e.get("pool") == self.node)]
+            if ids is None:
+                return kept
+            now = now_rfc3339()
+            condition = {"type": "Ready", "status": "True", "reason": READY_REASON, "message": "prepared by the example driver", "lastTransitionTime": now}
+            for result, cdi in zip(self._my_results(current), ids, strict=True):
+                data = {"cdiDeviceIDs": cdi, "uuid": self.device_uuid(result["device"])}
+                kept.append({"driver": self.driver, "pool": self.node, "device": result["device"], "conditions": [condition], "data": data})
+            return kept
+
         meta = claim["metadata"]
-        for _attempt in range(5):
-            existing = [
-                e for e in (claim.get("status") or {}).get("devices") or [] if not (e.get("driver") == self.driver and e.get("pool") == self.node)
-            ]
-            if ids is not None:
-                now = now_rfc3339()
-                for result, cdi in zip(self._my_results(claim), ids, strict=True):
-                    existing.append(
-                        {
-                            "driver": self.driver,
-                            "pool": self.node,
-                            "device": result["device"],
-                            "conditions": [
-                                {"type": "Ready", "status": "True", "reason": READY_REASON, "message": "prepared by the example driver", "lastTransitionTime": now}
-                            ],
-                            "data": {"cdiDeviceIDs": cdi, "uuid": self.device_uuid(result["device"])},
-                        }
-                    )
-            patch = {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "status": {"devices": existing or None}}
-            try:
-                await self.client.patch(claim_path(meta["namespace"], meta["name"], "status"), patch)
-                return
-            except ApiError as exc:
-                if exc.code == 404:
-                    return
-                if exc.code != 409:
-                    raise
-            claim = await self.client.get(claim_path(meta["namespace"], meta["name"]))
-            meta = claim["metadata"]
-        raise RuntimeError(f"could not update status.devices of ResourceClaim {meta['namespace']}/{meta['name']}: too many conflicts")
+        await update_device_status(self.client, meta["namespace"], meta["name"], devices, claim)
 
     async def NodeUnprepareResources(self, request: dra_v1.NodeUnprepareResourcesRequest, context: grpc.aio.ServicerContext) -> Any:
         response = dra_v1.NodeUnprepareResourcesResponse()
