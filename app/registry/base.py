@@ -73,6 +73,9 @@ class KindStrategy:
     validates_object_meta: bool = True
     # Core's rule that a finalizer without a domain must be a standard one (not for Lease and Event).
     object_meta_kube_finalizers: bool = True
+    # Properties the official schema lacks (the project's gated proposal fields), which strict field
+    # validation and pruning must know: definition name -> property name -> JSON schema.
+    extra_schema_properties: dict[str, dict[str, Obj]] = {}
     printer_columns: tuple[PrinterColumn, ...] = ()
     # Verbs of the main resource, as discovery lists them.
     verbs: tuple[str, ...] = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
