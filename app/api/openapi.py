@@ -18,13 +18,13 @@ import functools
 import hashlib
 import importlib.resources
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from app.api.discovery import resource_verbs
 from app.registry import group_versions, kinds_in
-from app.registry.base import KindStrategy
+from app.registry.base import KindStrategy, Subresource
 
 Obj = dict[str, Any]
 
@@ -34,7 +34,6 @@ DELETE_OPTIONS = _META + "DeleteOptions"
 PATCH = _META + "Patch"
 WATCH_EVENT = _META + "WatchEvent"
 API_RESOURCE_LIST = _META + "APIResourceList"
-BINDING = "io.k8s.api.core.v1.Binding"
 
 JSON = "application/json"
 YAML = "application/yaml"
@@ -556,61 +555,8 @@ def _kind_paths(strategy: KindStrategy) -> dict[str, _PathItem]:
         )
     paths[f"{collection_path}/{{name}}"] = item
 
-    if "status" in strategy.subresources:
-        status = _PathItem(name_param + scope_params)
-        status.operations["get"] = op(
-            "get", "read", "get", f"read status of the specified {kind}", (), None, _ok(obj, "200"), suffix="Status"
-        )
-        status.operations["put"] = op(
-            "put",
-            "replace",
-            "put",
-            f"replace status of the specified {kind}",
-            _WRITE_PARAMS,
-            _Body(obj, True),
-            _ok(obj, "200", "201"),
-            suffix="Status",
-        )
-        status.operations["patch"] = op(
-            "patch",
-            "patch",
-            "patch",
-            f"partially update status of the specified {kind}",
-            _PATCH_PARAMS,
-            _Body(PATCH, True, patch=True),
-            _ok(obj, "200", "201"),
-            suffix="Status",
-        )
-        paths[f"{collection_path}/{{name}}/status"] = status
-
-    if "binding" in strategy.subresources:
-        binding = _PathItem([("name", "name of the Binding"), *scope_params])
-        binding.operations["post"] = op(
-            "post",
-            "create",
-            "post",
-            f"create binding of a {kind}",
-            _WRITE_PARAMS,
-            _Body(BINDING, True),
-            {"201": _Response("Created", (STATUS,))},
-            suffix="Binding",
-            op_gvk=("", "v1", "Binding"),
-        )
-        paths[f"{collection_path}/{{name}}/binding"] = binding
-
-    if "finalize" in strategy.subresources:
-        finalize = _PathItem(name_param + scope_params)
-        finalize.operations["put"] = op(
-            "put",
-            "replace",
-            "put",
-            f"replace finalize of the specified {kind}",
-            _WRITE_PARAMS,
-            _Body(obj, True),
-            _ok(obj, "200", "201"),
-            suffix="Finalize",
-        )
-        paths[f"{collection_path}/{{name}}/finalize"] = finalize
+    for sub in strategy.subresources:
+        paths[f"{collection_path}/{{name}}/{sub.name}"] = _subresource_item(strategy, sub, op, scope_params)
 
     if strategy.namespaced and "list" in verbs:
         everywhere = _PathItem([])
@@ -629,6 +575,54 @@ def _kind_paths(strategy: KindStrategy) -> dict[str, _PathItem]:
     return {path: entry for path, entry in paths.items() if entry.operations}
 
 
+def _subresource_item(strategy: KindStrategy, sub: Subresource, op: Callable[..., _Operation], scope_params: list[tuple[str, str]]) -> _PathItem:
+    """The operations of a subresource path, from the verbs the kind declares for it."""
+    kind = strategy.kind
+    sub_gvk = sub.group_version_kind(strategy)
+    sub_obj = definition_name(*sub_gvk)
+    suffix = sub.name[:1].upper() + sub.name[1:]
+    item = _PathItem([("name", f"name of the {sub_gvk[2]}"), *scope_params])
+    if "get" in sub.verbs:
+        item.operations["get"] = op(
+            "get", "read", "get", f"read {sub.name} of the specified {kind}", (), None, _ok(sub_obj, "200"), suffix=suffix
+        )
+    if "update" in sub.verbs:
+        item.operations["put"] = op(
+            "put",
+            "replace",
+            "put",
+            f"replace {sub.name} of the specified {kind}",
+            _WRITE_PARAMS,
+            _Body(sub_obj, True),
+            _ok(sub_obj, "200", "201"),
+            suffix=suffix,
+        )
+    if "patch" in sub.verbs:
+        item.operations["patch"] = op(
+            "patch",
+            "patch",
+            "patch",
+            f"partially update {sub.name} of the specified {kind}",
+            _PATCH_PARAMS,
+            _Body(PATCH, True, patch=True),
+            _ok(sub_obj, "200", "201"),
+            suffix=suffix,
+        )
+    if "create" in sub.verbs:
+        item.operations["post"] = op(
+            "post",
+            "create",
+            "post",
+            f"create {sub.name} of a {kind}",
+            _WRITE_PARAMS,
+            _Body(sub_obj, True),
+            {"201": _Response("Created", (STATUS,))} if sub.answers_status else _ok(sub_obj, "200", "201", "202"),
+            suffix=suffix,
+            op_gvk=sub_gvk,
+        )
+    return item
+
+
 def _paths(group_version_pairs: Iterable[tuple[str, str]]) -> dict[str, _PathItem]:
     paths: dict[str, _PathItem] = {}
     for group, version in group_version_pairs:
@@ -640,11 +634,10 @@ def _paths(group_version_pairs: Iterable[tuple[str, str]]) -> dict[str, _PathIte
 def _roots(group_version_pairs: Iterable[tuple[str, str]], paths: dict[str, _PathItem]) -> set[str]:
     roots = {STATUS, DELETE_OPTIONS, PATCH, WATCH_EVENT, API_RESOURCE_LIST}
     for group, version in group_version_pairs:
-        if not group:
-            roots.add(BINDING)
         for strategy in kinds_in(group, version):
             roots.add(definition_name(group, version, strategy.kind))
             roots.add(definition_name(group, version, strategy.list_kind))
+            roots.update(definition_name(*sub.group_version_kind(strategy)) for sub in strategy.subresources)
     for entry in paths.values():
         for operation in entry.operations.values():
             if operation.body is not None:

@@ -14,8 +14,11 @@ import pytest
 from app.registry.base import RequestContext
 from app.registry.coordination.lease import STRATEGY as LEASES
 from app.registry.core.event import STRATEGY as EVENTS
+from app.registry.core.namespace import STATUS_STRATEGY as NAMESPACE_STATUS
 from app.registry.core.namespace import STRATEGY as NAMESPACES
+from app.registry.core.node import STATUS_STRATEGY as NODE_STATUS
 from app.registry.core.node import STRATEGY as NODES
+from app.registry.core.pod import STATUS_STRATEGY as POD_STATUS
 from app.registry.core.pod import STRATEGY as PODS
 from app.registry.objectmeta import (
     validate_object_meta,
@@ -365,7 +368,7 @@ POD_STATUS_CASES: list[tuple[str, Mutation, list[tuple[str, str]]]] = [
 @pytest.mark.parametrize(("mutate", "expected"), [c[1:] for c in POD_STATUS_CASES], ids=[c[0] for c in POD_STATUS_CASES])
 def test_invalid_pod_status(mutate: Mutation, expected: list[tuple[str, str]]) -> None:
     old = _running_pod()
-    assert pairs(PODS.validate_status_update(mutated(old, mutate), old, ctx())) == sorted(expected)
+    assert pairs(POD_STATUS.validate_update(mutated(old, mutate), old, ctx())) == sorted(expected)
 
 
 def test_valid_pod_status() -> None:
@@ -380,7 +383,7 @@ def test_valid_pod_status() -> None:
             "overhead": [{"name": "cpu", "perPod": "100m", "perContainer": "50m"}],
         }
     ]
-    assert PODS.validate_status_update(new, old, ctx()) == []
+    assert POD_STATUS.validate_update(new, old, ctx()) == []
 
 
 # ---- gate drop rules ------------------------------------------------------------------------------
@@ -501,7 +504,7 @@ NODE_UPDATE_CASES: list[tuple[str, Mutation, list[tuple[str, str]]]] = [
 @pytest.mark.parametrize(("mutate", "expected"), [c[1:] for c in NODE_UPDATE_CASES], ids=[c[0] for c in NODE_UPDATE_CASES])
 def test_invalid_node_update(mutate: Mutation, expected: list[tuple[str, str]]) -> None:
     assert pairs(NODES.validate_update(mutated(NODE, mutate), NODE, ctx())) == sorted(expected)
-    assert pairs(NODES.validate_status_update(mutated(NODE, mutate), NODE, ctx())) == sorted(expected)
+    assert pairs(NODE_STATUS.validate_update(mutated(NODE, mutate), NODE, ctx())) == sorted(expected)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -544,11 +547,11 @@ def test_invalid_namespace(mutate: Mutation, expected: list[tuple[str, str]]) ->
 
 def test_namespace_status_phase() -> None:
     bad = mutated(NAMESPACE, setitem("status.phase", "Terminating"))
-    assert [str(e) for e in NAMESPACES.validate_status_update(bad, NAMESPACE, ctx())] == [
+    assert [str(e) for e in NAMESPACE_STATUS.validate_update(bad, NAMESPACE, ctx())] == [
         "status.Phase: Invalid value: \"Terminating\": may only be 'Active' if `deletionTimestamp` is empty"
     ]
     deleting = mutated(NAMESPACE, setitem("metadata.deletionTimestamp", "2026-01-01T00:00:00Z"))
-    assert pairs(NAMESPACES.validate_status_update(deleting, NAMESPACE, ctx())) == [("status.Phase", INVALID)]
+    assert pairs(NAMESPACE_STATUS.validate_update(deleting, NAMESPACE, ctx())) == [("status.Phase", INVALID)]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -15,7 +15,9 @@ import pytest
 
 from app.registry.base import KindStrategy, RequestContext
 from app.registry.resource.deviceclass import STRATEGY as CLASSES
+from app.registry.resource.devicetaintrule import STATUS_STRATEGY as TAINT_RULE_STATUS
 from app.registry.resource.devicetaintrule import STRATEGY as TAINT_RULES
+from app.registry.resource.resourceclaim import STATUS_STRATEGY as CLAIM_STATUS
 from app.registry.resource.resourceclaim import STRATEGY as CLAIMS
 from app.registry.resource.resourceclaimtemplate import STRATEGY as TEMPLATES
 from app.registry.resource.resourceslice import STRATEGY as SLICES
@@ -472,9 +474,9 @@ def status_update(new_status: Obj, old_status: Obj | None = None, gates: str = "
     if deleting:
         new["metadata"]["deletionTimestamp"] = old["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     c = ctx(gates, labels or ADMIN_NS)
-    CLAIMS.prepare_for_status_update(new, old, c)
+    CLAIM_STATUS.prepare_for_update(new, old, c)
     CLAIMS.drop_disabled_fields(new, old, c)
-    return sorted((e.field, e.reason) for e in CLAIMS.validate_status_update(new, old, c))
+    return sorted((e.field, e.reason) for e in CLAIM_STATUS.validate_update(new, old, c))
 
 
 def test_status_valid_allocation_and_reservation() -> None:
@@ -561,10 +563,10 @@ def test_status_allocation_may_be_cleared_and_prunes_device_status() -> None:
     new = copy.deepcopy(old)
     new["status"] = {"devices": [device_status]}
     c = ctx()
-    CLAIMS.prepare_for_status_update(new, old, c)
+    CLAIM_STATUS.prepare_for_update(new, old, c)
     CLAIMS.drop_disabled_fields(new, old, c)
     assert "devices" not in new["status"]
-    assert CLAIMS.validate_status_update(new, old, c) == []
+    assert CLAIM_STATUS.validate_update(new, old, c) == []
 
 
 def test_status_admin_access_needs_label() -> None:
@@ -578,7 +580,7 @@ def test_status_update_ignores_spec_and_metadata() -> None:
     new = copy.deepcopy(CLAIM)
     new["spec"] = {"devices": {"requests": []}}
     new["metadata"]["labels"] = {"changed": "yes"}
-    CLAIMS.prepare_for_status_update(new, old, ctx())
+    CLAIM_STATUS.prepare_for_update(new, old, ctx())
     assert new["spec"] == old["spec"]
     assert "labels" not in new["metadata"]
 
@@ -944,10 +946,10 @@ def test_taint_rule_status() -> None:
     cond = {"type": "EvictionInProgress", "status": "True", "reason": "Evicting", "lastTransitionTime": "2026-01-01T00:00:00Z"}
     new = copy.deepcopy(TAINT_RULE)
     new["status"] = {"conditions": [{**cond, "type": f"T{i}"} for i in range(9)]}
-    errs = sorted((e.field, e.reason) for e in TAINT_RULES.validate_status_update(new, TAINT_RULE, ctx()))
+    errs = sorted((e.field, e.reason) for e in TAINT_RULE_STATUS.validate_update(new, TAINT_RULE, ctx()))
     assert errs == [("status.conditions", TM)]
     new["status"] = {"conditions": [{**cond, "reason": ""}]}
-    errs = sorted((e.field, e.reason) for e in TAINT_RULES.validate_status_update(new, TAINT_RULE, ctx()))
+    errs = sorted((e.field, e.reason) for e in TAINT_RULE_STATUS.validate_update(new, TAINT_RULE, ctx()))
     assert errs == [("status.conditions[0].reason", R)]
 
 
