@@ -230,4 +230,5 @@ class PodBinding(ActionSubresource):
 
 
 STATUS_STRATEGY = PodStatusStrategy()
-STRATEGY = PodStrategy(subresources=(StatusSubresource(STATUS_STRATEGY), PodBinding()))
+BINDING = PodBinding()
+STRATEGY = PodStrategy(subresources=(StatusSubresource(STATUS_STRATEGY), BINDING))
