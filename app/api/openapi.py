@@ -71,59 +71,22 @@ _SECURITY_DESCRIPTION = "Bearer Token authentication"
 
 
 # ---- request body examples ---------------------------------------------------------
-# One minimal object per kind that the server accepts on create, any number of times
-# (``generateName``) and in any namespace (except the Event: an Event must name its involved
-# object's namespace, so this one is for ``default``), so that clients and fuzzers
-# (schemathesis mixes examples into what it generates) reach the states behind a successful
-# create. tests/app/api/test_openapi_examples.py creates every one of them.
+# Each kind declares a minimal object the server accepts on create (``create_example``), so that
+# clients and fuzzers (schemathesis mixes examples into what it generates) reach the states
+# behind a successful create. tests/app/api/test_openapi_examples.py creates every one of them.
 
 _EXAMPLE_METADATA: Obj = {"generateName": "example-"}
-_EXAMPLE_REQUESTS: Obj = {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}
-_CREATE_EXAMPLES: dict[tuple[str, str, str], Obj] = {
-    ("", "v1", "Namespace"): {},
-    ("", "v1", "Node"): {},
-    ("", "v1", "Pod"): {"spec": {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]}},
-    ("", "v1", "Event"): {
-        "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": "default", "name": "example"},
-        "reason": "Example",
-        "message": "an example event",
-        "type": "Normal",
-        "source": {"component": "example"},
-    },
-    ("resource.k8s.io", "v1", "DeviceClass"): {
-        "spec": {"selectors": [{"cel": {"expression": 'device.driver == "gpu.example.com"'}}]}
-    },
-    ("resource.k8s.io", "v1", "ResourceClaim"): {"spec": {"devices": _EXAMPLE_REQUESTS}},
-    ("resource.k8s.io", "v1", "ResourceClaimTemplate"): {"spec": {"spec": {"devices": _EXAMPLE_REQUESTS}}},
-    ("resource.k8s.io", "v1", "ResourceSlice"): {
-        "spec": {
-            "driver": "gpu.example.com",
-            "pool": {"name": "example", "generation": 1, "resourceSliceCount": 1},
-            "allNodes": True,
-            "devices": [{"name": "gpu-0"}],
-        }
-    },
-    ("resource.k8s.io", "v1", "DeviceTaintRule"): {
-        "spec": {
-            "deviceSelector": {"driver": "gpu.example.com"},
-            "taint": {"key": "example.com/maintenance", "effect": "NoSchedule"},
-        }
-    },
-    ("coordination.k8s.io", "v1", "Lease"): {"spec": {"holderIdentity": "example", "leaseDurationSeconds": 15}},
-}
 # Valid for every kind and subresource: labels (ignored by status updates, which still succeed).
 _MERGE_PATCH_EXAMPLE: Obj = {"metadata": {"labels": {"example": "true"}}}
 _JSON_PATCH_EXAMPLE: list[Obj] = [{"op": "add", "path": "/metadata/labels", "value": {"example": "true"}}]
 _DELETE_OPTIONS_EXAMPLE: Obj = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
 
 
-def create_example(group: str, version: str, kind: str) -> Obj | None:
+def create_example(strategy: KindStrategy) -> Obj | None:
     """A minimal object of the kind that creating succeeds for (``generateName``), or None when there is none."""
-    body = _CREATE_EXAMPLES.get((group, version, kind))
-    if body is None:
+    if strategy.create_example is None:
         return None
-    api_version = f"{group}/{version}" if group else version
-    return {"apiVersion": api_version, "kind": kind, "metadata": dict(_EXAMPLE_METADATA), **copy.deepcopy(body)}
+    return {"apiVersion": strategy.api_version, "kind": strategy.kind, "metadata": dict(_EXAMPLE_METADATA), **copy.deepcopy(strategy.create_example)}
 
 
 def _patch_example(content_type: str) -> Any:
@@ -504,7 +467,7 @@ def _kind_paths(strategy: KindStrategy) -> dict[str, _PathItem]:
             "post",
             f"create a {kind}",
             _WRITE_PARAMS,
-            _Body(obj, True, example=create_example(group, version, kind)),
+            _Body(obj, True, example=create_example(strategy)),
             _ok(obj, "200", "201", "202"),
         )
     if "deletecollection" in verbs:

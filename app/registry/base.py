@@ -77,6 +77,9 @@ class KindStrategy:
     # Core's rule that a finalizer without a domain must be a standard one (not for Lease and Event).
     object_meta_kube_finalizers: bool = True
     printer_columns: tuple[PrinterColumn, ...] = ()
+    # The fields (besides apiVersion, kind, metadata) of a minimal object that creating succeeds
+    # for any number of times (generateName) and in any namespace; the OpenAPI documents offer it.
+    create_example: Obj | None = None
     # Verbs of the main resource, as discovery lists them.
     verbs: tuple[str, ...] = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 

@@ -26,6 +26,7 @@ class NamespaceStrategy(KindStrategy):
     plural = "namespaces"
     singular = "namespace"
     namespaced = False
+    create_example: Obj = {}
     short_names = ("ns",)
     has_status = True
     tracks_generation = False

@@ -46,6 +46,7 @@ class NodeStrategy(KindStrategy):
     plural = "nodes"
     singular = "node"
     namespaced = False
+    create_example: Obj = {}
     short_names = ("no",)
     has_status = True
     tracks_generation = False

@@ -75,6 +75,7 @@ class PodStrategy(KindStrategy):
     plural = "pods"
     singular = "pod"
     namespaced = True
+    create_example: Obj = {"spec": {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]}}
     short_names = ("po",)
     categories = ("all",)
     has_status = True

@@ -14,6 +14,12 @@ class DeviceTaintRuleStrategy(KindStrategy):
     plural = "devicetaintrules"
     singular = "devicetaintrule"
     namespaced = False
+    create_example: Obj = {
+        "spec": {
+            "deviceSelector": {"driver": "gpu.example.com"},
+            "taint": {"key": "example.com/maintenance", "effect": "NoSchedule"},
+        }
+    }
     has_status = True
     # v1 requires a resourceVersion on update (upstream's AllowUnconditionalUpdate is false for v1).
     allow_unconditional_update = False

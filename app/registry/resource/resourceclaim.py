@@ -31,6 +31,7 @@ class ResourceClaimStrategy(KindStrategy):
     plural = "resourceclaims"
     singular = "resourceclaim"
     namespaced = True
+    create_example: Obj = {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}}}
     has_status = True
     printer_columns = (
         name_column(),

@@ -47,6 +47,7 @@ class ResourceClaimTemplateStrategy(KindStrategy):
     plural = "resourceclaimtemplates"
     singular = "resourceclaimtemplate"
     namespaced = True
+    create_example: Obj = {"spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}}}}
     tracks_generation = False
     printer_columns = (name_column(), age_column())
 
