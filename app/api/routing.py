@@ -86,7 +86,7 @@ def _subresource_route(owner: KindStrategy, sub: Subresource) -> Route:
     raise TypeError(f"{owner.plural}/{sub.name}: no handlers for a {type(sub).__name__}")
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ResourcePath:
     """A resource path, resolved against the served kinds."""
 
@@ -171,14 +171,17 @@ class ResourceRouter:
         if target is None:
             raise path_not_found()
         route, handler = self.route(target, scope["method"])
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         request = RequestScope(
             route.strategy,
             target.namespace,
             target.name,
             route.subresource,
             query_params(scope["query_string"]),
-            {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]},
+            headers,
             receive,
             self.body_limit,
+            target.namespace or "",
+            headers.get("accept", ""),
         )
         return await handler(self.store, request)

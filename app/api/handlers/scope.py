@@ -31,14 +31,9 @@ class RequestScope:
     headers: dict[str, str]
     receive: Receive
     body_limit: int
-
-    @property
-    def ns(self) -> str:
-        return self.namespace or ""
-
-    @property
-    def accept(self) -> str:
-        return self.headers.get("accept", "")
+    # Read by nearly every handler, so set once rather than looked up on each use.
+    ns: str = ""  # the namespace, or "" (as single-object operations take it)
+    accept: str = ""  # the Accept header
 
     @property
     def content_type(self) -> str | None:

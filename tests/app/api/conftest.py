@@ -20,16 +20,16 @@ WRITER = WriteOptions(field_manager="test")
 
 
 @pytest.fixture(scope="module")
-def database_url(databases: Databases) -> str:
+def store_database_url(databases: Databases) -> str:
     url = databases.new()
     run_migrations(url)
     return url
 
 
 @pytest.fixture(scope="module")
-async def store(database_url: str) -> AsyncIterator[GenericStore]:
+async def store(store_database_url: str) -> AsyncIterator[GenericStore]:
     """The generic store of a started ApiServer (storage, system namespaces, namespace lifecycle)."""
-    server = ApiServer(Settings(database_url=database_url))
+    server = ApiServer(Settings(database_url=store_database_url))
     await server.start()
     try:
         yield server.registry
@@ -45,5 +45,6 @@ async def new_namespace(store: GenericStore, finalizers: list[str] | None = None
 
 
 @pytest.fixture
-async def ns(store: GenericStore) -> str:
+async def store_ns(store: GenericStore) -> str:
+    """A fresh namespace of the in-process store (``ns`` is the HTTP tests' namespace)."""
     return await new_namespace(store)

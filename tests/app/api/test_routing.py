@@ -179,8 +179,8 @@ async def call(router: ResourceRouter, method: str, path: str, body: Any = None,
     )
 
 
-def _claims(ns: str, name: str = "") -> str:
-    return f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims" + (f"/{name}" if name else "")
+def _claims(namespace: str, name: str = "") -> str:
+    return f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims" + (f"/{name}" if name else "")
 
 
 async def test_other_paths_are_left_to_the_application(router: ResourceRouter) -> None:
@@ -188,7 +188,7 @@ async def test_other_paths_are_left_to_the_application(router: ResourceRouter) -
     assert await call(router, "GET", "/apis/resource.k8s.io/v1") is None
 
 
-async def test_unknown_paths_and_methods_answer_a_status(router: ResourceRouter, ns: str) -> None:
+async def test_unknown_paths_and_methods_answer_a_status(router: ResourceRouter, store_ns: str) -> None:
     answer = await call(router, "GET", "/apis/resource.k8s.io/v1/widgets")
     assert answer is not None and answer.status == 404
     assert answer.json() == {
@@ -200,77 +200,77 @@ async def test_unknown_paths_and_methods_answer_a_status(router: ResourceRouter,
         "reason": "NotFound",
         "code": 404,
     }
-    answer = await call(router, "POST", _claims(ns, "c"), claim("c"))
+    answer = await call(router, "POST", _claims(store_ns, "c"), claim("c"))
     assert answer is not None and (answer.status, answer.json()["reason"]) == (405, "MethodNotAllowed")
 
 
-async def test_create_get_list_and_delete(router: ResourceRouter, ns: str) -> None:
-    created = await call(router, "POST", _claims(ns), claim("c"), query="fieldManager=router-test", content_type="application/json")
+async def test_create_get_list_and_delete(router: ResourceRouter, store_ns: str) -> None:
+    created = await call(router, "POST", _claims(store_ns), claim("c"), query="fieldManager=router-test", content_type="application/json")
     assert created is not None and created.status == 201, created and created.body
     assert created.headers["content-type"] == "application/json"
-    got = await call(router, "GET", _claims(ns, "c"))
+    got = await call(router, "GET", _claims(store_ns, "c"))
     assert got is not None and got.status == 200
     assert got.json()["metadata"]["managedFields"][0]["manager"] == "router-test"
-    listed = await call(router, "GET", _claims(ns))
+    listed = await call(router, "GET", _claims(store_ns))
     assert listed is not None and [i["metadata"]["name"] for i in listed.json()["items"]] == ["c"]
     assert listed.json()["kind"] == "ResourceClaimList"
-    deleted = await call(router, "DELETE", _claims(ns, "c"))
+    deleted = await call(router, "DELETE", _claims(store_ns, "c"))
     assert deleted is not None and (deleted.status, deleted.json()["metadata"]["name"]) == (200, "c")
-    gone = await call(router, "GET", _claims(ns, "c"))
+    gone = await call(router, "GET", _claims(store_ns, "c"))
     assert gone is not None and gone.status == 404
 
 
-async def test_conversions_and_406(router: ResourceRouter, ns: str) -> None:
-    await call(router, "POST", _claims(ns), claim("c"))
-    table = await call(router, "GET", _claims(ns), accept=TABLE)
+async def test_conversions_and_406(router: ResourceRouter, store_ns: str) -> None:
+    await call(router, "POST", _claims(store_ns), claim("c"))
+    table = await call(router, "GET", _claims(store_ns), accept=TABLE)
     assert table is not None and table.json()["kind"] == "Table"
     assert [row["cells"][0] for row in table.json()["rows"]] == ["c"]
-    partial = await call(router, "GET", _claims(ns, "c"), accept=PARTIAL)
+    partial = await call(router, "GET", _claims(store_ns, "c"), accept=PARTIAL)
     assert partial is not None and partial.json()["kind"] == "PartialObjectMetadata"
-    refused = await call(router, "GET", _claims(ns), accept=PARTIAL)
+    refused = await call(router, "GET", _claims(store_ns), accept=PARTIAL)
     assert refused is not None and (refused.status, refused.json()["reason"]) == (406, "NotAcceptable")
-    refused = await call(router, "GET", _claims(ns, "c"), accept=PARTIAL_LIST)
+    refused = await call(router, "GET", _claims(store_ns, "c"), accept=PARTIAL_LIST)
     assert refused is not None and refused.status == 406
-    refused = await call(router, "GET", _claims(ns), query="watch=1", accept=PARTIAL_LIST)
+    refused = await call(router, "GET", _claims(store_ns), query="watch=1", accept=PARTIAL_LIST)
     assert refused is not None and refused.status == 406
     # A missing object is a 404 before any 406.
-    missing = await call(router, "GET", _claims(ns, "nope"), accept=PARTIAL_LIST)
+    missing = await call(router, "GET", _claims(store_ns, "nope"), accept=PARTIAL_LIST)
     assert missing is not None and missing.status == 404
 
 
-async def test_unknown_body_types_are_415(router: ResourceRouter, ns: str) -> None:
-    answer = await call(router, "POST", _claims(ns), b"<claim/>", content_type="application/xml")
+async def test_unknown_body_types_are_415(router: ResourceRouter, store_ns: str) -> None:
+    answer = await call(router, "POST", _claims(store_ns), b"<claim/>", content_type="application/xml")
     assert answer is not None and (answer.status, answer.json()["reason"]) == (415, "UnsupportedMediaType")
-    answer = await call(router, "PATCH", _claims(ns, "c"), {}, content_type="application/json")
+    answer = await call(router, "PATCH", _claims(store_ns, "c"), {}, content_type="application/json")
     assert answer is not None and answer.status == 415
 
 
-async def test_binding_answers_a_success_status(router: ResourceRouter, ns: str) -> None:
-    await call(router, "POST", f"/api/v1/namespaces/{ns}/pods", pod("p"))
+async def test_binding_answers_a_success_status(router: ResourceRouter, store_ns: str) -> None:
+    await call(router, "POST", f"/api/v1/namespaces/{store_ns}/pods", pod("p"))
     binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p"}, "target": {"kind": "Node", "name": "n1"}}
-    answer = await call(router, "POST", f"/api/v1/namespaces/{ns}/pods/p/binding", binding)
+    answer = await call(router, "POST", f"/api/v1/namespaces/{store_ns}/pods/p/binding", binding)
     assert answer is not None and answer.status == 201
     assert answer.json() == {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
     # Decoding errors name the subresource's kind.
-    answer = await call(router, "POST", f"/api/v1/namespaces/{ns}/pods/p/binding", b"")
+    answer = await call(router, "POST", f"/api/v1/namespaces/{store_ns}/pods/p/binding", b"")
     assert answer is not None and answer.status == 400
     assert answer.json()["message"] == "the object provided is unrecognized (must be of type Binding): no content"
 
 
-async def test_finalize_answers_the_namespace(router: ResourceRouter, store: GenericStore, ns: str) -> None:
-    answer = await call(router, "PUT", f"/api/v1/namespaces/{ns}/finalize", {"spec": {"finalizers": []}})
+async def test_finalize_answers_the_namespace(router: ResourceRouter, store: GenericStore, store_ns: str) -> None:
+    answer = await call(router, "PUT", f"/api/v1/namespaces/{store_ns}/finalize", {"spec": {"finalizers": []}})
     assert answer is not None and answer.status == 200
     assert answer.json()["kind"] == "Namespace"
     assert "finalizers" not in answer.json()["spec"]
-    assert "finalizers" not in (await store.get(NAMESPACE_KIND, "", ns)).obj["spec"]
+    assert "finalizers" not in (await store.get(NAMESPACE_KIND, "", store_ns)).obj["spec"]
 
 
-async def test_status_writes_go_through_the_status_strategy(router: ResourceRouter, ns: str) -> None:
-    created = await call(router, "POST", _claims(ns), claim("s"))
+async def test_status_writes_go_through_the_status_strategy(router: ResourceRouter, store_ns: str) -> None:
+    created = await call(router, "POST", _claims(store_ns), claim("s"))
     assert created is not None
     allocation = {"devices": {"results": [{"request": "gpu", "driver": "gpu.example.com", "pool": "node-1", "device": "gpu-0"}]}}
     body = {**created.json(), "spec": {"devices": {"requests": []}}, "status": {"allocation": allocation}}
-    answer = await call(router, "PUT", _claims(ns, "s") + "/status", body)
+    answer = await call(router, "PUT", _claims(store_ns, "s") + "/status", body)
     assert answer is not None and answer.status == 200
     assert answer.json()["status"]["allocation"] == allocation
     assert answer.json()["spec"] == created.json()["spec"]
