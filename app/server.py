@@ -27,6 +27,7 @@ from app.config import Settings
 from app.controlplane.namespaces import NamespaceLifecycle, ensure_system_namespaces
 from app.storage.cache import WatchCache
 from app.storage.db import check_schema, create_engine
+from app.storage.storage import Storage
 from app.storage.store import Store
 from kube import errors
 from kube.errors import ApiError
@@ -104,26 +105,26 @@ class ApiServer:
         self.settings = settings
         self.gates = FeatureGates.parse(settings.feature_gates)
         self.engine = create_engine(settings.database_url)
-        self.cache = WatchCache(settings.watch_cache_size)
-        self.store = Store(
+        store = Store(
             self.engine,
-            self.cache,
+            WatchCache(settings.watch_cache_size),
             poll_interval=settings.poll_interval,
             compaction_interval=settings.compaction_interval,
             compaction_window=settings.compaction_window,
             compaction_min_retain=settings.compaction_min_retain,
         )
-        self.registry = GenericStore(self.store, self.gates, settings.bookmark_interval, settings.min_request_timeout)
+        self.storage = Storage(store, bookmark_interval=settings.bookmark_interval)
+        self.registry = GenericStore(self.storage, self.gates, settings.min_request_timeout)
         self.namespaces = NamespaceLifecycle(self.registry)
         self.started = time.time()
         self._heap_task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         await check_schema(self.engine, self.settings.database_url)
-        await self.store.start()
+        await self.storage.start()
         await ensure_system_namespaces(self.registry)
         self.namespaces.start()
-        metrics.bind_store(self.store)
+        metrics.bind_storage(self.storage)
         # The watch cache is the bulk of the heap; keep it out of the cycle collector's scans.
         self._heap_task = asyncio.get_running_loop().create_task(keep_heap_frozen(), name="gc-freeze")
 
@@ -133,7 +134,7 @@ class ApiServer:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._heap_task
         await self.namespaces.stop()
-        await self.store.stop()
+        await self.storage.stop()
         await self.engine.dispose()
 
 
@@ -185,7 +186,7 @@ def create_fastapi_app(settings: Settings) -> FastAPI:
 
     @app.get("/readyz")
     async def _readyz() -> Response:
-        if not server.store.ready:
+        if not server.storage.ready:
             return Response(b"storage not ready", status_code=503, media_type="text/plain")
         return Response(b"ok", media_type="text/plain")
 

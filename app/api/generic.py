@@ -7,8 +7,6 @@ writes through ``/status``) and the ``Subresource`` declarations it owns.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import random
 import uuid
@@ -34,8 +32,10 @@ from app.api.options import (
 from app.registry import NAMESPACE_KIND
 from app.registry.base import ActionSubresource, KindStrategy, Obj, RequestContext
 from app.registry.objectmeta import validate_object_meta, validate_object_meta_update
-from app.storage.cache import ADDED, DELETED, MODIFIED, Event, StoredObject, Watcher
-from app.storage.store import KeyExists, RevisionCompacted, RevisionMismatch, Store, WriteOp
+from app.storage.cache import ADDED, DELETED, MODIFIED, StoredObject
+from app.storage.errors import ContinueExpired, KeyExists, ResourceVersionTooLarge, RevisionCompacted, RevisionMismatch, StorageError
+from app.storage.storage import Storage, WatchBatch
+from app.storage.store import WriteOp
 from kube import errors
 from kube.errors import ApiError, FieldError
 from kube.features import FeatureGates
@@ -49,8 +49,6 @@ NAMESPACES = NAMESPACE_KIND.qualified_resource
 GENERATE_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 GENERATE_NAME_ATTEMPTS = 8
 UPDATE_ATTEMPTS = 16
-WAIT_FOR_REVISION_SECONDS = 3.0
-INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 # Metadata a client may not change through a main-resource update; upstream keeps the stored values.
 SYSTEM_METADATA = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation")
 
@@ -78,13 +76,11 @@ def _name_of(obj: Obj) -> str:
 
 
 class GenericStore:
-    """The REST operations, bound to one store and one set of feature gates."""
+    """The REST operations, bound to one storage and one set of feature gates."""
 
-    def __init__(self, store: Store, gates: FeatureGates, bookmark_interval: float = 60.0, min_request_timeout: float = 1800.0) -> None:
-        self.store = store
-        self.cache = store.cache
+    def __init__(self, storage: Storage, gates: FeatureGates, min_request_timeout: float = 1800.0) -> None:
+        self.storage = storage
         self.gates = gates
-        self.bookmark_interval = bookmark_interval
         self.min_request_timeout = min_request_timeout
 
     # ---- helpers ---------------------------------------------------------------
@@ -92,7 +88,7 @@ class GenericStore:
     def context(self, namespace: str = "") -> RequestContext:
         labels: dict[str, str] = {}
         if namespace:
-            ns = self.cache.get(NAMESPACES, "", namespace)
+            ns = self.storage.cached(NAMESPACES, "", namespace)
             if ns is not None:
                 labels = dict(ns.obj["metadata"].get("labels") or {})
         return RequestContext(self.gates, labels)
@@ -115,28 +111,10 @@ class GenericStore:
                 strategy, name, f"Precondition failed: ResourceVersion in precondition: {resource_version}, ResourceVersion in object meta: {meta.get('resourceVersion')}"
             )
 
-    async def _consistent(self, rv: str) -> None:
-        """Honour a read's resourceVersion: "" = consistent, "0" = any, N = not older than N."""
-        number = parse_resource_version(rv)
-        if number is None:
-            try:
-                await self.store.sync_to_database(WAIT_FOR_REVISION_SECONDS)
-            except TimeoutError:
-                raise ApiError(504, "Timeout", "Timeout: Too large resource version") from None
-        elif number > 0 and number > self.cache.revision:
-            self.store._poll_wakeup.set()
-            if not await self.cache.wait_for_revision(number, WAIT_FOR_REVISION_SECONDS):
-                raise ApiError(
-                    504,
-                    "Timeout",
-                    f"Timeout: Too large resource version: {number}, current: {self.cache.revision}",
-                    {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}], "retryAfterSeconds": 1},
-                )
-
     def _check_namespace_for_create(self, strategy: KindStrategy, namespace: str) -> None:
         if not strategy.namespaced:
             return
-        ns = self.cache.get(NAMESPACES, "", namespace)
+        ns = self.storage.cached(NAMESPACES, "", namespace)
         if ns is None:
             raise errors.not_found(NAMESPACES, namespace, NAMESPACE_KIND.group, NAMESPACE_KIND.plural)
         if ns.obj["metadata"].get("deletionTimestamp") or (ns.obj.get("status") or {}).get("phase") == "Terminating":
@@ -150,8 +128,10 @@ class GenericStore:
     # ---- reads -----------------------------------------------------------------
 
     async def get(self, strategy: KindStrategy, namespace: str, name: str, resource_version: str = "") -> StoredObject:
-        await self._consistent(resource_version)
-        stored = self.cache.get(strategy.qualified_resource, namespace, name)
+        try:
+            stored = await self.storage.get(strategy.qualified_resource, namespace, name, parse_resource_version(resource_version))
+        except ResourceVersionTooLarge as exc:
+            raise _read_error(exc) from None
         if stored is None:
             raise self._not_found(strategy, name)
         return stored
@@ -195,169 +175,60 @@ class GenericStore:
     async def list_objects(self, strategy: KindStrategy, namespace: str | None, opts: ListOptions) -> tuple[list[StoredObject], dict[str, Any]]:
         labels, fields = self._selectors(strategy, opts)
         predicate = self._predicate(strategy, labels, fields)
-        resource = strategy.qualified_resource
-        start_key = ""
+        if fields is not None and namespace is None:
+            # A field selector naming one namespace lists only that namespace.
+            namespace = fields.exact_value("metadata.namespace")
+        revision: int | None = None
+        continue_from: tuple[int, str] | None = None
         if opts.continue_token:
             token = ContinueToken.decode(opts.continue_token)
-            revision = token.revision
-            start_key = token.start
-            rows = self.cache.items_at(resource, namespace, revision)
-            if rows is None:
-                raise continue_too_old(revision)
+            continue_from = (token.revision, token.start)
         else:
-            rv = opts.resource_version
-            if opts.resource_version_match == EXACT:
-                revision = parse_resource_version(rv) or 0
-                await self._consistent(rv)
-                rows = self.cache.items_at(resource, namespace, revision)
-                if rows is None:
-                    raise errors.gone(f"too old resource version: {revision} ({self.cache.oldest_history_revision() - 1})")
-            else:
-                await self._consistent(rv)
-                revision = self.cache.revision
-                rows = self.cache.items(resource, namespace)
-        if fields is not None and namespace is None:
-            wanted_ns = fields.exact_value("metadata.namespace")
-            if wanted_ns is not None:
-                rows = [r for r in rows if r[0] == wanted_ns]
-        items: list[StoredObject] = []
-        next_key = ""
-        remaining = 0
-        index = 0
-        if start_key:
-            # Keys are "namespace/name"; resume after the last one sent. Compare (namespace, name) as the
-            # rows are sorted: as strings, "a/x" sorts after "a-b/x" and the list would start over forever.
-            start = tuple(start_key.split("/", 1))
-            while index < len(rows) and (rows[index][0], rows[index][1]) <= start:
-                index += 1
-        for position in range(index, len(rows)):
-            _ns, _name, stored = rows[position]
-            if predicate is not None and not predicate(stored.obj):
-                continue
-            if opts.limit and len(items) >= opts.limit:
-                last_ns, last_name = items[-1].obj["metadata"].get("namespace", ""), items[-1].obj["metadata"]["name"]
-                next_key = f"{last_ns}/{last_name}"
-                if predicate is None:
-                    remaining = len(rows) - position
-                break
-            items.append(stored)
-        meta: dict[str, Any] = {"resourceVersion": str(revision)}
-        if next_key:
-            meta["continue"] = ContinueToken(revision, next_key).encode()
-            if predicate is None:
-                meta["remainingItemCount"] = remaining
-        return items, meta
+            revision = parse_resource_version(opts.resource_version)
+        try:
+            result = await self.storage.list(
+                strategy.qualified_resource,
+                namespace,
+                revision=revision,
+                exact=opts.resource_version_match == EXACT,
+                continue_from=continue_from,
+                predicate=predicate,
+                limit=opts.limit,
+            )
+        except (ResourceVersionTooLarge, ContinueExpired, RevisionCompacted) as exc:
+            raise _read_error(exc) from None
+        meta: dict[str, Any] = {"resourceVersion": str(result.revision)}
+        if result.continue_after:
+            meta["continue"] = ContinueToken(result.revision, result.continue_after).encode()
+            if result.remaining is not None:
+                meta["remainingItemCount"] = result.remaining
+        return result.items, meta
 
     # ---- watch -----------------------------------------------------------------
 
-    async def watch(self, strategy: KindStrategy, namespace: str | None, opts: ListOptions) -> AsyncIterator[list[tuple[str, StoredObject | Obj]]]:
-        """Batches of (event type, object) pairs; BOOKMARK objects are plain dicts."""
+    async def watch(self, strategy: KindStrategy, namespace: str | None, opts: ListOptions) -> AsyncIterator[WatchBatch]:
+        """Batches of (event type, object) pairs; BOOKMARK objects are plain dicts.
+
+        RevisionCompacted when the history no longer reaches the resourceVersion asked for."""
         labels, fields = self._selectors(strategy, opts)
         predicate = self._predicate(strategy, labels, fields)
-        resource = strategy.qualified_resource
-        rv_text = opts.resource_version
-        requested = parse_resource_version(rv_text)
-        send_initial = opts.send_initial_events
-        if send_initial is None:
-            # Legacy semantics: no resourceVersion or "0" means "current state first".
-            send_initial = requested is None or requested == 0
-        if send_initial and requested is None:
-            await self._consistent("")
-        elif requested and send_initial:
-            await self._consistent(rv_text)
-        watcher = Watcher(resource, namespace, predicate)
-        replay: list[tuple[str, StoredObject | Obj]] = []
-        if send_initial:
-            # Register before snapshotting so nothing falls between the two (no await in between).
-            self.cache.add_watcher(watcher)
-            start = self.cache.revision
-            watcher.sent_up_to = start
-            for _ns, _name, stored in self.cache.items(resource, namespace):
-                if predicate is None or predicate(stored.obj):
-                    replay.append((ADDED, stored))
-        else:
-            assert requested is not None
-            if requested < self.store.compacted_revision:
-                raise RevisionCompacted(requested, self.store.compacted_revision)
-            self.cache.add_watcher(watcher)
-            start = self.cache.revision
-            watcher.sent_up_to = start
-            events: list[Event]
-            if requested >= self.cache.oldest_history_revision() - 1:
-                events = self.cache.history_after(resource, requested)
-            else:
-                try:
-                    events = await self.store.events_between(resource, requested, start)
-                except RevisionCompacted:
-                    self.cache.remove_watcher(watcher)
-                    raise
-                # Events from the log carry no previous state; filter on the new one.
-            for event in events:
-                if event.revision > start:
-                    break
-                if namespace is not None and event.namespace != namespace:
-                    continue
-                kind = watcher.translate(event)
-                if kind is not None:
-                    replay.append((kind, event.obj))
-        return self._stream(strategy, watcher, replay, start, opts, bool(opts.send_initial_events))
-
-    async def _stream(
-        self,
-        strategy: KindStrategy,
-        watcher: Watcher,
-        replay: list[tuple[str, StoredObject | Obj]],
-        start: int,
-        opts: ListOptions,
-        initial_end_bookmark: bool,
-    ) -> AsyncIterator[list[tuple[str, StoredObject | Obj]]]:
-        """Batches of (event type, object): everything ready at each wake-up goes out together."""
-        loop = asyncio.get_running_loop()
         timeout = opts.timeout_seconds
         if timeout is None or timeout <= 0:
             timeout = int(self.min_request_timeout * (1 + random.random()))
-        deadline = loop.time() + timeout
-        last_revision = start
         try:
-            first: list[tuple[str, StoredObject | Obj]] = list(replay)
-            if initial_end_bookmark:
-                first.append(("BOOKMARK", self._bookmark(strategy, start, initial_end=True)))
-            if first:
-                yield first
-            next_bookmark = loop.time() + self.bookmark_interval
-            while True:
-                if not watcher.pending and not watcher.closed:
-                    now = loop.time()
-                    if now >= deadline:
-                        return
-                    wait = deadline - now
-                    if opts.allow_watch_bookmarks:
-                        wait = min(wait, max(next_bookmark - now, 0))
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(watcher.wakeup.wait(), wait)
-                batch: list[tuple[str, StoredObject | Obj]] = list(watcher.take())
-                if batch:
-                    last_revision = max(last_revision, batch[-1][1].revision)  # type: ignore[union-attr]
-                elif watcher.closed:
-                    return
-                if opts.allow_watch_bookmarks and loop.time() >= next_bookmark:
-                    next_bookmark = loop.time() + self.bookmark_interval
-                    batch.append(("BOOKMARK", self._bookmark(strategy, max(last_revision, self.cache.revision))))
-                if batch:
-                    yield batch
-                if watcher.closed and not watcher.pending:
-                    return
-                if loop.time() >= deadline:
-                    return
-        finally:
-            self.cache.remove_watcher(watcher)
-
-    @staticmethod
-    def _bookmark(strategy: KindStrategy, revision: int, initial_end: bool = False) -> Obj:
-        metadata: Obj = {"resourceVersion": str(revision)}
-        if initial_end:
-            metadata["annotations"] = {INITIAL_EVENTS_END: "true"}
-        return {"kind": strategy.kind, "apiVersion": strategy.api_version, "metadata": metadata}
+            return await self.storage.watch(
+                strategy.qualified_resource,
+                namespace,
+                kind=strategy.kind,
+                api_version=strategy.api_version,
+                revision=parse_resource_version(opts.resource_version),
+                send_initial_events=opts.send_initial_events,
+                predicate=predicate,
+                allow_bookmarks=opts.allow_watch_bookmarks,
+                timeout=timeout,
+            )
+        except ResourceVersionTooLarge as exc:
+            raise _read_error(exc) from None
 
     # ---- create ----------------------------------------------------------------
 
@@ -457,7 +328,7 @@ class GenericStore:
                 metadata["name"] = generate + _random_suffix()
             op = WriteOp(ADDED, strategy.qualified_resource, namespace if strategy.namespaced else "", metadata["name"], obj)
             try:
-                stored = await self.store.write(op)
+                stored = await self.storage.write(op)
             except KeyExists:
                 if name:
                     raise errors.already_exists(strategy.qualified_resource, name, strategy.group, strategy.plural) from None
@@ -468,9 +339,7 @@ class GenericStore:
     # ---- update, patch ---------------------------------------------------------------
 
     async def _current(self, strategy: KindStrategy, namespace: str, name: str, fresh: bool) -> StoredObject | None:
-        if fresh:
-            return await self.store.read_object(strategy.qualified_resource, namespace, name)
-        return self.cache.get(strategy.qualified_resource, namespace, name)
+        return await self.storage.read_for_update(strategy.qualified_resource, namespace, name, fresh)
 
     async def guaranteed_update(
         self,
@@ -504,7 +373,7 @@ class GenericStore:
                 return WriteResult(new)
             op = WriteOp(DELETED if deleting else MODIFIED, strategy.qualified_resource, ns, name, new, current.revision)
             try:
-                stored = await self.store.write(op)
+                stored = await self.storage.write(op)
             except RevisionMismatch:
                 fresh = True
                 continue
@@ -692,7 +561,7 @@ class GenericStore:
                 op = WriteOp(DELETED, strategy.qualified_resource, ns, name, new, current.revision)
                 deleted_now = True
             try:
-                stored = await self.store.write(op)
+                stored = await self.storage.write(op)
             except RevisionMismatch:
                 fresh = True
                 continue
@@ -712,7 +581,7 @@ class GenericStore:
                 raise
             if result.obj is not None:
                 deleted.append(result.obj)
-        return deleted, {"resourceVersion": str(self.cache.revision)}
+        return deleted, {"resourceVersion": str(self.storage.revision)}
 
     # ---- subresources ---------------------------------------------------------------
 
@@ -736,6 +605,22 @@ class GenericStore:
             return new
 
         return await self.guaranteed_update(strategy, namespace, name, mutate, dry_run=wopts.dry_run)
+
+
+def _read_error(exc: StorageError) -> ApiError:
+    """The API status of a read storage could not serve."""
+    if isinstance(exc, ResourceVersionTooLarge):
+        if exc.requested is None:
+            return ApiError(504, "Timeout", "Timeout: Too large resource version")
+        return ApiError(
+            504,
+            "Timeout",
+            f"Timeout: Too large resource version: {exc.requested}, current: {exc.current}",
+            {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}], "retryAfterSeconds": 1},
+        )
+    if isinstance(exc, ContinueExpired):
+        return continue_too_old(exc.revision)
+    return errors.gone(str(exc))
 
 
 def _same_object(new: Obj, old: Obj) -> bool:

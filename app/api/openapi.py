@@ -5,7 +5,7 @@ Schemas come from the official v1.37 definitions that ``kubernetes-validate`` sh
 generated from the served kinds. kubectl needs, per kind, a PATCH operation carrying
 the kind's ``x-kubernetes-group-version-kind`` (an object) and a ``fieldValidation``
 query parameter, or it falls back to protobuf ``/openapi/v2`` and fails
-(client-compat.md §3). Create, patch and delete bodies carry an ``example`` that the server
+(kubectl's OpenAPI v3 client needs both). Create, patch and delete bodies carry an ``example`` that the server
 accepts (see "request body examples"). Documents are built once, then served from cached bytes.
 
 The returned dicts are shared caches: callers must not mutate them.

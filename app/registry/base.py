@@ -76,6 +76,9 @@ class KindStrategy:
     validates_object_meta: bool = True
     # Core's rule that a finalizer without a domain must be a standard one (not for Lease and Event).
     object_meta_kube_finalizers: bool = True
+    # Properties the official schema lacks (the project's gated proposal fields), which strict field
+    # validation and pruning must know: definition name -> property name -> JSON schema.
+    extra_schema_properties: dict[str, dict[str, Obj]] = {}
     printer_columns: tuple[PrinterColumn, ...] = ()
     # The fields (besides apiVersion, kind, metadata) of a minimal object that creating succeeds
     # for any number of times (generateName) and in any namespace; the OpenAPI documents offer it.

@@ -9,7 +9,7 @@ from app.api.generic import GenericStore
 from app.api.handlers.scope import RequestScope
 from app.api.handlers.watch import watch
 from app.api.options import ListOptions
-from app.storage.store import RevisionCompacted
+from app.storage.errors import RevisionCompacted
 from kube import errors
 
 

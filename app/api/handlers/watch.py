@@ -8,7 +8,7 @@ from app.api import negotiation
 from app.api.generic import GenericStore
 from app.api.handlers.scope import RequestScope
 from app.api.options import ListOptions
-from app.storage.store import RevisionCompacted
+from app.storage.errors import RevisionCompacted
 
 
 async def watch(store: GenericStore, scope: RequestScope, opts: ListOptions) -> Response:

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from app.registry.base import KindStrategy, Obj, PrinterColumn, RequestContext
 from app.registry.columns import NAME_DESCRIPTION, dig
-from app.registry.core import validation as core_validation
+from app.registry.core.event_validation import validate_event
 from kube.errors import FieldError
 from kube.timeutil import human_age
 
@@ -85,10 +85,10 @@ class EventStrategy(KindStrategy):
     object_meta_kube_finalizers = False
 
     def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
-        return core_validation.validate_event(obj)
+        return validate_event(obj)
 
     def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
-        return core_validation.validate_event(new)
+        return validate_event(new)
 
 
 STRATEGY = EventStrategy()

@@ -12,7 +12,7 @@ from app.registry.base import (
     StatusSubresource,
 )
 from app.registry.columns import age_column, dig, name_column
-from app.registry.core import validation as core_validation
+from app.registry.core.namespace_validation import validate_namespace_finalizers, validate_namespace_status
 from kube.errors import FieldError
 
 # The finalizer the server's namespace lifecycle removes once the contents are gone.
@@ -69,7 +69,7 @@ class NamespaceStrategy(KindStrategy):
         labels["kubernetes.io/metadata.name"] = obj["metadata"].get("name", "")
 
     def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
-        return core_validation.validate_namespace_finalizers(obj)
+        return validate_namespace_finalizers(obj)
 
     def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
         # spec comes from the stored object (prepare_for_update), so only metadata can change.
@@ -78,7 +78,7 @@ class NamespaceStrategy(KindStrategy):
 
 class NamespaceStatusStrategy(StatusStrategy, NamespaceStrategy):
     def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
-        return core_validation.validate_namespace_status(new)
+        return validate_namespace_status(new)
 
 
 class NamespaceFinalize(ActionSubresource):

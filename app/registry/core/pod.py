@@ -17,7 +17,7 @@ from app.registry.base import (
     StatusSubresource,
 )
 from app.registry.columns import age_column, dig, name_column
-from app.registry.core import validation as core_validation
+from app.registry.core.pod_validation import drop_disabled_pod_fields, validate_pod_create, validate_pod_status_update, validate_pod_update
 from kube import errors
 from kube.errors import FieldError
 from kube.pods import qos_class
@@ -141,13 +141,13 @@ class PodStrategy(KindStrategy):
                     container.setdefault("resources", {})
 
     def drop_disabled_fields(self, obj: Obj, old: Obj | None, ctx: RequestContext) -> None:
-        core_validation.drop_disabled_pod_fields(obj, old, ctx.feature_gates)
+        drop_disabled_pod_fields(obj, old, ctx.feature_gates)
 
     def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
-        return core_validation.validate_pod_create(obj)
+        return validate_pod_create(obj)
 
     def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
-        return core_validation.validate_pod_update(new, old)
+        return validate_pod_update(new, old)
 
     def delete_grace_period(self, obj: Obj, requested: int | None) -> int:
         # Upstream: a pod that never reached a node, or has finished, goes at once.
@@ -170,7 +170,7 @@ class PodStatusStrategy(StatusStrategy, PodStrategy):
                 new["metadata"].pop(key, None)
 
     def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
-        return core_validation.validate_pod_status_update(new, old)
+        return validate_pod_status_update(new, old)
 
 
 class PodBinding(ActionSubresource):

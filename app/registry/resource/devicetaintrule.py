@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from app.registry.base import KindStrategy, Obj, RequestContext, StatusStrategy, StatusSubresource
 from app.registry.columns import age_column, name_column
-from app.registry.resource import validation as rv
+from app.registry.resource.common import default_taint, now_rfc3339
+from app.registry.resource.devicetaintrule_validation import validate_taint_rule_spec, validate_taint_rule_status
 from kube.errors import FieldError
 
 
@@ -37,19 +38,19 @@ class DeviceTaintRuleStrategy(KindStrategy):
             and taint.get("effect") != old_taint.get("effect")
             and taint.get("timeAdded") == old_taint.get("timeAdded")
         ):
-            taint["timeAdded"] = rv.now_rfc3339()
+            taint["timeAdded"] = now_rfc3339()
 
     def default(self, obj: Obj, ctx: RequestContext) -> None:
         spec = obj.get("spec")
         if isinstance(spec, dict):
-            rv.default_taint(spec.get("taint"))
+            default_taint(spec.get("taint"))
 
     def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
-        return rv.validate_taint_rule_spec(obj.get("spec"), None)
+        return validate_taint_rule_spec(obj.get("spec"), None)
 
     def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
         old_spec = old.get("spec") if isinstance(old.get("spec"), dict) else {}
-        return rv.validate_taint_rule_spec(new.get("spec"), old_spec)
+        return validate_taint_rule_spec(new.get("spec"), old_spec)
 
 
 class DeviceTaintRuleStatusStrategy(StatusStrategy, DeviceTaintRuleStrategy):
@@ -59,7 +60,7 @@ class DeviceTaintRuleStatusStrategy(StatusStrategy, DeviceTaintRuleStrategy):
         new["metadata"] = {**old["metadata"], **keep}
 
     def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
-        return rv.validate_taint_rule_status(new.get("status"))
+        return validate_taint_rule_status(new.get("status"))
 
 
 STATUS_STRATEGY = DeviceTaintRuleStatusStrategy()
