@@ -450,16 +450,14 @@ def _kind_paths(strategy: KindStrategy) -> dict[str, _PathItem]:
     paths: dict[str, _PathItem] = {}
 
     collection = _PathItem(list(scope_params))
-    if "list" in verbs:
-        collection.operations["get"] = op(
-            "get",
-            "list",
-            "list",
-            f"list or watch objects of kind {kind}",
-            _LIST_PARAMS,
-            None,
-            _ok(obj_list, "200", watch=True),
+    def list_op(suffix: str = "", op_scope: str = scope) -> _Operation:
+        return op(
+            "get", "list", "list", f"list or watch objects of kind {kind}", _LIST_PARAMS, None, _ok(obj_list, "200", watch=True),
+            suffix=suffix, op_scope=op_scope,
         )
+
+    if "list" in verbs:
+        collection.operations["get"] = list_op()
     if "create" in verbs:
         collection.operations["post"] = op(
             "post",
@@ -523,17 +521,7 @@ def _kind_paths(strategy: KindStrategy) -> dict[str, _PathItem]:
 
     if strategy.namespaced and "list" in verbs:
         everywhere = _PathItem([])
-        everywhere.operations["get"] = op(
-            "get",
-            "list",
-            "list",
-            f"list or watch objects of kind {kind}",
-            _LIST_PARAMS,
-            None,
-            _ok(obj_list, "200", watch=True),
-            suffix="ForAllNamespaces",
-            op_scope="",
-        )
+        everywhere.operations["get"] = list_op(suffix="ForAllNamespaces", op_scope="")
         paths[f"{base}/{strategy.plural}"] = everywhere
     return {path: entry for path, entry in paths.items() if entry.operations}
 
