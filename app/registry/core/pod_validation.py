@@ -1,10 +1,5 @@
-"""Field validation and gate drop rules for the core kinds (Pod, Node, Namespace, Event) and Lease.
-
-Behaviour and messages follow upstream's pkg/apis/core/validation, pkg/apis/coordination/validation
-and pkg/api/pod/util.go (v1.37 line). Objects are decoded JSON, so every reader is defensive about
-wrong types: a wrong type becomes a field error, never an exception. ObjectMeta is validated by the
-REST layer (app.registry.objectmeta.validate_object_meta*); the functions here cover everything else.
-"""
+"""Pod: validation of the spec on create and update and of status writes, and the gate drop rules
+(pkg/api/pod/util.go)."""
 
 from __future__ import annotations
 
@@ -14,12 +9,14 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from app.registry.accessors import as_dict, as_dict_entries, as_list, as_str, parse_quantity_field
+from app.registry.base import Obj
+from app.registry.common import is_extended_resource, is_native_resource, validate_resource_quantity
+from app.registry.core.node_validation import TAINT_EFFECTS
 from app.registry.objectmeta import (
     IS_NEGATIVE,
-    STANDARD_FINALIZERS,
     dns1123_subdomain_problems,
     is_int,
-    qualified_name_problems,
     validate_dns1123_label,
     validate_dns1123_subdomain,
     validate_immutable,
@@ -27,18 +24,8 @@ from app.registry.objectmeta import (
     validate_labels,
     validate_qualified_name,
 )
-from kube.errors import (
-    NOT_FOUND,
-    FieldError,
-    duplicate,
-    forbidden,
-    invalid,
-    not_supported,
-    required,
-)
-from kube.quantity import Quantity, QuantityError
-
-Obj = dict[str, Any]
+from kube.errors import NOT_FOUND, FieldError, duplicate, forbidden, invalid, not_supported, required
+from kube.quantity import Quantity
 
 INT32_MAX = 2**31 - 1
 RESTART_POLICIES = ("Always", "OnFailure", "Never")
@@ -46,7 +33,6 @@ DNS_POLICIES = ("ClusterFirstWithHostNet", "ClusterFirst", "Default", "None")
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 TERMINATION_MESSAGE_POLICIES = ("File", "FallbackToLogsOnError")
 PREEMPTION_POLICIES = ("PreemptLowerPriority", "Never")
-TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 TOLERATION_OPERATORS = ("Equal", "Exists")
 # Conditions the kubelet owns; any other pod condition type must be a qualified name.
 SYSTEM_POD_CONDITIONS = frozenset({"PodScheduled", "Ready", "Initialized"})
@@ -58,12 +44,6 @@ UPDATABLE_POD_SPEC_FIELDS = (
     "`spec.tolerations` (only additions to existing tolerations)",
     "`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)",
 )
-LEASE_STRATEGIES = ("OldestEmulationVersion",)
-# Legacy core/v1 Event limits (events.k8s.io-style events, i.e. those with eventTime).
-EVENT_REPORTING_INSTANCE_LIMIT = 128
-EVENT_ACTION_LIMIT = 128
-EVENT_REASON_LIMIT = 128
-EVENT_NOTE_LIMIT = 1024
 
 _STANDARD_CONTAINER_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage"})
 # helper.IsStandardResourceName: container resources plus quota and storage names.
@@ -75,108 +55,18 @@ _STANDARD_RESOURCES = _STANDARD_CONTAINER_RESOURCES | frozenset(
         "services.nodeports", "services.loadbalancers",
     }
 )
-# helper.IsIntegerResourceName's standard part (extended resources are integers too).
-_INTEGER_RESOURCES = frozenset(
-    {
-        "pods", "services", "replicationcontrollers", "resourcequotas", "secrets", "configmaps",
-        "persistentvolumeclaims", "services.nodeports", "services.loadbalancers",
-    }
-)
 _HUGEPAGES_PREFIX = "hugepages-"
-# Resources that may be requested without a limit (everything but hugepages and extended ones).
+# What a node allocates to pods and containers (KEP-5517 status entries).
 _NODE_ALLOCATABLE_RE = re.compile(r"^(cpu|memory|ephemeral-storage|hugepages-.+)$")
 
 
 # ---------------------------------------------------------------------------------------------
-# small readers
+# container resources
 # ---------------------------------------------------------------------------------------------
-
-
-def _dict(value: object, path: str, errs: list[FieldError]) -> Obj:
-    """``value`` as an object; None reads as empty, another type is reported."""
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        errs.append(invalid(path, value, "must be an object"))
-        return {}
-    return value
-
-
-def _list(value: object, path: str, errs: list[FieldError]) -> list[Any]:
-    """``value`` as a list; None reads as empty, another type is reported."""
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        errs.append(invalid(path, value, "must be a list"))
-        return []
-    return value
-
-
-def _str(value: object, path: str, errs: list[FieldError]) -> str:
-    """``value`` as a string; None reads as empty, another type is reported."""
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        errs.append(invalid(path, value, "must be a string"))
-        return ""
-    return value
-
-
-def _objects(value: object, path: str, errs: list[FieldError]) -> Iterator[tuple[int, Obj, str]]:
-    """(index, entry, entry path) for a list of objects; bad entries are reported and skipped."""
-    for index, entry in enumerate(_list(value, path, errs)):
-        entry_path = f"{path}[{index}]"
-        if not isinstance(entry, dict):
-            errs.append(invalid(entry_path, entry, "must be an object"))
-            continue
-        yield index, entry, entry_path
-
-
-def parse_quantity_field(value: object, path: str, errs: list[FieldError]) -> Quantity | None:
-    """A quantity field; an unparsable one is reported with upstream's decoding message."""
-    try:
-        return Quantity.parse(value)  # type: ignore[arg-type]
-    except (QuantityError, TypeError) as exc:
-        errs.append(invalid(path, value, str(exc)))
-        return None
-
-
-# ---------------------------------------------------------------------------------------------
-# resources
-# ---------------------------------------------------------------------------------------------
-
-
-def is_native_resource(name: str) -> bool:
-    """No domain, or a kubernetes.io domain."""
-    return "/" not in name or "kubernetes.io/" in name
-
-
-def is_extended_resource(name: str) -> bool:
-    """helper.IsExtendedResourceName: a fully qualified, non-native name not starting requests."""
-    if is_native_resource(name) or name.startswith("requests."):
-        return False
-    return not qualified_name_problems("requests." + name)
-
-
-def is_integer_resource(name: str) -> bool:
-    return name in _INTEGER_RESOURCES or is_extended_resource(name)
 
 
 def _is_standard_resource(name: str) -> bool:
     return name in _STANDARD_RESOURCES or name.startswith(_HUGEPAGES_PREFIX) or name.startswith("requests.hugepages-")
-
-
-def validate_resource_quantity(name: str, value: object, path: str) -> list[FieldError]:
-    """ValidateResourceQuantityValue: parsable, not negative, whole for integer resources."""
-    errs: list[FieldError] = []
-    quantity = parse_quantity_field(value, path, errs)
-    if quantity is None:
-        return errs
-    if quantity.sign < 0:
-        errs.append(invalid(path, quantity.canonical(), IS_NEGATIVE))
-    if is_integer_resource(name) and quantity.milli_value() % 1000 != 0:
-        errs.append(invalid(path, quantity.canonical(), "must be an integer"))
-    return errs
 
 
 def validate_container_resource_name(name: str, path: str) -> list[FieldError]:
@@ -195,6 +85,7 @@ def validate_container_resource_name(name: str, path: str) -> list[FieldError]:
 
 
 def _overcommit_allowed(name: str) -> bool:
+    """Whether a request may differ from the limit (everything but hugepages and extended resources)."""
     return is_native_resource(name) and not name.startswith(_HUGEPAGES_PREFIX)
 
 
@@ -203,9 +94,9 @@ def validate_resource_requirements(
 ) -> list[FieldError]:
     """A container's (or the pod's) resources: names, quantities, requests <= limits, claims."""
     errs: list[FieldError] = []
-    res = _dict(resources, path, errs)
-    limits = _dict(res.get("limits"), f"{path}.limits", errs)
-    requests = _dict(res.get("requests"), f"{path}.requests", errs)
+    res = as_dict(resources, path, errs)
+    limits = as_dict(res.get("limits"), f"{path}.limits", errs)
+    requests = as_dict(res.get("requests"), f"{path}.requests", errs)
     parsed_limits: dict[str, Quantity] = {}
     for name, value in limits.items():
         key_path = f"{path}.limits[{name}]"
@@ -245,9 +136,9 @@ def validate_resource_claim_refs(claims: object, pod_claim_names: set[str], path
     """A container's resources.claims: named pod claims, each (claim, request) referenced once."""
     errs: list[FieldError] = []
     seen: set[str] = set()
-    for _index, claim, claim_path in _objects(claims, path, errs):
-        name = _str(claim.get("name"), f"{claim_path}.name", errs)
-        request = _str(claim.get("request"), f"{claim_path}.request", errs)
+    for _index, claim, claim_path in as_dict_entries(claims, path, errs):
+        name = as_str(claim.get("name"), f"{claim_path}.name", errs)
+        request = as_str(claim.get("request"), f"{claim_path}.request", errs)
         if not name:
             errs.append(required(claim_path))
             continue
@@ -289,8 +180,8 @@ def validate_pod_resource_claims(claims: object, path: str) -> list[FieldError]:
     """spec.resourceClaims: unique DNS-label names, exactly one source, valid object names."""
     errs: list[FieldError] = []
     names: set[str] = set()
-    for _index, claim, claim_path in _objects(claims, path, errs):
-        name = _str(claim.get("name"), f"{claim_path}.name", errs)
+    for _index, claim, claim_path in as_dict_entries(claims, path, errs):
+        name = as_str(claim.get("name"), f"{claim_path}.name", errs)
         if not name:
             errs.append(required(f"{claim_path}.name"))
         elif name in names:
@@ -307,7 +198,7 @@ def validate_pod_resource_claims(claims: object, path: str) -> list[FieldError]:
         for key, value in (("resourceClaimName", claim_name), ("resourceClaimTemplateName", template_name)):
             if value is None:
                 continue
-            text = _str(value, f"{claim_path}.{key}", errs)
+            text = as_str(value, f"{claim_path}.{key}", errs)
             if isinstance(value, str):
                 errs += [invalid(f"{claim_path}.{key}", text, p) for p in dns1123_subdomain_problems(text)]
     return errs
@@ -324,12 +215,12 @@ def _validate_enum(value: object, path: str, allowed: tuple[str, ...]) -> list[F
 
 def _validate_container_common(container: Obj, claim_names: set[str], path: str) -> list[FieldError]:
     errs: list[FieldError] = []
-    name = _str(container.get("name"), f"{path}.name", errs)
+    name = as_str(container.get("name"), f"{path}.name", errs)
     if not name:
         errs.append(required(f"{path}.name"))
     else:
         errs += validate_dns1123_label(name, f"{path}.name")
-    image = _str(container.get("image"), f"{path}.image", errs)
+    image = as_str(container.get("image"), f"{path}.image", errs)
     if not image:
         errs.append(required(f"{path}.image"))
     elif image != image.strip():
@@ -343,11 +234,11 @@ def _validate_container_common(container: Obj, claim_names: set[str], path: str)
 def validate_containers(spec: Obj, claim_names: set[str], path: str = "spec") -> list[FieldError]:
     """Regular and init containers: at least one container, unique DNS-label names, images."""
     errs: list[FieldError] = []
-    containers = _list(spec.get("containers"), f"{path}.containers", errs)
+    containers = as_list(spec.get("containers"), f"{path}.containers", errs)
     if not containers and isinstance(spec.get("containers", []), list):
         errs.append(required(f"{path}.containers"))
     names: set[str] = set()
-    for _index, container, container_path in _objects(containers, f"{path}.containers", errs):
+    for _index, container, container_path in as_dict_entries(containers, f"{path}.containers", errs):
         errs += _validate_container_common(container, claim_names, container_path)
         name = container.get("name")
         if isinstance(name, str):
@@ -357,7 +248,7 @@ def validate_containers(spec: Obj, claim_names: set[str], path: str = "spec") ->
                 names.add(name)
         if container.get("restartPolicy") is not None:
             errs.append(forbidden(f"{container_path}.restartPolicy", "may not be set for non-init containers"))
-    for _index, container, container_path in _objects(spec.get("initContainers"), f"{path}.initContainers", errs):
+    for _index, container, container_path in as_dict_entries(spec.get("initContainers"), f"{path}.initContainers", errs):
         errs += _validate_container_common(container, claim_names, container_path)
         policy = container.get("restartPolicy")
         if policy is not None and policy != "Always":
@@ -372,14 +263,14 @@ def validate_containers(spec: Obj, claim_names: set[str], path: str = "spec") ->
             for probe in ("lifecycle", "livenessProbe", "readinessProbe", "startupProbe"):
                 if container.get(probe) is not None:
                     errs.append(forbidden(f"{container_path}.{probe}", "may not be set for init containers without restartPolicy=Always"))
-    for _index, container, container_path in _objects(spec.get("ephemeralContainers"), f"{path}.ephemeralContainers", errs):
+    for _index, container, container_path in as_dict_entries(spec.get("ephemeralContainers"), f"{path}.ephemeralContainers", errs):
         name = container.get("name")
         if isinstance(name, str) and name in names:
             errs.append(duplicate(f"{container_path}.name", name))
         elif isinstance(name, str) and name:
             names.add(name)
         errs += validate_resource_claim_refs(
-            _dict(container.get("resources"), f"{container_path}.resources", errs).get("claims"),
+            as_dict(container.get("resources"), f"{container_path}.resources", errs).get("claims"),
             claim_names,
             f"{container_path}.resources.claims",
         )
@@ -390,8 +281,8 @@ def validate_scheduling_gates(gates: object, path: str) -> list[FieldError]:
     """Each gate name is a qualified name, reported (like duplicates) at the entry's path."""
     errs: list[FieldError] = []
     seen: set[str] = set()
-    for _index, gate, gate_path in _objects(gates, path, errs):
-        name = _str(gate.get("name"), f"{gate_path}.name", errs)
+    for _index, gate, gate_path in as_dict_entries(gates, path, errs):
+        name = as_str(gate.get("name"), f"{gate_path}.name", errs)
         errs += validate_qualified_name(name, gate_path)
         if name in seen:
             errs.append(duplicate(gate_path, name))
@@ -402,11 +293,11 @@ def validate_scheduling_gates(gates: object, path: str) -> list[FieldError]:
 def validate_tolerations(tolerations: object, path: str) -> list[FieldError]:
     """ValidateTolerations: key, operator/value pairing, effect, tolerationSeconds needs NoExecute."""
     errs: list[FieldError] = []
-    for _index, tol, tol_path in _objects(tolerations, path, errs):
-        key = _str(tol.get("key"), f"{tol_path}.key", errs)
-        operator = _str(tol.get("operator"), f"{tol_path}.operator", errs)
-        value = _str(tol.get("value"), f"{tol_path}.value", errs)
-        effect = _str(tol.get("effect"), f"{tol_path}.effect", errs)
+    for _index, tol, tol_path in as_dict_entries(tolerations, path, errs):
+        key = as_str(tol.get("key"), f"{tol_path}.key", errs)
+        operator = as_str(tol.get("operator"), f"{tol_path}.operator", errs)
+        value = as_str(tol.get("value"), f"{tol_path}.value", errs)
+        effect = as_str(tol.get("effect"), f"{tol_path}.effect", errs)
         if key:
             errs += validate_qualified_name(key, f"{tol_path}.key")
         if not key and operator != "Exists":
@@ -448,14 +339,14 @@ def validate_pod_spec(spec_value: object, path: str = "spec") -> list[FieldError
     errs += validate_labels(spec.get("nodeSelector"), f"{path}.nodeSelector")
     errs += validate_scheduling_gates(spec.get("schedulingGates"), f"{path}.schedulingGates")
     for key in ("serviceAccountName", "nodeName", "priorityClassName"):
-        value = _str(spec.get(key), f"{path}.{key}", errs)
+        value = as_str(spec.get(key), f"{path}.{key}", errs)
         if value:
             errs += validate_dns1123_subdomain(value, f"{path}.{key}")
     deadline = spec.get("activeDeadlineSeconds")
     if deadline is not None and (not is_int(deadline) or not 1 <= deadline <= INT32_MAX):
         errs.append(invalid(f"{path}.activeDeadlineSeconds", deadline, f"must be between 1 and {INT32_MAX}, inclusive"))
     for key in ("hostname", "subdomain"):
-        value = _str(spec.get(key), f"{path}.{key}", errs)
+        value = as_str(spec.get(key), f"{path}.{key}", errs)
         if value:
             errs += validate_dns1123_label(value, f"{path}.{key}")
     if spec.get("tolerations"):
@@ -700,8 +591,8 @@ def validate_pod_resource_claim_statuses(statuses: object, spec: Obj, path: str)
     errs: list[FieldError] = []
     claim_names = pod_claim_names(spec)
     seen: set[str] = set()
-    for _index, status, status_path in _objects(statuses, path, errs):
-        name = _str(status.get("name"), f"{status_path}.name", errs)
+    for _index, status, status_path in as_dict_entries(statuses, path, errs):
+        name = as_str(status.get("name"), f"{status_path}.name", errs)
         if name not in claim_names:
             errs.append(invalid(f"{status_path}.name", name, "must match the name of an entry in `spec.resourceClaims`"))
         if name in seen:
@@ -709,7 +600,7 @@ def validate_pod_resource_claim_statuses(statuses: object, spec: Obj, path: str)
         seen.add(name)
         claim_name = status.get("resourceClaimName")
         if claim_name is not None:
-            text = _str(claim_name, f"{status_path}.resourceClaimName", errs)
+            text = as_str(claim_name, f"{status_path}.resourceClaimName", errs)
             if isinstance(claim_name, str):
                 # Upstream reports a bad generated name at the entry's .name path.
                 errs += [invalid(f"{status_path}.name", text, p) for p in dns1123_subdomain_problems(text)]
@@ -742,8 +633,8 @@ def validate_node_allocatable_claim_statuses(statuses: object, spec: Obj, path: 
         if isinstance(c, dict)
     }
     seen_claims: set[str] = set()
-    for _index, status, status_path in _objects(statuses, path, errs):
-        claim_name = _str(status.get("resourceClaimName"), f"{status_path}.resourceClaimName", errs)
+    for _index, status, status_path in as_dict_entries(statuses, path, errs):
+        claim_name = as_str(status.get("resourceClaimName"), f"{status_path}.resourceClaimName", errs)
         if not claim_name:
             errs.append(required(f"{status_path}.resourceClaimName"))
         else:
@@ -752,7 +643,7 @@ def validate_node_allocatable_claim_statuses(statuses: object, spec: Obj, path: 
                 errs.append(duplicate(f"{status_path}.resourceClaimName", claim_name))
             seen_claims.add(claim_name)
         seen_containers: set[str] = set()
-        for c_index, container in enumerate(_list(status.get("containers"), f"{status_path}.containers", errs)):
+        for c_index, container in enumerate(as_list(status.get("containers"), f"{status_path}.containers", errs)):
             c_path = f"{status_path}.containers[{c_index}]"
             if not isinstance(container, str) or container not in containers:
                 errs.append(FieldError(NOT_FOUND, c_path, "", container, True))
@@ -762,8 +653,8 @@ def validate_node_allocatable_claim_statuses(statuses: object, spec: Obj, path: 
                 seen_containers.add(container)
         for key in ("mapping", "overhead"):
             seen_names: set[str] = set()
-            for _m_index, entry, entry_path in _objects(status.get(key), f"{status_path}.{key}", errs):
-                name = _str(entry.get("name"), f"{entry_path}.name", errs)
+            for _m_index, entry, entry_path in as_dict_entries(status.get(key), f"{status_path}.{key}", errs):
+                name = as_str(entry.get("name"), f"{entry_path}.name", errs)
                 errs += _validate_node_allocatable_name(name, f"{entry_path}.name")
                 if name and name in seen_names:
                     errs.append(duplicate(f"{entry_path}.name", name))
@@ -788,20 +679,20 @@ def validate_pod_status_update(new: Obj, old: Obj) -> list[FieldError]:
     new_spec = new.get("spec") if isinstance(new.get("spec"), dict) else {}
     old_spec = old.get("spec") if isinstance(old.get("spec"), dict) else {}
     assert isinstance(new_spec, dict) and isinstance(old_spec, dict)
-    status = _dict(new.get("status"), "status", errs)
+    status = as_dict(new.get("status"), "status", errs)
     old_status = old.get("status") if isinstance(old.get("status"), dict) else {}
     assert isinstance(old_status, dict)
-    for index, condition, condition_path in _objects(status.get("conditions"), "status.conditions", errs):
+    for index, condition, condition_path in as_dict_entries(status.get("conditions"), "status.conditions", errs):
         generation = condition.get("observedGeneration")
         if generation is not None and (not is_int(generation) or generation < 0):
             errs.append(invalid(f"{condition_path}.observedGeneration", generation, "must be a non-negative integer"))
-        condition_type = _str(condition.get("type"), f"{condition_path}.type", errs)
+        condition_type = as_str(condition.get("type"), f"{condition_path}.type", errs)
         if condition_type not in SYSTEM_POD_CONDITIONS:
             # Upstream names this path with a capital "Type".
             errs += validate_qualified_name(condition_type, f"status.conditions[{index}].Type")
     if new_spec.get("nodeName") != old_spec.get("nodeName"):
         errs.append(forbidden("status.nodeName", "may not be changed directly"))
-    nominated = _str(status.get("nominatedNodeName"), "status.nominatedNodeName", errs)
+    nominated = as_str(status.get("nominatedNodeName"), "status.nominatedNodeName", errs)
     if nominated and nominated != old_status.get("nominatedNodeName"):
         errs += validate_dns1123_subdomain(nominated, "status.nominatedNodeName")
     generation = status.get("observedGeneration")
@@ -850,217 +741,3 @@ def drop_disabled_pod_fields(pod: Obj, old: Obj | None, gates: Any) -> None:
             status.pop("nodeAllocatableResourceClaimStatuses", None)
     if spec is not None and not gates.enabled("GenericWorkload") and not old_spec.get("schedulingGroup"):
         spec.pop("schedulingGroup", None)
-
-
-# ---------------------------------------------------------------------------------------------
-# node
-# ---------------------------------------------------------------------------------------------
-
-
-def validate_node_taints(taints: object, path: str) -> list[FieldError]:
-    """validateNodeTaints: key, value, effect and uniqueness by (key, effect)."""
-    errs: list[FieldError] = []
-    seen: set[tuple[str, str]] = set()
-    for _index, taint, taint_path in _objects(taints, path, errs):
-        key = _str(taint.get("key"), f"{taint_path}.key", errs)
-        value = _str(taint.get("value"), f"{taint_path}.value", errs)
-        effect = _str(taint.get("effect"), f"{taint_path}.effect", errs)
-        errs += validate_qualified_name(key, f"{taint_path}.key")
-        problems = validate_label_value(value, f"{taint_path}.value")
-        if problems:
-            errs.append(invalid(f"{taint_path}.value", value, ";".join(p.detail for p in problems)))
-        if not effect:
-            errs.append(required(f"{taint_path}.effect"))
-        elif effect not in TAINT_EFFECTS:
-            errs.append(not_supported(f"{taint_path}.effect", effect, TAINT_EFFECTS))
-        if (key, effect) in seen:
-            error = duplicate(taint_path, taint)
-            error.detail = "taints must be unique by key and effect pair"
-            errs.append(error)
-            continue
-        seen.add((key, effect))
-    return errs
-
-
-def validate_node_resources(node: Obj) -> list[FieldError]:
-    """status.capacity / status.allocatable quantities (upstream paths use '.', not '[key]')."""
-    errs: list[FieldError] = []
-    status = _dict(node.get("status"), "status", errs)
-    for key in ("capacity", "allocatable"):
-        for name, value in _dict(status.get(key), f"status.{key}", errs).items():
-            errs += validate_resource_quantity(name, value, f"status.{key}.{name}")
-    return errs
-
-
-def validate_declared_features(features: object, path: str) -> list[FieldError]:
-    """status.declaredFeatures: non-empty, unique strings."""
-    errs: list[FieldError] = []
-    seen: set[str] = set()
-    for index, feature in enumerate(_list(features, path, errs)):
-        item_path = f"{path}[{index}]"
-        if not isinstance(feature, str):
-            errs.append(invalid(item_path, feature, "must be a string"))
-        elif not feature:
-            errs.append(required(item_path))
-        elif feature in seen:
-            errs.append(duplicate(item_path, feature))
-        else:
-            seen.add(feature)
-    return errs
-
-
-def validate_node(node: Obj) -> list[FieldError]:
-    """ValidateNode minus ObjectMeta: taints, resource quantities, declared features."""
-    errs: list[FieldError] = []
-    spec = _dict(node.get("spec"), "spec", errs)
-    if spec.get("taints"):
-        # Upstream reports spec taints under metadata.taints (its path bug, kept for parity).
-        errs += validate_node_taints(spec["taints"], "metadata.taints")
-    errs += validate_node_resources(node)
-    status = node.get("status") if isinstance(node.get("status"), dict) else {}
-    assert isinstance(status, dict)
-    errs += validate_declared_features(status.get("declaredFeatures"), "status.declaredFeatures")
-    return errs
-
-
-def validate_node_update(new: Obj, old: Obj) -> list[FieldError]:
-    """ValidateNodeUpdate minus ObjectMeta: podCIDRs / providerID set once, unique addresses."""
-    errs = validate_node(new)
-    new_spec = new.get("spec") if isinstance(new.get("spec"), dict) else {}
-    old_spec = old.get("spec") if isinstance(old.get("spec"), dict) else {}
-    assert isinstance(new_spec, dict) and isinstance(old_spec, dict)
-    old_cidrs = old_spec.get("podCIDRs") or []
-    if old_cidrs and old_cidrs != (new_spec.get("podCIDRs") or []):
-        errs.append(forbidden("spec.podCIDRs", 'node updates may not change podCIDR except from "" to valid'))
-    old_provider = old_spec.get("providerID") or ""
-    if old_provider and old_provider != (new_spec.get("providerID") or ""):
-        errs.append(forbidden("spec.providerID", 'node updates may not change providerID except from "" to valid'))
-    if (new_spec.get("externalID") or "") != (old_spec.get("externalID") or ""):
-        errs.append(forbidden("spec.externalID", "may not be updated"))
-    status = new.get("status") if isinstance(new.get("status"), dict) else {}
-    assert isinstance(status, dict)
-    seen: list[Any] = []
-    addresses = status.get("addresses") if isinstance(status.get("addresses"), list) else []
-    assert isinstance(addresses, list)
-    for index, address in enumerate(addresses):
-        if address in seen:
-            errs.append(duplicate(f"status.addresses[{index}]", address))
-        seen.append(address)
-    return errs
-
-
-# ---------------------------------------------------------------------------------------------
-# namespace
-# ---------------------------------------------------------------------------------------------
-
-
-def validate_namespace_finalizers(namespace: Obj) -> list[FieldError]:
-    """spec.finalizers: qualified names, and a name without a domain must be a standard one.
-    Upstream reports both at the list's path on create (only /finalize indexes them)."""
-    errs: list[FieldError] = []
-    spec = _dict(namespace.get("spec"), "spec", errs)
-    finalizers = spec.get("finalizers")
-    if finalizers is None:
-        return errs
-    if not isinstance(finalizers, list) or not all(isinstance(f, str) for f in finalizers):
-        return [*errs, invalid("spec.finalizers", finalizers, "must be a list of strings")]
-    for finalizer in finalizers:
-        errs += validate_qualified_name(finalizer, "spec.finalizers")
-        if "/" not in finalizer and finalizer not in STANDARD_FINALIZERS:
-            errs.append(invalid("spec.finalizers", finalizer, "name is neither a standard finalizer name nor is it fully qualified"))
-    return errs
-
-
-def validate_namespace_status(namespace: Obj) -> list[FieldError]:
-    """status.phase is Active until deletion starts and Terminating after (upstream's path
-    spells the field "Phase")."""
-    errs: list[FieldError] = []
-    status = _dict(namespace.get("status"), "status", errs)
-    metadata = namespace.get("metadata") if isinstance(namespace.get("metadata"), dict) else {}
-    assert isinstance(metadata, dict)
-    phase = status.get("phase") or ""
-    if not metadata.get("deletionTimestamp"):
-        if phase != "Active":
-            errs.append(invalid("status.Phase", phase, "may only be 'Active' if `deletionTimestamp` is empty"))
-    elif phase != "Terminating":
-        errs.append(invalid("status.Phase", phase, "may only be 'Terminating' if `deletionTimestamp` is not empty"))
-    return errs
-
-
-# ---------------------------------------------------------------------------------------------
-# lease
-# ---------------------------------------------------------------------------------------------
-
-
-def validate_lease_spec(lease: Obj) -> list[FieldError]:
-    """ValidateLeaseSpec: positive duration, non-negative transitions, strategy, preferredHolder."""
-    errs: list[FieldError] = []
-    spec = _dict(lease.get("spec"), "spec", errs)
-    duration = spec.get("leaseDurationSeconds")
-    if duration is not None and (not is_int(duration) or duration <= 0):
-        errs.append(invalid("spec.leaseDurationSeconds", duration, "must be greater than 0"))
-    transitions = spec.get("leaseTransitions")
-    if transitions is not None and (not is_int(transitions) or transitions < 0):
-        errs.append(invalid("spec.leaseTransitions", transitions, IS_NEGATIVE))
-    strategy = spec.get("strategy")
-    if strategy is not None:
-        text = _str(strategy, "spec.strategy", errs)
-        # Upstream appends "strategy" to a path that already ends in it; kept for parity.
-        if "/" not in text:
-            if text not in LEASE_STRATEGIES:
-                errs.append(not_supported("spec.strategy.strategy", text, LEASE_STRATEGIES))
-        else:
-            errs += validate_qualified_name(text, "spec.strategy.strategy")
-    for key in ("holderIdentity", "preferredHolder", "acquireTime", "renewTime"):
-        _str(spec.get(key), f"spec.{key}", errs)
-    if spec.get("preferredHolder") and not strategy:
-        errs.append(forbidden("spec.preferredHolder", "may only be specified if `strategy` is defined"))
-    return errs
-
-
-# ---------------------------------------------------------------------------------------------
-# event (legacy core/v1 rules: the only ones upstream applies to v1 Events)
-# ---------------------------------------------------------------------------------------------
-
-
-def validate_event(event: Obj) -> list[FieldError]:
-    """legacyValidateEvent: namespace agreement with involvedObject and, for events with an
-    eventTime, the reporting fields; the event's namespace is a DNS subdomain."""
-    errs: list[FieldError] = []
-    metadata = event.get("metadata") if isinstance(event.get("metadata"), dict) else {}
-    assert isinstance(metadata, dict)
-    namespace = metadata.get("namespace") if isinstance(metadata.get("namespace"), str) else ""
-    assert isinstance(namespace, str)
-    involved = _dict(event.get("involvedObject"), "involvedObject", errs)
-    involved_ns = _str(involved.get("namespace"), "involvedObject.namespace", errs)
-    for key in ("reason", "message", "reportingComponent", "reportingInstance", "action", "type"):
-        _str(event.get(key), key, errs)
-    if not event.get("eventTime"):
-        if not involved_ns:
-            if namespace not in ("", "default"):
-                errs.append(invalid("involvedObject.namespace", involved_ns, "does not match event.namespace"))
-        elif namespace != involved_ns:
-            errs.append(invalid("involvedObject.namespace", involved_ns, "does not match event.namespace"))
-    else:
-        if not involved_ns and namespace not in ("default", "kube-system"):
-            errs.append(invalid("involvedObject.namespace", involved_ns, "does not match event.namespace"))
-        controller = event.get("reportingComponent") if isinstance(event.get("reportingComponent"), str) else ""
-        assert isinstance(controller, str)
-        # core/v1 serializes ReportingController as reportingComponent; upstream's error path
-        # keeps the Go-side name.
-        if not controller:
-            errs.append(required("reportingController"))
-        errs += [invalid("reportingController", controller, p) for p in qualified_name_problems(controller)]
-        for key, limit in (("reportingInstance", EVENT_REPORTING_INSTANCE_LIMIT), ("action", EVENT_ACTION_LIMIT), ("reason", EVENT_REASON_LIMIT)):
-            value = event.get(key) if isinstance(event.get(key), str) else ""
-            assert isinstance(value, str)
-            if not value:
-                errs.append(required(key))
-            if len(value) > limit:
-                errs.append(invalid(key, "", f"can have at most {limit} characters"))
-        message = event.get("message") if isinstance(event.get("message"), str) else ""
-        assert isinstance(message, str)
-        if len(message) > EVENT_NOTE_LIMIT:
-            errs.append(invalid("message", "", f"can have at most {EVENT_NOTE_LIMIT} characters"))
-    errs += [invalid("namespace", namespace, p) for p in dns1123_subdomain_problems(namespace)]
-    return errs

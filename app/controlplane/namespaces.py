@@ -21,7 +21,7 @@ SYSTEM_MANAGER = WriteOptions(field_manager="kube-apiserver")
 
 async def ensure_system_namespaces(registry: GenericStore) -> None:
     for name in namespace_kind.SYSTEM_NAMESPACES:
-        if registry.cache.get(NAMESPACES.qualified_resource, "", name) is None:
+        if registry.storage.cached(NAMESPACES.qualified_resource, "", name) is None:
             with contextlib.suppress(ApiError):
                 await registry.create(NAMESPACES, "", {"metadata": {"name": name}}, SYSTEM_MANAGER)
 
@@ -47,9 +47,9 @@ class NamespaceLifecycle:
         last_revision = -1
         while True:
             await asyncio.sleep(self.interval)
-            if self.registry.cache.revision == last_revision:
+            if self.registry.storage.revision == last_revision:
                 continue
-            last_revision = self.registry.cache.revision
+            last_revision = self.registry.storage.revision
             try:
                 await self.sweep()
             except asyncio.CancelledError:
@@ -58,22 +58,23 @@ class NamespaceLifecycle:
                 log.exception("namespace lifecycle sweep failed")
 
     async def sweep(self) -> None:
-        cache = self.registry.cache
-        for _ns, name, stored in cache.items(NAMESPACES.qualified_resource, ""):
+        storage = self.registry.storage
+        for stored in (await storage.list(NAMESPACES.qualified_resource, "", revision=0)).items:
+            name = stored.obj["metadata"]["name"]
             if not stored.obj["metadata"].get("deletionTimestamp"):
                 continue
             remaining = 0
             for kind in KINDS:
                 if not kind.namespaced:
                     continue
-                for _n, obj_name, obj in cache.items(kind.qualified_resource, name):
+                for obj in (await storage.list(kind.qualified_resource, name, revision=0)).items:
                     remaining += 1
                     if obj.obj["metadata"].get("deletionTimestamp"):
                         continue
                     with contextlib.suppress(ApiError):
-                        await self.registry.delete(kind, name, obj_name, DeleteOptions(propagation_policy="Background"))
+                        await self.registry.delete(kind, name, obj.obj["metadata"]["name"], DeleteOptions(propagation_policy="Background"))
             if remaining:
                 continue
             finalizers = [f for f in (stored.obj.get("spec") or {}).get("finalizers") or [] if f != namespace_kind.NAMESPACE_FINALIZER]
             with contextlib.suppress(ApiError):
-                await self.registry.finalize_namespace(NAMESPACES, name, {"spec": {"finalizers": finalizers}}, SYSTEM_MANAGER)
+                await self.registry.write_subresource(NAMESPACES, namespace_kind.FINALIZE, "", name, {"spec": {"finalizers": finalizers}}, SYSTEM_MANAGER)
