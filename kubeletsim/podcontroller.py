@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from kube.claims import update_device_status
 from kube.client import KubeClient, record_event, resource_path
 from kube.errors import ApiError
 from kube.features import FeatureGates
@@ -374,29 +375,8 @@ class PodController:
 
         ``claim``: the claim as last read (default: the cached one); a newer cached copy wins.
         """
-        path = resource_path("resource.k8s.io", "v1", "resourceclaims", namespace, name, "status")
         cached = self.claims.get(namespace, name)
         if claim is None or (cached is not None and _rv(cached) > _rv(claim)):
             claim = cached
-        for _attempt in range(5):
-            if claim is None:
-                return
-            devices = compute(claim)
-            if devices is None:
-                return
-            patch = {"metadata": {"resourceVersion": _meta(claim).get("resourceVersion")}, "status": {"devices": devices or None}}
-            try:
-                await self.client.patch(path, patch)
-                return
-            except ApiError as exc:
-                if exc.code == 404:
-                    return
-                if exc.code != 409:
-                    raise
-            try:
-                claim = await self.client.get(resource_path("resource.k8s.io", "v1", "resourceclaims", namespace, name))
-            except ApiError as exc:
-                if exc.code == 404:
-                    return
-                raise
-        raise RuntimeError(f"could not update status.devices of ResourceClaim {namespace}/{name}: too many conflicts")
+        if claim is not None:
+            await update_device_status(self.client, namespace, name, compute, claim)
