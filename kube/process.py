@@ -78,7 +78,8 @@ async def run_worker(
     main_task = asyncio.current_task()
     assert main_task is not None
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    signals = (signal.SIGTERM, signal.SIGINT)
+    for sig in signals:
         with contextlib.suppress(NotImplementedError):  # no signal handlers on this platform
             loop.add_signal_handler(sig, main_task.cancel)
     # Informer caches are most of the heap; keep them out of the cycle collector's scans.
@@ -88,6 +89,9 @@ async def run_worker(
     except asyncio.CancelledError:
         logging.getLogger(name).info("shutting down")
     finally:
+        for sig in signals:
+            with contextlib.suppress(NotImplementedError):
+                loop.remove_signal_handler(sig)
         heap.cancel()
         if health is not None:
             health.close()
