@@ -50,6 +50,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._head_size = 0  # of the request line and headers parsed so far
         self._head_timer: asyncio.TimerHandle | None = None
         self._refused = False
+        self._deferred_refusal: tuple[int, bytes] | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -143,10 +144,32 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             return  # the next request's head is read once this one is answered
         self.transport.close()
 
+    def on_response_complete(self) -> None:
+        if self._deferred_refusal is not None:
+            status, body = self._deferred_refusal
+            self._deferred_refusal = None
+            if not self.transport.is_closing():
+                self._write_refusal(status, body)
+            return
+        super().on_response_complete()
+
     def _refuse(self, status: int, body: bytes) -> None:
-        """Answer as Go's server does before a handler runs, and close the connection."""
+        """Answer as Go's server does before a handler runs, and close the connection: after the
+        answer to the request before, when that one is still being served (Go reads the next
+        request only then)."""
         self._refused = True
         self._disarm_head_timer()
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_complete:
+            if not cycle.more_body:
+                self._deferred_refusal = (status, body)
+                return
+            # The request being served lost the rest of its body: it sees a disconnect.
+            cycle.disconnected = True
+            cycle.message_event.set()
+        self._write_refusal(status, body)
+
+    def _write_refusal(self, status: int, body: bytes) -> None:
         self.transport.write(
             b"HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n%s" % (status, _REASONS[status], body)
         )
