@@ -195,16 +195,22 @@ class PostgresDialect(Dialect):
         Every write gets a tentative revision up front; a write whose precondition fails
         just leaves its number unused (revisions stay ordered, not necessarily dense).
         """
-        conn = await self._writer_connection()
         now = time.time()
         own_before = self._own_committed
-        try:
-            return await self._transaction(conn, batch, now)
-        except BaseException:
-            # Nothing of ours committed: a notification up to that revision is another replica's.
-            self._own_committed = own_before
-            self.commit_log.request_poll()
-            raise
+        for attempt in range(2):
+            kept = self._writer is not None
+            conn = await self._writer_connection()
+            try:
+                return await self._transaction(conn, batch, now)
+            except BaseException as exc:
+                # Nothing of ours committed: a notification up to that revision is another replica's.
+                self._own_committed = own_before
+                self.commit_log.request_poll()
+                if attempt == 0 and kept and _refused_before_sending(exc):
+                    await self.reset_writer()  # kept from before an outage: once more on a new one
+                    continue
+                raise
+        raise AssertionError("unreachable")
 
     async def _transaction(self, conn: Any, batch: list[WriteOp], now: float) -> GroupCommit:
         """The outcome of one batch, in one ``dra_commit`` call.
@@ -260,16 +266,23 @@ class PostgresDialect(Dialect):
 
     async def current_revision(self) -> int:
         # A dedicated driver connection: this query runs for every consistent read round.
-        if self._revision_reader is None:
-            self._revision_reader = await self.engine.raw_connection()
-        try:
-            driver: Any = self._revision_reader.driver_connection
-            return int(await driver.fetchval("SELECT current_revision FROM revision_state WHERE id = 1"))
-        except Exception:
-            with contextlib.suppress(Exception):
-                self._revision_reader.close()
-            self._revision_reader = None
-            raise
+        for attempt in range(2):
+            kept = self._revision_reader is not None
+            if self._revision_reader is None:
+                self._revision_reader = await self.engine.raw_connection()
+            try:
+                driver: Any = self._revision_reader.driver_connection
+                return int(await driver.fetchval("SELECT current_revision FROM revision_state WHERE id = 1"))
+            except Exception as exc:
+                # Invalidated, not closed: closing would give a dead connection back to the pool,
+                # and the next revision read would take it again.
+                with contextlib.suppress(Exception):
+                    self._revision_reader.invalidate()
+                self._revision_reader = None
+                if attempt == 0 and kept and _refused_before_sending(exc):
+                    continue  # kept from before an outage: once more on a new one
+                raise
+        raise AssertionError("unreachable")
 
     async def reset_writer(self) -> None:
         if self._writer is not None:
@@ -457,6 +470,17 @@ class SQLiteDialect(Dialect):
 _SQLITE_UNREACHABLE = ("SQLITE_CANTOPEN", "SQLITE_BUSY", "SQLITE_LOCKED")
 # A full disk, a read-only file or a damaged one: retrying does not help until someone acts.
 _SQLITE_REFUSED = ("SQLITE_FULL", "SQLITE_READONLY", "SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_IOERR", "SQLITE_PERM")
+
+
+def _refused_before_sending(exc: BaseException) -> bool:
+    """asyncpg refused to use a connection before sending anything: it knew the connection
+    closed, or the server's goodbye left it mid-operation. The statement may go again on
+    another connection."""
+    import asyncpg
+
+    if isinstance(exc, asyncpg.InterfaceError):
+        return "connection is closed" in str(exc)
+    return isinstance(exc, asyncpg.InternalClientError) and "cannot switch to state" in str(exc)
 
 
 def _causes(exc: BaseException) -> list[BaseException]:
