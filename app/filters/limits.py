@@ -48,6 +48,7 @@ class RequestLimits:
         self.read_only = 0
         self.mutating = 0
         self.watches = 0
+        self._deadlines = Deadlines()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -102,13 +103,15 @@ class RequestLimits:
             started = True
             await send(message)
 
-        deadline = asyncio.timeout(timeout)
+        task = asyncio.current_task()
+        assert task is not None
+        self._deadlines.watch(task, timeout)
         try:
-            async with deadline:
-                await self.app(scope, receive, tracked)
-        except TimeoutError:
-            if not deadline.expired():
+            await self.app(scope, receive, tracked)
+        except asyncio.CancelledError:
+            if not self._deadlines.expired(task):
                 raise
+            task.uncancel()
             log.info("request timed out after %gs: %s %s", timeout, scope["method"], scope["path"])
             if started:
                 # Part of the answer is out: the connection is closed instead (uvicorn closes it
@@ -116,6 +119,8 @@ class RequestLimits:
                 return
             await send({"type": "http.response.start", "status": 504, "headers": [(b"content-type", PLAIN_TEXT), (b"content-length", str(len(TIMED_OUT)).encode())]})
             await send({"type": "http.response.body", "body": TIMED_OUT})
+        finally:
+            self._deadlines.forget(task)
 
     async def _watch(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.max_watches and self.watches >= self.max_watches:
@@ -127,6 +132,41 @@ class RequestLimits:
             await self.app(scope, receive, send)
         finally:
             self.watches -= 1
+
+
+class Deadlines:
+    """Cancels the tasks of requests past their deadline. One sweep every ``GRAIN`` seconds for
+    all requests: a timer per request would cost more than a small request itself."""
+
+    GRAIN = 0.05
+
+    def __init__(self) -> None:
+        self._deadlines: dict[asyncio.Task[Any], float] = {}
+        self._expired: set[asyncio.Task[Any]] = set()
+        self._sweeper: asyncio.Task[None] | None = None
+
+    def watch(self, task: asyncio.Task[Any], timeout: float) -> None:
+        loop = asyncio.get_running_loop()
+        self._deadlines[task] = loop.time() + timeout
+        if self._sweeper is None or self._sweeper.done():
+            self._sweeper = loop.create_task(self._sweep(), name="request-deadlines")
+
+    def forget(self, task: asyncio.Task[Any]) -> None:
+        self._deadlines.pop(task, None)
+        self._expired.discard(task)
+
+    def expired(self, task: asyncio.Task[Any]) -> bool:
+        return task in self._expired
+
+    async def _sweep(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self._deadlines:
+            await asyncio.sleep(self.GRAIN)
+            now = loop.time()
+            for task, deadline in list(self._deadlines.items()):
+                if deadline <= now and task not in self._expired:
+                    self._expired.add(task)
+                    task.cancel()
 
 
 async def _too_many_requests(send: Send) -> None:
