@@ -25,8 +25,8 @@ from app.api.handlers.patch import patch
 from app.api.handlers.scope import Handler, RequestScope
 from app.api.handlers.update import update
 from app.api.options import query_params
+from app.api.requestinfo import request_verb
 from app.api.storagestatus import storage_status
-from app.filters.requestinfo import request_verb
 from app.registry import KINDS
 from app.registry.base import ActionSubresource, KindStrategy, StatusSubresource, Subresource
 from app.storage.errors import StorageFailure, StorageUnavailable

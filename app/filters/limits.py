@@ -20,7 +20,7 @@ import orjson
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.options import query_params
-from app.filters.requestinfo import READ_ONLY_VERBS, request_verb
+from app.api.requestinfo import READ_ONLY_VERBS, request_verb
 from kube.errors import ApiError, bad_request
 from kube.timeutil import parse_go_duration
 

@@ -10,8 +10,8 @@ import orjson
 import pytest
 from starlette.types import Receive, Scope, Send
 
+from app.api.requestinfo import request_verb
 from app.filters.limits import RequestLimits
-from app.filters.requestinfo import request_verb
 
 CLAIMS = "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims"
 
