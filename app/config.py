@@ -115,7 +115,7 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--request-timeout",
         type=_duration,
-        default=_duration(env("DRA_REQUEST_TIMEOUT", "1m0s")),
+        default=env("DRA_REQUEST_TIMEOUT", "1m0s"),
         help="Go duration after which a request other than a watch is answered 504; a request's ?timeout= may shorten it (DRA_REQUEST_TIMEOUT)",
     )
     parser.add_argument(
@@ -133,19 +133,19 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--etcd-healthcheck-timeout",
         type=_duration,
-        default=_duration(env("DRA_ETCD_HEALTHCHECK_TIMEOUT", "2s")),
+        default=env("DRA_ETCD_HEALTHCHECK_TIMEOUT", "2s"),
         help="Go duration the database may take to answer the /healthz and /readyz check named etcd (DRA_ETCD_HEALTHCHECK_TIMEOUT)",
     )
     parser.add_argument(
         "--etcd-readycheck-timeout",
         type=_duration,
-        default=_duration(env("DRA_ETCD_READYCHECK_TIMEOUT", "2s")),
+        default=env("DRA_ETCD_READYCHECK_TIMEOUT", "2s"),
         help="Go duration the database may take to answer the /readyz check named etcd-readiness (DRA_ETCD_READYCHECK_TIMEOUT)",
     )
 
 
 def _duration(text: str) -> float:
-    """A flag's Go duration (``1m0s``) in seconds; argparse reports the ValueError as an invalid value."""
+    """A flag's Go duration (``1m0s``) in seconds (argparse parses string defaults with it too)."""
     try:
         return parse_go_duration(text)
     except ValueError as exc:
