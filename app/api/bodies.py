@@ -215,28 +215,27 @@ def _number_error(value: Any, node: SchemaNode | None, struct: str, fields: tupl
         here = (node.definition_name or "").rsplit(".", 1)[-1] if is_struct and node is not None else struct
         for key, item in list(value.items()):
             child = node.child(key) if node is not None and node.is_object and not node.is_free_form else None
-            path = (*fields, key) if is_struct else fields
-            if type(item) is OutOfRangeNumber:
-                error = _number_into(item, child, here, path)
-                if error is not None:
-                    return error
-                value[key] = float(item)
-            elif type(item) is dict or type(item) is list:
-                error = _number_error(item, child, here, path)
-                if error is not None:
-                    return error
+            error = _member_number_error(value, key, item, child, here, (*fields, key) if is_struct else fields)
+            if error is not None:
+                return error
     elif type(value) is list:
         items = node.items() if node is not None else None
         for index, item in enumerate(value):
-            if type(item) is OutOfRangeNumber:
-                error = _number_into(item, items, struct, fields)
-                if error is not None:
-                    return error
-                value[index] = float(item)
-            elif type(item) is dict or type(item) is list:
-                error = _number_error(item, items, struct, fields)
-                if error is not None:
-                    return error
+            error = _member_number_error(value, index, item, items, struct, fields)
+            if error is not None:
+                return error
+    return None
+
+
+def _member_number_error(container: Any, key: Any, item: Any, node: SchemaNode | None, struct: str, fields: tuple[str, ...]) -> str | None:
+    """The error of ``container[key]``; a number that fits where it is becomes a float there."""
+    if type(item) is OutOfRangeNumber:
+        error = _number_into(item, node, struct, fields)
+        if error is None:
+            container[key] = float(item)
+        return error
+    if type(item) is dict or type(item) is list:
+        return _number_error(item, node, struct, fields)
     return None
 
 

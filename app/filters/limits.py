@@ -41,12 +41,10 @@ TIMED_OUT = (
 class RequestLimits:
     def __init__(self, app: ASGIApp, *, max_read_only: int, max_mutating: int, request_timeout: float, max_watches: int) -> None:
         self.app = app
-        self.max_read_only = max_read_only
-        self.max_mutating = max_mutating
+        self.read_only = Slots(max_read_only)
+        self.mutating = Slots(max_mutating)
         self.request_timeout = request_timeout
         self.max_watches = max_watches
-        self.read_only = 0
-        self.mutating = 0
         self.watches = 0
         self._deadlines = Deadlines()
 
@@ -63,24 +61,14 @@ class RequestLimits:
         except ApiError as exc:
             await send_status(send, exc)
             return
-        if verb in READ_ONLY_VERBS:
-            if self.max_read_only and self.read_only >= self.max_read_only:
-                await _too_many_requests(send)
-                return
-            self.read_only += 1
-            try:
-                await self._with_deadline(scope, receive, send, timeout)
-            finally:
-                self.read_only -= 1
-        else:
-            if self.max_mutating and self.mutating >= self.max_mutating:
-                await _too_many_requests(send)
-                return
-            self.mutating += 1
-            try:
-                await self._with_deadline(scope, receive, send, timeout)
-            finally:
-                self.mutating -= 1
+        slots = self.read_only if verb in READ_ONLY_VERBS else self.mutating
+        if not slots.take():
+            await _too_many_requests(send)
+            return
+        try:
+            await self._with_deadline(scope, receive, send, timeout)
+        finally:
+            slots.used -= 1
 
     def _timeout(self, query: bytes) -> float:
         """The request's deadline in seconds: ``?timeout=`` when shorter than --request-timeout."""
@@ -132,6 +120,20 @@ class RequestLimits:
             await self.app(scope, receive, send)
         finally:
             self.watches -= 1
+
+
+class Slots:
+    """In-flight requests of one kind, at most ``limit`` (0: no limit)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+
+    def take(self) -> bool:
+        if self.limit and self.used >= self.limit:
+            return False
+        self.used += 1
+        return True
 
 
 class Deadlines:

@@ -122,9 +122,21 @@ class Dialect(ABC):
         """The database answers again after an outage: re-establish what only start() set up."""
 
     @classmethod
-    @abstractmethod
     def interpret(cls, exc: BaseException) -> StorageError | None:
-        """The storage error a driver exception stands for; None when it is not the database's doing."""
+        """The storage error a driver exception (or one it wraps) stands for; None when it is
+        not the database's doing."""
+        for cause in _causes(exc):
+            if isinstance(cause, StorageError):
+                return cause
+            error = cls.interpret_cause(cause)
+            if error is not None:
+                return error
+        return None
+
+    @classmethod
+    @abstractmethod
+    def interpret_cause(cls, cause: BaseException) -> StorageError | None:
+        """The storage error this one driver exception stands for, if any."""
 
 
 class PostgresDialect(Dialect):
@@ -303,25 +315,22 @@ class PostgresDialect(Dialect):
         await self._listen()
 
     @classmethod
-    def interpret(cls, exc: BaseException) -> StorageError | None:
+    def interpret_cause(cls, cause: BaseException) -> StorageError | None:
         import asyncpg
 
-        for cause in _causes(exc):
-            if isinstance(cause, StorageError):
-                return cause
-            unreachable = isinstance(
-                cause,
-                OSError  # refused, reset, timed out connecting
-                | asyncpg.PostgresConnectionError  # class 08: the connection is gone
-                | asyncpg.CannotConnectNowError  # starting up or shutting down
-                | asyncpg.AdminShutdownError
-                | asyncpg.CrashShutdownError
-                | asyncpg.TooManyConnectionsError,
-            ) or (isinstance(cause, asyncpg.InterfaceError) and "closed" in str(cause))
-            if unreachable:
-                return StorageUnavailable(f"{type(cause).__name__}: {cause}".rstrip(": "))
-            if isinstance(cause, asyncpg.DiskFullError | asyncpg.ReadOnlySQLTransactionError):
-                return StorageFailure(str(cause))
+        unreachable = isinstance(
+            cause,
+            OSError  # refused, reset, timed out connecting
+            | asyncpg.PostgresConnectionError  # class 08: the connection is gone
+            | asyncpg.CannotConnectNowError  # starting up or shutting down
+            | asyncpg.AdminShutdownError
+            | asyncpg.CrashShutdownError
+            | asyncpg.TooManyConnectionsError,
+        ) or (isinstance(cause, asyncpg.InterfaceError) and "closed" in str(cause))
+        if unreachable:
+            return StorageUnavailable(f"{type(cause).__name__}: {cause}".rstrip(": "))
+        if isinstance(cause, asyncpg.DiskFullError | asyncpg.ReadOnlySQLTransactionError):
+            return StorageFailure(str(cause))
         return None
 
     async def close(self) -> None:
@@ -451,18 +460,13 @@ class SQLiteDialect(Dialect):
         await self.reset_writer()
 
     @classmethod
-    def interpret(cls, exc: BaseException) -> StorageError | None:
-        for cause in _causes(exc):
-            if isinstance(cause, StorageError):
-                return cause
-            name = getattr(cause, "sqlite_errorname", "")
-            if not name:
-                continue
-            # Result codes, not messages: SQLITE_IOERR_WRITE and the like share their primary's name prefix.
-            if name.startswith(_SQLITE_UNREACHABLE):
-                return StorageUnavailable(f"{cause} ({name})")
-            if name.startswith(_SQLITE_REFUSED):
-                return StorageFailure(f"{cause} ({name})")
+    def interpret_cause(cls, cause: BaseException) -> StorageError | None:
+        # Result codes, not messages: SQLITE_IOERR_WRITE and the like share their primary's name prefix.
+        name = getattr(cause, "sqlite_errorname", "")
+        if name.startswith(_SQLITE_UNREACHABLE):
+            return StorageUnavailable(f"{cause} ({name})")
+        if name.startswith(_SQLITE_REFUSED):
+            return StorageFailure(f"{cause} ({name})")
         return None
 
 

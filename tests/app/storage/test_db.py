@@ -17,13 +17,14 @@ from typing import Any
 import pytest
 from sqlalchemy import event
 
-from app.storage.cache import ADDED, WatchCache
-from app.storage.db import create_engine, run_migrations
+from app.storage.cache import ADDED
+from app.storage.db import run_migrations
 from app.storage.errors import StorageFailure
 from app.storage.storage import Storage
 from app.storage.store import Store, WriteOp
 from devtools.ports import free_port
 from devtools.server import REPO_ROOT
+from tests.app.storage.test_storage import running
 
 CLAIMS = "resourceclaims.resource.k8s.io"
 
@@ -72,19 +73,6 @@ def test_a_read_only_file_is_refused_with_a_clear_error(unprivileged: tuple[Path
     directory.chmod(0o777)
     assert result.returncode == 3, result.stderr
     assert f"the database file {database} cannot be written" in result.stderr, result.stderr
-
-
-@contextlib.asynccontextmanager
-async def storage_on(url: str) -> AsyncIterator[tuple[Storage, Store]]:
-    engine = create_engine(url)
-    store = Store(engine, WatchCache(1000), compaction_interval=0)
-    storage = Storage(store)
-    await storage.start()
-    try:
-        yield storage, store
-    finally:
-        await storage.stop()
-        await engine.dispose()
 
 
 @pytest.fixture
@@ -137,7 +125,7 @@ def _full(cursor: Any) -> str:
 )
 async def test_a_refused_write_writes_nothing(sqlite_url: str, pragma: Callable[[Any], str], reason: str) -> None:
     url = sqlite_url
-    async with storage_on(url) as (storage, store):
+    async with running(url) as (storage, store):
         await write(storage, "before")
         revision = storage.revision
         async with fault(store, pragma):
@@ -147,6 +135,6 @@ async def test_a_refused_write_writes_nothing(sqlite_url: str, pragma: Callable[
             assert storage.cached(CLAIMS, "default", "refused") is None
             assert storage.revision == revision
         assert (await write(storage, "after", padding=200_000)).revision == revision + 1, "writes resume when the fault is gone"
-    async with storage_on(url) as (storage, _store):
+    async with running(url) as (storage, _store):
         names = [item.obj["metadata"]["name"] for item in (await storage.list(CLAIMS, "default")).items]
         assert names == ["after", "before"], "nothing of the refused write reached the file"
