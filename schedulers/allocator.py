@@ -49,6 +49,7 @@ MAX_RESULTS = 32  # AllocationResultsMaxSize: results per claim
 # A search still running after this many steps also checks supply before trying devices
 # (``Allocator(bound_after=...)``); searches that finish sooner never pay for those checks.
 BOUND_AFTER_STEPS = 256
+_CHECKPOINT_STEPS = 256  # deadline (and supply check) checks this often
 ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
 _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
@@ -1126,7 +1127,9 @@ class _Search:
         self.deepest = (-1, -1)
         self.free = alloc.free_candidates(view)
         self.deadline = time.monotonic() + alloc.timeout if alloc.timeout is not None else None
+        # Steps: search calls plus devices tried in vain, so that long loops reach a checkpoint too.
         self.steps = 0
+        self._checkpoint_at = _CHECKPOINT_STEPS
         self.bound_after = alloc.bound_after
         self.bounded = False  # supply checks on (see _bound)
         self._bound_checked = False
@@ -1189,6 +1192,7 @@ class _Search:
 
     def _checkpoint(self) -> None:
         """Every 256 steps: give up past the deadline; start over with the supply checks once the search is long."""
+        self._checkpoint_at = self.steps + _CHECKPOINT_STEPS
         if self.deadline is not None and time.monotonic() > self.deadline:
             raise _TimedOut
         if not self._bound_checked and self.steps >= self.bound_after:
@@ -1199,7 +1203,7 @@ class _Search:
     def _request(self, ci: int, ri: int) -> int:
         """Allocate request ``ri`` of claim ``ci`` and everything after it."""
         self.steps += 1
-        if not self.steps & 255:
+        if self.steps >= self._checkpoint_at:
             self._checkpoint()
         if ci == len(self.claims):
             return _FOUND
@@ -1229,7 +1233,7 @@ class _Search:
     def _slot(self, ci: int, ri: int, req: _Request, di: int, start: int) -> int:
         """Place device ``di`` of ``req`` (request ``ri`` of claim ``ci``), trying candidates from ``start``."""
         self.steps += 1
-        if not self.steps & 255:
+        if self.steps >= self._checkpoint_at:
             self._checkpoint()
         if req.all_mode:
             need = self._need(req)
@@ -1263,6 +1267,7 @@ class _Search:
                     continue
                 undo = self._take(ci, req, dev, must=False)
                 if undo is None:
+                    self.steps += 1
                     continue
                 outcome = self._slot(ci, ri, req, di + 1, pos + 1)
                 if outcome == _FOUND:
@@ -1281,6 +1286,7 @@ class _Search:
                 continue
             undo = self._take(ci, req, dev, must=False)
             if undo is None:
+                self.steps += 1
                 continue
             outcome = self._slot(ci, ri, req, di + 1, pos + 1)
             if outcome == _FOUND:

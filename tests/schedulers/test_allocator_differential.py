@@ -351,7 +351,7 @@ class Reference:
         for t in cand.dev.get("taints") or []:
             if t["effect"] in ("NoSchedule", "NoExecute") and not _tolerated(t, req.body.get("tolerations") or []):
                 return None
-        added = []
+        added: list[dict[str, Any]] = []
         for m in self.matched[req.claim]:
             con = m["con"]
             scope = con.get("requests") or []
@@ -361,8 +361,8 @@ class Reference:
             value = _attr(cand.dev, attribute) if _has(cand.dev, attribute) else None
             ok = value is not None and (value not in m["values"] if "distinctAttribute" in con else not m["values"] or m["values"][0] == value)
             if not ok:
-                for undo in added:
-                    undo["values"].pop()
+                for earlier in added:
+                    earlier["values"].pop()
                 if must:
                     raise ReferenceError(
                         f"claim {req.ref}, request {req.name}: cannot add device {cand.path} because a claim constraint would not be satisfied"
