@@ -1214,8 +1214,6 @@ class _Search:
             return _FAILED if outcome == _EXCEEDED else outcome
         if (ci, ri) > self.deepest:
             self.deepest = (ci, ri)
-        if self.bounded and self._over_limit(ci, ri):
-            return _EXCEEDED
         top = claim.requests[ri]
         if not top.subrequests:
             return self._slot(ci, ri, top, 0, 0)
@@ -1256,8 +1254,11 @@ class _Search:
             if outcome != _FOUND:
                 undo()
             return outcome
-        if self.bounded and not self._enough(ci, ri, req, need - di, start):
-            return _FAILED
+        if self.bounded:
+            if self._over_limit(ci, ri, need - di):
+                return _EXCEEDED
+            if not self._enough(ci, ri, req, need - di, start):
+                return _FAILED
         selectable = self.alloc.selectable
         if req.admin:
             candidates = self.view.candidates
@@ -1378,10 +1379,10 @@ class _Search:
             out.append(dev)
         return out
 
-    def _over_limit(self, ci: int, ri: int) -> bool:
-        """Whether the rest of claim ``ci`` from request ``ri`` on needs more results than allowed, whatever the devices."""
-        fewest = len(self.results[ci])
-        for top in self.claims[ci].requests[ri:]:
+    def _over_limit(self, ci: int, ri: int, more: int) -> bool:
+        """Whether claim ``ci`` exceeds the result limit whatever the devices, taking ``more`` for request ``ri`` and the fewest after it."""
+        fewest = len(self.results[ci]) + more
+        for top in self.claims[ci].requests[ri + 1:]:
             fewest += min(self._need(req) for req in top.subrequests or [top])
         return fewest > MAX_RESULTS
 
@@ -1458,11 +1459,12 @@ class _Search:
     def _tie_suffices(
         self, ci: int, ri: int, req: _Request, need: int, now: list[_Device], con: _Constraint, later: dict[int, list[_Device]],
     ) -> bool:
-        """Whether ``con`` leaves enough devices for this request and the later requests of the claim it applies to."""
+        """Whether ``con`` leaves enough devices for this request and the later requests of the claim it applies to.
+
+        Within one claim a device is taken once, admin access or not, unless it is shared.
+        """
         total = need
         devices = {dev.id: dev for dev in now}
-        if not self._takes_exclusively(req, now):
-            return True
         last = ri
         for rj, top in enumerate(self.claims[ci].requests[ri + 1:], ri + 1):
             alternatives = top.subrequests or [top]
@@ -1473,8 +1475,8 @@ class _Search:
             for alt in alternatives:
                 if not con.applies(alt):
                     continue
-                if not self._takes_exclusively(alt, later[id(alt)]):
-                    return True  # shared devices or admin access: one device may count twice
+                if any(self._shared(dev) for dev in later[id(alt)]):
+                    return True  # a shared device may serve two requests
                 devices.update((dev.id, dev) for dev in later[id(alt)])
         if total == need:
             return True  # nothing later is tied; _values_suffice covered this request
