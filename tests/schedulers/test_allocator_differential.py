@@ -6,7 +6,9 @@ and one or two claims (counts, "All", prioritized lists, admin access, toleratio
 requests, matchAttribute/distinctAttribute constraints, selectors that fail on some devices).
 The reference below walks every assignment in upstream's order (claims, requests,
 subrequests in order, devices by pool, slice and position, combinations within a request)
-with none of the allocator's pruning, and stops at the first complete one. The allocator
+with none of the allocator's supply checks, and stops at the first complete one. It keeps
+upstream's one early exit, on the per-claim result limit, because that decides which
+failing selectors upstream's walk reaches. The allocator
 must agree on the error, on "no solution", or on the devices chosen, both with its plain
 search and with its supply checks on from the first step. Half of the seeds lower the
 per-claim result limit so that the limit's pruning is exercised on small inventories.
@@ -19,7 +21,7 @@ from __future__ import annotations
 import itertools
 import os
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -207,6 +209,9 @@ class ReferenceError(Exception):
 
 class TooLong(Exception):
     """The reference ran past REFERENCE_STEPS."""
+
+
+Walk = Generator[None, None, bool]  # yields per solution, returns "over the result limit"
 
 
 @dataclass
@@ -420,43 +425,52 @@ class Reference:
             ]
         return None
 
-    def walk(self, ci: int, ri: int) -> Iterator[None]:
-        """Yields once per complete assignment (the state holds it while suspended)."""
+    def walk(self, ci: int, ri: int) -> Walk:
+        """Yields once per complete assignment (the state holds it while suspended).
+
+        Returns True when every way on exceeds the claim's result limit: upstream then stops
+        trying other devices for the requests before (which decides what errors it runs into).
+        """
         self.steps += 1
         if self.steps > REFERENCE_STEPS:
             raise TooLong
         if ci == len(self.requests):
             yield None
-            return
+            return False
         if ri == len(self.requests[ci]):
             yield from self.walk(ci + 1, 0)
-            return
-        for req in self.requests[ci][ri]:
-            yield from self.devices(req, ri, 0, 0)
+            return False
+        alternatives = self.requests[ci][ri]
+        if not alternatives[0].sub:
+            return (yield from self.devices(alternatives[0], ri, 0, 0))
+        exceeded = True
+        for req in alternatives:
+            exceeded = (yield from self.devices(req, ri, 0, 0)) and exceeded
+        return exceeded
 
-    def devices(self, req: Req, ri: int, di: int, start: int) -> Iterator[None]:
+    def devices(self, req: Req, ri: int, di: int, start: int) -> Walk:
         ci = req.claim
         if req.all_mode:
             fixed = self.fixed[id(req)]
             if not fixed:
-                return
+                return False
             need = len(fixed)
         else:
             need = req.body["count"]
         if di == need:
-            yield from self.walk(ci, ri + 1)
-            return
+            return (yield from self.walk(ci, ri + 1))
         if len(self.picks[ci]) + need - di > self.sc.limit:
-            return
+            return True
         if req.all_mode:
             cand = fixed[di]
             if self.in_use(req, cand):
-                return
+                return False
             undo = self.take(req, cand, must=True)
-            if undo is not None:
-                yield from self.devices(req, ri, di + 1, 0)
-                undo()
-            return
+            if undo is None:
+                return False
+            exceeded = yield from self.devices(req, ri, di + 1, 0)
+            undo()
+            return exceeded
         check = self.selectable(req)
         for pos in range(start, len(self.candidates)):
             cand = self.candidates[pos]
@@ -465,8 +479,11 @@ class Reference:
             undo = self.take(req, cand, must=False)
             if undo is None:
                 continue
-            yield from self.devices(req, ri, di + 1, pos + 1)
+            exceeded = yield from self.devices(req, ri, di + 1, pos + 1)
             undo()
+            if exceeded:
+                return True
+        return False
 
 
 # --- the comparison -------------------------------------------------------------------------------
