@@ -13,7 +13,7 @@ must agree on the error, on "no solution", or on the devices chosen, both with i
 search and with its supply checks on from the first step. Half of the seeds lower the
 per-claim result limit so that the limit's pruning is exercised on small inventories.
 
-``DRA_ALLOCATOR_CASES`` sets the number of seeds (default 3000).
+``DRA_ALLOCATOR_CASES`` sets the number of seeds (default 6000).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from schedulers import allocator as allocator_module
 from schedulers.allocator import Allocated, AllocatedState, AllocationError, Allocator, ResourceIndex
 from tests.schedulers.test_allocator import DRIVER_A, NODE1, allocated_claim, claim, dclass, node, result, rslice
 
-CASES = int(os.environ.get("DRA_ALLOCATOR_CASES", "3000"))
+CASES = int(os.environ.get("DRA_ALLOCATOR_CASES", "6000"))
 CHUNK = 250
 REFERENCE_STEPS = 50_000  # a seed whose reference search takes longer is skipped (counted below)
 
