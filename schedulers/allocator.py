@@ -1115,18 +1115,20 @@ class _Search:
         # Steps: search calls plus devices tried in vain, so that long loops reach a checkpoint too.
         self.steps = 0
         self._checkpoint_at = _CHECKPOINT_STEPS
-        self.bound_after = alloc.bound_after
         self.bounded = False  # supply checks on (see _bound)
         self._bound_checked = False
-        self._selectable: dict[int, tuple[list[int], list[_Device]]] = {}  # id(_Request) -> positions, devices
-        self._possible: dict[int, list[_Device]] = {}  # id(_Request) -> devices it could take at all
         self._exclusive: int | None = None  # set once the search has succeeded (results are final)
         self.found = False  # the outcome of run(), kept for SearchCache
 
     def run(self) -> bool:
-        self._validate()
-        if self.bound_after <= 0:
-            self._bound()
+        for claim in self.claims:
+            if claim.fewest is None or claim.fewest > MAX_RESULTS:
+                self._validate()
+                break
+        if self.alloc.bound_after <= 0:
+            self._bound_checked = True
+            if self._bounds_safe():
+                self._bound()
         try:
             return self._request(0, 0) == _FOUND
         except _Restart:
@@ -1180,7 +1182,7 @@ class _Search:
         self._checkpoint_at = self.steps + _CHECKPOINT_STEPS
         if self.deadline is not None and time.monotonic() > self.deadline:
             raise _TimedOut
-        if not self._bound_checked and self.steps >= self.bound_after:
+        if not self._bound_checked and self.steps >= self.alloc.bound_after:
             self._bound_checked = True
             if self._bounds_safe():
                 raise _Restart
@@ -1290,7 +1292,10 @@ class _Search:
         Upstream reports the first CEL runtime error its search runs into and the first "All"
         device that breaks a constraint. So the checks stay off when any selector fails on any
         candidate or an "All" request is constrained: the plain search (and its deadline) decides.
+        Called once per search; it starts the caches the checks use.
         """
+        self._selectable: dict[int, tuple[list[int], list[_Device]]] = {}  # id(_Request) -> positions, devices
+        self._possible: dict[int, list[_Device]] = {}  # id(_Request) -> devices it could take at all
         for ci, claim in enumerate(self.claims):
             for top in claim.requests:
                 for req in top.subrequests or [top]:
@@ -1303,10 +1308,7 @@ class _Search:
         return True
 
     def _bound(self) -> None:
-        """Turn the supply checks on; the search state must be empty (nothing taken yet)."""
-        self._bound_checked = True
-        if not self._bounds_safe():
-            return
+        """Turn the supply checks on (once ``_bounds_safe``); the search state must be empty (nothing taken yet)."""
         # What each request could take at all; later on a path it can only take fewer.
         for ci, claim in enumerate(self.claims):
             for top in claim.requests:
