@@ -646,6 +646,14 @@ class _Constraint:
     def applies(self, req: _Request) -> bool:
         return not self.requests or req.parent in self.requests or (bool(req.sub) and req.name in self.requests)
 
+    def admits(self, value: frozenset[Any] | None) -> bool:
+        """Whether a device with this attribute value can join the devices taken so far."""
+        if value is None:
+            return False
+        if self.distinct:
+            return all(not (value & other) for other in self.values)
+        return not self.values or bool(value & self.values[-1])
+
 
 @dataclass(eq=False)
 class _Claim:
@@ -1355,15 +1363,8 @@ class _Search:
         for dev in self._possible[id(req)]:
             if self._in_use(ci, req, dev):
                 continue
-            if constraints:
-                for con in constraints:
-                    value = _attribute_value(dev, con.attribute, lists)
-                    if value is None or (any(value & other for other in con.values) if con.distinct else not value & con.values[-1]):
-                        break
-                else:
-                    out.append(dev)
-                continue
-            out.append(dev)
+            if all(con.admits(_attribute_value(dev, con.attribute, lists)) for con in constraints):
+                out.append(dev)
         return out
 
     def _over_limit(self, ci: int, ri: int, more: int) -> bool:
@@ -1562,11 +1563,7 @@ class _Search:
             if not con.applies(req):
                 continue
             value = _attribute_value(dev, con.attribute, self.features.list_attributes)
-            ok = value is not None and (
-                all(not (value & other) for other in con.values) if con.distinct
-                else not con.values or bool(value & con.values[-1])
-            )
-            if not ok:
+            if value is None or not con.admits(value):
                 if must:
                     raise AllocationError(
                         f"claim {self.claims[ci].ref}, request {req.name}: cannot add device {'/'.join(dev.id)} "
