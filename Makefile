@@ -9,7 +9,7 @@ DATABASE_URL ?= sqlite:///./data/dra.sqlite
 # files go to one worker, so a module's tests keep the order they were written in.
 TEST_WORKERS ?= 2
 
-.PHONY: venv run test lint typecheck fuzz bench bench-scheduler bench-simulator clean
+.PHONY: venv run test lint typecheck fuzz bench bench-scheduler bench-simulator bench-faults clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,10 @@ bench-scheduler: venv
 
 bench-simulator: venv
 	$(BIN)/python -m bench.simulator
+
+# SIGKILL under writers, a Postgres outage, 2,000 watches, idle and slowloris clients, a 20,000-claim LIST.
+bench-faults: venv
+	$(BIN)/python -m bench.faults
 
 clean:
 	rm -rf $(VENV) data build *.egg-info

@@ -53,8 +53,9 @@ def serve_forever(settings: Settings) -> int:
 
     import uvicorn
 
+    from app.filters.connections import IDLE_TIMEOUT, GuardedHttpToolsProtocol
     from app.server import create_app
-    from app.storage.db import SchemaOutOfDate, check_schema, create_engine
+    from app.storage.db import DatabaseUnusable, SchemaOutOfDate, check_schema, create_engine, prepare_database
 
     async def preflight() -> None:
         engine = create_engine(settings.database_url)
@@ -64,8 +65,9 @@ def serve_forever(settings: Settings) -> int:
             await engine.dispose()
 
     try:
+        prepare_database(settings.database_url)
         asyncio.run(preflight())
-    except SchemaOutOfDate as exc:
+    except (SchemaOutOfDate, DatabaseUnusable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 3
     config = uvicorn.Config(
@@ -75,8 +77,8 @@ def serve_forever(settings: Settings) -> int:
         log_config=None,
         access_log=False,
         loop="uvloop",
-        http="httptools",
-        timeout_keep_alive=120,
+        http=GuardedHttpToolsProtocol,
+        timeout_keep_alive=int(IDLE_TIMEOUT),
         # Clients talk to us directly; trusting X-Forwarded-* would only cost time per request.
         proxy_headers=False,
         lifespan="on",

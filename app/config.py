@@ -6,6 +6,8 @@ import argparse
 import os
 from dataclasses import dataclass
 
+from kube.timeutil import parse_go_duration
+
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./data/dra.sqlite"
 
 
@@ -28,6 +30,14 @@ class Settings:
     min_request_timeout: float = 1800.0
     bookmark_interval: float = 60.0
     workers: int = 1
+    # Upstream's limits and their defaults (kube-apiserver flags of the same names).
+    max_requests_inflight: int = 400
+    max_mutating_requests_inflight: int = 200
+    request_timeout: float = 60.0
+    etcd_healthcheck_timeout: float = 2.0
+    etcd_readycheck_timeout: float = 2.0
+    # No upstream counterpart: open watches hold memory until they end.
+    max_watches: int = 10_000
 
     @property
     def host(self) -> str:
@@ -90,6 +100,58 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+    parser.add_argument(
+        "--max-requests-inflight",
+        type=int,
+        default=int(env("DRA_MAX_REQUESTS_INFLIGHT", str(d.max_requests_inflight))),
+        help="the most read-only requests (get, list) served at once; more are refused with 429; 0: no limit (DRA_MAX_REQUESTS_INFLIGHT)",
+    )
+    parser.add_argument(
+        "--max-mutating-requests-inflight",
+        type=int,
+        default=int(env("DRA_MAX_MUTATING_REQUESTS_INFLIGHT", str(d.max_mutating_requests_inflight))),
+        help="the most writes served at once; more are refused with 429; 0: no limit (DRA_MAX_MUTATING_REQUESTS_INFLIGHT)",
+    )
+    parser.add_argument(
+        "--request-timeout",
+        type=_duration,
+        default=env("DRA_REQUEST_TIMEOUT", "1m0s"),
+        help="Go duration after which a request other than a watch is answered 504; a request's ?timeout= may shorten it (DRA_REQUEST_TIMEOUT)",
+    )
+    parser.add_argument(
+        "--min-request-timeout",
+        type=int,
+        default=int(env("DRA_MIN_REQUEST_TIMEOUT", str(int(d.min_request_timeout)))),
+        help="seconds a watch without timeoutSeconds stays open at least (a random time up to twice this) (DRA_MIN_REQUEST_TIMEOUT)",
+    )
+    parser.add_argument(
+        "--max-watches",
+        type=int,
+        default=int(env("DRA_MAX_WATCHES", str(d.max_watches))),
+        help="the most watches open at once; more are refused with 429; 0: no limit (DRA_MAX_WATCHES)",
+    )
+    parser.add_argument(
+        "--etcd-healthcheck-timeout",
+        type=_duration,
+        default=env("DRA_ETCD_HEALTHCHECK_TIMEOUT", "2s"),
+        help="Go duration the database may take to answer the /healthz and /readyz check named etcd (DRA_ETCD_HEALTHCHECK_TIMEOUT)",
+    )
+    parser.add_argument(
+        "--etcd-readycheck-timeout",
+        type=_duration,
+        default=env("DRA_ETCD_READYCHECK_TIMEOUT", "2s"),
+        help="Go duration the database may take to answer the /readyz check named etcd-readiness (DRA_ETCD_READYCHECK_TIMEOUT)",
+    )
+
+
+def _duration(text: str) -> float:
+    """A flag's Go duration (``1m0s``) in seconds (argparse parses string defaults with it too)."""
+    try:
+        return parse_go_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def settings_from_args(args: argparse.Namespace) -> Settings:
     return Settings(
         listen=args.listen,
@@ -102,4 +164,11 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         compaction_min_retain=args.compaction_min_retain,
         poll_interval=args.poll_interval,
         bookmark_interval=args.bookmark_interval,
+        max_requests_inflight=args.max_requests_inflight,
+        max_mutating_requests_inflight=args.max_mutating_requests_inflight,
+        request_timeout=args.request_timeout,
+        min_request_timeout=float(args.min_request_timeout),
+        max_watches=args.max_watches,
+        etcd_healthcheck_timeout=args.etcd_healthcheck_timeout,
+        etcd_readycheck_timeout=args.etcd_readycheck_timeout,
     )

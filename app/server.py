@@ -1,6 +1,7 @@
-"""The application: the API server's parts assembled, the non-resource routes (health, version,
-discovery, OpenAPI) on FastAPI, resource paths on the lean router of ``app.api.routing``, and the
-middleware around both (request ids, metrics, Status for unexpected errors)."""
+"""The application: the API server's parts assembled, the non-resource routes (version, discovery,
+OpenAPI) on FastAPI, resource paths on the lean router of ``app.api.routing``, and around both the
+health paths (``app.health``), upstream's request limits (``app.filters``) and the request ids,
+metrics and Status for unexpected errors."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ from app.api.negotiation import json_response, status_response
 from app.api.routing import METHODS, ResourceRouter, path_not_found
 from app.config import Settings
 from app.controlplane.namespaces import NamespaceLifecycle, ensure_system_namespaces
+from app.filters.limits import RequestLimits
+from app.health import HealthEndpoints, storage_checks
 from app.storage.cache import WatchCache
 from app.storage.db import check_schema, create_engine
 from app.storage.storage import Storage
@@ -142,7 +145,15 @@ def create_app(settings: Settings) -> Any:
     """The ASGI application: resource paths on a lean path, everything else through FastAPI."""
     app = create_fastapi_app(settings)
     server: ApiServer = app.state.server
-    return ObserveMiddleware(ResourcePaths(ResourceRouter(server.registry, settings.max_body_bytes), app))
+    limited = RequestLimits(
+        ResourcePaths(ResourceRouter(server.registry, settings.max_body_bytes), app),
+        max_read_only=settings.max_requests_inflight,
+        max_mutating=settings.max_mutating_requests_inflight,
+        request_timeout=settings.request_timeout,
+        max_watches=settings.max_watches,
+    )
+    checks = storage_checks(server.storage, settings.etcd_healthcheck_timeout, settings.etcd_readycheck_timeout)
+    return ObserveMiddleware(HealthEndpoints(limited, checks))
 
 
 class ResourcePaths:
@@ -177,18 +188,7 @@ def create_fastapi_app(settings: Settings) -> FastAPI:
     async def _api_error(_request: Request, exc: ApiError) -> Response:
         return status_response(exc)
 
-    # ---- health, version, metrics --------------------------------------------------
-
-    @app.get("/healthz")
-    @app.get("/livez")
-    async def _healthz() -> Response:
-        return Response(b"ok", media_type="text/plain")
-
-    @app.get("/readyz")
-    async def _readyz() -> Response:
-        if not server.storage.ready:
-            return Response(b"storage not ready", status_code=503, media_type="text/plain")
-        return Response(b"ok", media_type="text/plain")
+    # ---- version, metrics ---------------------------------------------------------
 
     @app.get("/metrics")
     async def _metrics() -> Response:

@@ -2,7 +2,8 @@
 
 Starts the API server (after migrating its database) and every worker that exists
 (scheduler, controller, kubelet simulator), writes a kubeconfig, tells the user how
-to point kubectl at it, and stops everything on Ctrl-C.
+to point kubectl at it, says when the server stops or starts being ready (its ``/readyz``),
+and stops everything on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -15,7 +16,11 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
+
 from devtools.server import REPO_ROOT, ServerProcess, migrate
+
+READY_CHECK_SECONDS = 2.0
 
 KUBECONFIG_TEMPLATE = """apiVersion: v1
 kind: Config
@@ -51,6 +56,17 @@ def worker_commands(url: str, feature_gates: str, nodes: int, profile: str) -> l
         ("kubeletsim", ["-m", "kubeletsim", "--server", url, "--nodes", str(nodes), "--profile", profile, *gates]),
     ]
     return [(name, [sys.executable, *argv]) for name, argv in wanted if (REPO_ROOT / argv[1] / "__main__.py").exists()]
+
+
+def readiness(url: str) -> str | None:
+    """None while the server at ``url`` is ready, else what its verbose ``/readyz`` says fails."""
+    try:
+        response = httpx.get(f"{url}/readyz", params={"verbose": "1"}, timeout=5)
+    except httpx.HTTPError as exc:
+        return f"no answer from {url}/readyz: {exc}"
+    if response.status_code == 200:
+        return None
+    return ", ".join(line[3:] for line in response.text.splitlines() if line.startswith("[-]")) or response.text.strip()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,11 +111,19 @@ Press Ctrl-C to stop.
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    failing: str | None = None
+    next_check = time.monotonic() + READY_CHECK_SECONDS
     try:
         while not stopping:
             if server.process is not None and server.process.poll() is not None:
                 print(f"the API server exited; see {logs / 'apiserver.log'}", file=sys.stderr)
                 return 1
+            if time.monotonic() >= next_check:
+                next_check = time.monotonic() + READY_CHECK_SECONDS
+                now = readiness(server.url)
+                if now != failing:
+                    print(f"the API server is not ready: {now}" if now else "the API server is ready again", file=sys.stderr, flush=True)
+                    failing = now
             time.sleep(0.5)
     finally:
         for worker in workers:

@@ -292,6 +292,18 @@ class ThrowawayPostgres:
             atexit.register(self.stop)
             return self
 
+    def pause(self) -> None:
+        """Stop the server (``pg_ctl -m fast``: clients are disconnected, commits are kept even with
+        ``fast=True``) but keep its data: an outage, ended by :meth:`resume`."""
+        with self._lock:
+            self._kill_server("fast")
+
+    def resume(self) -> None:
+        """Start the server again after :meth:`pause`, on the same port and data."""
+        with self._lock:
+            if not self.running:
+                self._start_server(self.port)
+
     def stop(self) -> None:
         """Shut the server down immediately (``pg_ctl -m immediate``) and remove the temp dir."""
         with self._lock:
@@ -406,12 +418,13 @@ class ThrowawayPostgres:
         s.update(self._extra_settings)
         return {k: str(v) for k, v in s.items()}
 
-    def _start_server(self) -> None:
+    def _start_server(self, port: int | None = None) -> None:
         assert self._bin_dir is not None
-        attempts = 1 if self._requested_port else 5
+        wanted = port or self._requested_port
+        attempts = 1 if wanted else 5
         last_log = ""
         for _ in range(attempts):
-            port = self._requested_port or free_port()
+            port = wanted or free_port()
             argv = [str(self._bin_dir / "postgres"), "-D", str(self.data_dir)]
             for k, v in self._settings(port).items():
                 argv += ["-c", f"{k}={v}"]
@@ -485,8 +498,8 @@ class ThrowawayPostgres:
         except (OSError, PostgresError):
             return ""
 
-    def _kill_server(self) -> None:
-        """Immediate shutdown via pg_ctl, then signals, then reap."""
+    def _kill_server(self, mode: str = "immediate") -> None:
+        """Shutdown via pg_ctl (``mode``), then signals, then reap."""
         proc = self._proc
         if proc is None:
             return
@@ -499,7 +512,7 @@ class ThrowawayPostgres:
                         "-D",
                         str(self.data_dir),
                         "-m",
-                        "immediate",
+                        mode,
                         "-w",
                         "-t",
                         "10",

@@ -138,6 +138,12 @@ class ApiError(Exception):
         body["code"] = self.code
         return body
 
+    @property
+    def retry_after_seconds(self) -> int:
+        """``details.retryAfterSeconds`` (0 when absent): a server also sends it as a Retry-After header."""
+        value = (self.details or {}).get("retryAfterSeconds")
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
     @classmethod
     def from_status(cls, status: dict[str, Any], code: int | None = None) -> ApiError:
         return cls(

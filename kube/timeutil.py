@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from datetime import UTC, datetime
 
@@ -71,3 +72,43 @@ def human_duration(seconds: int) -> str:
         d = (hours // 24) % 365
         return f"{hours // 24 // 365}y{d}d" if d else f"{hours // 24 // 365}y"
     return f"{hours // 24 // 365}y"
+
+
+_DURATION_UNITS = {"ns": 1, "us": 1_000, "µs": 1_000, "μs": 1_000, "ms": 1_000_000, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9}
+_DURATION_PART = re.compile(r"([0-9]*)(?:\.([0-9]*))?([^0-9.]*)")
+_MAX_NANOSECONDS = 1 << 63
+
+
+def parse_go_duration(text: str) -> float:
+    """Seconds in a Go duration such as ``1m0s``, ``300ms`` or ``-1.5h`` (time.ParseDuration);
+    ValueError with Go's message (``time: invalid duration "x"``) otherwise."""
+    quoted = '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    rest = text
+    negative = rest[:1] == "-"
+    if rest[:1] in ("-", "+"):
+        rest = rest[1:]
+    if rest == "0":
+        return 0.0
+    if not rest:
+        raise ValueError(f"time: invalid duration {quoted}")
+    total = 0
+    while rest:
+        match = _DURATION_PART.match(rest)
+        assert match is not None  # every group may be empty
+        whole, fraction, unit = match.group(1), match.group(2), match.group(3)
+        if not whole and not fraction:
+            raise ValueError(f"time: invalid duration {quoted}")
+        if not unit:
+            raise ValueError(f"time: missing unit in duration {quoted}")
+        scale = _DURATION_UNITS.get(unit)
+        if scale is None:
+            unit_quoted = '"' + unit.replace("\\", "\\\\").replace('"', '\\"') + '"'
+            raise ValueError(f"time: unknown unit {unit_quoted} in duration {quoted}")
+        nanoseconds = int(whole or "0") * scale
+        if fraction:
+            nanoseconds += int(int(fraction) * scale / 10 ** len(fraction))
+        total += nanoseconds
+        if total > _MAX_NANOSECONDS or (total == _MAX_NANOSECONDS and not negative):
+            raise ValueError(f"time: invalid duration {quoted}")
+        rest = rest[match.end():]
+    return (-total if negative else total) / 1e9

@@ -3,6 +3,9 @@ request gets is content negotiation's choice)."""
 
 from __future__ import annotations
 
+import json
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -10,6 +13,7 @@ import yaml
 from starlette.requests import ClientDisconnect
 from starlette.types import Receive
 
+from app.api.schemas import FieldPath, SchemaNode, render_field_path
 from kube.errors import ApiError, bad_request, entity_too_large
 
 MAX_DEPTH = 100
@@ -54,12 +58,95 @@ def _within_depth(container: dict[str, Any] | list[Any], remaining: int) -> bool
     return True
 
 
+class OutOfRangeNumber(str):
+    """A JSON number no Go number holds (``1e400``, ``18446744073709551616``), kept as its literal:
+    upstream's typed decoding names it in the error (app.api.generic reports it)."""
+
+
+@dataclass
+class DecodeFindings:
+    """What decoding a body found that upstream's strict decoding reports, for the request's
+    field validation to report in turn (Strict refuses, Warn warns)."""
+
+    duplicate_fields: list[str] = field(default_factory=list)
+    out_of_range_numbers: bool = False
+
+
+# Set by decode_json for the request decoding the body (each request runs in its own task).
+_findings: ContextVar[DecodeFindings | None] = ContextVar("decode_findings", default=None)
+
+
+def take_decode_findings() -> DecodeFindings | None:
+    """What decoding this request's body found (once: a second call returns None)."""
+    findings = _findings.get()
+    if findings is not None:
+        _findings.set(None)
+    return findings
+
+
 def decode_json(raw: bytes, kind: str) -> Any:
     try:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
+        if "infinity" not in str(exc):
+            raise bad_request(f"the object provided is unrecognized (must be of type {kind}): couldn't get version/kind; json parse error: {exc}") from None
+    else:
+        check_depth(value)
+        # orjson keeps the last of repeated keys and turns numbers past int64 into floats; a body
+        # it would write back byte for byte has neither (compact JSON from Go or orjson clients).
+        if orjson.dumps(value) == raw:
+            return value
+    value, findings = _decode_exactly(raw, kind)
+    if findings.duplicate_fields or findings.out_of_range_numbers:
+        _findings.set(findings)
+    return value
+
+
+class _Members(list[tuple[str, Any]]):
+    """The members of a JSON object in document order, repeated keys included."""
+
+
+def _exact_int(literal: str) -> int | OutOfRangeNumber:
+    number = int(literal)
+    return number if -(1 << 63) <= number < (1 << 63) else OutOfRangeNumber(literal)
+
+
+def _exact_float(literal: str) -> float | OutOfRangeNumber:
+    number = float(literal)
+    return OutOfRangeNumber(literal) if number in (float("inf"), float("-inf")) else number
+
+
+def _no_constant(literal: str) -> Any:
+    raise ValueError(f"invalid character '{literal[0]}' looking for beginning of value")
+
+
+def _decode_exactly(raw: bytes, kind: str) -> tuple[Any, DecodeFindings]:
+    """The slow, exact decoding: repeated keys are reported (the last one wins, as upstream) and
+    numbers out of Go's range are kept as their literal."""
+    try:
+        members = json.loads(raw, object_pairs_hook=_Members, parse_int=_exact_int, parse_float=_exact_float, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as exc:
         raise bad_request(f"the object provided is unrecognized (must be of type {kind}): couldn't get version/kind; json parse error: {exc}") from None
+    findings = DecodeFindings()
+    value = _objects(members, None, findings)
     check_depth(value)
+    return value, findings
+
+
+def _objects(value: Any, path: FieldPath, findings: DecodeFindings) -> Any:
+    """``value`` with its objects made dicts; repeated keys and out-of-range numbers noted."""
+    kind = type(value)
+    if kind is _Members:
+        obj: dict[str, Any] = {}
+        for key, item in value:
+            if key in obj:
+                findings.duplicate_fields.append(render_field_path((path, key)))
+            obj[key] = _objects(item, (path, key), findings)
+        return obj
+    if kind is list:
+        return [_objects(item, (path, index), findings) for index, item in enumerate(value)]
+    if kind is OutOfRangeNumber:
+        findings.out_of_range_numbers = True
     return value
 
 
@@ -110,3 +197,62 @@ def decode_yaml(raw: bytes, kind: str) -> Any:
         raise bad_request(f"error converting YAML to JSON: {exc}") from None
     check_depth(value)
     return value
+
+
+def out_of_range_number_error(obj: dict[str, Any], node: SchemaNode | None) -> str | None:
+    """Go's error decoding the first out-of-range number of ``obj`` into the Go types ``node``
+    describes (``json: cannot unmarshal number 1e400 into Go struct field ExactDeviceRequest.spec.devices.requests.exactly.count of type int64``).
+
+    None when every such number fits where it is: a whole number past int64 in a float or
+    free-form field becomes a float there, as in Go."""
+    return _number_error(obj, node, "", ())
+
+
+def _number_error(value: Any, node: SchemaNode | None, struct: str, fields: tuple[str, ...]) -> str | None:
+    if type(value) is dict:
+        # Go names the innermost struct and the struct fields leading to it (not map keys).
+        is_struct = node is not None and node.has_properties
+        here = (node.definition_name or "").rsplit(".", 1)[-1] if is_struct and node is not None else struct
+        for key, item in list(value.items()):
+            child = node.child(key) if node is not None and node.is_object and not node.is_free_form else None
+            error = _member_number_error(value, key, item, child, here, (*fields, key) if is_struct else fields)
+            if error is not None:
+                return error
+    elif type(value) is list:
+        items = node.items() if node is not None else None
+        for index, item in enumerate(value):
+            error = _member_number_error(value, index, item, items, struct, fields)
+            if error is not None:
+                return error
+    return None
+
+
+def _member_number_error(container: Any, key: Any, item: Any, node: SchemaNode | None, struct: str, fields: tuple[str, ...]) -> str | None:
+    """The error of ``container[key]``; a number that fits where it is becomes a float there."""
+    if type(item) is OutOfRangeNumber:
+        error = _number_into(item, node, struct, fields)
+        if error is None:
+            container[key] = float(item)
+        return error
+    if type(item) is dict or type(item) is list:
+        return _number_error(item, node, struct, fields)
+    return None
+
+
+def _number_into(literal: OutOfRangeNumber, node: SchemaNode | None, struct: str, fields: tuple[str, ...]) -> str | None:
+    """Go's error storing ``literal`` in a value of the type ``node`` describes, None when it fits."""
+    declared = node.raw.get("type") if node is not None else None
+    if isinstance(declared, list):  # ["integer", "null"]: a pointer in Go
+        declared = next((t for t in declared if t != "null"), None)
+    overflows_float = float(literal) in (float("inf"), float("-inf"))
+    if declared == "integer":
+        go_type, shown = ("int32" if node is not None and node.raw.get("format") == "int32" else "int64"), f"number {literal}"
+    elif declared in (None, "number"):
+        if not overflows_float:
+            return None
+        go_type, shown = "float64", f"number {literal}"
+    else:
+        go_type, shown = {"string": "string", "boolean": "bool", "array": "[]interface {}"}.get(str(declared), "map[string]interface {}"), "number"
+    if struct:
+        return f"json: cannot unmarshal {shown} into Go struct field {struct}.{'.'.join(fields)} of type {go_type}"
+    return f"json: cannot unmarshal {shown} into Go value of type {go_type}"

@@ -18,8 +18,8 @@ from typing import Any
 import orjson
 
 from app.api import apply as ssa
+from app.api import bodies, schemas
 from app.api import patch as patches
-from app.api import schemas
 from app.api.options import (
     EXACT,
     ContinueToken,
@@ -268,14 +268,22 @@ class GenericStore:
                 metadata["name"] = name
 
     def _field_validation(self, strategy: KindStrategy, obj: Obj, wopts: WriteOptions, warnings: list[str]) -> None:
-        """Drop fields the schema does not know; Strict refuses them, Warn reports them."""
+        """Drop fields the schema does not know; Strict refuses them and repeated keys of the body,
+        Warn reports them. A number no Go type holds is a decoding error, whatever the validation."""
+        decoded = bodies.take_decode_findings()
+        if decoded is not None and decoded.out_of_range_numbers:
+            unmarshal = bodies.out_of_range_number_error(obj, schemas.schema_for_kind(strategy.api_version, strategy.kind))
+            if unmarshal is not None:
+                version = str(obj.get("apiVersion") or strategy.api_version).rsplit("/", 1)[-1]
+                raise errors.bad_request(f'{obj.get("kind") or strategy.kind} in version "{version}" cannot be handled as a {strategy.kind}: {unmarshal}')
         unknown = schemas.prune_unknown_fields(obj, strategy.api_version, strategy.kind)
-        if not unknown or wopts.field_validation == "Ignore":
+        strict = [f'duplicate field "{path}"' for path in (decoded.duplicate_fields if decoded is not None else ())]
+        strict += [f'unknown field "{path}"' for path in unknown]
+        if not strict or wopts.field_validation == "Ignore":
             return
         if wopts.field_validation == "Strict":
-            listed = ", ".join(f'unknown field "{path}"' for path in unknown)
-            raise errors.bad_request(f"strict decoding error: {listed}")
-        warnings.extend(f'unknown field "{path}"' for path in unknown)
+            raise errors.bad_request(f"strict decoding error: {', '.join(strict)}")
+        warnings.extend(strict)
 
     def _validate_meta(self, strategy: KindStrategy, obj: Obj, old: Obj | None = None) -> list[FieldError]:
         """Upstream's ObjectMeta rules (core/v1 Events are exempt upstream)."""

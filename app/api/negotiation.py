@@ -213,6 +213,8 @@ def json_response(body: Any, status: int = 200, headers: dict[str, str] | None =
 
 
 def status_response(exc: ApiError, headers: dict[str, str] | None = None) -> Response:
+    if exc.retry_after_seconds:
+        headers = {**(headers or {}), "Retry-After": str(exc.retry_after_seconds)}
     return json_response(exc.status(), exc.code, headers)
 
 

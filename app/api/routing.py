@@ -25,8 +25,11 @@ from app.api.handlers.patch import patch
 from app.api.handlers.scope import Handler, RequestScope
 from app.api.handlers.update import update
 from app.api.options import query_params
+from app.api.requestinfo import request_verb
+from app.api.storagestatus import storage_status
 from app.registry import KINDS
 from app.registry.base import ActionSubresource, KindStrategy, StatusSubresource, Subresource
+from app.storage.errors import StorageFailure, StorageUnavailable
 from kube import errors
 from kube.errors import ApiError
 
@@ -184,4 +187,7 @@ class ResourceRouter:
             target.namespace or "",
             headers.get("accept", ""),
         )
-        return await handler(self.store, request)
+        try:
+            return await handler(self.store, request)
+        except (StorageUnavailable, StorageFailure) as exc:
+            raise storage_status(exc, route.strategy, request_verb(scope), target.namespace) from None

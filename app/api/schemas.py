@@ -299,10 +299,11 @@ def _unknown(obj: dict[str, Any], api_version: str, kind: str, prune: bool) -> l
 
 
 # A field path built only when an unknown field is found: (parent, key or list index), or None at the root.
-_Path = tuple[Any, str | int] | None
+FieldPath = tuple[Any, str | int] | None
 
 
-def _render(path: _Path) -> str:
+def render_field_path(path: FieldPath) -> str:
+    """A path as upstream's strict decoding errors name fields: ``spec.devices.requests[0].name``."""
     parts: list[str | int] = []
     while path is not None:
         path, segment = path
@@ -337,7 +338,7 @@ def _prune_plan(node: SchemaNode) -> _PrunePlan:
     return plan
 
 
-def _collect_unknown(value: Any, node: SchemaNode, path: _Path, found: list[str], prune: bool) -> None:
+def _collect_unknown(value: Any, node: SchemaNode, path: FieldPath, found: list[str], prune: bool) -> None:
     free_form, is_object, declared, extra, items = _prune_plan(node)
     if free_form:
         return
@@ -356,7 +357,7 @@ def _collect_unknown(value: Any, node: SchemaNode, path: _Path, found: list[str]
                     _collect_unknown(child_value, child, (path, key), found, prune)
             else:
                 # Also reached for an object schema without properties: an empty struct knows no field.
-                found.append(_render((path, key)))
+                found.append(render_field_path((path, key)))
                 doomed.append(key)
         if prune:
             for key in doomed:

@@ -11,6 +11,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.storage.dialects import Dialect, dialect_for, with_driver
+from app.storage.errors import StorageUnavailable
 from app.storage.schema import HEAD_REVISION
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -18,6 +19,11 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 class SchemaOutOfDate(RuntimeError):
     """The database schema is not the one this server needs."""
+
+
+class DatabaseUnusable(RuntimeError):
+    """The server cannot start on this database: unreachable, damaged, read-only or full. The
+    message says which, and what to do."""
 
 
 def normalise_database_url(url: str) -> str:
@@ -55,13 +61,32 @@ def run_migrations(url: str, target: str = "head") -> None:
     command.upgrade(_alembic_config(url), target)
 
 
+def prepare_database(url: str) -> None:
+    """Make an embedded database ready to serve: SQLite's schema is created and migrated here (it
+    exists so that nothing has to be set up first) and its file must be writable. A Postgres
+    database keeps its explicit ``migrate`` step; ``check_schema`` refuses an old schema there."""
+    parsed, dialect = _prepared(url)
+    if not dialect.migrates_on_start:
+        return
+    try:
+        run_migrations(url)
+        dialect.check_writable(parsed)
+    except Exception as exc:
+        raise DatabaseUnusable(dialect.explain(parsed, exc)) from exc
+
+
 async def check_schema(engine: AsyncEngine, url: str) -> None:
     """Refuse to serve on a schema other than the one this code was written for."""
     fix = f"python -m app migrate --database-url '{url}'"
+    dialect = dialect_for(engine.dialect.name)
     try:
         async with engine.connect() as conn:
             version = (await conn.execute(text("SELECT version_num FROM alembic_version"))).scalar()
-    except DBAPIError as exc:
+    except Exception as exc:
+        if isinstance(dialect.interpret(exc), StorageUnavailable):
+            raise DatabaseUnusable(f"cannot reach the database: {dialect.interpret(exc)}") from None
+        if not isinstance(exc, DBAPIError):
+            raise
         raise SchemaOutOfDate(
             f"the database has no schema (or cannot be read: {exc.orig}); run `{fix}` to create it"
         ) from None

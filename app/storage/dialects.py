@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import sqlite3
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from app.storage.cache import ADDED, MODIFIED, Event, StoredObject
-from app.storage.errors import KeyExists, RevisionMismatch, StorageError
+from app.storage.errors import KeyExists, RevisionMismatch, StorageError, StorageFailure, StorageUnavailable
 
 if TYPE_CHECKING:
     from app.storage.store import WriteOp
@@ -65,6 +66,8 @@ class Dialect(ABC):
     driver_scheme: ClassVar[str]
     # Appended to a SELECT of the revision row in a transaction that must hold it until commit.
     revision_row_lock: ClassVar[str] = ""
+    # Whether the server creates and migrates the schema itself when it starts.
+    migrates_on_start: ClassVar[bool] = False
 
     def __init__(self, engine: AsyncEngine, commit_log: CommitLog) -> None:
         self.engine = engine
@@ -79,6 +82,16 @@ class Dialect(ABC):
     @abstractmethod
     def prepare_location(url: URL) -> None:
         """Make sure the database at ``url`` can be created."""
+
+    @staticmethod
+    @abstractmethod
+    def check_writable(url: URL) -> None:
+        """Raise when the database at ``url`` refuses writes, where that can be checked before serving."""
+
+    @classmethod
+    def explain(cls, url: URL, exc: BaseException) -> str:
+        """What is wrong with the database at ``url``, given the error preparing it raised."""
+        return f"the database cannot be used: {cls.interpret(exc) or exc}"
 
     @abstractmethod
     async def begin_snapshot(self, conn: AsyncConnection) -> None:
@@ -103,6 +116,27 @@ class Dialect(ABC):
     @abstractmethod
     async def close(self) -> None:
         """Release every connection this dialect holds."""
+
+    @abstractmethod
+    async def reconnected(self) -> None:
+        """The database answers again after an outage: re-establish what only start() set up."""
+
+    @classmethod
+    def interpret(cls, exc: BaseException) -> StorageError | None:
+        """The storage error a driver exception (or one it wraps) stands for; None when it is
+        not the database's doing."""
+        for cause in _causes(exc):
+            if isinstance(cause, StorageError):
+                return cause
+            error = cls.interpret_cause(cause)
+            if error is not None:
+                return error
+        return None
+
+    @classmethod
+    @abstractmethod
+    def interpret_cause(cls, cause: BaseException) -> StorageError | None:
+        """The storage error this one driver exception stands for, if any."""
 
 
 class PostgresDialect(Dialect):
@@ -132,6 +166,10 @@ class PostgresDialect(Dialect):
     @staticmethod
     def prepare_location(url: URL) -> None:
         pass  # the database lives on its server
+
+    @staticmethod
+    def check_writable(url: URL) -> None:
+        pass  # a read-only replica refuses each write with its own error
 
     async def begin_snapshot(self, conn: AsyncConnection) -> None:
         await conn.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"))
@@ -169,16 +207,22 @@ class PostgresDialect(Dialect):
         Every write gets a tentative revision up front; a write whose precondition fails
         just leaves its number unused (revisions stay ordered, not necessarily dense).
         """
-        conn = await self._writer_connection()
         now = time.time()
         own_before = self._own_committed
-        try:
-            return await self._transaction(conn, batch, now)
-        except BaseException:
-            # Nothing of ours committed: a notification up to that revision is another replica's.
-            self._own_committed = own_before
-            self.commit_log.request_poll()
-            raise
+        for attempt in range(2):
+            kept = self._writer is not None
+            conn = await self._writer_connection()
+            try:
+                return await self._transaction(conn, batch, now)
+            except BaseException as exc:
+                # Nothing of ours committed: a notification up to that revision is another replica's.
+                self._own_committed = own_before
+                self.commit_log.request_poll()
+                if attempt == 0 and kept and _refused_before_sending(exc):
+                    await self.reset_writer()  # kept from before an outage: once more on a new one
+                    continue
+                raise
+        raise AssertionError("unreachable")
 
     async def _transaction(self, conn: Any, batch: list[WriteOp], now: float) -> GroupCommit:
         """The outcome of one batch, in one ``dra_commit`` call.
@@ -234,22 +278,60 @@ class PostgresDialect(Dialect):
 
     async def current_revision(self) -> int:
         # A dedicated driver connection: this query runs for every consistent read round.
-        if self._revision_reader is None:
-            self._revision_reader = await self.engine.raw_connection()
-        try:
-            driver: Any = self._revision_reader.driver_connection
-            return int(await driver.fetchval("SELECT current_revision FROM revision_state WHERE id = 1"))
-        except Exception:
-            with contextlib.suppress(Exception):
-                self._revision_reader.close()
-            self._revision_reader = None
-            raise
+        for attempt in range(2):
+            kept = self._revision_reader is not None
+            if self._revision_reader is None:
+                self._revision_reader = await self.engine.raw_connection()
+            try:
+                driver: Any = self._revision_reader.driver_connection
+                return int(await driver.fetchval("SELECT current_revision FROM revision_state WHERE id = 1"))
+            except Exception as exc:
+                # Invalidated, not closed: closing would give a dead connection back to the pool,
+                # and the next revision read would take it again.
+                with contextlib.suppress(Exception):
+                    self._revision_reader.invalidate()
+                self._revision_reader = None
+                if attempt == 0 and kept and _refused_before_sending(exc):
+                    continue  # kept from before an outage: once more on a new one
+                raise
+        raise AssertionError("unreachable")
 
     async def reset_writer(self) -> None:
         if self._writer is not None:
             with contextlib.suppress(Exception):
                 self._writer.invalidate()
             self._writer = None
+
+    async def reconnected(self) -> None:
+        # The LISTEN connection died with the server; without it other replicas' writes would
+        # arrive only at the next poll.
+        listener = self._listener
+        if listener is not None and not listener.driver_connection.is_closed():
+            return
+        if listener is not None:
+            with contextlib.suppress(Exception):
+                listener.invalidate()
+            self._listener = None
+        await self._listen()
+
+    @classmethod
+    def interpret_cause(cls, cause: BaseException) -> StorageError | None:
+        import asyncpg
+
+        unreachable = isinstance(
+            cause,
+            OSError  # refused, reset, timed out connecting
+            | asyncpg.PostgresConnectionError  # class 08: the connection is gone
+            | asyncpg.CannotConnectNowError  # starting up or shutting down
+            | asyncpg.AdminShutdownError
+            | asyncpg.CrashShutdownError
+            | asyncpg.TooManyConnectionsError,
+        ) or (isinstance(cause, asyncpg.InterfaceError) and "closed" in str(cause))
+        if unreachable:
+            return StorageUnavailable(f"{type(cause).__name__}: {cause}".rstrip(": "))
+        if isinstance(cause, asyncpg.DiskFullError | asyncpg.ReadOnlySQLTransactionError):
+            return StorageFailure(str(cause))
+        return None
 
     async def close(self) -> None:
         for raw in (self._listener, self._revision_reader, self._writer):
@@ -263,6 +345,7 @@ class SQLiteDialect(Dialect):
     backend = "sqlite"
     schemes = ("sqlite",)
     driver_scheme = "sqlite+aiosqlite"
+    migrates_on_start = True
 
     def __init__(self, engine: AsyncEngine, commit_log: CommitLog) -> None:
         super().__init__(engine, commit_log)
@@ -278,6 +361,34 @@ class SQLiteDialect(Dialect):
     def prepare_location(url: URL) -> None:
         if url.database and url.database != ":memory:":
             Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+
+    @staticmethod
+    def check_writable(url: URL) -> None:
+        if not url.database or url.database == ":memory:":
+            return
+        # A read-only file still opens and reads; only a write (rolled back here) tells.
+        conn = sqlite3.connect(url.database, isolation_level=None, timeout=30)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute("UPDATE revision_state SET current_revision = current_revision WHERE id = 1")
+            finally:
+                conn.execute("ROLLBACK")
+        finally:
+            conn.close()
+
+    @classmethod
+    def explain(cls, url: URL, exc: BaseException) -> str:
+        path = url.database
+        reason = str(cls.interpret(exc) or exc)
+        name = next((code for cause in _causes(exc) if (code := getattr(cause, "sqlite_errorname", ""))), "")
+        if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")):
+            return f"the database file {path} is damaged or is not a SQLite database ({reason}); move it away to start with an empty database, or restore it from a backup"
+        if name.startswith(("SQLITE_READONLY", "SQLITE_PERM", "SQLITE_CANTOPEN")):
+            return f"the database file {path} cannot be written ({reason}); the API server must be able to write the file and its directory"
+        if name.startswith("SQLITE_FULL"):
+            return f"the disk holding the database file {path} is full ({reason}); free some space"
+        return f"the database file {path} cannot be used: {reason}"
 
     async def begin_snapshot(self, conn: AsyncConnection) -> None:
         pass  # a read transaction sees one snapshot already
@@ -342,8 +453,51 @@ class SQLiteDialect(Dialect):
                 await self._writer.close()
         self._writer = None
 
+    async def reconnected(self) -> None:
+        pass  # every connection is opened on demand
+
     async def close(self) -> None:
         await self.reset_writer()
+
+    @classmethod
+    def interpret_cause(cls, cause: BaseException) -> StorageError | None:
+        # Result codes, not messages: SQLITE_IOERR_WRITE and the like share their primary's name prefix.
+        name = getattr(cause, "sqlite_errorname", "")
+        if name.startswith(_SQLITE_UNREACHABLE):
+            return StorageUnavailable(f"{cause} ({name})")
+        if name.startswith(_SQLITE_REFUSED):
+            return StorageFailure(f"{cause} ({name})")
+        return None
+
+
+# The database file cannot be opened or stays locked by another process past the busy timeout.
+_SQLITE_UNREACHABLE = ("SQLITE_CANTOPEN", "SQLITE_BUSY", "SQLITE_LOCKED")
+# A full disk, a read-only file or a damaged one: retrying does not help until someone acts.
+_SQLITE_REFUSED = ("SQLITE_FULL", "SQLITE_READONLY", "SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_IOERR", "SQLITE_PERM")
+
+
+def _refused_before_sending(exc: BaseException) -> bool:
+    """asyncpg refused to use a connection before sending anything: it knew the connection
+    closed, or the server's goodbye left it mid-operation. The statement may go again on
+    another connection."""
+    import asyncpg
+
+    if isinstance(exc, asyncpg.InterfaceError):
+        return "connection is closed" in str(exc)
+    return isinstance(exc, asyncpg.InternalClientError) and "cannot switch to state" in str(exc)
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    """``exc`` and what it wraps: SQLAlchemy's ``orig`` and the chain of causes (drivers wrap each other)."""
+    found: list[BaseException] = []
+    pending: list[BaseException | None] = [exc]
+    while pending and len(found) < 16:
+        current = pending.pop(0)
+        if current is None or any(current is seen for seen in found):
+            continue
+        found.append(current)
+        pending.extend([getattr(current, "orig", None), current.__cause__, current.__context__])
+    return found
 
 
 def _configure_sqlite(engine: AsyncEngine) -> None:

@@ -42,3 +42,13 @@ class ResourceVersionTooLarge(StorageError):
         super().__init__(f"too large resource version: {requested}, current: {current}")
         self.requested = requested
         self.current = current
+
+
+class StorageUnavailable(StorageError):
+    """The database cannot be reached: connection refused or lost, or it is starting up or shutting
+    down. The request may succeed when retried once the database is back."""
+
+
+class StorageFailure(StorageError):
+    """The database refused the operation for a reason of its own: a full disk, a read-only or a
+    damaged file. Nothing of the operation was written."""

@@ -56,6 +56,19 @@ class Storage:
     def ready(self) -> bool:
         return self._store.ready
 
+    async def ping(self) -> None:
+        """Ask the database for the current revision: StorageUnavailable when it does not answer."""
+        await self._store.ping()
+
+    def stopped_loop(self) -> str | None:
+        """A background storage loop that ended (nothing restarts it), None while all run."""
+        return self._store.stopped_loop()
+
+    @property
+    def unavailable_since(self) -> float | None:
+        """Since when (monotonic seconds) the database has not answered, None while it answers."""
+        return self._store.unavailable_since
+
     @property
     def revision(self) -> int:
         """The newest revision this server has applied (what a resourceVersion="0" read sees)."""

@@ -23,7 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.storage.cache import Event, StoredObject, WatchCache
 from app.storage.dialects import GroupCommit, dialect_for
-from app.storage.errors import RevisionCompacted
+from app.storage.errors import RevisionCompacted, StorageError, StorageUnavailable
 
 log = logging.getLogger("app.storage")
 
@@ -74,6 +74,8 @@ class Store:
         self._rev_waiters: list[asyncio.Future[int]] = []
         self._rev_task: asyncio.Task[None] | None = None
         self.ready = False
+        # When the database stopped answering (monotonic seconds), None while it answers.
+        self.unavailable_since: float | None = None
 
     # ---- lifecycle -------------------------------------------------------------
 
@@ -110,6 +112,16 @@ class Store:
         self.cache.load(int(state[0]), [tuple(r) for r in rows])  # type: ignore[misc]
         log.info("loaded %d objects at revision %d", len(rows), state[0])
         return int(state[0])
+
+    def stopped_loop(self) -> str | None:
+        """The name of a background loop (writer, poller, compactor) that ended although the store
+        runs: nothing restarts it, so the server is wedged. None while every loop runs."""
+        if not self.ready:
+            return None
+        for task in self._tasks:
+            if task.done():
+                return task.get_name()
+        return None
 
     @property
     def applied_revision(self) -> int:
@@ -153,11 +165,13 @@ class Store:
                         pending.future.set_exception(RuntimeError("storage stopped"))
                 raise
             except Exception as exc:
-                log.exception("group commit of %d writes failed", len(batch))
+                error = self.failed(exc, f"group commit of {len(batch)} writes")
                 await self.dialect.reset_writer()
                 for pending in batch:
                     if not pending.future.done():
-                        pending.future.set_exception(exc)
+                        pending.future.set_exception(error)
+            else:
+                await self.answered()
 
     async def _finish_commit(self, outcome: GroupCommit) -> None:
         """Apply a committed batch to the cache (after anything older) and answer its writers."""
@@ -175,6 +189,46 @@ class Store:
         for op, exc in outcome.failed:
             if not op.future.done():
                 op.future.set_exception(exc)
+
+    # ---- outages --------------------------------------------------------------------
+
+    def failed(self, exc: BaseException, doing: str) -> BaseException:
+        """The error to report for ``exc`` (a StorageError when the database is at fault), logged
+        once per outage rather than once per request."""
+        error = self.dialect.interpret(exc)
+        if isinstance(error, StorageUnavailable):
+            if self.unavailable_since is None:
+                self.unavailable_since = time.monotonic()
+                log.warning("the database is unavailable (%s): %s", doing, error)
+            else:
+                log.debug("the database is still unavailable (%s): %s", doing, error)
+            return error
+        if isinstance(error, StorageError):
+            log.error("the database refused %s: %s", doing, error)
+            return error
+        log.error("%s failed", doing, exc_info=exc)
+        return exc
+
+    async def answered(self) -> None:
+        """The database just answered: the end of an outage, if there was one."""
+        if self.unavailable_since is None:
+            return
+        log.info("the database is available again after %.1f s", time.monotonic() - self.unavailable_since)
+        self.unavailable_since = None
+        self.request_poll()  # other replicas may have written meanwhile
+        try:
+            await self.dialect.reconnected()
+        except Exception as exc:
+            self.failed(exc, "reconnecting")
+
+    async def ping(self) -> None:
+        """Read the revision row: StorageUnavailable (or the driver's error) when the database does not answer."""
+        try:
+            async with self.engine.connect() as conn:
+                (await conn.execute(text("SELECT current_revision FROM revision_state WHERE id = 1"))).scalar_one()
+        except Exception as exc:
+            raise self.failed(exc, "a health probe") from exc
+        await self.answered()
 
     # ---- reading the log ---------------------------------------------------------
 
@@ -206,9 +260,11 @@ class Store:
                     await self._catch_up()
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.exception("polling the event log failed")
+            except Exception as exc:
+                self.failed(exc, "polling the event log")
                 await asyncio.sleep(self.poll_interval)
+            else:
+                await self.answered()
 
     async def database_revision(self) -> int:
         """The newest committed revision. Concurrent callers share one query that started
@@ -225,10 +281,12 @@ class Store:
             try:
                 rev = await self.dialect.current_revision()
             except Exception as exc:
+                error = self.failed(exc, "reading the current revision")
                 for w in waiters:
                     if not w.done():
-                        w.set_exception(exc)
+                        w.set_exception(error)
                 continue
+            await self.answered()
             for w in waiters:
                 if not w.done():
                     w.set_result(rev)
@@ -237,9 +295,12 @@ class Store:
         """Events of ``resource`` in (after, up_to] from the log, for watches older than memory."""
         if after < self.compacted_revision:
             raise RevisionCompacted(after, self.compacted_revision)
-        async with self.engine.connect() as conn:
-            rows = (await conn.execute(_RESOURCE_EVENTS, {"resource": resource, "after": after, "upto": up_to})).all()
-            compacted = int((await conn.execute(text("SELECT compacted_revision FROM revision_state WHERE id = 1"))).scalar_one())
+        try:
+            async with self.engine.connect() as conn:
+                rows = (await conn.execute(_RESOURCE_EVENTS, {"resource": resource, "after": after, "upto": up_to})).all()
+                compacted = int((await conn.execute(text("SELECT compacted_revision FROM revision_state WHERE id = 1"))).scalar_one())
+        except Exception as exc:
+            raise self.failed(exc, "reading the event log") from exc
         if after < compacted:
             self.compacted_revision = compacted
             raise RevisionCompacted(after, compacted)
@@ -247,8 +308,11 @@ class Store:
 
     async def read_object(self, resource: str, namespace: str, name: str) -> StoredObject | None:
         """Read one object straight from the database (used to retry after a conflict)."""
-        async with self.engine.connect() as conn:
-            row = (await conn.execute(_GET_OBJECT, {"resource": resource, "namespace": namespace, "name": name})).first()
+        try:
+            async with self.engine.connect() as conn:
+                row = (await conn.execute(_GET_OBJECT, {"resource": resource, "namespace": namespace, "name": name})).first()
+        except Exception as exc:
+            raise self.failed(exc, "reading an object") from exc
         if row is None:
             return None
         return StoredObject(orjson.loads(row[1]), int(row[0]), row[1].encode())
@@ -282,8 +346,8 @@ class Store:
                 await self.compact()
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.exception("compaction failed")
+            except Exception as exc:
+                self.failed(exc, "compaction")
 
 
 

@@ -47,8 +47,26 @@ def test_throwaway_postgres_roundtrip() -> None:
         tmp = pg.tmp_dir
         assert tmp is not None and tmp.is_dir()
         assert asyncio.run(_roundtrip(pg.dsn)) == [(1, "a"), (2, "b")]
+        dsn = pg.dsn
+        pg.pause()
+        assert not pg.running
+        with pytest.raises(OSError):
+            asyncio.run(_count(dsn))
+        pg.resume()
+        assert pg.dsn == dsn
+        assert asyncio.run(_count(dsn)) == 2, "an outage keeps the data"
     assert not pg.running
     assert not tmp.exists()
+
+
+async def _count(dsn: str) -> int:
+    import asyncpg
+
+    conn = await asyncpg.connect(dsn, timeout=30)
+    try:
+        return int(await conn.fetchval("SELECT count(*) FROM t"))
+    finally:
+        await conn.close()
 
 
 def test_database_url_for_tests() -> None:

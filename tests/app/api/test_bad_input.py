@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -124,3 +126,91 @@ def test_unsupported_media_type_and_method(api: httpx.Client, ns: str, quiet_wat
 def test_unknown_paths_are_404_status(api: httpx.Client) -> None:
     assert_status(api.get("/apis/resource.k8s.io/v1/widgets"), 404, "NotFound")
     assert_status(api.get("/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/x/bogus"), 404, "NotFound")
+
+
+def _raw(api: httpx.Client, request: bytes) -> bytes:
+    """One request written as is on a new connection; everything the server sends back until it closes."""
+    url = api.base_url
+    with socket.create_connection((url.host, url.port or 80), timeout=10) as sock:
+        sock.sendall(request)
+        chunks = []
+        with contextlib.suppress(TimeoutError, ConnectionError):
+            while chunk := sock.recv(65536):
+                chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _claim_request(ns: str, head: bytes, body: bytes) -> bytes:
+    return b"POST " + claims_path(ns).encode() + b" HTTP/1.1\r\nHost: server\r\nContent-Type: application/json\r\n" + head + b"\r\n" + body
+
+
+def test_both_content_length_and_transfer_encoding(api: httpx.Client, ns: str, quiet_watch: list[dict[str, Any]]) -> None:
+    """As Go's server: the chunked body counts (empty here), and what a Content-Length reader would
+    take for the body is read as the next request, which is no request at all."""
+    smuggled = orjson.dumps(claim("smuggled"))
+    request = _claim_request(ns, b"Content-Length: %d\r\nTransfer-Encoding: chunked\r\n" % (5 + len(smuggled)), b"0\r\n\r\n" + smuggled)
+    answer = _raw(api, request)
+    first, _, rest = answer.partition(b"\r\n\r\n")
+    assert first.startswith(b"HTTP/1.1 400 "), answer[:200]
+    assert b"no content" in rest
+    assert rest.endswith(b"400 Bad Request"), "the leftover bytes are a malformed request"
+
+
+def test_duplicate_content_length(api: httpx.Client, ns: str, quiet_watch: list[dict[str, Any]]) -> None:
+    body = orjson.dumps(claim("dup-length"))
+    answer = _raw(api, _claim_request(ns, b"Content-Length: %d\r\nContent-Length: 2\r\n" % len(body), body))
+    assert answer == b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n400 Bad Request"
+
+
+def _get_raw(api: httpx.Client, target: str) -> tuple[bytes, Any]:
+    """GET a target too long for httpx; the status line and the decoded JSON body."""
+    answer = _raw(api, f"GET {target} HTTP/1.1\r\nHost: server\r\nConnection: close\r\n\r\n".encode())
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return head.split(b"\r\n", 1)[0], orjson.loads(body)
+
+
+def test_a_hundred_kilobyte_url(api: httpx.Client, ns: str) -> None:
+    name = "a" * 100_000
+    status_line, status = _get_raw(api, claims_path(ns, name))
+    assert status_line == b"HTTP/1.1 404 Not Found"
+    assert status["reason"] == "NotFound" and status["message"] == f'resourceclaims.resource.k8s.io "{name}" not found'
+    status_line, listed = _get_raw(api, f"{claims_path(ns)}?labelSelector=a%3D{'b' * 100_000}")
+    assert status_line == b"HTTP/1.1 400 Bad Request", "a label value longer than 63 characters"
+    assert listed["reason"] == "BadRequest"
+    assert api.get("/readyz").status_code == 200
+
+
+def test_ten_thousand_query_parameters(api: httpx.Client, ns: str) -> None:
+    api.post(claims_path(ns), json=claim("listed"))
+    junk = "&".join(f"p{i}=v" for i in range(9_999))
+    status_line, listed = _get_raw(api, f"{claims_path(ns)}?limit=1&{junk}")
+    assert status_line == b"HTTP/1.1 200 OK" and [i["metadata"]["name"] for i in listed["items"]] == ["listed"]
+    # One more and Go's query parser gives up: upstream reads no parameter at all, not even watch.
+    status_line, ignored = _get_raw(api, f"{claims_path(ns)}?watch=true&{junk}&one=more")
+    assert status_line == b"HTTP/1.1 200 OK" and ignored["kind"] == "ResourceClaimList"
+
+
+def test_duplicate_keys(api: httpx.Client, ns: str, quiet_watch: list[dict[str, Any]]) -> None:
+    body = b'{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":"twice","name":"twice"},"spec":{"devices":{"requests":[]}}}'
+    response = api.post(claims_path(ns), params={"fieldValidation": "Strict"}, content=body, headers={"content-type": "application/json"})
+    status = assert_status(response, 400, "BadRequest")
+    assert status["message"] == 'strict decoding error: duplicate field "metadata.name"'
+
+
+def test_duplicate_keys_warn_and_the_last_wins(api: httpx.Client, ns: str) -> None:
+    body = b'{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "first", "name": "last"}, "spec": {"devices": {}}}'
+    response = _post(api, ns, body)
+    assert response.status_code == 201
+    assert response.headers["warning"] == '299 - "duplicate field \\"metadata.name\\""'
+    assert response.json()["metadata"]["name"] == "last"
+
+
+@pytest.mark.parametrize("number", ["1e400", "18446744073709551616", "-9223372036854775809"])
+def test_numbers_no_go_integer_holds(api: httpx.Client, ns: str, quiet_watch: list[dict[str, Any]], number: str) -> None:
+    body = orjson.dumps(claim("numbers")).replace(b'"gpu.example.com"', b'"gpu.example.com","count":' + number.encode())
+    assert b'"count"' in body
+    status = assert_status(_post(api, ns, body), 400, "BadRequest")
+    assert status["message"] == (
+        'ResourceClaim in version "v1" cannot be handled as a ResourceClaim: json: cannot unmarshal number '
+        f"{number} into Go struct field ExactDeviceRequest.spec.devices.requests.exactly.count of type int64"
+    )

@@ -196,21 +196,29 @@ def _serve_once(url: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_refuses_unmigrated_database(databases: Databases) -> None:
+def test_an_unmigrated_database(databases: Databases, start_server: Callable[..., ServerProcess]) -> None:
+    """Postgres is refused until migrated; the embedded SQLite database is created and migrated on start."""
     url = databases.new()
+    if databases.backend == "sqlite":
+        with httpx.Client(base_url=start_server(database_url=url, migrate_first=False).url) as client:
+            _ns(client, "fresh")
+            assert client.post(claims_path("fresh"), json=claim("c")).status_code == 201
+        return
     result = _serve_once(url)
     assert result.returncode != 0
     assert "python -m app migrate" in result.stderr
 
 
 def test_a_database_on_the_previous_schema_is_refused_until_migrated(databases: Databases, start_server: Callable[..., ServerProcess]) -> None:
+    """Postgres keeps the explicit migrate step; SQLite is upgraded by the server itself."""
     url = databases.new()
     subprocess.run([sys.executable, "-m", "app", "migrate", "--database-url", url, "--revision", "0001_initial"], cwd=REPO_ROOT, check=True, capture_output=True)
-    refused = _serve_once(url)
-    assert refused.returncode != 0
-    assert "'0001_initial'" in refused.stderr and "python -m app migrate" in refused.stderr
+    if databases.backend == "postgres":
+        refused = _serve_once(url)
+        assert refused.returncode != 0
+        assert "'0001_initial'" in refused.stderr and "python -m app migrate" in refused.stderr
 
-    upgraded = start_server(database_url=url)  # migrates to head first
+    upgraded = start_server(database_url=url, migrate_first=databases.backend == "postgres")
     with httpx.Client(base_url=upgraded.url) as client:
         _ns(client, "upgraded")
         created = client.post(claims_path("upgraded"), json=claim("c"))

@@ -1,0 +1,140 @@
+"""The embedded SQLite database under faults: a damaged or read-only file stops the server with a
+clear message; a full disk or a file turned read-only while serving refuses the write with a
+StorageFailure, writes nothing, and the next write succeeds once the fault is gone."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import event
+
+from app.storage.cache import ADDED
+from app.storage.db import run_migrations
+from app.storage.errors import StorageFailure
+from app.storage.storage import Storage
+from app.storage.store import Store, WriteOp
+from devtools.ports import free_port
+from devtools.server import REPO_ROOT
+from tests.app.storage.test_storage import running
+
+CLAIMS = "resourceclaims.resource.k8s.io"
+
+
+def serve_once(url: str, *, as_user: list[str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``python -m app serve`` on ``url``, expected to refuse and exit."""
+    command = [sys.executable, "-m", "app", "serve", "--listen", f"127.0.0.1:{free_port()}", "--database-url", url]
+    return subprocess.run([*(as_user or []), *command], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+
+
+def test_a_damaged_file_is_refused_with_a_clear_error(tmp_path: Path) -> None:
+    database = tmp_path / "dra.sqlite"
+    database.write_bytes(b"not a database at all " * 500)
+    result = serve_once(f"sqlite:///{database}")
+    assert result.returncode == 3
+    assert f"the database file {database} is damaged or is not a SQLite database" in result.stderr
+    assert "move it away" in result.stderr
+    assert database.read_bytes().startswith(b"not a database"), "the file is left as it was"
+
+
+@pytest.fixture
+def unprivileged() -> Iterator[tuple[Path, list[str]]]:
+    """A directory anyone may enter and a command prefix running as someone who cannot write root's files."""
+    directory = Path(tempfile.mkdtemp(prefix="dra-readonly-", dir="/tmp"))
+    directory.chmod(0o777)
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("running as root without setpriv: a read-only file is writable")
+        prefix = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+    try:
+        yield directory, prefix
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def test_a_read_only_file_is_refused_with_a_clear_error(unprivileged: tuple[Path, list[str]]) -> None:
+    directory, prefix = unprivileged
+    database = directory / "dra.sqlite"
+    run_migrations(f"sqlite:///{database}")
+    database.chmod(0o444)
+    if not prefix:
+        directory.chmod(0o555)
+    result = serve_once(f"sqlite:///{database}", as_user=prefix)
+    directory.chmod(0o777)
+    assert result.returncode == 3, result.stderr
+    assert f"the database file {database} cannot be written" in result.stderr, result.stderr
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'dra.sqlite'}"
+    run_migrations(url)
+    return url
+
+
+def claim(name: str, padding: int = 0) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "default", "annotations": {"pad": "x" * padding}}}
+
+
+async def write(storage: Storage, name: str, padding: int = 0) -> Any:
+    return await storage.write(WriteOp(ADDED, CLAIMS, "default", name, claim(name, padding)))
+
+
+@contextlib.asynccontextmanager
+async def fault(store: Store, pragma: Callable[[Any], str]) -> AsyncIterator[None]:
+    """Every new connection of ``store`` runs the PRAGMA ``pragma(cursor)`` returns; the writer reconnects to get it."""
+
+    def on_connect(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        cursor.execute(pragma(cursor))
+        cursor.close()
+
+    async def reconnect() -> None:
+        await store.dialect.reset_writer()
+        await store.engine.dispose()  # pooled connections go: the next ones are new
+
+    event.listen(store.engine.sync_engine, "connect", on_connect)
+    await reconnect()
+    try:
+        yield
+    finally:
+        event.remove(store.engine.sync_engine, "connect", on_connect)
+        await reconnect()
+
+
+def _full(cursor: Any) -> str:
+    cursor.execute("PRAGMA page_count")
+    pages = cursor.fetchone()[0]
+    return f"PRAGMA max_page_count = {pages}"  # not one page more: as a full disk
+
+
+@pytest.mark.parametrize(
+    ("pragma", "reason"),
+    [(_full, "database or disk is full (SQLITE_FULL)"), (lambda _cursor: "PRAGMA query_only = ON", "attempt to write a readonly database (SQLITE_READONLY)")],
+    ids=["full-disk", "read-only"],
+)
+async def test_a_refused_write_writes_nothing(sqlite_url: str, pragma: Callable[[Any], str], reason: str) -> None:
+    url = sqlite_url
+    async with running(url) as (storage, store):
+        await write(storage, "before")
+        revision = storage.revision
+        async with fault(store, pragma):
+            with pytest.raises(StorageFailure) as refused:
+                await write(storage, "refused", padding=200_000)
+            assert str(refused.value) == reason
+            assert storage.cached(CLAIMS, "default", "refused") is None
+            assert storage.revision == revision
+        assert (await write(storage, "after", padding=200_000)).revision == revision + 1, "writes resume when the fault is gone"
+    async with running(url) as (storage, _store):
+        names = [item.obj["metadata"]["name"] for item in (await storage.list(CLAIMS, "default")).items]
+        assert names == ["after", "before"], "nothing of the refused write reached the file"

@@ -1,0 +1,136 @@
+"""A Postgres outage under a running server: readiness fails and recovers by itself, liveness
+stays, requests get upstream's Status with Retry-After, reads served from the watch cache go on,
+watches and an informer stay open and see every change made after the database is back."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from devtools.postgres import ThrowawayPostgres, find_postgres_bin
+from devtools.server import ServerProcess, migrate
+from kube.client import KubeClient
+from kube.informer import Informer
+from tests.helpers import assert_status, claim, claims_path
+from tests.processes import eventually
+
+NS = "outage"
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[ThrowawayPostgres]:
+    """A cluster of this module's own: the shared one must not go down under other tests."""
+    if find_postgres_bin() is None:
+        if os.environ.get("DRA_REQUIRE_POSTGRES"):
+            pytest.fail("Postgres is required here but its binaries are not installed")
+        pytest.skip("PostgreSQL server binaries not found")
+    with ThrowawayPostgres(fast=True) as pg:
+        yield pg
+
+
+@pytest.fixture(scope="module")
+def server(postgres: ThrowawayPostgres, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    migrate(postgres.url)
+    log = tmp_path_factory.mktemp("outage") / "server.log"
+    with ServerProcess(postgres.url, "--bookmark-interval", "1", "--poll-interval", "0.2", log_path=log) as process:
+        yield process
+
+
+class Watch(threading.Thread):
+    """One watch stream, read until stopped: its events, and whether it ended early."""
+
+    def __init__(self, url: str, rv: str) -> None:
+        super().__init__(daemon=True)
+        self.url, self.rv = url, rv
+        self.events: list[dict[str, Any]] = []
+        self.stop = threading.Event()
+        self.ended_early = False
+
+    def run(self) -> None:
+        params = {"watch": "true", "resourceVersion": self.rv, "allowWatchBookmarks": "true", "timeoutSeconds": "300"}
+        with httpx.Client(base_url=self.url, timeout=30) as client, client.stream("GET", claims_path(NS), params=params) as response:
+            for line in response.iter_lines():
+                if self.stop.is_set():
+                    return
+                if line:
+                    self.events.append(orjson.loads(line))
+        self.ended_early = not self.stop.is_set()
+
+    def names(self, kind: str) -> list[str]:
+        return [e["object"]["metadata"]["name"] for e in self.events if e["type"] == kind]
+
+
+class InformerThread(threading.Thread):
+    """An informer whose watches end every second, so that it watches again during the outage."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(daemon=True)
+        self.url = url
+        self.seen: list[str] = []
+        self.lists = 0
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        asyncio.run(self._run())
+
+    async def _run(self) -> None:
+        async with KubeClient(self.url, user_agent="outage-test") as client:
+            informer = Informer(client, claims_path(NS), watch_timeout_seconds=1)
+            informer.on_add(lambda obj: self.seen.append(obj["metadata"]["name"]))
+            informer.start()
+            while not self.stop.is_set():
+                await asyncio.sleep(0.05)
+                self.lists = informer.list_count
+            await informer.stop()
+
+
+def test_a_database_outage(server: ServerProcess, postgres: ThrowawayPostgres) -> None:
+    api = httpx.Client(base_url=server.url, timeout=30)
+    api.post("/api/v1/namespaces", json={"metadata": {"name": NS}})
+    assert api.post(claims_path(NS), json=claim("before")).status_code == 201
+    watch = Watch(server.url, api.get(claims_path(NS)).json()["metadata"]["resourceVersion"])
+    informer = InformerThread(server.url)
+    watch.start()
+    informer.start()
+    eventually(lambda: informer.seen == ["before"], "the informer synced")
+
+    postgres.pause()
+    try:
+        down = eventually(lambda: (r := api.get("/readyz", params={"verbose": "1"})).status_code == 500 and r, "readiness failed", timeout=15)
+        assert "[-]etcd failed: reason withheld\n" in down.text and down.text.endswith("readyz check failed\n")
+        assert api.get("/livez").text == "ok"
+
+        refused = api.post(claims_path(NS), json=claim("during"))
+        status = assert_status(refused, 500, "ServerTimeout")
+        assert refused.headers["retry-after"] == "2"
+        assert status["message"] == "The create operation against resourceclaims.resource.k8s.io could not be completed at this time, please try again."
+        assert_status(api.get(claims_path(NS, "before")), 500, "ServerTimeout")  # a consistent read needs the database
+
+        # What upstream serves from its watch cache is served on.
+        assert api.get(claims_path(NS, "before"), params={"resourceVersion": "0"}).status_code == 200
+        cached = api.get(claims_path(NS), params={"resourceVersion": "0"})
+        assert [i["metadata"]["name"] for i in cached.json()["items"]] == ["before"]
+        time.sleep(1.5)  # the informer's watches end and resume from the watch cache meanwhile
+    finally:
+        postgres.resume()
+
+    eventually(lambda: api.get("/readyz").status_code == 200, "readiness recovered", timeout=30)
+    assert api.post(claims_path(NS), json=claim("after")).status_code == 201
+    eventually(lambda: watch.names("ADDED") == ["after"], "the watch open through the outage saw the new claim")
+    eventually(lambda: informer.seen == ["before", "after"], "the informer saw the new claim")
+    watch.stop.set()
+    informer.stop.set()
+    informer.join(10)
+    assert not watch.ended_early
+    assert not [e for e in watch.events if e["type"] == "ERROR"]
+    assert informer.lists == 1, "the informer resumed its watch instead of listing again"
+    assert_status(api.get(claims_path(NS, "during")), 404, "NotFound")
+
