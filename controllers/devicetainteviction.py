@@ -46,6 +46,7 @@ from kube.client import KubeClient, record_event, resource_path
 from kube.errors import ApiError
 from kube.informer import Informer
 from kube.timeutil import now_rfc3339, parse_time
+from kube.tolerations import tolerates
 
 log = logging.getLogger("device-taint-eviction-controller")
 
@@ -67,20 +68,6 @@ DEFAULT_RULE_STATUS_PERIOD = 10.0  # upstream's ruleStatusPeriod
 def _meta(obj: Obj) -> Obj:
     meta: Obj = obj.get("metadata") or {}
     return meta
-
-
-def tolerates(toleration: Obj, taint: Obj) -> bool:
-    """Upstream's DeviceToleration matching: effect (empty = any), key (empty = any), Equal/Exists."""
-    effect = toleration.get("effect") or ""
-    if effect and effect != taint.get("effect"):
-        return False
-    key = toleration.get("key") or ""
-    if key and key != taint.get("key"):
-        return False
-    operator = toleration.get("operator") or "Equal"
-    if operator == "Equal":
-        return (toleration.get("value") or "") == (taint.get("value") or "")
-    return operator == "Exists"
 
 
 def rule_matches(rule: Obj, driver: str, pool: str, device: str) -> bool:

@@ -1,7 +1,8 @@
 """Generic REST semantics shared by every kind: get, list, watch, create, update,
-patch, delete, deletecollection, and the status and binding subresources.
+patch, delete, deletecollection, and writes through the subresources kinds declare.
 
-Kind-specific behaviour comes only from the kind's ``KindStrategy``.
+Kind-specific behaviour comes only from the kind's ``KindStrategy`` (its status strategy for
+writes through ``/status``) and the ``Subresource`` declarations it owns.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ from app.api.options import (
     continue_too_old,
     parse_resource_version,
 )
-from app.registry.base import KindStrategy, Obj, RequestContext
-from app.registry.core import namespace as namespace_kind
+from app.registry import NAMESPACE_KIND
+from app.registry.base import ActionSubresource, KindStrategy, Obj, RequestContext
 from app.registry.objectmeta import validate_object_meta, validate_object_meta_update
 from app.storage.cache import ADDED, DELETED, MODIFIED, StoredObject
 from app.storage.errors import ContinueExpired, KeyExists, ResourceVersionTooLarge, RevisionCompacted, RevisionMismatch, StorageError
@@ -44,7 +45,7 @@ from kube.timeutil import now_rfc3339
 
 log = logging.getLogger("app.api")
 
-NAMESPACES = namespace_kind.STRATEGY.qualified_resource
+NAMESPACES = NAMESPACE_KIND.qualified_resource
 GENERATE_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 GENERATE_NAME_ATTEMPTS = 8
 UPDATE_ATTEMPTS = 16
@@ -101,12 +102,21 @@ class GenericStore:
     def _invalid(self, strategy: KindStrategy, name: str, errs: list[FieldError]) -> ApiError:
         return errors.invalid_object(strategy.kind, name, strategy.group, errs)
 
+    def _check_preconditions(self, strategy: KindStrategy, name: str, meta: Obj, uid: str | None, resource_version: str | None) -> None:
+        """A write that demands a uid or resourceVersion of the stored object conflicts when it has another."""
+        if uid is not None and uid != meta.get("uid"):
+            raise self._conflict(strategy, name, f"Precondition failed: UID in precondition: {uid}, UID in object meta: {meta.get('uid')}")
+        if resource_version is not None and resource_version != meta.get("resourceVersion"):
+            raise self._conflict(
+                strategy, name, f"Precondition failed: ResourceVersion in precondition: {resource_version}, ResourceVersion in object meta: {meta.get('resourceVersion')}"
+            )
+
     def _check_namespace_for_create(self, strategy: KindStrategy, namespace: str) -> None:
         if not strategy.namespaced:
             return
         ns = self.storage.cached(NAMESPACES, "", namespace)
         if ns is None:
-            raise errors.not_found("namespaces", namespace, "", "namespaces")
+            raise errors.not_found(NAMESPACES, namespace, NAMESPACE_KIND.group, NAMESPACE_KIND.plural)
         if ns.obj["metadata"].get("deletionTimestamp") or (ns.obj.get("status") or {}).get("phase") == "Terminating":
             raise ApiError(
                 403,
@@ -308,7 +318,7 @@ class GenericStore:
             raise self._invalid(strategy, name or generate, errs)
         warnings.extend(ctx.warnings)
         if not applied:
-            ssa.update_managed_fields(None, obj, wopts.field_manager, "Update", strategy.api_version, now, reset_fields=_reset_fields(strategy, ""))
+            ssa.update_managed_fields(None, obj, wopts.field_manager, "Update", strategy.api_version, now, reset_fields=strategy.reset_fields())
         if wopts.dry_run:
             if not name:
                 metadata["name"] = generate + _random_suffix()
@@ -375,12 +385,14 @@ class GenericStore:
         strategy: KindStrategy,
         current: StoredObject,
         new: Obj,
-        subresource: str,
         wopts: WriteOptions,
         operation: str,
         warnings: list[str],
     ) -> Obj | None:
-        """Shared update rules: preconditions, system metadata, strategy hooks, validation."""
+        """Shared update rules: preconditions, system metadata, strategy hooks, validation.
+
+        A write through ``/status`` comes with the kind's status strategy, whose hooks keep
+        everything but status from the stored object."""
         old = current.obj
         metadata = new["metadata"]
         name = old["metadata"]["name"]
@@ -403,29 +415,24 @@ class GenericStore:
                 metadata.pop(key, None)
         metadata["resourceVersion"] = old["metadata"].get("resourceVersion")
         ctx = self.context(old["metadata"].get("namespace", ""))
-        if subresource == "status":
-            strategy.prepare_for_status_update(new, old, ctx)
-            strategy.drop_disabled_fields(new, old, ctx)
-            errs = self._validate_meta(strategy, new, old) + strategy.validate_status_update(new, old, ctx)
-        else:
-            strategy.prepare_for_update(new, old, ctx)
-            strategy.default(new, ctx)
-            strategy.drop_disabled_fields(new, old, ctx)
-            errs = self._validate_meta(strategy, new, old) + strategy.validate_update(new, old, ctx)
-            if strategy.tracks_generation and strategy.spec_changed(new, old):
-                new["metadata"]["generation"] = int(old["metadata"].get("generation") or 0) + 1
+        strategy.prepare_for_update(new, old, ctx)
+        strategy.default(new, ctx)
+        strategy.drop_disabled_fields(new, old, ctx)
+        errs = self._validate_meta(strategy, new, old) + strategy.validate_update(new, old, ctx)
+        if strategy.tracks_generation and strategy.spec_changed(new, old):
+            new["metadata"]["generation"] = int(old["metadata"].get("generation") or 0) + 1
         if errs:
             raise self._invalid(strategy, name, errs)
         warnings.extend(ctx.warnings)
         if operation != "Apply":
             ssa.update_managed_fields(
-                old, new, wopts.field_manager, operation, strategy.api_version, now_rfc3339(), subresource, reset_fields=_reset_fields(strategy, subresource)
+                old, new, wopts.field_manager, operation, strategy.api_version, now_rfc3339(), strategy.subresource, reset_fields=strategy.reset_fields()
             )
         if _same_object(new, old):
             return None
         return new
 
-    async def update(self, strategy: KindStrategy, namespace: str, name: str, obj: Obj, wopts: WriteOptions, subresource: str = "") -> WriteResult:
+    async def update(self, strategy: KindStrategy, namespace: str, name: str, obj: Obj, wopts: WriteOptions) -> WriteResult:
         if not isinstance(obj, dict):
             raise errors.bad_request(f"the body of the request must be a {strategy.kind} object")
         self._check_type_and_scope(strategy, obj, namespace, name)
@@ -436,8 +443,8 @@ class GenericStore:
         def mutate(current: StoredObject | None) -> Obj | None:
             new: Obj = orjson.loads(body)
             if current is None:
-                return new if strategy.allow_create_on_update and not subresource else None
-            return self._prepare_update(strategy, current, new, subresource, wopts, "Update", warnings)
+                return new if strategy.allow_create_on_update and not strategy.subresource else None
+            return self._prepare_update(strategy, current, new, wopts, "Update", warnings)
 
         async def create(new: Obj) -> WriteResult:
             return await self.create(strategy, namespace, new, wopts)
@@ -454,7 +461,6 @@ class GenericStore:
         patch_body: Any,
         patch_type: str,
         wopts: WriteOptions,
-        subresource: str = "",
     ) -> WriteResult:
         warnings: list[str] = []
         schema = schemas.schema_for_kind(strategy.api_version, strategy.kind)
@@ -472,8 +478,8 @@ class GenericStore:
                 applied = orjson.loads(orjson.dumps(patch_body))
                 live = current.copy() if current is not None else None
                 new = ssa.apply_patch(
-                    live, applied, wopts.field_manager, wopts.force, schema, strategy.api_version, now, subresource,
-                    reset_fields=_reset_fields(strategy, subresource),
+                    live, applied, wopts.field_manager, wopts.force, schema, strategy.api_version, now, strategy.subresource,
+                    reset_fields=strategy.reset_fields(),
                 )
                 if current is None:
                     return new
@@ -491,13 +497,13 @@ class GenericStore:
                 raise errors.bad_request("the patched object is not a JSON object")
             self._check_type_and_scope(strategy, new, namespace, name)
             self._field_validation(strategy, new, wopts, warnings)
-            return self._prepare_update(strategy, current, new, subresource, wopts, "Apply" if is_apply else "Update", warnings)
+            return self._prepare_update(strategy, current, new, wopts, "Apply" if is_apply else "Update", warnings)
 
         async def create(new: Obj) -> WriteResult:
             return await self.create(strategy, namespace, new, wopts, applied=True)
 
         result = await self.guaranteed_update(
-            strategy, namespace, name, mutate, dry_run=wopts.dry_run, create=create if is_apply and not subresource else None
+            strategy, namespace, name, mutate, dry_run=wopts.dry_run, create=create if is_apply and not strategy.subresource else None
         )
         result.warnings = warnings + result.warnings
         return result
@@ -512,12 +518,7 @@ class GenericStore:
             if current is None:
                 raise self._not_found(strategy, name)
             meta = current.obj["metadata"]
-            if dopts.preconditions_uid is not None and dopts.preconditions_uid != meta.get("uid"):
-                raise self._conflict(strategy, name, f"Precondition failed: UID in precondition: {dopts.preconditions_uid}, UID in object meta: {meta.get('uid')}")
-            if dopts.preconditions_rv is not None and dopts.preconditions_rv != meta.get("resourceVersion"):
-                raise self._conflict(
-                    strategy, name, f"Precondition failed: ResourceVersion in precondition: {dopts.preconditions_rv}, ResourceVersion in object meta: {meta.get('resourceVersion')}"
-                )
+            self._check_preconditions(strategy, name, meta, dopts.preconditions_uid, dopts.preconditions_rv)
             new = current.copy()
             new_meta = new["metadata"]
             grace = strategy.delete_grace_period(current.obj, dopts.grace_period_seconds)
@@ -584,81 +585,26 @@ class GenericStore:
 
     # ---- subresources ---------------------------------------------------------------
 
-    async def bind(self, strategy: KindStrategy, namespace: str, name: str, binding: Obj, wopts: WriteOptions) -> None:
-        """pods/binding: set spec.nodeName once, atomically."""
-        if not isinstance(binding, dict):
-            raise errors.bad_request("the body of the request must be a Binding object")
-        metadata = binding.get("metadata") or {}
-        if not isinstance(metadata, dict):
-            raise errors.bad_request("metadata must be an object")
-        if metadata.get("name") not in (None, "", name):
-            raise errors.bad_request("name in URL does not match name in Binding object")
-        target = binding.get("target") or {}
-        if not isinstance(target, dict):
-            raise errors.bad_request("target must be an object")
-        errs: list[FieldError] = []
-        if target.get("kind") not in (None, "", "Node"):
-            errs.append(errors.not_supported("target.kind", target.get("kind"), ["Node", "<empty>"]))
-        if not target.get("name"):
-            errs.append(errors.required("target.name", ""))
-        if errs:
-            raise errors.invalid_object("Binding", name, "", errs)
-        node = str(target["name"])
-        pre_uid = metadata.get("uid")
-        pre_rv = metadata.get("resourceVersion")
+    async def write_subresource(self, strategy: KindStrategy, subresource: ActionSubresource, namespace: str, name: str, body: Any, wopts: WriteOptions) -> WriteResult:
+        """The one write of an action subresource (``NAME/binding``): the subresource's own rule
+        applied to the stored object, retried on races like any update."""
+        if not isinstance(body, dict):
+            raise errors.bad_request(f"the body of the request must be a {subresource.group_version_kind(strategy)[2]} object")
+        subresource.check(strategy, name, body)
+        uid, resource_version = subresource.preconditions(body)
 
         def mutate(current: StoredObject | None) -> Obj | None:
             if current is None:
                 return None
-            pod = current.copy()
-            pmeta = pod["metadata"]
-            if pre_uid and pre_uid != pmeta.get("uid"):
-                raise self._conflict(strategy, name, f"Precondition failed: UID in precondition: {pre_uid}, UID in object meta: {pmeta.get('uid')}")
-            if pre_rv and pre_rv != pmeta.get("resourceVersion"):
-                raise self._conflict(strategy, name, f"Precondition failed: ResourceVersion in precondition: {pre_rv}, ResourceVersion in object meta: {pmeta.get('resourceVersion')}")
-            binding_conflict = errors.conflict("pods/binding", name, "", "pods/binding", "")
-            spec = pod.setdefault("spec", {})
-            if pmeta.get("deletionTimestamp"):
-                binding_conflict.message = f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} is being deleted, cannot be assigned to a host'
-                raise binding_conflict
-            if spec.get("nodeName"):
-                binding_conflict.message = f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} is already assigned to node "{spec["nodeName"]}"'
-                raise binding_conflict
-            if spec.get("schedulingGates"):
-                binding_conflict.message = f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} has non-empty .spec.schedulingGates'
-                raise binding_conflict
-            spec["nodeName"] = node
-            annotations = metadata.get("annotations") or {}
-            if annotations:
-                pmeta.setdefault("annotations", {}).update(annotations)
-            status = pod.setdefault("status", {})
-            status.pop("nominatedNodeName", None)
-            conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
-            conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": now_rfc3339()})
-            status["conditions"] = conditions
-            if strategy.tracks_generation:
-                pmeta["generation"] = int(pmeta.get("generation") or 0) + 1
-            ssa.update_managed_fields(current.obj, pod, wopts.field_manager, "Update", strategy.api_version, now_rfc3339(), "binding")
-            return pod
-
-        await self.guaranteed_update(strategy, namespace, name, mutate, dry_run=wopts.dry_run)
-
-    async def finalize_namespace(self, strategy: KindStrategy, name: str, obj: Obj, wopts: WriteOptions) -> WriteResult:
-        """namespaces/{name}/finalize: only spec.finalizers changes."""
-        if not isinstance(obj, dict):
-            raise errors.bad_request("the body of the request must be a Namespace object")
-        wanted = (obj.get("spec") or {}).get("finalizers") or []
-
-        def mutate(current: StoredObject | None) -> Obj | None:
-            if current is None:
+            self._check_preconditions(strategy, name, current.obj["metadata"], uid, resource_version)
+            new = subresource.apply(strategy, name, body, current.copy())
+            if new == current.obj:
                 return None
-            new = current.copy()
-            new.setdefault("spec", {})["finalizers"] = list(wanted)
-            if not wanted:
-                new["spec"].pop("finalizers")
-            return new if new != current.obj else None
+            if subresource.records_managed_fields:
+                ssa.update_managed_fields(current.obj, new, wopts.field_manager, "Update", strategy.api_version, now_rfc3339(), subresource.name)
+            return new
 
-        return await self.guaranteed_update(strategy, "", name, mutate, dry_run=wopts.dry_run)
+        return await self.guaranteed_update(strategy, namespace, name, mutate, dry_run=wopts.dry_run)
 
 
 def _read_error(exc: StorageError) -> ApiError:
@@ -675,13 +621,6 @@ def _read_error(exc: StorageError) -> ApiError:
     if isinstance(exc, ContinueExpired):
         return continue_too_old(exc.revision)
     return errors.gone(str(exc))
-
-
-def _reset_fields(strategy: KindStrategy, subresource: str) -> list[tuple[str, ...]]:
-    """Fields a writer on this endpoint cannot own: status on the main resource, the rest on /status."""
-    if subresource == "status":
-        return [(name,) for name in strategy.spec_fields]
-    return [("status",)] if strategy.has_status else []
 
 
 def _same_object(new: Obj, old: Obj) -> bool:
@@ -705,11 +644,3 @@ def _strip_times(entries: Any) -> Any:
 
 def _random_suffix() -> str:
     return "".join(random.choice(GENERATE_NAME_ALPHABET) for _ in range(5))
-
-
-def event_line(kind: str, item: StoredObject | Obj) -> bytes:
-    """One watch event on the wire: a JSON object and a newline."""
-    if isinstance(item, StoredObject):
-        return item.watch_line(kind)
-    return b'{"type":"' + kind.encode() + b'","object":' + orjson.dumps(item) + b"}\n"
-

@@ -14,6 +14,7 @@ class LeaseStrategy(KindStrategy):
     plural = "leases"
     singular = "lease"
     namespaced = True
+    create_example: Obj = {"spec": {"holderIdentity": "example", "leaseDurationSeconds": 15}}
     tracks_generation = False
     allow_create_on_update = True
     printer_columns = (

@@ -42,6 +42,14 @@ class EventStrategy(KindStrategy):
     plural = "events"
     singular = "event"
     namespaced = True
+    # An Event must name its involved object's namespace: this example is for "default".
+    create_example: Obj = {
+        "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": "default", "name": "example"},
+        "reason": "Example",
+        "message": "an example event",
+        "type": "Normal",
+        "source": {"component": "example"},
+    }
     short_names = ("ev",)
     spec_fields = ()
     tracks_generation = False

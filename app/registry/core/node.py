@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.registry.base import KindStrategy, Obj, PrinterColumn, RequestContext
+from app.registry.base import KindStrategy, Obj, PrinterColumn, RequestContext, StatusStrategy, StatusSubresource
 from app.registry.columns import age_column, dig, name_column
 from app.registry.core.node_validation import validate_node, validate_node_update
 from kube.errors import FieldError
@@ -46,7 +46,7 @@ class NodeStrategy(KindStrategy):
     plural = "nodes"
     singular = "node"
     namespaced = False
-    subresources = ("status",)
+    create_example: Obj = {}
     short_names = ("no",)
     has_status = True
     tracks_generation = False
@@ -70,9 +70,12 @@ class NodeStrategy(KindStrategy):
     def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
         return validate_node_update(new, old)
 
-    def validate_status_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
+
+class NodeStatusStrategy(StatusStrategy, NodeStrategy):
+    def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
         # Upstream validates a node status write with the same rules as a node update.
         return validate_node_update(new, old)
 
 
-STRATEGY = NodeStrategy()
+STATUS_STRATEGY = NodeStatusStrategy()
+STRATEGY = NodeStrategy(subresources=(StatusSubresource(STATUS_STRATEGY),))

@@ -14,6 +14,7 @@ class DeviceClassStrategy(KindStrategy):
     plural = "deviceclasses"
     singular = "deviceclass"
     namespaced = False
+    create_example: Obj = {"spec": {"selectors": [{"cel": {"expression": 'device.driver == "gpu.example.com"'}}]}}
     printer_columns = (name_column(), age_column())
 
     def drop_disabled_fields(self, obj: Obj, old: Obj | None, ctx: RequestContext) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.registry.base import KindStrategy, Obj, RequestContext
+from app.registry.base import KindStrategy, Obj, RequestContext, StatusStrategy, StatusSubresource
 from app.registry.columns import age_column, name_column
 from app.registry.resource.common import default_taint, now_rfc3339
 from app.registry.resource.devicetaintrule_validation import validate_taint_rule_spec, validate_taint_rule_status
@@ -15,17 +15,17 @@ class DeviceTaintRuleStrategy(KindStrategy):
     plural = "devicetaintrules"
     singular = "devicetaintrule"
     namespaced = False
-    subresources = ("status",)
+    create_example: Obj = {
+        "spec": {
+            "deviceSelector": {"driver": "gpu.example.com"},
+            "taint": {"key": "example.com/maintenance", "effect": "NoSchedule"},
+        }
+    }
     has_status = True
     # v1 requires a resourceVersion on update (upstream's AllowUnconditionalUpdate is false for v1).
     allow_unconditional_update = False
     return_deleted_object = False
     printer_columns = (name_column(), age_column())
-
-    def prepare_for_status_update(self, new: Obj, old: Obj, ctx: RequestContext) -> None:
-        super().prepare_for_status_update(new, old, ctx)
-        keep = {k: v for k, v in new["metadata"].items() if k in ("resourceVersion", "managedFields")}
-        new["metadata"] = {**old["metadata"], **keep}
 
     def prepare_for_update(self, new: Obj, old: Obj, ctx: RequestContext) -> None:
         super().prepare_for_update(new, old, ctx)
@@ -52,8 +52,16 @@ class DeviceTaintRuleStrategy(KindStrategy):
         old_spec = old.get("spec") if isinstance(old.get("spec"), dict) else {}
         return validate_taint_rule_spec(new.get("spec"), old_spec)
 
-    def validate_status_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
+
+class DeviceTaintRuleStatusStrategy(StatusStrategy, DeviceTaintRuleStrategy):
+    def prepare_for_update(self, new: Obj, old: Obj, ctx: RequestContext) -> None:
+        super().prepare_for_update(new, old, ctx)
+        keep = {k: v for k, v in new["metadata"].items() if k in ("resourceVersion", "managedFields")}
+        new["metadata"] = {**old["metadata"], **keep}
+
+    def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
         return validate_taint_rule_status(new.get("status"))
 
 
-STRATEGY = DeviceTaintRuleStrategy()
+STATUS_STRATEGY = DeviceTaintRuleStatusStrategy()
+STRATEGY = DeviceTaintRuleStrategy(subresources=(StatusSubresource(STATUS_STRATEGY),))

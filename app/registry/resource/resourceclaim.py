@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.registry.base import KindStrategy, Obj, PrinterColumn, RequestContext
+from app.registry.base import KindStrategy, Obj, PrinterColumn, RequestContext, StatusStrategy, StatusSubresource
 from app.registry.columns import age_column, name_column
 from app.registry.resource.claimspec import (
     CLAIM_SPEC_SCHEMA_PROPERTIES,
@@ -45,7 +45,7 @@ class ResourceClaimStrategy(KindStrategy):
     plural = "resourceclaims"
     singular = "resourceclaim"
     namespaced = True
-    subresources = ("status",)
+    create_example: Obj = {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}}}
     has_status = True
     extra_schema_properties = {**CLAIM_SPEC_SCHEMA_PROPERTIES, **ALLOCATION_SCHEMA_PROPERTIES}
     printer_columns = (
@@ -58,15 +58,6 @@ class ResourceClaimStrategy(KindStrategy):
         ),
         age_column(),
     )
-
-    def prepare_for_status_update(self, new: Obj, old: Obj, ctx: RequestContext) -> None:
-        super().prepare_for_status_update(new, old, ctx)
-        # Upstream discards metadata changes made through /status for claims.
-        keep = {k: v for k, v in new["metadata"].items() if k in ("resourceVersion", "managedFields")}
-        new["metadata"] = {**old["metadata"], **keep}
-        # Status entries of devices this update deallocates go with them (before the drop rules,
-        # which is equivalent: the drops only remove whole fields).
-        prune_stale_device_status(new, old, ctx.feature_gates)
 
     def default(self, obj: Obj, ctx: RequestContext) -> None:
         default_claim_spec(obj.get("spec"))
@@ -87,9 +78,21 @@ class ResourceClaimStrategy(KindStrategy):
             return [invalid("spec", new.get("spec"), "field is immutable")]
         return []
 
-    def validate_status_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
+
+class ResourceClaimStatusStrategy(StatusStrategy, ResourceClaimStrategy):
+    def prepare_for_update(self, new: Obj, old: Obj, ctx: RequestContext) -> None:
+        super().prepare_for_update(new, old, ctx)
+        # Upstream discards metadata changes made through /status for claims.
+        keep = {k: v for k, v in new["metadata"].items() if k in ("resourceVersion", "managedFields")}
+        new["metadata"] = {**old["metadata"], **keep}
+        # Status entries of devices this update deallocates go with them (before the drop rules,
+        # which is equivalent: the drops only remove whole fields).
+        prune_stale_device_status(new, old, ctx.feature_gates)
+
+    def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
         errs = admin_access_status_errors(new, old, ctx.namespace_labels)
         return errs + validate_claim_status(new, old)
 
 
-STRATEGY = ResourceClaimStrategy()
+STATUS_STRATEGY = ResourceClaimStatusStrategy()
+STRATEGY = ResourceClaimStrategy(subresources=(StatusSubresource(STATUS_STRATEGY),))

@@ -22,6 +22,7 @@ class ResourceClaimTemplateStrategy(KindStrategy):
     plural = "resourceclaimtemplates"
     singular = "resourceclaimtemplate"
     namespaced = True
+    create_example: Obj = {"spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}}}}
     tracks_generation = False
     extra_schema_properties = CLAIM_SPEC_SCHEMA_PROPERTIES
     printer_columns = (name_column(), age_column())

@@ -19,6 +19,14 @@ class ResourceSliceStrategy(KindStrategy):
     plural = "resourceslices"
     singular = "resourceslice"
     namespaced = False
+    create_example: Obj = {
+        "spec": {
+            "driver": "gpu.example.com",
+            "pool": {"name": "example", "generation": 1, "resourceSliceCount": 1},
+            "allNodes": True,
+            "devices": [{"name": "gpu-0"}],
+        }
+    }
     field_selector_error_names_kind = True
     field_selectors = {
         "spec.nodeName": lambda o: dig(o, "spec", "nodeName", default="") or "",

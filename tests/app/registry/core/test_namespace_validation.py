@@ -9,6 +9,7 @@ import copy
 
 import pytest
 
+from app.registry.core.namespace import STATUS_STRATEGY as NAMESPACE_STATUS
 from app.registry.core.namespace import STRATEGY as NAMESPACES
 from app.registry.objectmeta import validate_object_meta
 from kube.errors import INVALID
@@ -50,8 +51,8 @@ def test_invalid_namespace(mutate: Mutation, expected: list[tuple[str, str]]) ->
 
 def test_namespace_status_phase() -> None:
     bad = mutated(NAMESPACE, setitem("status.phase", "Terminating"))
-    assert [str(e) for e in NAMESPACES.validate_status_update(bad, NAMESPACE, ctx())] == [
+    assert [str(e) for e in NAMESPACE_STATUS.validate_update(bad, NAMESPACE, ctx())] == [
         "status.Phase: Invalid value: \"Terminating\": may only be 'Active' if `deletionTimestamp` is empty"
     ]
     deleting = mutated(NAMESPACE, setitem("metadata.deletionTimestamp", "2026-01-01T00:00:00Z"))
-    assert pairs(NAMESPACES.validate_status_update(deleting, NAMESPACE, ctx())) == [("status.Phase", INVALID)]
+    assert pairs(NAMESPACE_STATUS.validate_update(deleting, NAMESPACE, ctx())) == [("status.Phase", INVALID)]

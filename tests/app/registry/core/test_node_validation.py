@@ -9,6 +9,7 @@ import copy
 
 import pytest
 
+from app.registry.core.node import STATUS_STRATEGY as NODE_STATUS
 from app.registry.core.node import STRATEGY as NODES
 from kube.errors import DUPLICATE, FORBIDDEN, INVALID, NOT_SUPPORTED, REQUIRED
 from tests.app.registry.helpers import Mutation, Obj, ctx, mutated, pairs, setitem
@@ -66,4 +67,4 @@ NODE_UPDATE_CASES: list[tuple[str, Mutation, list[tuple[str, str]]]] = [
 @pytest.mark.parametrize(("mutate", "expected"), [c[1:] for c in NODE_UPDATE_CASES], ids=[c[0] for c in NODE_UPDATE_CASES])
 def test_invalid_node_update(mutate: Mutation, expected: list[tuple[str, str]]) -> None:
     assert pairs(NODES.validate_update(mutated(NODE, mutate), NODE, ctx())) == sorted(expected)
-    assert pairs(NODES.validate_status_update(mutated(NODE, mutate), NODE, ctx())) == sorted(expected)
+    assert pairs(NODE_STATUS.validate_update(mutated(NODE, mutate), NODE, ctx())) == sorted(expected)

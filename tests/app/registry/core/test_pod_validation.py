@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from app.registry.base import RequestContext
+from app.registry.core.pod import STATUS_STRATEGY as POD_STATUS
 from app.registry.core.pod import STRATEGY as PODS
 from kube.errors import DUPLICATE, FORBIDDEN, INVALID, NOT_FOUND, NOT_SUPPORTED, REQUIRED
 from kube.features import FeatureGates
@@ -186,7 +187,7 @@ POD_STATUS_CASES: list[tuple[str, Mutation, list[tuple[str, str]]]] = [
 @pytest.mark.parametrize(("mutate", "expected"), [c[1:] for c in POD_STATUS_CASES], ids=[c[0] for c in POD_STATUS_CASES])
 def test_invalid_pod_status(mutate: Mutation, expected: list[tuple[str, str]]) -> None:
     old = _running_pod()
-    assert pairs(PODS.validate_status_update(mutated(old, mutate), old, ctx())) == sorted(expected)
+    assert pairs(POD_STATUS.validate_update(mutated(old, mutate), old, ctx())) == sorted(expected)
 
 
 def test_valid_pod_status() -> None:
@@ -201,7 +202,7 @@ def test_valid_pod_status() -> None:
             "overhead": [{"name": "cpu", "perPod": "100m", "perContainer": "50m"}],
         }
     ]
-    assert PODS.validate_status_update(new, old, ctx()) == []
+    assert POD_STATUS.validate_update(new, old, ctx()) == []
 
 
 # ---- gate drop rules ------------------------------------------------------------------------------

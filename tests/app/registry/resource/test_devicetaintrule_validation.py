@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from app.registry.resource.devicetaintrule import STATUS_STRATEGY as TAINT_RULE_STATUS
 from app.registry.resource.devicetaintrule import STRATEGY as TAINT_RULES
 from tests.app.registry.resource.helpers import DELETE, NS, TAINT_RULE, TM, I, Obj, R, changed, create, ctx, update
 
@@ -75,10 +76,10 @@ def test_taint_rule_status() -> None:
     cond = {"type": "EvictionInProgress", "status": "True", "reason": "Evicting", "lastTransitionTime": "2026-01-01T00:00:00Z"}
     new = copy.deepcopy(TAINT_RULE)
     new["status"] = {"conditions": [{**cond, "type": f"T{i}"} for i in range(9)]}
-    errs = sorted((e.field, e.reason) for e in TAINT_RULES.validate_status_update(new, TAINT_RULE, ctx()))
+    errs = sorted((e.field, e.reason) for e in TAINT_RULE_STATUS.validate_update(new, TAINT_RULE, ctx()))
     assert errs == [("status.conditions", TM)]
     new["status"] = {"conditions": [{**cond, "reason": ""}]}
-    errs = sorted((e.field, e.reason) for e in TAINT_RULES.validate_status_update(new, TAINT_RULE, ctx()))
+    errs = sorted((e.field, e.reason) for e in TAINT_RULE_STATUS.validate_update(new, TAINT_RULE, ctx()))
     assert errs == [("status.conditions[0].reason", R)]
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from app.registry.base import RequestContext
+from app.registry.resource.resourceclaim import STATUS_STRATEGY as CLAIM_STATUS
 from app.registry.resource.resourceclaim import STRATEGY as CLAIMS
 from tests.app.registry.resource.helpers import (
     ADMIN_NS,
@@ -262,9 +263,9 @@ def status_update(new_status: Obj, old_status: Obj | None = None, gates: str = "
     if deleting:
         new["metadata"]["deletionTimestamp"] = old["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     c = ctx(gates, labels or ADMIN_NS)
-    CLAIMS.prepare_for_status_update(new, old, c)
+    CLAIM_STATUS.prepare_for_update(new, old, c)
     CLAIMS.drop_disabled_fields(new, old, c)
-    return sorted((e.field, e.reason) for e in CLAIMS.validate_status_update(new, old, c))
+    return sorted((e.field, e.reason) for e in CLAIM_STATUS.validate_update(new, old, c))
 
 
 def test_status_valid_allocation_and_reservation() -> None:
@@ -351,10 +352,10 @@ def test_status_allocation_may_be_cleared_and_prunes_device_status() -> None:
     new = copy.deepcopy(old)
     new["status"] = {"devices": [device_status]}
     c = ctx()
-    CLAIMS.prepare_for_status_update(new, old, c)
+    CLAIM_STATUS.prepare_for_update(new, old, c)
     CLAIMS.drop_disabled_fields(new, old, c)
     assert "devices" not in new["status"]
-    assert CLAIMS.validate_status_update(new, old, c) == []
+    assert CLAIM_STATUS.validate_update(new, old, c) == []
 
 
 def test_status_admin_access_needs_label() -> None:
@@ -368,7 +369,7 @@ def test_status_update_ignores_spec_and_metadata() -> None:
     new = copy.deepcopy(CLAIM)
     new["spec"] = {"devices": {"requests": []}}
     new["metadata"]["labels"] = {"changed": "yes"}
-    CLAIMS.prepare_for_status_update(new, old, ctx())
+    CLAIM_STATUS.prepare_for_update(new, old, ctx())
     assert new["spec"] == old["spec"]
     assert "labels" not in new["metadata"]
 

@@ -77,4 +77,4 @@ class NamespaceLifecycle:
                 continue
             finalizers = [f for f in (stored.obj.get("spec") or {}).get("finalizers") or [] if f != namespace_kind.NAMESPACE_FINALIZER]
             with contextlib.suppress(ApiError):
-                await self.registry.finalize_namespace(NAMESPACES, name, {"spec": {"finalizers": finalizers}}, SYSTEM_MANAGER)
+                await self.registry.write_subresource(NAMESPACES, namespace_kind.FINALIZE, "", name, {"spec": {"finalizers": finalizers}}, SYSTEM_MANAGER)
