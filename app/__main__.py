@@ -68,21 +68,32 @@ def serve_forever(settings: Settings) -> int:
     except SchemaOutOfDate as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 3
+    from app.tls import InsecureServingError, PeerCertificateProtocol, server_context
+
+    try:
+        ssl_context = server_context(settings)
+        app = create_app(settings)
+    except (InsecureServingError, OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     config = uvicorn.Config(
-        create_app(settings),
+        app,
         host=settings.host,
         port=settings.port,
         log_config=None,
         access_log=False,
         loop="uvloop",
-        http="httptools",
+        http=PeerCertificateProtocol,
         timeout_keep_alive=120,
         # Clients talk to us directly; trusting X-Forwarded-* would only cost time per request.
         proxy_headers=False,
         lifespan="on",
     )
+    config.load()
+    # Our own context: uvicorn's cannot request client certificates without checking them.
+    config.ssl = ssl_context
     server = uvicorn.Server(config)
-    log.info("serving the Kubernetes API", extra={"listen": settings.listen, "database": _redact(settings.database_url)})
+    log.info("serving the Kubernetes API", extra={"listen": settings.listen, "https": ssl_context is not None, "database": _redact(settings.database_url)})
     server.run()
     return 0
 

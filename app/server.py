@@ -23,8 +23,10 @@ from app.api import discovery, negotiation, openapi
 from app.api.generic import GenericStore
 from app.api.negotiation import json_response, status_response
 from app.api.routing import METHODS, ResourceRouter, path_not_found
+from app.auth.system import AuthFilter, AuthSystem
 from app.config import Settings
 from app.controlplane.namespaces import NamespaceLifecycle, ensure_system_namespaces
+from app.controlplane.rbac import ClusterRoleAggregation, ensure_bootstrap_policy
 from app.storage.cache import WatchCache
 from app.storage.db import check_schema, create_engine
 from app.storage.storage import Storage
@@ -114,8 +116,10 @@ class ApiServer:
             compaction_min_retain=settings.compaction_min_retain,
         )
         self.storage = Storage(store, bookmark_interval=settings.bookmark_interval)
-        self.registry = GenericStore(self.storage, self.gates, settings.min_request_timeout)
+        self.auth = AuthSystem(settings, self.storage)
+        self.registry = GenericStore(self.storage, self.gates, settings.min_request_timeout, self.auth.tokens)
         self.namespaces = NamespaceLifecycle(self.registry)
+        self.aggregation = ClusterRoleAggregation(self.registry)
         self.started = time.time()
         self._heap_task: asyncio.Task[None] | None = None
 
@@ -123,7 +127,10 @@ class ApiServer:
         await check_schema(self.engine, self.settings.database_url)
         await self.storage.start()
         await ensure_system_namespaces(self.registry)
+        self.auth.start()
+        await ensure_bootstrap_policy(self.registry)
         self.namespaces.start()
+        self.aggregation.start()
         metrics.bind_storage(self.storage)
         # The watch cache is the bulk of the heap; keep it out of the cycle collector's scans.
         self._heap_task = asyncio.get_running_loop().create_task(keep_heap_frozen(), name="gc-freeze")
@@ -134,7 +141,9 @@ class ApiServer:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._heap_task
         await self.namespaces.stop()
+        await self.aggregation.stop()
         await self.storage.stop()
+        self.auth.close()
         await self.engine.dispose()
 
 
@@ -142,7 +151,8 @@ def create_app(settings: Settings) -> Any:
     """The ASGI application: resource paths on a lean path, everything else through FastAPI."""
     app = create_fastapi_app(settings)
     server: ApiServer = app.state.server
-    return ObserveMiddleware(ResourcePaths(ResourceRouter(server.registry, settings.max_body_bytes), app))
+    resources = ResourcePaths(ResourceRouter(server.registry, settings.max_body_bytes), app)
+    return ObserveMiddleware(AuthFilter(resources, server.auth))
 
 
 class ResourcePaths:
