@@ -21,9 +21,16 @@ AGGREGATE_TO = "rbac.authorization.k8s.io/aggregate-to-"
 # The identities of this project's workers (their client certificates or tokens name these).
 SCHEDULER_USER = "system:kube-scheduler"
 CONTROLLER_USER = "system:kube-controller-manager"
+# The kubelet simulator's own identity (its reads; each node writes as itself).
+KUBELETSIM_USER = "system:kubeletsim"
 # The service account a simulated node's DRA drivers act as.
 DRIVER_NAMESPACE = "kube-system"
 DRIVER_SERVICE_ACCOUNT = "dra-kubeletsim-driver"
+
+
+def service_accounts() -> list[dict[str, Any]]:
+    """Service accounts the bootstrap bindings name."""
+    return [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": DRIVER_SERVICE_ACCOUNT, "namespace": DRIVER_NAMESPACE}}]
 
 
 def rule(verbs: list[str], groups: list[str] | None = None, resources: list[str] | None = None, names: list[str] | None = None, urls: list[str] | None = None) -> dict[str, Any]:
@@ -160,6 +167,18 @@ def cluster_roles() -> list[dict[str, Any]]:
                 _events(),
             ],
         ),
+        # Upstream's garbage collector reads, patches and deletes every kind.
+        _role("system:controller:generic-garbage-collector", [rule(["get", "list", "watch", "patch", "update", "delete"], ["*"], ["*"])]),
+        # The simulator watches every simulated node's objects at once (a kubelet watches its own
+        # only) and gets its nodes' drivers tokens bound to their node.
+        _role(
+            "system:kubeletsim",
+            [
+                rule(READ, [""], ["nodes", "pods"]),
+                rule(READ, ["resource.k8s.io"], ["resourceslices", "resourceclaims", "deviceclasses"]),
+                rule(["create"], [""], ["serviceaccounts/token"], names=[DRIVER_SERVICE_ACCOUNT]),
+            ],
+        ),
         _role(
             "system:kube-controller-manager",
             [
@@ -192,6 +211,8 @@ def cluster_role_bindings() -> list[dict[str, Any]]:
         _binding("system:kube-controller-manager", "system:kube-controller-manager", [_user(CONTROLLER_USER)]),
         _binding("system:controller:resource-claim-controller", "system:controller:resource-claim-controller", [_user(CONTROLLER_USER)]),
         _binding("system:controller:device-taint-eviction-controller", "system:controller:device-taint-eviction-controller", [_user(CONTROLLER_USER)]),
+        _binding("system:controller:generic-garbage-collector", "system:controller:generic-garbage-collector", [_user(CONTROLLER_USER)]),
+        _binding("system:kubeletsim", "system:kubeletsim", [_user(KUBELETSIM_USER)]),
         _binding(
             "system:dra-kubeletsim-driver",
             "system:dra-kubeletsim-driver",

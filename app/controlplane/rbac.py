@@ -13,6 +13,7 @@ from typing import Any
 from app.api.generic import GenericStore
 from app.api.options import WriteOptions
 from app.auth import bootstrap
+from app.registry.core import serviceaccount
 from app.registry.rbac import clusterrole, clusterrolebinding
 from kube.errors import ApiError
 from kube.labels import selector_from_label_selector_object
@@ -28,8 +29,13 @@ def _missing(wanted: list[Any], have: list[Any]) -> list[Any]:
 
 
 async def ensure_bootstrap_policy(registry: GenericStore) -> None:
-    """Create the default ClusterRoles and ClusterRoleBindings, and add back what was removed
-    from those still marked for auto-update."""
+    """Create the default ClusterRoles and ClusterRoleBindings (and the service accounts they
+    name), and add back what was removed from those still marked for auto-update."""
+    for account in bootstrap.service_accounts():
+        meta = account["metadata"]
+        if registry.storage.cached(serviceaccount.STRATEGY.qualified_resource, meta["namespace"], meta["name"]) is None:
+            with contextlib.suppress(ApiError):
+                await registry.create(serviceaccount.STRATEGY, meta["namespace"], account, SYSTEM_MANAGER)
     for strategy, objects, field in (
         (clusterrole.STRATEGY, bootstrap.cluster_roles(), "rules"),
         (clusterrolebinding.STRATEGY, bootstrap.cluster_role_bindings(), "subjects"),

@@ -1,0 +1,131 @@
+"""Credentials of a whole cluster, made once under a directory: a CA, the server's serving
+certificate and service account signing key, a client certificate for each control plane
+identity (the admin, the scheduler, the controller, the kubelet simulator), a bearer token for
+each simulated node, and a kubeconfig for each identity. Private keys and tokens are 0600."""
+
+from __future__ import annotations
+
+import csv
+import io
+import secrets
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from kube.kubeconfig import kubeconfig_text
+from kube.pki import Authority, cert_pem, key_pem, new_key, write_private
+
+# identity -> (user, groups) of its client certificate.
+IDENTITIES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "admin": ("kubernetes-admin", ("system:masters",)),
+    "scheduler": ("system:kube-scheduler", ()),
+    "controller": ("system:kube-controller-manager", ()),
+    "kubeletsim": ("system:kubeletsim", ()),
+}
+DRIVER_SERVICE_ACCOUNT = "kube-system/dra-kubeletsim-driver"
+DEFAULT_HOSTS = ("localhost", "127.0.0.1")
+
+
+@dataclass(frozen=True)
+class ClusterCredentials:
+    directory: Path
+
+    @property
+    def ca_cert(self) -> Path:
+        return self.directory / "ca.crt"
+
+    @property
+    def serving_cert(self) -> Path:
+        return self.directory / "apiserver.crt"
+
+    @property
+    def serving_key(self) -> Path:
+        return self.directory / "apiserver.key"
+
+    @property
+    def service_account_key(self) -> Path:
+        return self.directory / "service-account.key"
+
+    @property
+    def node_tokens(self) -> Path:
+        return self.directory / "node-tokens.csv"
+
+    def client_cert(self, identity: str) -> Path:
+        return self.directory / f"{identity}.crt"
+
+    def client_key(self, identity: str) -> Path:
+        return self.directory / f"{identity}.key"
+
+    def kubeconfig(self, identity: str) -> Path:
+        return self.directory / f"{identity}.kubeconfig"
+
+    @classmethod
+    def ensure(cls, directory: str | Path, hosts: tuple[str, ...] | list[str] = DEFAULT_HOSTS) -> ClusterCredentials:
+        """The credentials under ``directory``, made there first when missing."""
+        creds = cls(Path(directory))
+        if creds.ca_cert.exists():
+            return creds
+        creds.directory.mkdir(parents=True, exist_ok=True)
+        creds.directory.chmod(0o700)
+        authority = Authority.create("dra-ca")
+        authority.save(creds.ca_cert, creds.directory / "ca.key")
+        cert, key = authority.serving([*DEFAULT_HOSTS, *[h for h in hosts if h not in DEFAULT_HOSTS]])
+        creds.serving_cert.write_bytes(cert_pem(cert))
+        write_private(creds.serving_key, key_pem(key))
+        write_private(creds.service_account_key, key_pem(new_key()))
+        for identity, (user, groups) in IDENTITIES.items():
+            cert, key = authority.client(user, groups)
+            creds.client_cert(identity).write_bytes(cert_pem(cert))
+            write_private(creds.client_key(identity), key_pem(key))
+        write_private(creds.node_tokens, b"")
+        return creds
+
+    def ensure_node_tokens(self, names: list[str]) -> None:
+        """A token for each node named (kept across runs, so a restarted server knows it)."""
+        known = {row[1] for row in csv.reader(io.StringIO(self.node_tokens.read_text())) if len(row) >= 2}
+        rows = [
+            [secrets.token_urlsafe(24), f"system:node:{name}", str(uuid.uuid4()), "system:nodes"]
+            for name in names
+            if f"system:node:{name}" not in known
+        ]
+        if rows:
+            out = io.StringIO()
+            csv.writer(out, lineterminator="\n").writerows(rows)
+            write_private(self.node_tokens, self.node_tokens.read_bytes() + out.getvalue().encode())
+
+    def server_flags(self) -> list[str]:
+        """The API server flags that serve HTTPS and authenticate and authorize with these credentials."""
+        return [
+            "--tls-cert-file", str(self.serving_cert),
+            "--tls-private-key-file", str(self.serving_key),
+            "--client-ca-file", str(self.ca_cert),
+            "--token-auth-file", str(self.node_tokens),
+            "--service-account-signing-key-file", str(self.service_account_key),
+            "--service-account-key-file", str(self.service_account_key),
+            "--authorization-mode", "Node,RBAC",
+            "--enable-admission-plugins", "NodeRestriction",
+        ]  # fmt: skip
+
+    def write_kubeconfigs(self, server: str) -> None:
+        """A kubeconfig per identity for ``server`` (certificates and keys inline)."""
+        ca = self.ca_cert.read_bytes()
+        for identity, (user, _groups) in IDENTITIES.items():
+            text = kubeconfig_text(
+                server, ca, cert_pem=self.client_cert(identity).read_bytes(), key_pem=self.client_key(identity).read_bytes(), user=user
+            )
+            write_private(self.kubeconfig(identity), text.encode())
+
+    def httpx_options(self, identity: str = "admin") -> dict[str, object]:
+        """``verify`` and ``cert`` for an httpx client acting as ``identity``."""
+        import ssl
+
+        context = ssl.create_default_context(cafile=str(self.ca_cert))
+        context.load_cert_chain(self.client_cert(identity), self.client_key(identity))
+        return {"verify": context}
+
+    def worker_flags(self, identity: str) -> list[str]:
+        """The flags a worker runs as ``identity`` with (the simulator also gets its node tokens)."""
+        flags = ["--kubeconfig", str(self.kubeconfig(identity))]
+        if identity == "kubeletsim":
+            flags += ["--node-token-file", str(self.node_tokens), "--driver-service-account", DRIVER_SERVICE_ACCOUNT]
+        return flags
