@@ -20,8 +20,10 @@ IDENTITIES: dict[str, tuple[str, tuple[str, ...]]] = {
     "admin": ("kubernetes-admin", ("system:masters",)),
     "scheduler": ("system:kube-scheduler", ()),
     "controller": ("system:kube-controller-manager", ()),
-    "kubeletsim": ("system:kubeletsim", ()),
 }
+# Identities that authenticate with a bearer token: the simulator's connections carry its nodes'
+# requests too, each with the node's token, and a client certificate would name them all.
+TOKEN_IDENTITIES: dict[str, tuple[str, tuple[str, ...]]] = {"kubeletsim": ("system:kubeletsim", ())}
 DRIVER_SERVICE_ACCOUNT = "kube-system/dra-kubeletsim-driver"
 DEFAULT_HOSTS = ("localhost", "127.0.0.1")
 
@@ -77,8 +79,18 @@ class ClusterCredentials:
             cert, key = authority.client(user, groups)
             creds.client_cert(identity).write_bytes(cert_pem(cert))
             write_private(creds.client_key(identity), key_pem(key))
-        write_private(creds.node_tokens, b"")
+        rows = io.StringIO()
+        for _identity, (user, groups) in TOKEN_IDENTITIES.items():
+            csv.writer(rows, lineterminator="\n").writerow([secrets.token_urlsafe(24), user, str(uuid.uuid4()), ",".join(groups)])
+        write_private(creds.node_tokens, rows.getvalue().encode())
         return creds
+
+    def token(self, user: str) -> str:
+        """The bearer token of ``user`` in the token file."""
+        for row in csv.reader(io.StringIO(self.node_tokens.read_text())):
+            if len(row) >= 2 and row[1] == user:
+                return row[0]
+        raise KeyError(user)
 
     def ensure_node_tokens(self, names: list[str]) -> None:
         """A token for each node named (kept across runs, so a restarted server knows it)."""
@@ -114,12 +126,16 @@ class ClusterCredentials:
                 server, ca, cert_pem=self.client_cert(identity).read_bytes(), key_pem=self.client_key(identity).read_bytes(), user=user
             )
             write_private(self.kubeconfig(identity), text.encode())
+        for identity, (user, _groups) in TOKEN_IDENTITIES.items():
+            write_private(self.kubeconfig(identity), kubeconfig_text(server, ca, token=self.token(user), user=user).encode())
 
     def httpx_options(self, identity: str = "admin") -> dict[str, object]:
-        """``verify`` and ``cert`` for an httpx client acting as ``identity``."""
+        """``verify`` (with the client certificate) or a token header for an httpx client acting as ``identity``."""
         import ssl
 
         context = ssl.create_default_context(cafile=str(self.ca_cert))
+        if identity in TOKEN_IDENTITIES:
+            return {"verify": context, "headers": {"Authorization": f"Bearer {self.token(TOKEN_IDENTITIES[identity][0])}"}}
         context.load_cert_chain(self.client_cert(identity), self.client_key(identity))
         return {"verify": context}
 

@@ -139,8 +139,9 @@ def cluster_roles() -> list[dict[str, Any]]:
                 rule(["delete", "get", "list", "watch"], [""], ["pods"]),
                 rule(["create"], [""], ["bindings", "pods/binding"]),
                 rule(["patch", "update"], [""], ["pods/status"]),
-                rule(READ, ["resource.k8s.io"], ["resourceclaims", "deviceclasses", "resourceslices", "devicetaintrules"]),
-                rule(["get", "list", "watch", "patch", "update"], ["resource.k8s.io"], ["resourceclaims/status"]),
+                rule(READ, ["resource.k8s.io"], ["deviceclasses", "resourceslices", "devicetaintrules"]),
+                # The claim itself too: the scheduler adds its finalizer before allocating.
+                rule(["get", "list", "watch", "patch", "update"], ["resource.k8s.io"], ["resourceclaims", "resourceclaims/status"]),
                 rule(["patch", "update"], ["resource.k8s.io"], ["resourceclaims/binding"]),
             ],
         ),
