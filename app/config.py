@@ -124,9 +124,8 @@ def _add_security_arguments(parser: argparse.ArgumentParser, d: Settings) -> Non
     parser.add_argument(
         "--insecure-serving",
         action="store_true",
-        default=env("DRA_INSECURE_SERVING", "") in ("1", "true"),
         help="serve plain HTTP on --listen, which must then be a loopback address: for tests and benchmarks only; "
-        "client certificates cannot be used, tokens travel in clear text (DRA_INSECURE_SERVING)",
+        "client certificates cannot be used, tokens travel in clear text",
     )
     flag("--client-ca-file", "DRA_CLIENT_CA_FILE", d.client_ca_file, "authenticate client certificates signed by these CAs: CN is the user, each O a group")
     flag("--token-auth-file", "DRA_TOKEN_AUTH_FILE", d.token_auth_file, 'static bearer tokens, CSV lines token,user,uid,"group1,group2"')

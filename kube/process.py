@@ -52,8 +52,8 @@ DEFAULT_SERVER = "http://127.0.0.1:6443"
 def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
     """--kubeconfig (server, CA, credentials) and --server (overrides the kubeconfig's server)."""
     parser.add_argument(
-        "--kubeconfig", default=os.environ.get("KUBECONFIG", ""),
-        help="kubeconfig with the server, its CA and this worker's credentials (KUBECONFIG)",
+        "--kubeconfig", default=os.environ.get("DRA_KUBECONFIG", ""),
+        help="kubeconfig with the server, its CA and this worker's credentials (DRA_KUBECONFIG)",
     )  # fmt: skip
     parser.add_argument(
         "--server", default=os.environ.get("DRA_SERVER", ""),
