@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import ssl
 import subprocess
 import sys
 import time
@@ -103,8 +104,8 @@ class ServerProcess:
             if self.process is not None and self.process.poll() is not None:
                 raise RuntimeError(f"server exited with code {self.process.returncode}; log: {self.log_path}")
             try:
-                verify: object = str(self.credentials.ca_cert) if self.credentials is not None else True
-                if httpx.get(f"{self.url}/readyz", timeout=1.0, verify=verify).status_code == 200:  # type: ignore[arg-type]
+                verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=str(self.credentials.ca_cert)) if self.credentials is not None else True
+                if httpx.get(f"{self.url}/readyz", timeout=1.0, verify=verify).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass

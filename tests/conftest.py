@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from devtools.postgres import PostgresNotAvailable, database_url_for_tests
+from devtools.credentials import ClusterCredentials
 from devtools.server import ServerProcess, migrate
 from kube.client import KubeClient
 from tests.contract import check_response_body
@@ -77,15 +78,16 @@ def backend(databases: Databases) -> str:
 
 @pytest.fixture(scope="session")
 def start_server(databases: Databases, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., ServerProcess]]:
-    """Start extra servers: ``start_server(*flags, database_url=None)``."""
+    """Start extra servers: ``start_server(*flags, database_url=None, credentials=None)``; with
+    credentials the server serves HTTPS with Node,RBAC (``devtools.credentials``)."""
     started: list[ServerProcess] = []
     logs = tmp_path_factory.mktemp("logs")
 
-    def start(*flags: str, database_url: str | None = None, migrate_first: bool = True) -> ServerProcess:
+    def start(*flags: str, database_url: str | None = None, migrate_first: bool = True, credentials: ClusterCredentials | None = None) -> ServerProcess:
         url = database_url or databases.new()
         if migrate_first:
             migrate(url)
-        proc = ServerProcess(url, *flags, log_path=logs / f"server-{len(started)}.log")
+        proc = ServerProcess(url, *flags, log_path=logs / f"server-{len(started)}.log", credentials=credentials)
         started.append(proc)
         return proc.start()
 
