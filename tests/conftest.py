@@ -18,10 +18,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from devtools.postgres import PostgresNotAvailable, database_url_for_tests
 from devtools.credentials import ClusterCredentials
+from devtools.postgres import PostgresNotAvailable, database_url_for_tests
 from devtools.server import ServerProcess, migrate
 from kube.client import KubeClient
+from tests.authcluster import AUTH_NODES, AuthCluster
 from tests.contract import check_response_body
 
 BACKENDS = ["sqlite", "postgres"]
@@ -100,6 +101,17 @@ def start_server(databases: Databases, tmp_path_factory: pytest.TempPathFactory)
 def server(start_server: Callable[..., ServerProcess]) -> ServerProcess:
     """The shared server of this backend (tests isolate themselves by namespace)."""
     return start_server("--bookmark-interval", "1")
+
+
+@pytest.fixture(scope="session")
+def auth_cluster(start_server: Callable[..., ServerProcess], tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthCluster]:
+    """A server of this backend over HTTPS with Node,RBAC and an audit log, for tests of who may do what."""
+    tmp = tmp_path_factory.mktemp("auth")
+    credentials = ClusterCredentials.ensure(tmp / "pki")
+    credentials.ensure_node_tokens(list(AUTH_NODES))
+    audit = tmp / "audit.log"
+    server = start_server("--audit-log-path", str(audit), credentials=credentials)
+    yield AuthCluster(server, credentials, audit, tmp)
 
 
 def _contract_hook(response: httpx.Response) -> None:

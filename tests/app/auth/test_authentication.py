@@ -10,7 +10,7 @@ import orjson
 
 from app.auth import jwt
 from kube.pki import Authority, new_key
-from tests.app.auth.conftest import AuthCluster
+from tests.authcluster import AuthCluster
 
 UNAUTHORIZED = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": "Unauthorized", "reason": "Unauthorized", "code": 401}
 WHOAMI = "/apis/authentication.k8s.io/v1/selfsubjectreviews"

@@ -7,7 +7,7 @@ import time
 
 import httpx
 
-from tests.app.auth.conftest import AuthCluster
+from tests.authcluster import AuthCluster
 
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
 

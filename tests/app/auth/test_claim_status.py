@@ -7,8 +7,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.app.auth.conftest import AuthCluster
 from tests.app.auth.test_authorization import RBAC
+from tests.authcluster import AuthCluster
 
 NODE = "worker-1"
 DRIVER = "test-driver"

@@ -9,7 +9,7 @@ import json
 import httpx
 import pytest
 
-from tests.app.auth.conftest import AuthCluster
+from tests.authcluster import AuthCluster
 
 SLICES = "/apis/resource.k8s.io/v1/resourceslices"
 
