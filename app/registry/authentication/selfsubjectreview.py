@@ -12,6 +12,7 @@ class SelfSubjectReviewStrategy(ReviewStrategy):
     kind = "SelfSubjectReview"
     plural = "selfsubjectreviews"
     singular = "selfsubjectreview"
+    create_example: Obj = {}
 
     def review(self, obj: Obj, ctx: RequestContext) -> Obj:
         return {"userInfo": ctx.requester.user.to_api()}

@@ -14,6 +14,7 @@ class SelfSubjectAccessReviewStrategy(ReviewStrategy):
     kind = "SelfSubjectAccessReview"
     plural = "selfsubjectaccessreviews"
     singular = "selfsubjectaccessreview"
+    create_example: Obj = {"spec": {"resourceAttributes": {"verb": "get", "resource": "pods"}}}
 
     def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
         return validate_access_spec(obj.get("spec"))

@@ -12,6 +12,7 @@ class SelfSubjectRulesReviewStrategy(ReviewStrategy):
     kind = "SelfSubjectRulesReview"
     plural = "selfsubjectrulesreviews"
     singular = "selfsubjectrulesreview"
+    create_example: Obj = {"spec": {"namespace": "default"}}
 
     def review(self, obj: Obj, ctx: RequestContext) -> Obj:
         namespace = str((obj.get("spec") or {}).get("namespace") or "")

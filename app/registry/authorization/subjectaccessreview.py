@@ -15,6 +15,7 @@ class SubjectAccessReviewStrategy(ReviewStrategy):
     kind = "SubjectAccessReview"
     plural = "subjectaccessreviews"
     singular = "subjectaccessreview"
+    create_example: Obj = {"spec": {"user": "example", "resourceAttributes": {"verb": "get", "resource": "pods"}}}
 
     def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
         return validate_subject_spec(obj.get("spec"))
