@@ -145,3 +145,32 @@ class ClusterCredentials:
         if identity == "kubeletsim":
             flags += ["--node-token-file", str(self.node_tokens), "--driver-service-account", DRIVER_SERVICE_ACCOUNT]
         return flags
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m devtools.credentials``: make a cluster's credentials (once) and its kubeconfigs."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m devtools.credentials", description=main.__doc__)
+    parser.add_argument("--dir", required=True, help="where the credentials live (made once, kept after)")
+    parser.add_argument("--server", required=True, help="the API server URL the processes' kubeconfigs name")
+    parser.add_argument("--host", action="append", default=[], help="a further name of the server in its certificate (repeatable)")
+    parser.add_argument("--nodes", type=int, default=0, help="simulated nodes that get a token: <prefix>0 .. <prefix>N-1")
+    parser.add_argument("--node-prefix", default="sim-")
+    parser.add_argument("--outside-server", default="", help="also write outside-admin.kubeconfig for this URL (a user's machine)")
+    args = parser.parse_args(argv)
+    creds = ClusterCredentials.ensure(args.dir, [*DEFAULT_HOSTS, *args.host])
+    creds.ensure_node_tokens([f"{args.node_prefix}{i}" for i in range(args.nodes)])
+    creds.write_kubeconfigs(args.server)
+    if args.outside_server:
+        text = kubeconfig_text(
+            args.outside_server, creds.ca_cert.read_bytes(),
+            cert_pem=creds.client_cert("admin").read_bytes(), key_pem=creds.client_key("admin").read_bytes(), user=IDENTITIES["admin"][0],
+        )  # fmt: skip
+        write_private(creds.directory / "outside-admin.kubeconfig", text.encode())
+    print(f"credentials in {creds.directory}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
