@@ -301,6 +301,19 @@ class RequestAuthenticator:
     def __init__(self, authenticators: Sequence[Authenticator], anonymous: bool) -> None:
         self.authenticators = tuple(authenticators)
         self.anonymous = anonymous
+        # id(user) -> (user, user with system:authenticated): the static token and certificate
+        # authenticators hand out the same user object for the same credential.
+        self._authenticated: dict[int, tuple[UserInfo, UserInfo]] = {}
+
+    def _with_authenticated(self, user: UserInfo) -> UserInfo:
+        known = self._authenticated.get(id(user))
+        if known is not None and known[0] is user:
+            return known[1]
+        result = user.with_groups(ALL_AUTHENTICATED)
+        if len(self._authenticated) >= 8192:
+            self._authenticated.clear()
+        self._authenticated[id(user)] = (user, result)
+        return result
 
     def authenticate(self, credentials: Credentials) -> UserInfo | None:
         """The user, or None for a request to refuse with 401."""
@@ -315,7 +328,7 @@ class RequestAuthenticator:
             if user is not None:
                 if user.name == ANONYMOUS or ALL_UNAUTHENTICATED in user.groups:
                     return user
-                return user.with_groups(ALL_AUTHENTICATED)
+                return self._with_authenticated(user)
         # A bearer token nobody accepts is refused, never taken for no credential at all.
         if failed or credentials.token is not None or not self.anonymous:
             return None

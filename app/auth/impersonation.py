@@ -24,10 +24,6 @@ GROUP_HEADER = "impersonate-group"
 EXTRA_HEADER_PREFIX = "impersonate-extra-"
 
 
-def wants_impersonation(headers: Sequence[tuple[bytes, bytes]]) -> bool:
-    return any(name.startswith(b"impersonate-") for name, _ in headers)
-
-
 def impersonate(user: UserInfo, headers: Sequence[tuple[bytes, bytes]], authorizer: Authorizer) -> UserInfo:
     """The user the request acts as; 403 when ``user`` may not impersonate a part of it."""
     name = ""

@@ -96,6 +96,8 @@ class RBACIndex:
     """Every Role, ClusterRole and binding, with bindings indexed by subject."""
 
     def __init__(self) -> None:
+        # Moves on every change, so that whatever was worked out from the index can tell it is stale.
+        self.generation = 0
         self.roles: dict[tuple[str, str], tuple[Rule, ...]] = {}
         self.cluster_roles: dict[str, tuple[Rule, ...]] = {}
         self._bindings: dict[tuple[str, str, str], Binding] = {}  # (kind, namespace, name)
@@ -107,6 +109,7 @@ class RBACIndex:
 
     def apply(self, resource: str, deleted: bool, obj: dict[str, Any]) -> None:
         """One committed change of a Role, ClusterRole, RoleBinding or ClusterRoleBinding."""
+        self.generation += 1
         meta = obj.get("metadata") or {}
         namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
         if resource == ROLES:
@@ -217,25 +220,34 @@ def aggregate_errors(errors: list[str]) -> str:
 
 
 class RBACAuthorizer:
-    """``--authorization-mode=RBAC``."""
+    """``--authorization-mode=RBAC``. What applies to a user in a namespace (the rules and where
+    they come from) is remembered until the next change of any role or binding: clients repeat
+    requests as the same user, and roles and bindings change rarely."""
+
+    MAX_REMEMBERED = 4096
 
     def __init__(self, index: RBACIndex) -> None:
         self.index = index
+        self._applicable: dict[tuple[object, ...], list[tuple[str, Rule | None, str]]] = {}
+        self._generation = -1
+
+    def _steps(self, user: UserInfo, namespace: str) -> list[tuple[str, Rule | None, str]]:
+        key = (user.name, user.groups, namespace)
+        if self._generation != self.index.generation or len(self._applicable) >= self.MAX_REMEMBERED:
+            self._applicable.clear()
+            self._generation = self.index.generation
+        steps = self._applicable.get(key)
+        if steps is None:
+            steps = []
+            self.index.visit_rules(user, namespace, lambda source, rule, error: steps.append((source, rule, error)) or True)
+            self._applicable[key] = steps
+        return steps
 
     def authorize(self, attrs: Attributes) -> tuple[Decision, str]:
-        allowed_by = ""
         errors: list[str] = []
-
-        def check(source: str, rule: Rule | None, error: str) -> bool:
-            nonlocal allowed_by
+        for source, rule, error in self._steps(attrs.user, attrs.namespace):
             if rule is not None and rule.allows(attrs):
-                allowed_by = source
-                return False
+                return Decision.ALLOW, f"RBAC: allowed by {source}"
             if error:
                 errors.append(error)
-            return True
-
-        self.index.visit_rules(attrs.user, attrs.namespace, check)
-        if allowed_by:
-            return Decision.ALLOW, f"RBAC: allowed by {allowed_by}"
         return Decision.NO_OPINION, f"RBAC: {aggregate_errors(errors)}" if errors else ""

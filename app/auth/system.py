@@ -37,7 +37,7 @@ from app.auth.authorizers import (
     forbidden,
     unauthorized,
 )
-from app.auth.impersonation import impersonate, wants_impersonation
+from app.auth.impersonation import impersonate
 from app.auth.node import NodeAuthorizer, NodeGraph
 from app.auth.noderestriction import NodeRestriction
 from app.auth.rbac import RBACAuthorizer, RBACIndex
@@ -146,10 +146,12 @@ class AuthSystem:
         """Who makes this request and whether they may: raises ApiError 401 or 403."""
         headers = scope["headers"]
         authorization = None
+        impersonating = False
         for name, value in headers:
             if name == b"authorization":
                 authorization = value.decode("latin-1")
-                break
+            elif name.startswith(b"impersonate-"):
+                impersonating = True
         try:
             credentials = Credentials(bearer_token(authorization), scope.get(PEER_CERTIFICATE))
         except AuthenticationFailed:
@@ -158,7 +160,7 @@ class AuthSystem:
         if user is None:
             raise unauthorized()
         audit: dict[str, Any] = {"user": user}
-        if wants_impersonation(headers):
+        if impersonating:
             impersonated = impersonate(user, headers, self.authorizer)
             audit["impersonated"] = impersonated
             user = impersonated
