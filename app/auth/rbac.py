@@ -238,9 +238,14 @@ class RBACAuthorizer:
             self._generation = self.index.generation
         steps = self._applicable.get(key)
         if steps is None:
-            steps = []
-            self.index.visit_rules(user, namespace, lambda source, rule, error: steps.append((source, rule, error)) or True)
-            self._applicable[key] = steps
+            found: list[tuple[str, Rule | None, str]] = []
+
+            def collect(source: str, rule: Rule | None, error: str) -> bool:
+                found.append((source, rule, error))
+                return True
+
+            self.index.visit_rules(user, namespace, collect)
+            steps = self._applicable[key] = found
         return steps
 
     def authorize(self, attrs: Attributes) -> tuple[Decision, str]:
