@@ -17,13 +17,19 @@ results itself.
 The search is upstream's ``allocateOne``: depth first over claims, requests and device slots,
 trying devices in a deterministic order (pools by driver/pool, binding-condition pools last,
 slices by name, devices in slice order), combinations only within a request, first full
-solution wins, everything undone on backtrack.
+solution wins, everything undone on backtrack. Like upstream it gives up on a path as soon as
+a claim cannot stay within the result limit whatever the devices. A search still running
+after ``BOUND_AFTER_STEPS`` starts over with supply checks that drop paths without any
+solution, so it finds the same first solution as the plain search, usually far sooner; the
+filter timeout stays the last resort.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
+from bisect import bisect_left
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -41,6 +47,10 @@ DeviceID = tuple[str, str, str]  # (driver, pool, device)
 PoolID = tuple[str, str]  # (driver, pool)
 
 MAX_RESULTS = 32  # AllocationResultsMaxSize: results per claim
+# A search still running after this many steps also checks supply before trying devices
+# (``Allocator(bound_after=...)``); searches that finish sooner never pay for those checks.
+BOUND_AFTER_STEPS = 256
+_CHECKPOINT_STEPS = 256  # deadline (and supply check) checks this often
 ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
 _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
@@ -636,6 +646,14 @@ class _Constraint:
     def applies(self, req: _Request) -> bool:
         return not self.requests or req.parent in self.requests or (bool(req.sub) and req.name in self.requests)
 
+    def admits(self, value: frozenset[Any] | None) -> bool:
+        """Whether a device with this attribute value can join the devices taken so far."""
+        if value is None:
+            return False
+        if self.distinct:
+            return all(not (value & other) for other in self.values)
+        return not self.values or bool(value & self.values[-1])
+
 
 @dataclass(eq=False)
 class _Claim:
@@ -644,6 +662,8 @@ class _Claim:
     requests: list[_Request]
     constraints: list[tuple[frozenset[str], str, bool]]
     has_config: bool = True
+    # The fewest results the claim can take; None when an "All" request makes it node dependent.
+    fewest: int | None = None
 
 
 def _claim_ref(claim: Mapping[str, Any]) -> str:
@@ -741,9 +761,12 @@ class Allocator:
         share_id: Callable[[], str] | None = None,
         timeout: float | None = None,
         cache: SearchCache | None = None,
+        bound_after: int = BOUND_AFTER_STEPS,
     ) -> None:
         self.index = index
         self.cache = cache
+        self.bound_after = bound_after
+        self.last_steps = 0  # steps of the last search (benchmarks and tests read it)
         # Upstream's filterTimeout (DRASchedulerFilterTimeout): one node's search is abandoned
         # after this many seconds, so a pathological claim cannot stall the scheduler.
         self.timeout = timeout
@@ -834,22 +857,21 @@ class Allocator:
         ref = _claim_ref(claim)
         devices = (claim.get("spec") or {}).get("devices") or {}
         requests: list[_Request] = []
-        minimum = 0
+        fewest: int | None = 0
         for raw in devices.get("requests") or []:
             name = raw.get("name", "")
             if raw.get("firstAvailable"):
                 if not self.features.prioritized_list:
                     raise AllocationError(f"claim {ref}, request {name}: has subrequests, but the DRAPrioritizedList feature is disabled")
                 subs = [self._prepare_request(claim, ref, s, name, s.get("name", "")) for s in raw["firstAvailable"]]
-                top = _Request(name, ref, name, "", "", {}, [], [], False, False, 0, [], {}, subrequests=subs)
-                requests.append(top)
-                minimum += min(s.count for s in subs)
+                requests.append(_Request(name, ref, name, "", "", {}, [], [], False, False, 0, [], {}, subrequests=subs))
+                if fewest is not None:
+                    fewest = None if any(s.all_mode for s in subs) else fewest + min(s.count for s in subs)
             else:
                 req = self._prepare_request(claim, ref, raw.get("exactly") or {}, name, "")
                 requests.append(req)
-                minimum += req.count
-        if minimum > MAX_RESULTS:
-            raise AllocationError(f"claim {ref}: number of requested devices {minimum} exceeds the claim limit of {MAX_RESULTS}")
+                if fewest is not None:
+                    fewest = None if req.all_mode else fewest + req.count
         constraints = []
         for c in devices.get("constraints") or []:
             if c.get("matchAttribute"):
@@ -861,7 +883,7 @@ class Allocator:
         has_config = bool(devices.get("config")) or any(
             (r.class_obj.get("spec") or {}).get("config") for top in requests for r in (top.subrequests or [top])
         )
-        return _Claim(claim, ref, requests, constraints, has_config)
+        return _Claim(claim, ref, requests, constraints, has_config, fewest)
 
     # --- per-node entry point ---
 
@@ -892,6 +914,8 @@ class Allocator:
             search.found = search.run()
         except _TimedOut:
             return Unschedulable(TIMED_OUT)
+        finally:
+            self.last_steps = search.steps
         if self.cache is not None and signature is not None:
             self.cache.put(node_name, view, self.allocated, stamp, self.index.classes_version, signature, search)
         if search.found:
@@ -998,6 +1022,10 @@ class _TimedOut(Exception):
 TIMED_OUT = "timed out trying to allocate devices"
 
 
+class _Restart(Exception):
+    """The search starts over with its supply checks on."""
+
+
 class _NotAdmin(Exception):
     """Admin access in a namespace without the admin-access label (unschedulable)."""
 
@@ -1010,6 +1038,15 @@ class _Pick:
 
 
 _NO_CONSTRAINTS: list[_Constraint] = []
+_NO_CHANGES: list[Any] = []  # shared, never appended to
+
+# What a search step answers: a solution, no solution on this path, or no solution whatever
+# devices are chosen because the claim would exceed MAX_RESULTS (callers then stop trying other
+# devices and move on to the next subrequest, as upstream does). 0 is "no verdict yet".
+_FOUND, _FAILED, _EXCEEDED = 1, 2, 3
+
+# What taking a device changes: shared?, consumed capacity, counter deltas, constraint values.
+_Fit = tuple[bool, dict[str, Quantity] | None, list[tuple[PoolID, tuple[str, str], Fraction]], list[tuple[_Constraint, Any]]]
 
 
 def _allocated(search: _Search, timestamp: str | None, share_id: Callable[[], str]) -> Allocated:
@@ -1053,7 +1090,16 @@ class SearchCache:
 
 
 class _Search:
-    """State of one ``allocate`` call: the depth-first search and its undo log."""
+    """State of one ``allocate`` call: the depth-first search and its undo log.
+
+    The search visits claims, requests, subrequests and device slots in upstream's order and
+    stops at the first full solution. It prunes like upstream: a path on which a claim can no
+    longer stay within :data:`MAX_RESULTS` answers ``_EXCEEDED``, and every caller up to the
+    next choice of subrequest gives up on that path instead of trying other devices. A search
+    that runs longer than :data:`BOUND_AFTER_STEPS` starts over and also prunes by supply (see
+    ``_enough``): those checks only drop paths without any solution, so the first solution
+    stays the same.
+    """
 
     def __init__(self, alloc: Allocator, claims: list[_Claim], view: _NodeView, node_name: str) -> None:
         self.alloc = alloc
@@ -1074,19 +1120,56 @@ class _Search:
         self.deepest = (-1, -1)
         self.free = alloc.free_candidates(view)
         self.deadline = time.monotonic() + alloc.timeout if alloc.timeout is not None else None
+        # Steps: search calls plus devices tried in vain, so that long loops reach a checkpoint too.
         self.steps = 0
+        self._checkpoint_at = _CHECKPOINT_STEPS
+        self.bounded = False  # supply checks on (see _bound)
+        self._bound_checked = False
         self._exclusive: int | None = None  # set once the search has succeeded (results are final)
         self.found = False  # the outcome of run(), kept for SearchCache
 
-    # --- All mode: the device set is fixed up front ---
+    def run(self) -> bool:
+        for claim in self.claims:
+            if claim.fewest is None or claim.fewest > MAX_RESULTS:
+                self._validate()
+                break
+        if self.alloc.bound_after <= 0:
+            self._bound_checked = True
+            if self._bounds_safe():
+                self._bound()
+        try:
+            return self._request(0, 0) == _FOUND
+        except _Restart:
+            # Checks added near the top prune most; the first steps are cheap to repeat.
+            self._restart()
+            self._bound()
+            return self._request(0, 0) == _FOUND
 
-    def _all_devices(self, ci: int, req: _Request) -> list[_Device]:
-        cached = self.all_devices.get(id(req))
-        if cached is not None:
-            return cached
+    # --- before the search: what upstream validates per node ---
+
+    def _validate(self) -> None:
+        """Fix the devices of "All" requests and check each claim's result limit with them, in upstream's order."""
+        for claim in self.claims:
+            fewest = claim.fewest
+            if fewest is None:
+                fewest = sum(min(self._need(req) for req in top.subrequests or [top]) for top in claim.requests)
+            if fewest > MAX_RESULTS:
+                raise AllocationError(f"claim {claim.ref}: number of requested devices {fewest} exceeds the claim limit of {MAX_RESULTS}")
+
+    def _need(self, req: _Request) -> int:
+        """Devices ``req`` takes: its count, or all matching devices (computed on first use)."""
+        if not req.all_mode:
+            return req.count
+        devices = self.all_devices.get(id(req))
+        if devices is None:
+            devices = self._all_devices(req)
+            self.all_devices[id(req)] = devices
+        return len(devices)
+
+    def _all_devices(self, req: _Request) -> list[_Device]:
         out = []
         for pool in self.view.pools:
-            where = f"claim {self.claims[ci].ref}, request {req.name}: asks for all devices, but resource pool {pool.id[0]}/{pool.id[1]}"
+            where = f"claim {req.claim_ref}, request {req.name}: asks for all devices, but resource pool {pool.id[0]}/{pool.id[1]}"
             if pool.incomplete:
                 raise AllocationError(f"{where} is currently being updated")
             if pool.invalid:
@@ -1094,58 +1177,83 @@ class _Search:
             for dev in pool.devices:
                 if not self.alloc.selectable(req, dev):
                     continue
-                if req.capacity and self.features.consumable_capacity and self._capacity_for(dev, req) is False:
+                # Upstream filters by capacity here too: a shared device without room is not part of "all".
+                if self.features.consumable_capacity and self._capacity_for(dev, req) is False:
                     continue
                 out.append(dev)
-        self.all_devices[id(req)] = out
         return out
 
-    def run(self) -> bool:
-        return self._one(0, 0, -1, 0, 0)
+    # --- the depth-first search ---
 
-    def _one(self, ci: int, ri: int, si: int, di: int, start: int) -> bool:
-        """Place device slot ``di`` of request ``ri`` (subrequest ``si``) of claim ``ci``."""
-        self.steps += 1
-        if self.deadline is not None and not self.steps & 255 and time.monotonic() > self.deadline:
+    def _checkpoint(self) -> None:
+        """Every 256 steps: give up past the deadline; start over with the supply checks once the search is long."""
+        self._checkpoint_at = self.steps + _CHECKPOINT_STEPS
+        if self.deadline is not None and time.monotonic() > self.deadline:
             raise _TimedOut
+        if not self._bound_checked and self.steps >= self.alloc.bound_after:
+            self._bound_checked = True
+            if self._bounds_safe():
+                raise _Restart
+
+    def _request(self, ci: int, ri: int) -> int:
+        """Allocate request ``ri`` of claim ``ci`` and everything after it."""
+        self.steps += 1
+        if self.steps >= self._checkpoint_at:
+            self._checkpoint()
         if ci == len(self.claims):
-            return True
+            return _FOUND
         claim = self.claims[ci]
         if ri == len(claim.requests):
-            return self._one(ci + 1, 0, -1, 0, 0)
+            outcome = self._request(ci + 1, 0)
+            # Another claim's limit says nothing about this claim's devices.
+            return _FAILED if outcome == _EXCEEDED else outcome
         if (ci, ri) > self.deepest:
             self.deepest = (ci, ri)
         top = claim.requests[ri]
-        if top.subrequests and si < 0:
-            for index in range(len(top.subrequests)):
-                self.selected[(ci, ri)] = index
-                if self._one(ci, ri, index, 0, 0):
-                    return True
-            return False
-        req = top.subrequests[si] if si >= 0 else top
-        picks = self.results[ci]
+        if not top.subrequests:
+            return self._slot(ci, ri, top, 0, 0)
+        # Alternatives in order; one that exceeds the limit makes way for the next, which may need fewer.
+        all_exceeded = True
+        for index, sub in enumerate(top.subrequests):
+            self.selected[(ci, ri)] = index
+            outcome = self._slot(ci, ri, sub, 0, 0)
+            if outcome == _FOUND:
+                return _FOUND
+            if outcome == _FAILED:
+                all_exceeded = False
+        return _EXCEEDED if all_exceeded else _FAILED
+
+    def _slot(self, ci: int, ri: int, req: _Request, di: int, start: int) -> int:
+        """Place device ``di`` of ``req`` (request ``ri`` of claim ``ci``), trying candidates from ``start``."""
+        self.steps += 1
+        if self.steps >= self._checkpoint_at:
+            self._checkpoint()
         if req.all_mode:
-            devices = self._all_devices(ci, req)
-            if not devices:
-                return False  # "All" needs at least one device
-            need = len(devices)
+            need = self._need(req)
+            if not need:
+                return _FAILED  # "All" needs at least one device
         else:
             need = req.count
         if di >= need:
-            return self._one(ci, ri + 1, -1, 0, 0)
-        if len(picks) + need - di > MAX_RESULTS:
-            return False  # this (sub)request cannot fit into one allocation result
+            return self._request(ci, ri + 1)
+        if len(self.results[ci]) + need - di > MAX_RESULTS:
+            return _EXCEEDED
         if req.all_mode:
-            dev = devices[di]
+            dev = self.all_devices[id(req)][di]
             if self._in_use(ci, req, dev):
-                return False
+                return _FAILED
             undo = self._take(ci, req, dev, must=True)
             if undo is None:
-                return False
-            if self._one(ci, ri, si, di + 1, 0):
-                return True
-            undo()
-            return False
+                return _FAILED
+            outcome = self._slot(ci, ri, req, di + 1, 0)
+            if outcome != _FOUND:
+                undo()
+            return outcome
+        if self.bounded:
+            if self._over_limit(ci, ri, need - di):
+                return _EXCEEDED
+            if not self._enough(ci, ri, req, need - di, start):
+                return _FAILED
         selectable = self.alloc.selectable
         if req.admin:
             candidates = self.view.candidates
@@ -1155,11 +1263,15 @@ class _Search:
                     continue
                 undo = self._take(ci, req, dev, must=False)
                 if undo is None:
+                    self.steps += 1
                     continue
-                if self._one(ci, ri, si, di + 1, pos + 1):
-                    return True
+                outcome = self._slot(ci, ri, req, di + 1, pos + 1)
+                if outcome == _FOUND:
+                    return _FOUND
                 undo()
-            return False
+                if outcome == _EXCEEDED:
+                    return _EXCEEDED
+            return _FAILED
         # Normal requests only look at devices not allocated before this cycle (same relative
         # order, so combinations are tried exactly as over the full list).
         candidates = self.free
@@ -1170,11 +1282,222 @@ class _Search:
                 continue
             undo = self._take(ci, req, dev, must=False)
             if undo is None:
+                self.steps += 1
                 continue
-            if self._one(ci, ri, si, di + 1, pos + 1):
-                return True
+            outcome = self._slot(ci, ri, req, di + 1, pos + 1)
+            if outcome == _FOUND:
+                return _FOUND
             undo()
+            if outcome == _EXCEEDED:
+                return _EXCEEDED
+        return _FAILED
+
+    # --- supply checks (bounded mode) ---
+
+    def _bounds_safe(self) -> bool:
+        """Whether the supply checks may skip paths without changing what upstream reports.
+
+        Upstream reports the first CEL runtime error its search runs into and the first "All"
+        device that breaks a constraint. So the checks stay off when any selector fails on any
+        candidate or an "All" request is constrained: the plain search (and its deadline) decides.
+        Called once per search; it starts the caches the checks use.
+        """
+        self._selectable: dict[int, tuple[list[int], list[_Device]]] = {}  # id(_Request) -> positions, devices
+        self._possible: dict[int, list[_Device]] = {}  # id(_Request) -> devices it could take at all
+        for ci, claim in enumerate(self.claims):
+            for top in claim.requests:
+                for req in top.subrequests or [top]:
+                    if req.all_mode and any(con.applies(req) for con in self.constraints[ci]):
+                        return False
+                    try:
+                        self._selectable_positions(req)
+                    except AllocationError:
+                        return False
+        return True
+
+    def _bound(self) -> None:
+        """Turn the supply checks on (once ``_bounds_safe``); the search state must be empty (nothing taken yet)."""
+        # What each request could take at all; later on a path it can only take fewer.
+        for ci, claim in enumerate(self.claims):
+            for top in claim.requests:
+                for req in top.subrequests or [top]:
+                    self._possible[id(req)] = self._takeable(ci, req, 0)
+        self.bounded = True
+
+    def _restart(self) -> None:
+        """Forget everything taken so far (the search starts over)."""
+        self.allocating = {}
+        self.shares = {}
+        self.capacity = {}
+        self.counters = {}
+        self.results = [[] for _ in self.claims]
+        self.selected = {}
+        self.constraints = [[_Constraint(con.requests, con.attribute, con.distinct) for con in cons] if cons else _NO_CONSTRAINTS for cons in self.constraints]
+        self.deepest = (-1, -1)
+
+    def _selectable_positions(self, req: _Request) -> tuple[list[int], list[_Device]]:
+        """Positions (in the list ``_slot`` walks for ``req``) and devices that pass its selectors."""
+        cached = self._selectable.get(id(req))
+        if cached is None:
+            candidates = self.view.candidates if req.admin else self.free
+            selectable = self.alloc.selectable
+            positions = [pos for pos, dev in enumerate(candidates) if selectable(req, dev)]
+            cached = (positions, [candidates[pos] for pos in positions])
+            self._selectable[id(req)] = cached
+        return cached
+
+    def _takeable(self, ci: int, req: _Request, start: int) -> list[_Device]:
+        """Devices from position ``start`` on that ``req`` could take now."""
+        if req.all_mode:
+            devices = self.all_devices[id(req)]
+        else:
+            positions, selectable = self._selectable_positions(req)
+            devices = selectable[bisect_left(positions, start):]
+        return [dev for dev in devices if not self._in_use(ci, req, dev) and self._fit(ci, req, dev, must=False) is not None]
+
+    def _still_possible(self, ci: int, req: _Request) -> list[_Device]:
+        """A cheap superset of ``_takeable(ci, req, 0)``: possible at the start, not in use, constraints still met."""
+        constraints = [con for con in self.constraints[ci] if con.values and con.applies(req)]
+        lists = self.features.list_attributes
+        out = []
+        for dev in self._possible[id(req)]:
+            if self._in_use(ci, req, dev):
+                continue
+            if all(con.admits(_attribute_value(dev, con.attribute, lists)) for con in constraints):
+                out.append(dev)
+        return out
+
+    def _over_limit(self, ci: int, ri: int, more: int) -> bool:
+        """Whether claim ``ci`` exceeds the result limit whatever the devices, taking ``more`` for request ``ri`` and the fewest after it."""
+        fewest = len(self.results[ci]) + more
+        for top in self.claims[ci].requests[ri + 1:]:
+            fewest += min(self._need(req) for req in top.subrequests or [top])
+        return fewest > MAX_RESULTS
+
+    def _enough(self, ci: int, ri: int, req: _Request, need: int, start: int) -> bool:
+        """Whether ``need`` more devices for ``req`` from position ``start`` on, and everything after it, may still be found.
+
+        Necessary conditions only, each checked against devices that could still be taken:
+
+        * this request: enough devices, enough distinct values for a distinctAttribute, a large
+          enough group of one value for a matchAttribute, the cheapest devices within each
+          shared counter;
+        * every later request (of this claim and the next ones): enough devices alone;
+        * requests that take devices exclusively: enough devices for all of them together;
+        * a constraint tying this request to later ones: enough devices (values) for all of them.
+        """
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise _TimedOut  # these checks can be slow; do not wait for the next checkpoint
+        now = self._takeable(ci, req, start)
+        if len(now) < need or not self._values_suffice(ci, req, now, need):
+            return False
+        if any(dev.consumes for dev in now) and not self._counters_suffice(now, need):
+            return False
+        later: dict[int, list[_Device]] = {}  # id(_Request) -> still possible devices
+        exclusive_need = need if self._takes_exclusively(req, now) else 0
+        exclusive_devices = {dev.id for dev in now} if exclusive_need else set()
+        # A failure is explained with the last request a check involved, where the plain search would fail.
+        last = (ci, ri)
+        for cj in range(ci, len(self.claims)):
+            requests = self.claims[cj].requests
+            for rj in range(ri + 1 if cj == ci else 0, len(requests)):
+                top = requests[rj]
+                fewest: int | None = None
+                union: set[DeviceID] = set()
+                exclusive = True
+                for alt in top.subrequests or [top]:
+                    alt_need = self._need(alt)
+                    devices = later[id(alt)] = self._still_possible(cj, alt)
+                    if len(devices) < alt_need or (alt.all_mode and not alt_need):
+                        continue
+                    fewest = alt_need if fewest is None else min(fewest, alt_need)
+                    exclusive = exclusive and self._takes_exclusively(alt, devices)
+                    union.update(dev.id for dev in devices)
+                if fewest is None:
+                    self.deepest = max(self.deepest, (cj, rj))
+                    return False
+                if exclusive:
+                    exclusive_need += fewest
+                    exclusive_devices |= union
+                    last = (cj, rj)
+        if exclusive_need > len(exclusive_devices):
+            self.deepest = max(self.deepest, last)
+            return False
+        return all(self._tie_suffices(ci, ri, req, need, now, con, later) for con in self.constraints[ci] if con.applies(req))
+
+    def _takes_exclusively(self, req: _Request, devices: list[_Device]) -> bool:
+        """Whether every device ``req`` takes from ``devices`` is then taken from everybody else."""
+        return not req.admin and not any(self._shared(dev) for dev in devices)
+
+    def _values_suffice(self, ci: int, req: _Request, devices: list[_Device], need: int) -> bool:
+        """Whether each constraint on ``req`` leaves ``need`` of ``devices`` (see ``_values_allow``)."""
+        return all(self._values_allow(con, devices, need) for con in self.constraints[ci] if con.applies(req))
+
+    def _values_allow(self, con: _Constraint, devices: list[_Device], need: int) -> bool:
+        """Enough distinct values for a distinctAttribute, a large enough group of one value for a matchAttribute."""
+        if con.values and not con.distinct:
+            return len(devices) >= need  # the fixed value already filtered the devices
+        values = [_attribute_value(dev, con.attribute, self.features.list_attributes) for dev in devices]
+        if any(v is None or len(v) != 1 for v in values):
+            return True  # list attributes: sets intersect in ways counting does not capture
+        if con.distinct:
+            return len(set(values)) >= need
+        return bool(values) and max(Counter(values).values()) >= need
+
+    def _tie_suffices(
+        self, ci: int, ri: int, req: _Request, need: int, now: list[_Device], con: _Constraint, later: dict[int, list[_Device]],
+    ) -> bool:
+        """Whether ``con`` leaves enough devices for this request and the later requests of the claim it applies to.
+
+        Within one claim a device is taken once, admin access or not, unless it is shared.
+        """
+        total = need
+        devices = {dev.id: dev for dev in now}
+        last = ri
+        for rj, top in enumerate(self.claims[ci].requests[ri + 1:], ri + 1):
+            alternatives = top.subrequests or [top]
+            if not any(con.applies(alt) for alt in alternatives):
+                continue
+            last = rj
+            total += min(self._need(alt) if con.applies(alt) else 0 for alt in alternatives)
+            for alt in alternatives:
+                if not con.applies(alt):
+                    continue
+                if any(self._shared(dev) for dev in later[id(alt)]):
+                    return True  # a shared device may serve two requests
+                devices.update((dev.id, dev) for dev in later[id(alt)])
+        if total == need:
+            return True  # nothing later is tied; _values_suffice covered this request
+        if self._values_allow(con, list(devices.values()), total):
+            return True
+        self.deepest = max(self.deepest, (ci, last))
         return False
+
+    def _counters_suffice(self, takeable: list[_Device], need: int) -> bool:
+        """Whether the ``need`` devices consuming least of each counter fit into what is left of it."""
+        amounts: dict[tuple[PoolID, tuple[str, str]], list[Fraction]] = {}
+        for dev in takeable:
+            if self._shared(dev) and (dev.id in self.allocated.shared_devices or self.shares.get(dev.id)):
+                continue  # its counters are consumed already
+            pool_id = (dev.driver, dev.pool)
+            per_device: dict[tuple[PoolID, tuple[str, str]], Fraction] = {}
+            for set_name, counters in dev.consumes:
+                for c, q in counters.items():
+                    counter = (pool_id, (set_name, c))
+                    per_device[counter] = per_device.get(counter, Fraction(0)) + q.as_fraction()
+            for counter, amount in per_device.items():
+                amounts.setdefault(counter, []).append(amount)
+        for (pool_id, key), consumed in amounts.items():
+            # Devices that do not consume this counter take the first places for free.
+            cheapest = need - (len(takeable) - len(consumed))
+            if cheapest <= 0:
+                continue
+            left = self.alloc.available_counters(pool_id).get(key, Fraction(0)) - self.counters.get(pool_id, {}).get(key, Fraction(0))
+            if sum(sorted(consumed)[:cheapest]) > left:
+                return False
+        return True
+
+    # --- taking one device ---
 
     def _shared(self, dev: _Device) -> bool:
         return dev.allow_multiple and self.features.consumable_capacity
@@ -1204,9 +1527,10 @@ class _Search:
                 return False
         return consumed
 
-    def _take(self, ci: int, req: _Request, dev: _Device, must: bool) -> Callable[[], None] | None:
-        """Try to add ``dev`` for ``req``; returns an undo function, or None if it cannot be taken."""
-        shared = self._shared(dev) and not req.admin
+    def _fit(self, ci: int, req: _Request, dev: _Device, must: bool) -> _Fit | None:
+        """What taking ``dev`` for ``req`` would change, or None if it cannot be taken now."""
+        # A device that allows multiple allocations is shared, with admin access too (upstream).
+        shared = self._shared(dev)
         consumed: dict[str, Quantity] | None = None
         if self.features.consumable_capacity and (shared or req.capacity):
             fit = self._capacity_for(dev, req)
@@ -1214,13 +1538,14 @@ class _Search:
                 return None
             consumed = fit if isinstance(fit, dict) else None
         # Counters: a shared device that already has a share consumed them once.
-        counter_delta: list[tuple[PoolID, tuple[str, str], Fraction]] = []
+        counter_delta: list[tuple[PoolID, tuple[str, str], Fraction]] = _NO_CHANGES
         if dev.consumes and not (shared and (dev.id in self.allocated.shared_devices or self.shares.get(dev.id))):
             if not self.features.partitionable_devices:
                 return None
             pool_id = (dev.driver, dev.pool)
             available = self.alloc.available_counters(pool_id)
-            used = self.counters.setdefault(pool_id, {})
+            used = self.counters.get(pool_id) or {}
+            counter_delta = []
             for set_name, counters in dev.consumes:
                 for c, q in counters.items():
                     key = (set_name, c)
@@ -1230,18 +1555,15 @@ class _Search:
                     counter_delta.append((pool_id, key, amount))
         if self.features.device_taints and dev.taints and _untolerated(dev, req):
             return None
-        added: list[_Constraint] = []
-        for con in self.constraints[ci]:
+        constraints = self.constraints[ci]
+        if not constraints:
+            return shared, consumed, counter_delta, _NO_CHANGES
+        values: list[tuple[_Constraint, Any]] = []
+        for con in constraints:
             if not con.applies(req):
                 continue
             value = _attribute_value(dev, con.attribute, self.features.list_attributes)
-            ok = value is not None and (
-                all(not (value & other) for other in con.values) if con.distinct
-                else not con.values or bool(value & con.values[-1])
-            )
-            if not ok:
-                for undo_con in added:
-                    undo_con.values.pop()
+            if value is None or not con.admits(value):
                 if must:
                     raise AllocationError(
                         f"claim {self.claims[ci].ref}, request {req.name}: cannot add device {'/'.join(dev.id)} "
@@ -1249,12 +1571,20 @@ class _Search:
                     )
                 return None
             # matchAttribute keeps the running intersection (list attributes); scalars stay equal.
-            con.values.append(value if con.distinct or not con.values else value & con.values[-1])
-            added.append(con)
-        # Commit.
+            values.append((con, value if con.distinct or not con.values else value & con.values[-1]))
+        return shared, consumed, counter_delta, values
+
+    def _take(self, ci: int, req: _Request, dev: _Device, must: bool) -> Callable[[], None] | None:
+        """Try to add ``dev`` for ``req``; returns an undo function, or None if it cannot be taken."""
+        fit = self._fit(ci, req, dev, must)
+        if fit is None:
+            return None
+        shared, consumed, counter_delta, values = fit
         for pool_id, key, amount in counter_delta:
-            used = self.counters[pool_id]
+            used = self.counters.setdefault(pool_id, {})
             used[key] = used.get(key, Fraction(0)) + amount
+        for con, value in values:
+            con.values.append(value)
         if shared:
             self.shares[dev.id] = self.shares.get(dev.id, 0) + 1
             if consumed:
@@ -1281,7 +1611,7 @@ class _Search:
                     del self.allocating[dev.id]
             for pool_id, key, amount in counter_delta:
                 self.counters[pool_id][key] -= amount
-            for con in added:
+            for con, _ in values:
                 con.values.pop()
 
         return undo
@@ -1316,7 +1646,8 @@ class _Search:
                         r["bindingFailureConditions"] = list(p.device.binding_failure_conditions)
                 if p.consumed is not None:
                     r["shareID"] = share_id()
-                    r["consumedCapacity"] = {k: v.canonical() for k, v in p.consumed.items()}
+                    if p.consumed:
+                        r["consumedCapacity"] = {k: v.canonical() for k, v in p.consumed.items()}
                 results.append(r)
             devices: dict[str, Any] = {"results": results}
             config = self._config(ci, claim)

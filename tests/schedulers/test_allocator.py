@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -276,6 +275,12 @@ CASES: list[Case] = [
          [claim("claim-0", req(mode="All")), claim("claim-1", req(cls="class-b"))],
          [one_device_slice(), one_device_slice("slice-2", driver=DRIVER_B)],
          [alloc(result("req-0")), alloc(result("req-0", driver=DRIVER_B))], classes=[dclass(), dclass("class-b", DRIVER_B)]),
+    Case("all-devices-count-toward-the-limit", [claim("claim-0", req(mode="All"))],
+         [rslice("slice-1", [device(f"device-{i}") for i in range(33)])],
+         "claim default/claim-0: number of requested devices 33 exceeds the claim limit of 32"),
+    Case("all-devices-skip-shared-device-without-room", [claim("claim-0", req(mode="All"))], [rslice("slice-1", [device("device-1"), SHARED_DEV])],
+         [alloc(result("req-0"))],
+         allocated=[allocated_claim("other", result("req-0", "shared-1", shareID="s", consumedCapacity={"memory": "10Gi"}))]),
     Case("all-devices-no-solution", [claim("claim-1"), claim("claim-0", req(mode="All"))], [one_device_slice()], unschedulable(
         "claim default/claim-0, request req-0: no combination of devices satisfies all requests and constraints")),
     # --- admin access ---
@@ -391,6 +396,11 @@ CASES: list[Case] = [
     Case("prioritized-too-many-in-first-subrequest",
          [claim("claim-0", first_available("req-0", sub("sub-0", count=33), sub("sub-1")))], [one_device_slice()],
          [alloc(result("req-0/sub-1"))]),
+    Case("prioritized-alternatives-beyond-the-limit",
+         [claim("claim-0", first_available("req-0", sub("sub-0", count=32), sub("sub-1")),
+                first_available("req-1", sub("sub-0", count=32), sub("sub-1")))],
+         [rslice("slice-1", [device(f"device-{i}") for i in range(1, 65)])],
+         [alloc(result("req-0/sub-1"), result("req-1/sub-1", "device-2"))]),
     Case("prioritized-none-fits", [claim("claim-0", first_available("req-0", sub("sub-0", count=2), sub("sub-1", count=3)))],
          [one_device_slice()], unschedulable("claim default/claim-0, request req-0: none of the subrequests can be satisfied")),
     Case("prioritized-feature-disabled", [claim("claim-0", first_available("req-0", sub("sub-0")))], [one_device_slice()],
@@ -497,6 +507,33 @@ CASES: list[Case] = [
     Case("capacity-feature-disabled", [claim("claim-0", req(capacity={"requests": {"memory": "2Gi"}}))], [one_device_slice()],
          "claim default/claim-0, request req-0: has capacity requests, but the DRAConsumableCapacity feature is disabled",
          features=AllocatorFeatures(consumable_capacity=False)),
+    Case("shared-device-counters-consumed-once", [claim("claim-0", req(capacity={"requests": {"memory": "2Gi"}}))],
+         partitionable_slices([device("shared-p", capacity={"memory": "10Gi"}, allowMultipleAllocations=True,
+                                      consumesCounters=[{"counterSet": "gpu-0", "counters": {"memory": {"value": "6Gi"}}}])]),
+         [alloc(result("req-0", "shared-p", shareID="share-0", consumedCapacity={"memory": "2Gi"}))],
+         allocated=[allocated_claim("other", result("req-0", "shared-p", shareID="s", consumedCapacity={"memory": "1Gi"}))]),
+    Case("shared-device-twice-in-one-claim",
+         [claim("claim-0", req("req-0", capacity={"requests": {"memory": "4Gi"}}), req("req-1", capacity={"requests": {"memory": "4Gi"}}),
+                constraints=[{"matchAttribute": "driver-a/model"}])],
+         [rslice("slice-1", [device("shared-1", {"model": "A"}, capacity={"memory": "10Gi"}, allowMultipleAllocations=True)])],
+         [alloc(result("req-0", "shared-1", shareID="share-0", consumedCapacity={"memory": "4Gi"}),
+                result("req-1", "shared-1", shareID="share-1", consumedCapacity={"memory": "4Gi"}))]),
+    Case("shared-device-serves-two-requests-tied-to-a-third",
+         [claim("claim-0", req("req-0", selectors=('device.attributes["driver-a"].kind == "x"',)),
+                req("req-1", capacity={"requests": {"memory": "4Gi"}}), req("req-2", capacity={"requests": {"memory": "4Gi"}}),
+                constraints=[{"matchAttribute": "driver-a/model"}])],
+         [rslice("slice-1", [device("device-1", {"model": "A", "kind": "x"}),
+                             device("shared-1", {"model": "A", "kind": "s"}, capacity={"memory": "10Gi"}, allowMultipleAllocations=True)])],
+         [alloc(result("req-0"), result("req-1", "shared-1", shareID="share-0", consumedCapacity={"memory": "4Gi"}),
+                result("req-2", "shared-1", shareID="share-1", consumedCapacity={"memory": "4Gi"}))]),
+    Case("shared-device-admin-access-takes-a-share",
+         [claim("claim-0", req(adminAccess=True, capacity={"requests": {"memory": "4Gi"}})), claim("claim-1", req(capacity={"requests": {"memory": "4Gi"}}))],
+         [rslice("slice-1", [SHARED_DEV])],
+         [alloc(result("req-0", "shared-1", adminAccess=True, shareID="share-0", consumedCapacity={"memory": "4Gi"})),
+          alloc(result("req-0", "shared-1", shareID="share-1", consumedCapacity={"memory": "4Gi"}))], namespaces=ADMIN_NS),
+    Case("shared-device-without-capacity", [claim("claim-0"), claim("claim-1")],
+         [rslice("slice-1", [device("shared-x", allowMultipleAllocations=True)])],
+         [alloc(result("req-0", "shared-x", shareID="share-0")), alloc(result("req-0", "shared-x", shareID="share-1"))]),
     Case("shared-device-exclusively-allocated", [claim("claim-0", req(capacity={"requests": {"memory": "1Gi"}}))],
          [rslice("slice-1", [SHARED_DEV])],
          unschedulable("claim default/claim-0, request req-0: no combination of devices satisfies all requests and constraints"),
@@ -660,13 +697,20 @@ def test_node_allocatable_demand() -> None:
     assert node_allocatable_demand(None, index, 1) == {}
 
 
-def test_search_is_abandoned_after_the_filter_timeout() -> None:
-    # 12 devices with distinct numa values out of 24 devices that have only 11: every combination
-    # fails only at the last device, so the search is exponential (upstream's filterTimeout case).
-    devices = [device(f"device-{i}", {"numa": i % 11}) for i in range(24)]
-    claims = [claim("claim-0", req(count=12), constraints=[{"distinctAttribute": "driver-a/numa"}])]
-    index = ResourceIndex([rslice("slice-1", devices)], [dclass()])
-    started = time.monotonic()
-    outcome = Allocator(index, timeout=0.05).allocate(node(), claims)
-    assert outcome == Unschedulable("timed out trying to allocate devices")
-    assert time.monotonic() - started < 5
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_allocate_with_supply_checks_from_the_start(case: Case) -> None:
+    """The supply checks only drop paths without a solution: the same devices, errors and failures."""
+    counter = itertools.count()
+    index = ResourceIndex(case.slices, case.classes, case.rules, case.features)
+    state = AllocatedState.from_claims(case.allocated, case.in_flight)
+    allocator = Allocator(index, state, case.features, case.namespaces, lambda: f"share-{next(counter)}", bound_after=0)
+    if isinstance(case.expect, str):
+        with pytest.raises(AllocationError) as info:
+            allocator.allocate(case.node, case.claims, case.timestamp)
+        assert case.expect in str(info.value)
+        return
+    outcome = allocator.allocate(case.node, case.claims, case.timestamp)
+    if isinstance(case.expect, Unschedulable):
+        assert outcome == case.expect
+    else:
+        assert outcome == Allocated(case.expect)
