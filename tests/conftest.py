@@ -24,6 +24,7 @@ from devtools.server import ServerProcess, migrate
 from kube.client import KubeClient
 from tests.authcluster import AUTH_NODES, AuthCluster
 from tests.contract import check_response_body
+from tests.helpers import new_namespace
 
 BACKENDS = ["sqlite", "postgres"]
 
@@ -139,7 +140,4 @@ async def kube_client(server: ServerProcess) -> AsyncIterator[KubeClient]:
 @pytest.fixture
 def ns(api: httpx.Client) -> str:
     """A fresh namespace for one test."""
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    response = api.post("/api/v1/namespaces", json={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    assert response.status_code == 201, response.text
-    return name
+    return new_namespace(api)

@@ -13,6 +13,7 @@ from typing import Any
 from app.api.generic import GenericStore
 from app.api.options import WriteOptions
 from app.auth import bootstrap
+from app.controlplane.loop import ControlLoop
 from app.registry.core import serviceaccount
 from app.registry.rbac import clusterrole, clusterrolebinding
 from kube.errors import ApiError
@@ -72,25 +73,21 @@ def aggregated_rules(role: dict[str, Any], roles: list[dict[str, Any]]) -> list[
     return rules
 
 
-class ClusterRoleAggregation:
+class ClusterRoleAggregation(ControlLoop):
     """Keeps every aggregated ClusterRole's rules the union of the roles it selects."""
 
+    name = "clusterrole-aggregation"
+
     def __init__(self, registry: GenericStore) -> None:
+        super().__init__()
         self.registry = registry
         self._changed = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         self.registry.storage.follow(CLUSTER_ROLES, lambda _deleted, _obj: self._changed.set())
-        self._task = asyncio.get_running_loop().create_task(self._loop(), name="clusterrole-aggregation")
+        super().start()
 
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-    async def _loop(self) -> None:
+    async def run(self) -> None:
         while True:
             await self._changed.wait()
             self._changed.clear()

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 
 import httpx
 import pytest
 
 from tests.authcluster import AuthCluster
+from tests.helpers import new_namespace
 
 
 @pytest.fixture
@@ -19,7 +19,4 @@ def admin(auth_cluster: AuthCluster) -> Iterator[httpx.Client]:
 
 @pytest.fixture
 def namespace(admin: httpx.Client) -> str:
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    response = admin.post("/api/v1/namespaces", json={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    assert response.status_code == 201, response.text
-    return name
+    return new_namespace(admin)
