@@ -41,6 +41,20 @@ def write_private(path: Path, data: bytes) -> None:
     os.chmod(path, 0o600)
 
 
+def _builder(subject: x509.Name, issuer: x509.Name, key: PrivateKey, validity: datetime.timedelta) -> x509.CertificateBuilder:
+    """A certificate of ``key``'s public half, valid from a few minutes ago (clocks differ) for ``validity``."""
+    now = datetime.datetime.now(datetime.UTC)
+    return (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + validity)
+    )
+
+
 @dataclass(frozen=True)
 class Authority:
     """A certificate authority that signs serving and client certificates."""
@@ -52,15 +66,8 @@ class Authority:
     def create(cls, common_name: str = "dra-ca") -> Authority:
         key = new_key()
         name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-        now = datetime.datetime.now(datetime.UTC)
         cert = (
-            x509.CertificateBuilder()
-            .subject_name(name)
-            .issuer_name(name)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + CA_VALIDITY)
+            _builder(name, name, key, CA_VALIDITY)
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
             .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)
             .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
@@ -81,15 +88,8 @@ class Authority:
 
     def _issue(self, subject: x509.Name, usage: x509.ObjectIdentifier, sans: list[x509.GeneralName] | None = None) -> tuple[x509.Certificate, PrivateKey]:
         key = new_key()
-        now = datetime.datetime.now(datetime.UTC)
         builder = (
-            x509.CertificateBuilder()
-            .subject_name(subject)
-            .issuer_name(self.cert.subject)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + LEAF_VALIDITY)
+            _builder(subject, self.cert.subject, key, LEAF_VALIDITY)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.KeyUsage(True, False, True, False, False, False, False, False, False), critical=True)
             .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
