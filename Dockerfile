@@ -17,13 +17,14 @@ COPY kube ./kube
 COPY schedulers ./schedulers
 COPY controllers ./controllers
 COPY kubeletsim ./kubeletsim
+COPY devtools ./devtools
 COPY migrations ./migrations
 COPY examples ./examples
 RUN pip install --no-cache-dir . \
     && rm -rf build ./*.egg-info \
     && useradd --system --uid 10001 --user-group --home-dir /app --no-create-home dra \
-    && mkdir -p /app/data \
-    && chown dra:dra /app/data
+    && mkdir -p /app/data/pki \
+    && chown -R dra:dra /app/data
 
 USER dra
 

@@ -53,7 +53,7 @@ def serve_forever(settings: Settings) -> int:
 
     import uvicorn
 
-    from app.filters.connections import IDLE_TIMEOUT, GuardedHttpToolsProtocol
+    from app.filters.connections import IDLE_TIMEOUT
     from app.server import create_app
     from app.storage.db import DatabaseUnusable, SchemaOutOfDate, check_schema, create_engine, prepare_database
 
@@ -70,21 +70,32 @@ def serve_forever(settings: Settings) -> int:
     except (SchemaOutOfDate, DatabaseUnusable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 3
+    from app.tls import InsecureServingError, PeerCertificateProtocol, server_context
+
+    try:
+        ssl_context = server_context(settings)
+        app = create_app(settings)
+    except (InsecureServingError, OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     config = uvicorn.Config(
-        create_app(settings),
+        app,
         host=settings.host,
         port=settings.port,
         log_config=None,
         access_log=False,
         loop="uvloop",
-        http=GuardedHttpToolsProtocol,
+        http=PeerCertificateProtocol,
         timeout_keep_alive=int(IDLE_TIMEOUT),
         # Clients talk to us directly; trusting X-Forwarded-* would only cost time per request.
         proxy_headers=False,
         lifespan="on",
     )
+    config.load()
+    # Our own context: uvicorn's cannot request client certificates without checking them.
+    config.ssl = ssl_context
     server = uvicorn.Server(config)
-    log.info("serving the Kubernetes API", extra={"listen": settings.listen, "database": _redact(settings.database_url)})
+    log.info("serving the Kubernetes API", extra={"listen": settings.listen, "https": ssl_context is not None, "database": _redact(settings.database_url)})
     server.run()
     return 0
 

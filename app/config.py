@@ -38,6 +38,25 @@ class Settings:
     etcd_readycheck_timeout: float = 2.0
     # No upstream counterpart: open watches hold memory until they end.
     max_watches: int = 10_000
+    # Serving: HTTPS with these files, or a self-signed certificate made in cert_dir; plain HTTP
+    # only when insecure_serving says so, and only on a loopback address.
+    tls_cert_file: str = ""
+    tls_private_key_file: str = ""
+    cert_dir: str = "./data/certs"
+    insecure_serving: bool = False
+    # Authentication.
+    client_ca_file: str = ""
+    token_auth_file: str = ""
+    anonymous_auth: bool = True
+    service_account_key_files: tuple[str, ...] = ()
+    service_account_signing_key_file: str = ""
+    service_account_issuers: tuple[str, ...] = ()
+    api_audiences: tuple[str, ...] = ()
+    service_account_max_token_expiration: int = 0
+    # Authorization and admission.
+    authorization_mode: str = "AlwaysAllow"
+    admission_plugins: str = "NodeRestriction"
+    audit_log_path: str = ""
 
     @property
     def host(self) -> str:
@@ -98,6 +117,50 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
         default=float(env("DRA_BOOKMARK_INTERVAL", str(d.bookmark_interval))),
         help="seconds between BOOKMARK events on watches that asked for them (DRA_BOOKMARK_INTERVAL)",
     )
+    _add_security_arguments(parser, d)
+
+
+def _strings(value: str) -> tuple[str, ...]:
+    return tuple(v.strip() for v in value.split(",") if v.strip())
+
+
+def _add_security_arguments(parser: argparse.ArgumentParser, d: Settings) -> None:
+    def flag(name: str, variable: str, default: str, text: str) -> None:
+        parser.add_argument(name, default=env(variable, default), help=f"{text} ({variable})")
+
+    flag("--tls-cert-file", "DRA_TLS_CERT_FILE", d.tls_cert_file, "serving certificate (PEM, with its chain); without it a self-signed one is made in --cert-dir")
+    flag("--tls-private-key-file", "DRA_TLS_PRIVATE_KEY_FILE", d.tls_private_key_file, "the serving certificate's private key (PEM)")
+    flag("--cert-dir", "DRA_CERT_DIR", d.cert_dir, "where the self-signed serving certificate is kept when --tls-cert-file is not given")
+    parser.add_argument(
+        "--insecure-serving",
+        action="store_true",
+        help="serve plain HTTP on --listen, which must then be a loopback address: for tests and benchmarks only; "
+        "client certificates cannot be used, tokens travel in clear text",
+    )
+    flag("--client-ca-file", "DRA_CLIENT_CA_FILE", d.client_ca_file, "authenticate client certificates signed by these CAs: CN is the user, each O a group")
+    flag("--token-auth-file", "DRA_TOKEN_AUTH_FILE", d.token_auth_file, 'static bearer tokens, CSV lines token,user,uid,"group1,group2"')
+    parser.add_argument(
+        "--anonymous-auth",
+        default=env("DRA_ANONYMOUS_AUTH", "true"),
+        choices=["true", "false"],
+        help="requests without credentials act as system:anonymous in system:unauthenticated (DRA_ANONYMOUS_AUTH)",
+    )
+    flag("--service-account-key-file", "DRA_SERVICE_ACCOUNT_KEY_FILE", ",".join(d.service_account_key_files),
+         "PEM files (comma-separated) with the public keys that verify service account tokens")  # fmt: skip
+    flag("--service-account-signing-key-file", "DRA_SERVICE_ACCOUNT_SIGNING_KEY_FILE", d.service_account_signing_key_file,
+         "private key that signs service account tokens; without it a key is made for this process only")  # fmt: skip
+    flag("--service-account-issuer", "DRA_SERVICE_ACCOUNT_ISSUER", ",".join(d.service_account_issuers),
+         "issuers (comma-separated) of accepted service account tokens; the first one issues (default https://kubernetes.default.svc.cluster.local)")  # fmt: skip
+    flag("--api-audiences", "DRA_API_AUDIENCES", ",".join(d.api_audiences), "audiences (comma-separated) a token must name; default: the issuer")
+    parser.add_argument(
+        "--service-account-max-token-expiration",
+        type=int,
+        default=int(env("DRA_SERVICE_ACCOUNT_MAX_TOKEN_EXPIRATION", str(d.service_account_max_token_expiration))),
+        help="longest lifetime (seconds) of a requested token; 0: no limit (DRA_SERVICE_ACCOUNT_MAX_TOKEN_EXPIRATION)",
+    )
+    flag("--authorization-mode", "DRA_AUTHORIZATION_MODE", d.authorization_mode, "authorizers in order, comma-separated: Node, RBAC, AlwaysAllow, AlwaysDeny")
+    flag("--enable-admission-plugins", "DRA_ENABLE_ADMISSION_PLUGINS", d.admission_plugins, "admission plugins, comma-separated: NodeRestriction")
+    flag("--audit-log-path", "DRA_AUDIT_LOG_PATH", d.audit_log_path, "append one JSON line per request (Metadata level) to this file; - for standard output")
 
 
     parser.add_argument(
@@ -171,4 +234,19 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         max_watches=args.max_watches,
         etcd_healthcheck_timeout=args.etcd_healthcheck_timeout,
         etcd_readycheck_timeout=args.etcd_readycheck_timeout,
+        tls_cert_file=args.tls_cert_file,
+        tls_private_key_file=args.tls_private_key_file,
+        cert_dir=args.cert_dir,
+        insecure_serving=args.insecure_serving,
+        client_ca_file=args.client_ca_file,
+        token_auth_file=args.token_auth_file,
+        anonymous_auth=args.anonymous_auth == "true",
+        service_account_key_files=_strings(args.service_account_key_file),
+        service_account_signing_key_file=args.service_account_signing_key_file,
+        service_account_issuers=_strings(args.service_account_issuer),
+        api_audiences=_strings(args.api_audiences),
+        service_account_max_token_expiration=args.service_account_max_token_expiration,
+        authorization_mode=args.authorization_mode,
+        admission_plugins=args.enable_admission_plugins,
+        audit_log_path=args.audit_log_path,
     )

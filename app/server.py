@@ -24,8 +24,10 @@ from app.api import discovery, negotiation, openapi
 from app.api.generic import GenericStore
 from app.api.negotiation import json_response, status_response
 from app.api.routing import METHODS, ResourceRouter, path_not_found
+from app.auth.system import AuthFilter, AuthSystem
 from app.config import Settings
 from app.controlplane.namespaces import NamespaceLifecycle, ensure_system_namespaces
+from app.controlplane.rbac import ClusterRoleAggregation, ensure_bootstrap_policy
 from app.filters.limits import RequestLimits
 from app.health import HealthEndpoints, storage_checks
 from app.storage.cache import WatchCache
@@ -117,8 +119,10 @@ class ApiServer:
             compaction_min_retain=settings.compaction_min_retain,
         )
         self.storage = Storage(store, bookmark_interval=settings.bookmark_interval)
-        self.registry = GenericStore(self.storage, self.gates, settings.min_request_timeout)
+        self.auth = AuthSystem(settings, self.storage)
+        self.registry = GenericStore(self.storage, self.gates, settings.min_request_timeout, self.auth.tokens)
         self.namespaces = NamespaceLifecycle(self.registry)
+        self.aggregation = ClusterRoleAggregation(self.registry)
         self.started = time.time()
         self._heap_task: asyncio.Task[None] | None = None
 
@@ -126,7 +130,10 @@ class ApiServer:
         await check_schema(self.engine, self.settings.database_url)
         await self.storage.start()
         await ensure_system_namespaces(self.registry)
+        self.auth.start()
+        await ensure_bootstrap_policy(self.registry)
         self.namespaces.start()
+        self.aggregation.start()
         metrics.bind_storage(self.storage)
         # The watch cache is the bulk of the heap; keep it out of the cycle collector's scans.
         self._heap_task = asyncio.get_running_loop().create_task(keep_heap_frozen(), name="gc-freeze")
@@ -137,7 +144,9 @@ class ApiServer:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._heap_task
         await self.namespaces.stop()
+        await self.aggregation.stop()
         await self.storage.stop()
+        self.auth.close()
         await self.engine.dispose()
 
 
@@ -153,7 +162,8 @@ def create_app(settings: Settings) -> Any:
         max_watches=settings.max_watches,
     )
     checks = storage_checks(server.storage, settings.etcd_healthcheck_timeout, settings.etcd_readycheck_timeout)
-    return ObserveMiddleware(HealthEndpoints(limited, checks))
+    # Health probes answer before authentication, as load balancers and compose call them without credentials.
+    return ObserveMiddleware(HealthEndpoints(AuthFilter(limited, server.auth), checks))
 
 
 class ResourcePaths:

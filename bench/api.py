@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import os
 import platform
@@ -759,6 +760,8 @@ class ServerProcess:
             "serve",
             "--listen",
             f"127.0.0.1:{self.port}",
+            # Plain HTTP: the clients here speak it (TLS is the same cost with auth on and off).
+            "--insecure-serving",
             "--database-url",
             self.database_url,
             *self.extra_args,
@@ -1340,6 +1343,43 @@ def _fmt(v: float | None, digits: int = 1) -> str:
     return "-" if v is None else f"{v:,.{digits}f}"
 
 
+async def auth_cost(opts: Options, bench: Bench, db_url: str, tmp: Path, plain_pid: int | None, db_pid: int | None) -> dict[str, Any] | None:
+    """The same GET load, on the same database, against a second server that authenticates a
+    bearer token and authorizes with Node,RBAC: server CPU per request with auth on vs off."""
+    n = max(opts.clients)
+    tokens = tmp / "tokens.csv"
+    tokens.write_text('bench-token,bench-admin,bench-uid,"system:masters"\n')
+    auth_server = ServerProcess(
+        db_url, tmp / "server-auth.log", [*opts.server_args, "--authorization-mode", "Node,RBAC", "--token-auth-file", str(tokens)]
+    )
+    auth_server.start()
+    try:
+        plain = Bench(opts, bench.base_url, None, CpuMeter(plain_pid, db_pid))
+        plain.created = bench.created
+        authed_opts = dataclasses.replace(opts, headers={**opts.headers, "Authorization": "Bearer bench-token"})
+        authed = Bench(authed_opts, auth_server.base_url, None, CpuMeter(auth_server.pid, db_pid))
+        authed.created = bench.created
+        await plain.server_get(n)
+        await authed.server_get(n)
+    finally:
+        auth_server.stop()
+    off, on = plain.results[-1], authed.results[-1]
+    bench.results.extend([dataclasses.replace(off, phase="get/auth-off"), dataclasses.replace(on, phase="get/auth-on")])
+
+    def per_request(result: PhaseResult) -> float | None:
+        cores = result.cpu_cores.get("server")
+        return cores * result.elapsed_s / result.ok if cores and result.ok else None
+
+    cost_off, cost_on = per_request(off), per_request(on)
+    share = (cost_on - cost_off) / cost_on if cost_off and cost_on else None
+    print(
+        f"  authn+authz: server CPU per GET {_fmt(cost_off and cost_off * 1e6, 0)} us off, {_fmt(cost_on and cost_on * 1e6, 0)} us on"
+        f" ({_fmt(share and share * 100, 1)}% of the request with auth on)",
+        flush=True,
+    )
+    return {"cpu_us_per_get_off": cost_off and cost_off * 1e6, "cpu_us_per_get_on": cost_on and cost_on * 1e6, "auth_share": share}
+
+
 def evaluate_targets(results: list[PhaseResult], watch: dict[str, Any] | None) -> list[dict[str, Any]]:
     """PASS/MISS of the published targets (informational only)."""
     by = {(r.phase, r.side, r.clients): r for r in results}
@@ -1386,6 +1426,9 @@ def evaluate_targets(results: list[PhaseResult], watch: dict[str, Any] | None) -
     return out
 
 
+PHASE_ORDER = ["create", "update", "get", "list", "get/auth-off", "get/auth-on"]
+
+
 def print_report(
     meta: dict[str, Any], results: list[PhaseResult], watch: dict[str, Any] | None, targets: list[dict[str, Any]]
 ) -> None:
@@ -1407,7 +1450,7 @@ def print_report(
     print("-" * 118)
     by = {(r.phase, r.side, r.clients): r for r in results}
     keys = sorted(
-        {(r.phase, r.clients) for r in results}, key=lambda k: (["create", "update", "get", "list"].index(k[0]), k[1])
+        {(r.phase, r.clients) for r in results}, key=lambda k: (PHASE_ORDER.index(k[0]), k[1])
     )
     for phase, n in keys:
         s, r = by.get((phase, "server", n)), by.get((phase, "raw", n))
@@ -1540,6 +1583,11 @@ async def run(args: argparse.Namespace, opts: Options) -> dict[str, Any]:
             if "watch" in opts.phases:
                 print("-- watch", flush=True)
                 watch = await bench.watch_latency()
+            if "auth" in opts.phases and server is not None and db_url is not None:
+                print("-- authentication and authorization", flush=True)
+                auth = await auth_cost(opts, bench, db_url, Path(tmpdir), server.pid, db_pid)
+                if auth is not None:
+                    meta["auth"] = auth
         finally:
             if raw is not None:
                 await raw.drop()
@@ -1572,7 +1620,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Optio
         help="HTTP client: raw asyncio streams (default; cheapest on 2 cores) or httpx",
     )
     ap.add_argument(
-        "--phases", default="raw,create,update,get,list,watch", help="subset of raw,create,update,get,list,watch"
+        "--phases", default="raw,create,update,get,list,watch,auth", help="subset of raw,create,update,get,list,watch,auth (auth: GET with auth on vs off)"
     )
     ap.add_argument("--database-url", default=None, help="use this Postgres (127.0.0.1) instead of a throwaway one")
     ap.add_argument("--sqlite", action="store_true", help="run against the embedded SQLite backend")
@@ -1593,7 +1641,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Optio
     if not clients or min(clients) < 1 or max(clients) > 1000:
         ap.error("--clients must be between 1 and 1000")
     phases = {p.strip() for p in args.phases.split(",") if p.strip()}
-    unknown = phases - {"raw", "create", "update", "get", "list", "watch"}
+    unknown = phases - {"raw", "create", "update", "get", "list", "watch", "auth"}
     if unknown:
         ap.error(f"unknown phases: {sorted(unknown)}")
     if args.duration <= 0 or args.duration > 3600 or args.watch_rate <= 0 or not 0 < args.watchers <= 10_000:

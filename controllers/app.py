@@ -14,7 +14,7 @@ from controllers.resourceclaim import ClaimController
 from kube.client import KubeClient
 from kube.features import FeatureGates
 from kube.informer import run_with_informers
-from kube.process import run_leader_elected, worker_main, worker_parser
+from kube.process import client_from_args, run_leader_elected, worker_main, worker_parser
 
 log = logging.getLogger("controllers")
 
@@ -57,7 +57,7 @@ def new_controllers(client: KubeClient, args: argparse.Namespace, gates: Feature
 
 async def run(args: argparse.Namespace, gates: FeatureGates) -> None:
     """Run until SIGTERM/SIGINT."""
-    client = KubeClient(args.server, user_agent="dra-controller/0.1", qps=args.qps or None)
+    client = client_from_args(args, user_agent="dra-controller/0.1")
     await run_leader_elected(
         client, args, lease_name=LEASE_NAME, lease_namespace=LEASE_NAMESPACE, new_worker=lambda: new_controllers(client, args, gates)
     )

@@ -1,9 +1,11 @@
 """``make run``: the whole stack as local processes on the embedded database.
 
-Starts the API server (after migrating its database) and every worker that exists
-(scheduler, controller, kubelet simulator), writes a kubeconfig, tells the user how
-to point kubectl at it, says when the server stops or starts being ready (its ``/readyz``),
-and stops everything on Ctrl-C.
+Makes the cluster's credentials on first start (``data/pki``: a CA, the serving certificate, a
+client certificate per control plane identity, a token per simulated node), starts the API
+server over HTTPS with Node,RBAC (after migrating its database) and every worker that exists
+(scheduler, controller, kubelet simulator) each as its own identity, writes an admin
+kubeconfig, tells the user how to point kubectl at it, says when the server stops or starts
+being ready (its ``/readyz``), and stops everything on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from pathlib import Path
 
 import httpx
 
+from devtools.credentials import ClusterCredentials
 from devtools.server import REPO_ROOT, ServerProcess, migrate
+from kube.pki import write_private
 
 READY_CHECK_SECONDS = 2.0
 
@@ -41,29 +45,42 @@ users:
 """
 
 
-def write_kubeconfig(url: str, path: Path) -> Path:
+NODE_PREFIX = "sim-"
+
+
+def write_kubeconfig(server: ServerProcess, path: Path) -> Path:
+    """A kubeconfig for ``server`` as its admin (no user for a server without credentials)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(KUBECONFIG_TEMPLATE.format(url=url))
+    if server.credentials is not None:
+        write_private(path, server.credentials.kubeconfig("admin").read_bytes())
+    else:
+        path.write_text(KUBECONFIG_TEMPLATE.format(url=server.url))
     return path
 
 
-def worker_commands(url: str, feature_gates: str, nodes: int, profile: str) -> list[tuple[str, list[str]]]:
-    """The workers that exist in this checkout, each as (name, argv)."""
+def node_names(nodes: int) -> list[str]:
+    return [f"{NODE_PREFIX}{i}" for i in range(nodes)]
+
+
+def worker_commands(server: ServerProcess, feature_gates: str, nodes: int, profile: str) -> list[tuple[str, list[str]]]:
+    """The workers that exist in this checkout, each as (name, argv), each as its own identity
+    (the simulator's nodes need their tokens in the credentials before the server starts)."""
     gates = ["--feature-gates", feature_gates] if feature_gates else []
     wanted = [
-        ("controller", ["-m", "controllers", "--server", url, *gates]),
-        ("scheduler", ["-m", "schedulers", "--server", url, *gates]),
-        ("kubeletsim", ["-m", "kubeletsim", "--server", url, "--nodes", str(nodes), "--profile", profile, *gates]),
+        ("controller", ["-m", "controllers", *server.worker_flags("controller"), *gates]),
+        ("scheduler", ["-m", "schedulers", *server.worker_flags("scheduler"), *gates]),
+        ("kubeletsim", ["-m", "kubeletsim", *server.worker_flags("kubeletsim"), "--nodes", str(nodes), "--node-prefix", NODE_PREFIX, "--profile", profile, *gates]),
     ]
     return [(name, [sys.executable, *argv]) for name, argv in wanted if (REPO_ROOT / argv[1] / "__main__.py").exists()]
 
 
-def readiness(url: str) -> str | None:
-    """None while the server at ``url`` is ready, else what its verbose ``/readyz`` says fails."""
+def readiness(server: ServerProcess) -> str | None:
+    """None while ``server`` is ready, else what its verbose ``/readyz`` says fails."""
     try:
-        response = httpx.get(f"{url}/readyz", params={"verbose": "1"}, timeout=5)
+        with httpx.Client(**server.httpx_options(), timeout=5) as client:  # type: ignore[arg-type]
+            response = client.get("/readyz", params={"verbose": "1"})
     except httpx.HTTPError as exc:
-        return f"no answer from {url}/readyz: {exc}"
+        return f"no answer from {server.url}/readyz: {exc}"
     if response.status_code == 200:
         return None
     return ", ".join(line[3:] for line in response.text.splitlines() if line.startswith("[-]")) or response.text.strip()
@@ -82,16 +99,20 @@ def main(argv: list[str] | None = None) -> int:
     logs = REPO_ROOT / "data" / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     flags = ["--feature-gates", args.feature_gates] if args.feature_gates else []
-    server = ServerProcess(args.database_url, *flags, port=args.port, log_path=logs / "apiserver.log").start()
-    kubeconfig = write_kubeconfig(server.url, REPO_ROOT / ".kube-dra" / "config")
+    credentials = ClusterCredentials.ensure(REPO_ROOT / "data" / "pki")
+    credentials.ensure_node_tokens(node_names(args.nodes))
+    flags += ["--audit-log-path", str(logs / "audit.log")]
+    server = ServerProcess(args.database_url, *flags, port=args.port, log_path=logs / "apiserver.log", credentials=credentials).start()
+    kubeconfig = write_kubeconfig(server, REPO_ROOT / ".kube-dra" / "config")
     workers: list[subprocess.Popen[bytes]] = []
-    for name, command in worker_commands(server.url, args.feature_gates, args.nodes, args.profile):
+    for name, command in worker_commands(server, args.feature_gates, args.nodes, args.profile):
         log_file = open(logs / f"{name}.log", "ab")  # noqa: SIM115 - lives as long as the worker
         workers.append(subprocess.Popen(command, cwd=REPO_ROOT, stdout=log_file, stderr=log_file))
     print(
         f"""
 The DRA control plane is running at {server.url} (database: {args.database_url}).
-Workers: {", ".join(n for n, _ in worker_commands(server.url, "", 0, "")) or "none yet"}; logs in {logs}.
+Workers: {", ".join(n for n, _ in worker_commands(server, "", 0, "")) or "none yet"}; logs in {logs} (audit.log: one line per request).
+Credentials in {credentials.directory}; the kubeconfig below is the cluster admin's.
 
 Point kubectl at it:
 
@@ -120,7 +141,7 @@ Press Ctrl-C to stop.
                 return 1
             if time.monotonic() >= next_check:
                 next_check = time.monotonic() + READY_CHECK_SECONDS
-                now = readiness(server.url)
+                now = readiness(server)
                 if now != failing:
                     print(f"the API server is not ready: {now}" if now else "the API server is ready again", file=sys.stderr, flush=True)
                     failing = now

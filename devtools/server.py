@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import ssl
 import subprocess
 import sys
 import time
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import httpx
 
+from devtools.credentials import ClusterCredentials
 from devtools.ports import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -40,20 +42,56 @@ def migrate(database_url: str) -> None:
 
 
 class ServerProcess:
-    """``python -m app serve`` on a free loopback port, stopped on exit."""
+    """``python -m app serve`` on a free loopback port, stopped on exit.
 
-    def __init__(self, database_url: str, *extra_args: str, port: int | None = None, log_path: Path | None = None, env: dict[str, str] | None = None) -> None:
+    With ``credentials`` it serves HTTPS and authenticates and authorizes (Node,RBAC) with them,
+    and writes a kubeconfig per identity for its URL; without, plain HTTP on loopback that lets
+    anyone do anything (``--insecure-serving``, AlwaysAllow)."""
+
+    def __init__(
+        self,
+        database_url: str,
+        *extra_args: str,
+        port: int | None = None,
+        log_path: Path | None = None,
+        env: dict[str, str] | None = None,
+        credentials: ClusterCredentials | None = None,
+    ) -> None:
         self.database_url = database_url
         self.extra_args = list(extra_args)
         self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.credentials = credentials
+        self.url = f"{'https' if credentials else 'http'}://127.0.0.1:{self.port}"
         self.log_path = log_path
         self.env = env or {}
         self.process: subprocess.Popen[bytes] | None = None
         self._log_file: object | None = None
 
+    def security_flags(self) -> list[str]:
+        if self.credentials is None:
+            return ["--insecure-serving"]
+        return self.credentials.server_flags()
+
+    def httpx_options(self, identity: str = "admin") -> dict[str, object]:
+        """Options for an httpx client of this server acting as ``identity`` (base_url included)."""
+        options: dict[str, object] = {"base_url": self.url}
+        if self.credentials is not None:
+            options.update(self.credentials.httpx_options(identity))
+        return options
+
+    def worker_flags(self, identity: str) -> list[str]:
+        """Flags that point a worker at this server as ``identity``."""
+        if self.credentials is None:
+            return ["--server", self.url]
+        return self.credentials.worker_flags(identity)
+
     def start(self, timeout: float = 30.0) -> ServerProcess:
-        args = [sys.executable, "-m", "app", "serve", "--listen", f"127.0.0.1:{self.port}", "--database-url", self.database_url, *self.extra_args]
+        if self.credentials is not None:
+            self.credentials.write_kubeconfigs(self.url)
+        args = [
+            sys.executable, "-m", "app", "serve", "--listen", f"127.0.0.1:{self.port}", "--database-url", self.database_url,
+            *self.security_flags(), *self.extra_args,
+        ]  # fmt: skip
         out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115 - closed in stop()
         self._log_file = out
         self.process = subprocess.Popen(args, cwd=REPO_ROOT, stdout=out, stderr=out, env={**os.environ, **self.env})
@@ -66,7 +104,8 @@ class ServerProcess:
             if self.process is not None and self.process.poll() is not None:
                 raise RuntimeError(f"server exited with code {self.process.returncode}; log: {self.log_path}")
             try:
-                if httpx.get(f"{self.url}/readyz", timeout=1.0).status_code == 200:
+                verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=str(self.credentials.ca_cert)) if self.credentials is not None else True
+                if httpx.get(f"{self.url}/readyz", timeout=1.0, verify=verify).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass

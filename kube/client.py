@@ -8,6 +8,7 @@ from the returned ``Status``; connection problems surface as ``httpx.TransportEr
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -17,6 +18,7 @@ import httpx
 import orjson
 
 from kube.errors import ApiError
+from kube.kubeconfig import Connection
 from kube.timeutil import now_rfc3339
 from kube.transport import LeanTransport
 
@@ -99,13 +101,17 @@ class KubeClient:
         qps: float | None = None,
         timeout: float = 30,
         transport: httpx.AsyncBaseTransport | None = None,
+        token: str | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.server = server.rstrip("/")
         self.timeout = timeout
+        self.user_agent = user_agent
         self._limiter = _RateLimiter(qps) if qps else None
         # Requests go straight to the transport: httpx.AsyncClient's URL merging, auth and redirect
         # layers cost more CPU than the request itself, and workers are CPU-bound on requests.
-        self._transport: httpx.AsyncBaseTransport = transport or LeanTransport()
+        self._transport: httpx.AsyncBaseTransport = transport or LeanTransport(ssl_context=ssl_context)
+        self._owns_transport = True
         self._base = httpx.URL(self.server)
         self._base_path = self._base.raw_path.decode().rstrip("/")  # a server URL may carry a path prefix
         self._headers: list[tuple[bytes, bytes]] = [
@@ -113,16 +119,38 @@ class KubeClient:
             (b"User-Agent", user_agent.encode()),
             (b"Accept", b"application/json"),
         ]
+        if token:
+            self._headers.append((b"Authorization", b"Bearer " + token.encode()))
         self._timeouts = {"connect": timeout, "read": timeout, "write": timeout, "pool": timeout}
-        # Plain http through LeanTransport: requests whose answer is read whole skip httpx's
+        # Through LeanTransport: requests whose answer is read whole skip httpx's
         # URL/Request/Response objects, which cost more CPU than a small request itself.
-        self._lean = self._transport if isinstance(self._transport, LeanTransport) and self._base.scheme == "http" else None
-        self._lean_key = (self._base.host, self._base.port or 80)
+        self._lean = self._transport if isinstance(self._transport, LeanTransport) and self._transport.serves(self._base.scheme) else None
+        self._lean_key = (self._base.host, self._base.port or (443 if self._base.scheme == "https" else 80))
         self._lean_headers = b"".join(name + b": " + value + b"\r\n" for name, value in self._headers)
+
+    @classmethod
+    def from_connection(cls, connection: Connection, *, user_agent: str, qps: float | None = None, timeout: float = 30, max_idle_per_host: int | None = None) -> KubeClient:
+        """A client for a kubeconfig's server and user (``kube.kubeconfig.load_kubeconfig``)."""
+        transport = None
+        if max_idle_per_host is not None:
+            transport = LeanTransport(max_idle_per_host=max_idle_per_host, ssl_context=connection.ssl_context())
+        return cls(
+            connection.server, user_agent=user_agent, qps=qps, timeout=timeout, transport=transport,
+            token=connection.token, ssl_context=connection.ssl_context() if transport is None else None,
+        )  # fmt: skip
+
+    def as_user(self, token: str, user_agent: str = "") -> KubeClient:
+        """A client acting as another user (named by a bearer token) on this client's connections;
+        closing it leaves them to this client."""
+        other = KubeClient(self.server, user_agent=user_agent or self.user_agent, timeout=self.timeout, transport=self._transport, token=token)
+        other._limiter = self._limiter
+        other._owns_transport = False
+        return other
 
     async def close(self) -> None:
         """Close the pooled connections."""
-        await self._transport.aclose()
+        if self._owns_transport:
+            await self._transport.aclose()
 
     async def __aenter__(self) -> KubeClient:
         return self

@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import contextlib
 import copy
+import dataclasses
 import logging
 import os
 import signal
@@ -21,6 +22,7 @@ from kube.client import KubeClient
 from kube.features import FeatureGateError, FeatureGates
 from kube.health import serve_health
 from kube.heap import keep_heap_frozen
+from kube.kubeconfig import Connection, load_kubeconfig
 from kube.leaderelection import run_while_leading
 from kube.logs import setup_logging
 
@@ -44,11 +46,41 @@ class _HelpFormatter(argparse.HelpFormatter):
         return super()._format_action_invocation(action)
 
 
+DEFAULT_SERVER = "http://127.0.0.1:6443"
+
+
+def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
+    """--kubeconfig (server, CA, credentials) and --server (overrides the kubeconfig's server)."""
+    parser.add_argument(
+        "--kubeconfig", default=os.environ.get("DRA_KUBECONFIG", ""),
+        help="kubeconfig with the server, its CA and this worker's credentials (DRA_KUBECONFIG)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--server", default=os.environ.get("DRA_SERVER", ""),
+        help=f"API server URL; overrides the kubeconfig's (DRA_SERVER; default without a kubeconfig: {DEFAULT_SERVER})",
+    )  # fmt: skip
+
+
+def connection_from_args(args: argparse.Namespace) -> Connection:
+    """The server and credentials the connection flags name."""
+    if args.kubeconfig:
+        connection = load_kubeconfig(args.kubeconfig)
+        if args.server:
+            connection = dataclasses.replace(connection, server=args.server)
+        return connection
+    return Connection(args.server or DEFAULT_SERVER)
+
+
+def client_from_args(args: argparse.Namespace, *, user_agent: str, max_idle_per_host: int | None = None) -> KubeClient:
+    """The worker's client, as the connection flags and --qps say."""
+    return KubeClient.from_connection(connection_from_args(args), user_agent=user_agent, qps=args.qps or None, max_idle_per_host=max_idle_per_host)
+
+
 def worker_parser(prog: str, description: str, *, leader_elected: bool) -> argparse.ArgumentParser:
     """A parser with the flags every worker has (with their environment variables), and the
     leader election flags when ``leader_elected``; the worker adds its own."""
     parser = argparse.ArgumentParser(prog=prog, description=description, formatter_class=_HelpFormatter)
-    parser.add_argument("--server", default=os.environ.get("DRA_SERVER", "http://127.0.0.1:6443"), help="API server URL (DRA_SERVER)")
+    add_connection_arguments(parser)
     parser.add_argument("--feature-gates", default=os.environ.get("DRA_FEATURE_GATES", ""), help="Gate=true|false,... (DRA_FEATURE_GATES)")
     parser.add_argument("--log-level", default=os.environ.get("DRA_LOG_LEVEL", "info"), choices=LOG_LEVELS, help="debug, info, warning, error (DRA_LOG_LEVEL)")
     parser.add_argument(

@@ -1,12 +1,13 @@
-"""A lean httpx transport for plain-HTTP API servers: HTTP/1.1 keep-alive on asyncio protocols.
+"""A lean httpx transport for API servers: HTTP/1.1 keep-alive on asyncio protocols, over TLS too.
 
 Workers are CPU-bound on request overhead (the scheduler makes four writes per pod). httpx's
 default transport (httpcore) spends most of a small request in pool bookkeeping, anyio
 cancel scopes and its pure-Python h11 parser; this transport writes the request in one call and
 parses the response with httptools (the C parser uvicorn uses), which cut the client's share of
 a request by more than half when measured with ``python -m bench.client``. It is still an httpx
-transport, so callers keep httpx's API, errors and timeouts. ``https`` URLs use httpx's own
-transport.
+transport, so callers keep httpx's API, errors and timeouts. ``https`` URLs take the same path
+when the transport has a TLS context (the connection is then an asyncio TLS stream), and
+httpx's own transport otherwise.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import ssl
 from collections.abc import AsyncIterator, Mapping
 from typing import cast
 
@@ -196,22 +198,29 @@ class _ResponseBody(httpx.AsyncByteStream):
 
 
 class LeanTransport(httpx.AsyncBaseTransport):
-    """HTTP/1.1 with keep-alive for ``http://`` servers; other schemes go to httpx's transport."""
+    """HTTP/1.1 with keep-alive for ``http://`` servers, and for ``https://`` ones with
+    ``ssl_context``; other requests go to httpx's transport."""
 
-    def __init__(self, *, max_idle_per_host: int = MAX_IDLE_PER_HOST) -> None:
+    def __init__(self, *, max_idle_per_host: int = MAX_IDLE_PER_HOST, ssl_context: ssl.SSLContext | None = None) -> None:
         self._idle: dict[tuple[str, int], list[_Connection]] = {}
         self._all: set[_Connection] = set()
         self._max_idle = max_idle_per_host
         self._fallback: httpx.AsyncHTTPTransport | None = None
+        self.ssl_context = ssl_context
+
+    def serves(self, scheme: str) -> bool:
+        """Whether requests of this URL scheme take the lean path."""
+        # One transport speaks TLS to every server or to none: connections are pooled by host and port.
+        return scheme == ("https" if self.ssl_context is not None else "http")
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         url = request.url
-        if url.scheme != "http":
+        if not self.serves(url.scheme):
             if self._fallback is None:
                 self._fallback = httpx.AsyncHTTPTransport()
             return await self._fallback.handle_async_request(request)
         timeouts = request.extensions.get("timeout") or {}
-        key = (url.host, url.port or 80)
+        key = (url.host, url.port or (443 if url.scheme == "https" else 80))
         body = await request.aread()
         conn = await self._exchange(key, self._head(request, body), body, timeouts)
         return httpx.Response(
@@ -306,10 +315,13 @@ class LeanTransport(httpx.AsyncBaseTransport):
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(connect_timeout):
-                _, protocol = await loop.create_connection(_Connection, key[0], key[1])
+                if self.ssl_context is not None:
+                    _, protocol = await loop.create_connection(_Connection, key[0], key[1], ssl=self.ssl_context, server_hostname=key[0])
+                else:
+                    _, protocol = await loop.create_connection(_Connection, key[0], key[1])
         except TimeoutError:
             raise httpx.ConnectTimeout(f"timed out connecting to {key[0]}:{key[1]}") from None
-        except OSError as exc:
+        except OSError as exc:  # ssl.SSLError is one: a refused certificate is a connect error
             raise httpx.ConnectError(f"cannot connect to {key[0]}:{key[1]}: {exc}") from exc
         self._all.add(protocol)
         return protocol, False

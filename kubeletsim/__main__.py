@@ -7,10 +7,9 @@ import logging
 import os
 import sys
 
-from kube.client import KubeClient
 from kube.features import FeatureGates
-from kube.process import run_worker, worker_main, worker_parser
-from kube.transport import LeanTransport
+from kube.process import client_from_args, run_worker, worker_main, worker_parser
+from kubeletsim.identities import Identities, read_node_tokens
 from kubeletsim.profiles import ProfileError, available_profiles, load_profiles
 from kubeletsim.settings import Settings
 from kubeletsim.simulator import Simulator
@@ -49,6 +48,16 @@ def build_parser() -> argparse.ArgumentParser:
         default=0,
         help="Lease renewals (and node status heartbeats) in flight at once (default 0: scaled to the node count)",
     )
+    parser.add_argument(
+        "--node-token-file", default=os.environ.get("DRA_NODE_TOKEN_FILE", ""),
+        help="token file (CSV token,user,...) with a system:node:NAME user per simulated node: each node then writes as "
+        "its own kubelet; without it every write uses the simulator's own credentials (DRA_NODE_TOKEN_FILE)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--driver-service-account", default=os.environ.get("DRA_DRIVER_SERVICE_ACCOUNT", ""),
+        help="NAMESPACE/NAME of the service account a node's DRA drivers write claim device status as, with a token "
+        "bound to the node; empty: as the node itself (DRA_DRIVER_SERVICE_ACCOUNT)",
+    )  # fmt: skip
     return parser
 
 
@@ -56,6 +65,8 @@ def check(args: argparse.Namespace) -> str | None:
     """What is wrong with the simulator's own flags, if anything."""
     if args.nodes < 0:
         return "--nodes must not be negative"
+    if args.driver_service_account and not args.driver_service_account.partition("/")[2]:
+        return "--driver-service-account must be NAMESPACE/NAME"
     if args.max_pods < 1:
         return "--max-pods must be at least 1"
     try:
@@ -79,13 +90,16 @@ async def run(args: argparse.Namespace, gates: FeatureGates) -> None:
         max_pods=args.max_pods,
     )
     # Keep a connection per request that may be in flight, so a busy simulator does not reconnect.
-    transport = LeanTransport(max_idle_per_host=settings.connections())
-    client = KubeClient(args.server, user_agent="kubeletsim/0.1", qps=args.qps or None, transport=transport)
-    simulator = Simulator(client, profile, settings, gates)
+    client = client_from_args(args, user_agent="kubeletsim/0.1", max_idle_per_host=settings.connections())
+    node_tokens = read_node_tokens(args.node_token_file) if args.node_token_file else {}
+    namespace, _, account = args.driver_service_account.partition("/")
+    identities = Identities(client, node_tokens, (namespace, account) if account else None)
+    simulator = Simulator(client, profile, settings, gates, identities)
     log.info(
         "starting",
         extra={
-            "server": args.server,
+            "server": client.server,
+            "nodeIdentities": len(node_tokens),
             "nodes": args.nodes,
             "profile": profile.name,
             "drivers": list(profile.driver_names),

@@ -19,6 +19,7 @@ from kube.timeutil import now_rfc3339
 from kube.workqueue import ExponentialBackoff, WorkQueue
 from kubeletsim import nodes as nodes_mod
 from kubeletsim.heartbeats import Heartbeats
+from kubeletsim.identities import Identities
 from kubeletsim.settings import Settings
 
 Obj = dict[str, Any]
@@ -50,8 +51,12 @@ class NodeController:
     Lease and node status loops.
     """
 
-    def __init__(self, client: KubeClient, nodes: Informer, settings: Settings, *, profile_name: str, gates: FeatureGates, backoff: ExponentialBackoff) -> None:
+    def __init__(
+        self, client: KubeClient, nodes: Informer, settings: Settings, *, profile_name: str, gates: FeatureGates, backoff: ExponentialBackoff,
+        identities: Identities | None = None,
+    ) -> None:  # fmt: skip
         self.client = client
+        self.identities = identities or Identities(client)
         self.nodes = nodes
         self.settings = settings
         self.profile_name = profile_name
@@ -117,18 +122,18 @@ class NodeController:
         registered = False
         if node is None:
             try:
-                node = await self.client.create(NODES, nodes_mod.build_node(name, index, self.profile_name, max_pods=max_pods, declared_features=features))
+                node = await self.identities.node(name).create(NODES, nodes_mod.build_node(name, index, self.profile_name, max_pods=max_pods, declared_features=features))
                 registered = True
                 log.info("registered node", extra={"node": name})
             except ApiError as exc:
                 if exc.code != 409:
                     raise
-                node = await self.client.get(resource_path("", "v1", "nodes", name=name))
+                node = await self.identities.node(name).get(resource_path("", "v1", "nodes", name=name))
         if not node_healthy(node):
             status = nodes_mod.node_status(name, index, max_pods=max_pods, declared_features=features)
-            node = await self.client.patch(resource_path("", "v1", "nodes", name=name, subresource="status"), {"status": status})
+            node = await self.identities.node(name).patch(resource_path("", "v1", "nodes", name=name, subresource="status"), {"status": status})
         elif (settings := self._settings_patch(node)) is not None:
-            node = await self.client.patch(resource_path("", "v1", "nodes", name=name, subresource="status"), settings)
+            node = await self.identities.node(name).patch(resource_path("", "v1", "nodes", name=name, subresource="status"), settings)
         uid = _meta(node).get("uid", "")
         if self._lease_synced.get(name) != uid:
             # Right away (a kubelet renews when it starts); afterwards the heartbeat loop renews it at its
@@ -146,7 +151,7 @@ class NodeController:
         if owner:
             # A node we just registered most likely has no Lease yet: create first, patch only if one exists.
             try:
-                await self.client.create(leases, lease)
+                await self.identities.node(name).create(leases, lease)
                 return
             except ApiError as exc:
                 if exc.code != 409:
@@ -155,12 +160,12 @@ class NodeController:
         if owner and lease["metadata"].get("ownerReferences"):
             patch["metadata"] = {"ownerReferences": lease["metadata"]["ownerReferences"]}
         try:
-            await self.client.patch(resource_path("coordination.k8s.io", "v1", "leases", nodes_mod.NODE_LEASE_NAMESPACE, name), patch)
+            await self.identities.node(name).patch(resource_path("coordination.k8s.io", "v1", "leases", nodes_mod.NODE_LEASE_NAMESPACE, name), patch)
         except ApiError as exc:
             if exc.code != 404:
                 raise
             try:
-                await self.client.create(leases, lease)
+                await self.identities.node(name).create(leases, lease)
             except ApiError as create_exc:
                 if create_exc.code != 409:
                     raise
@@ -173,4 +178,4 @@ class NodeController:
             return
         transitions = {c.get("type", ""): c.get("lastTransitionTime", "") for c in _status(node).get("conditions") or []}
         conditions = nodes_mod.node_conditions(now_rfc3339(), transitions)
-        await self.client.patch(resource_path("", "v1", "nodes", name=name, subresource="status"), {"status": {"conditions": conditions}})
+        await self.identities.node(name).patch(resource_path("", "v1", "nodes", name=name, subresource="status"), {"status": {"conditions": conditions}})

@@ -25,6 +25,7 @@ from kube.workqueue import ExponentialBackoff, WorkQueue
 from kubeletsim import nodes as nodes_mod
 from kubeletsim import pods as pods_mod
 from kubeletsim import resources
+from kubeletsim.identities import Identities
 from kubeletsim.profiles import Profile, render_devices
 
 Obj = dict[str, Any]
@@ -66,8 +67,10 @@ class PodController:
         max_pods: int,
         gates: FeatureGates,
         backoff: ExponentialBackoff,
+        identities: Identities | None = None,
     ) -> None:
         self.client = client
+        self.identities = identities or Identities(client)
         self.nodes = nodes
         self.pods = pods
         self.claims = claims
@@ -225,7 +228,7 @@ class PodController:
             # Graceful deletion: stop the "containers", release the devices, then let the pod go.
             await self._unprepare(pod)
             try:
-                await self.client.delete(
+                await self.identities.node(node_name).delete(
                     self._pod_path(namespace, name), grace_period_seconds=0, preconditions={"uid": meta.get("uid", "")}, missing_ok=True
                 )
             except ApiError as exc:
@@ -268,9 +271,9 @@ class PodController:
             if admission.message not in waiting and self._written.get(uid) != f"Pending: {admission.message}":
                 # Report each new reason once (status + event), not on every re-check.
                 status = pods_mod.pending_status(pod, host_ip, admission.message, now, self._report(pod))
-                await self.client.patch(self._pod_path(namespace, name, "status"), {"metadata": {"uid": uid}, "status": status})
+                await self.identities.node(node_name).patch(self._pod_path(namespace, name, "status"), {"metadata": {"uid": uid}, "status": status})
                 await record_event(
-                    self.client,
+                    self.identities.node(node_name),
                     {"kind": "Pod", "apiVersion": "v1", **pod},
                     pods_mod.FAILED_PREPARE_REASON,
                     admission.message,
@@ -282,13 +285,13 @@ class PodController:
             return
         if self.gates.enabled("DRAResourceClaimDeviceStatus"):
             for claim_name, claim in admission.claims.items():
-                await self._write_claim_devices(namespace, claim_name, lambda c: pods_mod.prepared_devices(c, now, self._attributes), claim)
+                await self._write_claim_devices(node_name, namespace, claim_name, lambda c: pods_mod.prepared_devices(c, now, self._attributes), claim)
         pod_ip = self._allocate_ip(node_name, uid)
         if pod_ip is None:
             raise RuntimeError(f"no free pod address on node {node_name}")
         try:
             status = pods_mod.running_status(pod, host_ip, pod_ip, now, self._report(pod))
-            await self.client.patch(self._pod_path(namespace, name, "status"), {"metadata": {"uid": uid}, "status": status})
+            await self.identities.node(node_name).patch(self._pod_path(namespace, name, "status"), {"metadata": {"uid": uid}, "status": status})
         except ApiError:
             self._release_ip(pod)
             raise
@@ -320,9 +323,10 @@ class PodController:
         status = {"phase": "Failed", "reason": rejection.reason, "message": f"Pod was rejected: {rejection.message}"}
         if not _status(pod).get("startTime"):
             status["startTime"] = now
-        await self.client.patch(self._pod_path(namespace, name, "status"), {"metadata": {"uid": uid}, "status": status})
+        kubelet = self.identities.node(_spec(pod).get("nodeName", ""))
+        await kubelet.patch(self._pod_path(namespace, name, "status"), {"metadata": {"uid": uid}, "status": status})
         self._written[uid] = "Failed"
-        await record_event(self.client, {"kind": "Pod", "apiVersion": "v1", **pod}, rejection.reason, rejection.message, "Warning", COMPONENT)
+        await record_event(kubelet, {"kind": "Pod", "apiVersion": "v1", **pod}, rejection.reason, rejection.message, "Warning", COMPONENT)
         log.info("pod rejected", extra={"pod": f"{namespace}/{name}", "node": _spec(pod).get("nodeName"), "reason": rejection.reason})
 
     async def _check_completion(self, pod: Obj) -> None:
@@ -343,7 +347,7 @@ class PodController:
             return
         code = pods_mod.exit_code(pod)
         status = pods_mod.terminated_status(pod, code, now_rfc3339())
-        await self.client.patch(self._pod_path(namespace, name, "status"), {"metadata": {"uid": meta.get("uid", "")}, "status": status})
+        await self.identities.node(_spec(pod).get("nodeName", "")).patch(self._pod_path(namespace, name, "status"), {"metadata": {"uid": meta.get("uid", "")}, "status": status})
         self._started.pop(meta.get("uid", ""), None)
         self._written[meta.get("uid", "")] = status["phase"]
         self._admitted[_spec(pod).get("nodeName", "")].pop(meta.get("uid", ""), None)
@@ -359,7 +363,7 @@ class PodController:
                 continue
             if any(self._uses_prepared(other, uid, node_name) for other in self._claim_users.get((namespace, claim_name), ())):
                 continue
-            await self._write_claim_devices(namespace, claim_name, lambda c: pods_mod.unprepared_devices(c, self.drivers, node_name))
+            await self._write_claim_devices(node_name, namespace, claim_name, lambda c: pods_mod.unprepared_devices(c, self.drivers, node_name))
 
     def _uses_prepared(self, key: PodKey, uid: str, node_name: str) -> bool:
         other = self.pods.get(*key)
@@ -369,9 +373,9 @@ class PodController:
         return running and not _meta(other).get("deletionTimestamp")
 
     async def _write_claim_devices(
-        self, namespace: str, name: str, compute: Callable[[Obj], list[Obj] | None], claim: Obj | None = None
+        self, node_name: str, namespace: str, name: str, compute: Callable[[Obj], list[Obj] | None], claim: Obj | None = None
     ) -> None:
-        """PATCH the claim's status.devices to ``compute(claim)``, re-reading the claim on a conflict.
+        """PATCH the claim's status.devices to ``compute(claim)`` as the node's drivers, re-reading the claim on a conflict.
 
         ``claim``: the claim as last read (default: the cached one); a newer cached copy wins.
         """
@@ -379,4 +383,4 @@ class PodController:
         if claim is None or (cached is not None and _rv(cached) > _rv(claim)):
             claim = cached
         if claim is not None:
-            await update_device_status(self.client, namespace, name, compute, claim)
+            await update_device_status(await self.identities.driver(node_name), namespace, name, compute, claim)

@@ -21,6 +21,7 @@ from kube.errors import ApiError
 from kube.features import FeatureGates
 from kube.informer import Informer, run_with_informers
 from kube.workqueue import ExponentialBackoff
+from kubeletsim.identities import Identities
 from kubeletsim.nodecontroller import NodeController
 from kubeletsim.podcontroller import PodController
 from kubeletsim.profiles import Profile
@@ -42,8 +43,11 @@ def _log_failure(key: Hashable, exc: Exception, delay: float) -> None:
 class Simulator:
     """Simulates ``settings.nodes`` kubelets that run the drivers of ``profile``."""
 
-    def __init__(self, client: KubeClient, profile: Profile, settings: Settings, gates: FeatureGates | None = None) -> None:
+    def __init__(
+        self, client: KubeClient, profile: Profile, settings: Settings, gates: FeatureGates | None = None, identities: Identities | None = None
+    ) -> None:
         self.settings = settings
+        identities = identities or Identities(client)
         gates = gates or FeatureGates()
         self.profile = profile
         node_names = settings.node_names
@@ -54,12 +58,13 @@ class Simulator:
         self.pods = Informer(client, resource_path("", "v1", "pods"), field_selector="spec.nodeName!=", name="pods")
         self.claims = Informer(client, resource_path("resource.k8s.io", "v1", "resourceclaims"), name="resourceclaims")
         self.node_controller = NodeController(
-            client, self.nodes, settings, profile_name=profile.name, gates=gates, backoff=RETRY_BACKOFF
+            client, self.nodes, settings, profile_name=profile.name, gates=gates, backoff=RETRY_BACKOFF, identities=identities
         )
-        self.slice_controller = SliceController(client, self.nodes, self.slices, node_names, profile, gates=gates, backoff=RETRY_BACKOFF)
+        self.slice_controller = SliceController(client, self.nodes, self.slices, node_names, profile, gates=gates, backoff=RETRY_BACKOFF, identities=identities)
         self.pod_controller = PodController(
-            client, self.nodes, self.pods, self.claims, node_names, profile, max_pods=settings.max_pods, gates=gates, backoff=RETRY_BACKOFF
-        )
+            client, self.nodes, self.pods, self.claims, node_names, profile, max_pods=settings.max_pods, gates=gates, backoff=RETRY_BACKOFF,
+            identities=identities,
+        )  # fmt: skip
         self.ready = asyncio.Event()
 
     @property

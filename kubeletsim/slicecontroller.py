@@ -16,6 +16,7 @@ from kube.client import KubeClient, resource_path
 from kube.features import FeatureGates
 from kube.informer import Informer, resource_version_number
 from kube.workqueue import ExponentialBackoff, WorkQueue
+from kubeletsim.identities import Identities
 from kubeletsim.nodes import NODE_ALLOCATABLE_FEATURE
 from kubeletsim.profiles import DriverProfile, Profile, build_pool_slices, without_device_field
 
@@ -65,8 +66,10 @@ class SliceController:
         *,
         gates: FeatureGates,
         backoff: ExponentialBackoff,
+        identities: Identities | None = None,
     ) -> None:
         self.client = client
+        self.identities = identities or Identities(client)
         self.nodes = nodes
         self.slices = slices
         self.node_names = set(node_names)
@@ -133,6 +136,7 @@ class SliceController:
         uid = _meta(node).get("uid", "")
         ours = list(self._node_slices.get(name, {}).values())
         last_rv = 0
+        kubelet = self.identities.node(name)
         for driver in self.profile.drivers:
             existing = {_meta(s)["name"]: s for s in ours if _spec(s).get("driver") == driver.name}
             desired = self._desired_slices(name, driver, uid)
@@ -152,19 +156,19 @@ class SliceController:
                 obj["spec"]["pool"]["generation"] = generation
                 have = existing.pop(want["metadata"]["name"], None)
                 if have is None:
-                    result = await self.client.create(SLICES, obj)
+                    result = await kubelet.create(SLICES, obj)
                 else:
                     obj["metadata"]["resourceVersion"] = _meta(have).get("resourceVersion")
-                    result = await self.client.update(resource_path("resource.k8s.io", "v1", "resourceslices", name=obj["metadata"]["name"]), obj)
+                    result = await kubelet.update(resource_path("resource.k8s.io", "v1", "resourceslices", name=obj["metadata"]["name"]), obj)
                 last_rv = max(last_rv, _written_rv(result))
             for stale in existing:
-                deleted = await self.client.delete(resource_path("resource.k8s.io", "v1", "resourceslices", name=stale), missing_ok=True)
+                deleted = await kubelet.delete(resource_path("resource.k8s.io", "v1", "resourceslices", name=stale), missing_ok=True)
                 last_rv = max(last_rv, _written_rv(deleted))
             log.info("published resource slices", extra={"node": name, "driver": driver.name, "generation": generation, "slices": len(desired)})
         # Slices of drivers this node no longer runs (the profile changed between runs) go away.
         for stale_slice in ours:
             if _spec(stale_slice).get("driver") not in self.drivers:
-                deleted = await self.client.delete(
+                deleted = await kubelet.delete(
                     resource_path("resource.k8s.io", "v1", "resourceslices", name=_meta(stale_slice)["name"]), missing_ok=True
                 )
                 last_rv = max(last_rv, _written_rv(deleted))

@@ -6,9 +6,8 @@ import argparse
 import logging
 import os
 
-from kube.client import KubeClient
 from kube.features import FeatureGates
-from kube.process import run_leader_elected, worker_main
+from kube.process import add_connection_arguments, client_from_args, run_leader_elected, worker_main
 from schedulers.allocator import AllocatorFeatures
 from schedulers.cycle import DEFAULT_FILTER_TIMEOUT, DEFAULT_NODES_TO_FIND
 from schedulers.scheduler import Scheduler
@@ -22,7 +21,7 @@ LEASE_NAMESPACE = "kube-system"
 def build_parser() -> argparse.ArgumentParser:
     """Flags, each with an environment variable of the same meaning where one is common."""
     parser = argparse.ArgumentParser(prog="python -m schedulers", description="DRA-aware pod scheduler")
-    parser.add_argument("--server", default=os.environ.get("DRA_SERVER", "http://127.0.0.1:6443"), help="API server URL (DRA_SERVER)")
+    add_connection_arguments(parser)
     parser.add_argument("--scheduler-name", default="default-scheduler", help="schedule pods with this spec.schedulerName")
     parser.add_argument("--feature-gates", default=os.environ.get("DRA_FEATURE_GATES", ""), help="Gate=true|false,... (DRA_FEATURE_GATES)")
     parser.add_argument("--log-level", default=os.environ.get("DRA_LOG_LEVEL", "info"), help="debug, info, warning, error (DRA_LOG_LEVEL)")
@@ -45,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 async def run(args: argparse.Namespace, gates: FeatureGates) -> None:
     """Run until SIGTERM/SIGINT."""
-    client = KubeClient(args.server, user_agent="dra-scheduler/0.1", qps=args.qps or None)
+    client = client_from_args(args, user_agent="dra-scheduler/0.1")
     features = AllocatorFeatures.from_gates(gates)
 
     def new_scheduler() -> Scheduler:

@@ -18,10 +18,13 @@ from pathlib import Path
 import httpx
 import pytest
 
+from devtools.credentials import ClusterCredentials
 from devtools.postgres import PostgresNotAvailable, database_url_for_tests
 from devtools.server import ServerProcess, migrate
 from kube.client import KubeClient
+from tests.authcluster import AUTH_NODES, AuthCluster
 from tests.contract import check_response_body
+from tests.helpers import new_namespace
 
 BACKENDS = ["sqlite", "postgres"]
 
@@ -77,15 +80,16 @@ def backend(databases: Databases) -> str:
 
 @pytest.fixture(scope="session")
 def start_server(databases: Databases, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., ServerProcess]]:
-    """Start extra servers: ``start_server(*flags, database_url=None)``."""
+    """Start extra servers: ``start_server(*flags, database_url=None, credentials=None)``; with
+    credentials the server serves HTTPS with Node,RBAC (``devtools.credentials``)."""
     started: list[ServerProcess] = []
     logs = tmp_path_factory.mktemp("logs")
 
-    def start(*flags: str, database_url: str | None = None, migrate_first: bool = True) -> ServerProcess:
+    def start(*flags: str, database_url: str | None = None, migrate_first: bool = True, credentials: ClusterCredentials | None = None) -> ServerProcess:
         url = database_url or databases.new()
         if migrate_first:
             migrate(url)
-        proc = ServerProcess(url, *flags, log_path=logs / f"server-{len(started)}.log")
+        proc = ServerProcess(url, *flags, log_path=logs / f"server-{len(started)}.log", credentials=credentials)
         started.append(proc)
         return proc.start()
 
@@ -98,6 +102,17 @@ def start_server(databases: Databases, tmp_path_factory: pytest.TempPathFactory)
 def server(start_server: Callable[..., ServerProcess]) -> ServerProcess:
     """The shared server of this backend (tests isolate themselves by namespace)."""
     return start_server("--bookmark-interval", "1")
+
+
+@pytest.fixture(scope="session")
+def auth_cluster(start_server: Callable[..., ServerProcess], tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthCluster]:
+    """A server of this backend over HTTPS with Node,RBAC and an audit log, for tests of who may do what."""
+    tmp = tmp_path_factory.mktemp("auth")
+    credentials = ClusterCredentials.ensure(tmp / "pki")
+    credentials.ensure_node_tokens(list(AUTH_NODES))
+    audit = tmp / "audit.log"
+    server = start_server("--audit-log-path", str(audit), credentials=credentials)
+    yield AuthCluster(server, credentials, audit, tmp)
 
 
 def _contract_hook(response: httpx.Response) -> None:
@@ -125,7 +140,4 @@ async def kube_client(server: ServerProcess) -> AsyncIterator[KubeClient]:
 @pytest.fixture
 def ns(api: httpx.Client) -> str:
     """A fresh namespace for one test."""
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    response = api.post("/api/v1/namespaces", json={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    assert response.status_code == 201, response.text
-    return name
+    return new_namespace(api)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -55,6 +56,14 @@ def pod(name: str, node: str = "", gates: list[str] | None = None, **spec: Any) 
     if gates:
         body["spec"]["schedulingGates"] = [{"name": g} for g in gates]
     return body
+
+
+def new_namespace(client: httpx.Client) -> str:
+    """A fresh namespace, made through ``client``."""
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    response = client.post("/api/v1/namespaces", json={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    assert response.status_code == 201, response.text
+    return name
 
 
 def assert_status(response: httpx.Response, code: int, reason: str) -> dict[str, Any]:

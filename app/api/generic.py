@@ -29,8 +29,10 @@ from app.api.options import (
     continue_too_old,
     parse_resource_version,
 )
+from app.auth import context as requests
+from app.auth.admission import CREATE, DELETE, UPDATE
 from app.registry import NAMESPACE_KIND
-from app.registry.base import ActionSubresource, KindStrategy, Obj, RequestContext
+from app.registry.base import ActionSubresource, ComputedSubresource, KindStrategy, Obj, RequestContext
 from app.registry.objectmeta import validate_object_meta, validate_object_meta_update
 from app.storage.cache import ADDED, DELETED, MODIFIED, StoredObject
 from app.storage.errors import ContinueExpired, KeyExists, ResourceVersionTooLarge, RevisionCompacted, RevisionMismatch, StorageError
@@ -78,10 +80,17 @@ def _name_of(obj: Obj) -> str:
 class GenericStore:
     """The REST operations, bound to one storage and one set of feature gates."""
 
-    def __init__(self, storage: Storage, gates: FeatureGates, min_request_timeout: float = 1800.0) -> None:
+    def __init__(self, storage: Storage, gates: FeatureGates, min_request_timeout: float = 1800.0, tokens: Any = None) -> None:
         self.storage = storage
         self.gates = gates
         self.min_request_timeout = min_request_timeout
+        # The service account token issuer, for the token subresource.
+        self.tokens = tokens
+
+    def lookup(self, group: str, resource: str, namespace: str, name: str) -> Obj | None:
+        """The object this server holds now, by group and plural (None when there is none)."""
+        stored = self.storage.cached(f"{resource}.{group}" if group else resource, namespace, name)
+        return stored.obj if stored is not None else None
 
     # ---- helpers ---------------------------------------------------------------
 
@@ -91,7 +100,26 @@ class GenericStore:
             ns = self.storage.cached(NAMESPACES, "", namespace)
             if ns is not None:
                 labels = dict(ns.obj["metadata"].get("labels") or {})
-        return RequestContext(self.gates, labels)
+        return RequestContext(self.gates, labels, requester=requests.current(), tokens=self.tokens, lookup=self.lookup)
+
+    @staticmethod
+    def _admit(operation: str, strategy: KindStrategy, namespace: str, name: str, new: Obj | None, old: Obj | None, subresource: str = "") -> None:
+        """Admission by identity (NodeRestriction) of one write the requester makes."""
+        requester = requests.current()
+        if requester is None:
+            return
+        requester.admit(
+            {
+                "operation": operation,
+                "group": strategy.group,
+                "resource": strategy.plural,
+                "subresource": subresource or strategy.subresource,
+                "namespace": namespace if strategy.namespaced else "",
+                "name": name,
+                "obj": new,
+                "old": old,
+            }
+        )
 
     def _not_found(self, strategy: KindStrategy, name: str) -> ApiError:
         return errors.not_found(strategy.qualified_resource, name, strategy.group, strategy.plural)
@@ -325,6 +353,9 @@ class GenericStore:
         if errs:
             raise self._invalid(strategy, name or generate, errs)
         warnings.extend(ctx.warnings)
+        if not strategy.stored:
+            return WriteResult(strategy.respond(obj, ctx), created=True, warnings=warnings)
+        self._admit(CREATE, strategy, namespace, name, obj, None)
         if not applied:
             ssa.update_managed_fields(None, obj, wopts.field_manager, "Update", strategy.api_version, now, reset_fields=strategy.reset_fields())
         if wopts.dry_run:
@@ -432,6 +463,7 @@ class GenericStore:
         if errs:
             raise self._invalid(strategy, name, errs)
         warnings.extend(ctx.warnings)
+        self._admit(UPDATE, strategy, old["metadata"].get("namespace", ""), name, new, old)
         if operation != "Apply":
             ssa.update_managed_fields(
                 old, new, wopts.field_manager, operation, strategy.api_version, now_rfc3339(), strategy.subresource, reset_fields=strategy.reset_fields()
@@ -527,6 +559,7 @@ class GenericStore:
                 raise self._not_found(strategy, name)
             meta = current.obj["metadata"]
             self._check_preconditions(strategy, name, meta, dopts.preconditions_uid, dopts.preconditions_rv)
+            self._admit(DELETE, strategy, ns, name, None, current.obj)
             new = current.copy()
             new_meta = new["metadata"]
             grace = strategy.delete_grace_period(current.obj, dopts.grace_period_seconds)
@@ -605,6 +638,7 @@ class GenericStore:
             if current is None:
                 return None
             self._check_preconditions(strategy, name, current.obj["metadata"], uid, resource_version)
+            self._admit(CREATE if "create" in subresource.verbs else UPDATE, strategy, namespace, name, body, current.obj, subresource.name)
             new = subresource.apply(strategy, name, body, current.copy())
             if new == current.obj:
                 return None
@@ -613,6 +647,18 @@ class GenericStore:
             return new
 
         return await self.guaranteed_update(strategy, namespace, name, mutate, dry_run=wopts.dry_run)
+
+
+    async def compute_subresource(self, strategy: KindStrategy, subresource: ComputedSubresource, namespace: str, name: str, body: Any) -> Obj:
+        """The answer of a computed subresource (a token) about the stored object; nothing is written."""
+        kind = subresource.group_version_kind(strategy)[2]
+        if not isinstance(body, dict):
+            raise errors.bad_request(f"the body of the request must be a {kind} object")
+        current = self.storage.cached(strategy.qualified_resource, namespace if strategy.namespaced else "", name)
+        if current is None:
+            raise self._not_found(strategy, name)
+        self._admit(CREATE, strategy, namespace, name, body, current.obj, subresource.name)
+        return subresource.respond(strategy, current.obj, body, self.context(namespace))
 
 
 def _read_error(exc: StorageError) -> ApiError:

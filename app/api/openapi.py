@@ -411,8 +411,9 @@ def _kind_paths(strategy: KindStrategy) -> dict[str, _PathItem]:
     scope = "Namespaced" if strategy.namespaced else ""
     tag = operation_tag(group, version)
     obj = definition_name(group, version, kind)
-    obj_list = definition_name(group, version, strategy.list_kind)
     verbs = set(resource_verbs(strategy))
+    # Kinds that are only ever created (the reviews) have no list kind.
+    obj_list = definition_name(group, version, strategy.list_kind) if "list" in verbs else ""
 
     def op(
         method: str,
@@ -587,7 +588,8 @@ def _roots(group_version_pairs: Iterable[tuple[str, str]], paths: dict[str, _Pat
     for group, version in group_version_pairs:
         for strategy in kinds_in(group, version):
             roots.add(definition_name(group, version, strategy.kind))
-            roots.add(definition_name(group, version, strategy.list_kind))
+            if "list" in resource_verbs(strategy):
+                roots.add(definition_name(group, version, strategy.list_kind))
             roots.update(definition_name(*sub.group_version_kind(strategy)) for sub in strategy.subresources)
     for entry in paths.values():
         for operation in entry.operations.values():

@@ -1,8 +1,9 @@
-"""The small protobuf subset ``kubectl create namespace NAME`` sends.
+"""The small protobuf subset kubectl sends: ``kubectl create namespace NAME``, and the reviews of
+``kubectl auth whoami`` and ``kubectl auth can-i`` (with ``--list``).
 
 A body is ``k8s\\x00`` followed by a ``runtime.Unknown`` envelope
 ``{1: TypeMeta{1: apiVersion, 2: kind}, 2: raw, 3: contentEncoding, 4: contentType}``
-whose ``raw`` is the typed object. Only a v1 Namespace is understood; anything else,
+whose ``raw`` is the typed object. Only those kinds are understood; anything else,
 or any field whose data this decoder would have to drop, raises ValueError so the
 server answers 415 instead of storing a partial object.
 """
@@ -160,7 +161,60 @@ def _namespace(data: bytes) -> Obj:
     return obj
 
 
-_DECODERS: dict[tuple[str, str], Callable[[bytes], Obj]] = {("v1", "Namespace"): _namespace}
+def _strings(data: bytes, names: dict[int, str], what: str) -> Obj:
+    """A message of string fields only (empty strings left out, as JSON omits them)."""
+    out: Obj = {}
+    for number, wire, value in _fields(data):
+        if number in names:
+            text = _text(wire, value)
+            if text:
+                out[names[number]] = text
+        else:
+            _require_empty(f"{what} field {number}", wire, value)
+    return out
+
+
+_RESOURCE_ATTRIBUTES = {1: "namespace", 2: "verb", 3: "group", 4: "version", 5: "resource", 6: "subresource", 7: "name"}
+_NON_RESOURCE_ATTRIBUTES = {1: "path", 2: "verb"}
+
+
+def _access_review_spec(data: bytes) -> Obj:
+    spec: Obj = {}
+    for number, wire, value in _fields(data):
+        if number == 1:
+            spec["resourceAttributes"] = _strings(_message(wire, value), _RESOURCE_ATTRIBUTES, "resourceAttributes")
+        elif number == 2:
+            spec["nonResourceAttributes"] = _strings(_message(wire, value), _NON_RESOURCE_ATTRIBUTES, "nonResourceAttributes")
+        else:
+            _require_empty(f"spec field {number}", wire, value)
+    return spec
+
+
+def _review(spec: Callable[[bytes], Obj] | None) -> Callable[[bytes], Obj]:
+    """A review kind: metadata (1), its spec (2, when it has one), and a status the server fills in."""
+
+    def decode(data: bytes) -> Obj:
+        obj: Obj = {}
+        for number, wire, value in _fields(data):
+            if number == 1:
+                obj["metadata"] = _object_meta(_message(wire, value))
+            elif number == 2 and spec is not None:
+                obj["spec"] = spec(_message(wire, value))
+            elif number == (3 if spec is not None else 2):
+                continue  # status: the server's answer, whatever the client sent
+            else:
+                _require_empty(f"field {number}", wire, value)
+        return obj
+
+    return decode
+
+
+_DECODERS: dict[tuple[str, str], Callable[[bytes], Obj]] = {
+    ("v1", "Namespace"): _namespace,
+    ("authentication.k8s.io/v1", "SelfSubjectReview"): _review(None),
+    ("authorization.k8s.io/v1", "SelfSubjectAccessReview"): _review(_access_review_spec),
+    ("authorization.k8s.io/v1", "SelfSubjectRulesReview"): _review(lambda data: _strings(data, {1: "namespace"}, "spec")),
+}
 
 
 def decode_k8s_protobuf(body: bytes) -> Obj:

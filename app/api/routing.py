@@ -18,6 +18,7 @@ from starlette.types import Receive, Scope, Send
 from app.api import negotiation
 from app.api.generic import GenericStore
 from app.api.handlers.action import act
+from app.api.handlers.compute import compute
 from app.api.handlers.create import create
 from app.api.handlers.delete import delete, delete_collection
 from app.api.handlers.get import get, list_resource
@@ -28,7 +29,7 @@ from app.api.options import query_params
 from app.api.requestinfo import request_verb
 from app.api.storagestatus import storage_status
 from app.registry import KINDS
-from app.registry.base import ActionSubresource, KindStrategy, StatusSubresource, Subresource
+from app.registry.base import ActionSubresource, ComputedSubresource, KindStrategy, StatusSubresource, Subresource
 from app.storage.errors import StorageFailure, StorageUnavailable
 from kube import errors
 from kube.errors import ApiError
@@ -86,6 +87,8 @@ def _subresource_route(owner: KindStrategy, sub: Subresource) -> Route:
         return Route(sub.strategy, handlers, sub)
     if isinstance(sub, ActionSubresource):
         return Route(owner, {_VERB_METHODS[verb]: act for verb in sub.verbs}, sub)
+    if isinstance(sub, ComputedSubresource):
+        return Route(owner, {"POST": compute}, sub)
     raise TypeError(f"{owner.plural}/{sub.name}: no handlers for a {type(sub).__name__}")
 
 

@@ -10,6 +10,7 @@ import logging
 
 from app.api.generic import GenericStore
 from app.api.options import DeleteOptions, WriteOptions
+from app.controlplane.loop import ControlLoop
 from app.registry import KINDS
 from app.registry.core import namespace as namespace_kind
 from kube.errors import ApiError
@@ -26,24 +27,17 @@ async def ensure_system_namespaces(registry: GenericStore) -> None:
                 await registry.create(NAMESPACES, "", {"metadata": {"name": name}}, SYSTEM_MANAGER)
 
 
-class NamespaceLifecycle:
+class NamespaceLifecycle(ControlLoop):
     """Empties Terminating namespaces, then removes the ``kubernetes`` finalizer."""
 
+    name = "namespace-lifecycle"
+
     def __init__(self, registry: GenericStore, interval: float = 0.5) -> None:
+        super().__init__()
         self.registry = registry
         self.interval = interval
-        self._task: asyncio.Task[None] | None = None
 
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._loop(), name="namespace-lifecycle")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-    async def _loop(self) -> None:
+    async def run(self) -> None:
         last_revision = -1
         while True:
             await asyncio.sleep(self.interval)

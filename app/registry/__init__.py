@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from app.registry.authentication import selfsubjectreview
+from app.registry.authorization import selfsubjectaccessreview, selfsubjectrulesreview, subjectaccessreview
 from app.registry.base import KindStrategy
 from app.registry.coordination import lease
-from app.registry.core import event, namespace, node, pod
+from app.registry.core import event, namespace, node, pod, serviceaccount
+from app.registry.rbac import clusterrole, clusterrolebinding, role, rolebinding
 from app.registry.resource import (
     deviceclass,
     devicetaintrule,
@@ -24,6 +27,15 @@ KINDS: tuple[KindStrategy, ...] = (
     resourceslice.STRATEGY,
     devicetaintrule.STRATEGY,
     lease.STRATEGY,
+    serviceaccount.STRATEGY,
+    role.STRATEGY,
+    clusterrole.STRATEGY,
+    rolebinding.STRATEGY,
+    clusterrolebinding.STRATEGY,
+    selfsubjectreview.STRATEGY,
+    selfsubjectaccessreview.STRATEGY,
+    selfsubjectrulesreview.STRATEGY,
+    subjectaccessreview.STRATEGY,
 )
 
 # The kind whose objects are the namespaces that namespaced objects live in.

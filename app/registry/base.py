@@ -38,6 +38,13 @@ class RequestContext:
     feature_gates: Any
     namespace_labels: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    # Who makes the request (``app.auth.context.Requester``: user, authorizers, RBAC rules), or
+    # None for the server's own work, which may do anything.
+    requester: Any = None
+    # The service account token issuer (``app.auth.authenticators.ServiceAccountTokens``).
+    tokens: Any = None
+    # (group, resource, namespace, name) -> the stored object or None: what this server holds now.
+    lookup: Callable[[str, str, str, str], Obj | None] | None = None
 
 
 class KindStrategy:
@@ -85,6 +92,8 @@ class KindStrategy:
     create_example: Obj | None = None
     # Verbs of the main resource, as discovery lists them.
     verbs: tuple[str, ...] = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+    # False for a kind nothing is stored of (a review): a create answers ``respond``'s object.
+    stored: bool = True
 
     def __init__(self, subresources: tuple[Subresource, ...] = ()) -> None:
         self.subresources = subresources
@@ -130,6 +139,10 @@ class KindStrategy:
 
     def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
         return []
+
+    def respond(self, obj: Obj, ctx: RequestContext) -> Obj:
+        """An unstored kind's answer to a create (the object with its status filled in)."""
+        raise NotImplementedError
 
     # ---- deletion -------------------------------------------------------------
 
@@ -204,6 +217,17 @@ class StatusSubresource(Subresource):
 
     def __init__(self, strategy: StatusStrategy) -> None:
         self.strategy = strategy
+
+
+class ComputedSubresource(Subresource):
+    """A subresource whose one write (a create) computes an answer from the stored object and
+    stores nothing (``serviceaccounts/NAME/token`` issues a token)."""
+
+    verbs = ("create",)
+
+    def respond(self, owner: KindStrategy, stored: Obj, body: Obj, ctx: RequestContext) -> Obj:
+        """The answer to ``body`` about ``stored``; raises ApiError when it cannot be given."""
+        raise NotImplementedError
 
 
 class ActionSubresource(Subresource):

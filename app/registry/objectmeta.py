@@ -46,14 +46,24 @@ def dns1123_subdomain_problems(value: str) -> list[str]:
 
 
 def validate_object_name(name: str, rule: str, path: str = "metadata.name", generated: bool = False) -> list[FieldError]:
-    """Upstream's NameIsDNSSubdomain / NameIsDNSLabel. A generateName prefix may end in '-'."""
+    """Upstream's NameIsDNSSubdomain / NameIsDNSLabel, or for ``rule`` "path" (RBAC's names)
+    ValidatePathSegmentName. A generateName prefix may end in '-'."""
     if not name:
         return [required(path, "name or generateName is required")]
+    if rule == "path":
+        return [invalid(path, name, p) for p in path_segment_problems(name, prefix=generated)]
     checked = name[:-1] if generated and name.endswith("-") else name
     if not checked:
         return []
     problems = dns1123_label_problems(checked) if rule == "label" else dns1123_subdomain_problems(checked)
     return [invalid(path, name, p) for p in problems]
+
+
+def path_segment_problems(name: str, prefix: bool = False) -> list[str]:
+    """Why ``name`` cannot be one segment of a URL path (a prefix may still be "." or "..")."""
+    if not prefix and name in (".", ".."):
+        return [f"may not be '{name}'"]
+    return [f"may not contain '{c}'" for c in ("/", "%") if c in name]
 
 
 def validate_max_bytes(value: str, path: str, limit: int) -> list[FieldError]:

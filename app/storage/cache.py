@@ -137,6 +137,8 @@ class WatchCache:
         self._watchers: dict[str, set[Watcher]] = {}
         self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
         self._waiter_ids = itertools.count()
+        # resource -> callbacks told of each applied event, in order, before any watcher.
+        self._followers: dict[str, list[Callable[[Event], None]]] = {}
 
     # ---- loading and applying ------------------------------------------------
 
@@ -171,6 +173,8 @@ class WatchCache:
                 names[event.name] = event.obj
             self.revision = event.revision
             self.history.append(event)
+            for follow in self._followers.get(event.resource, ()):
+                follow(event)
             for watcher in tuple(self._watchers.get(event.resource, ())):
                 watcher.offer(event)
         self._wake(self.revision)
@@ -248,7 +252,13 @@ class WatchCache:
         out.reverse()
         return out
 
-    # ---- watchers --------------------------------------------------------------
+    # ---- followers and watchers -----------------------------------------------------
+
+    def add_follower(self, resource: str, follow: Callable[[Event], None]) -> None:
+        """Call ``follow`` with every event of ``resource`` applied from now on, synchronously:
+        an index built on it is current as soon as the write that changed it returns."""
+        self._followers.setdefault(resource, []).append(follow)
+
 
     def add_watcher(self, watcher: Watcher) -> None:
         self._watchers.setdefault(watcher.resource, set()).add(watcher)

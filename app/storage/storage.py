@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from app.storage.cache import ADDED, Event, StoredObject, Watcher
+from app.storage.cache import ADDED, DELETED, Event, StoredObject, Watcher
 from app.storage.errors import ContinueExpired, ResourceVersionTooLarge, RevisionCompacted
 from app.storage.store import Store, WriteOp
 
@@ -271,6 +271,13 @@ class Storage:
                     return
         finally:
             self._cache.remove_watcher(watcher)
+
+    def follow(self, resource: str, on_change: Callable[[bool, Obj], None]) -> None:
+        """Call ``on_change(deleted, object)`` for every current object of ``resource`` and then
+        for every change: in-memory indexes (authorization's) stay exactly as current as reads."""
+        for _ns, _name, stored in self._cache.items(resource, None):
+            on_change(False, stored.obj)
+        self._cache.add_follower(resource, lambda event: on_change(event.type == DELETED, event.obj.obj))
 
     # ---- writes --------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ import json
 import os
 import re
 import shlex
+import ssl
 import subprocess
 import sys
 import time
@@ -44,7 +45,7 @@ DOCKERFILE = REPO_ROOT / "Dockerfile"
 DOCKERIGNORE = REPO_ROOT / ".dockerignore"
 EXAMPLES = REPO_ROOT / "examples"
 
-APP_SERVICES = ("migrate", "apiserver", "scheduler", "controller", "kubeletsim")
+APP_SERVICES = ("pki", "migrate", "apiserver", "scheduler", "controller", "kubeletsim")
 WORKERS = ("scheduler", "controller", "kubeletsim")
 E2E_TIMEOUT = 60.0
 
@@ -263,6 +264,7 @@ def test_one_image_for_every_process(compose: dict[str, Any], image: Image) -> N
         build = services[name]["build"]
         context = build if isinstance(build, str) else build.get("context", ".")
         assert (REPO_ROOT / context / (build.get("dockerfile", "Dockerfile") if isinstance(build, dict) else "Dockerfile")).resolve() == DOCKERFILE
+    assert service_argv(services["pki"], image)[:3] == ["python", "-m", "devtools.credentials"]
     assert service_argv(services["migrate"], image)[:4] == ["python", "-m", "app", "migrate"]
     assert service_argv(services["apiserver"], image)[:4] == ["python", "-m", "app", "serve"]
     assert service_argv(services["scheduler"], image)[:3] == ["python", "-m", "schedulers"]
@@ -273,10 +275,10 @@ def test_one_image_for_every_process(compose: dict[str, Any], image: Image) -> N
 def test_dependency_conditions(compose: dict[str, Any]) -> None:
     services = compose["services"]
     assert depends_on(services["migrate"]) == {"postgres": "service_healthy"}
-    assert depends_on(services["apiserver"]) == {"migrate": "service_completed_successfully"}
+    assert depends_on(services["apiserver"]) == {"migrate": "service_completed_successfully", "pki": "service_completed_successfully"}
     for name in WORKERS:
         assert depends_on(services[name]) == {"apiserver": "service_healthy"}, name
-    assert start_order(services)[:3] == ["postgres", "migrate", "apiserver"]
+    assert start_order(services).index("apiserver") > max(start_order(services).index("migrate"), start_order(services).index("pki"))
     for name, svc in services.items():
         for dep, condition in depends_on(svc).items():
             assert condition in ("service_started", "service_healthy", "service_completed_successfully")
@@ -286,7 +288,8 @@ def test_dependency_conditions(compose: dict[str, Any]) -> None:
 
 def test_restart_policies(compose: dict[str, Any]) -> None:
     services = compose["services"]
-    assert services["migrate"].get("restart", "no") == "no", "a one-shot job must not be restarted"
+    for job in ("migrate", "pki"):
+        assert services[job].get("restart", "no") == "no", "a one-shot job must not be restarted"
     for name in ("postgres", "apiserver", *WORKERS):
         assert services[name].get("restart") in ("always", "unless-stopped", "on-failure"), name
 
@@ -313,8 +316,12 @@ def test_configuration_by_environment(compose: dict[str, Any]) -> None:
         assert url.scheme == "postgresql" and url.hostname == "postgres" and url.port == 5432
         assert (url.username, url.password, url.path) == (pg_env["POSTGRES_USER"], pg_env["POSTGRES_PASSWORD"], "/" + pg_env["POSTGRES_DB"])
     for name in WORKERS:
-        assert envs[name]["DRA_SERVER"] == "http://apiserver:6443"
+        assert envs[name]["DRA_KUBECONFIG"] == f"data/pki/{name}.kubeconfig", "each worker has its own identity"
         assert "DRA_DATABASE_URL" not in envs[name], "workers talk to the API server only"
+    assert envs["apiserver"]["DRA_AUTHORIZATION_MODE"] == "Node,RBAC"
+    assert envs["apiserver"]["DRA_CLIENT_CA_FILE"] == "data/pki/ca.crt"
+    pki = service_argv(services["pki"], Image())
+    assert "--server=https://apiserver:6443" in pki and "--host=apiserver" in pki
 
 
 def test_dockerfile(image: Image) -> None:
@@ -500,7 +507,9 @@ def _pod_running_with_allocated_claim(client: httpx.Client) -> dict[str, Any] | 
 @pytest.mark.slow
 @pytest.mark.postgres
 @pytest.mark.timeout(150)
-def test_stack_runs_as_composed(database_url: str, image: Image, tmp_path: Path) -> None:
+def test_stack_runs_as_composed(database_url: str, image: Image, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The credentials go to this test's directory rather than the checkout's data/pki.
+    monkeypatch.setenv("DRA_PKI_DIR", str(tmp_path / "pki"))
     compose = load_compose()  # interpolated from this environment, as `docker compose up` would be
     stack = LocalStack(compose, image, database_url, tmp_path)
     started = time.monotonic()
@@ -526,7 +535,9 @@ def test_stack_runs_as_composed(database_url: str, image: Image, tmp_path: Path)
             if "healthcheck" in compose["services"][name]:
                 stack.wait_healthy(name, deadline)
 
-        with httpx.Client(base_url=f"http://127.0.0.1:{stack.api_port}", timeout=10) as client:
+        admin = ssl.create_default_context(cafile=str(tmp_path / "pki" / "ca.crt"))
+        admin.load_cert_chain(tmp_path / "pki" / "admin.crt", tmp_path / "pki" / "admin.key")
+        with httpx.Client(base_url=f"https://127.0.0.1:{stack.api_port}", verify=admin, timeout=10) as client:
             created = apply_examples(client)
             assert "Pod/gpu-pod" in created and "DeviceClass/gpu.example.com" in created
             result = None

@@ -18,6 +18,7 @@ import httpx
 import pytest
 import yaml
 
+from devtools.credentials import ClusterCredentials
 from devtools.server import REPO_ROOT, ServerProcess
 from tests.processes import Worker, eventually
 
@@ -59,21 +60,22 @@ def apply(client: httpx.Client, name: str) -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def stack(start_server: Callable[..., ServerProcess], tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
     started = time.monotonic()
-    server = start_server("--bookmark-interval", "1")
     logs = tmp_path_factory.mktemp("e2e")
-    url = server.url
+    # The stack as make run starts it: HTTPS, Node,RBAC, every process as its own identity.
+    credentials = ClusterCredentials.ensure(logs / "pki")
+    credentials.ensure_node_tokens(["sim-0", "sim-1", "part-0", "part-1"])
+    server = start_server("--bookmark-interval", "1", credentials=credentials)
+    sim = server.worker_flags("kubeletsim")
     workers = [
-        Worker("controllers", ["--server", url, "--lease-duration", "2"], logs / "controller.log"),
-        Worker("schedulers", ["--server", url, "--no-leader-elect"], logs / "scheduler.log"),
-        Worker("kubeletsim", ["--server", url, "--nodes", "2", "--profile", "gpu,nic", "--node-prefix", "sim-"], logs / "sim.log"),
-        Worker(
-            "kubeletsim", ["--server", url, "--nodes", "2", "--profile", "gpu-partitionable", "--node-prefix", "part-"], logs / "part.log"
-        ),
+        Worker("controllers", [*server.worker_flags("controller"), "--lease-duration", "2"], logs / "controller.log"),
+        Worker("schedulers", [*server.worker_flags("scheduler"), "--no-leader-elect"], logs / "scheduler.log"),
+        Worker("kubeletsim", [*sim, "--nodes", "2", "--profile", "gpu,nic", "--node-prefix", "sim-"], logs / "sim.log"),
+        Worker("kubeletsim", [*sim, "--nodes", "2", "--profile", "gpu-partitionable", "--node-prefix", "part-"], logs / "part.log"),
     ]
     for worker in workers:
         worker.start()
     try:
-        with httpx.Client(base_url=url, timeout=30.0) as client:
+        with httpx.Client(**server.httpx_options(), timeout=30.0) as client:  # type: ignore[arg-type]
             eventually(lambda: len(client.get(f"{RESOURCE}/resourceslices").json()["items"]) >= 4, "simulators publish slices")
             for name in CLASSES:
                 apply(client, name)

@@ -20,7 +20,8 @@ The Configuration section's flag tables are checked against each process's own a
 parser as well: the same flags, their defaults and their environment variables.
 
 The stack is what ``make run`` starts (``devtools.devstack.worker_commands``: controller,
-scheduler, kubelet simulator with two ``gpu,nic`` nodes) on a fresh SQLite database. The
+scheduler, kubelet simulator with two ``gpu,nic`` nodes, each as its own identity, the server
+over HTTPS with Node,RBAC; ``KUBECONFIG`` is the admin's) on a fresh SQLite database. The
 kubectl part skips when no ``kubectl`` is on PATH; the Python part needs only the venv.
 """
 
@@ -45,7 +46,8 @@ import httpx
 import pytest
 import yaml
 
-from devtools.devstack import worker_commands, write_kubeconfig
+from devtools.credentials import ClusterCredentials
+from devtools.devstack import node_names, worker_commands, write_kubeconfig
 from devtools.server import REPO_ROOT, ServerProcess, migrate, stop_process
 
 pytestmark = [pytest.mark.slow]
@@ -227,7 +229,7 @@ def test_configuration_tables_match_the_flags(monkeypatch: pytest.MonkeyPatch) -
 
 @dataclass
 class Stack:
-    url: str
+    server: ServerProcess
     env: dict[str, str]
     logs: Path
 
@@ -237,10 +239,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     tmp = tmp_path_factory.mktemp("tour")
     database_url = f"sqlite+aiosqlite:///{tmp / 'dra.sqlite'}"
     migrate(database_url)
-    server = ServerProcess(database_url, log_path=tmp / "apiserver.log").start()
+    credentials = ClusterCredentials.ensure(tmp / "pki")
+    credentials.ensure_node_tokens(node_names(NODES))
+    server = ServerProcess(database_url, log_path=tmp / "apiserver.log", credentials=credentials).start()
     workers: list[subprocess.Popen[bytes]] = []
     try:
-        for name, command in worker_commands(server.url, "", NODES, PROFILE):
+        for name, command in worker_commands(server, "", NODES, PROFILE):
             with open(tmp / f"{name}.log", "ab") as log:
                 workers.append(subprocess.Popen(command, cwd=REPO_ROOT, stdout=log, stderr=log))
         home = tmp / "home"
@@ -248,16 +252,16 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         env = {
             **os.environ,
             "HOME": str(home),
-            "KUBECONFIG": str(write_kubeconfig(server.url, tmp / "kubeconfig")),
+            "KUBECONFIG": str(write_kubeconfig(server, tmp / "kubeconfig")),
             "KUBECACHEDIR": str(tmp / "kubecache"),
             "LANG": "C.UTF-8",
         }
-        with httpx.Client(base_url=server.url, timeout=30.0) as client:
+        with httpx.Client(**server.httpx_options(), timeout=30.0) as client:  # type: ignore[arg-type]
             deadline = time.monotonic() + 60
             while len(client.get("/apis/resource.k8s.io/v1/resourceslices").json()["items"]) < 2 * NODES:
                 assert time.monotonic() < deadline, f"the kubelet simulator published no slices; logs in {tmp}"
                 time.sleep(0.2)
-        yield Stack(server.url, env, tmp)
+        yield Stack(server, env, tmp)
     finally:
         for worker in workers:
             stop_process(worker)
@@ -354,7 +358,8 @@ def test_kubectl_tour(stack: Stack) -> None:
 def test_python_tour(stack: Stack, tmp_path: Path) -> None:
     """The Python tour, which expects the DeviceClass of the kubectl tour's step 2 (created here if absent)."""
     device_class = yaml.safe_load((Path(REPO_ROOT) / "examples" / "gpu-deviceclass.yaml").read_text())
-    response = httpx.post(f"{stack.url}/apis/resource.k8s.io/v1/deviceclasses", json=device_class, timeout=30.0)
+    with httpx.Client(**stack.server.httpx_options(), timeout=30.0) as client:  # type: ignore[arg-type]
+        response = client.post("/apis/resource.k8s.io/v1/deviceclasses", json=device_class)
     assert response.status_code in (201, 409), response.text
     for step in PYTHON_STEPS:
         check(step, lambda step=step: run_python(step, stack.env, tmp_path))

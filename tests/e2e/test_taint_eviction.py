@@ -16,6 +16,7 @@ import httpx
 import pytest
 import yaml
 
+from devtools.credentials import ClusterCredentials
 from devtools.server import REPO_ROOT, ServerProcess
 from tests.processes import Worker, eventually
 
@@ -25,18 +26,20 @@ NS = "taints"
 
 @pytest.fixture(scope="module")
 def stack(start_server: Callable[..., ServerProcess], tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
-    server = start_server("--bookmark-interval", "1")
     logs = tmp_path_factory.mktemp("e2e-taints")
-    url = server.url
+    # Node,RBAC and an identity per process: eviction is the controller's job, done as itself.
+    credentials = ClusterCredentials.ensure(logs / "pki")
+    credentials.ensure_node_tokens(["sim-0"])
+    server = start_server("--bookmark-interval", "1", credentials=credentials)
     workers = [
-        Worker("controllers", ["--server", url, "--lease-duration", "2", "--device-taint-rule-status-period", "1"], logs / "controller.log"),
-        Worker("schedulers", ["--server", url, "--no-leader-elect"], logs / "scheduler.log"),
-        Worker("kubeletsim", ["--server", url, "--nodes", "1", "--profile", "gpu", "--node-prefix", "sim-"], logs / "sim.log"),
+        Worker("controllers", [*server.worker_flags("controller"), "--lease-duration", "2", "--device-taint-rule-status-period", "1"], logs / "controller.log"),
+        Worker("schedulers", [*server.worker_flags("scheduler"), "--no-leader-elect"], logs / "scheduler.log"),
+        Worker("kubeletsim", [*server.worker_flags("kubeletsim"), "--nodes", "1", "--profile", "gpu", "--node-prefix", "sim-"], logs / "sim.log"),
     ]
     for worker in workers:
         worker.start()
     try:
-        with httpx.Client(base_url=url, timeout=30.0) as client:
+        with httpx.Client(**server.httpx_options(), timeout=30.0) as client:  # type: ignore[arg-type]
             eventually(lambda: client.get(f"{RESOURCE}/resourceslices").json()["items"], "simulator publishes slices")
             for doc in yaml.safe_load_all((Path(REPO_ROOT) / "examples" / "gpu-deviceclass.yaml").read_text()):
                 assert client.post(f"{RESOURCE}/deviceclasses", json=doc).status_code == 201

@@ -12,6 +12,7 @@ from app.registry.resource.claimspec import (
     drop_claim_spec_fields,
     validate_claim_spec,
 )
+from app.registry.resource.resourceclaim_authorization import granular_status_errors
 from app.registry.resource.resourceclaim_validation import (
     ALLOCATION_SCHEMA_PROPERTIES,
     admin_access_status_errors,
@@ -91,7 +92,8 @@ class ResourceClaimStatusStrategy(StatusStrategy, ResourceClaimStrategy):
 
     def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
         errs = admin_access_status_errors(new, old, ctx.namespace_labels)
-        return errs + validate_claim_status(new, old)
+        errs += validate_claim_status(new, old)
+        return errs + granular_status_errors(new, old, ctx)
 
 
 STATUS_STRATEGY = ResourceClaimStatusStrategy()

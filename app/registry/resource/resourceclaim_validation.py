@@ -112,7 +112,7 @@ def admin_access_status_errors(new: Obj, old: Obj, namespace_labels: dict[str, s
     return []
 
 
-def _device_id(obj: Obj) -> tuple[Any, Any, Any, Any]:
+def device_id(obj: Obj) -> tuple[Any, Any, Any, Any]:
     return (obj.get("driver"), obj.get("pool"), obj.get("device"), obj.get("shareID"))
 
 
@@ -172,7 +172,7 @@ def _validate_device_status(dev: Obj, path: str, allocated: set[tuple[Any, Any, 
     share = get_str(dev, "shareID", path, errs)
     if share is not None:
         errs.extend(validate_uid(share, f"{path}.shareID"))
-    key = _device_id(dev)
+    key = device_id(dev)
     if key not in allocated:
         errs.append(invalid(path, _render_device_id(key), "must be an allocated device in the claim"))
     conds = get_list(dev, "conditions", path, errs)
@@ -234,13 +234,13 @@ def validate_claim_status(new: Obj, old: Obj) -> Errs:
         results = (alloc.get("devices") or {}).get("results") if isinstance(alloc.get("devices"), dict) else None
         for res in results if isinstance(results, list) else []:
             if isinstance(res, dict):
-                allocated.add(_device_id(res))
+                allocated.add(device_id(res))
     devs = get_list(status, "devices", "status", errs)
     if devs is not None:
         keys = []
         for i, dev, p in dict_entries(devs, "status.devices", errs):
             errs.extend(_validate_device_status(dev, p, allocated))
-            keys.append((i, _device_id(dev)))
+            keys.append((i, device_id(dev)))
         seen: set[Any] = set()
         for i, key in keys:
             if key in seen:
@@ -278,12 +278,12 @@ def prune_stale_device_status(new: Obj, old: Obj, gates: Any) -> None:
     if not isinstance(old_alloc, dict):
         return
     old_results = (old_alloc.get("devices") or {}).get("results") or []
-    old_ids = {_device_id(r) for r in old_results if isinstance(r, dict)}
+    old_ids = {device_id(r) for r in old_results if isinstance(r, dict)}
     new_alloc = status.get("allocation")
     new_results = ((new_alloc or {}).get("devices") or {}).get("results") or [] if isinstance(new_alloc, dict) else []
-    new_ids = {_device_id(r) for r in new_results if isinstance(r, dict)}
+    new_ids = {device_id(r) for r in new_results if isinstance(r, dict)}
     kept = [
-        d for d in status["devices"] if not (isinstance(d, dict) and _device_id(d) in old_ids and _device_id(d) not in new_ids)
+        d for d in status["devices"] if not (isinstance(d, dict) and device_id(d) in old_ids and device_id(d) not in new_ids)
     ]
     if kept:
         status["devices"] = kept

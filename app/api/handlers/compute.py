@@ -1,0 +1,19 @@
+"""The one create of a computed subresource (``POST serviceaccounts/NAME/token``): an answer about
+the stored object, which stays as it is."""
+
+from __future__ import annotations
+
+from starlette.responses import Response
+
+from app.api import negotiation
+from app.api.generic import GenericStore
+from app.api.handlers.scope import RequestScope
+from app.registry.base import ComputedSubresource
+
+
+async def compute(store: GenericStore, scope: RequestScope) -> Response:
+    subresource = scope.subresource
+    assert isinstance(subresource, ComputedSubresource)  # the router sends nothing else here
+    body = await scope.object_body(subresource.group_version_kind(scope.strategy)[2])
+    answer = await store.compute_subresource(scope.strategy, subresource, scope.ns, scope.name, body)
+    return negotiation.json_response(answer, 201)

@@ -1,0 +1,265 @@
+"""The server's authentication and authorization, assembled from its settings, and the filter
+that runs them on every request: authenticate (401), impersonate, authorize (403), then hand the
+request on with its requester set, and write the audit line when the answer is complete."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import MutableMapping
+from typing import Any
+
+import orjson
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from app.auth import context, jwt
+from app.auth.admission import AdmissionPlugin
+from app.auth.attributes import Attributes, request_attributes
+from app.auth.audit import AuditLog
+from app.auth.authenticators import (
+    AuthenticationFailed,
+    Authenticator,
+    ClientCertificates,
+    Credentials,
+    RequestAuthenticator,
+    ServiceAccountTokens,
+    TokenFile,
+    bearer_token,
+)
+from app.auth.authorizers import (
+    AUTHORIZATION_MODES,
+    AlwaysAllow,
+    AlwaysDeny,
+    Authorizer,
+    Decision,
+    UnionAuthorizer,
+    forbidden,
+    unauthorized,
+)
+from app.auth.impersonation import impersonate
+from app.auth.node import NodeAuthorizer, NodeGraph
+from app.auth.noderestriction import NodeRestriction
+from app.auth.rbac import RBACAuthorizer, RBACIndex
+from app.auth.user import UserInfo
+from app.config import Settings
+from app.storage.storage import Storage
+from kube.errors import ApiError
+
+log = logging.getLogger("app.auth")
+
+DEFAULT_ISSUER = "https://kubernetes.default.svc.cluster.local"
+# Where the TLS layer puts the client certificate (DER) in the ASGI scope.
+PEER_CERTIFICATE = "dra.peer_certificate"
+ADMISSION_PLUGINS = ("NodeRestriction",)
+
+
+class ConfigurationError(ValueError):
+    """Settings the server cannot start with."""
+
+
+def _lookup(storage: Storage) -> Any:
+    def lookup(group: str, resource: str, namespace: str, name: str) -> dict[str, Any] | None:
+        qualified = f"{resource}.{group}" if group else resource
+        stored = storage.cached(qualified, namespace, name)
+        return stored.obj if stored is not None else None
+
+    return lookup
+
+
+class AuthSystem:
+    """Authenticators, authorizers, admission plugins and the audit log of one server."""
+
+    def __init__(self, settings: Settings, storage: Storage) -> None:
+        self.settings = settings
+        self.storage = storage
+        lookup = _lookup(storage)
+        self.rbac = RBACIndex()
+        self.graph = NodeGraph()
+        self.modes = tuple(m.strip() for m in settings.authorization_mode.split(",") if m.strip())
+        unknown = [m for m in self.modes if m not in AUTHORIZATION_MODES]
+        if unknown or not self.modes:
+            raise ConfigurationError(f"--authorization-mode: unknown mode(s) {unknown or ['']}; known: {', '.join(AUTHORIZATION_MODES)}")
+        authorizers: list[Authorizer] = []
+        for mode in self.modes:
+            if mode == "Node":
+                authorizers.append(NodeAuthorizer(self.graph))
+            elif mode == "RBAC":
+                authorizers.append(RBACAuthorizer(self.rbac))
+            elif mode == "AlwaysAllow":
+                authorizers.append(AlwaysAllow())
+            else:
+                authorizers.append(AlwaysDeny())
+        self.authorizer = UnionAuthorizer(authorizers)
+        # Everything is allowed: skip attribute parsing and the authorizers on the request path.
+        self.allow_all = self.modes == ("AlwaysAllow",)
+        plugins = [p.strip() for p in settings.admission_plugins.split(",") if p.strip()]
+        if unknown_plugins := [p for p in plugins if p not in ADMISSION_PLUGINS]:
+            raise ConfigurationError(f"--enable-admission-plugins: unknown plugin(s) {unknown_plugins}; known: {', '.join(ADMISSION_PLUGINS)}")
+        self.admission: list[AdmissionPlugin] = [NodeRestriction(lookup)] if "NodeRestriction" in plugins else []
+        self.tokens = self._service_account_tokens(settings, lookup)
+        authenticators: list[Authenticator] = []
+        if settings.client_ca_file:
+            authenticators.append(ClientCertificates(settings.client_ca_file))
+        if settings.token_auth_file:
+            authenticators.append(TokenFile(settings.token_auth_file))
+        authenticators.append(self.tokens)
+        self.authenticator = RequestAuthenticator(authenticators, settings.anonymous_auth)
+        self.audit = AuditLog(settings.audit_log_path) if settings.audit_log_path else None
+
+    @staticmethod
+    def _service_account_tokens(settings: Settings, lookup: Any) -> ServiceAccountTokens:
+        signing: jwt.PrivateKey | None
+        if settings.service_account_signing_key_file:
+            signing = jwt.load_private_key(settings.service_account_signing_key_file)
+        else:
+            # Tokens this process issues verify only here, and only until it stops.
+            signing = ec.generate_private_key(ec.SECP256R1())
+        public = [k for path in settings.service_account_key_files for k in jwt.load_public_keys(path)]
+        public.append(signing.public_key())
+        issuers = settings.service_account_issuers or (DEFAULT_ISSUER,)
+        return ServiceAccountTokens(
+            issuers=issuers,
+            signing_key=signing,
+            public_keys=public,
+            audiences=settings.api_audiences or issuers[:1],
+            lookup=lookup,
+            max_expiration=settings.service_account_max_token_expiration,
+        )
+
+    def start(self) -> None:
+        """Build the RBAC index and the node graph from storage and follow its changes."""
+        from app.auth import node, rbac
+
+        for resource in rbac.RESOURCES:
+            self.storage.follow(resource, functools.partial(self.rbac.apply, resource))
+        for resource in node.RESOURCES:
+            self.storage.follow(resource, functools.partial(self.graph.apply, resource))
+
+    def close(self) -> None:
+        if self.audit is not None:
+            self.audit.close()
+
+    # ---- one request ------------------------------------------------------------------
+
+    def requester(self, scope: MutableMapping[str, Any]) -> context.Requester:
+        """Who makes this request and whether they may: raises ApiError 401 or 403."""
+        headers = scope["headers"]
+        authorization = None
+        impersonating = False
+        for name, value in headers:
+            if name == b"authorization":
+                authorization = value.decode("latin-1")
+            elif name.startswith(b"impersonate-"):
+                impersonating = True
+        try:
+            credentials = Credentials(bearer_token(authorization), scope.get(PEER_CERTIFICATE))
+        except AuthenticationFailed:
+            raise unauthorized() from None
+        user = self.authenticator.authenticate(credentials)
+        if user is None:
+            raise unauthorized()
+        audit: dict[str, Any] = {"user": user}
+        if impersonating:
+            impersonated = impersonate(user, headers, self.authorizer)
+            audit["impersonated"] = impersonated
+            user = impersonated
+        query = scope.get("query_string", b"").decode("latin-1")
+        attrs = request_attributes(user, scope["method"], scope["path"], query)
+        requester = context.Requester(user, attrs, self.authorizer, self.rbac, self.admission, audit, self.modes)
+        if self.allow_all:
+            audit["decision"] = ("allow", "")
+            return requester
+        decision, reason = self.authorizer.authorize(attrs)
+        if decision is not Decision.ALLOW:
+            audit["decision"] = ("forbid", reason)
+            error = forbidden(attrs, reason)
+            error.requester = requester  # type: ignore[attr-defined]  # for the audit line
+            raise error
+        audit["decision"] = ("allow", reason)
+        return requester
+
+
+def _error_response(exc: ApiError) -> tuple[dict[str, Any], bytes]:
+    body = orjson.dumps(exc.status())
+    start = {
+        "type": "http.response.start",
+        "status": exc.code,
+        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+    }
+    return start, body
+
+
+class AuthFilter:
+    """The ASGI middleware that authenticates, authorizes and audits every HTTP request."""
+
+    def __init__(self, app: Any, auth: AuthSystem) -> None:
+        self.app = app
+        self.auth = auth
+
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        received = time.time()
+        audit = self.auth.audit
+        code = 500
+        requester: context.Requester | None = None
+
+        async def send_audited(message: MutableMapping[str, Any]) -> None:
+            nonlocal code
+            if message["type"] == "http.response.start":
+                code = message["status"]
+            await send(message)
+
+        try:
+            try:
+                requester = self.auth.requester(scope)
+            except ApiError as exc:
+                requester = getattr(exc, "requester", None)
+                start, body = _error_response(exc)
+                code = exc.code
+                await send(start)
+                await send({"type": "http.response.body", "body": body})
+                return
+            token = context.set_current(requester)
+            try:
+                await self.app(scope, receive, send_audited if audit is not None else send)
+            finally:
+                context.reset(token)
+        finally:
+            if audit is not None:
+                self._audit(audit, scope, requester, code, received)
+
+    @staticmethod
+    def _audit(audit: AuditLog, scope: MutableMapping[str, Any], requester: context.Requester | None, code: int, received: float) -> None:
+        notes = requester.audit if requester is not None else {}
+        user: UserInfo | None = notes.get("user")
+        attrs: Attributes | None = requester.attributes if requester is not None else None
+        if attrs is None:
+            attrs = request_attributes(user or UserInfo(""), scope["method"], scope["path"], scope.get("query_string", b"").decode("latin-1"))
+        query = scope.get("query_string", b"").decode("latin-1")
+        user_agent = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"user-agent"), "")
+        client = scope.get("client")
+        decision, reason = notes.get("decision", ("", ""))
+        audit.record(
+            audit_id=next((v.decode("latin-1") for k, v in scope["headers"] if k == b"audit-id"), "") or _audit_id(),
+            request_uri=scope["path"] + (f"?{query}" if query else ""),
+            attrs=attrs,
+            user=user,
+            impersonated=notes.get("impersonated"),
+            source_ip=client[0] if client else "",
+            user_agent=user_agent,
+            code=code,
+            received=received,
+            finished=time.time(),
+            decision=decision,
+            reason=reason,
+        )
+
+
+def _audit_id() -> str:
+    import uuid
+
+    return str(uuid.uuid4())
+

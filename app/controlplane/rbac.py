@@ -1,0 +1,110 @@
+"""RBAC inside the server: the bootstrap roles and bindings exist from the start (missing rules
+and subjects are restored in those marked for auto-update, as upstream reconciles them), and a
+ClusterRole with an aggregationRule holds the union of the rules of the ClusterRoles it selects
+(upstream's aggregation controller, which runs in kube-controller-manager)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from app.api.generic import GenericStore
+from app.api.options import WriteOptions
+from app.auth import bootstrap
+from app.controlplane.loop import ControlLoop
+from app.registry.core import serviceaccount
+from app.registry.rbac import clusterrole, clusterrolebinding
+from kube.errors import ApiError
+from kube.labels import selector_from_label_selector_object
+
+log = logging.getLogger("app.rbac")
+SYSTEM_MANAGER = WriteOptions(field_manager="kube-apiserver")
+AUTOUPDATE = "rbac.authorization.kubernetes.io/autoupdate"
+CLUSTER_ROLES = clusterrole.STRATEGY.qualified_resource
+
+
+def _missing(wanted: list[Any], have: list[Any]) -> list[Any]:
+    return [item for item in wanted if item not in have]
+
+
+async def ensure_bootstrap_policy(registry: GenericStore) -> None:
+    """Create the default ClusterRoles and ClusterRoleBindings (and the service accounts they
+    name), and add back what was removed from those still marked for auto-update."""
+    for account in bootstrap.service_accounts():
+        meta = account["metadata"]
+        if registry.storage.cached(serviceaccount.STRATEGY.qualified_resource, meta["namespace"], meta["name"]) is None:
+            with contextlib.suppress(ApiError):
+                await registry.create(serviceaccount.STRATEGY, meta["namespace"], account, SYSTEM_MANAGER)
+    for strategy, objects, field in (
+        (clusterrole.STRATEGY, bootstrap.cluster_roles(), "rules"),
+        (clusterrolebinding.STRATEGY, bootstrap.cluster_role_bindings(), "subjects"),
+    ):
+        for obj in objects:
+            name = obj["metadata"]["name"]
+            stored = registry.storage.cached(strategy.qualified_resource, "", name)
+            try:
+                if stored is None:
+                    await registry.create(strategy, "", obj, SYSTEM_MANAGER)
+                    continue
+                current = stored.obj
+                if (current["metadata"].get("annotations") or {}).get(AUTOUPDATE) != "true" or "aggregationRule" in obj:
+                    continue
+                missing = _missing(obj.get(field) or [], current.get(field) or [])
+                if missing:
+                    await registry.patch(strategy, "", name, {field: [*(current.get(field) or []), *missing]}, "merge", SYSTEM_MANAGER)
+            except ApiError as exc:
+                if exc.code != 409:
+                    raise
+
+
+def aggregated_rules(role: dict[str, Any], roles: list[dict[str, Any]]) -> list[Any]:
+    """The rules of the ClusterRoles ``role``'s aggregationRule selects, each once, in name order."""
+    selectors = [selector_from_label_selector_object(s) for s in (role.get("aggregationRule") or {}).get("clusterRoleSelectors") or []]
+    rules: list[Any] = []
+    name = role["metadata"]["name"]
+    for other in sorted(roles, key=lambda r: r["metadata"]["name"]):
+        if other["metadata"]["name"] == name:
+            continue
+        labels = other["metadata"].get("labels") or {}
+        if any(selector.matches(labels) for selector in selectors):
+            rules.extend(r for r in other.get("rules") or [] if r not in rules)
+    return rules
+
+
+class ClusterRoleAggregation(ControlLoop):
+    """Keeps every aggregated ClusterRole's rules the union of the roles it selects."""
+
+    name = "clusterrole-aggregation"
+
+    def __init__(self, registry: GenericStore) -> None:
+        super().__init__()
+        self.registry = registry
+        self._changed = asyncio.Event()
+
+    def start(self) -> None:
+        self.registry.storage.follow(CLUSTER_ROLES, lambda _deleted, _obj: self._changed.set())
+        super().start()
+
+    async def run(self) -> None:
+        while True:
+            await self._changed.wait()
+            self._changed.clear()
+            try:
+                await self.reconcile()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("cluster role aggregation failed")
+
+    async def reconcile(self) -> None:
+        roles = [item.obj for item in (await self.registry.storage.list(CLUSTER_ROLES, None, revision=0)).items]
+        for role in roles:
+            if role.get("aggregationRule") is None:
+                continue
+            rules = aggregated_rules(role, roles)
+            if rules == (role.get("rules") or []):
+                continue
+            with contextlib.suppress(ApiError):
+                await self.registry.patch(clusterrole.STRATEGY, "", role["metadata"]["name"], {"rules": rules}, "merge", SYSTEM_MANAGER)

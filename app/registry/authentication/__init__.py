@@ -1,0 +1,1 @@
+"""authentication.k8s.io/v1: SelfSubjectReview."""

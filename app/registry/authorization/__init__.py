@@ -1,0 +1,1 @@
+"""authorization.k8s.io/v1: SelfSubjectAccessReview, SelfSubjectRulesReview, SubjectAccessReview."""

@@ -1,0 +1,133 @@
+"""RBAC: rule matching, bindings by subject, allow reasons, and what escalation checks call covered."""
+
+from __future__ import annotations
+
+from app.auth.attributes import Attributes, request_attributes
+from app.auth.authorizers import Decision, UnionAuthorizer, forbidden
+from app.auth.node import NodeAuthorizer, NodeGraph
+from app.auth.rbac import CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES, ROLE_BINDINGS, ROLES, RBACAuthorizer, RBACIndex
+from app.auth.rules import Rule, compact, compact_string, covers
+from app.auth.user import UserInfo
+
+ALICE = UserInfo("alice", groups=("dev", "system:authenticated"))
+
+
+def index_with(*objects: tuple[str, dict]) -> RBACIndex:
+    index = RBACIndex()
+    for resource, obj in objects:
+        index.apply(resource, False, obj)
+    return index
+
+
+def role(name: str, rules: list[dict], namespace: str = "") -> tuple[str, dict]:
+    meta = {"name": name, **({"namespace": namespace} if namespace else {})}
+    return (ROLES if namespace else CLUSTER_ROLES), {"metadata": meta, "rules": rules}
+
+
+def binding(name: str, kind: str, role_name: str, subjects: list[dict], namespace: str = "") -> tuple[str, dict]:
+    meta = {"name": name, **({"namespace": namespace} if namespace else {})}
+    return (ROLE_BINDINGS if namespace else CLUSTER_ROLE_BINDINGS), {"metadata": meta, "roleRef": {"kind": kind, "name": role_name}, "subjects": subjects}
+
+
+def attrs(user: UserInfo, method: str, path: str, query: str = "") -> Attributes:
+    return request_attributes(user, method, path, query)
+
+
+def test_request_attributes_follow_upstream_verbs() -> None:
+    assert attrs(ALICE, "GET", "/api/v1/namespaces/ns/pods").verb == "list"
+    assert attrs(ALICE, "GET", "/api/v1/namespaces/ns/pods", "watch=true").verb == "watch"
+    assert attrs(ALICE, "GET", "/api/v1/namespaces/ns/pods", "watch=0").verb == "list"
+    assert attrs(ALICE, "DELETE", "/apis/resource.k8s.io/v1/resourceslices").verb == "deletecollection"
+    status = attrs(ALICE, "PUT", "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/c/status")
+    assert (status.verb, status.api_group, status.resource, status.subresource, status.namespace, status.name) == (
+        "update", "resource.k8s.io", "resourceclaims", "status", "ns", "c",
+    )  # fmt: skip
+    named = attrs(ALICE, "GET", "/api/v1/nodes", "fieldSelector=metadata.name%3Dn1")
+    assert (named.verb, named.name) == ("list", "n1")
+    assert attrs(ALICE, "GET", "/healthz").resource_request is False
+    assert attrs(ALICE, "PUT", "/api/v1/namespaces/ns/finalize").resource == "namespaces"
+
+
+def test_rbac_allows_through_the_bindings_of_the_users_groups_only() -> None:
+    index = index_with(
+        role("reader", [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]),
+        binding("dev-read", "ClusterRole", "reader", [{"kind": "Group", "name": "dev"}], namespace="team"),
+    )
+    rbac = RBACAuthorizer(index)
+    decision, reason = rbac.authorize(attrs(ALICE, "GET", "/api/v1/namespaces/team/pods"))
+    assert decision is Decision.ALLOW
+    assert reason == 'RBAC: allowed by RoleBinding "dev-read/team" of ClusterRole "reader" to Group "dev"'
+    assert rbac.authorize(attrs(ALICE, "GET", "/api/v1/namespaces/other/pods"))[0] is Decision.NO_OPINION
+    assert rbac.authorize(attrs(ALICE, "DELETE", "/api/v1/namespaces/team/pods/p"))[0] is Decision.NO_OPINION
+    bob = UserInfo("bob", groups=("system:authenticated",))
+    assert rbac.authorize(attrs(bob, "GET", "/api/v1/namespaces/team/pods"))[0] is Decision.NO_OPINION
+
+
+def test_a_deleted_binding_stops_granting_and_a_missing_role_is_the_reason() -> None:
+    index = index_with(binding("b", "ClusterRole", "gone", [{"kind": "User", "name": "alice"}]))
+    rbac = RBACAuthorizer(index)
+    assert rbac.authorize(attrs(ALICE, "GET", "/api/v1/pods")) == (
+        Decision.NO_OPINION, 'RBAC: clusterrole.rbac.authorization.k8s.io "gone" not found',
+    )  # fmt: skip
+    resource, obj = role("gone", [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}])
+    index.apply(resource, False, obj)
+    assert rbac.authorize(attrs(ALICE, "GET", "/api/v1/pods"))[0] is Decision.ALLOW
+    index.apply(CLUSTER_ROLE_BINDINGS, True, binding("b", "ClusterRole", "gone", [])[1])
+    assert rbac.authorize(attrs(ALICE, "GET", "/api/v1/pods"))[0] is Decision.NO_OPINION
+
+
+def test_service_account_subjects_default_to_the_bindings_namespace() -> None:
+    index = index_with(
+        role("r", [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}], namespace="ns"),
+        binding("b", "Role", "r", [{"kind": "ServiceAccount", "name": "sa"}], namespace="ns"),
+    )
+    sa = UserInfo("system:serviceaccount:ns:sa", groups=("system:serviceaccounts", "system:serviceaccounts:ns"))
+    decision, reason = RBACAuthorizer(index).authorize(attrs(sa, "GET", "/api/v1/namespaces/ns/pods/p"))
+    assert decision is Decision.ALLOW
+    assert reason.endswith('to ServiceAccount "sa/ns"')
+
+
+def test_rule_matching_of_subresources_names_and_urls() -> None:
+    status_rule = Rule(("update",), ("resource.k8s.io",), ("*/status",))
+    assert status_rule.allows(attrs(ALICE, "PUT", "/apis/resource.k8s.io/v1/namespaces/n/resourceclaims/c/status"))
+    assert not status_rule.allows(attrs(ALICE, "PUT", "/apis/resource.k8s.io/v1/namespaces/n/resourceclaims/c"))
+    named = Rule(("get",), ("",), ("nodes",), ("n1",))
+    assert named.allows(attrs(ALICE, "GET", "/api/v1/nodes/n1"))
+    assert not named.allows(attrs(ALICE, "GET", "/api/v1/nodes/n2"))
+    urls = Rule(("get",), non_resource_urls=("/apis/*",))
+    assert urls.allows(attrs(ALICE, "GET", "/apis/resource.k8s.io"))
+    assert not urls.allows(attrs(ALICE, "GET", "/healthz"))
+
+
+def test_covers_reports_what_is_not_held_in_upstreams_words() -> None:
+    owner = [Rule(("get", "list"), ("",), ("pods",)), Rule(("*",), ("resource.k8s.io",), ("resourceclaims",))]
+    assert covers(owner, [Rule(("get",), ("",), ("pods",))]) == []
+    missing = covers(owner, [Rule(("get", "delete", "create"), ("",), ("pods",)), Rule(("update",), ("resource.k8s.io",), ("resourceclaims/status",))])
+    texts = sorted(compact_string(r) for r in compact(missing))
+    assert texts == [
+        '{APIGroups:[""], Resources:["pods"], Verbs:["delete" "create"]}',
+        '{APIGroups:["resource.k8s.io"], Resources:["resourceclaims/status"], Verbs:["update"]}',
+    ]
+
+
+def test_forbidden_status_has_upstreams_message_shape() -> None:
+    a = attrs(UserInfo("u"), "PUT", "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/c/status")
+    error = forbidden(a)
+    assert error.code == 403 and error.reason == "Forbidden"
+    assert error.message == (
+        'resourceclaims.resource.k8s.io "c" is forbidden: User "u" cannot update resource "resourceclaims/status" in API group "resource.k8s.io" in the namespace "ns"'
+    )
+    assert error.details == {"name": "c", "group": "resource.k8s.io", "kind": "resourceclaims"}
+    cluster = forbidden(attrs(UserInfo("u"), "GET", "/api/v1/nodes"), "some reason")
+    assert cluster.message == 'nodes is forbidden: User "u" cannot list resource "nodes" in API group "" at the cluster scope: some reason'
+    assert forbidden(attrs(UserInfo("u"), "GET", "/metrics")).message == 'forbidden: User "u" cannot get path "/metrics"'
+
+
+def test_union_takes_the_first_decision_and_joins_the_reasons() -> None:
+    graph = NodeGraph()
+    union = UnionAuthorizer([NodeAuthorizer(graph), RBACAuthorizer(RBACIndex())])
+    node = UserInfo("system:node:n1", groups=("system:nodes", "system:authenticated"))
+    assert union.authorize(attrs(node, "GET", "/api/v1/nodes/n1"))[0] is Decision.ALLOW
+    decision, reason = union.authorize(attrs(node, "GET", "/api/v1/nodes/n2"))
+    assert decision is Decision.NO_OPINION
+    assert reason == "node 'n1' cannot read 'n2', only its own Node object"
