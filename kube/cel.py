@@ -95,7 +95,7 @@ from kube.cel_types import (
     type_of,
     type_string,
 )
-from kube.errors import FieldError, forbidden, invalid, too_long
+from kube.errors import INTERNAL, FieldError, forbidden, invalid, too_long
 from kube.quantity import Quantity, QuantityError
 
 MAX_EXPRESSION_LENGTH = 10 * 1024  # CELSelectorExpressionMaxLength
@@ -600,7 +600,7 @@ _cache: OrderedDict[tuple[str, str], CompiledSelector | CELCompileError] = Order
 _DERIVED_SCALARS = {"bool", "int", "string", "dyn", "kubernetes.Semver"}
 
 
-def _check_result_type(program: Program, result_type: str) -> None:
+def check_result_type(program: Program, result_type: str) -> None:
     t = program.output_type
     if result_type == "bool":
         if t != BOOL and t != DYN:
@@ -621,7 +621,7 @@ def compile_expression(expression: str, result_type: str = "bool", cost_limit: i
     if cached is None:
         try:
             program = DRA_ENVIRONMENT.compile(expression)
-            _check_result_type(program, result_type)
+            check_result_type(program, result_type)
             cached = CompiledSelector(program)
         except CELCompileError as exc:
             cached = exc
@@ -651,6 +651,8 @@ def validate_selector_expression(expression: str, path: str, result_type: str = 
     except CELCompileError as exc:
         if exc.kind == "cost":
             return [forbidden(path, "too complex, exceeds cost limit")]
+        if exc.kind == "internal":
+            return [FieldError(INTERNAL, path, str(exc))]
         return [invalid(path, expression, str(exc))]
     return []
 

@@ -461,6 +461,7 @@ def _sort_by_keys(lst: list[Any], keys: list[Any]) -> list[Any]:
     first = type(keys[0])
     if any(type(k) is not first for k in keys):
         raise EvalError("list elements must have the same type")
+
     def by_key(i: int, j: int) -> int:
         return compare(keys[i], keys[j], "sort")
 

@@ -222,8 +222,7 @@ class Planner:
 
     def plan(self, e: Expr) -> Fn:
         if isinstance(e, Literal):
-            value = e.value
-            return lambda f: value
+            return self.constant(e.value)
         if isinstance(e, Ident):
             return self.plan_ident(e)
         if isinstance(e, Select):
@@ -623,7 +622,7 @@ class Planner:
                     try:
                         result = impl(x, y)
                     except (TypeError, AttributeError, ValueError, KeyError, IndexError, OverflowError, ZeroDivisionError) as exc:
-                        raise EvalError(f"no such overload: {name}: {exc}") from None
+                        raise EvalError(f"no such overload: {name}") from exc
                     t = f[1]
                     t.cost += fixed_cost
                     if t.cost > t.limit:
@@ -639,7 +638,7 @@ class Planner:
                     try:
                         result = impl(x, y)
                     except (TypeError, AttributeError, ValueError, KeyError, IndexError, OverflowError, ZeroDivisionError) as exc:
-                        raise EvalError(f"no such overload: {name}: {exc}") from None
+                        raise EvalError(f"no such overload: {name}") from exc
                     t = f[1]
                     t.cost += cost_fn([x, y], result)
                     if t.cost > t.limit:
@@ -807,7 +806,7 @@ def _invoke(name: str, impl: Callable[..., Any], values: list[Any]) -> Any:
     except EvalError:
         raise
     except (TypeError, AttributeError, ValueError, KeyError, IndexError, OverflowError, ZeroDivisionError, RecursionError) as exc:
-        raise EvalError(f"no such overload: {name}: {exc}") from None
+        raise EvalError(f"no such overload: {name}") from exc
 
 
 def resolve_local(f: Frame, slot: int) -> Any:

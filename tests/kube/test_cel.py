@@ -62,7 +62,7 @@ TYPICAL = (
         ("dyn(1) == 1.0 && 2u > 1u && -3 % 2 == -1 && 7 / 2 == 3", True),
         ('isQuantity("1Gi") && !isQuantity("lots") && isSemver("1.0.0")', True),
         ('{"a": 1}.a == 1 && size("héllo") == 5', True),
-        ('device.allowMultipleAllocations == false', True),
+        ("device.allowMultipleAllocations == false", True),
         # Runtime error on the right is absorbed when the left side decides (CEL commutative logic).
         ('device.attributes["gpu.example.com"].missing == 1 || true', True),
     ],
