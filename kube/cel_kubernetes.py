@@ -358,7 +358,7 @@ class CIDR:
         return hash((self.addr, self.bits))
 
     def cel_size(self) -> int:
-        return 4 if self.addr.version == 4 else 16
+        return -(-self.bits // 8)  # the prefix's bytes, as upstream sizes a CIDR
 
     def network(self) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
         return ipaddress.ip_network(f"{self.addr}/{self.bits}", strict=False)
@@ -739,7 +739,7 @@ def _named_formats() -> dict[str, NamedFormat]:
 
 NAMED_FORMATS = _named_formats()
 MAX_NAME_FORMAT_REGEX_SIZE = 128
-MAX_FORMAT_SIZE = 1065
+MAX_FORMAT_SIZE = 64
 
 
 def _format_validate(f: NamedFormat, s: str) -> Optional:
