@@ -6,7 +6,17 @@ from __future__ import annotations
 
 import pytest
 
-from kube.cel import Environment, estimate_call_cost, kubernetes, optionals, runtime_cost_rule, sets, standard, strings, two_var_comprehensions
+from kube.cel import (
+    Environment,
+    estimate_call_cost,
+    kubernetes,
+    optionals,
+    runtime_cost_rule,
+    sets,
+    standard,
+    strings,
+    two_var_comprehensions,
+)
 from kube.cel_cost import AstNode, Estimate
 from kube.cel_types import BYTES as BYTES_T
 from kube.cel_types import STRING
@@ -46,13 +56,36 @@ CASES: list[tuple[str, int, int, int]] = [
     *[(f"{DURATIONS}.{f}(duration('3s'))", 21, 21, 21) for f in ("indexOf", "lastIndexOf")],
     *[(f"{TIMESTAMPS}.{f}(timestamp('2011-01-03T00:00:00.000+01:00'))", 21, 21, 21) for f in ("indexOf", "lastIndexOf")],
     *[(f"{LONG_STRING}.{f}('123')", 5, 5, 5) for f in ("indexOf", "lastIndexOf")],
-    *[(f"url('https:://kubernetes.io/'){op}", 4, 4, 4) for op in (".getScheme()", ".getHostname()", ".getHost()", ".getPort()", ".getEscapedPath()", ".getQuery()")],
+    *[
+        (f"url('https:://kubernetes.io/'){op}", 4, 4, 4)
+        for op in (".getScheme()", ".getHostname()", ".getHost()", ".getPort()", ".getEscapedPath()", ".getQuery()")
+    ],
     ("url('https:://kubernetes.io/') == url('https:://kubernetes.io/')", 7, 9, 7),
     ("url('https:://kubernetes.io/') == url('http://x.b')", 5, 5, 5),
     (IPV4, 2, 2, 2),
     (IPV6, 4, 4, 4),
-    *[(f"{IPV4}{op}", 3, 3, 3) for op in (".family()", ".isUnspecified()", ".isLoopback()", ".isLinkLocalMulticast()", ".isLinkLocalUnicast()", ".isGlobalUnicast()")],
-    *[(f"{IPV6}{op}", 5, 5, 5) for op in (".family()", ".isUnspecified()", ".isLoopback()", ".isLinkLocalMulticast()", ".isLinkLocalUnicast()", ".isGlobalUnicast()")],
+    *[
+        (f"{IPV4}{op}", 3, 3, 3)
+        for op in (
+            ".family()",
+            ".isUnspecified()",
+            ".isLoopback()",
+            ".isLinkLocalMulticast()",
+            ".isLinkLocalUnicast()",
+            ".isGlobalUnicast()",
+        )
+    ],
+    *[
+        (f"{IPV6}{op}", 5, 5, 5)
+        for op in (
+            ".family()",
+            ".isUnspecified()",
+            ".isLoopback()",
+            ".isLinkLocalMulticast()",
+            ".isLinkLocalUnicast()",
+            ".isGlobalUnicast()",
+        )
+    ],
     (f"{IPV4} == ip('192.168.0.1')", 5, 5, 5),
     (f"{IPV6} == ip('192.168.0.1')", 7, 7, 7),
     ("ip.isCanonical('192.168.0.1')", 3, 3, 3),
@@ -63,11 +96,17 @@ CASES: list[tuple[str, int, int, int]] = [
     *[(f"{CIDR4}{op}", 3, 3, 3) for op in (".ip()", ".prefixLength()", ".masked()")],
     *[(f"{CIDR6}{op}", 3, 3, 3) for op in (".ip()", ".prefixLength()", ".masked()")],
     (f"{CIDR4} == cidr('2001:db8::/32')", 5, 5, 5),
-    *[(f"{CIDR4}.containsCIDR({o})", 7, 11, 7) for o in ("cidr('192.0.0.0/30')", "cidr('192.168.0.0/16')", "'192.0.0.0/30'", "'192.168.0.0/16'")],
+    *[
+        (f"{CIDR4}.containsCIDR({o})", 7, 11, 7)
+        for o in ("cidr('192.0.0.0/30')", "cidr('192.168.0.0/16')", "'192.0.0.0/30'", "'192.168.0.0/16'")
+    ],
     *[(f"{CIDR4}.containsIP({o})", 4, 7, 4) for o in ("ip('192.0.0.1')", "'192.0.0.1'")],
     *[(f"{CIDR4}.containsIP({o})", 5, 8, 5) for o in ("ip('192.169.0.1')", "ip('192.169.169.250')", "'192.169.0.1'")],
     *[(f"{CIDR6}.containsCIDR({o})", 7, 11, 7) for o in ("cidr('2001:db8::/126')", "cidr('2001:db8::/32')", "'2001:db8::/126'")],
-    *[(f"{CIDR6}.containsIP({o})", 7, 10, 7) for o in ("ip('2001:db8:3333:4444:5555:6666:7777:8888')", "'2001:db8:3333:4444:5555:6666:7777:8888'")],
+    *[
+        (f"{CIDR6}.containsIP({o})", 7, 10, 7)
+        for o in ("ip('2001:db8:3333:4444:5555:6666:7777:8888')", "'2001:db8:3333:4444:5555:6666:7777:8888'")
+    ],
     *[(f"{CIDR6}.containsIP({o})", 5, 8, 5) for o in ("ip('2001:db8::1')", "'2001:db8::1'")],
     ("'ABCDEFGHIJ abcdefghij'.lowerAscii()", 3, 3, 3),
     ("'ABCDEFGHIJ abcdefghij'.lowerAscii() == 'abcdefghij ABCDEFGHIJ'.lowerAscii()", 7, 9, 9),
@@ -174,7 +213,6 @@ CASES: list[tuple[str, int, int, int]] = [
     ("[1, 2].transformList(i, v, v + 1)", 49, 49, 49),
     ("[1, 2].transformList(i, v, v < 5, v + 1)", 27, 53, 53),
 ]
-
 
 
 def _test_sizes(node: AstNode) -> Estimate | None:
