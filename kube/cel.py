@@ -42,6 +42,7 @@ from kube.cel_checker import (
 from kube.cel_cost import AstNode, CallEstimate, Estimate, estimate
 from kube.cel_kubernetes import (
     KUBERNETES_TYPE_IDENTS,
+    KUBERNETES_TYPE_VALUES,
     QUANTITY,
     Semver,
     dra_includes,
@@ -212,7 +213,7 @@ def two_var_comprehensions() -> Library:
 
 
 def kubernetes() -> Library:
-    return Library(functions=kubernetes_libraries(), type_idents=dict(KUBERNETES_TYPE_IDENTS))
+    return Library(functions=kubernetes_libraries(), type_idents=dict(KUBERNETES_TYPE_IDENTS), type_values=dict(KUBERNETES_TYPE_VALUES))
 
 
 class Environment:

@@ -371,18 +371,124 @@ LIBRARY_TYPES[IP] = IP_T
 LIBRARY_TYPES[CIDR] = CIDR_T
 
 
-def _parse_addr(raw: str, context: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
-    """Go's netip.ParseAddr (no leading zeros, zones parsed) and Kubernetes' extra refusals."""
-    zone = ""
-    text = raw
-    if "%" in raw and ":" in raw:
-        text, _, zone = raw.partition("%")
+class _AddrError(Exception):
+    def __init__(self, raw: str, message: str, at: str | None = None) -> None:
+        text = f"ParseAddr({go_q(raw)}): {message}"
+        super().__init__(text + (f" (at {go_q(at)})" if at is not None else ""))
+
+
+def _ipv4_fields(raw: str, s: str) -> list[int]:
+    fields: list[int] = []
+    val = digits = 0
+    for i, c in enumerate(s):
+        if "0" <= c <= "9":
+            if digits == 1 and val == 0:
+                raise _AddrError(raw, "IPv4 field has octet with leading zero")
+            val = val * 10 + ord(c) - 48
+            digits += 1
+            if val > 255:
+                raise _AddrError(raw, "IPv4 field has value >255")
+        elif c == ".":
+            if i == 0 or i == len(s) - 1 or s[i - 1] == ".":
+                raise _AddrError(raw, "IPv4 field must have at least one digit", s[i:])
+            if len(fields) == 3:
+                raise _AddrError(raw, "IPv4 address too long")
+            fields.append(val)
+            val = digits = 0
+        else:
+            raise _AddrError(raw, "unexpected character", s[i:])
+    if len(fields) < 3:
+        raise _AddrError(raw, "IPv4 address too short")
+    return [*fields, val]
+
+
+def _ipv6(raw: str) -> tuple[bytes, str]:
+    s, zone = raw, ""
+    if "%" in s:
+        s, _, zone = s.partition("%")
         if not zone:
-            raise EvalError(f"{context}: ParseAddr({go_q(raw)}): zone must be a non-empty string")
+            raise _AddrError(raw, "zone must be a non-empty string")
+    out = bytearray(16)
+    ellipsis = -1
+    if s.startswith("::"):
+        ellipsis = 0
+        s = s[2:]
+        if not s:
+            return bytes(out), zone
+    i = 0
+    while i < 16:
+        off = acc = 0
+        while off < len(s):
+            c = s[off]
+            if c in "0123456789abcdefABCDEF":
+                acc = (acc << 4) + int(c, 16)
+            else:
+                break
+            if off > 3:
+                raise _AddrError(raw, "each group must have 4 or less digits", s)
+            if acc > 0xFFFF:
+                raise _AddrError(raw, "IPv6 field has value >=2^16", s)
+            off += 1
+        if off == 0:
+            raise _AddrError(raw, "each colon-separated field must have at least one digit", s)
+        if off < len(s) and s[off] == ".":
+            if ellipsis < 0 and i != 12:
+                raise _AddrError(raw, "embedded IPv4 address must replace the final 2 fields of the address", s)
+            if i + 4 > 16:
+                raise _AddrError(raw, "too many hex fields to fit an embedded IPv4 at the end of the address", s)
+            out[i : i + 4] = bytes(_ipv4_fields(raw, s))
+            s = ""
+            i += 4
+            break
+        out[i], out[i + 1] = acc >> 8, acc & 0xFF
+        i += 2
+        s = s[off:]
+        if not s:
+            break
+        if s[0] != ":":
+            raise _AddrError(raw, "unexpected character, want colon", s)
+        if len(s) == 1:
+            raise _AddrError(raw, "colon must be followed by more characters", s)
+        s = s[1:]
+        if s[0] == ":":
+            if ellipsis >= 0:
+                raise _AddrError(raw, "multiple :: in address", s)
+            ellipsis = i
+            s = s[1:]
+            if not s:
+                break
+    if s:
+        raise _AddrError(raw, "trailing garbage after address", s)
+    if i < 16:
+        if ellipsis < 0:
+            raise _AddrError(raw, "address string too short")
+        n = 16 - i
+        out[ellipsis + n : 16] = out[ellipsis:i]
+        out[ellipsis : ellipsis + n] = bytes(n)
+    elif ellipsis >= 0:
+        raise _AddrError(raw, "the :: must expand to at least one field of zeros", s)
+    return bytes(out), zone
+
+
+def go_parse_addr(raw: str) -> tuple[ipaddress.IPv4Address | ipaddress.IPv6Address, str]:
+    """Go's netip.ParseAddr: the address and its zone; errors carry Go's messages."""
+    for c in raw:
+        if c == ".":
+            return ipaddress.IPv4Address(bytes(_ipv4_fields(raw, raw))), ""
+        if c == ":":
+            packed, zone = _ipv6(raw)
+            return ipaddress.IPv6Address(packed), zone
+        if c == "%":
+            raise _AddrError(raw, "missing IPv6 address")
+    raise _AddrError(raw, "unable to parse IP")
+
+
+def _parse_addr(raw: str, context: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """netip.ParseAddr with Kubernetes' refusals (zones, IPv4-mapped IPv6)."""
     try:
-        addr = ipaddress.ip_address(text)
-    except ValueError:
-        raise EvalError(f"{context}: ParseAddr({go_q(raw)}): unable to parse IP") from None
+        addr, zone = go_parse_addr(raw)
+    except _AddrError as exc:
+        raise EvalError(f"{context}: {exc}") from None
     if zone:
         raise EvalError(f"IP address {go_q(raw)} with zone value is not allowed")
     if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
@@ -419,22 +525,28 @@ def _link_local_multicast(a: ipaddress.IPv4Address | ipaddress.IPv6Address) -> b
 
 
 def cidr(s: str) -> CIDR:
-    context = "network address parse error during conversion from string: network address parse error during conversion from string"
+    context = "network address parse error during conversion from string"
     addr_text, sep, bits_text = s.rpartition("/")
+
+    def fail(message: str) -> EvalError:
+        return EvalError(f"{context}: {context}: netip.ParsePrefix({go_q(s)}): {message}")
+
     if not sep:
-        raise EvalError(f"{context}: netip.ParsePrefix({go_q(s)}): no '/'")
-    if "%" in addr_text:
-        raise EvalError(f"{context}: netip.ParsePrefix({go_q(s)}): IPv6 zones cannot be present in a prefix")
+        raise fail("no '/'")
     try:
-        addr = ipaddress.ip_address(addr_text)
-    except ValueError:
-        raise EvalError(f"{context}: netip.ParsePrefix({go_q(s)}): ParseAddr({go_q(addr_text)}): unable to parse IP") from None
-    max_bits = 32 if addr.version == 4 else 128
-    if not bits_text.isdigit() or (len(bits_text) > 1 and bits_text[0] == "0") or int(bits_text) > max_bits:
-        raise EvalError(f"{context}: netip.ParsePrefix({go_q(s)}): bad bits after slash: {go_q(bits_text)}")
+        addr, zone = go_parse_addr(addr_text)
+    except _AddrError as exc:
+        raise fail(str(exc)) from None
+    if zone:
+        raise fail("IPv6 zones cannot be present in a prefix")
+    if (len(bits_text) > 1 and not "1" <= bits_text[0] <= "9") or not re.fullmatch(r"[+-]?[0-9]+", bits_text):
+        raise fail(f"bad bits after slash: {go_q(bits_text)}")
+    bits = int(bits_text)
+    if not 0 <= bits <= (32 if addr.version == 4 else 128):
+        raise fail("prefix length out of range")
     if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
-        raise EvalError(f"network address parse error during conversion from string: IPv4-mapped IPv6 address {go_q(s)} is not allowed")
-    return CIDR(addr, int(bits_text))
+        raise EvalError(f"{context}: IPv4-mapped IPv6 address {go_q(s)} is not allowed")
+    return CIDR(addr, bits)
 
 
 def is_cidr(s: str) -> bool:
@@ -867,7 +979,9 @@ def kubernetes_libraries() -> list[Function]:
     ]
 
 
-KUBERNETES_TYPE_IDENTS: dict[str, Type] = {"net.CIDR": type_of(CIDR_T)}
+# Type names the IP and CIDR libraries declare (``type(ip("::1")) == net.IP``).
+KUBERNETES_TYPE_VALUES: dict[str, Type] = {"net.IP": IP_T, "net.CIDR": CIDR_T}
+KUBERNETES_TYPE_IDENTS: dict[str, Type] = {name: type_of(t) for name, t in KUBERNETES_TYPE_VALUES.items()}
 
 # --- costs (library.CostEstimator) --------------------------------------------------------------
 
