@@ -612,7 +612,25 @@ class Planner:
         cost = self.cost_rule(name, o.id)
         precheck = self.config.precheck_costs.get(o.id)
         guards = o.args if o.id not in _UNGUARDED and self.needs_guard(o, arg_exprs) else None
-        if len(args) == 2 and guards is None and precheck is None:
+        if args and precheck is None and all(self.is_constant(a) for a in args) and name not in _CONVERSIONS:
+            return self.plan_constant_call(name, impl, cost, guards, [a.cel_value for a in args])  # type: ignore[attr-defined]
+        if len(args) == 1 and guards is None and precheck is None:
+            (a0,) = args
+
+            def call1(f: Frame) -> Any:
+                x = a0(f)
+                try:
+                    result = impl(x)
+                except (TypeError, AttributeError, ValueError, KeyError, IndexError, OverflowError, ZeroDivisionError) as exc:
+                    raise EvalError(f"no such overload: {name}") from exc
+                t = f[1]
+                t.cost += cost if type(cost) is int else cost([x], result)  # type: ignore[operator]
+                if t.cost > t.limit:
+                    raise CostLimitExceeded(COST_LIMIT_MESSAGE)
+                return result
+
+            call = call1
+        elif len(args) == 2 and guards is None and precheck is None:
             a0, a1 = args
             if type(cost) is int:
                 fixed_cost: int = cost
@@ -667,6 +685,31 @@ class Planner:
             except EvalError as exc:
                 raise PlanError(str(exc)) from None
         return call
+
+    def plan_constant_call(self, name: str, impl: Callable[..., Any], cost: RuntimeCost | int, guards: tuple[Type, ...] | None, values: list[Any]) -> Fn:
+        """A call whose arguments are all literals: computed once, charged on every evaluation
+        (cel-go computes it each time; the library functions are pure, so the answer is the same)."""
+        memo: list[Any] = []
+
+        def constant_call(f: Frame) -> Any:
+            if not memo:
+                try:
+                    if guards is not None and not all(value_matches(t, v) for t, v in zip(guards, values, strict=True)):
+                        raise no_such_overload(name, *values)
+                    result = _invoke(name, impl, values)
+                    memo.append((result, cost if type(cost) is int else cost(values, result)))  # type: ignore[operator]
+                except EvalError as exc:
+                    memo.append((exc, 0))
+            result, charge = memo[0]
+            if isinstance(result, EvalError):
+                raise result
+            t = f[1]
+            t.cost += charge
+            if t.cost > t.limit:
+                raise CostLimitExceeded(COST_LIMIT_MESSAGE)
+            return result
+
+        return constant_call
 
     def plan_set_membership(self, lhs: Fn, values: Any) -> Fn | None:
         if not isinstance(values, list) or not values:
