@@ -407,13 +407,20 @@ class _Parser:
         return Call(ops[mid], function, None, [left, right])
 
     def relation(self) -> Expr:
-        return self._binary(
-            "relation", _RELATIONS, lambda: self._binary("calc", _ADDITIVE, lambda: self._binary("calc", _MULTIPLICATIVE, self.unary))
-        )
+        return self._binary("relation", _RELATIONS, self.additive)
 
-    def _binary(self, rule: str, table: dict[str, str], operand: Callable[[], Expr]) -> Expr:
-        self.enter(rule)
-        levels = 1
+    def additive(self) -> Expr:
+        return self._binary("calc", _ADDITIVE, self.multiplicative)
+
+    def multiplicative(self) -> Expr:
+        # The grammar has one rule (calc) for both levels: only its operators nest here.
+        return self._binary("calc", _MULTIPLICATIVE, self.unary, entry=False)
+
+    def _binary(self, rule: str, table: dict[str, str], operand: Callable[[], Expr], entry: bool = True) -> Expr:
+        levels = 0
+        if entry:
+            self.enter(rule)
+            levels = 1
         try:
             node = operand()
             while True:

@@ -686,7 +686,9 @@ class Planner:
                 raise PlanError(str(exc)) from None
         return call
 
-    def plan_constant_call(self, name: str, impl: Callable[..., Any], cost: RuntimeCost | int, guards: tuple[Type, ...] | None, values: list[Any]) -> Fn:
+    def plan_constant_call(
+        self, name: str, impl: Callable[..., Any], cost: RuntimeCost | int, guards: tuple[Type, ...] | None, values: list[Any]
+    ) -> Fn:
         """A call whose arguments are all literals: computed once, charged on every evaluation
         (cel-go computes it each time; the library functions are pure, so the answer is the same)."""
         memo: list[Any] = []
