@@ -289,7 +289,7 @@ def test_no_evaluation_raises_anything_but_cel_errors() -> None:
                 "b": {"bool": True},
                 "l": {"strings": ["x", "y"]},
                 "v": {"version": "1.0.0"},
-            },  # fmt: skip
+            },
             "capacity": {"q": {"value": "1Gi"}},
         }
     )
