@@ -38,8 +38,10 @@ from kube.cel_checker import (
     unchecked,
     validate_homogeneous_literals,
     validate_literal_arguments,
+    walk,
 )
 from kube.cel_cost import AstNode, CallEstimate, Estimate, estimate
+from kube.cel_format import check_format_call
 from kube.cel_kubernetes import (
     KUBERNETES_TYPE_IDENTS,
     KUBERNETES_TYPE_VALUES,
@@ -71,7 +73,10 @@ from kube.cel_parser import (
     OPTIONAL_MACROS,
     STANDARD_MACROS,
     TWO_VAR_MACROS,
+    Call,
+    CreateList,
     Issue,
+    Literal,
     MacroExpander,
     ParseError,
     format_issues,
@@ -303,11 +308,31 @@ class Environment:
         issues: list[Issue] = []
         if self.homogeneous_literals:
             issues += validate_homogeneous_literals(ast, frozenset({"format"}))
+        if "format" in self.decls.functions:
+            issues += validate_format_calls(ast)
         if self.literal_validators:
             issues += validate_literal_arguments(ast, "matches", is_valid_regex)
             issues += validate_literal_arguments(ast, "duration", _valid_with(parse_duration))
             issues += validate_literal_arguments(ast, "timestamp", _valid_with(parse_timestamp))
         return issues
+
+
+def validate_format_calls(ast: CheckedAST) -> list[Issue]:
+    """cel-go's string format validator: literal format strings with literal argument lists."""
+    issues = []
+    for e, _ in walk(ast.expr):
+        if not (isinstance(e, Call) and e.function == "format" and e.target is not None and len(e.args) == 1):
+            continue
+        ref = ast.refs.get(e.id)
+        if ref is not None and "string_format" not in ref.overloads:
+            continue
+        if not (isinstance(e.target, Literal) and isinstance(e.target.value, str) and isinstance(e.args[0], CreateList)):
+            continue
+        problem = check_format_call(e.target.value, e.args[0].elements, ast.type_of)
+        if problem is not None:
+            blame, message = problem
+            issues.append(Issue(ast.parsed.offsets.get(blame if blame is not None else e.id, -1), message))
+    return issues
 
 
 def _valid_with(parser: Callable[[str], Any]) -> Callable[[Any], bool]:

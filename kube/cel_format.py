@@ -4,9 +4,31 @@ enables version 2), with its en_US number printing (digit grouping, scientific n
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
-from kube.cel_types import LIBRARY_TYPES, EvalError, Type, UInt, from_key, runtime_type
+from kube.cel_parser import CreateList, CreateMap, Expr
+from kube.cel_types import (
+    BOOL_K,
+    BYTES_K,
+    DOUBLE_K,
+    DURATION_K,
+    DYN_K,
+    INT_K,
+    LIBRARY_TYPES,
+    LIST_K,
+    MAP_K,
+    NULL_K,
+    STRING_K,
+    TIMESTAMP_K,
+    TYPE_K,
+    UINT_K,
+    EvalError,
+    Type,
+    UInt,
+    from_key,
+    runtime_type,
+)
 from kube.labels import go_quote
 
 DEFAULT_PRECISION = 6
@@ -147,7 +169,9 @@ def _clause(kind: str, v: Any, precision: int | None) -> str:
     raise FormatError(f'could not parse formatting clause: unrecognized formatting clause "{kind}"')
 
 
-def string_format(fmt: str, args: list[Any]) -> str:
+def _walk_format(fmt: str, count: int, clause: Callable[[str, int, int | None], str], static: bool = False) -> tuple[str, int]:
+    """Parse a format string, calling ``clause(kind, argument index, precision)`` per clause;
+    returns the output and how many arguments were used."""
     out: list[str] = []
     i = 0
     arg_index = 0
@@ -162,10 +186,13 @@ def string_format(fmt: str, args: list[Any]) -> str:
             out.append("%")
             i += 2
             continue
-        if arg_index >= len(args):
+        # Evaluation fetches the argument first; the compile-time check only counts it.
+        if arg_index >= count and not static:
             raise FormatError(f"index {arg_index} out of range")
         if i + 1 >= n:
             raise FormatError("unexpected end of string")
+        if arg_index >= count:
+            raise FormatError(f"index {arg_index} out of range")
         j = i + 1
         precision: int | None = None
         if fmt[j] == ".":
@@ -183,7 +210,76 @@ def string_format(fmt: str, args: list[Any]) -> str:
                 raise FormatError(
                     'could not parse formatting clause: error while parsing precision: error while converting precision to integer: strconv.Atoi: parsing "": invalid syntax'
                 ) from None
-        out.append(_clause(fmt[j], args[arg_index], precision))
+        if fmt[j] not in "sdfebxXo":
+            raise FormatError(f'could not parse formatting clause: unrecognized formatting clause "{fmt[j]}"')
+        out.append(clause(fmt[j], arg_index, precision))
         i = j + 1
         arg_index += 1
-    return "".join(out)
+    return "".join(out), arg_index
+
+
+def string_format(fmt: str, args: list[Any]) -> str:
+    return _walk_format(fmt, len(args), lambda kind, index, precision: _clause(kind, args[index], precision))[0]
+
+
+# Types each clause accepts at compile time (the format validator of cel-go's strings extension).
+_CLAUSE_KINDS = {
+    "d": ({INT_K, UINT_K}, "decimal clause can only be used on integers, was given {}"),
+    "f": ({DOUBLE_K, STRING_K}, "fixed-point clause can only be used on doubles, was given {}"),
+    "e": ({DOUBLE_K, STRING_K}, "scientific clause can only be used on doubles, was given {}"),
+    "b": ({INT_K, UINT_K, BOOL_K}, "only integers and bools can be formatted as binary, was given {}"),
+    "x": ({INT_K, UINT_K, STRING_K, BYTES_K}, "only integers, byte buffers, and strings can be formatted as hex, was given {}"),
+    "X": ({INT_K, UINT_K, STRING_K, BYTES_K}, "only integers, byte buffers, and strings can be formatted as hex, was given {}"),
+    "o": ({INT_K, UINT_K}, "octal clause can only be used on integers, was given {}"),
+}
+_STRING_KINDS = {LIST_K, MAP_K, INT_K, UINT_K, DOUBLE_K, BOOL_K, STRING_K, TIMESTAMP_K, BYTES_K, DURATION_K, TYPE_K, NULL_K}
+_STRING_CLAUSE = (
+    "string clause can only be used on strings, bools, bytes, ints, doubles, maps, lists, types, durations, and timestamps, was given {}"
+)
+
+
+class _StaticFormatError(FormatError):
+    def __init__(self, expr_id: int, message: str) -> None:
+        super().__init__(message)
+        self.expr_id = expr_id
+
+
+def check_format_call(fmt: str, args: list[Expr], type_of: Callable[[Expr], Type]) -> tuple[int | None, str] | None:
+    """Compile-time check of ``"literal".format([literal list])``: the expression id to blame
+    (None: the call) and cel-go's message, or None when the call is fine."""
+
+    def kind_of(e: Expr) -> int:
+        return type_of(e).kind
+
+    def verify_string(e: Expr) -> None:
+        k = kind_of(e)
+        if k != DYN_K and k not in _STRING_KINDS:
+            raise _StaticFormatError(e.id, "error during formatting: " + _STRING_CLAUSE.format(type_of(e).name))
+        if isinstance(e, CreateList):
+            for x in e.elements:
+                verify_string(x)
+        elif isinstance(e, CreateMap):
+            for en in e.entries:
+                verify_string(en.key)
+                verify_string(en.value)
+
+    def clause(kind: str, index: int, precision: int | None) -> str:
+        arg = args[index]
+        if kind == "s":
+            verify_string(arg)
+            return ""
+        allowed, message = _CLAUSE_KINDS[kind]
+        k = kind_of(arg)
+        if k != DYN_K and k not in allowed:
+            raise _StaticFormatError(arg.id, "error during formatting: " + message.format(type_of(arg).name))
+        return ""
+
+    try:
+        _, used = _walk_format(fmt, len(args), clause, static=True)
+    except _StaticFormatError as exc:
+        return exc.expr_id, str(exc)
+    except FormatError as exc:
+        return None, str(exc)
+    if len(args) > used:
+        return None, f"too many arguments supplied to string.format (expected {used}, got {len(args)})"
+    return None

@@ -275,3 +275,102 @@ def test_semver_parse_errors_are_blang_semver_messages() -> None:
             ENV.compile(f'semver("{text}")').evaluate({})
         assert info.value.detail == message
     assert Semver("1.0.0+build") == Semver("1.0.0")
+
+
+# string.format() of the strings extension before version 4 (what Kubernetes enables), en_US:
+# (format string, argument list, expected output or error, error only at runtime)
+FORMAT_CASES: list[tuple[str, str, str, bool]] = [
+    ("no substitution", "", "no substitution", False),
+    ("str is %s and some more", '"filler"', "str is filler and some more", False),
+    ("%% and also %%", "", "% and also %", False),
+    ("%%%s%%", '"text"', "%text%", False),
+    ("%d %d %d, %s %s %s, %d %d %d, %s %s %s", '1, 2, 3, "A", "B", "C", 4, 5, 6, "D", "E", "F"', "1 2 3, A B C, 4 5 6, D E F", False),
+    ("%.3f", "1.2345", "1.234", False),
+    ("this is -5 in binary: %b", "-5", "this is -5 in binary: -101", False),
+    ("unsigned 64 in binary: %b", "uint(64)", "unsigned 64 in binary: 1000000", False),
+    ("bit set from bool: %b", "true", "bit set from bool: 1", False),
+    ("%o", "-11", "-13", False),
+    ("this is an unsigned octal: %o", "uint(65535)", "this is an unsigned octal: 177777", False),
+    ("%x is 30 in hexadecimal", "30", "1e is 30 in hexadecimal", False),
+    ("%X is 20 in hexadecimal", "30", "1E is 20 in hexadecimal", False),
+    ("%x is -30 in hexadecimal", "-30", "-1e is -30 in hexadecimal", False),
+    ("%x", '"Hello world!"', "48656c6c6f20776f726c6421", False),
+    ("%X", 'b"byte string"', "6279746520737472696E67", False),
+    ("%x", 'b"\\x00\\x00byte string\\x00"', "00006279746520737472696e6700", False),
+    ("%.6e", "1052.032911275", "1.052033\u202f\u00d7\u202f10\u2070\u00b3", False),
+    ("%f", "2.71828", "2.718280", False),
+    ("%e", "2.71828", "2.718280\u202f\u00d7\u202f10\u2070\u2070", False),
+    ("%.3f", "1234.5", "1,234.500", False),
+    ("%s", "2.71", "2.71", False),
+    ("%s", "[2.71]", "[2.710000]", False),
+    ("%s", "0.000000002", "2e-09", False),
+    ("%s", "[0.000000002]", "[0.000000]", False),
+    ("%f", '"NaN"', "NaN", False),
+    ("%f", '"Infinity"', "∞", False),
+    ("%f", '"-Infinity"', "-∞", False),
+    ("%s", 'double("NaN")', "NaN", False),
+    ("%s", 'double("Inf")', "+Inf", False),
+    ("%s", '[double("NaN"), double("+Inf"), double("-Inf")]', '["NaN", "+Inf", "-Inf"]', False),
+    ("null: %s", "null", "null: null", False),
+    ("%s", "999999999999", "999999999999", False),
+    ("some bytes: %s", 'b"xyz"', "some bytes: xyz", False),
+    ("type is %s", 'type("test string")', "type is string", False),
+    ("%s", 'timestamp("2023-02-03T23:31:20+00:00")', "2023-02-03T23:31:20Z", False),
+    ("%s", 'duration("1h45m47s")', "6347s", False),
+    ("%s", 'duration("2ns")', "0.000000002s", False),
+    (
+        "%s",
+        '["abc", 3.14, null, [9, 8, 7, 6], timestamp("2023-02-03T23:31:20Z")]',
+        '["abc", 3.140000, null, [9, 8, 7, 6], timestamp("2023-02-03T23:31:20Z")]',
+        False,
+    ),
+    ("%s", '{1: "value1", uint(2): "value2", true: double("NaN")}', '{1:"value1", 2:"value2", true:"NaN"}', False),
+    ("true bool: %s, false bool: %s", "true, false", "true bool: true, false bool: false", False),
+    ("%a", "1", 'could not parse formatting clause: unrecognized formatting clause "a"', True),
+    ("%d %d %d", "0, 1", "index 2 out of range", True),
+    ("string is %b", '"abc"', "error during formatting: only integers and bools can be formatted as binary, was given string", True),
+    (
+        "%d",
+        'duration("30m2s")',
+        "error during formatting: decimal clause can only be used on integers, was given google.protobuf.Duration",
+        True,
+    ),
+    (
+        "double is %x",
+        "0.5",
+        "error during formatting: only integers, byte buffers, and strings can be formatted as hex, was given double",
+        True,
+    ),
+    ("null: %f", "null", "error during formatting: fixed-point clause can only be used on doubles, was given null_type", True),
+    ("%s %s", '"abc"', "index 1 out of range", False),
+    ("%s %s", '"abc", "def", "ghi"', "too many arguments supplied to string.format (expected 2, got 3)", False),
+    ("filler %", "", "unexpected end of string", False),
+    ("%j", "123", 'could not parse formatting clause: unrecognized formatting clause "j"', False),
+    ("int is %d", "5.2", "error during formatting: decimal clause can only be used on integers, was given double", False),
+    ("double is %f", "true", "error during formatting: fixed-point clause can only be used on doubles, was given bool", False),
+    (
+        "double is %.34",
+        "5.0",
+        "could not parse formatting clause: error while parsing precision: could not find end of precision specifier",
+        False,
+    ),
+    ("an octal: %o", "3.14", "error during formatting: octal clause can only be used on integers, was given double", False),
+]
+
+
+@pytest.mark.parametrize(("fmt", "args", "want", "runtime_only"), FORMAT_CASES, ids=[f"{c[0]}|{c[1]}"[:80] for c in FORMAT_CASES])
+def test_string_format(fmt: str, args: str, want: str, runtime_only: bool) -> None:
+    expression = f'"{fmt}".format([{args}])'
+    is_error = want.startswith(("could not", "index ", "error during", "too many", "unexpected end"))
+    if is_error and not runtime_only:
+        with pytest.raises(CELCompileError) as compile_info:
+            ENV.compile(expression)
+        assert want in str(compile_info.value)
+        return
+    program = ENV.compile(expression, check_types=not runtime_only)
+    if is_error:
+        with pytest.raises(CELRuntimeError) as info:
+            program.evaluate({})
+        assert info.value.detail == want
+        return
+    assert program.evaluate({}) == want
