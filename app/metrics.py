@@ -7,7 +7,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from app.storage.store import Store
+from app.storage.storage import Storage
 
 REGISTRY = CollectorRegistry()
 REQUESTS = Counter(
@@ -26,12 +26,12 @@ COMPACTED = Gauge("apiserver_storage_compacted_revision", "Revision below which 
 COMMITS = Gauge("apiserver_storage_group_commits", "Group commits since start.", registry=REGISTRY)
 OBJECTS = Gauge("apiserver_storage_objects", "Objects in the watch cache by resource.", ["resource"], registry=REGISTRY)
 
-_store: Store | None = None
+_storage: Storage | None = None
 
 
-def bind_store(store: Store) -> None:
-    global _store
-    _store = store
+def bind_storage(storage: Storage) -> None:
+    global _storage
+    _storage = storage
 
 
 def _verb(scope: dict[str, Any]) -> tuple[str, str, str]:
@@ -78,14 +78,14 @@ def observe_request(scope: dict[str, Any], code: int, seconds: float) -> None:
 
 
 def render() -> tuple[bytes, str]:
-    if _store is not None:
-        REVISION.set(_store.cache.revision)
-        COMPACTED.set(_store.compacted_revision)
-        COMMITS.set(_store.commits)
+    if _storage is not None:
+        REVISION.set(_storage.revision)
+        COMPACTED.set(_storage.compacted_revision)
+        COMMITS.set(_storage.commits)
         from app.registry import KINDS
 
         for kind in KINDS:
-            OBJECTS.labels(kind.qualified_resource).set(_store.cache.count(kind.qualified_resource))
+            OBJECTS.labels(kind.qualified_resource).set(_storage.count(kind.qualified_resource))
     return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
 
 

@@ -1,2 +1,2 @@
-"""The controller process: ResourceClaim controller, garbage collection of generated claims,
-and device taint eviction (``python -m controllers``)."""
+"""The controller process (``python -m controllers``): the ResourceClaim controller, the garbage
+collector of pods, claims and events, and device taint eviction, on shared informers."""

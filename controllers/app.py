@@ -1,18 +1,20 @@
-"""The controller process: flags, logging, health endpoint, leader election, the claim and device taint eviction controllers."""
+"""The controller process: flags, logging, health endpoint, leader election, and the claim,
+garbage collection and device taint eviction controllers."""
 
 from __future__ import annotations
 
 import argparse
 import logging
-import os
 from collections.abc import Callable, Coroutine
 from typing import Any
 
 from controllers.devicetainteviction import DEFAULT_RULE_STATUS_PERIOD, DeviceTaintEvictionController
-from controllers.resourceclaim import ClaimController, run_with_informers
+from controllers.garbagecollector import GarbageCollector
+from controllers.resourceclaim import ClaimController
 from kube.client import KubeClient
 from kube.features import FeatureGates
-from kube.process import run_leader_elected, worker_main
+from kube.informer import run_with_informers
+from kube.process import run_leader_elected, worker_main, worker_parser
 
 log = logging.getLogger("controllers")
 
@@ -21,17 +23,9 @@ LEASE_NAMESPACE = "kube-system"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """Flags, each with an environment variable of the same meaning."""
-    parser = argparse.ArgumentParser(prog="python -m controllers", description="DRA claim controller and garbage collector")
-    parser.add_argument("--server", default=os.environ.get("DRA_SERVER", "http://127.0.0.1:6443"), help="API server URL (DRA_SERVER)")
-    parser.add_argument("--feature-gates", default=os.environ.get("DRA_FEATURE_GATES", ""), help="Gate=true|false,... (DRA_FEATURE_GATES)")
-    parser.add_argument("--log-level", default=os.environ.get("DRA_LOG_LEVEL", "info"), help="debug, info, warning, error (DRA_LOG_LEVEL)")
-    parser.add_argument("--health-port", type=int, default=int(os.environ.get("DRA_HEALTH_PORT", "0")), help="serve /healthz here; 0: off")
+    """The common worker flags, each with an environment variable of the same meaning, and the controllers' own."""
+    parser = worker_parser("python -m controllers", "DRA claim controller and garbage collector", leader_elected=True)
     parser.add_argument("--workers", type=int, default=16, help="concurrent syncs (each waits on API round trips, so more than cores)")
-    parser.add_argument("--qps", type=float, default=0, help="client-side rate limit for API requests; 0: none")
-    parser.add_argument("--identity", default="", help="leader election identity (default: host_pid_random)")
-    parser.add_argument("--lease-duration", type=float, default=15.0, help="seconds a standby waits before taking over")
-    parser.add_argument("--no-leader-elect", action="store_true", help="run without leader election")
     parser.add_argument(
         "--device-taint-rule-status-period", type=float, default=DEFAULT_RULE_STATUS_PERIOD,
         help="seconds between DeviceTaintRule status updates while an eviction runs (upstream: 10)",
@@ -42,8 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
 def new_controllers(client: KubeClient, args: argparse.Namespace, gates: FeatureGates) -> Callable[[], Coroutine[Any, Any, None]]:
     """Fresh controllers sharing the pod and claim informers, for one leadership term."""
     claims = ClaimController(client, workers=args.workers)
-    informers = list(claims.informers)
-    work = [claims.process]
+    collector = GarbageCollector(client, pods=claims.pods, claims=claims.claims, claims_by_owner=claims.claims_by_owner, workers=args.workers)
+    informers = [*claims.informers, *collector.informers]
+    work = [claims.process, collector.process]
     # Upstream starts the eviction controller only with DynamicResourceAllocation and DRADeviceTaints,
     # and watches DeviceTaintRules only with DRADeviceTaintRules.
     if gates.enabled("DynamicResourceAllocation") and gates.enabled("DRADeviceTaints"):

@@ -40,12 +40,14 @@ from typing import Any
 
 import httpx
 
-from controllers.index import Index, pod_claim_names
-from controllers.workqueue import WorkQueue
+from controllers.objects import pod_claim_names
 from kube.client import KubeClient, record_event, resource_path
 from kube.errors import ApiError
+from kube.indexer import Index
 from kube.informer import Informer
 from kube.timeutil import now_rfc3339, parse_time
+from kube.tolerations import tolerates
+from kube.workqueue import WorkQueue, log_failures
 
 log = logging.getLogger("device-taint-eviction-controller")
 
@@ -67,20 +69,6 @@ DEFAULT_RULE_STATUS_PERIOD = 10.0  # upstream's ruleStatusPeriod
 def _meta(obj: Obj) -> Obj:
     meta: Obj = obj.get("metadata") or {}
     return meta
-
-
-def tolerates(toleration: Obj, taint: Obj) -> bool:
-    """Upstream's DeviceToleration matching: effect (empty = any), key (empty = any), Equal/Exists."""
-    effect = toleration.get("effect") or ""
-    if effect and effect != taint.get("effect"):
-        return False
-    key = toleration.get("key") or ""
-    if key and key != taint.get("key"):
-        return False
-    operator = toleration.get("operator") or "Equal"
-    if operator == "Equal":
-        return (toleration.get("value") or "") == (taint.get("value") or "")
-    return operator == "Exists"
 
 
 def rule_matches(rule: Obj, driver: str, pool: str, device: str) -> bool:
@@ -416,23 +404,16 @@ class DeviceTaintEvictionController:
         """Process evictions and rule status updates until cancelled (the informers must have synced)."""
         log.info("caches synced, processing", extra={"rules": self.rules is not None})
         try:
-            await asyncio.gather(*(self.queue.worker(self._handle) for _ in range(self.workers)))
+            await self.queue.run(self._sync, self.workers, log_failures(log))
         finally:
             for task in list(self._background):
                 task.cancel()
 
-    async def _handle(self, item: Item) -> bool:
+    async def _sync(self, item: Item) -> bool:
         kind, namespace, name, uid = item
-        try:
-            if kind == "pod":
-                return await self._maybe_delete_pod(namespace, name, uid)
-            return await self._maybe_update_rule_status(name, uid)
-        except (ApiError, httpx.TransportError, OSError) as exc:
-            log.warning("work item failed, will retry", extra={"item": "/".join(item), "error": str(exc)})
-            return False
-        except Exception:
-            log.exception("work item crashed, will retry", extra={"item": "/".join(item)})
-            return False
+        if kind == "pod":
+            return await self._maybe_delete_pod(namespace, name, uid)
+        return await self._maybe_update_rule_status(name, uid)
 
     async def _maybe_delete_pod(self, namespace: str, name: str, uid: str) -> bool:
         ref = (namespace, name, uid)

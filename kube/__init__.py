@@ -1,6 +1,6 @@
 """The shared Kubernetes library: what the API server and every worker stand on.
 
 Client and transport, informers, leader election, the worker process scaffold,
-labels, fields, quantities, CEL, feature gates and API errors. Nothing here imports
+labels, fields, quantities, CEL, tolerations, feature gates and API errors. Nothing here imports
 the server (``app``) or a worker; the four programs import this package, never each other.
 """

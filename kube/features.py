@@ -21,7 +21,7 @@ class FeatureSpec:
     locked: bool = False
 
 
-# v1.37 stages and defaults (shared/reference/upstream-api.md section 4), plus the two
+# Upstream v1.37 stages and defaults (k8s.io/kubernetes pkg/features), plus the two
 # proposals this project implements behind their own alpha gates.
 KNOWN_FEATURES: dict[str, FeatureSpec] = {
     "DynamicResourceAllocation": FeatureSpec(True, GA, locked=True),

@@ -13,7 +13,7 @@ import builtins
 import inspect
 import logging
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import httpx
@@ -231,3 +231,27 @@ class Informer:
             if rv:
                 self.resource_version = rv
             await self._fire_delete(obj if obj else (old or {}))
+
+
+async def run_with_informers(informers: Sequence[Informer], *work: Awaitable[Any]) -> None:
+    """Start ``informers`` (each once, however often listed), wait until they have synced, then run
+    ``work`` until it ends or is cancelled; stop the informers after."""
+    unique = list({id(i): i for i in informers}.values())
+    for informer in unique:
+        informer.start()
+    try:
+        for informer in unique:
+            await informer.wait_synced()
+        await asyncio.gather(*work)
+    finally:
+        for informer in unique:
+            await informer.stop()
+
+
+def resource_version_number(value: Any) -> int | None:
+    """A resourceVersion as a number, or None. (Clients must not compare resourceVersions in
+    general; this server's are one global revision counter, which its own workers rely on.)"""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None

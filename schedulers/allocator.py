@@ -35,6 +35,7 @@ from kube.cel import CELCompileError, CELRuntimeError, CompiledSelector, DeviceV
 from kube.labels import node_selector_matches
 from kube.pods import claim_status_amounts
 from kube.quantity import DECIMAL_SI, Quantity
+from kube.tolerations import tolerations_tolerate
 
 DeviceID = tuple[str, str, str]  # (driver, pool, device)
 PoolID = tuple[str, str]  # (driver, pool)
@@ -669,24 +670,8 @@ def _attribute_value(device: _Device, name: str, lists: bool) -> frozenset[Any] 
     return None
 
 
-def _tolerates(taint: Mapping[str, Any], tolerations: Sequence[Mapping[str, Any]]) -> bool:
-    for tol in tolerations:
-        effect = tol.get("effect") or ""
-        if effect and effect != taint.get("effect"):
-            continue
-        key = tol.get("key") or ""
-        operator = tol.get("operator") or "Equal"
-        if key and key != taint.get("key"):
-            continue
-        if not key and operator != "Exists":
-            continue
-        if operator == "Exists" or (tol.get("value") or "") == (taint.get("value") or ""):
-            return True
-    return False
-
-
 def _untolerated(device: _Device, req: _Request) -> bool:
-    return any(t.get("effect") in _BLOCKING_EFFECTS and not _tolerates(t, req.tolerations) for t in device.taints)
+    return any(t.get("effect") in _BLOCKING_EFFECTS and not tolerations_tolerate(req.tolerations, t) for t in device.taints)
 
 
 def _round_to_policy(requested: Quantity, policy: Mapping[str, Any]) -> Quantity | None:

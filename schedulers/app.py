@@ -10,7 +10,8 @@ from kube.client import KubeClient
 from kube.features import FeatureGates
 from kube.process import run_leader_elected, worker_main
 from schedulers.allocator import AllocatorFeatures
-from schedulers.scheduler import DEFAULT_FILTER_TIMEOUT, DEFAULT_NODES_TO_FIND, Scheduler
+from schedulers.cycle import DEFAULT_FILTER_TIMEOUT, DEFAULT_NODES_TO_FIND
+from schedulers.scheduler import Scheduler
 
 log = logging.getLogger("schedulers")
 

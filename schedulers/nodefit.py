@@ -12,6 +12,7 @@ from typing import Any
 
 from kube.labels import node_selector_matches
 from kube.pods import Resources, quantity_fraction
+from kube.tolerations import tolerations_tolerate
 
 Obj = dict[str, Any]
 
@@ -40,34 +41,18 @@ def matches_node_selector_and_affinity(pod: Mapping[str, Any], node: Mapping[str
     return required is None or node_selector_matches(required, node)
 
 
-def toleration_matches(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
-    """core/v1 Toleration.ToleratesTaint (without the numeric Gt/Lt operators of newer releases)."""
-    effect = toleration.get("effect") or ""
-    if effect and effect != taint.get("effect"):
-        return False
-    key = toleration.get("key") or ""
-    operator = toleration.get("operator") or "Equal"
-    if key and key != taint.get("key"):
-        return False
-    if operator == "Exists":
-        return True
-    if operator == "Equal":
-        return bool(key) and (toleration.get("value") or "") == (taint.get("value") or "")
-    return False
-
-
 def untolerated_taint(pod: Mapping[str, Any], node: Mapping[str, Any]) -> str | None:
     """Upstream TaintToleration/NodeUnschedulable reasons for NoSchedule/NoExecute taints, or None."""
     tolerations: Sequence[Mapping[str, Any]] = (pod.get("spec") or {}).get("tolerations") or []
     node_spec = node.get("spec") or {}
     if node_spec.get("unschedulable"):
         taint = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
-        if not any(toleration_matches(t, taint) for t in tolerations):
+        if not tolerations_tolerate(tolerations, taint):
             return REASON_UNSCHEDULABLE
     for taint in node_spec.get("taints") or []:
         if taint.get("effect") not in ("NoSchedule", "NoExecute"):
             continue
-        if not any(toleration_matches(t, taint) for t in tolerations):
+        if not tolerations_tolerate(tolerations, taint):
             return f"node(s) had untolerated taint {{{taint.get('key', '')}: {taint.get('value', '')}}}"
     return None
 

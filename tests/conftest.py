@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -20,6 +20,7 @@ import pytest
 
 from devtools.postgres import PostgresNotAvailable, database_url_for_tests
 from devtools.server import ServerProcess, migrate
+from kube.client import KubeClient
 from tests.contract import check_response_body
 
 BACKENDS = ["sqlite", "postgres"]
@@ -111,6 +112,13 @@ def _contract_hook(response: httpx.Response) -> None:
 def api(server: ServerProcess) -> Iterator[httpx.Client]:
     """A client for the shared server; every object it receives is checked against the official schema."""
     with httpx.Client(base_url=server.url, timeout=30.0, event_hooks={"response": [_contract_hook]}) as client:
+        yield client
+
+
+@pytest.fixture
+async def kube_client(server: ServerProcess) -> AsyncIterator[KubeClient]:
+    """The workers' client for the shared server, for tests that run a worker's parts in their own event loop."""
+    async with KubeClient(server.url, user_agent="tests") as client:
         yield client
 
 

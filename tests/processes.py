@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
 from devtools.server import REPO_ROOT, stop_process
+from kube.client import KubeClient
+from kube.errors import ApiError
+from kube.informer import Informer
 
 DEFAULT_TIMEOUT = 30.0
 
@@ -24,6 +29,44 @@ def eventually(check: Callable[[], Any], what: str = "condition", timeout: float
             return result
         assert time.monotonic() < deadline, f"{what}: not met in {timeout}s"
         time.sleep(interval)
+
+
+async def eventually_async(check: Callable[[], Awaitable[Any]], what: str = "condition", timeout: float = DEFAULT_TIMEOUT, interval: float = 0.05) -> Any:
+    """``eventually`` for tests whose workers run in this event loop: ``check`` is awaited, and the
+    loop runs them while this waits."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        result = await check()
+        if result:
+            return result
+        assert loop.time() < deadline, f"{what}: not met in {timeout}s"
+        await asyncio.sleep(interval)
+
+
+@contextlib.asynccontextmanager
+async def in_background(work: Coroutine[Any, Any, Any], synced: Sequence[Informer] = ()) -> AsyncIterator[None]:
+    """Run ``work`` in a task of this event loop while the block runs, which starts once the
+    ``synced`` informers (started by ``work``) have synced."""
+    task = asyncio.create_task(work)
+    try:
+        for informer in synced:
+            await informer.wait_synced(10)
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def get_or_none(client: KubeClient, path: str) -> dict[str, Any] | None:
+    """The object at ``path``, or None when there is none."""
+    try:
+        return await client.get(path)
+    except ApiError as exc:
+        if exc.code == 404:
+            return None
+        raise
 
 
 class Worker:

@@ -1,4 +1,5 @@
-"""Request bodies: size limit, content types, JSON/YAML/protobuf decoding, hostile input."""
+"""Request bodies: the size limit, JSON and YAML decoding, hostile input (which decoder a
+request gets is content negotiation's choice)."""
 
 from __future__ import annotations
 
@@ -9,19 +10,10 @@ import yaml
 from starlette.requests import ClientDisconnect
 from starlette.types import Receive
 
-from app.api import protobuf
-from kube.errors import ApiError, bad_request, entity_too_large, unsupported_media_type
+from kube.errors import ApiError, bad_request, entity_too_large
 
 MAX_DEPTH = 100
 MAX_YAML_NODES = 1_000_000
-
-PATCH_TYPES = {
-    "application/json-patch+json": "json",
-    "application/merge-patch+json": "merge",
-    "application/strategic-merge-patch+json": "strategic",
-    "application/apply-patch+yaml": "apply",
-    "application/apply-patch+cbor": None,
-}
 
 
 async def read_body(receive: Receive, declared: str | None, limit: int) -> bytes:
@@ -46,11 +38,7 @@ async def read_body(receive: Receive, declared: str | None, limit: int) -> bytes
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-def media_type(content_type: str | None) -> str:
-    return (content_type or "").split(";", 1)[0].strip().lower()
-
-
-def _check_depth(value: Any, limit: int = MAX_DEPTH) -> None:
+def check_depth(value: Any, limit: int = MAX_DEPTH) -> None:
     """Refuse absurd nesting before any recursive code sees it."""
     if (type(value) is dict or type(value) is list) and not _within_depth(value, limit - 1):
         raise bad_request(f"the request body is nested deeper than {limit} levels")
@@ -71,7 +59,7 @@ def decode_json(raw: bytes, kind: str) -> Any:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise bad_request(f"the object provided is unrecognized (must be of type {kind}): couldn't get version/kind; json parse error: {exc}") from None
-    _check_depth(value)
+    check_depth(value)
     return value
 
 
@@ -120,54 +108,5 @@ def decode_yaml(raw: bytes, kind: str) -> Any:
         value = orjson.loads(orjson.dumps(value))
     except (TypeError, orjson.JSONEncodeError) as exc:
         raise bad_request(f"error converting YAML to JSON: {exc}") from None
-    _check_depth(value)
+    check_depth(value)
     return value
-
-
-def decode_object(raw: bytes, content_type: str | None, kind: str) -> Any:
-    """A create/update body: JSON (also when no Content-Type is sent), YAML or protobuf."""
-    mt = media_type(content_type)
-    if mt in ("", "application/json", "*/*", "text/plain"):
-        if not raw.strip():
-            raise bad_request(f"the object provided is unrecognized (must be of type {kind}): no content")
-        return decode_json(raw, kind)
-    if mt in ("application/yaml", "application/x-yaml", "text/yaml"):
-        return decode_yaml(raw, kind)
-    if mt == "application/vnd.kubernetes.protobuf":
-        try:
-            value = protobuf.decode_k8s_protobuf(raw)
-        except ValueError:
-            raise unsupported_media_type(mt) from None
-        _check_depth(value)
-        return value
-    raise unsupported_media_type(content_type or "")
-
-
-def decode_delete_options(raw: bytes, content_type: str | None) -> Any:
-    """A DELETE body: None when empty, else DeleteOptions as YAML when it says so, JSON otherwise.
-
-    The OpenAPI documents offer JSON and YAML for DeleteOptions, as upstream's do; any other
-    Content-Type is read as JSON, as before (clients send DELETE bodies with odd types).
-    """
-    if not raw.strip():
-        return None
-    if media_type(content_type) in ("application/yaml", "application/x-yaml", "text/yaml"):
-        return decode_yaml(raw, "DeleteOptions")
-    return decode_json(raw, "DeleteOptions")
-
-
-def decode_patch(raw: bytes, content_type: str | None, kind: str) -> tuple[Any, str]:
-    mt = media_type(content_type)
-    patch_type = PATCH_TYPES.get(mt)
-    if patch_type is None:
-        raise unsupported_media_type(content_type or "")
-    if not raw.strip():
-        raise bad_request("the body of the request was empty")
-    if patch_type == "apply":
-        return decode_yaml(raw, kind), patch_type
-    try:
-        value = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise bad_request(f"error decoding patch: {exc}") from None
-    _check_depth(value)
-    return value, patch_type

@@ -1,7 +1,6 @@
 """Discovery documents: aggregated (``apidiscovery.k8s.io/v2``) and the legacy forms.
 
-Everything is derived from the registry; only subresources that are not "the kind
-itself" (binding, finalize) need a word here about what they return and accept.
+Everything is derived from the registry, subresources from what each kind declares.
 """
 
 from __future__ import annotations
@@ -10,9 +9,8 @@ import base64
 import hashlib
 from typing import Any
 
-from app.api.tables import parse_accept
-from app.registry import KINDS, group_versions, kinds_in
-from app.registry.base import KindStrategy
+from app.registry import group_versions, kinds_in
+from app.registry.base import KindStrategy, Subresource
 
 Obj = dict[str, Any]
 
@@ -27,15 +25,10 @@ def resource_verbs(strategy: KindStrategy) -> list[str]:
     return sorted(strategy.verbs)
 
 
-def subresource_info(strategy: KindStrategy, name: str) -> tuple[str, str, str, list[str]] | None:
-    """(group, version, kind, verbs) answered by subresource ``name`` of ``strategy``, or None if unknown."""
-    if name == "status":
-        return strategy.group, strategy.version, strategy.kind, ["get", "patch", "update"]
-    if name == "binding":
-        return "", "v1", "Binding", ["create"]
-    if name == "finalize":
-        return strategy.group, strategy.version, strategy.kind, ["update"]
-    return None
+def subresource_info(strategy: KindStrategy, subresource: Subresource) -> tuple[str, str, str, list[str]]:
+    """(group, version, kind, verbs) of what a subresource of ``strategy`` answers."""
+    group, version, kind = subresource.group_version_kind(strategy)
+    return group, version, kind, sorted(subresource.verbs)
 
 
 def storage_version_hash(strategy: KindStrategy) -> str:
@@ -64,13 +57,10 @@ def _aggregated_resource(strategy: KindStrategy) -> Obj:
     if strategy.categories:
         entry["categories"] = list(strategy.categories)
     subresources = []
-    for name in sorted(strategy.subresources):
-        info = subresource_info(strategy, name)
-        if info is None:
-            continue
-        group, version, kind, verbs = info
+    for sub in sorted(strategy.subresources, key=lambda s: s.name):
+        group, version, kind, verbs = subresource_info(strategy, sub)
         subresources.append(
-            {"subresource": name, "responseKind": {"group": group, "version": version, "kind": kind}, "verbs": verbs}
+            {"subresource": sub.name, "responseKind": {"group": group, "version": version, "kind": kind}, "verbs": verbs}
         )
     if subresources:
         entry["subresources"] = subresources
@@ -112,27 +102,6 @@ def aggregated_discovery(legacy: bool) -> Obj:
         "metadata": {},
         "items": [_aggregated_group(group, versions) for group, versions in _served_groups(legacy)],
     }
-
-
-def wants_aggregated(accept_header: str | None) -> bool:
-    """Whether ``/api`` or ``/apis`` must answer the aggregated document.
-
-    Upstream v1.37 serves only ``apidiscovery.k8s.io/v2`` (v2beta1 is gone): entries
-    asking for another ``as=`` form or version are skipped, and the first plain entry
-    (``application/json``, ``*/*``...) selects the legacy document.
-    """
-    for entry in parse_accept(accept_header):
-        as_kind = entry.params.get("as")
-        if as_kind is None:
-            return False
-        if (
-            as_kind == AGGREGATED_KIND
-            and entry.params.get("g") == AGGREGATED_GROUP
-            and entry.params.get("v") == AGGREGATED_VERSION
-            and entry.matches("application/json")
-        ):
-            return True
-    return False
 
 
 # ---- legacy -----------------------------------------------------------------
@@ -186,12 +155,9 @@ def _legacy_resource(strategy: KindStrategy) -> Obj:
     return entry
 
 
-def _legacy_subresource(strategy: KindStrategy, name: str) -> Obj | None:
-    info = subresource_info(strategy, name)
-    if info is None:
-        return None
-    group, version, kind, verbs = info
-    entry: Obj = {"name": f"{strategy.plural}/{name}", "singularName": "", "namespaced": strategy.namespaced}
+def _legacy_subresource(strategy: KindStrategy, sub: Subresource) -> Obj:
+    group, version, kind, verbs = subresource_info(strategy, sub)
+    entry: Obj = {"name": f"{strategy.plural}/{sub.name}", "singularName": "", "namespaced": strategy.namespaced}
     # Like upstream, group/version appear only when they differ from the list's group-version.
     if (group, version) != (strategy.group, strategy.version):
         entry["group"] = group
@@ -209,10 +175,7 @@ def api_resource_list(group: str, version: str) -> Obj | None:
     resources: list[Obj] = []
     for strategy in kinds:
         resources.append(_legacy_resource(strategy))
-        for name in strategy.subresources:
-            sub = _legacy_subresource(strategy, name)
-            if sub is not None:
-                resources.append(sub)
+        resources.extend(_legacy_subresource(strategy, sub) for sub in strategy.subresources)
     resources.sort(key=lambda r: r["name"])
     return {
         "kind": "APIResourceList",
@@ -220,8 +183,3 @@ def api_resource_list(group: str, version: str) -> Obj | None:
         "groupVersion": _group_version(group, version),
         "resources": resources,
     }
-
-
-def unknown_subresources() -> list[str]:
-    """``plural/subresource`` names the registry declares but discovery cannot describe."""
-    return [f"{k.plural}/{name}" for k in KINDS for name in k.subresources if subresource_info(k, name) is None]

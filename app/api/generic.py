@@ -1,13 +1,12 @@
 """Generic REST semantics shared by every kind: get, list, watch, create, update,
-patch, delete, deletecollection, and the status and binding subresources.
+patch, delete, deletecollection, and writes through the subresources kinds declare.
 
-Kind-specific behaviour comes only from the kind's ``KindStrategy``.
+Kind-specific behaviour comes only from the kind's ``KindStrategy`` (its status strategy for
+writes through ``/status``) and the ``Subresource`` declarations it owns.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import random
 import uuid
@@ -30,11 +29,13 @@ from app.api.options import (
     continue_too_old,
     parse_resource_version,
 )
-from app.registry.base import KindStrategy, Obj, RequestContext
-from app.registry.core import namespace as namespace_kind
+from app.registry import NAMESPACE_KIND
+from app.registry.base import ActionSubresource, KindStrategy, Obj, RequestContext
 from app.registry.objectmeta import validate_object_meta, validate_object_meta_update
-from app.storage.cache import ADDED, DELETED, MODIFIED, Event, StoredObject, Watcher
-from app.storage.store import KeyExists, RevisionCompacted, RevisionMismatch, Store, WriteOp
+from app.storage.cache import ADDED, DELETED, MODIFIED, StoredObject
+from app.storage.errors import ContinueExpired, KeyExists, ResourceVersionTooLarge, RevisionCompacted, RevisionMismatch, StorageError
+from app.storage.storage import Storage, WatchBatch
+from app.storage.store import WriteOp
 from kube import errors
 from kube.errors import ApiError, FieldError
 from kube.features import FeatureGates
@@ -44,12 +45,10 @@ from kube.timeutil import now_rfc3339
 
 log = logging.getLogger("app.api")
 
-NAMESPACES = namespace_kind.STRATEGY.qualified_resource
+NAMESPACES = NAMESPACE_KIND.qualified_resource
 GENERATE_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 GENERATE_NAME_ATTEMPTS = 8
 UPDATE_ATTEMPTS = 16
-WAIT_FOR_REVISION_SECONDS = 3.0
-INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 # Metadata a client may not change through a main-resource update; upstream keeps the stored values.
 SYSTEM_METADATA = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation")
 
@@ -77,13 +76,11 @@ def _name_of(obj: Obj) -> str:
 
 
 class GenericStore:
-    """The REST operations, bound to one store and one set of feature gates."""
+    """The REST operations, bound to one storage and one set of feature gates."""
 
-    def __init__(self, store: Store, gates: FeatureGates, bookmark_interval: float = 60.0, min_request_timeout: float = 1800.0) -> None:
-        self.store = store
-        self.cache = store.cache
+    def __init__(self, storage: Storage, gates: FeatureGates, min_request_timeout: float = 1800.0) -> None:
+        self.storage = storage
         self.gates = gates
-        self.bookmark_interval = bookmark_interval
         self.min_request_timeout = min_request_timeout
 
     # ---- helpers ---------------------------------------------------------------
@@ -91,7 +88,7 @@ class GenericStore:
     def context(self, namespace: str = "") -> RequestContext:
         labels: dict[str, str] = {}
         if namespace:
-            ns = self.cache.get(NAMESPACES, "", namespace)
+            ns = self.storage.cached(NAMESPACES, "", namespace)
             if ns is not None:
                 labels = dict(ns.obj["metadata"].get("labels") or {})
         return RequestContext(self.gates, labels)
@@ -105,30 +102,21 @@ class GenericStore:
     def _invalid(self, strategy: KindStrategy, name: str, errs: list[FieldError]) -> ApiError:
         return errors.invalid_object(strategy.kind, name, strategy.group, errs)
 
-    async def _consistent(self, rv: str) -> None:
-        """Honour a read's resourceVersion: "" = consistent, "0" = any, N = not older than N."""
-        number = parse_resource_version(rv)
-        if number is None:
-            try:
-                await self.store.sync_to_database(WAIT_FOR_REVISION_SECONDS)
-            except TimeoutError:
-                raise ApiError(504, "Timeout", "Timeout: Too large resource version") from None
-        elif number > 0 and number > self.cache.revision:
-            self.store._poll_wakeup.set()
-            if not await self.cache.wait_for_revision(number, WAIT_FOR_REVISION_SECONDS):
-                raise ApiError(
-                    504,
-                    "Timeout",
-                    f"Timeout: Too large resource version: {number}, current: {self.cache.revision}",
-                    {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}], "retryAfterSeconds": 1},
-                )
+    def _check_preconditions(self, strategy: KindStrategy, name: str, meta: Obj, uid: str | None, resource_version: str | None) -> None:
+        """A write that demands a uid or resourceVersion of the stored object conflicts when it has another."""
+        if uid is not None and uid != meta.get("uid"):
+            raise self._conflict(strategy, name, f"Precondition failed: UID in precondition: {uid}, UID in object meta: {meta.get('uid')}")
+        if resource_version is not None and resource_version != meta.get("resourceVersion"):
+            raise self._conflict(
+                strategy, name, f"Precondition failed: ResourceVersion in precondition: {resource_version}, ResourceVersion in object meta: {meta.get('resourceVersion')}"
+            )
 
     def _check_namespace_for_create(self, strategy: KindStrategy, namespace: str) -> None:
         if not strategy.namespaced:
             return
-        ns = self.cache.get(NAMESPACES, "", namespace)
+        ns = self.storage.cached(NAMESPACES, "", namespace)
         if ns is None:
-            raise errors.not_found("namespaces", namespace, "", "namespaces")
+            raise errors.not_found(NAMESPACES, namespace, NAMESPACE_KIND.group, NAMESPACE_KIND.plural)
         if ns.obj["metadata"].get("deletionTimestamp") or (ns.obj.get("status") or {}).get("phase") == "Terminating":
             raise ApiError(
                 403,
@@ -140,8 +128,10 @@ class GenericStore:
     # ---- reads -----------------------------------------------------------------
 
     async def get(self, strategy: KindStrategy, namespace: str, name: str, resource_version: str = "") -> StoredObject:
-        await self._consistent(resource_version)
-        stored = self.cache.get(strategy.qualified_resource, namespace, name)
+        try:
+            stored = await self.storage.get(strategy.qualified_resource, namespace, name, parse_resource_version(resource_version))
+        except ResourceVersionTooLarge as exc:
+            raise _read_error(exc) from None
         if stored is None:
             raise self._not_found(strategy, name)
         return stored
@@ -185,169 +175,60 @@ class GenericStore:
     async def list_objects(self, strategy: KindStrategy, namespace: str | None, opts: ListOptions) -> tuple[list[StoredObject], dict[str, Any]]:
         labels, fields = self._selectors(strategy, opts)
         predicate = self._predicate(strategy, labels, fields)
-        resource = strategy.qualified_resource
-        start_key = ""
+        if fields is not None and namespace is None:
+            # A field selector naming one namespace lists only that namespace.
+            namespace = fields.exact_value("metadata.namespace")
+        revision: int | None = None
+        continue_from: tuple[int, str] | None = None
         if opts.continue_token:
             token = ContinueToken.decode(opts.continue_token)
-            revision = token.revision
-            start_key = token.start
-            rows = self.cache.items_at(resource, namespace, revision)
-            if rows is None:
-                raise continue_too_old(revision)
+            continue_from = (token.revision, token.start)
         else:
-            rv = opts.resource_version
-            if opts.resource_version_match == EXACT:
-                revision = parse_resource_version(rv) or 0
-                await self._consistent(rv)
-                rows = self.cache.items_at(resource, namespace, revision)
-                if rows is None:
-                    raise errors.gone(f"too old resource version: {revision} ({self.cache.oldest_history_revision() - 1})")
-            else:
-                await self._consistent(rv)
-                revision = self.cache.revision
-                rows = self.cache.items(resource, namespace)
-        if fields is not None and namespace is None:
-            wanted_ns = fields.exact_value("metadata.namespace")
-            if wanted_ns is not None:
-                rows = [r for r in rows if r[0] == wanted_ns]
-        items: list[StoredObject] = []
-        next_key = ""
-        remaining = 0
-        index = 0
-        if start_key:
-            # Keys are "namespace/name"; resume after the last one sent. Compare (namespace, name) as the
-            # rows are sorted: as strings, "a/x" sorts after "a-b/x" and the list would start over forever.
-            start = tuple(start_key.split("/", 1))
-            while index < len(rows) and (rows[index][0], rows[index][1]) <= start:
-                index += 1
-        for position in range(index, len(rows)):
-            _ns, _name, stored = rows[position]
-            if predicate is not None and not predicate(stored.obj):
-                continue
-            if opts.limit and len(items) >= opts.limit:
-                last_ns, last_name = items[-1].obj["metadata"].get("namespace", ""), items[-1].obj["metadata"]["name"]
-                next_key = f"{last_ns}/{last_name}"
-                if predicate is None:
-                    remaining = len(rows) - position
-                break
-            items.append(stored)
-        meta: dict[str, Any] = {"resourceVersion": str(revision)}
-        if next_key:
-            meta["continue"] = ContinueToken(revision, next_key).encode()
-            if predicate is None:
-                meta["remainingItemCount"] = remaining
-        return items, meta
+            revision = parse_resource_version(opts.resource_version)
+        try:
+            result = await self.storage.list(
+                strategy.qualified_resource,
+                namespace,
+                revision=revision,
+                exact=opts.resource_version_match == EXACT,
+                continue_from=continue_from,
+                predicate=predicate,
+                limit=opts.limit,
+            )
+        except (ResourceVersionTooLarge, ContinueExpired, RevisionCompacted) as exc:
+            raise _read_error(exc) from None
+        meta: dict[str, Any] = {"resourceVersion": str(result.revision)}
+        if result.continue_after:
+            meta["continue"] = ContinueToken(result.revision, result.continue_after).encode()
+            if result.remaining is not None:
+                meta["remainingItemCount"] = result.remaining
+        return result.items, meta
 
     # ---- watch -----------------------------------------------------------------
 
-    async def watch(self, strategy: KindStrategy, namespace: str | None, opts: ListOptions) -> AsyncIterator[list[tuple[str, StoredObject | Obj]]]:
-        """Batches of (event type, object) pairs; BOOKMARK objects are plain dicts."""
+    async def watch(self, strategy: KindStrategy, namespace: str | None, opts: ListOptions) -> AsyncIterator[WatchBatch]:
+        """Batches of (event type, object) pairs; BOOKMARK objects are plain dicts.
+
+        RevisionCompacted when the history no longer reaches the resourceVersion asked for."""
         labels, fields = self._selectors(strategy, opts)
         predicate = self._predicate(strategy, labels, fields)
-        resource = strategy.qualified_resource
-        rv_text = opts.resource_version
-        requested = parse_resource_version(rv_text)
-        send_initial = opts.send_initial_events
-        if send_initial is None:
-            # Legacy semantics: no resourceVersion or "0" means "current state first".
-            send_initial = requested is None or requested == 0
-        if send_initial and requested is None:
-            await self._consistent("")
-        elif requested and send_initial:
-            await self._consistent(rv_text)
-        watcher = Watcher(resource, namespace, predicate)
-        replay: list[tuple[str, StoredObject | Obj]] = []
-        if send_initial:
-            # Register before snapshotting so nothing falls between the two (no await in between).
-            self.cache.add_watcher(watcher)
-            start = self.cache.revision
-            watcher.sent_up_to = start
-            for _ns, _name, stored in self.cache.items(resource, namespace):
-                if predicate is None or predicate(stored.obj):
-                    replay.append((ADDED, stored))
-        else:
-            assert requested is not None
-            if requested < self.store.compacted_revision:
-                raise RevisionCompacted(requested, self.store.compacted_revision)
-            self.cache.add_watcher(watcher)
-            start = self.cache.revision
-            watcher.sent_up_to = start
-            events: list[Event]
-            if requested >= self.cache.oldest_history_revision() - 1:
-                events = self.cache.history_after(resource, requested)
-            else:
-                try:
-                    events = await self.store.events_between(resource, requested, start)
-                except RevisionCompacted:
-                    self.cache.remove_watcher(watcher)
-                    raise
-                # Events from the log carry no previous state; filter on the new one.
-            for event in events:
-                if event.revision > start:
-                    break
-                if namespace is not None and event.namespace != namespace:
-                    continue
-                kind = watcher.translate(event)
-                if kind is not None:
-                    replay.append((kind, event.obj))
-        return self._stream(strategy, watcher, replay, start, opts, bool(opts.send_initial_events))
-
-    async def _stream(
-        self,
-        strategy: KindStrategy,
-        watcher: Watcher,
-        replay: list[tuple[str, StoredObject | Obj]],
-        start: int,
-        opts: ListOptions,
-        initial_end_bookmark: bool,
-    ) -> AsyncIterator[list[tuple[str, StoredObject | Obj]]]:
-        """Batches of (event type, object): everything ready at each wake-up goes out together."""
-        loop = asyncio.get_running_loop()
         timeout = opts.timeout_seconds
         if timeout is None or timeout <= 0:
             timeout = int(self.min_request_timeout * (1 + random.random()))
-        deadline = loop.time() + timeout
-        last_revision = start
         try:
-            first: list[tuple[str, StoredObject | Obj]] = list(replay)
-            if initial_end_bookmark:
-                first.append(("BOOKMARK", self._bookmark(strategy, start, initial_end=True)))
-            if first:
-                yield first
-            next_bookmark = loop.time() + self.bookmark_interval
-            while True:
-                if not watcher.pending and not watcher.closed:
-                    now = loop.time()
-                    if now >= deadline:
-                        return
-                    wait = deadline - now
-                    if opts.allow_watch_bookmarks:
-                        wait = min(wait, max(next_bookmark - now, 0))
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(watcher.wakeup.wait(), wait)
-                batch: list[tuple[str, StoredObject | Obj]] = list(watcher.take())
-                if batch:
-                    last_revision = max(last_revision, batch[-1][1].revision)  # type: ignore[union-attr]
-                elif watcher.closed:
-                    return
-                if opts.allow_watch_bookmarks and loop.time() >= next_bookmark:
-                    next_bookmark = loop.time() + self.bookmark_interval
-                    batch.append(("BOOKMARK", self._bookmark(strategy, max(last_revision, self.cache.revision))))
-                if batch:
-                    yield batch
-                if watcher.closed and not watcher.pending:
-                    return
-                if loop.time() >= deadline:
-                    return
-        finally:
-            self.cache.remove_watcher(watcher)
-
-    @staticmethod
-    def _bookmark(strategy: KindStrategy, revision: int, initial_end: bool = False) -> Obj:
-        metadata: Obj = {"resourceVersion": str(revision)}
-        if initial_end:
-            metadata["annotations"] = {INITIAL_EVENTS_END: "true"}
-        return {"kind": strategy.kind, "apiVersion": strategy.api_version, "metadata": metadata}
+            return await self.storage.watch(
+                strategy.qualified_resource,
+                namespace,
+                kind=strategy.kind,
+                api_version=strategy.api_version,
+                revision=parse_resource_version(opts.resource_version),
+                send_initial_events=opts.send_initial_events,
+                predicate=predicate,
+                allow_bookmarks=opts.allow_watch_bookmarks,
+                timeout=timeout,
+            )
+        except ResourceVersionTooLarge as exc:
+            raise _read_error(exc) from None
 
     # ---- create ----------------------------------------------------------------
 
@@ -437,7 +318,7 @@ class GenericStore:
             raise self._invalid(strategy, name or generate, errs)
         warnings.extend(ctx.warnings)
         if not applied:
-            ssa.update_managed_fields(None, obj, wopts.field_manager, "Update", strategy.api_version, now, reset_fields=_reset_fields(strategy, ""))
+            ssa.update_managed_fields(None, obj, wopts.field_manager, "Update", strategy.api_version, now, reset_fields=strategy.reset_fields())
         if wopts.dry_run:
             if not name:
                 metadata["name"] = generate + _random_suffix()
@@ -447,7 +328,7 @@ class GenericStore:
                 metadata["name"] = generate + _random_suffix()
             op = WriteOp(ADDED, strategy.qualified_resource, namespace if strategy.namespaced else "", metadata["name"], obj)
             try:
-                stored = await self.store.write(op)
+                stored = await self.storage.write(op)
             except KeyExists:
                 if name:
                     raise errors.already_exists(strategy.qualified_resource, name, strategy.group, strategy.plural) from None
@@ -458,9 +339,7 @@ class GenericStore:
     # ---- update, patch ---------------------------------------------------------------
 
     async def _current(self, strategy: KindStrategy, namespace: str, name: str, fresh: bool) -> StoredObject | None:
-        if fresh:
-            return await self.store.read_object(strategy.qualified_resource, namespace, name)
-        return self.cache.get(strategy.qualified_resource, namespace, name)
+        return await self.storage.read_for_update(strategy.qualified_resource, namespace, name, fresh)
 
     async def guaranteed_update(
         self,
@@ -494,7 +373,7 @@ class GenericStore:
                 return WriteResult(new)
             op = WriteOp(DELETED if deleting else MODIFIED, strategy.qualified_resource, ns, name, new, current.revision)
             try:
-                stored = await self.store.write(op)
+                stored = await self.storage.write(op)
             except RevisionMismatch:
                 fresh = True
                 continue
@@ -506,12 +385,14 @@ class GenericStore:
         strategy: KindStrategy,
         current: StoredObject,
         new: Obj,
-        subresource: str,
         wopts: WriteOptions,
         operation: str,
         warnings: list[str],
     ) -> Obj | None:
-        """Shared update rules: preconditions, system metadata, strategy hooks, validation."""
+        """Shared update rules: preconditions, system metadata, strategy hooks, validation.
+
+        A write through ``/status`` comes with the kind's status strategy, whose hooks keep
+        everything but status from the stored object."""
         old = current.obj
         metadata = new["metadata"]
         name = old["metadata"]["name"]
@@ -534,29 +415,24 @@ class GenericStore:
                 metadata.pop(key, None)
         metadata["resourceVersion"] = old["metadata"].get("resourceVersion")
         ctx = self.context(old["metadata"].get("namespace", ""))
-        if subresource == "status":
-            strategy.prepare_for_status_update(new, old, ctx)
-            strategy.drop_disabled_fields(new, old, ctx)
-            errs = self._validate_meta(strategy, new, old) + strategy.validate_status_update(new, old, ctx)
-        else:
-            strategy.prepare_for_update(new, old, ctx)
-            strategy.default(new, ctx)
-            strategy.drop_disabled_fields(new, old, ctx)
-            errs = self._validate_meta(strategy, new, old) + strategy.validate_update(new, old, ctx)
-            if strategy.tracks_generation and strategy.spec_changed(new, old):
-                new["metadata"]["generation"] = int(old["metadata"].get("generation") or 0) + 1
+        strategy.prepare_for_update(new, old, ctx)
+        strategy.default(new, ctx)
+        strategy.drop_disabled_fields(new, old, ctx)
+        errs = self._validate_meta(strategy, new, old) + strategy.validate_update(new, old, ctx)
+        if strategy.tracks_generation and strategy.spec_changed(new, old):
+            new["metadata"]["generation"] = int(old["metadata"].get("generation") or 0) + 1
         if errs:
             raise self._invalid(strategy, name, errs)
         warnings.extend(ctx.warnings)
         if operation != "Apply":
             ssa.update_managed_fields(
-                old, new, wopts.field_manager, operation, strategy.api_version, now_rfc3339(), subresource, reset_fields=_reset_fields(strategy, subresource)
+                old, new, wopts.field_manager, operation, strategy.api_version, now_rfc3339(), strategy.subresource, reset_fields=strategy.reset_fields()
             )
         if _same_object(new, old):
             return None
         return new
 
-    async def update(self, strategy: KindStrategy, namespace: str, name: str, obj: Obj, wopts: WriteOptions, subresource: str = "") -> WriteResult:
+    async def update(self, strategy: KindStrategy, namespace: str, name: str, obj: Obj, wopts: WriteOptions) -> WriteResult:
         if not isinstance(obj, dict):
             raise errors.bad_request(f"the body of the request must be a {strategy.kind} object")
         self._check_type_and_scope(strategy, obj, namespace, name)
@@ -567,8 +443,8 @@ class GenericStore:
         def mutate(current: StoredObject | None) -> Obj | None:
             new: Obj = orjson.loads(body)
             if current is None:
-                return new if strategy.allow_create_on_update and not subresource else None
-            return self._prepare_update(strategy, current, new, subresource, wopts, "Update", warnings)
+                return new if strategy.allow_create_on_update and not strategy.subresource else None
+            return self._prepare_update(strategy, current, new, wopts, "Update", warnings)
 
         async def create(new: Obj) -> WriteResult:
             return await self.create(strategy, namespace, new, wopts)
@@ -585,7 +461,6 @@ class GenericStore:
         patch_body: Any,
         patch_type: str,
         wopts: WriteOptions,
-        subresource: str = "",
     ) -> WriteResult:
         warnings: list[str] = []
         schema = schemas.schema_for_kind(strategy.api_version, strategy.kind)
@@ -603,8 +478,8 @@ class GenericStore:
                 applied = orjson.loads(orjson.dumps(patch_body))
                 live = current.copy() if current is not None else None
                 new = ssa.apply_patch(
-                    live, applied, wopts.field_manager, wopts.force, schema, strategy.api_version, now, subresource,
-                    reset_fields=_reset_fields(strategy, subresource),
+                    live, applied, wopts.field_manager, wopts.force, schema, strategy.api_version, now, strategy.subresource,
+                    reset_fields=strategy.reset_fields(),
                 )
                 if current is None:
                     return new
@@ -622,13 +497,13 @@ class GenericStore:
                 raise errors.bad_request("the patched object is not a JSON object")
             self._check_type_and_scope(strategy, new, namespace, name)
             self._field_validation(strategy, new, wopts, warnings)
-            return self._prepare_update(strategy, current, new, subresource, wopts, "Apply" if is_apply else "Update", warnings)
+            return self._prepare_update(strategy, current, new, wopts, "Apply" if is_apply else "Update", warnings)
 
         async def create(new: Obj) -> WriteResult:
             return await self.create(strategy, namespace, new, wopts, applied=True)
 
         result = await self.guaranteed_update(
-            strategy, namespace, name, mutate, dry_run=wopts.dry_run, create=create if is_apply and not subresource else None
+            strategy, namespace, name, mutate, dry_run=wopts.dry_run, create=create if is_apply and not strategy.subresource else None
         )
         result.warnings = warnings + result.warnings
         return result
@@ -643,12 +518,7 @@ class GenericStore:
             if current is None:
                 raise self._not_found(strategy, name)
             meta = current.obj["metadata"]
-            if dopts.preconditions_uid is not None and dopts.preconditions_uid != meta.get("uid"):
-                raise self._conflict(strategy, name, f"Precondition failed: UID in precondition: {dopts.preconditions_uid}, UID in object meta: {meta.get('uid')}")
-            if dopts.preconditions_rv is not None and dopts.preconditions_rv != meta.get("resourceVersion"):
-                raise self._conflict(
-                    strategy, name, f"Precondition failed: ResourceVersion in precondition: {dopts.preconditions_rv}, ResourceVersion in object meta: {meta.get('resourceVersion')}"
-                )
+            self._check_preconditions(strategy, name, meta, dopts.preconditions_uid, dopts.preconditions_rv)
             new = current.copy()
             new_meta = new["metadata"]
             grace = strategy.delete_grace_period(current.obj, dopts.grace_period_seconds)
@@ -691,7 +561,7 @@ class GenericStore:
                 op = WriteOp(DELETED, strategy.qualified_resource, ns, name, new, current.revision)
                 deleted_now = True
             try:
-                stored = await self.store.write(op)
+                stored = await self.storage.write(op)
             except RevisionMismatch:
                 fresh = True
                 continue
@@ -711,92 +581,46 @@ class GenericStore:
                 raise
             if result.obj is not None:
                 deleted.append(result.obj)
-        return deleted, {"resourceVersion": str(self.cache.revision)}
+        return deleted, {"resourceVersion": str(self.storage.revision)}
 
     # ---- subresources ---------------------------------------------------------------
 
-    async def bind(self, strategy: KindStrategy, namespace: str, name: str, binding: Obj, wopts: WriteOptions) -> None:
-        """pods/binding: set spec.nodeName once, atomically."""
-        if not isinstance(binding, dict):
-            raise errors.bad_request("the body of the request must be a Binding object")
-        metadata = binding.get("metadata") or {}
-        if not isinstance(metadata, dict):
-            raise errors.bad_request("metadata must be an object")
-        if metadata.get("name") not in (None, "", name):
-            raise errors.bad_request("name in URL does not match name in Binding object")
-        target = binding.get("target") or {}
-        if not isinstance(target, dict):
-            raise errors.bad_request("target must be an object")
-        errs: list[FieldError] = []
-        if target.get("kind") not in (None, "", "Node"):
-            errs.append(errors.not_supported("target.kind", target.get("kind"), ["Node", "<empty>"]))
-        if not target.get("name"):
-            errs.append(errors.required("target.name", ""))
-        if errs:
-            raise errors.invalid_object("Binding", name, "", errs)
-        node = str(target["name"])
-        pre_uid = metadata.get("uid")
-        pre_rv = metadata.get("resourceVersion")
+    async def write_subresource(self, strategy: KindStrategy, subresource: ActionSubresource, namespace: str, name: str, body: Any, wopts: WriteOptions) -> WriteResult:
+        """The one write of an action subresource (``NAME/binding``): the subresource's own rule
+        applied to the stored object, retried on races like any update."""
+        if not isinstance(body, dict):
+            raise errors.bad_request(f"the body of the request must be a {subresource.group_version_kind(strategy)[2]} object")
+        subresource.check(strategy, name, body)
+        uid, resource_version = subresource.preconditions(body)
 
         def mutate(current: StoredObject | None) -> Obj | None:
             if current is None:
                 return None
-            pod = current.copy()
-            pmeta = pod["metadata"]
-            if pre_uid and pre_uid != pmeta.get("uid"):
-                raise self._conflict(strategy, name, f"Precondition failed: UID in precondition: {pre_uid}, UID in object meta: {pmeta.get('uid')}")
-            if pre_rv and pre_rv != pmeta.get("resourceVersion"):
-                raise self._conflict(strategy, name, f"Precondition failed: ResourceVersion in precondition: {pre_rv}, ResourceVersion in object meta: {pmeta.get('resourceVersion')}")
-            binding_conflict = errors.conflict("pods/binding", name, "", "pods/binding", "")
-            spec = pod.setdefault("spec", {})
-            if pmeta.get("deletionTimestamp"):
-                binding_conflict.message = f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} is being deleted, cannot be assigned to a host'
-                raise binding_conflict
-            if spec.get("nodeName"):
-                binding_conflict.message = f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} is already assigned to node "{spec["nodeName"]}"'
-                raise binding_conflict
-            if spec.get("schedulingGates"):
-                binding_conflict.message = f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} has non-empty .spec.schedulingGates'
-                raise binding_conflict
-            spec["nodeName"] = node
-            annotations = metadata.get("annotations") or {}
-            if annotations:
-                pmeta.setdefault("annotations", {}).update(annotations)
-            status = pod.setdefault("status", {})
-            status.pop("nominatedNodeName", None)
-            conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
-            conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": now_rfc3339()})
-            status["conditions"] = conditions
-            if strategy.tracks_generation:
-                pmeta["generation"] = int(pmeta.get("generation") or 0) + 1
-            ssa.update_managed_fields(current.obj, pod, wopts.field_manager, "Update", strategy.api_version, now_rfc3339(), "binding")
-            return pod
-
-        await self.guaranteed_update(strategy, namespace, name, mutate, dry_run=wopts.dry_run)
-
-    async def finalize_namespace(self, strategy: KindStrategy, name: str, obj: Obj, wopts: WriteOptions) -> WriteResult:
-        """namespaces/{name}/finalize: only spec.finalizers changes."""
-        if not isinstance(obj, dict):
-            raise errors.bad_request("the body of the request must be a Namespace object")
-        wanted = (obj.get("spec") or {}).get("finalizers") or []
-
-        def mutate(current: StoredObject | None) -> Obj | None:
-            if current is None:
+            self._check_preconditions(strategy, name, current.obj["metadata"], uid, resource_version)
+            new = subresource.apply(strategy, name, body, current.copy())
+            if new == current.obj:
                 return None
-            new = current.copy()
-            new.setdefault("spec", {})["finalizers"] = list(wanted)
-            if not wanted:
-                new["spec"].pop("finalizers")
-            return new if new != current.obj else None
+            if subresource.records_managed_fields:
+                ssa.update_managed_fields(current.obj, new, wopts.field_manager, "Update", strategy.api_version, now_rfc3339(), subresource.name)
+            return new
 
-        return await self.guaranteed_update(strategy, "", name, mutate, dry_run=wopts.dry_run)
+        return await self.guaranteed_update(strategy, namespace, name, mutate, dry_run=wopts.dry_run)
 
 
-def _reset_fields(strategy: KindStrategy, subresource: str) -> list[tuple[str, ...]]:
-    """Fields a writer on this endpoint cannot own: status on the main resource, the rest on /status."""
-    if subresource == "status":
-        return [(name,) for name in strategy.spec_fields]
-    return [("status",)] if strategy.has_status else []
+def _read_error(exc: StorageError) -> ApiError:
+    """The API status of a read storage could not serve."""
+    if isinstance(exc, ResourceVersionTooLarge):
+        if exc.requested is None:
+            return ApiError(504, "Timeout", "Timeout: Too large resource version")
+        return ApiError(
+            504,
+            "Timeout",
+            f"Timeout: Too large resource version: {exc.requested}, current: {exc.current}",
+            {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}], "retryAfterSeconds": 1},
+        )
+    if isinstance(exc, ContinueExpired):
+        return continue_too_old(exc.revision)
+    return errors.gone(str(exc))
 
 
 def _same_object(new: Obj, old: Obj) -> bool:
@@ -820,11 +644,3 @@ def _strip_times(entries: Any) -> Any:
 
 def _random_suffix() -> str:
     return "".join(random.choice(GENERATE_NAME_ALPHABET) for _ in range(5))
-
-
-def event_line(kind: str, item: StoredObject | Obj) -> bytes:
-    """One watch event on the wire: a JSON object and a newline."""
-    if isinstance(item, StoredObject):
-        return item.watch_line(kind)
-    return b'{"type":"' + kind.encode() + b'","object":' + orjson.dumps(item) + b"}\n"
-

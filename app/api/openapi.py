@@ -5,7 +5,7 @@ Schemas come from the official v1.37 definitions that ``kubernetes-validate`` sh
 generated from the served kinds. kubectl needs, per kind, a PATCH operation carrying
 the kind's ``x-kubernetes-group-version-kind`` (an object) and a ``fieldValidation``
 query parameter, or it falls back to protobuf ``/openapi/v2`` and fails
-(client-compat.md §3). Create, patch and delete bodies carry an ``example`` that the server
+(kubectl's OpenAPI v3 client needs both). Create, patch and delete bodies carry an ``example`` that the server
 accepts (see "request body examples"). Documents are built once, then served from cached bytes.
 
 The returned dicts are shared caches: callers must not mutate them.
@@ -18,13 +18,13 @@ import functools
 import hashlib
 import importlib.resources
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from app.api.discovery import resource_verbs
 from app.registry import group_versions, kinds_in
-from app.registry.base import KindStrategy
+from app.registry.base import KindStrategy, Subresource
 
 Obj = dict[str, Any]
 
@@ -34,7 +34,6 @@ DELETE_OPTIONS = _META + "DeleteOptions"
 PATCH = _META + "Patch"
 WATCH_EVENT = _META + "WatchEvent"
 API_RESOURCE_LIST = _META + "APIResourceList"
-BINDING = "io.k8s.api.core.v1.Binding"
 
 JSON = "application/json"
 YAML = "application/yaml"
@@ -72,59 +71,22 @@ _SECURITY_DESCRIPTION = "Bearer Token authentication"
 
 
 # ---- request body examples ---------------------------------------------------------
-# One minimal object per kind that the server accepts on create, any number of times
-# (``generateName``) and in any namespace (except the Event: an Event must name its involved
-# object's namespace, so this one is for ``default``), so that clients and fuzzers
-# (schemathesis mixes examples into what it generates) reach the states behind a successful
-# create. tests/app/api/test_openapi_examples.py creates every one of them.
+# Each kind declares a minimal object the server accepts on create (``create_example``), so that
+# clients and fuzzers (schemathesis mixes examples into what it generates) reach the states
+# behind a successful create. tests/app/api/test_openapi_examples.py creates every one of them.
 
 _EXAMPLE_METADATA: Obj = {"generateName": "example-"}
-_EXAMPLE_REQUESTS: Obj = {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}
-_CREATE_EXAMPLES: dict[tuple[str, str, str], Obj] = {
-    ("", "v1", "Namespace"): {},
-    ("", "v1", "Node"): {},
-    ("", "v1", "Pod"): {"spec": {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]}},
-    ("", "v1", "Event"): {
-        "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": "default", "name": "example"},
-        "reason": "Example",
-        "message": "an example event",
-        "type": "Normal",
-        "source": {"component": "example"},
-    },
-    ("resource.k8s.io", "v1", "DeviceClass"): {
-        "spec": {"selectors": [{"cel": {"expression": 'device.driver == "gpu.example.com"'}}]}
-    },
-    ("resource.k8s.io", "v1", "ResourceClaim"): {"spec": {"devices": _EXAMPLE_REQUESTS}},
-    ("resource.k8s.io", "v1", "ResourceClaimTemplate"): {"spec": {"spec": {"devices": _EXAMPLE_REQUESTS}}},
-    ("resource.k8s.io", "v1", "ResourceSlice"): {
-        "spec": {
-            "driver": "gpu.example.com",
-            "pool": {"name": "example", "generation": 1, "resourceSliceCount": 1},
-            "allNodes": True,
-            "devices": [{"name": "gpu-0"}],
-        }
-    },
-    ("resource.k8s.io", "v1", "DeviceTaintRule"): {
-        "spec": {
-            "deviceSelector": {"driver": "gpu.example.com"},
-            "taint": {"key": "example.com/maintenance", "effect": "NoSchedule"},
-        }
-    },
-    ("coordination.k8s.io", "v1", "Lease"): {"spec": {"holderIdentity": "example", "leaseDurationSeconds": 15}},
-}
 # Valid for every kind and subresource: labels (ignored by status updates, which still succeed).
 _MERGE_PATCH_EXAMPLE: Obj = {"metadata": {"labels": {"example": "true"}}}
 _JSON_PATCH_EXAMPLE: list[Obj] = [{"op": "add", "path": "/metadata/labels", "value": {"example": "true"}}]
 _DELETE_OPTIONS_EXAMPLE: Obj = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
 
 
-def create_example(group: str, version: str, kind: str) -> Obj | None:
+def create_example(strategy: KindStrategy) -> Obj | None:
     """A minimal object of the kind that creating succeeds for (``generateName``), or None when there is none."""
-    body = _CREATE_EXAMPLES.get((group, version, kind))
-    if body is None:
+    if strategy.create_example is None:
         return None
-    api_version = f"{group}/{version}" if group else version
-    return {"apiVersion": api_version, "kind": kind, "metadata": dict(_EXAMPLE_METADATA), **copy.deepcopy(body)}
+    return {"apiVersion": strategy.api_version, "kind": strategy.kind, "metadata": dict(_EXAMPLE_METADATA), **copy.deepcopy(strategy.create_example)}
 
 
 def _patch_example(content_type: str) -> Any:
@@ -488,16 +450,14 @@ def _kind_paths(strategy: KindStrategy) -> dict[str, _PathItem]:
     paths: dict[str, _PathItem] = {}
 
     collection = _PathItem(list(scope_params))
-    if "list" in verbs:
-        collection.operations["get"] = op(
-            "get",
-            "list",
-            "list",
-            f"list or watch objects of kind {kind}",
-            _LIST_PARAMS,
-            None,
-            _ok(obj_list, "200", watch=True),
+    def list_op(suffix: str = "", op_scope: str = scope) -> _Operation:
+        return op(
+            "get", "list", "list", f"list or watch objects of kind {kind}", _LIST_PARAMS, None, _ok(obj_list, "200", watch=True),
+            suffix=suffix, op_scope=op_scope,
         )
+
+    if "list" in verbs:
+        collection.operations["get"] = list_op()
     if "create" in verbs:
         collection.operations["post"] = op(
             "post",
@@ -505,7 +465,7 @@ def _kind_paths(strategy: KindStrategy) -> dict[str, _PathItem]:
             "post",
             f"create a {kind}",
             _WRITE_PARAMS,
-            _Body(obj, True, example=create_example(group, version, kind)),
+            _Body(obj, True, example=create_example(strategy)),
             _ok(obj, "200", "201", "202"),
         )
     if "deletecollection" in verbs:
@@ -556,77 +516,62 @@ def _kind_paths(strategy: KindStrategy) -> dict[str, _PathItem]:
         )
     paths[f"{collection_path}/{{name}}"] = item
 
-    if "status" in strategy.subresources:
-        status = _PathItem(name_param + scope_params)
-        status.operations["get"] = op(
-            "get", "read", "get", f"read status of the specified {kind}", (), None, _ok(obj, "200"), suffix="Status"
-        )
-        status.operations["put"] = op(
-            "put",
-            "replace",
-            "put",
-            f"replace status of the specified {kind}",
-            _WRITE_PARAMS,
-            _Body(obj, True),
-            _ok(obj, "200", "201"),
-            suffix="Status",
-        )
-        status.operations["patch"] = op(
-            "patch",
-            "patch",
-            "patch",
-            f"partially update status of the specified {kind}",
-            _PATCH_PARAMS,
-            _Body(PATCH, True, patch=True),
-            _ok(obj, "200", "201"),
-            suffix="Status",
-        )
-        paths[f"{collection_path}/{{name}}/status"] = status
-
-    if "binding" in strategy.subresources:
-        binding = _PathItem([("name", "name of the Binding"), *scope_params])
-        binding.operations["post"] = op(
-            "post",
-            "create",
-            "post",
-            f"create binding of a {kind}",
-            _WRITE_PARAMS,
-            _Body(BINDING, True),
-            {"201": _Response("Created", (STATUS,))},
-            suffix="Binding",
-            op_gvk=("", "v1", "Binding"),
-        )
-        paths[f"{collection_path}/{{name}}/binding"] = binding
-
-    if "finalize" in strategy.subresources:
-        finalize = _PathItem(name_param + scope_params)
-        finalize.operations["put"] = op(
-            "put",
-            "replace",
-            "put",
-            f"replace finalize of the specified {kind}",
-            _WRITE_PARAMS,
-            _Body(obj, True),
-            _ok(obj, "200", "201"),
-            suffix="Finalize",
-        )
-        paths[f"{collection_path}/{{name}}/finalize"] = finalize
+    for sub in strategy.subresources:
+        paths[f"{collection_path}/{{name}}/{sub.name}"] = _subresource_item(strategy, sub, op, scope_params)
 
     if strategy.namespaced and "list" in verbs:
         everywhere = _PathItem([])
-        everywhere.operations["get"] = op(
-            "get",
-            "list",
-            "list",
-            f"list or watch objects of kind {kind}",
-            _LIST_PARAMS,
-            None,
-            _ok(obj_list, "200", watch=True),
-            suffix="ForAllNamespaces",
-            op_scope="",
-        )
+        everywhere.operations["get"] = list_op(suffix="ForAllNamespaces", op_scope="")
         paths[f"{base}/{strategy.plural}"] = everywhere
     return {path: entry for path, entry in paths.items() if entry.operations}
+
+
+def _subresource_item(strategy: KindStrategy, sub: Subresource, op: Callable[..., _Operation], scope_params: list[tuple[str, str]]) -> _PathItem:
+    """The operations of a subresource path, from the verbs the kind declares for it."""
+    kind = strategy.kind
+    sub_gvk = sub.group_version_kind(strategy)
+    sub_obj = definition_name(*sub_gvk)
+    suffix = sub.name[:1].upper() + sub.name[1:]
+    item = _PathItem([("name", f"name of the {sub_gvk[2]}"), *scope_params])
+    if "get" in sub.verbs:
+        item.operations["get"] = op(
+            "get", "read", "get", f"read {sub.name} of the specified {kind}", (), None, _ok(sub_obj, "200"), suffix=suffix
+        )
+    if "update" in sub.verbs:
+        item.operations["put"] = op(
+            "put",
+            "replace",
+            "put",
+            f"replace {sub.name} of the specified {kind}",
+            _WRITE_PARAMS,
+            _Body(sub_obj, True),
+            _ok(sub_obj, "200", "201"),
+            suffix=suffix,
+        )
+    if "patch" in sub.verbs:
+        item.operations["patch"] = op(
+            "patch",
+            "patch",
+            "patch",
+            f"partially update {sub.name} of the specified {kind}",
+            _PATCH_PARAMS,
+            _Body(PATCH, True, patch=True),
+            _ok(sub_obj, "200", "201"),
+            suffix=suffix,
+        )
+    if "create" in sub.verbs:
+        item.operations["post"] = op(
+            "post",
+            "create",
+            "post",
+            f"create {sub.name} of a {kind}",
+            _WRITE_PARAMS,
+            _Body(sub_obj, True),
+            {"201": _Response("Created", (STATUS,))} if sub.answers_status else _ok(sub_obj, "200", "201", "202"),
+            suffix=suffix,
+            op_gvk=sub_gvk,
+        )
+    return item
 
 
 def _paths(group_version_pairs: Iterable[tuple[str, str]]) -> dict[str, _PathItem]:
@@ -640,11 +585,10 @@ def _paths(group_version_pairs: Iterable[tuple[str, str]]) -> dict[str, _PathIte
 def _roots(group_version_pairs: Iterable[tuple[str, str]], paths: dict[str, _PathItem]) -> set[str]:
     roots = {STATUS, DELETE_OPTIONS, PATCH, WATCH_EVENT, API_RESOURCE_LIST}
     for group, version in group_version_pairs:
-        if not group:
-            roots.add(BINDING)
         for strategy in kinds_in(group, version):
             roots.add(definition_name(group, version, strategy.kind))
             roots.add(definition_name(group, version, strategy.list_kind))
+            roots.update(definition_name(*sub.group_version_kind(strategy)) for sub in strategy.subresources)
     for entry in paths.values():
         for operation in entry.operations.values():
             if operation.body is not None:

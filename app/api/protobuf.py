@@ -1,4 +1,4 @@
-"""The small protobuf subset ``kubectl create namespace NAME`` sends (client-compat.md §9).
+"""The small protobuf subset ``kubectl create namespace NAME`` sends.
 
 A body is ``k8s\\x00`` followed by a ``runtime.Unknown`` envelope
 ``{1: TypeMeta{1: apiVersion, 2: kind}, 2: raw, 3: contentEncoding, 4: contentType}``

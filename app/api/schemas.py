@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import importlib.resources
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import orjson
+
+from app.registry import KINDS
+from app.registry.base import KindStrategy
 
 _DEFINITIONS_PATH = ("kubernetes-json-schema", "v1.37.0-local", "_definitions.json")
 _REF_PREFIX = "#/$defs/"
@@ -36,7 +39,7 @@ _lock = threading.Lock()
 _definitions: dict[str, dict[str, Any]] | None = None
 _kinds: dict[tuple[str, str], str] = {}
 _nodes: dict[str, SchemaNode] = {}
-# definition name -> property name -> schema, added by the project for gated fields.
+# definition name -> property name -> schema: what the served kinds add for their gated fields.
 _extra_properties: dict[str, dict[str, dict[str, Any]]] = {}
 
 
@@ -55,12 +58,26 @@ def _load() -> dict[str, dict[str, Any]]:
                     group, version = gvk.get("group", ""), gvk.get("version", "")
                     api_version = f"{group}/{version}" if group else version
                     _kinds.setdefault((api_version, gvk.get("kind", "")), name)
+            _extra_properties.update(merged_extra_properties(KINDS))
             _definitions = defs
     return _definitions
 
 
+def merged_extra_properties(kinds: Iterable[KindStrategy]) -> dict[str, dict[str, dict[str, Any]]]:
+    """The extra schema properties the kinds declare, by definition name; kinds that share a
+    definition may both declare a property, but only with the same schema."""
+    merged: dict[str, dict[str, dict[str, Any]]] = {}
+    for strategy in kinds:
+        for definition_name, properties in strategy.extra_schema_properties.items():
+            known = merged.setdefault(definition_name, {})
+            for prop, schema in properties.items():
+                if known.setdefault(prop, schema) != schema:
+                    raise ValueError(f"{strategy.kind} declares {definition_name}.{prop} unlike another kind")
+    return merged
+
+
 def definition(name: str) -> dict[str, Any] | None:
-    """The raw schema of one definition (without registered extra properties)."""
+    """The raw schema of one definition (without the kinds' extra properties)."""
     return _load().get(name)
 
 
@@ -80,16 +97,6 @@ def schema_for_kind(api_version: str, kind: str) -> SchemaNode | None:
     _load()
     name = _kinds.get((api_version, kind))
     return _definition_node(name) if name else None
-
-
-def register_extra_property(definition_name: str, prop: str, schema: dict[str, Any]) -> None:
-    """Teach a definition a property the official schema lacks (project-specific gated fields)."""
-    with _lock:
-        _extra_properties.setdefault(definition_name, {})[prop] = schema
-        # Cached children may have resolved the property as unknown.
-        for node in _nodes.values():
-            node._children.clear()
-            node.memo.clear()
 
 
 def _ref_name(schema: dict[str, Any]) -> str | None:
@@ -115,7 +122,7 @@ class SchemaNode:
         self._raw = raw
         self._definition_name = definition_name
         self._children: dict[str, SchemaNode | None] = {}
-        # Derived facts consumers compute once per node (cleared when the schema changes).
+        # Derived facts consumers compute once per node.
         self.memo: dict[str, Any] = {}
         ref = _ref_name(raw)
         target = raw
@@ -204,7 +211,7 @@ class SchemaNode:
         return self._ext("x-kubernetes-map-type")
 
     def property_names(self) -> Iterator[str]:
-        """Every property the object schema declares, registered extras included."""
+        """Every property the object schema declares, the kinds' extra properties included."""
         yield from self._target.get("properties") or ()
         if self._definition_name is not None:
             yield from _extra_properties.get(self._definition_name, ())

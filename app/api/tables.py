@@ -1,4 +1,4 @@
-"""The ``meta.k8s.io`` conversions an Accept header may ask for, and Accept parsing.
+"""The ``meta.k8s.io`` conversions an Accept header may ask for (``app.api.negotiation`` reads it).
 
 ``kubectl get`` asks for ``application/json;as=Table;v=v1;g=meta.k8s.io`` and prints the
 table verbatim; rows carry a ``PartialObjectMetadata`` (or the full object for
@@ -10,8 +10,7 @@ lists, and get each object's metadata only.
 
 from __future__ import annotations
 
-import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from app.registry.base import KindStrategy
@@ -26,67 +25,10 @@ INCLUDE_OBJECT = "Object"
 INCLUDE_NONE = "None"
 _LIST_META_KEYS = ("resourceVersion", "continue", "remainingItemCount")
 
-
-@dataclass(frozen=True)
-class MediaRange:
-    """One entry of an Accept header: ``type/subtype;param=value;q=...``."""
-
-    type: str
-    subtype: str
-    params: dict[str, str] = field(default_factory=dict)
-    q: float = 1.0
-
-    @property
-    def media_type(self) -> str:
-        return f"{self.type}/{self.subtype}"
-
-    def matches(self, media_type: str) -> bool:
-        """Whether this range accepts the concrete ``media_type`` (wildcards allowed)."""
-        main, _, sub = media_type.partition("/")
-        return self.type in ("*", main) and self.subtype in ("*", sub)
-
-
-def parse_accept(header: str | None) -> list[MediaRange]:
-    """Accept entries in the order a server must consider them.
-
-    Like apimachinery's negotiation: higher ``q`` first, then concrete types before
-    wildcards; otherwise the client's order is kept (a stable sort). Entries with
-    ``q=0`` are dropped; an empty header means ``*/*``.
-    """
-    ranges: list[MediaRange] = []
-    for raw in (header or "").split(","):
-        parts = [p.strip() for p in raw.split(";")]
-        if not parts[0]:
-            continue
-        main, _, sub = parts[0].lower().partition("/")
-        if main == "*" and not sub:
-            sub = "*"  # a bare "*" is common enough to tolerate
-        params: dict[str, str] = {}
-        q = 1.0
-        for param in parts[1:]:
-            key, _, value = param.partition("=")
-            key, value = key.strip().lower(), value.strip().strip('"')
-            if not key:
-                continue
-            if key == "q":
-                try:
-                    q = float(value)
-                except ValueError:
-                    q = 0.0
-            else:
-                params[key] = value
-        if q <= 0.0 or not sub:
-            continue
-        ranges.append(MediaRange(main, sub, params, q))
-    if not ranges and not (header or "").strip():
-        ranges.append(MediaRange("*", "*"))
-    return sorted(ranges, key=lambda r: (-r.q, r.type == "*", r.subtype == "*"))
-
-
 TABLE = "Table"
 PARTIAL = "PartialObjectMetadata"
 PARTIAL_LIST = "PartialObjectMetadataList"
-_CONVERSIONS = (TABLE, PARTIAL, PARTIAL_LIST)
+CONVERSIONS = (TABLE, PARTIAL, PARTIAL_LIST)
 
 
 @dataclass(frozen=True)
@@ -95,39 +37,6 @@ class Conversion:
 
     kind: str
     version: str
-
-
-@functools.lru_cache(maxsize=256)  # clients send the same few Accept headers on every request
-def conversion(accept_header: str | None) -> Conversion | None:
-    """The conversion the preferred servable Accept entry asks for (None: the object as it is).
-
-    Entries asking for an unknown conversion, or for one in an encoding this server does not
-    produce (protobuf), are skipped, as upstream skips media types it cannot serve; the first
-    plain entry decides "no conversion".
-    """
-    for entry in parse_accept(accept_header):
-        as_kind = entry.params.get("as")
-        if as_kind is None:
-            return None
-        if (
-            as_kind in _CONVERSIONS
-            and entry.params.get("g") == "meta.k8s.io"
-            and entry.params.get("v") in TABLE_VERSIONS
-            and entry.matches("application/json")
-        ):
-            return Conversion(as_kind, entry.params["v"])
-    return None
-
-
-def table_version(accept_header: str | None) -> str | None:
-    """``"v1"``/``"v1beta1"`` when the response must be a JSON Table, else None."""
-    wanted = conversion(accept_header)
-    return wanted.version if wanted is not None and wanted.kind == TABLE else None
-
-
-def wants_table(accept_header: str | None) -> bool:
-    """Whether the response must be a ``meta.k8s.io`` Table (v1 or v1beta1; answered as v1)."""
-    return table_version(accept_header) is not None
 
 
 def _go_type(strategy: KindStrategy, kind: str) -> str:

@@ -26,6 +26,9 @@ KINDS: tuple[KindStrategy, ...] = (
     lease.STRATEGY,
 )
 
+# The kind whose objects are the namespaces that namespaced objects live in.
+NAMESPACE_KIND: KindStrategy = namespace.STRATEGY
+
 _BY_PATH: dict[tuple[str, str, str], KindStrategy] = {(k.group, k.version, k.plural): k for k in KINDS}
 _BY_KIND: dict[tuple[str, str], KindStrategy] = {(k.api_version, k.kind): k for k in KINDS}
 

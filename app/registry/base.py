@@ -2,9 +2,10 @@
 
 A kind module builds one ``KindStrategy`` subclass instance: its identity (group,
 version, names, scope), its subresources and printer columns, and the hooks the
-shared request machinery calls on create, update and status update. The shared
-machinery never special-cases a kind; everything kind-specific lives in the
-kind's own module.
+shared request machinery calls on create and update. A kind with a status
+subresource also has a status strategy (``StatusStrategy``): the hooks for writes
+through ``/status``. The shared machinery never special-cases a kind; everything
+kind-specific lives in the kind's own module.
 """
 
 from __future__ import annotations
@@ -48,7 +49,9 @@ class KindStrategy:
     plural: str = ""
     singular: str = ""
     namespaced: bool = False
-    subresources: tuple[str, ...] = ()
+    subresources: tuple[Subresource, ...] = ()
+    # The subresource whose writes this strategy governs: "" for the main resource.
+    subresource: str = ""
     short_names: tuple[str, ...] = ()
     categories: tuple[str, ...] = ()
     # Field selectors beyond metadata.name / metadata.namespace: name -> getter.
@@ -73,9 +76,18 @@ class KindStrategy:
     validates_object_meta: bool = True
     # Core's rule that a finalizer without a domain must be a standard one (not for Lease and Event).
     object_meta_kube_finalizers: bool = True
+    # Properties the official schema lacks (the project's gated proposal fields), which strict field
+    # validation and pruning must know: definition name -> property name -> JSON schema.
+    extra_schema_properties: dict[str, dict[str, Obj]] = {}
     printer_columns: tuple[PrinterColumn, ...] = ()
+    # The fields (besides apiVersion, kind, metadata) of a minimal object that creating succeeds
+    # for any number of times (generateName) and in any namespace; the OpenAPI documents offer it.
+    create_example: Obj | None = None
     # Verbs of the main resource, as discovery lists them.
     verbs: tuple[str, ...] = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+
+    def __init__(self, subresources: tuple[Subresource, ...] = ()) -> None:
+        self.subresources = subresources
 
     # ---- identity helpers -------------------------------------------------
 
@@ -107,14 +119,6 @@ class KindStrategy:
             else:
                 new.pop("status", None)
 
-    def prepare_for_status_update(self, new: Obj, old: Obj, ctx: RequestContext) -> None:
-        """Status update: everything but status comes from the stored object."""
-        for name in self.spec_fields:
-            if name in old:
-                new[name] = old[name]
-            else:
-                new.pop(name, None)
-
     def default(self, obj: Obj, ctx: RequestContext) -> None:
         """Apply upstream defaults in place."""
 
@@ -125,9 +129,6 @@ class KindStrategy:
         return []
 
     def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
-        return []
-
-    def validate_status_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
         return []
 
     # ---- deletion -------------------------------------------------------------
@@ -146,5 +147,81 @@ class KindStrategy:
     def spec_changed(self, new: Obj, old: Obj) -> bool:
         return any(new.get(name) != old.get(name) for name in self.spec_fields)
 
-    def status_subresource(self) -> bool:
-        return "status" in self.subresources
+    def reset_fields(self) -> list[tuple[str, ...]]:
+        """Fields a writer through this strategy cannot own (server-side apply): status on the main resource."""
+        return [("status",)] if self.has_status else []
+
+
+class StatusStrategy(KindStrategy):
+    """Writes through ``/status`` (upstream's per-kind status strategy): everything but status
+    comes from the stored object, no defaults apply, and the main resource's update rules do not.
+
+    A kind's status strategy derives from this and from the kind's strategy, in that order
+    (``class PodStatusStrategy(StatusStrategy, PodStrategy)``), so it keeps the kind's identity
+    and its other hooks and overrides the update hooks.
+    """
+
+    subresource = "status"
+
+    def prepare_for_update(self, new: Obj, old: Obj, ctx: RequestContext) -> None:
+        for name in self.spec_fields:
+            if name in old:
+                new[name] = old[name]
+            else:
+                new.pop(name, None)
+
+    def default(self, obj: Obj, ctx: RequestContext) -> None:
+        """A status write is not defaulted."""
+
+    def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
+        return []
+
+    def reset_fields(self) -> list[tuple[str, ...]]:
+        return [(name,) for name in self.spec_fields]
+
+
+class Subresource:
+    """A path below one object of a kind (``NAME/status``), declared by the kind that serves it."""
+
+    name: str = ""
+    # Verbs it serves, as discovery lists them: get, update, patch, create.
+    verbs: tuple[str, ...] = ()
+    # (group, version, kind) it accepts and answers when that is not the owning kind.
+    kind: tuple[str, str, str] | None = None
+    # Whether a write answers a Success Status instead of the object.
+    answers_status: bool = False
+
+    def group_version_kind(self, owner: KindStrategy) -> tuple[str, str, str]:
+        """What it accepts and answers: its own kind, or else the owning kind."""
+        return self.kind or (owner.group, owner.version, owner.kind)
+
+
+class StatusSubresource(Subresource):
+    """``/status``: get, update and patch the object under the kind's status strategy."""
+
+    name = "status"
+    verbs = ("get", "patch", "update")
+
+    def __init__(self, strategy: StatusStrategy) -> None:
+        self.strategy = strategy
+
+
+class ActionSubresource(Subresource):
+    """A subresource whose one write (its single verb) changes the stored object by a rule of its
+    own (binding a pod to a node, finalizing a namespace). The shared machinery runs it as a
+    read-modify-write with retries, checks the preconditions the body states, writes nothing
+    when nothing changed, and records the writer in managedFields when asked to."""
+
+    records_managed_fields: bool = True
+
+    def check(self, owner: KindStrategy, name: str, body: Obj) -> None:
+        """Refuse a malformed body (ApiError) before the stored object is read."""
+
+    def preconditions(self, body: Obj) -> tuple[str | None, str | None]:
+        """The (uid, resourceVersion) the stored object must have, when the body demands them."""
+        return None, None
+
+    def apply(self, owner: KindStrategy, name: str, body: Obj, obj: Obj) -> Obj:
+        """``obj`` changed as the body asks (``obj`` is a private copy of the stored object);
+        raises ApiError when the stored object's state forbids it."""
+        raise NotImplementedError

@@ -97,6 +97,11 @@ def validate_qualified_name(value: str, path: str) -> list[FieldError]:
     return [invalid(path, value, p) for p in qualified_name_problems(value)]
 
 
+def validate_label_key(value: str, path: str) -> list[FieldError]:
+    """One Invalid error per problem with ``value`` as a label key."""
+    return [invalid(path, value, p) for p in label_key_errors(value)]
+
+
 def validate_label_value(value: str, path: str) -> list[FieldError]:
     """One Invalid error per problem with ``value`` as a label value."""
     return [invalid(path, value, p) for p in label_value_errors(value)]

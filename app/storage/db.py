@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import event, text
-from sqlalchemy.engine import make_url
+from sqlalchemy import text
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.storage.dialects import Dialect, dialect_for, with_driver
 from app.storage.schema import HEAD_REVISION
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -21,52 +22,20 @@ class SchemaOutOfDate(RuntimeError):
 
 def normalise_database_url(url: str) -> str:
     """Accept the URLs people type and pick the async driver this server uses."""
-    if url.startswith("postgres://"):
-        url = "postgresql://" + url[len("postgres://"):]
-    if url.startswith("postgresql://"):
-        url = "postgresql+asyncpg://" + url[len("postgresql://"):]
-    if url.startswith("sqlite://") and not url.startswith("sqlite+aiosqlite://"):
-        url = "sqlite+aiosqlite://" + url[len("sqlite://"):]
-    return url
+    return with_driver(url)
 
 
-def is_sqlite(url: str) -> bool:
-    return make_url(normalise_database_url(url)).get_backend_name() == "sqlite"
+def _prepared(url: str) -> tuple[URL, type[Dialect]]:
+    """``url`` parsed and its dialect, the place its database lives made ready."""
+    parsed = make_url(normalise_database_url(url))
+    dialect = dialect_for(parsed.get_backend_name())
+    dialect.prepare_location(parsed)
+    return parsed, dialect
 
 
 def create_engine(url: str, pool_size: int = 20) -> AsyncEngine:
-    url = normalise_database_url(url)
-    parsed = make_url(url)
-    if parsed.get_backend_name() == "sqlite":
-        if parsed.database and parsed.database != ":memory:":
-            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_async_engine(url, connect_args={"timeout": 30})
-        _configure_sqlite(engine)
-        return engine
-    return create_async_engine(
-        url,
-        pool_size=pool_size,
-        max_overflow=pool_size,
-        pool_pre_ping=False,
-        connect_args={"server_settings": {"application_name": "dra-apiserver"}},
-    )
-
-
-def _configure_sqlite(engine: AsyncEngine) -> None:
-    """WAL for concurrent readers; BEGIN IMMEDIATE so writers serialise at the start."""
-
-    @event.listens_for(engine.sync_engine, "connect")
-    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-        dbapi_connection.isolation_level = None
-        cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.execute("PRAGMA busy_timeout=30000")
-        cursor.close()
-
-    @event.listens_for(engine.sync_engine, "begin")
-    def _on_begin(conn: Any) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.info.get("write") else "BEGIN")
+    parsed, dialect = _prepared(url)
+    return dialect.create_engine(parsed, pool_size)
 
 
 def _alembic_config(url: str) -> Any:
@@ -82,10 +51,7 @@ def run_migrations(url: str, target: str = "head") -> None:
     """Upgrade the schema (``python -m app migrate``). Safe to run repeatedly."""
     from alembic import command
 
-    if is_sqlite(url):
-        database = make_url(normalise_database_url(url)).database
-        if database and database != ":memory:":
-            Path(database).parent.mkdir(parents=True, exist_ok=True)
+    _prepared(url)
     command.upgrade(_alembic_config(url), target)
 
 

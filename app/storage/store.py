@@ -19,34 +19,16 @@ from typing import Any
 
 import orjson
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.storage.cache import ADDED, MODIFIED, Event, StoredObject, WatchCache
+from app.storage.cache import Event, StoredObject, WatchCache
+from app.storage.dialects import GroupCommit, dialect_for
+from app.storage.errors import RevisionCompacted
 
 log = logging.getLogger("app.storage")
 
-NOTIFY_CHANNEL = "dra_revisions"
 MAX_BATCH = 256
 POLL_BATCH = 1000
-
-
-class StorageError(Exception):
-    """Base class for outcomes the request layer turns into API errors."""
-
-
-class KeyExists(StorageError):
-    pass
-
-
-class RevisionMismatch(StorageError):
-    """The stored object is not at the revision the write expected (or is gone)."""
-
-
-class RevisionCompacted(StorageError):
-    def __init__(self, requested: int, compacted: int) -> None:
-        super().__init__(f"too old resource version: {requested} ({compacted})")
-        self.requested = requested
-        self.compacted = compacted
 
 
 @dataclass(slots=True)
@@ -61,7 +43,9 @@ class WriteOp:
 
 
 class Store:
-    """Owns the database connection(s), the writer, the poller and the watch cache."""
+    """The database side: the group-committing writer, the poller that applies committed
+    events to the watch cache, compaction, and reads of the log. What differs between
+    databases is the dialect's."""
 
     def __init__(
         self,
@@ -75,7 +59,7 @@ class Store:
     ) -> None:
         self.engine = engine
         self.cache = cache
-        self.is_postgres = engine.dialect.name == "postgresql"
+        self.dialect = dialect_for(engine.dialect.name)(engine, self)
         self.poll_interval = poll_interval
         self.compaction_interval = compaction_interval
         self.compaction_window = compaction_window
@@ -86,13 +70,7 @@ class Store:
         self._queue: asyncio.Queue[WriteOp] = asyncio.Queue()
         self._apply_lock = asyncio.Lock()
         self._poll_wakeup = asyncio.Event()
-        self._own_committed = 0  # newest revision this process's writer committed (or is committing)
         self._tasks: list[asyncio.Task[None]] = []
-        self._writer_conn: AsyncConnection | None = None
-        self._listen_conn: Any = None
-        self._rev_conn: Any = None
-        self._pg_writer: Any = None
-        self._pg_base = 0  # the current revision as this writer last saw it (dra_commit's guess)
         self._rev_waiters: list[asyncio.Future[int]] = []
         self._rev_task: asyncio.Task[None] | None = None
         self.ready = False
@@ -100,7 +78,7 @@ class Store:
     # ---- lifecycle -------------------------------------------------------------
 
     async def start(self) -> None:
-        await self._load_snapshot()
+        revision = await self._load_snapshot()
         loop = asyncio.get_running_loop()
         self._tasks = [
             loop.create_task(self._writer_loop(), name="storage-writer"),
@@ -108,8 +86,7 @@ class Store:
         ]
         if self.compaction_interval > 0:
             self._tasks.append(loop.create_task(self._compaction_loop(), name="storage-compactor"))
-        if self.is_postgres:
-            await self._listen()
+        await self.dialect.start(revision)
         self.ready = True
 
     async def stop(self) -> None:
@@ -120,50 +97,28 @@ class Store:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks = []
-        if self._listen_conn is not None:
-            with contextlib.suppress(Exception):
-                await self._listen_conn.close()
-            self._listen_conn = None
-        if self._writer_conn is not None:
-            with contextlib.suppress(Exception):
-                await self._writer_conn.close()
-            self._writer_conn = None
-        for raw in (self._rev_conn, self._pg_writer):
-            if raw is not None:
-                with contextlib.suppress(Exception):
-                    raw.close()
-        self._rev_conn = self._pg_writer = None
-        self.cache.close_all_watchers()
+        await self.dialect.close()
 
-    async def _load_snapshot(self) -> None:
+    async def _load_snapshot(self) -> int:
+        """Load every object into the cache; the revision they were read at."""
         async with self.engine.connect() as conn:
-            if self.is_postgres:
-                await conn.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"))
+            await self.dialect.begin_snapshot(conn)
             state = (await conn.execute(text("SELECT current_revision, compacted_revision FROM revision_state WHERE id = 1"))).one()
             rows = (await conn.execute(text("SELECT resource, namespace, name, revision, data FROM objects"))).all()
             await conn.rollback()
         self.compacted_revision = int(state[1])
-        self._pg_base = int(state[0])  # dra_commit's first guess (a stale one costs one retry)
         self.cache.load(int(state[0]), [tuple(r) for r in rows])  # type: ignore[misc]
         log.info("loaded %d objects at revision %d", len(rows), state[0])
+        return int(state[0])
 
-    def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
-        # Our own commits notify us too; only a revision the cache lacks needs a poll.
-        # The notification of our own commit can arrive before the writer has applied it to the
-        # cache; the writer catches up on anything older itself (see _finish_commit).
-        if not payload.isdigit() or int(payload) > max(self.cache.revision, self._own_committed):
-            self._poll_wakeup.set()
+    @property
+    def applied_revision(self) -> int:
+        """The newest revision the watch cache holds."""
+        return self.cache.revision
 
-    async def _listen(self) -> None:
-        """LISTEN for revisions other replicas commit, so their writes reach watchers at once."""
-        raw = await self.engine.raw_connection()
-        try:
-            driver: Any = raw.driver_connection  # asyncpg connection
-            await driver.add_listener(NOTIFY_CHANNEL, self._on_notify)
-            self._listen_conn = raw
-        except Exception:  # pragma: no cover - fall back to polling only
-            log.exception("LISTEN failed; other replicas' writes arrive by polling only")
-            raw.close()
+    def request_poll(self) -> None:
+        """Read the event log now instead of at the next poll."""
+        self._poll_wakeup.set()
 
     # ---- writes ----------------------------------------------------------------
 
@@ -191,10 +146,7 @@ class Store:
                 keys.add(key)
                 batch.append(nxt)
             try:
-                if self.is_postgres:
-                    await self._commit_postgres(batch)
-                else:
-                    await self._commit(batch)
+                await self._finish_commit(await self.dialect.commit(batch))
             except asyncio.CancelledError:
                 for pending in batch:
                     if not pending.future.done():
@@ -202,164 +154,25 @@ class Store:
                 raise
             except Exception as exc:
                 log.exception("group commit of %d writes failed", len(batch))
-                await self._reset_writer_connection()
+                await self.dialect.reset_writer()
                 for pending in batch:
                     if not pending.future.done():
                         pending.future.set_exception(exc)
 
-    async def _pg_connection(self) -> Any:
-        if self._pg_writer is None:
-            self._pg_writer = await self.engine.raw_connection()
-        return self._pg_writer.driver_connection
-
-    async def _commit_postgres(self, batch: list[WriteOp]) -> None:
-        """One group commit in one round trip (the ``dra_commit`` function, migration 0002).
-
-        Every write gets a tentative revision up front; a write whose precondition fails
-        just leaves its number unused (revisions stay ordered, not necessarily dense).
-        """
-        conn = await self._pg_connection()
-        now = time.time()
-        own_before = self._own_committed
-        try:
-            committed, failed, base, revision = await self._pg_transaction(conn, batch, now)
-        except BaseException:
-            # Nothing of ours committed: a notification up to that revision is another replica's.
-            self._own_committed = own_before
-            self._poll_wakeup.set()
-            raise
-        await self._finish_commit(base, revision, committed, failed)
-
-    async def _pg_transaction(
-        self, conn: Any, batch: list[WriteOp], now: float
-    ) -> tuple[list[tuple[WriteOp, Event]], list[tuple[WriteOp, StorageError]], int, int]:
-        """(committed, failed, base revision, new revision) of one batch, in one ``dra_commit`` call.
-
-        Objects are serialised with the revisions they get if the current revision is still the
-        one this writer last saw. When another replica moved it, nothing was written; the batch
-        is then committed inside a transaction that first locks the revision row, so the guess
-        is exact and a writer always gets through however busy the other replicas are.
-        """
-        kinds = [op.type for op in batch]
-        resources = [op.resource for op in batch]
-        namespaces = [op.namespace for op in batch]
-        names = [op.name for op in batch]
-        expected = [op.expected_revision for op in batch]
-        own_before = self._own_committed
-
-        async def attempt(base: int) -> tuple[list[int], list[bytes]]:
-            """dra_commit's answer, and the objects as serialised for revisions from ``base``."""
-            raws = []
-            for index, op in enumerate(batch):
-                op.obj["metadata"]["resourceVersion"] = str(base + index + 1)
-                raws.append(orjson.dumps(op.obj))
-            # Our own notification may arrive before the result: don't poll the log for it.
-            self._own_committed = max(own_before, base + len(batch))
-            result: list[int] = await conn.fetchval(
-                _PG_COMMIT, base, kinds, resources, namespaces, names, [raw.decode() for raw in raws], expected, now, NOTIFY_CHANNEL
-            )
-            return result, raws
-
-        base = self._pg_base
-        result, raws = await attempt(base)
-        attempted_twice = result[0] != base
-        if attempted_twice:
-            async with conn.transaction():
-                base = int(await conn.fetchval("SELECT current_revision FROM revision_state WHERE id = 1 FOR UPDATE"))
-                result, raws = await attempt(base)
-            if result[0] != base:
-                raise RuntimeError(f"revision moved under the lock ({base} -> {result[0]})")
-        succeeded = {revision - base - 1 for revision in result[1:]}
-        revision = result[-1] if len(result) > 1 else base
-        self._pg_base = revision
-        self._own_committed = max(own_before, revision) if succeeded else own_before
-        if revision < base + len(batch) or attempted_twice:
-            # Another replica's revisions may lie in the range taken for ours while we waited, and
-            # its notification been ignored as ours: read the log rather than wait for the timer.
-            self._poll_wakeup.set()
-        committed = [
-            (batch[i], Event(base + i + 1, batch[i].type, batch[i].resource, batch[i].namespace, batch[i].name, StoredObject(batch[i].obj, base + i + 1, raws[i])))
-            for i in sorted(succeeded)
-        ]
-        failed: list[tuple[WriteOp, StorageError]] = [(op, KeyExists() if op.type == ADDED else RevisionMismatch()) for i, op in enumerate(batch) if i not in succeeded]
-        return committed, failed, base, revision
-
-    async def _reset_writer_connection(self) -> None:
-        if self._pg_writer is not None:
-            with contextlib.suppress(Exception):
-                self._pg_writer.invalidate()
-            self._pg_writer = None
-        if self._writer_conn is not None:
-            with contextlib.suppress(Exception):
-                await self._writer_conn.close()
-        self._writer_conn = None
-
-    async def _connection(self) -> AsyncConnection:
-        if self._writer_conn is None or self._writer_conn.closed:
-            self._writer_conn = await self.engine.connect()
-            self._writer_conn.info["write"] = True
-        return self._writer_conn
-
-    async def _commit(self, batch: list[WriteOp]) -> None:
-        conn = await self._connection()
-        now = time.time()
-        committed: list[tuple[WriteOp, Event]] = []
-        failed: list[tuple[WriteOp, StorageError]] = []
-        async with conn.begin():
-            lock = " FOR UPDATE" if self.is_postgres else ""
-            base = int((await conn.execute(text(f"SELECT current_revision FROM revision_state WHERE id = 1{lock}"))).scalar_one())
-            revision = base
-            for op in batch:
-                candidate = revision + 1
-                op.obj["metadata"]["resourceVersion"] = str(candidate)
-                raw = orjson.dumps(op.obj)
-                data = raw.decode()
-                params = {"resource": op.resource, "namespace": op.namespace, "name": op.name, "revision": candidate, "data": data, "expected": op.expected_revision}
-                if op.type == ADDED:
-                    result = await conn.execute(_INSERT, params)
-                    error: StorageError = KeyExists()
-                elif op.type == MODIFIED:
-                    result = await conn.execute(_UPDATE, params)
-                    error = RevisionMismatch()
-                else:
-                    result = await conn.execute(_DELETE, params)
-                    error = RevisionMismatch()
-                if result.rowcount == 1:  # type: ignore[attr-defined]
-                    revision = candidate
-                    stored = StoredObject(op.obj, candidate, raw)
-                    committed.append((op, Event(candidate, op.type, op.resource, op.namespace, op.name, stored)))
-                else:
-                    failed.append((op, error))
-            if committed:
-                await conn.execute(text("UPDATE revision_state SET current_revision = :rev WHERE id = 1"), {"rev": revision})
-                await conn.execute(
-                    _INSERT_EVENT,
-                    [
-                        {"revision": e.revision, "resource": e.resource, "namespace": e.namespace, "name": e.name, "type": e.type, "data": e.obj.raw.decode(), "created_at": now}
-                        for _, e in committed
-                    ],
-                )
-                if self.is_postgres:
-                    # One notification per group commit, not per write: NOTIFY serialises commits.
-                    await conn.execute(text("SELECT pg_notify(:channel, :rev)"), {"channel": NOTIFY_CHANNEL, "rev": str(revision)})
-        await self._finish_commit(base, revision, committed, failed)
-
-    async def _finish_commit(
-        self, base: int, revision: int, committed: list[tuple[WriteOp, Event]], failed: list[tuple[WriteOp, StorageError]]
-    ) -> None:
+    async def _finish_commit(self, outcome: GroupCommit) -> None:
         """Apply a committed batch to the cache (after anything older) and answer its writers."""
         self.commits += 1
-        self.written_events += len(committed)
-        if committed:
+        self.written_events += len(outcome.committed)
+        if outcome.committed:
             async with self._apply_lock:
-                if self.cache.revision < revision:
-                    if self.cache.revision < base:
-                        await self._catch_up(base)
-                    self.cache.apply([e for _, e in committed])
-        for op, event in committed:
+                if self.cache.revision < outcome.revision:
+                    if self.cache.revision < outcome.base:
+                        await self._catch_up(outcome.base)
+                    self.cache.apply([e for _, e in outcome.committed])
+        for op, event in outcome.committed:
             if not op.future.done():
                 op.future.set_result(event.obj)
-        for op, exc in failed:
+        for op, exc in outcome.failed:
             if not op.future.done():
                 op.future.set_exception(exc)
 
@@ -410,7 +223,7 @@ class Store:
         while self._rev_waiters:
             waiters, self._rev_waiters = self._rev_waiters, []
             try:
-                rev = await self._read_current_revision()
+                rev = await self.dialect.current_revision()
             except Exception as exc:
                 for w in waiters:
                     if not w.done():
@@ -419,32 +232,6 @@ class Store:
             for w in waiters:
                 if not w.done():
                     w.set_result(rev)
-
-    async def _read_current_revision(self) -> int:
-        if self.is_postgres:
-            # A dedicated driver connection: this query runs for every consistent read round.
-            if self._rev_conn is None:
-                self._rev_conn = await self.engine.raw_connection()
-            try:
-                driver: Any = self._rev_conn.driver_connection
-                return int(await driver.fetchval("SELECT current_revision FROM revision_state WHERE id = 1"))
-            except Exception:
-                with contextlib.suppress(Exception):
-                    self._rev_conn.close()
-                self._rev_conn = None
-                raise
-        # SQLite serves one server process (its writes go through this process's writer,
-        # which applies them to the cache before answering), so the cache is current.
-        return self.cache.revision
-
-    async def sync_to_database(self, timeout: float = 3.0) -> int:
-        """Make the cache at least as new as the database now is (a consistent read)."""
-        rev = await self.database_revision()
-        if self.cache.revision < rev:
-            self._poll_wakeup.set()
-            if not await self.cache.wait_for_revision(rev, timeout):
-                raise TimeoutError(f"watch cache did not reach revision {rev}")
-        return rev
 
     async def events_between(self, resource: str, after: int, up_to: int) -> list[Event]:
         """Events of ``resource`` in (after, up_to] from the log, for watches older than memory."""
@@ -474,7 +261,7 @@ class Store:
         async with self.engine.connect() as conn:
             conn.info["write"] = True
             async with conn.begin():
-                lock = " FOR UPDATE" if self.is_postgres else ""
+                lock = self.dialect.revision_row_lock
                 current, compacted = (await conn.execute(text(f"SELECT current_revision, compacted_revision FROM revision_state WHERE id = 1{lock}"))).one()
                 by_time = (await conn.execute(
                     text("SELECT MAX(revision) FROM events WHERE created_at < :cutoff"), {"cutoff": now - self.compaction_window}
@@ -500,21 +287,6 @@ class Store:
 
 
 
-_INSERT = text(
-    "INSERT INTO objects (resource, namespace, name, revision, data) "
-    "VALUES (:resource, :namespace, :name, :revision, :data) ON CONFLICT DO NOTHING"
-)
-_UPDATE = text(
-    "UPDATE objects SET revision = :revision, data = :data "
-    "WHERE resource = :resource AND namespace = :namespace AND name = :name AND revision = :expected"
-)
-_DELETE = text(
-    "DELETE FROM objects WHERE resource = :resource AND namespace = :namespace AND name = :name AND revision = :expected"
-)
-_INSERT_EVENT = text(
-    "INSERT INTO events (revision, resource, namespace, name, type, data, created_at) "
-    "VALUES (:revision, :resource, :namespace, :name, :type, :data, :created_at)"
-)
 _EVENTS_AFTER = text(
     "SELECT revision, resource, namespace, name, type, data FROM events WHERE revision > :after ORDER BY revision LIMIT :limit"
 )
@@ -522,7 +294,4 @@ _RESOURCE_EVENTS = text(
     "SELECT revision, resource, namespace, name, type, data FROM events "
     "WHERE resource = :resource AND revision > :after AND revision <= :upto ORDER BY revision"
 )
-# Postgres group commit: one statement per write type over arrays (asyncpg, $n parameters).
-# One group commit per call (migration 0002): [base, succeeded revisions...] or [current] to retry.
-_PG_COMMIT = "SELECT dra_commit($1, $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8, $9)"
 _GET_OBJECT = text("SELECT revision, data FROM objects WHERE resource = :resource AND namespace = :namespace AND name = :name")

@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from controllers.devicetainteviction import DeviceTaintEvictionController, rule_matches, tolerates
-from controllers.index import Index, pod_claim_keys
+from controllers.objects import pod_claim_keys
 from kube.client import KubeClient
+from kube.indexer import Index
 from kube.informer import Informer
 
 T0 = "2030-01-01T00:00:00Z"

@@ -420,6 +420,10 @@ CASES: list[Case] = [
     Case("taint-tolerated-equal", [claim("claim-0", req(tolerations=[{"key": "k", "value": "v", "effect": "NoExecute"}]))],
          [rslice("slice-1", [device("device-1", taints=[taint("k", "NoExecute", "w")]), device("device-2", taints=[taint("k", "NoExecute", "v")])])],
          [alloc(result("req-0", "device-2", tolerations=[{"key": "k", "value": "v", "effect": "NoExecute"}]))]),
+    # An empty key with Equal tolerates every taint of that value (device validation allows it).
+    Case("taint-tolerated-empty-key-equal", [claim("claim-0", req(tolerations=[{"key": "", "operator": "Equal", "value": "v"}]))],
+         [rslice("slice-1", [device("device-1", taints=[taint("k", "NoSchedule", "w")]), device("device-2", taints=[taint("k", "NoSchedule", "v")])])],
+         [alloc(result("req-0", "device-2", tolerations=[{"key": "", "operator": "Equal", "value": "v"}]))]),
     Case("taint-effect-none-ignored", [claim()], [rslice("slice-1", [device("device-1", taints=[taint(effect="None")])])],
          [alloc(result("req-0"))]),
     Case("no-execute-untolerated", [claim()], [rslice("slice-1", [device("device-1", taints=[taint(effect="NoExecute")])])],

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from app.registry.base import KindStrategy, Obj, PrinterColumn, RequestContext
 from app.registry.columns import age_column, dig, name_column
-from app.registry.core import validation as core_validation
+from app.registry.coordination.lease_validation import validate_lease_spec
 from kube.errors import FieldError
 
 
@@ -14,6 +14,7 @@ class LeaseStrategy(KindStrategy):
     plural = "leases"
     singular = "lease"
     namespaced = True
+    create_example: Obj = {"spec": {"holderIdentity": "example", "leaseDurationSeconds": 15}}
     tracks_generation = False
     allow_create_on_update = True
     printer_columns = (
@@ -26,10 +27,10 @@ class LeaseStrategy(KindStrategy):
     object_meta_kube_finalizers = False
 
     def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
-        return core_validation.validate_lease_spec(obj)
+        return validate_lease_spec(obj)
 
     def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
-        return core_validation.validate_lease_spec(new)
+        return validate_lease_spec(new)
 
 
 STRATEGY = LeaseStrategy()

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from app.registry.base import KindStrategy, Obj, PrinterColumn, RequestContext
 from app.registry.columns import NAME_DESCRIPTION, dig
-from app.registry.core import validation as core_validation
+from app.registry.core.event_validation import validate_event
 from kube.errors import FieldError
 from kube.timeutil import human_age
 
@@ -42,6 +42,14 @@ class EventStrategy(KindStrategy):
     plural = "events"
     singular = "event"
     namespaced = True
+    # An Event must name its involved object's namespace: this example is for "default".
+    create_example: Obj = {
+        "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": "default", "name": "example"},
+        "reason": "Example",
+        "message": "an example event",
+        "type": "Normal",
+        "source": {"component": "example"},
+    }
     short_names = ("ev",)
     spec_fields = ()
     tracks_generation = False
@@ -77,10 +85,10 @@ class EventStrategy(KindStrategy):
     object_meta_kube_finalizers = False
 
     def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
-        return core_validation.validate_event(obj)
+        return validate_event(obj)
 
     def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
-        return core_validation.validate_event(new)
+        return validate_event(new)
 
 
 STRATEGY = EventStrategy()

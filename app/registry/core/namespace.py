@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
-from app.registry.base import KindStrategy, Obj, PrinterColumn, RequestContext
+from app.registry.base import (
+    ActionSubresource,
+    KindStrategy,
+    Obj,
+    PrinterColumn,
+    RequestContext,
+    StatusStrategy,
+    StatusSubresource,
+)
 from app.registry.columns import age_column, dig, name_column
-from app.registry.core import validation as core_validation
+from app.registry.core.namespace_validation import validate_namespace_finalizers, validate_namespace_status
 from kube.errors import FieldError
 
 # The finalizer the server's namespace lifecycle removes once the contents are gone.
@@ -18,7 +26,7 @@ class NamespaceStrategy(KindStrategy):
     plural = "namespaces"
     singular = "namespace"
     namespaced = False
-    subresources = ("status", "finalize")
+    create_example: Obj = {}
     short_names = ("ns",)
     has_status = True
     tracks_generation = False
@@ -61,14 +69,34 @@ class NamespaceStrategy(KindStrategy):
         labels["kubernetes.io/metadata.name"] = obj["metadata"].get("name", "")
 
     def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
-        return core_validation.validate_namespace_finalizers(obj)
+        return validate_namespace_finalizers(obj)
 
     def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
         # spec comes from the stored object (prepare_for_update), so only metadata can change.
         return []
 
-    def validate_status_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
-        return core_validation.validate_namespace_status(new)
+
+class NamespaceStatusStrategy(StatusStrategy, NamespaceStrategy):
+    def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
+        return validate_namespace_status(new)
 
 
-STRATEGY = NamespaceStrategy()
+class NamespaceFinalize(ActionSubresource):
+    """``namespaces/NAME/finalize``: only spec.finalizers changes (how the namespace lifecycle
+    lets a Terminating namespace go once it is empty)."""
+
+    name = "finalize"
+    verbs = ("update",)
+    records_managed_fields = False
+
+    def apply(self, owner: KindStrategy, name: str, body: Obj, obj: Obj) -> Obj:
+        wanted = (body.get("spec") or {}).get("finalizers") or []
+        obj.setdefault("spec", {})["finalizers"] = list(wanted)
+        if not wanted:
+            obj["spec"].pop("finalizers")
+        return obj
+
+
+STATUS_STRATEGY = NamespaceStatusStrategy()
+FINALIZE = NamespaceFinalize()
+STRATEGY = NamespaceStrategy(subresources=(StatusSubresource(STATUS_STRATEGY), FINALIZE))

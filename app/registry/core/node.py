@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from app.registry.base import KindStrategy, Obj, PrinterColumn, RequestContext
+from app.registry.base import KindStrategy, Obj, PrinterColumn, RequestContext, StatusStrategy, StatusSubresource
 from app.registry.columns import age_column, dig, name_column
-from app.registry.core import validation as core_validation
+from app.registry.core.node_validation import validate_node, validate_node_update
 from kube.errors import FieldError
 
 ROLE_LABEL_PREFIX = "node-role.kubernetes.io/"
@@ -46,7 +46,7 @@ class NodeStrategy(KindStrategy):
     plural = "nodes"
     singular = "node"
     namespaced = False
-    subresources = ("status",)
+    create_example: Obj = {}
     short_names = ("no",)
     has_status = True
     tracks_generation = False
@@ -65,14 +65,17 @@ class NodeStrategy(KindStrategy):
     )
 
     def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
-        return core_validation.validate_node(obj)
+        return validate_node(obj)
 
     def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
-        return core_validation.validate_node_update(new, old)
+        return validate_node_update(new, old)
 
-    def validate_status_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
+
+class NodeStatusStrategy(StatusStrategy, NodeStrategy):
+    def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
         # Upstream validates a node status write with the same rules as a node update.
-        return core_validation.validate_node_update(new, old)
+        return validate_node_update(new, old)
 
 
-STRATEGY = NodeStrategy()
+STATUS_STRATEGY = NodeStatusStrategy()
+STRATEGY = NodeStrategy(subresources=(StatusSubresource(STATUS_STRATEGY),))

@@ -7,11 +7,21 @@ security contexts, affinity terms and topology spread constraints are not valida
 
 from __future__ import annotations
 
-from app.registry.base import KindStrategy, Obj, PrinterColumn, RequestContext
+from app.registry.base import (
+    ActionSubresource,
+    KindStrategy,
+    Obj,
+    PrinterColumn,
+    RequestContext,
+    StatusStrategy,
+    StatusSubresource,
+)
 from app.registry.columns import age_column, dig, name_column
-from app.registry.core import validation as core_validation
+from app.registry.core.pod_validation import drop_disabled_pod_fields, validate_pod_create, validate_pod_status_update, validate_pod_update
+from kube import errors
 from kube.errors import FieldError
 from kube.pods import qos_class
+from kube.timeutil import now_rfc3339
 
 # Upstream's default terminationGracePeriodSeconds.
 DEFAULT_GRACE_PERIOD_SECONDS = 30
@@ -65,7 +75,7 @@ class PodStrategy(KindStrategy):
     plural = "pods"
     singular = "pod"
     namespaced = True
-    subresources = ("status", "binding")
+    create_example: Obj = {"spec": {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]}}
     short_names = ("po",)
     categories = ("all",)
     has_status = True
@@ -109,15 +119,6 @@ class PodStrategy(KindStrategy):
             ]
         obj["status"] = status
 
-    def prepare_for_status_update(self, new: Obj, old: Obj, ctx: RequestContext) -> None:
-        super().prepare_for_status_update(new, old, ctx)
-        # The status endpoint may not touch deletion or ownership.
-        for key in ("deletionTimestamp", "deletionGracePeriodSeconds", "ownerReferences"):
-            if key in old["metadata"]:
-                new["metadata"][key] = old["metadata"][key]
-            else:
-                new["metadata"].pop(key, None)
-
     def default(self, obj: Obj, ctx: RequestContext) -> None:
         spec = obj.setdefault("spec", {})
         if not isinstance(spec, dict):
@@ -140,16 +141,13 @@ class PodStrategy(KindStrategy):
                     container.setdefault("resources", {})
 
     def drop_disabled_fields(self, obj: Obj, old: Obj | None, ctx: RequestContext) -> None:
-        core_validation.drop_disabled_pod_fields(obj, old, ctx.feature_gates)
+        drop_disabled_pod_fields(obj, old, ctx.feature_gates)
 
     def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
-        return core_validation.validate_pod_create(obj)
+        return validate_pod_create(obj)
 
     def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
-        return core_validation.validate_pod_update(new, old)
-
-    def validate_status_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
-        return core_validation.validate_pod_status_update(new, old)
+        return validate_pod_update(new, old)
 
     def delete_grace_period(self, obj: Obj, requested: int | None) -> int:
         # Upstream: a pod that never reached a node, or has finished, goes at once.
@@ -161,4 +159,77 @@ class PodStrategy(KindStrategy):
         return DEFAULT_GRACE_PERIOD_SECONDS if grace is None else int(grace)
 
 
-STRATEGY = PodStrategy()
+class PodStatusStrategy(StatusStrategy, PodStrategy):
+    def prepare_for_update(self, new: Obj, old: Obj, ctx: RequestContext) -> None:
+        super().prepare_for_update(new, old, ctx)
+        # The status endpoint may not touch deletion or ownership.
+        for key in ("deletionTimestamp", "deletionGracePeriodSeconds", "ownerReferences"):
+            if key in old["metadata"]:
+                new["metadata"][key] = old["metadata"][key]
+            else:
+                new["metadata"].pop(key, None)
+
+    def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
+        return validate_pod_status_update(new, old)
+
+
+class PodBinding(ActionSubresource):
+    """``pods/NAME/binding``: set spec.nodeName once, atomically (what a scheduler does)."""
+
+    name = "binding"
+    verbs = ("create",)
+    kind = ("", "v1", "Binding")
+    answers_status = True
+
+    def check(self, owner: KindStrategy, name: str, body: Obj) -> None:
+        metadata = body.get("metadata") or {}
+        if not isinstance(metadata, dict):
+            raise errors.bad_request("metadata must be an object")
+        if metadata.get("name") not in (None, "", name):
+            raise errors.bad_request("name in URL does not match name in Binding object")
+        target = body.get("target") or {}
+        if not isinstance(target, dict):
+            raise errors.bad_request("target must be an object")
+        errs: list[FieldError] = []
+        if target.get("kind") not in (None, "", "Node"):
+            errs.append(errors.not_supported("target.kind", target.get("kind"), ["Node", "<empty>"]))
+        if not target.get("name"):
+            errs.append(errors.required("target.name", ""))
+        if errs:
+            raise errors.invalid_object("Binding", name, "", errs)
+
+    def preconditions(self, body: Obj) -> tuple[str | None, str | None]:
+        metadata = body.get("metadata") or {}
+        # An empty uid or resourceVersion in a Binding demands nothing.
+        return metadata.get("uid") or None, metadata.get("resourceVersion") or None
+
+    def apply(self, owner: KindStrategy, name: str, body: Obj, obj: Obj) -> Obj:
+        meta = obj["metadata"]
+        conflict = errors.conflict("pods/binding", name, "", "pods/binding", "")
+        spec = obj.setdefault("spec", {})
+        if meta.get("deletionTimestamp"):
+            conflict.message = f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} is being deleted, cannot be assigned to a host'
+            raise conflict
+        if spec.get("nodeName"):
+            conflict.message = f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} is already assigned to node "{spec["nodeName"]}"'
+            raise conflict
+        if spec.get("schedulingGates"):
+            conflict.message = f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} has non-empty .spec.schedulingGates'
+            raise conflict
+        spec["nodeName"] = str(body["target"]["name"])
+        annotations = (body.get("metadata") or {}).get("annotations") or {}
+        if annotations:
+            meta.setdefault("annotations", {}).update(annotations)
+        status = obj.setdefault("status", {})
+        status.pop("nominatedNodeName", None)
+        conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
+        conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": now_rfc3339()})
+        status["conditions"] = conditions
+        if owner.tracks_generation:
+            meta["generation"] = int(meta.get("generation") or 0) + 1
+        return obj
+
+
+STATUS_STRATEGY = PodStatusStrategy()
+BINDING = PodBinding()
+STRATEGY = PodStrategy(subresources=(StatusSubresource(STATUS_STRATEGY), BINDING))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from app.registry.base import KindStrategy, Obj, RequestContext
 from app.registry.columns import age_column, name_column
-from app.registry.resource import validation as rv
+from app.registry.resource.deviceclass_validation import drop_device_class_fields, validate_device_class_spec
 from kube.errors import FieldError
 
 
@@ -14,17 +14,18 @@ class DeviceClassStrategy(KindStrategy):
     plural = "deviceclasses"
     singular = "deviceclass"
     namespaced = False
+    create_example: Obj = {"spec": {"selectors": [{"cel": {"expression": 'device.driver == "gpu.example.com"'}}]}}
     printer_columns = (name_column(), age_column())
 
     def drop_disabled_fields(self, obj: Obj, old: Obj | None, ctx: RequestContext) -> None:
-        rv.drop_device_class_fields(obj.get("spec"), old.get("spec") if old is not None else None, ctx.feature_gates)
+        drop_device_class_fields(obj.get("spec"), old.get("spec") if old is not None else None, ctx.feature_gates)
 
     def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
-        return rv.validate_device_class_spec(obj.get("spec"), None, ctx.feature_gates)
+        return validate_device_class_spec(obj.get("spec"), None, ctx.feature_gates)
 
     def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
         old_spec = old.get("spec") if isinstance(old.get("spec"), dict) else {}
-        return rv.validate_device_class_spec(new.get("spec"), old_spec, ctx.feature_gates)
+        return validate_device_class_spec(new.get("spec"), old_spec, ctx.feature_gates)
 
 
 STRATEGY = DeviceClassStrategy()

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from app.registry.base import KindStrategy, Obj, RequestContext
+from app.registry.base import KindStrategy, Obj, RequestContext, StatusStrategy, StatusSubresource
 from app.registry.columns import age_column, name_column
-from app.registry.resource import validation as rv
+from app.registry.resource.common import default_taint, now_rfc3339
+from app.registry.resource.devicetaintrule_validation import validate_taint_rule_spec, validate_taint_rule_status
 from kube.errors import FieldError
 
 
@@ -14,17 +15,17 @@ class DeviceTaintRuleStrategy(KindStrategy):
     plural = "devicetaintrules"
     singular = "devicetaintrule"
     namespaced = False
-    subresources = ("status",)
+    create_example: Obj = {
+        "spec": {
+            "deviceSelector": {"driver": "gpu.example.com"},
+            "taint": {"key": "example.com/maintenance", "effect": "NoSchedule"},
+        }
+    }
     has_status = True
     # v1 requires a resourceVersion on update (upstream's AllowUnconditionalUpdate is false for v1).
     allow_unconditional_update = False
     return_deleted_object = False
     printer_columns = (name_column(), age_column())
-
-    def prepare_for_status_update(self, new: Obj, old: Obj, ctx: RequestContext) -> None:
-        super().prepare_for_status_update(new, old, ctx)
-        keep = {k: v for k, v in new["metadata"].items() if k in ("resourceVersion", "managedFields")}
-        new["metadata"] = {**old["metadata"], **keep}
 
     def prepare_for_update(self, new: Obj, old: Obj, ctx: RequestContext) -> None:
         super().prepare_for_update(new, old, ctx)
@@ -37,22 +38,30 @@ class DeviceTaintRuleStrategy(KindStrategy):
             and taint.get("effect") != old_taint.get("effect")
             and taint.get("timeAdded") == old_taint.get("timeAdded")
         ):
-            taint["timeAdded"] = rv.now_rfc3339()
+            taint["timeAdded"] = now_rfc3339()
 
     def default(self, obj: Obj, ctx: RequestContext) -> None:
         spec = obj.get("spec")
         if isinstance(spec, dict):
-            rv.default_taint(spec.get("taint"))
+            default_taint(spec.get("taint"))
 
     def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
-        return rv.validate_taint_rule_spec(obj.get("spec"), None)
+        return validate_taint_rule_spec(obj.get("spec"), None)
 
     def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
         old_spec = old.get("spec") if isinstance(old.get("spec"), dict) else {}
-        return rv.validate_taint_rule_spec(new.get("spec"), old_spec)
-
-    def validate_status_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
-        return rv.validate_taint_rule_status(new.get("status"))
+        return validate_taint_rule_spec(new.get("spec"), old_spec)
 
 
-STRATEGY = DeviceTaintRuleStrategy()
+class DeviceTaintRuleStatusStrategy(StatusStrategy, DeviceTaintRuleStrategy):
+    def prepare_for_update(self, new: Obj, old: Obj, ctx: RequestContext) -> None:
+        super().prepare_for_update(new, old, ctx)
+        keep = {k: v for k, v in new["metadata"].items() if k in ("resourceVersion", "managedFields")}
+        new["metadata"] = {**old["metadata"], **keep}
+
+    def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
+        return validate_taint_rule_status(new.get("status"))
+
+
+STATUS_STRATEGY = DeviceTaintRuleStatusStrategy()
+STRATEGY = DeviceTaintRuleStrategy(subresources=(StatusSubresource(STATUS_STRATEGY),))

@@ -2,9 +2,23 @@
 
 from __future__ import annotations
 
-from app.registry.base import KindStrategy, Obj, PrinterColumn, RequestContext
+from app.registry.base import KindStrategy, Obj, PrinterColumn, RequestContext, StatusStrategy, StatusSubresource
 from app.registry.columns import age_column, name_column
-from app.registry.resource import validation as rv
+from app.registry.resource.claimspec import (
+    CLAIM_SPEC_SCHEMA_PROPERTIES,
+    ClaimOptions,
+    admin_access_errors,
+    default_claim_spec,
+    drop_claim_spec_fields,
+    validate_claim_spec,
+)
+from app.registry.resource.resourceclaim_validation import (
+    ALLOCATION_SCHEMA_PROPERTIES,
+    admin_access_status_errors,
+    drop_claim_status_fields,
+    prune_stale_device_status,
+    validate_claim_status,
+)
 from kube.errors import FieldError, invalid
 
 
@@ -31,8 +45,9 @@ class ResourceClaimStrategy(KindStrategy):
     plural = "resourceclaims"
     singular = "resourceclaim"
     namespaced = True
-    subresources = ("status",)
+    create_example: Obj = {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}}}
     has_status = True
+    extra_schema_properties = {**CLAIM_SPEC_SCHEMA_PROPERTIES, **ALLOCATION_SCHEMA_PROPERTIES}
     printer_columns = (
         name_column(),
         PrinterColumn(
@@ -44,27 +59,18 @@ class ResourceClaimStrategy(KindStrategy):
         age_column(),
     )
 
-    def prepare_for_status_update(self, new: Obj, old: Obj, ctx: RequestContext) -> None:
-        super().prepare_for_status_update(new, old, ctx)
-        # Upstream discards metadata changes made through /status for claims.
-        keep = {k: v for k, v in new["metadata"].items() if k in ("resourceVersion", "managedFields")}
-        new["metadata"] = {**old["metadata"], **keep}
-        # Status entries of devices this update deallocates go with them (before the drop rules,
-        # which is equivalent: the drops only remove whole fields).
-        rv.prune_stale_device_status(new, old, ctx.feature_gates)
-
     def default(self, obj: Obj, ctx: RequestContext) -> None:
-        rv.default_claim_spec(obj.get("spec"))
+        default_claim_spec(obj.get("spec"))
 
     def drop_disabled_fields(self, obj: Obj, old: Obj | None, ctx: RequestContext) -> None:
         gates = ctx.feature_gates
-        rv.drop_claim_spec_fields(obj.get("spec"), old.get("spec") if old is not None else None, gates)
-        rv.drop_claim_status_fields(obj, old, gates)
+        drop_claim_spec_fields(obj.get("spec"), old.get("spec") if old is not None else None, gates)
+        drop_claim_status_fields(obj, old, gates)
 
     def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
         spec = obj.get("spec")
-        errs = rv.admin_access_errors(spec, "spec", ctx.namespace_labels)
-        return errs + rv.validate_claim_spec(spec, "spec", rv.ClaimOptions(ctx.feature_gates))
+        errs = admin_access_errors(spec, "spec", ctx.namespace_labels)
+        return errs + validate_claim_spec(spec, "spec", ClaimOptions(ctx.feature_gates))
 
     def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
         # The spec is immutable; upstream reports only that, nothing else about the spec.
@@ -72,9 +78,21 @@ class ResourceClaimStrategy(KindStrategy):
             return [invalid("spec", new.get("spec"), "field is immutable")]
         return []
 
-    def validate_status_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
-        errs = rv.admin_access_status_errors(new, old, ctx.namespace_labels)
-        return errs + rv.validate_claim_status(new, old)
+
+class ResourceClaimStatusStrategy(StatusStrategy, ResourceClaimStrategy):
+    def prepare_for_update(self, new: Obj, old: Obj, ctx: RequestContext) -> None:
+        super().prepare_for_update(new, old, ctx)
+        # Upstream discards metadata changes made through /status for claims.
+        keep = {k: v for k, v in new["metadata"].items() if k in ("resourceVersion", "managedFields")}
+        new["metadata"] = {**old["metadata"], **keep}
+        # Status entries of devices this update deallocates go with them (before the drop rules,
+        # which is equivalent: the drops only remove whole fields).
+        prune_stale_device_status(new, old, ctx.feature_gates)
+
+    def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
+        errs = admin_access_status_errors(new, old, ctx.namespace_labels)
+        return errs + validate_claim_status(new, old)
 
 
-STRATEGY = ResourceClaimStrategy()
+STATUS_STRATEGY = ResourceClaimStatusStrategy()
+STRATEGY = ResourceClaimStrategy(subresources=(StatusSubresource(STATUS_STRATEGY),))

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from app.registry.base import KindStrategy, Obj, PrinterColumn, RequestContext
 from app.registry.columns import age_column, dig, name_column
-from app.registry.resource import validation as rv
+from app.registry.resource.resourceslice_validation import (
+    default_slice_spec,
+    drop_slice_fields,
+    uppercase_driver_warning,
+    validate_slice_spec,
+)
 from kube.errors import FieldError
 
 
@@ -14,6 +19,14 @@ class ResourceSliceStrategy(KindStrategy):
     plural = "resourceslices"
     singular = "resourceslice"
     namespaced = False
+    create_example: Obj = {
+        "spec": {
+            "driver": "gpu.example.com",
+            "pool": {"name": "example", "generation": 1, "resourceSliceCount": 1},
+            "allNodes": True,
+            "devices": [{"name": "gpu-0"}],
+        }
+    }
     field_selector_error_names_kind = True
     field_selectors = {
         "spec.nodeName": lambda o: dig(o, "spec", "nodeName", default="") or "",
@@ -29,24 +42,24 @@ class ResourceSliceStrategy(KindStrategy):
     )
 
     def default(self, obj: Obj, ctx: RequestContext) -> None:
-        rv.default_slice_spec(obj.get("spec"))
+        default_slice_spec(obj.get("spec"))
 
     def drop_disabled_fields(self, obj: Obj, old: Obj | None, ctx: RequestContext) -> None:
-        rv.drop_slice_fields(obj.get("spec"), old.get("spec") if old is not None else None, ctx.feature_gates)
+        drop_slice_fields(obj.get("spec"), old.get("spec") if old is not None else None, ctx.feature_gates)
 
     def _warn(self, obj: Obj, ctx: RequestContext) -> None:
-        warning = rv.uppercase_driver_warning(obj.get("spec"))
+        warning = uppercase_driver_warning(obj.get("spec"))
         if warning:
             ctx.warnings.append(warning)
 
     def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
         self._warn(obj, ctx)
-        return rv.validate_slice_spec(obj.get("spec"), None, ctx.feature_gates)
+        return validate_slice_spec(obj.get("spec"), None, ctx.feature_gates)
 
     def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
         self._warn(new, ctx)
         old_spec = old.get("spec") if isinstance(old.get("spec"), dict) else {}
-        return rv.validate_slice_spec(new.get("spec"), old_spec, ctx.feature_gates)
+        return validate_slice_spec(new.get("spec"), old_spec, ctx.feature_gates)
 
 
 STRATEGY = ResourceSliceStrategy()

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from app.api.discovery import (
     AGGREGATED_DISCOVERY_CONTENT_TYPE,
     aggregated_discovery,
@@ -14,17 +12,10 @@ from app.api.discovery import (
     api_resource_list,
     api_versions,
     storage_version_hash,
-    unknown_subresources,
-    wants_aggregated,
 )
 from app.registry import KINDS, lookup
 
 ALL_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
-KUBECTL_132 = (
-    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,"
-    "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json"
-)
-KUBECTL_137 = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
 
 
 def _resources(doc: dict[str, Any], group: str) -> dict[str, dict[str, Any]]:
@@ -39,32 +30,6 @@ def _resources(doc: dict[str, Any], group: str) -> dict[str, dict[str, Any]]:
 
 def test_content_type_constant() -> None:
     assert AGGREGATED_DISCOVERY_CONTENT_TYPE == "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
-
-
-@pytest.mark.parametrize(
-    ("accept", "expected"),
-    [
-        (KUBECTL_132, True),
-        (KUBECTL_137, True),
-        ("application/json;as=APIGroupDiscoveryList;v=v2;g=apidiscovery.k8s.io", True),
-        # v2beta1 is no longer served (removed upstream): only plain JSON remains
-        ("application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json", False),
-        ("application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList", False),
-        ("application/json", False),
-        ("application/json, */*", False),
-        ("*/*", False),
-        ("", False),
-        (None, False),
-        ("application/json, " + KUBECTL_137, False),
-        ("application/json;q=0.9, application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList", True),
-        (
-            "application/vnd.kubernetes.protobuf;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json",
-            False,
-        ),
-    ],
-)
-def test_wants_aggregated(accept: str | None, expected: bool) -> None:
-    assert wants_aggregated(accept) is expected
 
 
 def test_aggregated_core() -> None:
@@ -137,10 +102,6 @@ def test_aggregated_groups() -> None:
     assert resources["resourceslices"]["scope"] == "Cluster"
     assert "subresources" not in resources["deviceclasses"]
     assert _resources(doc, "coordination.k8s.io")["leases"]["scope"] == "Namespaced"
-
-
-def test_every_registry_subresource_is_described() -> None:
-    assert unknown_subresources() == []
 
 
 def test_api_versions() -> None:

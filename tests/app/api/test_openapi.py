@@ -105,7 +105,7 @@ def test_unserved_group_version() -> None:
 
 @pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.kind)
 def test_kubectl_finds_patch_with_field_validation(kind: KindStrategy) -> None:
-    """client-compat.md §3: without this kubectl falls back to protobuf /openapi/v2 and fails."""
+    """Without this kubectl falls back to protobuf /openapi/v2 and fails."""
     doc = openapi.openapi_v3_document(kind.group, kind.version)
     gvk = {"group": kind.group, "version": kind.version, "kind": kind.kind}
     found = [

@@ -6,7 +6,7 @@ import pytest
 
 from app.api.protobuf import MAGIC, decode_k8s_protobuf
 
-# Observed from kubectl for `kubectl create namespace foo-29281` (client-compat.md §9).
+# Observed from kubectl for `kubectl create namespace foo-29281` (kubectl 1.37).
 OBSERVED = (
     b'k8s\x00\n\x0f\n\x02v1\x12\tNamespace\x12!\n\x19\n\tfoo-29281\x12\x00\x1a\x00"\x00*\x002\x008\x00B\x00'
     b'\x12\x00\x1a\x02\n\x00\x1a\x00"\x00'

@@ -1,4 +1,4 @@
-"""Server-side Tables and Accept negotiation for them."""
+"""Server-side Tables and the metadata-only conversions."""
 
 from __future__ import annotations
 
@@ -6,22 +6,9 @@ from typing import Any
 
 import pytest
 
-from app.api.tables import (
-    Conversion,
-    conversion,
-    parse_accept,
-    table_bookmark,
-    table_for,
-    table_for_object,
-    table_version,
-    wants_table,
-)
+from app.api.tables import table_bookmark, table_for, table_for_object
 from app.registry import lookup
 from app.registry.base import KindStrategy
-
-KUBECTL_GET = (
-    "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"
-)
 
 
 def _strategy(group: str, plural: str) -> KindStrategy:
@@ -48,63 +35,6 @@ def _claim(name: str, rv: str = "7", **status: Any) -> dict[str, Any]:
         "spec": {"devices": {"requests": []}},
         "status": status,
     }
-
-
-@pytest.mark.parametrize(
-    ("accept", "expected"),
-    [
-        (KUBECTL_GET, "v1"),
-        ("application/json;as=Table;v=v1beta1;g=meta.k8s.io, application/json", "v1beta1"),
-        ("application/json", None),
-        ("application/json, */*", None),
-        ("*/*", None),
-        ("", None),
-        (None, None),
-        # plain JSON first: the client prefers it
-        ("application/json, application/json;as=Table;v=v1;g=meta.k8s.io", None),
-        # q-values reorder
-        ("application/json;q=0.5, application/json;as=Table;v=v1;g=meta.k8s.io", "v1"),
-        # protobuf Tables are not produced here: skipped, then plain JSON decides
-        ("application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io,application/json", None),
-        # unknown conversions and unknown Table versions are skipped too
-        ("application/json;as=Unknown;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1;g=meta.k8s.io", "v1"),
-        ("application/json;as=Table;v=v2;g=meta.k8s.io", None),
-        ("application/json;as=Table;v=v1;g=meta.k8s.io;q=0", None),
-    ],
-)
-def test_table_negotiation(accept: str | None, expected: str | None) -> None:
-    assert table_version(accept) == expected
-    assert wants_table(accept) is (expected is not None)
-
-
-@pytest.mark.parametrize(
-    ("accept", "expected"),
-    [
-        ("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1", Conversion("PartialObjectMetadata", "v1")),
-        # client-go's metadata client: protobuf first (not produced here), then JSON
-        (
-            "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,"
-            "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json",
-            Conversion("PartialObjectMetadataList", "v1"),
-        ),
-        # the first servable conversion wins over a later Table
-        (
-            "application/json;as=PartialObjectMetadataList;v=v1beta1;g=meta.k8s.io,application/json;as=Table;v=v1;g=meta.k8s.io",
-            Conversion("PartialObjectMetadataList", "v1beta1"),
-        ),
-        ("application/json;as=PartialObjectMetadata;g=example.com;v=v1,application/json", None),
-        ("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v2", None),
-    ],
-)
-def test_metadata_only_negotiation(accept: str, expected: Conversion | None) -> None:
-    assert conversion(accept) == expected
-    assert table_version(accept) is None
-
-
-def test_parse_accept_orders_by_quality_then_specificity() -> None:
-    ranges = parse_accept("*/*;q=0.9, application/*, text/plain;q=0.9, application/json")
-    assert [r.media_type for r in ranges] == ["application/json", "application/*", "text/plain", "*/*"]
-    assert parse_accept("application/json; charset=utf-8")[0].params == {"charset": "utf-8"}
 
 
 def test_list_table_columns_rows_and_metadata() -> None:

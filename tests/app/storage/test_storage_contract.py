@@ -246,7 +246,7 @@ class _Interposed:
 
 
 class _Writer:
-    """The pooled writer connection of a Store, its driver connection interposed."""
+    """The pooled writer connection of a Store's Postgres dialect, its driver connection interposed."""
 
     def __init__(self, pooled: Any, driver_connection: _Interposed) -> None:
         self._pooled = pooled
@@ -257,8 +257,9 @@ class _Writer:
 
 
 async def _interpose(store: Any, before: Any = None, after: Any = None) -> None:
-    connection = await store._pg_connection()
-    store._pg_writer = _Writer(store._pg_writer, _Interposed(connection, before, after))
+    dialect = store.dialect
+    connection = await dialect._writer_connection()
+    dialect._writer = _Writer(dialect._writer, _Interposed(connection, before, after))
 
 
 def _replicas_test(backend: str, databases: Databases, body: Any) -> None:
@@ -313,7 +314,8 @@ def test_a_replica_commits_although_another_commits_before_each_of_its_attempts(
 
 def test_another_replicas_commit_in_the_revisions_a_failed_write_left_unused_is_seen(backend: str, databases: Databases) -> None:
     from app.storage.cache import ADDED, MODIFIED
-    from app.storage.store import RevisionMismatch, WriteOp
+    from app.storage.errors import RevisionMismatch
+    from app.storage.store import WriteOp
 
     async def body(a: Any, b: Any) -> None:
         injected = False

@@ -1,0 +1,157 @@
+"""Validation rules kinds of several API groups share: core/v1 node selectors, metav1 conditions,
+and core/v1 resource names and quantities."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from app.registry.accessors import Errs, dict_entries, get_int, get_list, get_str, parse_quantity_field
+from app.registry.base import Obj
+from app.registry.objectmeta import IS_NEGATIVE, qualified_name_problems, validate_label_key
+from kube.errors import FieldError, duplicate, forbidden, invalid, not_supported, required, too_long
+
+_CONDITION_REASON_RE = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
+
+
+# --- node selectors (core validation) ---------------------------------------------------------
+
+
+def validate_node_selector(selector: Obj, path: str) -> Errs:
+    errs: Errs = []
+    terms = get_list(selector, "nodeSelectorTerms", path, errs)
+    if not terms:
+        if terms is not None or "nodeSelectorTerms" not in selector or not errs:
+            errs.append(required(f"{path}.nodeSelectorTerms", "must have at least one node selector term"))
+        return errs
+    for _, term, tpath in dict_entries(terms, f"{path}.nodeSelectorTerms", errs):
+        exprs = get_list(term, "matchExpressions", tpath, errs) or []
+        for _, req, rpath in dict_entries(exprs, f"{tpath}.matchExpressions", errs):
+            errs.extend(_node_selector_requirement(req, rpath))
+        fields = get_list(term, "matchFields", tpath, errs) or []
+        for _, req, rpath in dict_entries(fields, f"{tpath}.matchFields", errs):
+            errs.extend(_node_field_requirement(req, rpath))
+    return errs
+
+
+def _node_selector_requirement(req: Obj, path: str) -> Errs:
+    errs: Errs = []
+    op = get_str(req, "operator", path, errs) or ""
+    values = get_list(req, "values", path, errs) or []
+    if op in ("In", "NotIn"):
+        if not values:
+            errs.append(required(f"{path}.values", "must be specified when `operator` is 'In' or 'NotIn'"))
+    elif op in ("Exists", "DoesNotExist"):
+        if values:
+            errs.append(forbidden(f"{path}.values", "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"))
+    elif op in ("Gt", "Lt"):
+        if len(values) != 1:
+            errs.append(required(f"{path}.values", "must be specified single value when `operator` is 'Lt' or 'Gt'"))
+    else:
+        errs.append(invalid(f"{path}.operator", op, "not a valid selector operator"))
+    key = get_str(req, "key", path, errs) or ""
+    errs.extend(validate_label_key(key, f"{path}.key"))
+    return errs
+
+
+def _node_field_requirement(req: Obj, path: str) -> Errs:
+    errs: Errs = []
+    op = get_str(req, "operator", path, errs) or ""
+    values = get_list(req, "values", path, errs) or []
+    if op in ("In", "NotIn"):
+        if len(values) != 1:
+            errs.append(
+                required(f"{path}.values", "must be only one value when `operator` is 'In' or 'NotIn' for node field selector")
+            )
+    else:
+        errs.append(invalid(f"{path}.operator", op, "not a valid selector operator"))
+    key = get_str(req, "key", path, errs) or ""
+    if key != "metadata.name":
+        errs.append(not_supported(f"{path}.key", key, ["metadata.name"]))
+    return errs
+
+
+# --- conditions (metav1) ----------------------------------------------------------------------
+
+
+def validate_conditions(conditions: list[Any], path: str) -> Errs:
+    errs: Errs = []
+    seen: set[str] = set()
+    for _, cond, cpath in dict_entries(conditions, path, errs):
+        ctype = get_str(cond, "type", cpath, errs) or ""
+        if ctype in seen:
+            errs.append(duplicate(f"{cpath}.type", ctype))
+        seen.add(ctype)
+        if not ctype:
+            errs.append(required(f"{cpath}.type", "must be set"))
+        else:
+            errs.extend(validate_label_key(ctype, f"{cpath}.type"))
+        status = get_str(cond, "status", cpath, errs) or ""
+        if status not in ("True", "False", "Unknown"):
+            errs.append(not_supported(f"{cpath}.status", status, ["False", "True", "Unknown"]))
+        if not cond.get("lastTransitionTime"):
+            errs.append(required(f"{cpath}.lastTransitionTime", "must be set"))
+        reason = get_str(cond, "reason", cpath, errs) or ""
+        if not reason:
+            errs.append(required(f"{cpath}.reason", "must be set"))
+        else:
+            if len(reason) > 1024:
+                errs.append(too_long(f"{cpath}.reason", 1024))
+            if not _CONDITION_REASON_RE.match(reason):
+                errs.append(
+                    invalid(
+                        f"{cpath}.reason",
+                        reason,
+                        "a condition reason must start with alphabetic character, optionally followed by a string of "
+                        "alphanumeric characters or '_,:', and must end with an alphanumeric character or '_' (e.g. "
+                        "'my_name',  or 'MY_NAME',  or 'MyName',  or 'ReasonA,ReasonB',  or 'ReasonA:ReasonB', regex "
+                        "used for validation is '[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?')",
+                    )
+                )
+        message = get_str(cond, "message", cpath, errs) or ""
+        if len(message.encode()) > 32768:
+            errs.append(too_long(f"{cpath}.message", 32768))
+        gen = get_int(cond, "observedGeneration", cpath, errs)
+        if gen is not None and gen < 0:
+            errs.append(invalid(f"{cpath}.observedGeneration", gen, "must be greater than or equal to zero"))
+    return errs
+
+
+# --- resource names and quantities (core/v1) --------------------------------------------------
+
+# helper.IsIntegerResourceName's standard part (extended resources are integers too).
+_INTEGER_RESOURCES = frozenset(
+    {
+        "pods", "services", "replicationcontrollers", "resourcequotas", "secrets", "configmaps",
+        "persistentvolumeclaims", "services.nodeports", "services.loadbalancers",
+    }
+)
+
+
+def is_native_resource(name: str) -> bool:
+    """No domain, or a kubernetes.io domain."""
+    return "/" not in name or "kubernetes.io/" in name
+
+
+def is_extended_resource(name: str) -> bool:
+    """helper.IsExtendedResourceName: a fully qualified, non-native name not starting requests."""
+    if is_native_resource(name) or name.startswith("requests."):
+        return False
+    return not qualified_name_problems("requests." + name)
+
+
+def is_integer_resource(name: str) -> bool:
+    return name in _INTEGER_RESOURCES or is_extended_resource(name)
+
+
+def validate_resource_quantity(name: str, value: object, path: str) -> list[FieldError]:
+    """ValidateResourceQuantityValue: parsable, not negative, whole for integer resources."""
+    errs: list[FieldError] = []
+    quantity = parse_quantity_field(value, path, errs)
+    if quantity is None:
+        return errs
+    if quantity.sign < 0:
+        errs.append(invalid(path, quantity.canonical(), IS_NEGATIVE))
+    if is_integer_resource(name) and quantity.milli_value() % 1000 != 0:
+        errs.append(invalid(path, quantity.canonical(), "must be an integer"))
+    return errs

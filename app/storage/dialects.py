@@ -1,0 +1,403 @@
+"""What differs between the two databases the store runs on, one class each.
+
+Postgres serves any number of API server replicas: a group commit is one server-side call
+(``dra_commit``, migration 0002), other replicas' commits announce themselves by NOTIFY, and
+the newest revision is read from the database. SQLite serves one server process: a group
+commit is a few statements in one BEGIN IMMEDIATE transaction, nobody else writes, so the
+watch cache is as new as the database.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+import orjson
+from sqlalchemy import event, text
+from sqlalchemy.engine import URL
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from app.storage.cache import ADDED, MODIFIED, Event, StoredObject
+from app.storage.errors import KeyExists, RevisionMismatch, StorageError
+
+if TYPE_CHECKING:
+    from app.storage.store import WriteOp
+
+log = logging.getLogger("app.storage")
+
+NOTIFY_CHANNEL = "dra_revisions"
+
+
+class CommitLog(Protocol):
+    """What a dialect needs of the store it commits for."""
+
+    @property
+    def applied_revision(self) -> int:
+        """The newest revision the watch cache holds."""
+        ...
+
+    def request_poll(self) -> None:
+        """Read the event log now instead of at the next poll."""
+        ...
+
+
+@dataclass(slots=True)
+class GroupCommit:
+    """One batch of writes, committed: the revision before and after, and each write's outcome."""
+
+    base: int
+    revision: int
+    committed: list[tuple[WriteOp, Event]]
+    failed: list[tuple[WriteOp, StorageError]]
+
+
+class Dialect(ABC):
+    """One database's way of connecting, committing a batch and learning of other writers."""
+
+    backend: ClassVar[str]  # SQLAlchemy's name for the database
+    # URL schemes people type for this database, and the one naming the async driver this server uses.
+    schemes: ClassVar[tuple[str, ...]]
+    driver_scheme: ClassVar[str]
+    # Appended to a SELECT of the revision row in a transaction that must hold it until commit.
+    revision_row_lock: ClassVar[str] = ""
+
+    def __init__(self, engine: AsyncEngine, commit_log: CommitLog) -> None:
+        self.engine = engine
+        self.commit_log = commit_log
+
+    @staticmethod
+    @abstractmethod
+    def create_engine(url: URL, pool_size: int) -> AsyncEngine:
+        """An engine for ``url`` (already normalised to this server's async driver)."""
+
+    @staticmethod
+    @abstractmethod
+    def prepare_location(url: URL) -> None:
+        """Make sure the database at ``url`` can be created."""
+
+    @abstractmethod
+    async def begin_snapshot(self, conn: AsyncConnection) -> None:
+        """Make the reads that follow on ``conn`` see one snapshot."""
+
+    @abstractmethod
+    async def start(self, revision: int) -> None:
+        """Begin following other writers; ``revision`` is the snapshot the cache was loaded at."""
+
+    @abstractmethod
+    async def commit(self, batch: list[WriteOp]) -> GroupCommit:
+        """Commit ``batch`` in one transaction; a write whose precondition fails is left out."""
+
+    @abstractmethod
+    async def current_revision(self) -> int:
+        """The newest committed revision."""
+
+    @abstractmethod
+    async def reset_writer(self) -> None:
+        """Drop the writer's connection after a failed commit; the next commit opens a new one."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Release every connection this dialect holds."""
+
+
+class PostgresDialect(Dialect):
+    backend = "postgresql"
+    schemes = ("postgres", "postgresql")
+    driver_scheme = "postgresql+asyncpg"
+    revision_row_lock = " FOR UPDATE"
+
+    def __init__(self, engine: AsyncEngine, commit_log: CommitLog) -> None:
+        super().__init__(engine, commit_log)
+        self._writer: Any = None  # the pooled connection dra_commit runs on
+        self._listener: Any = None
+        self._revision_reader: Any = None
+        self._base = 0  # the current revision as this writer last saw it (dra_commit's guess)
+        self._own_committed = 0  # newest revision this process's writer committed (or is committing)
+
+    @staticmethod
+    def create_engine(url: URL, pool_size: int) -> AsyncEngine:
+        return create_async_engine(
+            url,
+            pool_size=pool_size,
+            max_overflow=pool_size,
+            pool_pre_ping=False,
+            connect_args={"server_settings": {"application_name": "dra-apiserver"}},
+        )
+
+    @staticmethod
+    def prepare_location(url: URL) -> None:
+        pass  # the database lives on its server
+
+    async def begin_snapshot(self, conn: AsyncConnection) -> None:
+        await conn.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"))
+
+    async def start(self, revision: int) -> None:
+        self._base = revision  # dra_commit's first guess (a stale one costs one retry)
+        await self._listen()
+
+    def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
+        # Our own commits notify us too; only a revision the cache lacks needs a poll.
+        # The notification of our own commit can arrive before the writer has applied it to the
+        # cache; the writer catches up on anything older itself (see Store._finish_commit).
+        if not payload.isdigit() or int(payload) > max(self.commit_log.applied_revision, self._own_committed):
+            self.commit_log.request_poll()
+
+    async def _listen(self) -> None:
+        """LISTEN for revisions other replicas commit, so their writes reach watchers at once."""
+        raw = await self.engine.raw_connection()
+        try:
+            driver: Any = raw.driver_connection  # asyncpg connection
+            await driver.add_listener(NOTIFY_CHANNEL, self._on_notify)
+            self._listener = raw
+        except Exception:  # pragma: no cover - fall back to polling only
+            log.exception("LISTEN failed; other replicas' writes arrive by polling only")
+            raw.close()
+
+    async def _writer_connection(self) -> Any:
+        if self._writer is None:
+            self._writer = await self.engine.raw_connection()
+        return self._writer.driver_connection
+
+    async def commit(self, batch: list[WriteOp]) -> GroupCommit:
+        """One group commit in one round trip (the ``dra_commit`` function, migration 0002).
+
+        Every write gets a tentative revision up front; a write whose precondition fails
+        just leaves its number unused (revisions stay ordered, not necessarily dense).
+        """
+        conn = await self._writer_connection()
+        now = time.time()
+        own_before = self._own_committed
+        try:
+            return await self._transaction(conn, batch, now)
+        except BaseException:
+            # Nothing of ours committed: a notification up to that revision is another replica's.
+            self._own_committed = own_before
+            self.commit_log.request_poll()
+            raise
+
+    async def _transaction(self, conn: Any, batch: list[WriteOp], now: float) -> GroupCommit:
+        """The outcome of one batch, in one ``dra_commit`` call.
+
+        Objects are serialised with the revisions they get if the current revision is still the
+        one this writer last saw. When another replica moved it, nothing was written; the batch
+        is then committed inside a transaction that first locks the revision row, so the guess
+        is exact and a writer always gets through however busy the other replicas are.
+        """
+        kinds = [op.type for op in batch]
+        resources = [op.resource for op in batch]
+        namespaces = [op.namespace for op in batch]
+        names = [op.name for op in batch]
+        expected = [op.expected_revision for op in batch]
+        own_before = self._own_committed
+
+        async def attempt(base: int) -> tuple[list[int], list[bytes]]:
+            """dra_commit's answer, and the objects as serialised for revisions from ``base``."""
+            raws = []
+            for index, op in enumerate(batch):
+                op.obj["metadata"]["resourceVersion"] = str(base + index + 1)
+                raws.append(orjson.dumps(op.obj))
+            # Our own notification may arrive before the result: don't poll the log for it.
+            self._own_committed = max(own_before, base + len(batch))
+            result: list[int] = await conn.fetchval(
+                _COMMIT, base, kinds, resources, namespaces, names, [raw.decode() for raw in raws], expected, now, NOTIFY_CHANNEL
+            )
+            return result, raws
+
+        base = self._base
+        result, raws = await attempt(base)
+        attempted_twice = result[0] != base
+        if attempted_twice:
+            async with conn.transaction():
+                base = int(await conn.fetchval("SELECT current_revision FROM revision_state WHERE id = 1 FOR UPDATE"))
+                result, raws = await attempt(base)
+            if result[0] != base:
+                raise RuntimeError(f"revision moved under the lock ({base} -> {result[0]})")
+        succeeded = {revision - base - 1 for revision in result[1:]}
+        revision = result[-1] if len(result) > 1 else base
+        self._base = revision
+        self._own_committed = max(own_before, revision) if succeeded else own_before
+        if revision < base + len(batch) or attempted_twice:
+            # Another replica's revisions may lie in the range taken for ours while we waited, and
+            # its notification been ignored as ours: read the log rather than wait for the timer.
+            self.commit_log.request_poll()
+        committed = [
+            (batch[i], Event(base + i + 1, batch[i].type, batch[i].resource, batch[i].namespace, batch[i].name, StoredObject(batch[i].obj, base + i + 1, raws[i])))
+            for i in sorted(succeeded)
+        ]
+        failed: list[tuple[WriteOp, StorageError]] = [(op, KeyExists() if op.type == ADDED else RevisionMismatch()) for i, op in enumerate(batch) if i not in succeeded]
+        return GroupCommit(base, revision, committed, failed)
+
+    async def current_revision(self) -> int:
+        # A dedicated driver connection: this query runs for every consistent read round.
+        if self._revision_reader is None:
+            self._revision_reader = await self.engine.raw_connection()
+        try:
+            driver: Any = self._revision_reader.driver_connection
+            return int(await driver.fetchval("SELECT current_revision FROM revision_state WHERE id = 1"))
+        except Exception:
+            with contextlib.suppress(Exception):
+                self._revision_reader.close()
+            self._revision_reader = None
+            raise
+
+    async def reset_writer(self) -> None:
+        if self._writer is not None:
+            with contextlib.suppress(Exception):
+                self._writer.invalidate()
+            self._writer = None
+
+    async def close(self) -> None:
+        for raw in (self._listener, self._revision_reader, self._writer):
+            if raw is not None:
+                with contextlib.suppress(Exception):
+                    raw.close()
+        self._listener = self._revision_reader = self._writer = None
+
+
+class SQLiteDialect(Dialect):
+    backend = "sqlite"
+    schemes = ("sqlite",)
+    driver_scheme = "sqlite+aiosqlite"
+
+    def __init__(self, engine: AsyncEngine, commit_log: CommitLog) -> None:
+        super().__init__(engine, commit_log)
+        self._writer: AsyncConnection | None = None
+
+    @staticmethod
+    def create_engine(url: URL, pool_size: int) -> AsyncEngine:
+        engine = create_async_engine(url, connect_args={"timeout": 30})
+        _configure_sqlite(engine)
+        return engine
+
+    @staticmethod
+    def prepare_location(url: URL) -> None:
+        if url.database and url.database != ":memory:":
+            Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+
+    async def begin_snapshot(self, conn: AsyncConnection) -> None:
+        pass  # a read transaction sees one snapshot already
+
+    async def start(self, revision: int) -> None:
+        pass  # no other process writes: nothing to follow
+
+    async def _writer_connection(self) -> AsyncConnection:
+        if self._writer is None or self._writer.closed:
+            self._writer = await self.engine.connect()
+            self._writer.info["write"] = True
+        return self._writer
+
+    async def commit(self, batch: list[WriteOp]) -> GroupCommit:
+        conn = await self._writer_connection()
+        now = time.time()
+        committed: list[tuple[WriteOp, Event]] = []
+        failed: list[tuple[WriteOp, StorageError]] = []
+        async with conn.begin():
+            base = int((await conn.execute(text("SELECT current_revision FROM revision_state WHERE id = 1"))).scalar_one())
+            revision = base
+            for op in batch:
+                candidate = revision + 1
+                op.obj["metadata"]["resourceVersion"] = str(candidate)
+                raw = orjson.dumps(op.obj)
+                data = raw.decode()
+                params = {"resource": op.resource, "namespace": op.namespace, "name": op.name, "revision": candidate, "data": data, "expected": op.expected_revision}
+                if op.type == ADDED:
+                    result = await conn.execute(_INSERT, params)
+                    error: StorageError = KeyExists()
+                elif op.type == MODIFIED:
+                    result = await conn.execute(_UPDATE, params)
+                    error = RevisionMismatch()
+                else:
+                    result = await conn.execute(_DELETE, params)
+                    error = RevisionMismatch()
+                if result.rowcount == 1:  # type: ignore[attr-defined]
+                    revision = candidate
+                    stored = StoredObject(op.obj, candidate, raw)
+                    committed.append((op, Event(candidate, op.type, op.resource, op.namespace, op.name, stored)))
+                else:
+                    failed.append((op, error))
+            if committed:
+                await conn.execute(text("UPDATE revision_state SET current_revision = :rev WHERE id = 1"), {"rev": revision})
+                await conn.execute(
+                    _INSERT_EVENT,
+                    [
+                        {"revision": e.revision, "resource": e.resource, "namespace": e.namespace, "name": e.name, "type": e.type, "data": e.obj.raw.decode(), "created_at": now}
+                        for _, e in committed
+                    ],
+                )
+        return GroupCommit(base, revision, committed, failed)
+
+    async def current_revision(self) -> int:
+        # SQLite serves one server process (its writes go through this process's writer,
+        # which applies them to the cache before answering), so the cache is current.
+        return self.commit_log.applied_revision
+
+    async def reset_writer(self) -> None:
+        if self._writer is not None:
+            with contextlib.suppress(Exception):
+                await self._writer.close()
+        self._writer = None
+
+    async def close(self) -> None:
+        await self.reset_writer()
+
+
+def _configure_sqlite(engine: AsyncEngine) -> None:
+    """WAL for concurrent readers; BEGIN IMMEDIATE so writers serialise at the start."""
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.close()
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.info.get("write") else "BEGIN")
+
+
+DIALECTS: tuple[type[Dialect], ...] = (PostgresDialect, SQLiteDialect)
+
+
+def with_driver(url: str) -> str:
+    """``url`` with its plain scheme (``postgres://``, ``sqlite://``...) naming the driver this server uses."""
+    scheme, separator, rest = url.partition("://")
+    if separator:
+        for dialect in DIALECTS:
+            if scheme in dialect.schemes:
+                return f"{dialect.driver_scheme}://{rest}"
+    return url
+
+
+def dialect_for(backend: str) -> type[Dialect]:
+    """The dialect of a database SQLAlchemy names ``backend``."""
+    for dialect in DIALECTS:
+        if dialect.backend == backend:
+            return dialect
+    raise ValueError(f"unsupported database {backend!r}: use a postgresql:// or sqlite:// URL")
+
+
+# One group commit per call (migration 0002): [base, succeeded revisions...] or [current] to retry.
+_COMMIT = "SELECT dra_commit($1, $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8, $9)"
+_INSERT = text(
+    "INSERT INTO objects (resource, namespace, name, revision, data) "
+    "VALUES (:resource, :namespace, :name, :revision, :data) ON CONFLICT DO NOTHING"
+)
+_UPDATE = text(
+    "UPDATE objects SET revision = :revision, data = :data "
+    "WHERE resource = :resource AND namespace = :namespace AND name = :name AND revision = :expected"
+)
+_DELETE = text(
+    "DELETE FROM objects WHERE resource = :resource AND namespace = :namespace AND name = :name AND revision = :expected"
+)
+_INSERT_EVENT = text(
+    "INSERT INTO events (revision, resource, namespace, name, type, data, created_at) "
+    "VALUES (:revision, :resource, :namespace, :name, :type, :data, :created_at)"
+)

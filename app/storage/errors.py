@@ -1,0 +1,44 @@
+"""What storage answers when it cannot do what was asked; the REST layer turns each into an
+API status (the messages of the 410s are the ones clients see)."""
+
+from __future__ import annotations
+
+
+class StorageError(Exception):
+    """Base class for outcomes the request layer turns into API errors."""
+
+
+class KeyExists(StorageError):
+    pass
+
+
+class RevisionMismatch(StorageError):
+    """The stored object is not at the revision the write expected (or is gone)."""
+
+
+class RevisionCompacted(StorageError):
+    """The history a read or watch needs no longer reaches back to ``requested``."""
+
+    def __init__(self, requested: int, compacted: int) -> None:
+        super().__init__(f"too old resource version: {requested} ({compacted})")
+        self.requested = requested
+        self.compacted = compacted
+
+
+class ContinueExpired(StorageError):
+    """A continued list can no longer be served at its first page's revision."""
+
+    def __init__(self, revision: int) -> None:
+        super().__init__(f"continue token at revision {revision} is too old")
+        self.revision = revision
+
+
+class ResourceVersionTooLarge(StorageError):
+    """The watch cache did not reach the revision a read needs in time.
+
+    ``requested`` is None for a consistent read (the newest revision in the database)."""
+
+    def __init__(self, requested: int | None, current: int) -> None:
+        super().__init__(f"too large resource version: {requested}, current: {current}")
+        self.requested = requested
+        self.current = current

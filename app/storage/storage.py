@@ -1,0 +1,287 @@
+"""The one storage interface the REST layer talks to: get, list, watch and write.
+
+Reads are served from the watch cache. Only here is it decided how a read's
+resourceVersion is honoured (wait for the cache to reach it, or to reach the newest
+revision in the database), whether a watch replays from the cache's history or from the
+event log, and when neither reaches back far enough. Writes go to the store's group commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from app.storage.cache import ADDED, Event, StoredObject, Watcher
+from app.storage.errors import ContinueExpired, ResourceVersionTooLarge, RevisionCompacted
+from app.storage.store import Store, WriteOp
+
+Obj = dict[str, Any]
+Predicate = Callable[[Obj], bool]
+# (event type, object) pairs; a BOOKMARK's object is a plain dict.
+WatchBatch = list[tuple[str, StoredObject | Obj]]
+
+WAIT_FOR_REVISION_SECONDS = 3.0
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+
+
+@dataclass(slots=True)
+class ListResult:
+    items: list[StoredObject]
+    revision: int  # the revision the items are consistent with
+    continue_after: str = ""  # "namespace/name" of the last item, when more items follow
+    remaining: int | None = None  # how many follow, when known without evaluating the predicate
+
+
+class Storage:
+    """Objects by resource, namespace and name, at revisions of one global order."""
+
+    def __init__(self, store: Store, *, bookmark_interval: float = 60.0) -> None:
+        self._store = store
+        self._cache = store.cache
+        self.bookmark_interval = bookmark_interval
+
+    # ---- lifecycle and state -------------------------------------------------------
+
+    async def start(self) -> None:
+        await self._store.start()
+
+    async def stop(self) -> None:
+        await self._store.stop()
+        self._cache.close_all_watchers()
+
+    @property
+    def ready(self) -> bool:
+        return self._store.ready
+
+    @property
+    def revision(self) -> int:
+        """The newest revision this server has applied (what a resourceVersion="0" read sees)."""
+        return self._cache.revision
+
+    @property
+    def compacted_revision(self) -> int:
+        return self._store.compacted_revision
+
+    @property
+    def commits(self) -> int:
+        return self._store.commits
+
+    def count(self, resource: str) -> int:
+        return self._cache.count(resource)
+
+    # ---- reads ---------------------------------------------------------------------
+
+    async def _wait_for(self, revision: int | None) -> None:
+        """Honour a read's resourceVersion: None = the newest in the database, 0 = any, N = not older than N."""
+        target = await self._store.database_revision() if revision is None else revision
+        if target > self._cache.revision:
+            self._store.request_poll()
+            if not await self._cache.wait_for_revision(target, WAIT_FOR_REVISION_SECONDS):
+                raise ResourceVersionTooLarge(revision, self._cache.revision)
+
+    def cached(self, resource: str, namespace: str, name: str) -> StoredObject | None:
+        """The object as this server holds it now, without waiting (a resourceVersion="0" get)."""
+        return self._cache.get(resource, namespace, name)
+
+    async def get(self, resource: str, namespace: str, name: str, revision: int | None = None) -> StoredObject | None:
+        """One object, not older than ``revision`` (None: the newest; 0: any)."""
+        await self._wait_for(revision)
+        return self._cache.get(resource, namespace, name)
+
+    async def list(
+        self,
+        resource: str,
+        namespace: str | None,
+        *,
+        revision: int | None = None,
+        exact: bool = False,
+        continue_from: tuple[int, str] | None = None,
+        predicate: Predicate | None = None,
+        limit: int = 0,
+    ) -> ListResult:
+        """Objects sorted by namespace and name, in all namespaces when ``namespace`` is None.
+
+        ``revision`` is not-older-than unless ``exact``; ``continue_from`` (the first page's
+        revision and the last key sent) serves the next page at that page's revision.
+        """
+        start_key = ""
+        if continue_from is not None:
+            at, start_key = continue_from
+            rows = self._cache.items_at(resource, namespace, at)
+            if rows is None:
+                raise ContinueExpired(at)
+        elif exact:
+            at = revision or 0
+            await self._wait_for(revision)
+            rows = self._cache.items_at(resource, namespace, at)
+            if rows is None:
+                raise RevisionCompacted(at, self._cache.oldest_history_revision() - 1)
+        else:
+            await self._wait_for(revision)
+            at = self._cache.revision
+            rows = self._cache.items(resource, namespace)
+        result = ListResult([], at)
+        index = 0
+        if start_key:
+            # Keys are "namespace/name"; resume after the last one sent. Compare (namespace, name) as the
+            # rows are sorted: as strings, "a/x" sorts after "a-b/x" and the list would start over forever.
+            start = tuple(start_key.split("/", 1))
+            while index < len(rows) and (rows[index][0], rows[index][1]) <= start:
+                index += 1
+        items = result.items
+        for position in range(index, len(rows)):
+            _ns, _name, stored = rows[position]
+            if predicate is not None and not predicate(stored.obj):
+                continue
+            if limit and len(items) >= limit:
+                last = items[-1].obj["metadata"]
+                result.continue_after = f"{last.get('namespace', '')}/{last['name']}"
+                if predicate is None:
+                    result.remaining = len(rows) - position
+                break
+            items.append(stored)
+        return result
+
+    # ---- watch ---------------------------------------------------------------------
+
+    async def watch(
+        self,
+        resource: str,
+        namespace: str | None,
+        *,
+        kind: str,
+        api_version: str,
+        revision: int | None = None,
+        send_initial_events: bool | None = None,
+        predicate: Predicate | None = None,
+        allow_bookmarks: bool = False,
+        timeout: float,
+    ) -> AsyncIterator[WatchBatch]:
+        """Changes after ``revision``, as batches of everything ready at each wake-up.
+
+        With initial events (asked for, or by default when ``revision`` is None or 0) the
+        current objects come first as ADDED. Otherwise the changes since ``revision`` are
+        replayed: from the cache's history when it reaches back that far, else from the
+        event log; RevisionCompacted when the log no longer does either. ``kind`` and
+        ``api_version`` name the BOOKMARK objects; the stream ends after ``timeout`` seconds.
+        """
+        send_initial = send_initial_events
+        if send_initial is None:
+            # Legacy semantics: no resourceVersion or "0" means "current state first".
+            send_initial = revision is None or revision == 0
+        if send_initial and revision != 0:
+            await self._wait_for(revision)
+        watcher = Watcher(resource, namespace, predicate)
+        replay: WatchBatch = []
+        if send_initial:
+            # Register before snapshotting so nothing falls between the two (no await in between).
+            self._cache.add_watcher(watcher)
+            start = self._cache.revision
+            watcher.sent_up_to = start
+            for _ns, _name, stored in self._cache.items(resource, namespace):
+                if predicate is None or predicate(stored.obj):
+                    replay.append((ADDED, stored))
+        else:
+            assert revision is not None
+            if revision < self._store.compacted_revision:
+                raise RevisionCompacted(revision, self._store.compacted_revision)
+            self._cache.add_watcher(watcher)
+            start = self._cache.revision
+            watcher.sent_up_to = start
+            events: list[Event]
+            if revision >= self._cache.oldest_history_revision() - 1:
+                events = self._cache.history_after(resource, revision)
+            else:
+                try:
+                    # Events from the log carry no previous state; the filter sees the new one only.
+                    events = await self._store.events_between(resource, revision, start)
+                except BaseException:
+                    self._cache.remove_watcher(watcher)
+                    raise
+            for event in events:
+                if event.revision > start:
+                    break
+                if namespace is not None and event.namespace != namespace:
+                    continue
+                translated = watcher.translate(event)
+                if translated is not None:
+                    replay.append((translated, event.obj))
+        bookmark = _Bookmarks(kind, api_version)
+        return self._stream(watcher, replay, start, bookmark, allow_bookmarks, timeout, initial_end=send_initial_events is True)
+
+    async def _stream(
+        self,
+        watcher: Watcher,
+        replay: WatchBatch,
+        start: int,
+        bookmark: _Bookmarks,
+        allow_bookmarks: bool,
+        timeout: float,
+        initial_end: bool,
+    ) -> AsyncIterator[WatchBatch]:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        last_revision = start
+        try:
+            first: WatchBatch = list(replay)
+            if initial_end:
+                first.append(("BOOKMARK", bookmark.at(start, initial_end=True)))
+            if first:
+                yield first
+            next_bookmark = loop.time() + self.bookmark_interval
+            while True:
+                if not watcher.pending and not watcher.closed:
+                    now = loop.time()
+                    if now >= deadline:
+                        return
+                    wait = deadline - now
+                    if allow_bookmarks:
+                        wait = min(wait, max(next_bookmark - now, 0))
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(watcher.wakeup.wait(), wait)
+                batch: WatchBatch = list(watcher.take())
+                if batch:
+                    last_revision = max(last_revision, batch[-1][1].revision)  # type: ignore[union-attr]
+                elif watcher.closed:
+                    return
+                if allow_bookmarks and loop.time() >= next_bookmark:
+                    next_bookmark = loop.time() + self.bookmark_interval
+                    batch.append(("BOOKMARK", bookmark.at(max(last_revision, self._cache.revision))))
+                if batch:
+                    yield batch
+                if watcher.closed and not watcher.pending:
+                    return
+                if loop.time() >= deadline:
+                    return
+        finally:
+            self._cache.remove_watcher(watcher)
+
+    # ---- writes --------------------------------------------------------------------
+
+    async def write(self, op: WriteOp) -> StoredObject:
+        """Create, update or delete as ``op`` says; KeyExists or RevisionMismatch when its precondition fails."""
+        return await self._store.write(op)
+
+    async def read_for_update(self, resource: str, namespace: str, name: str, fresh: bool) -> StoredObject | None:
+        """The object a read-modify-write starts from: the cached one, or after a conflict
+        (``fresh``) the one in the database, which the cache may not have caught up with."""
+        if fresh:
+            return await self._store.read_object(resource, namespace, name)
+        return self._cache.get(resource, namespace, name)
+
+
+@dataclass(frozen=True, slots=True)
+class _Bookmarks:
+    """BOOKMARK events of one watch: an object of the watched kind carrying only a resourceVersion."""
+
+    kind: str
+    api_version: str
+
+    def at(self, revision: int, initial_end: bool = False) -> Obj:
+        metadata: Obj = {"resourceVersion": str(revision)}
+        if initial_end:
+            metadata["annotations"] = {INITIAL_EVENTS_END: "true"}
+        return {"kind": self.kind, "apiVersion": self.api_version, "metadata": metadata}

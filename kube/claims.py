@@ -1,0 +1,45 @@
+"""Writing a ResourceClaim's ``status.devices``: the one status field kubelets and drivers share."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kube.client import KubeClient, resource_path
+from kube.errors import ApiError
+
+Obj = dict[str, Any]
+
+
+def claim_path(namespace: str, name: str, subresource: str | None = None) -> str:
+    return resource_path("resource.k8s.io", "v1", "resourceclaims", namespace, name, subresource)
+
+
+async def update_device_status(
+    client: KubeClient, namespace: str, name: str, compute: Callable[[Obj], list[Obj] | None], claim: Obj | None = None, *, attempts: int = 5
+) -> None:
+    """PATCH ``status.devices`` to ``compute(claim)`` (None: nothing to change) under the claim's
+    resourceVersion, re-reading the claim after a conflict. ``claim``: the copy last seen (read
+    when None). A claim that is gone needs nothing."""
+    for _attempt in range(attempts):
+        if claim is None:
+            try:
+                claim = await client.get(claim_path(namespace, name))
+            except ApiError as exc:
+                if exc.code == 404:
+                    return
+                raise
+        devices = compute(claim)
+        if devices is None:
+            return
+        patch = {"metadata": {"resourceVersion": (claim.get("metadata") or {}).get("resourceVersion")}, "status": {"devices": devices or None}}
+        try:
+            await client.patch(claim_path(namespace, name, "status"), patch)
+            return
+        except ApiError as exc:
+            if exc.code == 404:
+                return
+            if exc.code != 409:
+                raise
+        claim = None
+    raise RuntimeError(f"could not update status.devices of ResourceClaim {namespace}/{name}: too many conflicts")

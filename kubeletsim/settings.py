@@ -1,0 +1,47 @@
+"""Tunables of one simulator process (from its command line)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from kubeletsim.nodes import DEFAULT_MAX_PODS
+
+
+@dataclass
+class Settings:
+    """Tunables of one simulator process."""
+
+    nodes: int = 10
+    node_prefix: str = "sim-"
+    lease_interval: float = 10.0
+    node_status_interval: float = 60.0
+    resync_interval: float = 30.0
+    # Concurrent reconcilers of each controller (nodes, slices, pods).
+    workers: int = 64
+    # Lease renewals (and node status heartbeats) in flight at once; 0 = enough for the rate (see below).
+    heartbeat_concurrency: int = 0
+    # The kubelet's --max-pods: the nodes' `pods` capacity (and the size of their pod address ranges).
+    max_pods: int = DEFAULT_MAX_PODS
+
+    @property
+    def node_names(self) -> list[str]:
+        """``<prefix>0`` .. ``<prefix>N-1``."""
+        return [f"{self.node_prefix}{i}" for i in range(self.nodes)]
+
+    def heartbeats_in_flight(self, interval: float) -> int:
+        """How many beats may be in flight: enough for ``nodes / interval`` per second at 250 ms each (16..128).
+
+        Upstream every kubelet renews on its own connection; one process simulating thousands must
+        keep enough requests in flight to get its share of a server that pod work keeps busy. Beats
+        are only sent when due, so a generous limit costs nothing until the simulator falls behind,
+        and then lets heartbeats win over pod work.
+        """
+        if self.heartbeat_concurrency > 0:
+            return self.heartbeat_concurrency
+        return max(16, min(128, math.ceil(self.nodes / max(interval, 0.001) * 0.25)))
+
+    def connections(self) -> int:
+        """Connections worth keeping open: the steady load of the workers of one controller (pod
+        work, once the nodes are registered) plus both heartbeat kinds."""
+        return self.workers + self.heartbeats_in_flight(self.lease_interval) + self.heartbeats_in_flight(self.node_status_interval)

@@ -1,0 +1,172 @@
+"""The DRA drivers' ResourceSlices of the simulated nodes: one pool per node and driver, as the profile says.
+
+Each node's pools are published once its Node exists (the slices are owned by it) and made to
+match the profile again whenever a slice of the node changes or disappears. A pool whose
+slices change gets a new generation, higher than any it had, so that consumers never mistake
+a new pool for an old one.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from typing import Any
+
+from kube.client import KubeClient, resource_path
+from kube.features import FeatureGates
+from kube.informer import Informer, resource_version_number
+from kube.workqueue import ExponentialBackoff, WorkQueue
+from kubeletsim.nodes import NODE_ALLOCATABLE_FEATURE
+from kubeletsim.profiles import DriverProfile, Profile, build_pool_slices, without_device_field
+
+Obj = dict[str, Any]
+
+log = logging.getLogger("kubeletsim")
+
+SLICES = resource_path("resource.k8s.io", "v1", "resourceslices")
+
+
+def _meta(obj: Obj) -> Obj:
+    return obj.get("metadata") or {}
+
+
+def _spec(obj: Obj) -> Obj:
+    return obj.get("spec") or {}
+
+
+def _written_rv(obj: Obj | None) -> int:
+    return resource_version_number(_meta(obj or {}).get("resourceVersion")) or 0
+
+
+def same_slice(existing: Obj, desired: Obj) -> bool:
+    """The same owners and spec, but for the pool's generation."""
+
+    def strip(obj: Obj) -> Obj:
+        # Shallow copies: only the pool's generation is left out of the comparison.
+        spec = dict(_spec(obj))
+        spec["pool"] = {k: v for k, v in (spec.get("pool") or {}).items() if k != "generation"}
+        return spec
+
+    owners = [o.get("uid") for o in _meta(existing).get("ownerReferences") or []]
+    wanted = [o.get("uid") for o in _meta(desired).get("ownerReferences") or []]
+    return owners == wanted and strip(existing) == strip(desired)
+
+
+class SliceController:
+    """Publishes the pools of the nodes named ``node_names``; ``queue`` holds node names, ``sync(name)`` reconciles one node's pools."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        nodes: Informer,
+        slices: Informer,
+        node_names: list[str],
+        profile: Profile,
+        *,
+        gates: FeatureGates,
+        backoff: ExponentialBackoff,
+    ) -> None:
+        self.client = client
+        self.nodes = nodes
+        self.slices = slices
+        self.node_names = set(node_names)
+        # KEP-5517: without the gate the server drops the devices' nodeAllocatableResources, and
+        # slices published with them would never match the profile.
+        self.profile = profile if gates.enabled(NODE_ALLOCATABLE_FEATURE) else without_device_field(profile, "nodeAllocatableResources")
+        self.drivers = set(profile.driver_names)
+        self.queue: WorkQueue[str] = WorkQueue(backoff)
+        self._desired: dict[tuple[str, str], list[Obj]] = {}
+        self._generations: dict[tuple[str, str], int] = {}
+        # node -> resourceVersion of our last slice write: until the slice cache has caught up with
+        # it, the cache shows a half-published pool, and acting on that would publish again and again.
+        self._slices_written: dict[str, int] = {}
+        # node -> slice name -> slice, so a node's pools are found without scanning every slice.
+        self._node_slices: dict[str, dict[str, Obj]] = {}
+        slices.on_add(self._slice_event)
+        slices.on_update(lambda _old, new: self._slice_event(new))
+        slices.on_delete(lambda slice_: self._slice_event(slice_, deleted=True))
+        # The slices are owned by the Node object: a new one (registered, or re-created) needs them (again).
+        nodes.on_add(self._node_event)
+        nodes.on_update(lambda old, new: self._node_event(new, old))
+
+    def _slice_event(self, slice_: Obj, deleted: bool = False) -> None:
+        node = _spec(slice_).get("nodeName")
+        if node not in self.node_names:
+            return
+        name = _meta(slice_).get("name", "")
+        ours = self._node_slices.setdefault(node, {})
+        if deleted:
+            ours.pop(name, None)
+        else:
+            ours[name] = slice_
+        self.queue.add(node)
+
+    def _node_event(self, node: Obj, old: Obj | None = None) -> None:
+        name = _meta(node).get("name", "")
+        if name in self.node_names and (old is None or _meta(old).get("uid") != _meta(node).get("uid")):
+            self.queue.add(name)
+
+    def queue_all(self) -> None:
+        """Queue every simulated node (at the start, and on every resync)."""
+        for name in self.node_names:
+            self.queue.add(name)
+
+    def _desired_slices(self, node: str, driver: DriverProfile, uid: str) -> list[Obj]:
+        key = (node, driver.name)
+        cached = self._desired.get(key)
+        owner = cached[0]["metadata"].get("ownerReferences", [{}])[0].get("uid") if cached else None
+        if cached is None or owner != uid:
+            cached = build_pool_slices(driver, node, node_uid=uid)
+            self._desired[key] = cached
+        return cached
+
+    async def sync(self, name: str) -> None:
+        """Make the node's pools match the profile; bump the pool generation whenever a pool changes."""
+        node = self.nodes.get("", name)
+        if node is None:
+            return  # its registration shows up in the node informer, which queues the node again
+        written = self._slices_written.get(name)
+        if written is not None:
+            if (resource_version_number(self.slices.resource_version) or 0) < written:
+                return  # the watch event of our own write is on its way and queues the node again
+            del self._slices_written[name]
+        uid = _meta(node).get("uid", "")
+        ours = list(self._node_slices.get(name, {}).values())
+        last_rv = 0
+        for driver in self.profile.drivers:
+            existing = {_meta(s)["name"]: s for s in ours if _spec(s).get("driver") == driver.name}
+            desired = self._desired_slices(name, driver, uid)
+            generations = {int((_spec(s).get("pool") or {}).get("generation") or 0) for s in existing.values()}
+            if (
+                len(existing) == len(desired)
+                and len(generations) == 1
+                and all(d["metadata"]["name"] in existing and same_slice(existing[d["metadata"]["name"]], d) for d in desired)
+            ):
+                continue
+            # Remembered too, so a pool whose slices were all deleted does not restart at generation 1
+            # while consumers may still hold the old one.
+            generation = max(generations | {self._generations.get((name, driver.name), 0)}) + 1
+            self._generations[(name, driver.name)] = generation
+            for want in desired:
+                obj = copy.deepcopy(want)
+                obj["spec"]["pool"]["generation"] = generation
+                have = existing.pop(want["metadata"]["name"], None)
+                if have is None:
+                    result = await self.client.create(SLICES, obj)
+                else:
+                    obj["metadata"]["resourceVersion"] = _meta(have).get("resourceVersion")
+                    result = await self.client.update(resource_path("resource.k8s.io", "v1", "resourceslices", name=obj["metadata"]["name"]), obj)
+                last_rv = max(last_rv, _written_rv(result))
+            for stale in existing:
+                deleted = await self.client.delete(resource_path("resource.k8s.io", "v1", "resourceslices", name=stale), missing_ok=True)
+                last_rv = max(last_rv, _written_rv(deleted))
+            log.info("published resource slices", extra={"node": name, "driver": driver.name, "generation": generation, "slices": len(desired)})
+        # Slices of drivers this node no longer runs (the profile changed between runs) go away.
+        for stale_slice in ours:
+            if _spec(stale_slice).get("driver") not in self.drivers:
+                deleted = await self.client.delete(
+                    resource_path("resource.k8s.io", "v1", "resourceslices", name=_meta(stale_slice)["name"]), missing_ok=True
+                )
+                last_rv = max(last_rv, _written_rv(deleted))
+        if last_rv:
+            self._slices_written[name] = last_rv

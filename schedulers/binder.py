@@ -1,0 +1,337 @@
+"""The binder: reserve a placement in the cache, write the claims and the binding, report outcomes.
+
+1. *Reserve*: the new allocations go into the cache as in flight and the pod's requests are
+   charged to the node, so the next cycle (which starts before this pod's writes land) cannot
+   hand out the same devices or cpu.
+2. *PreBind/Bind* (an asyncio task per pod, so writes of different pods overlap): per claim
+   write ``status.allocation`` + ``reservedFor`` with the claim's resourceVersion (re-read and
+   retry on 409) and add the ``delete-protection`` finalizer, then POST ``pods/binding``. Any
+   failure undoes the reservation (in memory, and reservedFor on the server) and retries the pod
+   with backoff. Every claim written goes into the cache's assume cache.
+3. *Reporting*: a pod no node fits gets a ``PodScheduled=False`` condition and a
+   ``FailedScheduling`` event (once per distinct message); a bound pod a ``Scheduled`` event.
+
+Crash safety: claim writes happen before the binding, so a new leader may find a pending pod
+whose claims are already allocated and reserved for it. Its cycle then sees allocated claims,
+whose node selector only admits the node of their devices, and binds the pod there without
+writing them again. If that node no longer fits, the claims reserved for nobody but this pod are
+deallocated (upstream's PostFilter, :meth:`Binder.deallocate_stale`) and the pod is tried again
+from scratch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Coroutine, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from kube.client import KubeClient, record_event, resource_path
+from kube.errors import ApiError
+from kube.informer import object_key
+from kube.timeutil import now_rfc3339
+from schedulers.allocator import AllocatorFeatures
+from schedulers.cache import RESOURCE, Key, Obj, SchedulerCache, is_pod_reference, meta
+from schedulers.cycle import Placement
+from schedulers.queue import SchedulingQueue
+
+log = logging.getLogger("scheduler")
+
+DELETE_PROTECTION_FINALIZER = "resource.kubernetes.io/delete-protection"
+RESERVED_FOR_MAX = 256  # ResourceClaimReservedForMaxSize
+CLAIM_WRITE_ATTEMPTS = 10
+
+# A claim to write for a pod: with the new allocation, or None to only add the pod to reservedFor.
+ClaimWrite = tuple[Obj, Mapping[str, Any] | None]
+
+
+@dataclass
+class SchedulerStats:
+    """Counters for logs and tests."""
+
+    attempts: int = 0
+    scheduled: int = 0
+    unschedulable: int = 0
+    bind_failures: int = 0
+
+
+class _BindFailure(Exception):
+    """A PreBind check failed (claim changed under us); the pod is retried."""
+
+
+def _device_ids(allocation: Mapping[str, Any] | None) -> list[tuple[str, str, str]]:
+    results = ((allocation or {}).get("devices") or {}).get("results") or []
+    return sorted((r.get("driver", ""), r.get("pool", ""), r.get("device", "")) for r in results)
+
+
+def _reserved_uids(claim: Mapping[str, Any]) -> set[str]:
+    return {r.get("uid", "") for r in (claim.get("status") or {}).get("reservedFor") or []}
+
+
+def _claim_path(claim: Obj, subresource: str | None = None) -> str:
+    ns, name = object_key(claim)
+    return resource_path(RESOURCE, "v1", "resourceclaims", ns, name, subresource)
+
+
+def _claim_name(claim: Obj) -> str:
+    return "/".join(object_key(claim))
+
+
+class Binder:
+    """Writes placements to the server in background tasks; see the module docstring."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        cache: SchedulerCache,
+        queue: SchedulingQueue[Key, Key],
+        *,
+        stats: SchedulerStats | None = None,
+    ) -> None:
+        self.client = client
+        self.cache = cache
+        self.queue = queue
+        self.features: AllocatorFeatures = cache.features
+        self.component = cache.scheduler_name  # events are recorded in the scheduler's name
+        self.stats = stats or SchedulerStats()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._reported: dict[str, str] = {}  # pod uid -> last FailedScheduling message
+
+    # ------------------------------------------------------------------ tasks
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def wait(self) -> None:
+        """Wait until every write started so far has finished (including the ones they start)."""
+        while self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def cancel(self) -> None:
+        """Cancel the writes under way (leadership ended) and wait until they have undone themselves."""
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    # ------------------------------------------------------------------ reserve
+
+    def reserve(self, pod: Obj, placement: Placement) -> None:
+        """Take the devices and node resources in the cache, then start the binding task."""
+        pod_uid = meta(pod).get("uid", "")
+        to_write: list[ClaimWrite] = []
+        for claim in placement.claims:
+            allocation = placement.allocations.get(meta(claim).get("uid", ""))
+            if allocation is not None:
+                self.cache.assume_allocation(claim, allocation, pod_uid)
+                to_write.append((claim, allocation))
+            elif pod_uid not in _reserved_uids(claim):
+                to_write.append((claim, None))
+        self.cache.assume_pod(pod, placement.node, placement.requests)
+        self.queue.done(object_key(pod))
+        self._spawn(self._bind(pod, placement.node, to_write, placement.statuses))
+
+    def _unreserve(self, pod: Obj, claims: list[ClaimWrite]) -> None:
+        pod_uid = meta(pod).get("uid", "")
+        for claim, allocation in claims:
+            if allocation is not None:
+                self.cache.forget_allocation(claim, pod_uid)
+        self.cache.forget_pod(pod)
+
+    # ------------------------------------------------------------------ writes
+
+    async def _bind(self, pod: Obj, node_name: str, claims: list[ClaimWrite], statuses: list[Obj]) -> None:
+        """PreBind (claim status writes, the pod's node-allocatable claim statuses) and Bind; undo everything on failure."""
+        key = object_key(pod)
+        ns, name = key
+        written: list[Obj] = []
+        try:
+            for claim, allocation in claims:
+                written.append(await self._write_claim(pod, claim, allocation))
+            if statuses or (pod.get("status") or {}).get("nodeAllocatableResourceClaimStatuses"):
+                # Merge patch replaces the whole list: a retried pod drops what an earlier attempt wrote.
+                patch = {"status": {"nodeAllocatableResourceClaimStatuses": statuses or None}}
+                await self.client.patch(resource_path("", "v1", "pods", ns, name, "status"), patch, patch_type="merge")
+            binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name, "namespace": ns}, "target": {"apiVersion": "v1", "kind": "Node", "name": node_name}}
+            await self.client.post_raw(resource_path("", "v1", "pods", ns, name, "binding"), binding)
+        except asyncio.CancelledError:
+            # Leadership ended mid-write; the next leader finishes or undoes it (see module docstring).
+            self._unreserve(pod, claims)
+            raise
+        except (ApiError, httpx.HTTPError, OSError, _BindFailure) as exc:
+            self.stats.bind_failures += 1
+            log.warning("binding failed", extra={"pod": f"{ns}/{name}", "node": node_name, "error": str(exc)})
+            self._unreserve(pod, claims)
+            for claim in written:
+                with contextlib.suppress(ApiError, httpx.HTTPError, OSError):
+                    await self._drop_reservation(pod, claim)
+            if self.cache.pods.get(ns, name) is not None:
+                self.queue.retry(key)
+            return
+        self.cache.finish_binding(pod)
+        self.queue.succeeded(key)
+        self.stats.scheduled += 1
+        log.info("scheduled", extra={"pod": f"{ns}/{name}", "node": node_name, "claims": len(claims)})
+        self._spawn(self._event(pod, "Normal", "Scheduled", f"Successfully assigned {ns}/{name} to {node_name}"))
+
+    async def _write_claim(self, pod: Obj, claim: Obj, allocation: Mapping[str, Any] | None) -> Obj:
+        """Add the finalizer, then allocation (if new) + this pod in reservedFor; retry on conflict."""
+        pod_meta = meta(pod)
+        entry = {"resource": "pods", "name": pod_meta.get("name", ""), "uid": pod_meta.get("uid", "")}
+        uid = meta(claim).get("uid", "")
+        obj: Obj = self.cache.claim(*object_key(claim)) or claim
+        for _ in range(CLAIM_WRITE_ATTEMPTS):
+            obj_meta = meta(obj)
+            if obj_meta.get("uid") != uid:
+                raise _BindFailure(f"claim {_claim_name(claim)} was replaced")
+            if obj_meta.get("deletionTimestamp"):
+                raise _BindFailure(f"claim {_claim_name(claim)} is being deleted")
+            status = obj.get("status") or {}
+            current = status.get("allocation")
+            if allocation is not None and current and _device_ids(current) != _device_ids(allocation):
+                raise _BindFailure(f"claim {_claim_name(claim)} got allocated elsewhere")
+            if allocation is None and not current:
+                raise _BindFailure(f"claim {_claim_name(claim)} was deallocated")
+            reserved = list(status.get("reservedFor") or [])
+            workload = (obj.get("spec") or {}).get("reservedFor") if self.features.reserved_for_workloads else None
+            if entry["uid"] in {r.get("uid") for r in reserved} or (
+                # KEP-5194: a claim reserved for a workload serves any pod; pods are not listed.
+                self.features.reserved_for_workloads and any(not is_pod_reference(r) for r in reserved)
+            ):
+                self.cache.assume_claim(obj)
+                return await self._protect(obj)
+            if len(reserved) >= RESERVED_FOR_MAX:
+                raise _BindFailure(f"claim {_claim_name(claim)} is reserved for {RESERVED_FOR_MAX} consumers already")
+            new_allocation = current or allocation
+            new_reserved = [*reserved, entry]
+            if workload and not reserved:
+                # The first pod reserves the claim for the workload the creator named, not for itself.
+                new_allocation = {**(new_allocation or {}), "reservedForAnyPod": True}
+                new_reserved = [workload]
+            try:
+                new_status = {**status, "allocation": new_allocation, "reservedFor": new_reserved}
+                obj = await self.client.update(_claim_path(obj, "status"), {**obj, "status": new_status})
+            except ApiError as exc:
+                if exc.code != 409:
+                    raise
+                obj = await self.client.get(_claim_path(claim))
+                continue
+            self.cache.assume_claim(obj)
+            return await self._protect(obj)
+        raise _BindFailure(f"claim {_claim_name(claim)}: too many conflicts")
+
+    async def _protect(self, obj: Obj) -> Obj:
+        """Add the delete-protection finalizer to a claim that is allocated and reserved.
+
+        Upstream adds it before the status write and removes it again in Unreserve; here it
+        comes after, so a failed attempt never leaves the finalizer on an unallocated claim (the
+        controller only removes it with a deallocation of its own). A claim deleted in between
+        makes this write fail, and the pod is retried.
+        """
+        for _ in range(CLAIM_WRITE_ATTEMPTS):
+            obj_meta = meta(obj)
+            finalizers = list(obj_meta.get("finalizers") or [])
+            if DELETE_PROTECTION_FINALIZER in finalizers:
+                return obj
+            if obj_meta.get("deletionTimestamp"):
+                raise _BindFailure(f"claim {_claim_name(obj)} is being deleted")
+            try:
+                obj = await self.client.update(_claim_path(obj), {**obj, "metadata": {**obj_meta, "finalizers": [*finalizers, DELETE_PROTECTION_FINALIZER]}})
+            except ApiError as exc:
+                if exc.code != 409:
+                    raise
+                obj = await self.client.get(_claim_path(obj))
+                continue
+            self.cache.assume_claim(obj)
+            return obj
+        raise _BindFailure(f"claim {_claim_name(obj)}: too many conflicts")
+
+    async def _drop_reservation(self, pod: Obj, claim: Obj) -> None:
+        """Undo: remove the pod from reservedFor; deallocate when nobody else reserves the claim."""
+        pod_uid = meta(pod).get("uid", "")
+        for _ in range(CLAIM_WRITE_ATTEMPTS):
+            try:
+                obj = await self.client.get(_claim_path(claim))
+            except ApiError as exc:
+                if exc.code == 404:
+                    return
+                raise
+            status = dict(obj.get("status") or {})
+            reserved = [r for r in status.get("reservedFor") or [] if r.get("uid") != pod_uid]
+            if len(reserved) == len(status.get("reservedFor") or []):
+                return
+            if reserved:
+                status["reservedFor"] = reserved
+            else:
+                status.pop("reservedFor", None)
+                status.pop("allocation", None)
+                status.pop("devices", None)
+            try:
+                written = await self.client.update(_claim_path(obj, "status"), {**obj, "status": status})
+            except ApiError as exc:
+                if exc.code == 409:
+                    continue
+                raise
+            self.cache.assume_claim(written)
+            return
+
+    def deallocate_stale(self, pod: Obj, claims: Sequence[Obj]) -> None:
+        """PostFilter: free allocated claims that pin the pod to unfit nodes and serve only it."""
+        pod_uid = meta(pod).get("uid", "")
+        for claim in claims:
+            if _reserved_uids(claim) <= {pod_uid}:
+                log.info("deallocating claim that pins an unschedulable pod", extra={"claim": _claim_name(claim), "pod": "/".join(object_key(pod))})
+                self._spawn(self._deallocate(claim))
+
+    async def _deallocate(self, claim: Obj) -> None:
+        with contextlib.suppress(ApiError, httpx.HTTPError, OSError):
+            obj = await self.client.get(_claim_path(claim))
+            status = {k: v for k, v in (obj.get("status") or {}).items() if k not in ("allocation", "reservedFor", "devices")}
+            written = await self.client.update(_claim_path(obj, "status"), {**obj, "status": status})
+            self.cache.assume_claim(written)
+
+    # ------------------------------------------------------------------ reporting
+
+    def unschedulable(self, pod: Obj, message: str, reason: str = "Unschedulable") -> None:
+        """Park the pod and record why (condition + event, only when the message changes)."""
+        key = object_key(pod)
+        self.stats.unschedulable += 1
+        self.queue.unschedulable(key)
+        uid = meta(pod).get("uid", "")
+        log.info("pod unschedulable", extra={"pod": "/".join(key), "why": message})
+        if self._reported.get(uid) == message:
+            return
+        self._reported[uid] = message
+        self._spawn(self._report(pod, message, reason))
+
+    def forget_reports(self, pod: Obj) -> None:
+        """The pod is gone: a new pod of the same name is reported afresh."""
+        self._reported.pop(meta(pod).get("uid", ""), None)
+
+    async def _report(self, pod: Obj, message: str, reason: str) -> None:
+        ns, name = object_key(pod)
+        condition = {
+            "type": "PodScheduled", "status": "False", "reason": reason, "message": message,
+            "lastProbeTime": None, "lastTransitionTime": now_rfc3339(),
+        }
+        for c in (pod.get("status") or {}).get("conditions") or []:
+            if c.get("type") == "PodScheduled" and c.get("status") == "False":
+                condition["lastTransitionTime"] = c.get("lastTransitionTime") or condition["lastTransitionTime"]
+        try:
+            await self.client.patch(resource_path("", "v1", "pods", ns, name, "status"), {"status": {"conditions": [condition]}}, patch_type="strategic")
+        except (ApiError, httpx.HTTPError, OSError) as exc:
+            log.info("could not update pod condition", extra={"pod": f"{ns}/{name}", "error": str(exc)})
+        await self._event(pod, "Warning", "FailedScheduling", message)
+
+    async def _event(self, pod: Obj, type_: str, reason: str, message: str) -> None:
+        try:
+            await record_event(self.client, {"apiVersion": "v1", "kind": "Pod", **pod}, reason, message, type_, component=self.component)
+        except (ApiError, httpx.HTTPError, OSError) as exc:
+            log.info("could not record event", extra={"pod": "/".join(object_key(pod)), "error": str(exc)})

@@ -1,0 +1,419 @@
+"""The scheduler's cache: informers, what each node's pods use, and the claim assume cache.
+
+Informer events are turned into queue moves here (a new pod is queued; a freed device, a new
+node or slice moves the unschedulable pods back; a claim that appears or changes wakes the
+pods waiting for it).
+
+Node accounting charges every bound pod, and every pod assumed on a node while its binding is
+written, to that node, so the next cycle does not hand out the same cpu, memory or pod slot.
+
+Claims have three sources, newest first: the allocations being written right now (in flight,
+owned by one pod), claims this scheduler has written and whose watch event has not arrived yet
+(assumed: a newer resourceVersion wins over the informer's), and the informer's claims. Their
+effective allocations make up the allocated-device state the allocator works against.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from fractions import Fraction
+from typing import Any
+
+from kube.client import KubeClient, resource_path
+from kube.informer import Informer, object_key
+from kube.pods import Resources, pod_requests
+from schedulers.allocator import AllocatedState, AllocatorFeatures, ResourceIndex, SearchCache
+from schedulers.nodefit import insufficient, node_allocatable
+from schedulers.queue import SchedulingQueue
+
+Obj = dict[str, Any]
+Key = tuple[str, str]  # (namespace, name)
+# A pod's requests in exact integers (name, numerator, denominator), cheap to compare with a memo.
+RequestsKey = tuple[tuple[str, int, int], ...]
+
+RESOURCE = "resource.k8s.io"
+
+
+def meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``metadata``, empty when missing."""
+    return obj.get("metadata") or {}
+
+
+def is_pod_reference(ref: Mapping[str, Any]) -> bool:
+    """Whether a ``reservedFor`` entry names a pod (rather than a workload)."""
+    return not ref.get("apiGroup") and ref.get("resource") == "pods"
+
+
+def _resource_version(obj: Mapping[str, Any] | None) -> int:
+    try:
+        return int(meta(obj or {}).get("resourceVersion") or 0)
+    except ValueError:
+        return 0
+
+
+def _terminal(pod: Mapping[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+class _NamespaceLabels(Mapping[str, Mapping[str, str]]):
+    """Namespace name -> labels, read from the namespace informer (the allocator's view)."""
+
+    def __init__(self, namespaces: Informer) -> None:
+        self._namespaces = namespaces
+
+    def __getitem__(self, name: str) -> Mapping[str, str]:
+        namespace = self._namespaces.get("", name)
+        if namespace is None:
+            raise KeyError(name)
+        return meta(namespace).get("labels") or {}
+
+    def __iter__(self) -> Iterator[str]:
+        keys = self._namespaces.keys()
+        return (name for _, name in keys)
+
+    def __len__(self) -> int:
+        return len(self._namespaces.keys())
+
+
+class SchedulerCache:
+    """Informers and the state derived from them for one scheduler name; see the module docstring."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        queue: SchedulingQueue[Key, Key],
+        *,
+        scheduler_name: str = "default-scheduler",
+        features: AllocatorFeatures | None = None,
+        watch_timeout_seconds: int | None = None,
+    ) -> None:
+        self.queue = queue
+        self.scheduler_name = scheduler_name
+        self.features = features or AllocatorFeatures()
+        self.index = ResourceIndex(features=self.features)
+        self.search_cache = SearchCache()  # successful device searches per node, reused across cycles
+
+        def informer(group: str, plural: str) -> Informer:
+            return Informer(client, resource_path(group, "v1", plural), name=plural, watch_timeout_seconds=watch_timeout_seconds)
+
+        self.pods = informer("", "pods")
+        self.nodes = informer("", "nodes")
+        self.claims = informer(RESOURCE, "resourceclaims")
+        self.slices = informer(RESOURCE, "resourceslices")
+        self.classes = informer(RESOURCE, "deviceclasses")
+        self.taint_rules = informer(RESOURCE, "devicetaintrules")
+        # Admin access is only for namespaces with the admin-access label, checked again at allocation.
+        self.namespaces = informer("", "namespaces")
+        self.informers = [self.pods, self.nodes, self.claims, self.slices, self.classes, self.taint_rules, self.namespaces]
+        self.namespace_labels: Mapping[str, Mapping[str, str]] = _NamespaceLabels(self.namespaces)
+
+        # Node accounting: pod uid -> (node, requests), for bound and assumed pods.
+        self._pod_usage: dict[str, tuple[str, Resources]] = {}
+        self._node_used: dict[str, Resources] = {}
+        self.node_pods: dict[str, int] = {}  # node -> pods charged to it
+        self._node_names: list[str] | None = None
+        self._node_allocatable: dict[str, tuple[Obj, Resources]] = {}
+        # node -> (allocatable, requests key, NodeResourcesFit reasons): most nodes a cycle visits
+        # did not change since the last pod with the same requests, so the Fraction sums are reused.
+        self._fit_memo: dict[str, tuple[Resources, RequestsKey, list[str]]] = {}
+        self._binding: dict[Key, str] = {}  # assumed pods (a binding task is writing them) -> pod uid
+
+        # Claims: written-but-not-yet-watched versions, in-flight allocations, effective allocations.
+        self._assumed_claims: dict[Key, Obj] = {}
+        self._in_flight: dict[str, tuple[Mapping[str, Any], str]] = {}  # claim uid -> (allocation being written, pod uid)
+        self._allocations: dict[str, Mapping[str, Any]] = {}  # claim uid -> effective allocation
+        self._state: AllocatedState | None = None
+        self._wire()
+
+    def _wire(self) -> None:
+        self.pods.on_add(self._pod_added)
+        self.pods.on_update(self._pod_updated)
+        self.pods.on_delete(self._pod_deleted)
+        self.nodes.on_add(self._node_added)
+        self.nodes.on_update(self._node_updated)
+        self.nodes.on_delete(self._node_deleted)
+        self.claims.on_add(self._claim_added)
+        self.claims.on_update(self._claim_updated)
+        self.claims.on_delete(self._claim_deleted)
+        self.slices.on_add(lambda s: self._slice_set(s))
+        self.slices.on_update(lambda _old, s: self._slice_set(s))
+        self.slices.on_delete(lambda s: self.index.remove_slice(meta(s).get("name", "")))
+        self.classes.on_add(lambda c: self._class_set(c))
+        self.classes.on_update(lambda _old, c: self._class_set(c))
+        self.classes.on_delete(lambda c: self.index.remove_class(meta(c).get("name", "")))
+        self.taint_rules.on_add(lambda r: self._rule_set(r))
+        self.taint_rules.on_update(lambda _old, r: self._rule_set(r))
+        self.taint_rules.on_delete(self._rule_deleted)
+        self.namespaces.on_update(self._namespace_updated)
+
+    # ------------------------------------------------------------------ pods
+
+    def wants(self, pod: Mapping[str, Any]) -> bool:
+        """A pod this scheduler should place: pending, ours, not gated, not being deleted."""
+        spec = pod.get("spec") or {}
+        return (
+            not spec.get("nodeName")
+            and (spec.get("schedulerName") or "default-scheduler") == self.scheduler_name
+            and not spec.get("schedulingGates")
+            and not meta(pod).get("deletionTimestamp")
+            and not _terminal(pod)
+        )
+
+    def is_binding(self, key: Key) -> bool:
+        """Whether a binding task is writing this pod (its outcome decides what happens next)."""
+        return key in self._binding
+
+    def assume_pod(self, pod: Obj, node: str, requests: Resources) -> None:
+        """Charge the pod to ``node`` while its binding is written."""
+        uid = meta(pod).get("uid", "")
+        self._charge(uid, node, requests)
+        self._binding[object_key(pod)] = uid
+
+    def finish_binding(self, pod: Obj) -> None:
+        """The pod is bound: it stays charged to its node, its binding task is over."""
+        self._binding.pop(object_key(pod), None)
+
+    def forget_pod(self, pod: Obj) -> None:
+        """The binding failed: the pod no longer uses its node."""
+        self._release(meta(pod).get("uid", ""))
+        self._binding.pop(object_key(pod), None)
+
+    def _pod_added(self, pod: Obj) -> None:
+        if (pod.get("spec") or {}).get("nodeName"):
+            self._account_bound(pod)
+        elif self.wants(pod):
+            self.queue.add(object_key(pod))
+
+    def _pod_updated(self, old: Obj, pod: Obj) -> None:
+        key = object_key(pod)
+        if (pod.get("spec") or {}).get("nodeName"):
+            self.queue.delete(key)
+            was_counted = meta(pod).get("uid", "") in self._pod_usage
+            self._account_bound(pod)
+            if was_counted and _terminal(pod) and not _terminal(old):
+                self.queue.move_all()  # a pod leaving frees cpu/memory/pods
+            return
+        if not self.wants(pod):
+            self.queue.delete(key)
+            return
+        if key in self._binding:
+            return  # our own binding is under way; its outcome decides
+        if not self.wants(old) or self._relevant_change(old, pod):
+            self.queue.add(key)
+
+    @staticmethod
+    def _relevant_change(old: Obj, new: Obj) -> bool:
+        # Our own PodScheduled condition writes must not trigger another attempt.
+        return (
+            old.get("spec") != new.get("spec")
+            or meta(old).get("labels") != meta(new).get("labels")
+            or (old.get("status") or {}).get("resourceClaimStatuses") != (new.get("status") or {}).get("resourceClaimStatuses")
+        )
+
+    def _pod_deleted(self, pod: Obj) -> None:
+        self.queue.delete(object_key(pod))
+        if self._release(meta(pod).get("uid", "")):
+            self.queue.move_all()
+
+    def _account_bound(self, pod: Obj) -> None:
+        uid = meta(pod).get("uid", "")
+        if _terminal(pod):
+            self._release(uid)
+        elif uid not in self._pod_usage:
+            # What the pod's claims charge counts only while the gate is on, as upstream's PodRequests.
+            requests = pod_requests(pod, node_allocatable=self.features.node_allocatable_resources)
+            self._charge(uid, (pod.get("spec") or {}).get("nodeName", ""), requests)
+
+    def _charge(self, uid: str, node: str, requests: Resources) -> None:
+        self._pod_usage[uid] = (node, requests)
+        self._fit_memo.pop(node, None)
+        used = self._node_used.setdefault(node, {})
+        for name, amount in requests.items():
+            used[name] = used.get(name, Fraction(0)) + amount
+        self.node_pods[node] = self.node_pods.get(node, 0) + 1
+
+    def _release(self, uid: str) -> bool:
+        entry = self._pod_usage.pop(uid, None)
+        if entry is None:
+            return False
+        node, requests = entry
+        self._fit_memo.pop(node, None)
+        used = self._node_used.get(node, {})
+        for name, amount in requests.items():
+            used[name] = used.get(name, Fraction(0)) - amount
+        self.node_pods[node] = self.node_pods.get(node, 1) - 1
+        return True
+
+    # ------------------------------------------------------------------ nodes
+
+    def node_names(self) -> list[str]:
+        """Node names, sorted (the cycle starts at a moving offset)."""
+        if self._node_names is None:
+            keys = self.nodes.keys()
+            self._node_names = sorted(name for _, name in keys)
+        return self._node_names
+
+    def allocatable(self, node: Obj) -> Resources:
+        """The node's allocatable resources, parsed once per node object the informer holds."""
+        name = meta(node).get("name", "")
+        cached = self._node_allocatable.get(name)
+        if cached is None or cached[0] is not node:
+            cached = (node, node_allocatable(node))
+            self._node_allocatable[name] = cached
+        return cached[1]
+
+    def insufficient(self, name: str, node: Obj, requests: Resources, memo_key: RequestsKey | None = None) -> list[str]:
+        """NodeResourcesFit reasons for ``requests`` on ``node`` next to the pods charged to it.
+
+        With ``memo_key`` (the requests in exact integers) the verdict is remembered until the
+        node's usage or allocatable changes.
+        """
+        allocatable = self.allocatable(node)
+        if memo_key is None:
+            return insufficient(requests, self._node_used.get(name, {}), self.node_pods.get(name, 0), allocatable)
+        cached = self._fit_memo.get(name)
+        if cached is not None and cached[0] is allocatable and cached[1] == memo_key:
+            return cached[2]
+        short = insufficient(requests, self._node_used.get(name, {}), self.node_pods.get(name, 0), allocatable)
+        self._fit_memo[name] = (allocatable, memo_key, short)
+        return short
+
+    def _node_added(self, node: Obj) -> None:
+        self._node_names = None
+        self.queue.move_all()
+
+    def _node_updated(self, old: Obj, node: Obj) -> None:
+        o_spec, n_spec = old.get("spec") or {}, node.get("spec") or {}
+        if (
+            meta(old).get("labels") != meta(node).get("labels")
+            or o_spec.get("taints") != n_spec.get("taints")
+            or o_spec.get("unschedulable") != n_spec.get("unschedulable")
+            or (old.get("status") or {}).get("allocatable") != (node.get("status") or {}).get("allocatable")
+        ):
+            self.queue.move_all()
+
+    def _node_deleted(self, node: Obj) -> None:
+        self._node_names = None
+        self._node_allocatable.pop(meta(node).get("name", ""), None)
+        self.search_cache.discard(meta(node).get("name", ""))
+
+    # ------------------------------------------------------------------ slices, classes, rules, namespaces
+
+    def _slice_set(self, obj: Obj) -> None:
+        self.index.set_slice(obj)
+        self.queue.move_all()
+
+    def _class_set(self, obj: Obj) -> None:
+        self.index.set_class(obj)
+        self.queue.move_all()
+
+    def _rule_set(self, obj: Obj) -> None:
+        self.index.set_taint_rule(obj)
+        self.queue.move_all()
+
+    def _rule_deleted(self, obj: Obj) -> None:
+        self.index.remove_taint_rule(meta(obj).get("name", ""))
+        self.queue.move_all()  # untainted devices may fit now
+
+    def _namespace_updated(self, old: Obj, namespace: Obj) -> None:
+        if meta(old).get("labels") != meta(namespace).get("labels"):
+            self.queue.move_all()  # the admin-access label may allow a claim now
+
+    # ------------------------------------------------------------------ claims
+
+    def claim(self, namespace: str, name: str) -> Obj | None:
+        """The newest known version of a claim: the informer's, or one this scheduler just wrote."""
+        informed = self.claims.get(namespace, name)
+        assumed = self._assumed_claims.get((namespace, name))
+        if assumed is not None and (informed is None or _resource_version(assumed) > _resource_version(informed)):
+            return assumed
+        return informed
+
+    def allocating_pod(self, claim_uid: str) -> str | None:
+        """The uid of the pod whose allocation of this claim is being written, if any."""
+        in_flight = self._in_flight.get(claim_uid)
+        return in_flight[1] if in_flight is not None else None
+
+    def assume_allocation(self, claim: Obj, allocation: Mapping[str, Any], pod_uid: str) -> None:
+        """Count ``allocation`` as the claim's while ``pod_uid``'s binding task writes it."""
+        self._in_flight[meta(claim).get("uid", "")] = (allocation, pod_uid)
+        self._refresh(claim)
+
+    def forget_allocation(self, claim: Obj, pod_uid: str) -> None:
+        """Drop ``pod_uid``'s in-flight allocation of the claim (its write failed)."""
+        uid = meta(claim).get("uid", "")
+        in_flight = self._in_flight.get(uid)
+        if in_flight is None or in_flight[1] != pod_uid:
+            return
+        del self._in_flight[uid]
+        key = object_key(claim)
+        current = self.claim(*key)
+        self._refresh(current or claim, gone=current is None)
+        self.queue.claim_ready(key)
+
+    def assume_claim(self, obj: Obj) -> None:
+        """A claim this scheduler wrote: newest known version until the informer catches up; its in-flight state ends."""
+        key = object_key(obj)
+        informed = self.claims.get(*key)
+        if informed is None or _resource_version(obj) > _resource_version(informed):
+            self._assumed_claims[key] = obj
+        self._in_flight.pop(meta(obj).get("uid", ""), None)
+        self._refresh(obj)
+        self.queue.claim_ready(key)
+
+    def _claim_added(self, claim: Obj) -> None:
+        self._refresh(claim)
+        self.queue.claim_ready(object_key(claim))
+
+    def _claim_updated(self, old: Obj, claim: Obj) -> None:
+        key = object_key(claim)
+        assumed = self._assumed_claims.get(key)
+        if assumed is not None and (_resource_version(claim) >= _resource_version(assumed) or meta(assumed).get("uid") != meta(claim).get("uid")):
+            del self._assumed_claims[key]
+        self._refresh(claim)
+        o_status, n_status = old.get("status") or {}, claim.get("status") or {}
+        freed = (o_status.get("allocation") and not n_status.get("allocation")) or len(n_status.get("reservedFor") or []) < len(
+            o_status.get("reservedFor") or []
+        )
+        if freed:
+            self.queue.move_all()
+        self.queue.claim_ready(key)
+
+    def _claim_deleted(self, claim: Obj) -> None:
+        self._assumed_claims.pop(object_key(claim), None)
+        self._refresh(claim, gone=True)
+        if (claim.get("status") or {}).get("allocation"):
+            self.queue.move_all()
+
+    def _refresh(self, claim: Obj, gone: bool = False) -> None:
+        """Recompute one claim's effective allocation (in-flight, else newest known version)."""
+        uid = meta(claim).get("uid", "")
+        in_flight = self._in_flight.get(uid)
+        allocation: Mapping[str, Any] | None
+        if in_flight is not None:
+            allocation = in_flight[0]
+        elif gone:
+            allocation = None
+        else:
+            current = self.claim(*object_key(claim))
+            allocation = (current or {}).get("status", {}).get("allocation") if current else None
+        old = self._allocations.get(uid)
+        if allocation:
+            self._allocations[uid] = allocation
+        else:
+            self._allocations.pop(uid, None)
+        if old == allocation or (not old and not allocation):
+            return
+        if not old and self._state is not None:
+            self._state.add_allocation(allocation)  # only adds: cheap incremental update
+        else:
+            self._state = None  # something was freed or changed: rebuild lazily
+
+    def allocated_state(self) -> AllocatedState:
+        """Devices taken by allocated claims (informer + assumed) and in-flight allocations."""
+        if self._state is None:
+            state = AllocatedState()
+            for allocation in self._allocations.values():
+                state.add_allocation(allocation)
+            self._state = state
+        return self._state

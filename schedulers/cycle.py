@@ -1,0 +1,350 @@
+"""The scheduling cycle: which node a pod goes to, or why none fits, from the cache alone.
+
+Like upstream's framework with the DynamicResources plugin:
+
+1. *PreEnqueue/PreFilter*: resolve the pod's claims (template claims via
+   ``pod.status.resourceClaimStatuses``). A claim that does not exist yet, or that another pod
+   is allocating right now, makes the pod wait (without retries) until that claim shows up or
+   changes.
+2. *Filter*: nodes in a rotating order (upstream's ``nextStartNodeIndex``), checking node
+   selector/affinity, taints, cpu/memory/pods fit, that allocated claims' node selectors match,
+   and finally the allocator for the unallocated claims. The search stops after
+   ``nodes_to_find`` feasible nodes (100, upstream's minimum for percentageOfNodesToScore).
+   Work that repeats across cycles is kept: a node's successful device search for the same
+   claim specs (``SearchCache``, valid while that node's pools, the classes and the allocated
+   state are unchanged) and its cpu/memory/pods verdict for the same requests.
+3. *Score*: fewest free devices left on the node after the allocation (packs devices, so big
+   requests still find empty nodes); ties by node name. Pods without claims to allocate score by
+   the node's pod count instead (spread).
+
+The cycle writes nothing and changes no cache state: it returns a :class:`Placement`, a
+:class:`ScheduleFailure` or :class:`WaitForClaims`, and the scheduler hands that on.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kube.informer import object_key
+from kube.labels import node_selector_matches
+from kube.pods import Resources, pod_requests
+from schedulers.allocator import (
+    Allocated,
+    AllocationError,
+    Allocator,
+    Unschedulable,
+    has_node_allocatable_mapping,
+    node_allocatable_claim_status,
+)
+from schedulers.cache import Key, Obj, RequestsKey, SchedulerCache, is_pod_reference, meta
+from schedulers.nodefit import REASON_AFFINITY, fit_error_message, matches_node_selector_and_affinity, untolerated_taint
+
+log = logging.getLogger("scheduler")
+
+REASON_CLAIM_NOT_ON_NODE = "resourceclaim not available on the node"
+DEFAULT_NODES_TO_FIND = 100
+DEFAULT_FILTER_TIMEOUT = 10.0  # upstream's DynamicResources filterTimeout
+NODE_ALLOCATABLE_FEATURE = "DRANodeAllocatableResources"
+REASON_FEATURE_NOT_DECLARED = f"node(s) did not declare the {NODE_ALLOCATABLE_FEATURE} feature"
+
+
+@dataclass
+class Placement:
+    """The chosen node, and what the binder writes to bind the pod there."""
+
+    node: str
+    claims: list[Obj]  # every claim of the pod, in the order of its spec
+    allocations: dict[str, Mapping[str, Any]]  # claim uid -> new allocation, for claims allocated in this cycle
+    requests: Resources  # what the pod charges the node
+    statuses: list[Obj]  # the pod's status.nodeAllocatableResourceClaimStatuses (KEP-5517), may be empty
+
+
+@dataclass
+class ScheduleFailure:
+    """No node fits; ``message`` is the PodScheduled condition's and the event's text."""
+
+    message: str
+    reason: str = "Unschedulable"
+    # Allocated claims that pin the pod to nodes that do not fit (upstream's PostFilter frees them).
+    pinning_claims: list[Obj] = field(default_factory=list)
+
+
+@dataclass
+class WaitForClaims:
+    """The pod waits (without retries) for these claims to appear or change."""
+
+    claims: list[Key]
+    why: str
+
+
+@dataclass
+class _PodClaims:
+    """The pod's claims split into allocated (with node selectors) and to-be-allocated ones."""
+
+    claims: list[Obj] = field(default_factory=list)
+    allocated: list[Obj] = field(default_factory=list)
+    unallocated: list[Obj] = field(default_factory=list)
+    entry_names: dict[str, str] = field(default_factory=dict)  # claim uid -> the pod's claim entry name
+
+
+class _PodFit:
+    """What one cycle's node filters need from the pod, worked out once instead of per node."""
+
+    __slots__ = ("constrained", "key", "requests")
+
+    def __init__(self, pod: Obj, requests: Resources) -> None:
+        spec = pod.get("spec") or {}
+        self.requests = requests
+        # Exact integers, so comparing with a cached key costs no Fraction arithmetic.
+        self.key: RequestsKey = tuple(sorted((k, v.numerator, v.denominator) for k, v in requests.items()))
+        self.constrained = bool(spec.get("nodeSelector")) or bool((spec.get("affinity") or {}).get("nodeAffinity"))
+
+
+def _claim_containers(pod: Mapping[str, Any], entry_name: str) -> list[str]:
+    """Names of the pod's containers (init first) whose resources.claims name this pod claim entry."""
+    spec = pod.get("spec") or {}
+    return [
+        c.get("name", "")
+        for key in ("initContainers", "containers")
+        for c in spec.get(key) or []
+        if any(r.get("name") == entry_name for r in (c.get("resources") or {}).get("claims") or [])
+    ]
+
+
+def _requests_with(pod: Obj, statuses: list[Obj]) -> Resources:
+    """The pod's requests once ``statuses`` are its node-allocatable claim statuses (the one shared rule)."""
+    return pod_requests({**pod, "status": {**(pod.get("status") or {}), "nodeAllocatableResourceClaimStatuses": statuses}})
+
+
+class SchedulingCycle:
+    """Filter and score the nodes for one pod at a time; see the module docstring."""
+
+    def __init__(
+        self,
+        cache: SchedulerCache,
+        *,
+        nodes_to_find: int = DEFAULT_NODES_TO_FIND,
+        filter_timeout: float | None = DEFAULT_FILTER_TIMEOUT,
+    ) -> None:
+        self.cache = cache
+        self.features = cache.features
+        self.nodes_to_find = max(1, nodes_to_find)
+        self.filter_timeout = filter_timeout
+        self._next_start = 0
+        # What the per-node code reads, bound once: the cache's live index, pod counts and fit check.
+        self._index = cache.index
+        self._node_pods = cache.node_pods
+        self._insufficient = cache.insufficient
+
+    def schedule(self, pod: Obj) -> Placement | ScheduleFailure | WaitForClaims:
+        """One cycle: the node the pod should go to, why none fits, or which claims it waits for."""
+        resolved = self._resolve_claims(pod)
+        if isinstance(resolved, WaitForClaims):
+            return resolved
+        names = self.cache.node_names()
+        if isinstance(resolved, str):
+            return ScheduleFailure(f"0/{len(names)} nodes are available: {resolved}.")
+        # Claim charges are added per node (they depend on the devices chosen); entries an earlier,
+        # failed attempt wrote into the pod status must not count.
+        requests = pod_requests(pod, node_allocatable=False)
+        fit = _PodFit(pod, requests)
+        allocator: Allocator | None = None
+        if resolved.unallocated:
+            allocator = Allocator(
+                self._index,
+                self.cache.allocated_state(),
+                self.features,
+                namespace_labels=self.cache.namespace_labels,
+                timeout=self.filter_timeout,
+                cache=self.cache.search_cache,
+            )
+        selectors = [(c["status"]["allocation"].get("nodeSelector")) for c in resolved.allocated]
+        if self.features.node_allocatable_resources:
+            shared = self._shared_mapping_claim(pod, resolved)
+            if shared is not None:
+                return ScheduleFailure(f"0/{len(names)} nodes are available: {shared}.")
+        reasons: dict[str, int] = {}
+        best: tuple[int, str, Allocated | None, list[Obj]] | None = None
+        feasible = 0
+        n = len(names)
+        start = self._next_start % n if n else 0
+        processed = 0
+        claim_mismatch = False
+        get_node = self.cache.nodes.get
+        for i in range(n):
+            processed += 1
+            name = names[(start + i) % n]
+            node = get_node("", name)
+            if node is None:
+                continue
+            reason, outcome = self._filter(pod, node, fit, selectors, allocator, resolved)
+            if isinstance(reason, AllocationError):
+                # Upstream's Filter returns an Error status for a broken claim or class, which
+                # aborts the cycle with reason SchedulerError. It then retries on a backoff; the
+                # pod waits here for a claim, class or slice event instead, which upstream's own
+                # comment names as the nicer behaviour.
+                return ScheduleFailure(f'running "DynamicResources" filter plugin: {reason}', reason="SchedulerError")
+            if reason is not None:
+                claim_mismatch = claim_mismatch or reason == REASON_CLAIM_NOT_ON_NODE
+                reasons[reason] = reasons.get(reason, 0) + 1
+                continue
+            statuses: list[Obj] = []
+            if self.features.node_allocatable_resources and resolved.claims:
+                statuses = self._node_allocatable_statuses(pod, resolved, outcome)
+                short = self._node_allocatable_misfit(node, pod, statuses) if statuses else None
+                if short is not None:
+                    reasons[short] = reasons.get(short, 0) + 1
+                    continue
+            feasible += 1
+            score = self._score(node, allocator, outcome)
+            if best is None or (score, name) < (best[0], best[1]):
+                best = (score, name, outcome, statuses)
+            if feasible >= self.nodes_to_find:
+                break
+        self._next_start = (start + processed) % n if n else 0
+        if best is None:
+            return ScheduleFailure(fit_error_message(n, reasons), pinning_claims=resolved.allocated if claim_mismatch else [])
+        _, node_name, outcome, statuses = best
+        allocations = outcome.allocations if outcome is not None else []
+        return Placement(
+            node=node_name,
+            claims=resolved.claims,
+            allocations=dict(zip((meta(c).get("uid", "") for c in resolved.unallocated), allocations, strict=True)),
+            requests=_requests_with(pod, statuses) if statuses else requests,
+            statuses=statuses,
+        )
+
+    def _resolve_claims(self, pod: Obj) -> _PodClaims | WaitForClaims | str:
+        """The pod's claims, a reason to wait for some of them, or an unschedulable message."""
+        ns, _ = object_key(pod)
+        pod_uid = meta(pod).get("uid", "")
+        statuses = {s.get("name"): s for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []}
+        out = _PodClaims()
+        waiting: list[Key] = []
+        why = ""
+        for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
+            name = entry.get("resourceClaimName")
+            template = not name and bool(entry.get("resourceClaimTemplateName"))
+            if template:
+                status = statuses.get(entry.get("name"))
+                if status is None:
+                    # The controller has not created the claim yet; the pod update will requeue us.
+                    waiting.append((ns, f"<pod {pod_uid} entry {entry.get('name')}>"))
+                    why = f"waiting for resource claim of entry {entry.get('name')}"
+                    continue
+                name = status.get("resourceClaimName")
+                if not name:
+                    continue  # intentionally no claim
+            if not name:
+                continue
+            claim = self.cache.claim(ns, name)
+            if claim is None:
+                waiting.append((ns, name))
+                why = f"waiting for resourceclaim {name!r} to be created"
+                continue
+            claim_meta = meta(claim)
+            if claim_meta.get("deletionTimestamp"):
+                return f'resourceclaim "{name}" is being deleted'
+            if template and not any(o.get("uid") == pod_uid and o.get("controller") for o in claim_meta.get("ownerReferences") or []):
+                return f'ResourceClaim {ns}/{name} was not created for pod {meta(pod).get("name")} (pod is not owner)'
+            uid = claim_meta.get("uid", "")
+            allocating = self.cache.allocating_pod(uid)
+            if allocating is not None and allocating != pod_uid:
+                # Another pod's allocation of this claim is being written; use it once it lands.
+                waiting.append((ns, name))
+                why = f"resource claim {ns}/{name} is in the process of being allocated"
+                continue
+            out.claims.append(claim)
+            out.entry_names[uid] = entry.get("name", "")
+            if (claim.get("status") or {}).get("allocation"):
+                out.allocated.append(claim)
+            else:
+                out.unallocated.append(claim)
+        if waiting:
+            return WaitForClaims(waiting, why)
+        return out
+
+    def _filter(
+        self,
+        pod: Obj,
+        node: Obj,
+        fit: _PodFit,
+        selectors: list[Any],
+        allocator: Allocator | None,
+        claims: _PodClaims,
+    ) -> tuple[str | AllocationError | None, Allocated | None]:
+        """The first reason ``node`` does not fit (or None, with the allocation result)."""
+        if fit.constrained and not matches_node_selector_and_affinity(pod, node):
+            return REASON_AFFINITY, None
+        node_spec = node.get("spec") or {}
+        if node_spec.get("taints") or node_spec.get("unschedulable"):
+            taint = untolerated_taint(pod, node)
+            if taint is not None:
+                return taint, None
+        name = meta(node).get("name", "")
+        short = self._insufficient(name, node, fit.requests, fit.key)
+        if short:
+            return short[0], None
+        for selector in selectors:
+            if not node_selector_matches(selector, node):
+                return REASON_CLAIM_NOT_ON_NODE, None
+        if allocator is None:
+            return None, None
+        try:
+            outcome = allocator.allocate(node, claims.unallocated)
+        except AllocationError as exc:
+            return exc, None
+        if isinstance(outcome, Unschedulable):
+            # Upstream's per-node reason is the short form; the details go to the debug log.
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("claims do not fit", extra={"pod": "/".join(object_key(pod)), "node": name, "why": outcome.message})
+            return outcome.reason, None
+        return None, outcome
+
+    def _score(self, node: Obj, allocator: Allocator | None, outcome: Allocated | None) -> int:
+        """Free devices left on the node after this allocation (lower is better: pack devices).
+
+        Pods without claims to allocate spread instead: the score is the node's pod count
+        (upstream's default LeastAllocated leans the same way), so they do not pile onto the first
+        node by name and block its devices with the pods limit.
+        """
+        if allocator is None or outcome is None:
+            return self._node_pods.get(meta(node).get("name", ""), 0)
+        if outcome.free_left is not None:
+            return outcome.free_left
+        return len(allocator.free_candidates(self._index.node_view(node))) - outcome.exclusive_devices
+
+    # --- KEP-5517 node allocatable resources (DRANodeAllocatableResources) ---
+
+    def _shared_mapping_claim(self, pod: Obj, claims: _PodClaims) -> str | None:
+        """Why the pod may not use an allocated claim: its devices map capacity into node
+        allocatable, which is charged once, so such a claim serves one pod only."""
+        pod_uid = meta(pod).get("uid", "")
+        for claim in claims.allocated:
+            others = [r for r in (claim.get("status") or {}).get("reservedFor") or [] if is_pod_reference(r) and r.get("uid") != pod_uid]
+            if others and has_node_allocatable_mapping(claim["status"]["allocation"], self._index):
+                return f"resourceclaim {meta(claim).get('name')} maps node allocatable resources and is already in use by pod {others[0].get('name')}"
+        return None
+
+    def _node_allocatable_statuses(self, pod: Obj, claims: _PodClaims, outcome: Allocated | None) -> list[Obj]:
+        """The pod's ``status.nodeAllocatableResourceClaimStatuses`` for this node's allocation."""
+        new = dict(zip((meta(c).get("uid", "") for c in claims.unallocated), outcome.allocations, strict=True)) if outcome else {}
+        statuses = []
+        for claim in claims.claims:
+            uid = meta(claim).get("uid", "")
+            allocation = new.get(uid) or (claim.get("status") or {}).get("allocation")
+            containers = _claim_containers(pod, claims.entry_names.get(uid, ""))
+            entry = node_allocatable_claim_status(meta(claim).get("name", ""), allocation, self._index, containers)
+            if entry is not None:
+                statuses.append(entry)
+        return statuses
+
+    def _node_allocatable_misfit(self, node: Obj, pod: Obj, statuses: list[Obj]) -> str | None:
+        """Nodes must declare the feature, and fit the pod's requests plus what its claims charge."""
+        if NODE_ALLOCATABLE_FEATURE not in ((node.get("status") or {}).get("declaredFeatures") or []):
+            return REASON_FEATURE_NOT_DECLARED
+        short = self._insufficient(meta(node).get("name", ""), node, _requests_with(pod, statuses))
+        return short[0] if short else None

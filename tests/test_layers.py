@@ -1,0 +1,121 @@
+"""The import graph: the programs on the shared libraries, and no import running back up a layer.
+
+docs/architecture.md draws these layers; this test keeps the code honest to the drawing.
+Every import in every module counts, including ones inside functions.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Package -> the project packages it may import (besides itself). Lower layers first.
+ALLOWED: dict[str, set[str]] = {
+    "kube": set(),
+    # The kubelet's gRPC plugin interfaces (protos and stubs), shared by the simulator and drivers.
+    "kubeletapi": set(),
+    "app.storage": {"kube"},
+    "app.registry": {"kube"},
+    "app.config": {"kube"},
+    "app.metrics": {"kube", "app.storage", "app.registry"},
+    "app.api": {"kube", "app.storage", "app.registry", "app.config", "app.metrics"},
+    "app": {"kube", "app.storage", "app.registry", "app.api", "app.config", "app.metrics", "migrations"},
+    "schedulers": {"kube"},
+    "controllers": {"kube"},
+    "kubeletsim": {"kube", "kubeletapi"},
+    # A DRA driver: a client of the API and of the kubelet, like any external driver.
+    "exampledriver": {"kube", "kubeletapi"},
+    "migrations": {"kube", "app.storage"},
+    "devtools": {"kube", "app"},
+    "bench": {"kube", "devtools", "schedulers", "controllers", "kubeletsim", "exampledriver", "app"},
+}
+PROJECT_PACKAGES = ("kube", "kubeletapi", "app", "schedulers", "controllers", "kubeletsim", "exampledriver", "devtools", "bench", "migrations")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _exists(module: str) -> bool:
+    path = ROOT.joinpath(*module.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def _imports(path: Path, module: str | None = None) -> Iterator[tuple[int, str]]:
+    """(line, module) for every module ``path`` (the module ``module``) imports."""
+    module = module or _module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                source = ".".join([*base, node.module] if node.module else base)
+            else:
+                source = node.module or ""
+            for alias in node.names:
+                # `from kube import errors` imports the module kube.errors; `from kube.errors import
+                # ApiError` imports kube.errors.
+                submodule = f"{source}.{alias.name}"
+                yield node.lineno, submodule if _exists(submodule) else source
+
+
+def _layer(module: str) -> str | None:
+    """The most specific package of ALLOWED that holds ``module``."""
+    best: str | None = None
+    for layer in ALLOWED:
+        if (module == layer or module.startswith(layer + ".")) and (best is None or len(layer) > len(best)):
+            best = layer
+    return best
+
+
+def _is_project(module: str) -> bool:
+    return module.split(".")[0] in PROJECT_PACKAGES
+
+
+def _source_files() -> list[Path]:
+    return sorted(p for pkg in ALLOWED if "." not in pkg for p in (ROOT / pkg).rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", _source_files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_module_imports_only_lower_layers(path: Path) -> None:
+    own = _layer(_module_name(path))
+    assert own is not None
+    wrong = [
+        f"{path.relative_to(ROOT)}:{line} imports {target} ({other} is not below {own})"
+        for line, target in _imports(path)
+        if _is_project(target)
+        and (other := _layer(target)) != own
+        and other not in ALLOWED[own]
+        # A module may import the package that holds it (its __init__ only).
+        and not own.startswith(f"{other}.")
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_four_programs_share_only_kube() -> None:
+    """Server, scheduler, controller, simulator and example driver never import one another."""
+    programs = ("app", "schedulers", "controllers", "kubeletsim", "exampledriver")
+    for program in programs:
+        for path in (ROOT / program).rglob("*.py"):
+            for line, target in _imports(path):
+                top = target.split(".")[0]
+                assert top == program or top not in programs, f"{path.relative_to(ROOT)}:{line} imports {target}"
+
+
+def test_the_rule_catches_an_upward_import(tmp_path: Path) -> None:
+    """The checker itself: an import from app.registry into app.api is reported."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("from app.api import schemas\n")
+    assert list(_imports(bad, "app.registry.resource.bad")) == [(1, "app.api.schemas")]
+    assert _layer("app.api.schemas") not in ALLOWED[_layer("app.registry.resource.bad") or ""]
