@@ -23,6 +23,7 @@ from kube.cel_parser import (
     Literal,
     ParsedAST,
     Select,
+    qualified_name,
 )
 from kube.cel_types import (
     ANY_K,
@@ -419,20 +420,8 @@ class _Checker:
         self.set_type(e, ERROR)
         self.error(e.id, f"undeclared reference to '{e.name}' (in container '{self.decls.container}')")
 
-    def qualified_name(self, e: Expr) -> str | None:
-        parts: list[str] = []
-        while isinstance(e, Select):
-            if e.test_only:
-                return None
-            parts.append(e.field)
-            e = e.operand
-        if isinstance(e, Ident):
-            parts.append(e.name)
-            return ".".join(reversed(parts))
-        return None
-
     def check_select(self, e: Select) -> None:
-        name = self.qualified_name(e)
+        name = qualified_name(e)
         if name is not None:
             root = name.split(".", 1)[0]
             if self.lookup_local(root) is None or name.startswith("."):
@@ -487,7 +476,7 @@ class _Checker:
                 return
             self.resolve_overload(e, fn, None)
             return
-        qualified = self.qualified_name(e.target)
+        qualified = qualified_name(e.target)
         if qualified is not None:
             fn = self.resolve_function(qualified + "." + e.function)
             if fn is not None:

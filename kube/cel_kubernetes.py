@@ -12,11 +12,10 @@ from urllib.parse import unquote
 
 from kube.cel_checker import Function
 from kube.cel_cost import ONE, AstNode, CallEstimate, Estimate, fixed
-from kube.cel_library import A, fn, ov
+from kube.cel_library import COMPARABLE_TYPES, A, fn, ov
 from kube.cel_regex import find, find_all
 from kube.cel_types import (
     BOOL,
-    BYTES,
     BYTES_K,
     DOUBLE,
     DURATION,
@@ -30,7 +29,6 @@ from kube.cel_types import (
     STRING,
     STRING_K,
     STRUCT_K,
-    TIMESTAMP,
     UINT,
     EvalError,
     Optional,
@@ -861,16 +859,7 @@ def _format_validate(f: NamedFormat, s: str) -> Optional:
 
 # --- declarations -------------------------------------------------------------------------------
 
-_COMPARABLE = [
-    ("int", INT),
-    ("uint", UINT),
-    ("double", DOUBLE),
-    ("bool", BOOL),
-    ("duration", DURATION),
-    ("timestamp", TIMESTAMP),
-    ("string", STRING),
-    ("bytes", BYTES),
-]
+
 _SUMMABLE = [("int", INT, 0), ("uint", UINT, UInt(0)), ("double", DOUBLE, 0.0), ("duration", DURATION, None)]
 
 
@@ -903,10 +892,10 @@ def kubernetes_libraries() -> list[Function]:
             ov("string_find_all_string_int", (STRING, STRING, INT), list_of(STRING), find_all, member=True),
         ),
         # lists
-        fn("isSorted", *[ov(f"list_{n}_is_sorted_bool", (list_of(t),), BOOL, _is_sorted, member=True) for n, t in _COMPARABLE]),
+        fn("isSorted", *[ov(f"list_{n}_is_sorted_bool", (list_of(t),), BOOL, _is_sorted, member=True) for n, t in COMPARABLE_TYPES]),
         fn("sum", *sums),
-        fn("max", *[ov(f"list_{n}_max_{n}", (list_of(t),), t, _extreme("max", -1), member=True) for n, t in _COMPARABLE]),
-        fn("min", *[ov(f"list_{n}_min_{n}", (list_of(t),), t, _extreme("min", 1), member=True) for n, t in _COMPARABLE]),
+        fn("max", *[ov(f"list_{n}_max_{n}", (list_of(t),), t, _extreme("max", -1), member=True) for n, t in COMPARABLE_TYPES]),
+        fn("min", *[ov(f"list_{n}_min_{n}", (list_of(t),), t, _extreme("min", 1), member=True) for n, t in COMPARABLE_TYPES]),
         fn("indexOf", ov("list_a_index_of_int", (list_of(A), A), INT, _index_of, member=True)),
         fn("lastIndexOf", ov("list_a_last_index_of_int", (list_of(A), A), INT, _last_index_of, member=True)),
         # quantity

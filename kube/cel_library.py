@@ -331,28 +331,28 @@ def _char_at(s: str, i: int) -> str:
     return s[i : i + 1]
 
 
-def _index_of(s: str, sub: str, offset: int = 0) -> int:
+def _offset_answer(s: str, sub: str, offset: int) -> int | None:
+    """What indexOf/lastIndexOf answer without searching: an error for a negative offset, the
+    offset itself (at most the length) for an empty needle, -1 past the end."""
     if offset < 0:
         raise EvalError(f"index out of range: {offset}")
     if sub == "":
         return min(offset, len(s))
     if offset >= len(s):
         return -1
-    return s.find(sub, offset)
+    return None
+
+
+def _index_of(s: str, sub: str, offset: int = 0) -> int:
+    early = _offset_answer(s, sub, offset)
+    return early if early is not None else s.find(sub, offset)
 
 
 def _last_index_of(s: str, sub: str, offset: int | None = None) -> int:
     if offset is None:
-        if sub == "":
-            return len(s)
-        return s.rfind(sub)
-    if offset < 0:
-        raise EvalError(f"index out of range: {offset}")
-    if sub == "":
-        return min(offset, len(s))
-    if offset >= len(s):
-        return -1
-    return s.rfind(sub, 0, offset + len(sub))
+        return len(s) if sub == "" else s.rfind(sub)
+    early = _offset_answer(s, sub, offset)
+    return early if early is not None else s.rfind(sub, 0, offset + len(sub))
 
 
 def _ascii_case(upper: bool) -> Callable[[str], str]:
@@ -747,7 +747,7 @@ def sets_extension() -> list[Function]:
     ]
 
 
-_COMPARABLE = [
+COMPARABLE_TYPES = [
     ("int", INT),
     ("uint", UINT),
     ("double", DOUBLE),
@@ -777,14 +777,14 @@ def lists_extension(version: int = 3) -> list[Function]:
                 "sort",
                 *[
                     ov(f"list_{n}_sort", (list_of(t),), list_of(t), lambda lst: _sort_by_keys(lst, lst), member=True)
-                    for n, t in _COMPARABLE
+                    for n, t in COMPARABLE_TYPES
                 ],
             )
         )
         out.append(
             fn(
                 "@sortByAssociatedKeys",
-                *[ov(f"list_{n}_sortByAssociatedKeys", (lt, list_of(t)), lt, _sort_by_keys, member=True) for n, t in _COMPARABLE],
+                *[ov(f"list_{n}_sortByAssociatedKeys", (lt, list_of(t)), lt, _sort_by_keys, member=True) for n, t in COMPARABLE_TYPES],
             )
         )
         out.append(fn("lists.range", ov("lists_range", (INT,), list_of(INT), _lists_range)))
@@ -910,7 +910,7 @@ EXTENSION_RUNTIME_COSTS: dict[str, RuntimeCost] = {
     "list_sets_intersects_list": lambda args, result: 1 + int(size_of(args[0]) * size_of(args[1]) * 1.0),
     "list_sets_equivalent_list": lambda args, result: 1 + int(size_of(args[0]) * size_of(args[1]) * 2.0),
 }
-for _n, _t in _COMPARABLE:
+for _n, _t in COMPARABLE_TYPES:
     EXTENSION_RUNTIME_COSTS[f"list_{_n}_sort"] = lambda args, result: _self_compare(args[0])
     EXTENSION_RUNTIME_COSTS[f"list_{_n}_sortByAssociatedKeys"] = lambda args, result: _self_compare(args[1])
 
@@ -995,6 +995,6 @@ EXTENSION_ESTIMATORS: dict[str, Callable[..., CallEstimate | None]] = {
     "list_sets_intersects_list": _est_sets(1),
     "list_sets_equivalent_list": _est_sets(2),
 }
-for _n, _t in _COMPARABLE:
+for _n, _t in COMPARABLE_TYPES:
     EXTENSION_ESTIMATORS[f"list_{_n}_sort"] = _est_sort(_t, False)
     EXTENSION_ESTIMATORS[f"list_{_n}_sortByAssociatedKeys"] = _est_sort(_t, True)

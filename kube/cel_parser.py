@@ -589,23 +589,32 @@ class _Parser:
             return self.global_call(op_id, leading_dot + name, self.expr_list(")"))
         return Ident(self.new_id(tok.pos), leading_dot + name)
 
+    def optional_marker(self) -> bool:
+        """An optional entry's leading '?' (only with optional syntax enabled)."""
+        if not self.at("?"):
+            return False
+        q = self.take()
+        if not self.optional_syntax:
+            raise ParseError([Issue(q.pos, "unsupported syntax '?'")])
+        return True
+
+    def separator(self, close: str) -> None:
+        """After an entry: a comma, or the closing bracket (left for the caller)."""
+        if self.at(","):
+            self.take()
+        elif not self.at(close):
+            tok = self.peek()
+            self.fail(tok, f"mismatched input '{tok.text}' expecting {{'{close}', ','}}")
+
     def create_list(self, open_tok: Token) -> Expr:
         list_id = self.new_id(open_tok.pos)
         elements: list[Expr] = []
         optionals: set[int] = set()
         while not self.at("]"):
-            if self.at("?"):
-                q = self.take()
-                if not self.optional_syntax:
-                    raise ParseError([Issue(q.pos, "unsupported syntax '?'")])
+            if self.optional_marker():
                 optionals.add(len(elements))
             elements.append(self.expr())
-            if self.at(","):
-                self.take()
-                continue
-            if not self.at("]"):
-                tok = self.peek()
-                self.fail(tok, f"mismatched input '{tok.text}' expecting {{']', ','}}")
+            self.separator("]")
         self.take()
         return CreateList(list_id, elements, frozenset(optionals))
 
@@ -613,22 +622,12 @@ class _Parser:
         map_id = self.new_id(open_tok.pos)
         entries: list[MapEntry] = []
         while not self.at("}"):
-            optional = False
-            if self.at("?"):
-                q = self.take()
-                if not self.optional_syntax:
-                    raise ParseError([Issue(q.pos, "unsupported syntax '?'")])
-                optional = True
+            optional = self.optional_marker()
             key = self.expr()
             colon = self.expect(":")
             value = self.expr()
             entries.append(MapEntry(self.new_id(colon.pos), key, value, optional))
-            if self.at(","):
-                self.take()
-                continue
-            if not self.at("}"):
-                tok = self.peek()
-                self.fail(tok, f"mismatched input '{tok.text}' expecting {{'}}', ','}}")
+            self.separator("}")
         self.take()
         return CreateMap(map_id, entries)
 
@@ -636,12 +635,7 @@ class _Parser:
         struct_id = self.new_id(open_tok.pos)
         fields: list[FieldInit] = []
         while not self.at("}"):
-            optional = False
-            if self.at("?"):
-                q = self.take()
-                if not self.optional_syntax:
-                    raise ParseError([Issue(q.pos, "unsupported syntax '?'")])
-                optional = True
+            optional = self.optional_marker()
             name_tok = self.take()
             if name_tok.kind not in ("ident", "escident"):
                 self.fail(name_tok, f"mismatched input '{name_tok.text}' expecting IDENTIFIER")
@@ -649,12 +643,7 @@ class _Parser:
             colon = self.expect(":")
             value = self.expr()
             fields.append(FieldInit(self.new_id(colon.pos), name, value, optional))
-            if self.at(","):
-                self.take()
-                continue
-            if not self.at("}"):
-                tok = self.peek()
-                self.fail(tok, f"mismatched input '{tok.text}' expecting {{'}}', ','}}")
+            self.separator("}")
         self.take()
         return CreateStruct(struct_id, type_name, fields)
 
@@ -741,6 +730,20 @@ class _Parser:
             nid, self.copy(e.iter_range, call_id), e.iter_var, e.iter_var2, e.accu_var, self.copy(e.accu_init, call_id),
             self.copy(e.loop_condition, call_id), self.copy(e.loop_step, call_id), self.copy(e.result, call_id),
         )  # fmt: skip
+
+
+def qualified_name(e: Expr) -> str | None:
+    """``a.b.c`` for a chain of field selections on an identifier (not presence tests), else None."""
+    parts: list[str] = []
+    while isinstance(e, Select):
+        if e.test_only:
+            return None
+        parts.append(e.field)
+        e = e.operand
+    if isinstance(e, Ident):
+        parts.append(e.name)
+        return ".".join(reversed(parts))
+    return None
 
 
 def _ident_name(e: Expr) -> str | None:

@@ -26,6 +26,7 @@ from kube.cel_parser import (
     Literal,
     Select,
     is_bind,
+    qualified_name,
 )
 from kube.cel_regex import RegexError, compile_regex
 from kube.cel_types import (
@@ -159,32 +160,26 @@ def go_type_name(v: Any) -> str:
     return go if isinstance(go, str) else type(v).__name__
 
 
+# What a library function raises when handed a value of a kind it does not take (dyn arguments).
+_IMPL_ERRORS = (TypeError, AttributeError, ValueError, KeyError, IndexError, OverflowError, ZeroDivisionError, RecursionError)
+_EXACT_TYPES: dict[int, type] = {INT_K: int, UINT_K: UInt, DOUBLE_K: float, STRING_K: str, BOOL_K: bool, BYTES_K: bytes, NULL_K: type(None)}
+
+
 def value_matches(t: Type, v: Any) -> bool:
     """cel-go's runtime type guard: does a value fit a parameter's type (top level only)?"""
     k = t.kind
     if k in (DYN_K, PARAM_K, ANY_K, ERROR_K):
         return True
-    vt = type(v)
-    if k == INT_K:
-        return vt is int
-    if k == UINT_K:
-        return vt is UInt
-    if k == DOUBLE_K:
-        return vt is float
-    if k == STRING_K:
-        return vt is str
-    if k == BOOL_K:
-        return vt is bool
-    if k == BYTES_K:
-        return vt is bytes
-    if k == NULL_K:
-        return v is None
+    exact = _EXACT_TYPES.get(k)
+    if exact is not None:
+        return type(v) is exact
     if k == LIST_K:
         return isinstance(v, list | tuple)
     if k == MAP_K:
         return isinstance(v, dict)
     if k == TYPE_K:
-        return vt is Type
+        return type(v) is Type
+    vt = type(v)
     if k == OPAQUE_K and t.name == OPTIONAL_NAME:
         return vt is Optional
     lib = LIBRARY_TYPES.get(vt)
@@ -310,7 +305,7 @@ class Planner:
             return self.global_var(ref.name, ref.name)
         if not self.ast.types and not e.test_only:
             # Unchecked: a dotted name may still be a variable (or a type name).
-            qualified = _qualified(e)
+            qualified = qualified_name(e)
             if qualified is not None and self.lookup_local(qualified.split(".")[0]) is None:
                 names = self.config.candidates(qualified)
                 if any(n in self.config.variables or n in self.config.type_values for n in names):
@@ -501,7 +496,7 @@ class Planner:
             if ref.value == "namespaced":
                 target = None
         elif target is not None and not self.ast.types:
-            qualified = _qualified(target)
+            qualified = qualified_name(target)
             if qualified is not None and self.lookup_local(qualified.split(".")[0]) is None:
                 fn = self.config.lookup_function(qualified + "." + name)
                 if fn is not None:
@@ -621,7 +616,7 @@ class Planner:
                 x = a0(f)
                 try:
                     result = impl(x)
-                except (TypeError, AttributeError, ValueError, KeyError, IndexError, OverflowError, ZeroDivisionError) as exc:
+                except _IMPL_ERRORS as exc:
                     raise EvalError(f"no such overload: {name}") from exc
                 t = f[1]
                 t.cost += cost if type(cost) is int else cost([x], result)  # type: ignore[operator]
@@ -632,38 +627,20 @@ class Planner:
             call = call1
         elif len(args) == 2 and guards is None and precheck is None:
             a0, a1 = args
-            if type(cost) is int:
-                fixed_cost: int = cost
 
-                def call2(f: Frame) -> Any:
-                    x, y = a0(f), a1(f)
-                    try:
-                        result = impl(x, y)
-                    except (TypeError, AttributeError, ValueError, KeyError, IndexError, OverflowError, ZeroDivisionError) as exc:
-                        raise EvalError(f"no such overload: {name}") from exc
-                    t = f[1]
-                    t.cost += fixed_cost
-                    if t.cost > t.limit:
-                        raise CostLimitExceeded(COST_LIMIT_MESSAGE)
-                    return result
+            def call2(f: Frame) -> Any:
+                x, y = a0(f), a1(f)
+                try:
+                    result = impl(x, y)
+                except _IMPL_ERRORS as exc:
+                    raise EvalError(f"no such overload: {name}") from exc
+                t = f[1]
+                t.cost += cost if type(cost) is int else cost([x, y], result)  # type: ignore[operator]
+                if t.cost > t.limit:
+                    raise CostLimitExceeded(COST_LIMIT_MESSAGE)
+                return result
 
-                call = call2
-            else:
-                cost_fn: RuntimeCost = cost  # type: ignore[assignment]
-
-                def call2c(f: Frame) -> Any:
-                    x, y = a0(f), a1(f)
-                    try:
-                        result = impl(x, y)
-                    except (TypeError, AttributeError, ValueError, KeyError, IndexError, OverflowError, ZeroDivisionError) as exc:
-                        raise EvalError(f"no such overload: {name}") from exc
-                    t = f[1]
-                    t.cost += cost_fn([x, y], result)
-                    if t.cost > t.limit:
-                        raise CostLimitExceeded(COST_LIMIT_MESSAGE)
-                    return result
-
-                call = call2c
+            call = call2
         else:
 
             def call(f: Frame) -> Any:
@@ -832,25 +809,12 @@ class _LazyInit:
         self.init = init
 
 
-def _qualified(e: Expr) -> str | None:
-    parts: list[str] = []
-    while isinstance(e, Select):
-        if e.test_only:
-            return None
-        parts.append(e.field)
-        e = e.operand
-    if isinstance(e, Ident):
-        parts.append(e.name)
-        return ".".join(reversed(parts))
-    return None
-
-
 def _invoke(name: str, impl: Callable[..., Any], values: list[Any]) -> Any:
     try:
         return impl(*values)
     except EvalError:
         raise
-    except (TypeError, AttributeError, ValueError, KeyError, IndexError, OverflowError, ZeroDivisionError, RecursionError) as exc:
+    except _IMPL_ERRORS as exc:
         raise EvalError(f"no such overload: {name}") from exc
 
 
