@@ -527,7 +527,9 @@ class DeviceView(dict[str, Any]):
     """The ``device`` variable, built once per device from an allocation-style device dict.
 
     Build it once and pass it to many ``evaluate`` calls (the scheduler evaluates several
-    selectors per device); a plain dict is converted on every call.
+    selectors per device); a plain dict is converted on every call. An attribute whose value
+    cannot be used (no value of a known kind, an invalid version) makes every evaluation fail,
+    as upstream's conversion of the device does.
     """
 
     cel_type_name = DEVICE_TYPE.name
@@ -535,23 +537,44 @@ class DeviceView(dict[str, Any]):
     def __init__(self, device: Mapping[str, Any]) -> None:
         super().__init__()
         driver = device.get("driver", "")
+        self.problem: str | None = None
         self["driver"] = driver
-        self["attributes"] = _group(device.get("attributes") or {}, driver, _attribute_value)
+        self["attributes"] = _group(device.get("attributes") or {}, driver, self._attribute_value)
         self["capacity"] = _group(device.get("capacity") or {}, driver, _capacity_value)
         self["allowMultipleAllocations"] = bool(device.get("allowMultipleAllocations"))
 
+    def _attribute_value(self, name: str, value: Any) -> Any:
+        if not (isinstance(value, dict) and _is_typed_value(value)):
+            return value
+        for key in ("int", "bool", "string"):
+            if value.get(key) is not None:
+                return value[key]
+        try:
+            if value.get("version") is not None:
+                return Semver(value["version"])
+            for key in ("ints", "bools", "strings"):
+                if value.get(key) is not None:
+                    return list(value[key])
+            if value.get("versions") is not None:
+                return [Semver(v) for v in value["versions"]]
+        except EvalError as exc:
+            self.problem = self.problem or f"attribute {name}: parse semantic version: {exc}"
+            return None
+        self.problem = self.problem or f"attribute {name}: unsupported attribute value"
+        return None
 
-def _group(values: Mapping[str, Any], driver: str, convert: Callable[[Any], Any]) -> _DefaultingMap:
+
+def _group(values: Mapping[str, Any], driver: str, convert: Callable[[str, Any], Any]) -> _DefaultingMap:
     """Grouped (domain -> name -> value) input is kept; flat qualified names are grouped."""
     out = _DefaultingMap()
     for key, value in values.items():
         if isinstance(value, dict) and "/" not in key and not _is_typed_value(value):
-            out.setdefault(key, {}).update({k: convert(v) for k, v in value.items()})
+            out.setdefault(key, {}).update({k: convert(f"{key}/{k}", v) for k, v in value.items()})
             continue
         domain, sep, name = key.partition("/")
         if not sep:
             domain, name = driver, key
-        out.setdefault(domain, {})[name] = convert(value)
+        out.setdefault(domain, {})[name] = convert(key, value)
     return out
 
 
@@ -559,36 +582,7 @@ def _is_typed_value(value: Mapping[str, Any]) -> bool:
     return bool(value.keys() & {"int", "bool", "string", "version", "ints", "bools", "strings", "versions", "value"})
 
 
-def _attribute_value(value: Any) -> Any:
-    if isinstance(value, dict) and _is_typed_value(value):
-        for key in ("int", "bool", "string"):
-            if value.get(key) is not None:
-                return value[key]
-        if value.get("version") is not None:
-            return _semver_attribute(value["version"])
-        for key in ("ints", "bools", "strings"):
-            if value.get(key) is not None:
-                return list(value[key])
-        if value.get("versions") is not None:
-            return [_semver_attribute(v) for v in value["versions"]]
-        return _Unsupported()
-    return value
-
-
-class _Unsupported:
-    """An attribute with no value of a known kind: using it is a runtime error."""
-
-    go_type_name = "unsupported"
-
-
-def _semver_attribute(text: str) -> Semver:
-    try:
-        return Semver(text)
-    except EvalError:
-        return Semver("0.0.0")
-
-
-def _capacity_value(value: Any) -> Any:
+def _capacity_value(name: str, value: Any) -> Any:
     if isinstance(value, Quantity):
         return value
     if isinstance(value, dict) and "value" in value:
@@ -618,6 +612,8 @@ class CompiledSelector:
     def evaluate_value(self, device: Mapping[str, Any], *, cost_limit: float | None = None, deadline: float | None = None) -> Any:
         """Evaluate without requiring a bool (derived attributes)."""
         view = device if isinstance(device, DeviceView) else DeviceView(device)
+        if view.problem is not None:
+            raise CELRuntimeError(self.expression, view.problem)
         return self.program.evaluate({"device": view}, cost_limit=cost_limit, deadline=deadline)
 
 

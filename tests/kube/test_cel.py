@@ -329,3 +329,12 @@ def test_derived_attribute_result_types() -> None:
 
 def test_cache_returns_same_program() -> None:
     assert compile_selector(TYPICAL) is compile_selector(TYPICAL)
+
+
+def test_device_with_an_unusable_attribute_fails_every_selector() -> None:
+    device = {"driver": "d", "attributes": {"v": {"version": "1.x.0"}, "ok": {"int": 1}}}
+    with pytest.raises(CELRuntimeError) as info:
+        compile_selector('device.attributes["d"].ok == 1').evaluate(device)
+    assert info.value.detail.startswith("attribute v: parse semantic version: Invalid character(s) found in minor number")
+    with pytest.raises(CELRuntimeError, match="attribute d/e: unsupported attribute value"):
+        compile_selector("true").evaluate({"driver": "d", "attributes": {"d": {"e": {"ints": None}}}})
