@@ -22,7 +22,6 @@ comprehensions, no way to add the ``sortBy`` macro).
 
 from __future__ import annotations
 
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -88,13 +87,11 @@ from kube.cel_time import parse_duration, parse_timestamp, time_library
 from kube.cel_types import (
     BOOL,
     DYN,
-    INT,
     LIST_K,
     OPTIONAL,
     STRING,
     EvalError,
     Type,
-    list_of,
     map_of,
     struct,
     type_name,
@@ -677,12 +674,3 @@ def validate_selector_expression(expression: str, path: str, result_type: str = 
             return [FieldError(INTERNAL, path, str(exc))]
         return [invalid(path, expression, str(exc))]
     return []
-
-
-def deadline_after(seconds: float) -> float:
-    """A deadline for ``evaluate(..., deadline=...)``."""
-    return time.monotonic() + seconds
-
-
-# Re-exported for callers that build their own environments.
-TYPES = {"bool": BOOL, "int": INT, "string": STRING, "dyn": DYN, "list_of": list_of, "map_of": map_of}

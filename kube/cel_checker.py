@@ -61,7 +61,6 @@ from kube.cel_types import (
     list_of,
     map_of,
     optional_of,
-    type_of,
 )
 
 # --- declarations ------------------------------------------------------------------------------
@@ -76,8 +75,6 @@ class Overload:
     result: Type
     member: bool = False
     impl: Callable[..., Any] | None = None
-    # Runtime type guards: the kinds each argument must have at runtime (None: any).
-    non_strict: bool = False
 
     @property
     def type_params(self) -> set[str]:
@@ -749,8 +746,3 @@ def validate_literal_arguments(ast: CheckedAST, function: str, valid: Callable[[
             if isinstance(arg, Literal) and not valid(arg.value):
                 issues.append(Issue(ast.parsed.offsets.get(arg.id, -1), f"invalid {function} argument"))
     return issues
-
-
-DYN_LIST = list_of(DYN)
-DYN_MAP = map_of(DYN, DYN)
-TYPE_OF_DYN = type_of(DYN)

@@ -750,10 +750,6 @@ _UUID = re.compile(r"(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0
 _BASE64 = re.compile(r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$")
 
 
-def _regex_problem(what: str, pattern: str, example: str) -> str:
-    return f"{what} (e.g. '{example}', regex used for validation is '{pattern}')"
-
-
 def _dns_label(prefix: bool, rfc1035: bool) -> Callable[[str], list[str]]:
     def check(s: str) -> list[str]:
         if prefix:

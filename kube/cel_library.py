@@ -70,10 +70,6 @@ def ov(id: str, args: Iterable[Type], result: Type, impl: Callable[..., Any] | N
     return Overload(id, tuple(args), result, member, impl)
 
 
-def _is_int(v: Any) -> bool:
-    return type(v) is int
-
-
 def _expect(cond: bool, name: str, *values: Any) -> None:
     if not cond:
         raise no_such_overload(name, *values)

@@ -53,7 +53,6 @@ from kube.cel_types import (
     Optional,
     Type,
     UInt,
-    equals,
     map_key,
     no_such_overload,
     runtime_type,
@@ -845,7 +844,3 @@ def evaluate(program: Fn, frame_size: int, activation: Mapping[str, Any], tracke
     result = program(frame)
     tracker.check()
     return result
-
-
-def eq_values(a: Any, b: Any) -> bool:
-    return equals(a, b)

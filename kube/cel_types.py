@@ -9,7 +9,6 @@ Map keys of type bool are stored as ``BoolKey`` so that ``true`` and ``1`` stay 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from typing import Any
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -63,11 +62,6 @@ def from_key(key: Any) -> Any:
     return key.value if type(key) is BoolKey else key
 
 
-def map_keys(m: dict[Any, Any]) -> Iterator[Any]:
-    for k in m:
-        yield k.value if type(k) is BoolKey else k
-
-
 class Optional:
     """CEL ``optional_type`` values."""
 
@@ -112,13 +106,6 @@ class Type:
 
     def __str__(self) -> str:
         return format_type(self)
-
-    @property
-    def runtime(self) -> Type:
-        """The type value a runtime value of this type reports (no parameters)."""
-        if not self.params or (self.kind == OPAQUE_K and self.name != OPTIONAL_NAME):
-            return self if not self.params else Type(self.kind, self.name)
-        return Type(self.kind, self.name)
 
 
 OPTIONAL_NAME = "optional_type"
