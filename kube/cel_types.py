@@ -2,7 +2,7 @@
 
 Runtime values are plain Python objects where they fit: ``bool``, ``int`` (int64), ``UInt``,
 ``float``, ``str``, ``bytes``, ``None`` (null), ``list``, ``dict`` (map), plus ``Optional``,
-``Type`` (type values) and the Kubernetes library types defined in ``kube.cel_library``.
+``Type`` (type values) and the library value types registered in ``LIBRARY_TYPES``.
 Map keys of type bool are stored as ``BoolKey`` so that ``true`` and ``1`` stay distinct keys.
 """
 
