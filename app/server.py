@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from app import metrics
+from app import metrics, registry
 from app.api import discovery, negotiation, openapi
 from app.api.generic import GenericStore
 from app.api.negotiation import json_response, status_response
@@ -109,6 +109,10 @@ class ApiServer:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.gates = FeatureGates.parse(settings.feature_gates)
+        # Which gated kinds are served decides discovery and OpenAPI, so their caches start afresh.
+        registry.serve_gated(self.gates)
+        openapi.openapi_v2.cache_clear()
+        openapi.openapi_v3.cache_clear()
         self.engine = create_engine(settings.database_url)
         store = Store(
             self.engine,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from app.registry.authentication import selfsubjectreview
 from app.registry.authorization import selfsubjectaccessreview, selfsubjectrulesreview, subjectaccessreview
 from app.registry.base import KindStrategy
@@ -15,6 +17,7 @@ from app.registry.resource import (
     resourceclaimtemplate,
     resourceslice,
 )
+from app.registry.scheduling import podgroup, workload
 
 KINDS: tuple[KindStrategy, ...] = (
     namespace.STRATEGY,
@@ -36,31 +39,43 @@ KINDS: tuple[KindStrategy, ...] = (
     selfsubjectaccessreview.STRATEGY,
     selfsubjectrulesreview.STRATEGY,
     subjectaccessreview.STRATEGY,
+    workload.STRATEGY,
+    podgroup.STRATEGY,
 )
 
 # The kind whose objects are the namespaces that namespaced objects live in.
 NAMESPACE_KIND: KindStrategy = namespace.STRATEGY
 
-_BY_PATH: dict[tuple[str, str, str], KindStrategy] = {(k.group, k.version, k.plural): k for k in KINDS}
-_BY_KIND: dict[tuple[str, str], KindStrategy] = {(k.api_version, k.kind): k for k in KINDS}
+# Kinds whose enabling feature gate is off in this process (``serve_gated``): not served.
+_unserved: frozenset[KindStrategy] = frozenset(k for k in KINDS if k.feature_gate)
+
+
+def serve_gated(gates: Any) -> None:
+    """Serve the gated kinds whose gate is on in ``gates``; the server calls this once at start."""
+    global _unserved
+    _unserved = frozenset(k for k in KINDS if k.feature_gate and not gates.enabled(k.feature_gate))
+
+
+def served_kinds() -> tuple[KindStrategy, ...]:
+    return tuple(k for k in KINDS if k not in _unserved)
 
 
 def lookup(group: str, version: str, plural: str) -> KindStrategy | None:
-    return _BY_PATH.get((group, version, plural))
+    return next((k for k in served_kinds() if (k.group, k.version, k.plural) == (group, version, plural)), None)
 
 
 def lookup_kind(api_version: str, kind: str) -> KindStrategy | None:
-    return _BY_KIND.get((api_version, kind))
+    return next((k for k in served_kinds() if (k.api_version, k.kind) == (api_version, kind)), None)
 
 
 def group_versions() -> list[tuple[str, str]]:
     """Served (group, version) pairs in a stable order, core first."""
     seen: list[tuple[str, str]] = []
-    for k in KINDS:
+    for k in served_kinds():
         if (k.group, k.version) not in seen:
             seen.append((k.group, k.version))
     return seen
 
 
 def kinds_in(group: str, version: str) -> list[KindStrategy]:
-    return [k for k in KINDS if k.group == group and k.version == version]
+    return [k for k in served_kinds() if k.group == group and k.version == version]

@@ -94,6 +94,8 @@ class KindStrategy:
     verbs: tuple[str, ...] = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
     # False for a kind nothing is stored of (a review): a create answers ``respond``'s object.
     stored: bool = True
+    # The feature gate that enables the kind's API ("" = always served), as GenericWorkload does.
+    feature_gate: str = ""
 
     def __init__(self, subresources: tuple[Subresource, ...] = ()) -> None:
         self.subresources = subresources

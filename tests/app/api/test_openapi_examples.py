@@ -21,6 +21,7 @@ import yaml
 from app.api import openapi
 from app.registry import KINDS, group_versions
 from devtools.server import ServerProcess
+from tests.app.api.conftest import EVERY_KIND_GATE
 from tests.contract import check_object
 
 JSON = "application/json"
@@ -75,7 +76,7 @@ def test_patch_and_delete_examples() -> None:
 
 @pytest.fixture(scope="module")
 def examples_server(start_server: Callable[..., ServerProcess]) -> Iterator[httpx.Client]:
-    server = start_server()
+    server = start_server("--feature-gates", EVERY_KIND_GATE)
     with httpx.Client(base_url=server.url, timeout=30.0) as client:
         yield client
 
