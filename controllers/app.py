@@ -10,7 +10,9 @@ from typing import Any
 
 from controllers.devicetainteviction import DEFAULT_RULE_STATUS_PERIOD, DeviceTaintEvictionController
 from controllers.garbagecollector import GarbageCollector
+from controllers.podgroups import PodGroupController
 from controllers.resourceclaim import ClaimController
+from kube import podgroups
 from kube.client import KubeClient
 from kube.features import FeatureGates
 from kube.informer import run_with_informers
@@ -36,9 +38,25 @@ def build_parser() -> argparse.ArgumentParser:
 def new_controllers(client: KubeClient, args: argparse.Namespace, gates: FeatureGates) -> Callable[[], Coroutine[Any, Any, None]]:
     """Fresh controllers sharing the pod and claim informers, for one leadership term."""
     claims = ClaimController(client, workers=args.workers)
-    collector = GarbageCollector(client, pods=claims.pods, claims=claims.claims, claims_by_owner=claims.claims_by_owner, workers=args.workers)
+    workloads = gates.enabled("GenericWorkload")
+    owner_kinds = {(podgroups.GROUP, podgroups.KIND): (podgroups.GROUP, podgroups.VERSION, podgroups.PLURAL, True)} if workloads else {}
+    collector = GarbageCollector(
+        client, pods=claims.pods, claims=claims.claims, claims_by_owner=claims.claims_by_owner, workers=args.workers, owner_kinds=owner_kinds
+    )
     informers = [*claims.informers, *collector.informers]
     work = [claims.process, collector.process]
+    if workloads:
+        # The PodGroup API is served only with GenericWorkload; its claims also need DRAWorkloadResourceClaims.
+        groups = PodGroupController(
+            client, pods=claims.pods, claims=claims.claims, templates=claims.templates, claims_by_owner=claims.claims_by_owner,
+            claims_by_reserved=claims.claims_by_reserved, claim_queue=claims.queue,
+            claims_enabled=gates.enabled("DRAWorkloadResourceClaims"), workers=args.workers,
+        )  # fmt: skip
+        groups.groups.on_delete(collector.owner_deleted)
+        if groups.claims_enabled:
+            claims.groups = groups
+        informers += groups.informers
+        work.append(groups.process)
     # Upstream starts the eviction controller only with DynamicResourceAllocation and DRADeviceTaints,
     # and watches DeviceTaintRules only with DRADeviceTaintRules.
     if gates.enabled("DynamicResourceAllocation") and gates.enabled("DRADeviceTaints"):

@@ -16,7 +16,7 @@ controllers share its pod and claim informers and indexes.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Protocol
 
 from controllers.objects import (
     controller_owner,
@@ -32,6 +32,7 @@ from kube.client import KubeClient, record_event, resource_path
 from kube.errors import ApiError
 from kube.indexer import Index
 from kube.informer import Informer, run_with_informers
+from kube.podgroups import is_group_reference
 from kube.workqueue import WorkQueue, log_failures
 
 log = logging.getLogger("resourceclaim-controller")
@@ -73,6 +74,17 @@ def _missing_claim_entries(pod: Obj) -> list[Obj]:
     return [e for e in entries if not recorded.get(e["name"])]
 
 
+class GroupClaims(Protocol):
+    """What the PodGroup side tells this controller (``controllers.podgroups``, KEP-5729)."""
+
+    def claim_for(self, pod: Obj, entry: Obj) -> tuple[bool, str | None]:
+        """(whether the pod claim entry is its group's claim, that claim's name once known);
+        (True, None) also while the pod's group does not exist yet."""
+
+    async def reference_alive(self, namespace: str, ref: Obj) -> bool:
+        """Whether the PodGroup a reservedFor entry names still exists."""
+
+
 class ClaimController:
     """Informers + indexes + one work queue; ``run()`` until cancelled."""
 
@@ -91,6 +103,8 @@ class ClaimController:
         self.queue: WorkQueue[Key] = WorkQueue()
         # Claims this process created, by (pod uid, claim entry): covers the informer's lag after a create.
         self._created: dict[tuple[str, str], str] = {}
+        # Set with DRAWorkloadResourceClaims: which entries are PodGroup claims, which groups are gone.
+        self.groups: GroupClaims | None = None
         self._wire()
 
     @property
@@ -188,6 +202,14 @@ class ClaimController:
         changed = False
         for entry in entries:
             entry_name = entry["name"]
+            if self.groups is not None:
+                is_group_claim, group_claim = self.groups.claim_for(pod, entry)
+                if is_group_claim:
+                    if group_claim is None:
+                        continue  # the group or its claim is not there yet; the group's events bring us back
+                    statuses = [s for s in statuses if s.get("name") != entry_name] + [{"name": entry_name, "resourceClaimName": group_claim}]
+                    changed = True
+                    continue
             claim_name = self._find_generated(pod, entry_name)
             if claim_name is None:
                 claim_name = await self._create_claim(pod, entry)
@@ -273,6 +295,8 @@ class ClaimController:
                 pod = await self._pod(namespace, ref.get("name", ""), ref.get("uid", ""))
                 if pod is None or pod_done(pod):
                     continue
+            elif is_group_reference(ref) and self.groups is not None and not await self.groups.reference_alive(namespace, ref):
+                continue  # the PodGroup is gone (without the gate, such references stay as they are)
             valid.append(ref)
         allocated = status.get("allocation") is not None
         being_deleted = bool(meta.get("deletionTimestamp"))

@@ -24,6 +24,7 @@ from kube.informer import Informer, object_key
 from kube.pods import Resources, pod_requests
 from schedulers.allocator import AllocatedState, AllocatorFeatures, ResourceIndex, SearchCache
 from schedulers.nodefit import insufficient, node_allocatable
+from schedulers.podgroups import PodGroupView
 from schedulers.queue import SchedulingQueue
 
 Obj = dict[str, Any]
@@ -124,6 +125,11 @@ class SchedulerCache:
         self._allocations: dict[str, Mapping[str, Any]] = {}  # claim uid -> effective allocation
         self._state: AllocatedState | None = None
         self._wire()
+        # PodGroups exist only with GenericWorkload (the server does not serve them otherwise).
+        self.groups: PodGroupView | None = None
+        if self.features.generic_workload:
+            self.groups = PodGroupView(client, self.pods, queue.claim_ready, watch_timeout_seconds=watch_timeout_seconds)
+            self.informers.append(self.groups.groups)
 
     def _wire(self) -> None:
         self.pods.on_add(self._pod_added)
@@ -328,6 +334,10 @@ class SchedulerCache:
         if assumed is not None and (informed is None or _resource_version(assumed) > _resource_version(informed)):
             return assumed
         return informed
+
+    def effective_allocation(self, claim_uid: str) -> Mapping[str, Any] | None:
+        """The claim's allocation as this scheduler counts it: in flight, assumed or informed."""
+        return self._allocations.get(claim_uid)
 
     def allocating_pod(self, claim_uid: str) -> str | None:
         """The uid of the pod whose allocation of this claim is being written, if any."""
