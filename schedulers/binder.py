@@ -221,6 +221,10 @@ class Binder:
                 raise _BindFailure(f"claim {_claim_name(claim)} was deallocated")
             reserved = list(status.get("reservedFor") or [])
             workload = (obj.get("spec") or {}).get("reservedFor") if self.features.reserved_for_workloads else None
+            if group_ref is not None and allocation is None and entry["uid"] in {r.get("uid") for r in reserved}:
+                # A later pod of the group: the member that allocated the claim protects it.
+                self.cache.assume_claim(obj)
+                return obj
             if entry["uid"] in {r.get("uid") for r in reserved} or (
                 # KEP-5194: a claim reserved for a workload serves any pod; pods are not listed.
                 self.features.reserved_for_workloads and any(not is_pod_reference(r) and not is_group_reference(r) for r in reserved)

@@ -318,6 +318,12 @@ class SchedulingCycle:
         name = podgroups.group_claim_name(group_claim, group)
         if name is None:
             return WaitForClaims([wait_key(ns, group_name)], f"waiting for the claim of PodGroup {group_name!r} entry {entry.get('name')!r}")
+        if group_claim.get("resourceClaimTemplateName"):
+            # As for the pod's own template claims, the pod's status must name the claim first (the
+            # kubelet finds it there); the pod's update brings it back.
+            recorded = {s.get("name"): s.get("resourceClaimName") for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []}
+            if recorded.get(entry.get("name")) != name:
+                return WaitForClaims([(ns, f"<pod {meta(pod).get('uid', '')} entry {entry.get('name')}>")], f"waiting for resource claim of entry {entry.get('name')}")
         claim = self.cache.claim(ns, name)
         if claim is None:
             return WaitForClaims([(ns, name)], f"waiting for resourceclaim {name!r} to be created")

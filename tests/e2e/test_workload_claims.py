@@ -16,9 +16,10 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 
 from devtools.server import ServerProcess
-from tests.e2e.test_examples import apply
+from tests.e2e.test_examples import EXAMPLES, apply, path_for
 from tests.e2e.test_proposals import (
     RESOURCE,
     TIMEOUT,
@@ -94,10 +95,10 @@ def create_pods(http: httpx.Client, ns: str, *bodies: Obj) -> None:
         assert response.status_code == 201, response.text
 
 
-def group_claim_name(http: httpx.Client, ns: str, group: str) -> str:
+def group_claim_name(http: httpx.Client, ns: str, group: str, entry: str = "dev") -> str:
     def recorded() -> str | None:
         statuses = (get_group(http, ns, group).json().get("status") or {}).get("resourceClaimStatuses") or []
-        return next((s.get("resourceClaimName") for s in statuses if s["name"] == "dev"), None)
+        return next((s.get("resourceClaimName") for s in statuses if s["name"] == entry), None)
 
     return eventually(recorded, f"claim of PodGroup {group} recorded", TIMEOUT)  # type: ignore[no-any-return]
 
@@ -235,6 +236,23 @@ def test_both_proposals_side_by_side(stack: Stack, ns: str) -> None:
     assert get_claim(http, ns, "by-5194")["status"]["reservedFor"] == [workload]
     assert get_claim(http, ns, group_claim_name(http, ns, "by-5729"))["status"]["reservedFor"][0]["uid"] == group["metadata"]["uid"]
     delete_and_wait(http, ns, "w-0", "w-1", "g-0", "g-1")
+
+
+def test_the_example_runs(stack: Stack) -> None:
+    http = stack.client
+    docs = [d for d in yaml.safe_load_all((EXAMPLES / "workloads" / "podgroup-claim.yaml").read_text()) if d]
+    for doc in docs:
+        response = http.post(path_for(doc), json=doc)
+        assert response.status_code == 201, response.text
+    names = [d["metadata"]["name"] for d in docs if d["kind"] == "Pod"]
+    pods = [running(http, "default", n) for n in names]
+    claim_name = group_claim_name(http, "default", "trainer-workers", "gpu")
+    assert all(p["status"]["resourceClaimStatuses"] == [{"name": "gpu", "resourceClaimName": claim_name}] for p in pods)
+    assert [r["name"] for r in get_claim(http, "default", claim_name)["status"]["reservedFor"]] == ["trainer-workers"]
+    delete_and_wait(http, "default", *names)
+    for kind, name in (("podgroups", "trainer-workers"), ("workloads", "trainer")):
+        http.delete(f"{SCHEDULING}/namespaces/default/{kind}/{name}")
+    eventually(lambda: http.get(f"{RESOURCE}/namespaces/default/resourceclaims/{claim_name}").status_code == 404, "group claim gone", TIMEOUT)
 
 
 # ---- gates: each alone, neither; turning them off leaves reservations -------------------------------------
