@@ -16,8 +16,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from controllers.objects import controller_owner, get_live, metadata, set_finalizers
-from controllers.resourceclaim import POD_CLAIM_NAME_ANNOTATION, generate_name
+from controllers.objects import get_live, metadata, set_finalizers
+from controllers.resourceclaim import claim_from_template, generated_claim
 from kube import podgroups
 from kube.client import KubeClient, record_event, resource_path
 from kube.errors import ApiError
@@ -171,21 +171,6 @@ class PodGroupController:
             log.info("released podgroup", extra={"podgroup": f"{meta.get('namespace')}/{meta['name']}"})
         return written is not None
 
-    def _generated(self, group: Obj, entry: str) -> str | None:
-        meta = metadata(group)
-        uid = str(meta.get("uid") or "")
-        for claim in self.claims_by_owner.get(uid):
-            cmeta = metadata(claim)
-            owner = controller_owner(claim)
-            if (
-                cmeta.get("namespace") == meta.get("namespace")
-                and owner is not None
-                and owner.get("uid") == uid
-                and (cmeta.get("annotations") or {}).get(POD_CLAIM_NAME_ANNOTATION) == entry
-            ):
-                return str(cmeta["name"])
-        return self._created.get((uid, entry))
-
     async def _make_claims(self, group: Obj) -> bool:
         meta = metadata(group)
         namespace = meta.get("namespace", "")
@@ -195,7 +180,11 @@ class PodGroupController:
         for entry in ((group.get("spec") or {}).get("resourceClaims") or []):
             if not entry.get("resourceClaimTemplateName") or (recorded.get(entry["name"]) or {}).get("resourceClaimName"):
                 continue
-            claim_name = self._generated(group, entry["name"]) or await self._create_claim(group, entry)
+            claim_name = (
+                generated_claim(self.claims_by_owner, group, entry["name"])
+                or self._created.get((str(meta.get("uid") or ""), entry["name"]))
+                or await self._create_claim(group, entry)
+            )
             if claim_name is None:
                 continue  # template missing: its arrival brings us back
             statuses = [s for s in statuses if s.get("name") != entry["name"]] + [{"name": entry["name"], "resourceClaimName": claim_name}]
@@ -221,19 +210,8 @@ class PodGroupController:
             message = f'PodGroupResourceClaim {entry["name"]}: resource claim template "{template_name}": not found'
             await record_event(self.client, {"kind": podgroups.KIND, "apiVersion": podgroups.API_VERSION, "metadata": meta}, "FailedResourceClaimCreation", message, "Warning", COMPONENT)
             return None
-        tspec = template.get("spec") or {}
-        tmeta = tspec.get("metadata") or {}
-        claim_meta: Obj = {
-            "generateName": generate_name(meta["name"], entry["name"]),
-            "namespace": namespace,
-            "annotations": {**(tmeta.get("annotations") or {}), POD_CLAIM_NAME_ANNOTATION: entry["name"]},
-            "ownerReferences": [
-                {"apiVersion": podgroups.API_VERSION, "kind": podgroups.KIND, "name": meta["name"], "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}
-            ],
-        }
-        if tmeta.get("labels"):
-            claim_meta["labels"] = dict(tmeta["labels"])
-        body = {"apiVersion": f"{RESOURCE_GROUP}/v1", "kind": "ResourceClaim", "metadata": claim_meta, "spec": tspec.get("spec") or {}}
+        owner = {"apiVersion": podgroups.API_VERSION, "kind": podgroups.KIND, "name": meta["name"], "uid": meta["uid"]}
+        body = claim_from_template(template, owner, entry["name"])
         created = await self.client.create(resource_path(RESOURCE_GROUP, "v1", "resourceclaims", namespace), body)
         claim_name = str(metadata(created)["name"])
         self._created[(meta["uid"], entry["name"])] = claim_name

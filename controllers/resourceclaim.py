@@ -74,6 +74,40 @@ def _missing_claim_entries(pod: Obj) -> list[Obj]:
     return [e for e in entries if not recorded.get(e["name"])]
 
 
+def claim_from_template(template: Obj, owner: Obj, entry: str) -> Obj:
+    """The claim a template makes for ``owner`` (a pod or a PodGroup: apiVersion, kind, name, uid):
+    controlled by it, annotated with the owner's claim entry, named ``<owner>-<entry>-<random>``."""
+    tspec = template.get("spec") or {}
+    tmeta = tspec.get("metadata") or {}
+    claim_meta: Obj = {
+        "generateName": generate_name(owner["name"], entry),
+        "namespace": metadata(template).get("namespace", ""),
+        "annotations": {**(tmeta.get("annotations") or {}), POD_CLAIM_NAME_ANNOTATION: entry},
+        "ownerReferences": [{**owner, "controller": True, "blockOwnerDeletion": True}],
+    }
+    if tmeta.get("labels"):
+        claim_meta["labels"] = dict(tmeta["labels"])
+    # The template's spec is only serialised, never changed.
+    return {"apiVersion": f"{RESOURCE_GROUP}/v1", "kind": "ResourceClaim", "metadata": claim_meta, "spec": tspec.get("spec") or {}}
+
+
+def generated_claim(claims_by_owner: Index[str], owner: Obj, entry: str) -> str | None:
+    """The name of the claim made from a template for ``owner``'s claim entry, if the cache has it."""
+    meta = metadata(owner)
+    uid = meta.get("uid", "")
+    for claim in claims_by_owner.get(uid):
+        cmeta = metadata(claim)
+        controller = controller_owner(claim)
+        if (
+            cmeta.get("namespace") == meta.get("namespace")
+            and controller is not None
+            and controller.get("uid") == uid
+            and (cmeta.get("annotations") or {}).get(POD_CLAIM_NAME_ANNOTATION) == entry
+        ):
+            return str(cmeta["name"])
+    return None
+
+
 class GroupClaims(Protocol):
     """What the PodGroup side tells this controller (``controllers.podgroups``, KEP-5729)."""
 
@@ -178,16 +212,7 @@ class ClaimController:
     # ---- pods: template -> claim ---------------------------------------------------
 
     def _find_generated(self, pod: Obj, entry: str) -> str | None:
-        meta = metadata(pod)
-        uid = meta.get("uid", "")
-        for claim in self.claims_by_owner.get(uid):
-            cmeta = metadata(claim)
-            if cmeta.get("namespace") != meta.get("namespace"):
-                continue
-            owner = controller_owner(claim)
-            if owner and owner.get("uid") == uid and (cmeta.get("annotations") or {}).get(POD_CLAIM_NAME_ANNOTATION) == entry:
-                return str(cmeta["name"])
-        return self._created.get((uid, entry))
+        return generated_claim(self.claims_by_owner, pod, entry) or self._created.get((metadata(pod).get("uid", ""), entry))
 
     async def sync_pod(self, namespace: str, name: str) -> bool:
         """Create missing claims from templates and record them in the pod status."""
@@ -241,21 +266,7 @@ class ClaimController:
             await record_event(self.client, {"kind": "Pod", "apiVersion": "v1", **{"metadata": meta}}, "FailedResourceClaimCreation",
                                f'PodResourceClaim {entry["name"]}: resource claim template "{template_name}": not found', "Warning", COMPONENT)
             return None
-        tspec = template.get("spec") or {}
-        tmeta = tspec.get("metadata") or {}
-        annotations = dict(tmeta.get("annotations") or {})
-        annotations[POD_CLAIM_NAME_ANNOTATION] = entry["name"]
-        claim_meta: Obj = {
-            "generateName": generate_name(meta["name"], entry["name"]),
-            "namespace": namespace,
-            "annotations": annotations,
-            "ownerReferences": [
-                {"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}
-            ],
-        }
-        if tmeta.get("labels"):
-            claim_meta["labels"] = dict(tmeta["labels"])
-        body = {"apiVersion": f"{RESOURCE_GROUP}/v1", "kind": "ResourceClaim", "metadata": claim_meta, "spec": tspec.get("spec") or {}}  # only serialised, never changed
+        body = claim_from_template(template, {"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": meta["uid"]}, entry["name"])
         created = await self.client.create(self._claim_path(namespace), body)
         claim_name = str(metadata(created)["name"])
         self._created[(meta["uid"], entry["name"])] = claim_name

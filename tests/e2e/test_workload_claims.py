@@ -103,6 +103,14 @@ def group_claim_name(http: httpx.Client, ns: str, group: str, entry: str = "dev"
     return eventually(recorded, f"claim of PodGroup {group} recorded", TIMEOUT)  # type: ignore[no-any-return]
 
 
+def group_sharing_claim(http: httpx.Client, ns: str, name: str, *pods: str) -> list[Obj]:
+    """A claim and a PodGroup of the same name whose claim it is, and running pods of the group using it."""
+    create_claim(http, ns, name, "gpu.example.com")
+    create_group(http, ns, name, claims=[{"name": "dev", "resourceClaimName": name}])
+    create_pods(http, ns, *(member(pod, name, claim=name) for pod in pods))
+    return [running(http, ns, pod) for pod in pods]
+
+
 def stays_pending(http: httpx.Client, ns: str, *names: str, seconds: float = 3.0) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -154,12 +162,8 @@ def test_one_claim_per_group_reserved_for_the_group(stack: Stack, ns: str) -> No
 
 def test_a_named_claim_of_the_group_and_deletion_waiting_for_pods(stack: Stack, ns: str) -> None:
     http = stack.client
-    create_claim(http, ns, "shared", "gpu.example.com")
-    create_group(http, ns, "named", claims=[{"name": "dev", "resourceClaimName": "shared"}])
-    create_pods(http, ns, member("a", "named", claim="shared"), member("b", "named", claim="shared"))
-    running(http, ns, "a")
-    running(http, ns, "b")
-    assert [r["resource"] for r in get_claim(http, ns, "shared")["status"]["reservedFor"]] == ["podgroups"]
+    group_sharing_claim(http, ns, "named", "a", "b")
+    assert [r["resource"] for r in get_claim(http, ns, "named")["status"]["reservedFor"]] == ["podgroups"]
     # PodGroup deletion waits for its finalizer, which goes once no active pod names the group.
     assert http.delete(f"{SCHEDULING}/namespaces/{ns}/podgroups/named").status_code == 200
     time.sleep(1.0)
@@ -168,7 +172,7 @@ def test_a_named_claim_of_the_group_and_deletion_waiting_for_pods(stack: Stack, 
     delete_and_wait(http, ns, "a", "b")
     eventually(lambda: get_group(http, ns, "named").status_code == 404, "PodGroup gone", TIMEOUT)
     # A claim the user made stays, deallocated once the group's reservation went.
-    eventually(lambda: not get_claim(http, ns, "shared").get("status", {}).get("allocation"), "claim deallocated", TIMEOUT)
+    eventually(lambda: not get_claim(http, ns, "named").get("status", {}).get("allocation"), "claim deallocated", TIMEOUT)
 
 
 def test_gang_waits_for_its_minimum(stack: Stack, ns: str) -> None:
@@ -263,20 +267,13 @@ def test_gates_off_leave_reservations_in_place(stack: Stack) -> None:
     http = stack.client
     ns = f"wl-{uuid.uuid4().hex[:8]}"
     assert http.post("/api/v1/namespaces", json={"metadata": {"name": ns}}).status_code == 201
-    create_claim(http, ns, "kept", "gpu.example.com")
-    create_group(http, ns, "kept", claims=[{"name": "dev", "resourceClaimName": "kept"}])
-    create_pods(http, ns, member("holder", "kept", claim="kept"))
-    running(http, ns, "holder")
+    group_sharing_claim(http, ns, "kept", "holder")
     before = get_claim(http, ns, "kept")
 
     # KEP-5729 alone (no DRAReservedForWorkloads): a new group's pods share its claim.
     stack.restart(KEP_5729_ONLY)
     http = stack.client
-    create_claim(http, ns, "alone", "gpu.example.com")
-    create_group(http, ns, "alone", claims=[{"name": "dev", "resourceClaimName": "alone"}])
-    create_pods(http, ns, member("alone-0", "alone", claim="alone"), member("alone-1", "alone", claim="alone"))
-    running(http, ns, "alone-0")
-    running(http, ns, "alone-1")
+    group_sharing_claim(http, ns, "alone", "alone-0", "alone-1")
     assert [r["name"] for r in get_claim(http, ns, "alone")["status"]["reservedFor"]] == ["alone"]
 
     # GenericWorkload without DRAWorkloadResourceClaims: the group reservation stays, the pod keeps running.
