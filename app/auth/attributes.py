@@ -20,9 +20,10 @@ _NAMESPACE_SUBRESOURCES = frozenset(("status", "finalize"))
 _COLLECTION_VERBS = frozenset(("list", "watch", "deletecollection"))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Attributes:
-    """One question to the authorizers: may ``user`` do ``verb`` on this resource or path?"""
+    """One question to the authorizers: may ``user`` do ``verb`` on this resource or path?
+    (Not frozen, though never changed: a frozen dataclass costs microseconds per request to build.)"""
 
     user: UserInfo
     verb: str
@@ -48,7 +49,7 @@ class Attributes:
 def request_attributes(user: UserInfo, method: str, path: str, query: str) -> Attributes:
     """The attributes of an HTTP request (``query`` undecoded, as in the ASGI scope)."""
     verb = method.lower()
-    parts = [p for p in path.strip("/").split("/") if p] if path.strip("/") else []
+    parts = [p for p in path.split("/") if p]
     if len(parts) < 3 or parts[0] not in ("api", "apis"):
         return Attributes(user, verb, False, path)
     rest = parts[1:]

@@ -45,7 +45,7 @@ class AuthenticationFailed(Exception):
     """A credential an authenticator knows but refuses (the reason goes to the log only)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Credentials:
     """What a request presents: a bearer token and the TLS client certificate (DER), either may be absent."""
 
