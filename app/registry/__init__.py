@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from app.registry.authentication import selfsubjectreview
-from app.registry.authorization import selfsubjectaccessreview, selfsubjectrulesreview, subjectaccessreview
+from app.registry.authorization import localsubjectaccessreview, selfsubjectaccessreview, selfsubjectrulesreview, subjectaccessreview
 from app.registry.base import KindStrategy
 from app.registry.coordination import lease
 from app.registry.core import event, namespace, node, pod, serviceaccount
@@ -36,6 +36,7 @@ KINDS: tuple[KindStrategy, ...] = (
     selfsubjectaccessreview.STRATEGY,
     selfsubjectrulesreview.STRATEGY,
     subjectaccessreview.STRATEGY,
+    localsubjectaccessreview.STRATEGY,
 )
 
 # The kind whose objects are the namespaces that namespaced objects live in.
