@@ -6,7 +6,7 @@ from app.registry.authentication import selfsubjectreview
 from app.registry.authorization import localsubjectaccessreview, selfsubjectaccessreview, selfsubjectrulesreview, subjectaccessreview
 from app.registry.base import KindStrategy
 from app.registry.coordination import lease
-from app.registry.core import event, namespace, node, pod, serviceaccount
+from app.registry.core import event, namespace, node, pod, secret, serviceaccount
 from app.registry.rbac import clusterrole, clusterrolebinding, role, rolebinding
 from app.registry.resource import (
     deviceclass,
@@ -28,6 +28,7 @@ KINDS: tuple[KindStrategy, ...] = (
     devicetaintrule.STRATEGY,
     lease.STRATEGY,
     serviceaccount.STRATEGY,
+    secret.STRATEGY,
     role.STRATEGY,
     clusterrole.STRATEGY,
     rolebinding.STRATEGY,
