@@ -63,14 +63,16 @@ class UnionAuthorizer:
         self._decide = tuple(a.authorize for a in self.authorizers)
 
     def authorize(self, attrs: Attributes) -> tuple[Decision, str]:
-        reasons: list[str] = []
+        reasons: list[str] | None = None
         for decide in self._decide:
             answer = decide(attrs)
             if answer[0] is not NO_OPINION:
                 return answer
             if answer[1]:
+                if reasons is None:
+                    reasons = []
                 reasons.append(answer[1])
-        return NO_OPINION, ", ".join(reasons)
+        return NO_OPINION, ", ".join(reasons) if reasons else ""
 
 
 def _go_quote(text: str) -> str:

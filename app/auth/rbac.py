@@ -246,25 +246,25 @@ class RBACAuthorizer:
         self._generation = -1
 
     def _resolve(self, user: UserInfo, namespace: str) -> _Resolved:
-        key = (user.name, user.groups, namespace)
-        if self._generation != self.index.generation or len(self._resolved) >= self.MAX_REMEMBERED:
+        if len(self._resolved) >= self.MAX_REMEMBERED:
             self._resolved.clear()
-            self._generation = self.index.generation
-        resolved = self._resolved.get(key)
-        if resolved is None:
-            steps: list[tuple[str, Rule | None, str]] = []
+        steps: list[tuple[str, Rule | None, str]] = []
 
-            def collect(source: str, rule: Rule | None, error: str) -> bool:
-                steps.append((source, rule, error))
-                return True
+        def collect(source: str, rule: Rule | None, error: str) -> bool:
+            steps.append((source, rule, error))
+            return True
 
-            self.index.visit_rules(user, namespace, collect)
-            by_name = any(rule is not None and rule.resource_names for _source, rule, _error in steps)
-            resolved = self._resolved[key] = _Resolved(steps, by_name)
+        self.index.visit_rules(user, namespace, collect)
+        by_name = any(rule is not None and rule.resource_names for _source, rule, _error in steps)
+        resolved = self._resolved[(user.name, user.groups, namespace)] = _Resolved(steps, by_name)
         return resolved
 
     def authorize(self, attrs: Attributes) -> tuple[Decision, str]:
-        resolved = self._resolve(attrs.user, attrs.namespace)
+        if self._generation != self.index.generation:
+            self._resolved.clear()
+            self._generation = self.index.generation
+        user = attrs.user
+        resolved = self._resolved.get((user.name, user.groups, attrs.namespace)) or self._resolve(user, attrs.namespace)
         if attrs.resource_request:
             key: tuple[str, ...] = (attrs.verb, attrs.api_group, attrs.resource, attrs.subresource, attrs.name if resolved.by_name else "")
         else:
