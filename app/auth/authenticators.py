@@ -162,8 +162,10 @@ Lookup = Callable[[str, str, str, str], dict[str, Any] | None]
 
 class ServiceAccountTokens:
     """Issues and checks signed service account tokens (JWTs): the issuer and audience must be
-    ours, the token unexpired, and the service account (and a bound pod or node) must still be
-    the one it was issued for."""
+    ours, the token unexpired, and the service account (and a bound pod, secret or node) must
+    still be the one it was issued for."""
+
+    MAX_REMEMBERED = 4096
 
     def __init__(
         self,
@@ -181,6 +183,9 @@ class ServiceAccountTokens:
         self.audiences = tuple(audiences) or self.issuers[:1]
         self.lookup = lookup
         self.max_expiration = max_expiration
+        # token -> (its claims, expiry) once its signature, times and audience passed: checking
+        # a signature costs as much as serving a GET. What the claims name is looked up every time.
+        self._verified: dict[str, tuple[dict[str, Any], float]] = {}
 
     def issue(
         self,
@@ -219,7 +224,12 @@ class ServiceAccountTokens:
 
     def authenticate(self, credentials: Credentials) -> UserInfo | None:
         token = credentials.token
-        if token is None or not jwt.looks_like_jwt(token):
+        if token is None:
+            return None
+        known = self._verified.get(token)
+        if known is not None and time.time() <= known[1]:
+            return self._user(known[0])
+        if not jwt.looks_like_jwt(token):
             return None
         try:
             unverified = _unverified_claims(token)
@@ -235,14 +245,18 @@ class ServiceAccountTokens:
         exp, nbf = claims.get("exp"), claims.get("nbf")
         if not isinstance(exp, int | float) or now > exp:
             raise AuthenticationFailed("service account token has expired")
-        if isinstance(nbf, int | float) and now < nbf - 60:
+        if isinstance(nbf, int | float) and now < nbf - LEEWAY_SECONDS:
             raise AuthenticationFailed("service account token is not valid yet")
         token_audiences = claims.get("aud")
         if isinstance(token_audiences, str):
             token_audiences = [token_audiences]
         if not isinstance(token_audiences, list) or not set(token_audiences) & set(self.audiences):
             raise AuthenticationFailed(f"token audiences {token_audiences!r} is invalid for the target audiences {list(self.audiences)!r}")
-        return self._user(claims)
+        user = self._user(claims)
+        if len(self._verified) >= self.MAX_REMEMBERED:
+            self._verified.clear()
+        self._verified[token] = (claims, float(exp))
+        return user
 
     def _user(self, claims: dict[str, Any]) -> UserInfo:
         private = claims.get("kubernetes.io")
