@@ -11,6 +11,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from kube.delegation import DelegatedAuth
+from kube.explanations import SCHEDULER_LEASE_NAME, SCHEDULER_LEASE_NAMESPACE
 from kube.features import FeatureGates
 from kube.httpserve import is_loopback, serve_http, server_tls_context
 from kube.process import add_connection_arguments, client_from_args, connection_from_args, run_leader_elected, worker_main
@@ -22,8 +23,8 @@ from schedulers.scheduler import Scheduler
 
 log = logging.getLogger("schedulers")
 
-LEASE_NAME = "dra-scheduler"
-LEASE_NAMESPACE = "kube-system"
+LEASE_NAME = SCHEDULER_LEASE_NAME
+LEASE_NAMESPACE = SCHEDULER_LEASE_NAMESPACE
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -51,7 +51,7 @@ from schedulers.allocator import (
     _round_to_policy,
     _Search,
 )
-from schedulers.cache import Obj, SchedulerCache, meta
+from schedulers.cache import Obj, SchedulerCache, is_pod_reference, meta
 from schedulers.cycle import REASON_CLAIM_NOT_ON_NODE, SchedulingCycle, WaitForClaims
 from schedulers.nodefit import REASON_AFFINITY, matches_node_selector_and_affinity, untolerated_taint
 
@@ -399,11 +399,13 @@ class DeviceExplainer:
         return reasons
 
     def _taken_by(self, devices: list[_Device]) -> str:
-        items = []
+        """``gpu-0, gpu-1 by default/a (pod p); gpu-2 by default/b``: devices grouped by who holds them."""
+        by_holder: dict[str, list[str]] = {}
         for dev in devices:
-            users = [self.claim_name(u) for u in self.users.get(dev.id, ())]
-            items.append(f"{dev.name} by {', '.join(dict.fromkeys(users))}" if users else f"{dev.name} (in use)")
-        return _bounded(items, self.examples)
+            holders = [self.claim_name(u) for u in self.users.get(dev.id, ())] or ["a claim being allocated"]
+            by_holder.setdefault(", ".join(dict.fromkeys(holders)), []).append(dev.name)
+        items = [f"{_bounded(names, self.examples)} by {holder}" for holder, names in by_holder.items()]
+        return "; ".join(items[: self.examples]) + (f"; (+{len(items) - self.examples} more claims)" if len(items) > self.examples else "")
 
     def _capacity_reason(self, probe: _Search, req: _Request, devices: list[_Device], where: tuple[str, str]) -> Reason:
         items = []
@@ -537,12 +539,13 @@ def allocated_devices(allocation: Mapping[str, Any] | None) -> list[DeviceID]:
 
 
 def device_users(claims: Iterable[Mapping[str, Any]]) -> dict[DeviceID, list[str]]:
-    """Device -> the claims (``namespace/name``) whose allocation holds it, shares included."""
+    """Device -> the claims whose allocation holds it, shares included: ``namespace/name (pod p)``."""
     users: dict[DeviceID, list[str]] = {}
     for claim in claims:
-        ref = "/".join(object_key(dict(claim)))
+        pods = [r.get("name", "") for r in (claim.get("status") or {}).get("reservedFor") or [] if is_pod_reference(r)]
+        label = "/".join(object_key(dict(claim))) + (f" (pod {', '.join(pods)})" if pods else "")
         for dev_id in allocated_devices((claim.get("status") or {}).get("allocation")):
-            users.setdefault(dev_id, []).append(ref)
+            users.setdefault(dev_id, []).append(label)
     return users
 
 

@@ -17,13 +17,12 @@ from typing import Any
 
 from kube.delegation import DelegatedAuth, Unauthenticated, User, forbidden_message
 from kube.errors import ApiError
+from kube.explanations import EXPLAIN_URL_ANNOTATION, EXPLANATION_API_VERSION
 from kube.health import HEALTH_PATHS
 from kube.httpserve import Request, Response
 from schedulers.explain import Explainer, ExplainLimits
 from schedulers.scheduler import Scheduler
 
-EXPLAIN_URL_ANNOTATION = "dra.example.com/explain-url"
-EXPLANATION_API_VERSION = "explain.dra.example.com/v1"
 _POD_PATH = re.compile(r"^/explain/namespaces/([^/]+)/pods/([^/]+)$")
 
 
@@ -73,9 +72,13 @@ class ExplainServer:
         result = await explainer.explain_async(pod, can_see_namespace=lambda ns: everywhere or ns == namespace)
         return Response.json(200, {"kind": "PodExplanation", "apiVersion": EXPLANATION_API_VERSION, **result})
 
+
     async def _sees_all_claims(self, user: User) -> bool:
         try:
             allowed, _ = await self.auth.allowed(user, verb="list", resource="resourceclaims", group="resource.k8s.io")
         except (ApiError, OSError):
             return False
         return allowed
+
+
+__all__ = ["EXPLAIN_URL_ANNOTATION", "ExplainServer", "status"]

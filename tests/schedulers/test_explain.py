@@ -75,7 +75,7 @@ KIND_CASES: list[tuple[Case, str, str, list[str]]] = [
      ["2 devices (device-1, device-2) with memory=40Gi", "1 device (device-3) with memory=24Gi"]),
     (Case("taken", [claim()], [rslice("slice-1", TWO)], [],
           allocated=[allocated_claim("a", result("req-0")), allocated_claim("b", result("req-0", "device-2"))]),
-     ex.DEVICES_TAKEN, "claim default/claim-0, request req-0: every class-a device is taken", ["device-1 by default/a, device-2 by default/b"]),
+     ex.DEVICES_TAKEN, "claim default/claim-0, request req-0: every class-a device is taken", ["device-1 by default/a; device-2 by default/b"]),
     (Case("taint", [claim()], [rslice("slice-1", [device("device-1", taints=[taint(value="yes")])])], []),
      ex.TAINT_NOT_TOLERATED, "claim default/claim-0, request req-0: device taint example.com/broken=yes:NoSchedule is not tolerated", ["device-1"]),
     (Case("capacity", [claim("claim-0", req(capacity={"requests": {"memory": "4Gi"}}))], [rslice("slice-1", [SHARED_DEV])], [],
@@ -332,3 +332,12 @@ def test_admin_access_case_uses_the_allocators_namespace_rule() -> None:
     case = Case("admin-ok", [claim("claim-0", req(adminAccess=True))], [one_device_slice()], [], namespaces=ADMIN_NS)
     assert explain_case(case) == []
     assert node()["metadata"]["name"] == "node-1"
+
+
+def test_holders_name_the_pods_their_claims_are_reserved_for() -> None:
+    held = allocated_claim("a", result("req-0"), result("req-0", "device-2"))
+    held["status"]["reservedFor"] = [{"resource": "pods", "name": "trainer", "uid": "u1"}]
+    assert device_users([held]) == {("driver-a", "pool-1", "device-1"): ["default/a (pod trainer)"], ("driver-a", "pool-1", "device-2"): ["default/a (pod trainer)"]}
+    case = Case("held", [claim()], [rslice("slice-1", TWO)], [], allocated=[held])
+    (reason,) = explain_case(case)
+    assert reason.details == ["device-1, device-2 by default/a (pod trainer)"]
