@@ -44,7 +44,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse with kubectl's error style and exit code."""
 
     def error(self, message: str) -> NoReturn:
-        sys.stderr.write(f"error: {message}\nSee '{self.prog} -h' for help and examples\n")
+        sys.stderr.write(f"error: {message}\nSee '{self.prog} --help' for usage.\n")
         raise SystemExit(1)
 
 
@@ -63,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     _global_flags(parser, suppress=False)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
+    parser.set_defaults(subparsers=commands.choices)
 
     def command(name: str, help_text: str, examples: str) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help_text, description=help_text, epilog=examples, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -243,8 +244,17 @@ def _server(session: Session) -> str:
     return parts.netloc or session.context.connection.server
 
 
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    """The arguments; what no flag takes is refused by the subcommand, in kubectl's words."""
+    args, unknown = build_parser().parse_known_args(argv)
+    if unknown:
+        command: argparse.ArgumentParser = args.subparsers[args.command]
+        command.error(f"unknown flag: {unknown[0]}" if unknown[0].startswith("-") else f'unexpected argument "{unknown[0]}"')
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse(argv)
     try:
         session = session_from(args)
         asyncio.run(COMMANDS[args.command](session, args))
