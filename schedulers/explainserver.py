@@ -27,10 +27,8 @@ _POD_PATH = re.compile(r"^/explain/namespaces/([^/]+)/pods/([^/]+)$")
 
 
 def status(code: int, reason: str, message: str, **details: Any) -> Response:
-    body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message, "reason": reason, "code": code}
-    if details:
-        body["details"] = details
-    return Response.json(code, body)
+    """A Kubernetes Status answer."""
+    return Response.json(code, ApiError(code, reason, message, details or None).status())
 
 
 class ExplainServer:

@@ -1,0 +1,223 @@
+"""What the dashboard shows, kept current from watches made with the user's credentials.
+
+:class:`DashboardModel` runs informers for nodes, ResourceSlices, DeviceTaintRules,
+ResourceClaims and Pods, and turns them (with :mod:`kubectl_dra.inventory`) into a view model:
+compact device cells for the map, claims, pending pods, counts, and what is wrong (the API
+server cannot be reached, a list is refused). Views subscribe and get a ``snapshot`` first and
+then ``patch`` messages with only what changed (devices by id), a few per second at most.
+
+Big clusters stay cheap to ship: a device cell is a short array, details are fetched one device
+at a time, and long lists (claims, pending pods) are cut with their total and the commonest
+reasons counted, so 10,000 pending pods are a number and a table, not 10,000 rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import Counter
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+
+from kube.client import KubeClient, resource_path
+from kube.errors import ApiError
+from kube.informer import Informer
+from kubectl_dra import inventory
+
+Obj = dict[str, Any]
+RESOURCE = "resource.k8s.io"
+MAX_LISTED = 200  # pending pods and claims listed; the rest are counted
+COALESCE_SECONDS = 0.1  # changes within this are shipped together
+PROBE_SECONDS = 2.0
+DEVICE_FIELDS = ("id", "node", "driver", "device", "state", "usage")
+
+
+def _error_text(exc: BaseException) -> str:
+    if isinstance(exc, ApiError):
+        return exc.message
+    return str(exc) or type(exc).__name__
+
+
+class DashboardModel:
+    """Informers, the derived view model, and its subscribers."""
+
+    def __init__(self, client: KubeClient, *, max_listed: int = MAX_LISTED) -> None:
+        self.client = client
+        self.max_listed = max_listed
+
+        def informer(group: str, plural: str) -> Informer:
+            return Informer(client, resource_path(group, "v1", plural), name=plural)
+
+        self.nodes = informer("", "nodes")
+        self.slices = informer(RESOURCE, "resourceslices")
+        self.rules = informer(RESOURCE, "devicetaintrules")
+        self.claims = informer(RESOURCE, "resourceclaims")
+        self.pods = informer("", "pods")
+        self.informers = [self.nodes, self.slices, self.rules, self.claims, self.pods]
+        self._changed = asyncio.Event()
+        for inf in self.informers:
+            inf.on_add(lambda _obj: self._changed.set())
+            inf.on_update(lambda _old, _new: self._changed.set())
+            inf.on_delete(lambda _obj: self._changed.set())
+        self.server_error: str | None = None  # the API server's reachability, from the probe
+        self.user = ""
+        self.view: Obj = {}
+        self.rows: dict[str, inventory.DeviceRow] = {}
+        self._subscribers: set[asyncio.Queue[Obj]] = set()
+        self._tasks: list[asyncio.Task[Any]] = []
+        self.version = 0
+
+    # --- lifecycle ---
+
+    async def start(self) -> None:
+        for inf in self.informers:
+            inf.start()
+        self._tasks = [asyncio.create_task(self._rebuild_loop(), name="dashboard rebuild"), asyncio.create_task(self._probe_loop(), name="dashboard probe")]
+        self.rebuild()
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for inf in self.informers:
+            await inf.stop()
+
+    async def _probe_loop(self) -> None:
+        """Whether the API server answers (the informers retry quietly); and who we are there."""
+        while True:
+            before = self.server_error
+            try:
+                if not self.user:
+                    review = await self.client.create(
+                        "/apis/authentication.k8s.io/v1/selfsubjectreviews", {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+                    )
+                    self.user = str(((review.get("status") or {}).get("userInfo") or {}).get("username") or "")
+                else:
+                    await self.client.get("/version")
+                self.server_error = None
+            except ApiError as exc:
+                self.server_error = None if exc.code in (401, 403, 404) else f"the API server answers {exc.code}: {exc.message}"
+            except (httpx.TransportError, OSError) as exc:
+                self.server_error = f"cannot reach the API server at {self.client.server}: {_error_text(exc)}"
+            if self.server_error != before:
+                self._changed.set()
+            await asyncio.sleep(PROBE_SECONDS)
+
+    async def _rebuild_loop(self) -> None:
+        while True:
+            await self._changed.wait()
+            await asyncio.sleep(COALESCE_SECONDS)
+            self._changed.clear()
+            self.rebuild()
+
+    # --- the view model ---
+
+    def problems(self) -> list[str]:
+        """What is wrong, in words for the page's banner."""
+        if self.server_error:
+            return [f"{self.server_error} (retrying)"]
+        out = []
+        for inf in self.informers:
+            if isinstance(inf.error, ApiError):
+                out.append(f"cannot list {inf.name}: {inf.error.message}")
+            elif inf.error is not None and not inf.has_synced:
+                out.append(f"cannot list {inf.name}: {_error_text(inf.error)} (retrying)")
+        return out
+
+    def build(self) -> Obj:
+        """The whole view model (plain JSON)."""
+        pods = self.pods.list()
+        claims = self.claims.list()
+        rows = inventory.device_rows(self.slices.list(), claims, pods, self.rules.list())
+        self.rows = {"/".join(r.key): r for r in rows}
+        devices = {
+            "/".join(r.key): ["/".join(r.key), r.node or f"<{r.nodes}: {r.pool}>", r.driver, r.device, r.state, round(r.usage, 3)] for r in rows
+        }
+        nodes = sorted(
+            ({"name": n["metadata"]["name"], "ready": _ready(n), "taints": [f"{t.get('key')}:{t.get('effect')}" for t in (n.get("spec") or {}).get("taints") or []]}
+             for n in self.nodes.list()),
+            key=lambda n: n["name"],
+        )  # fmt: skip
+        claim_rows = inventory.claim_rows(claims, pods)
+        pending = inventory.pending_pods(pods)
+        reasons: Counter[str] = Counter()
+        listed = []
+        for index, pod in enumerate(pending):
+            reason, message = inventory.scheduling_message(pod)
+            reasons[f"{reason or 'Pending'}: {message}"] += 1
+            if index < self.max_listed:
+                meta = pod.get("metadata") or {}
+                listed.append({"namespace": meta.get("namespace", ""), "name": meta.get("name", ""), "reason": reason, "message": message,
+                               "created": meta.get("creationTimestamp", "")})  # fmt: skip
+        states = Counter(r.state for r in rows)
+        return {
+            "devices": devices,
+            "nodes": nodes,
+            "summary": {
+                "devices": len(rows), "states": {s: states.get(s, 0) for s in inventory.STATES},
+                "drivers": dict(sorted(Counter(r.driver for r in rows).items())),
+                "nodes": len(nodes), "claims": len(claim_rows), "pending": len(pending),
+            },
+            "claims": {"total": len(claim_rows), "items": [c.to_dict() for c in claim_rows[: self.max_listed]]},
+            "pending": {"total": len(pending), "items": listed, "reasons": [{"count": n, "reason": r} for r, n in reasons.most_common(5)]},
+            "status": {"problems": self.problems(), "synced": all(i.has_synced for i in self.informers), "user": self.user, "server": self.client.server},
+        }
+
+    def rebuild(self) -> None:
+        """Recompute, and send subscribers what changed."""
+        new = self.build()
+        patch = diff(self.view, new)
+        self.view = new
+        if patch:
+            self.version += 1
+            patch["version"] = self.version
+            for queue in list(self._subscribers):
+                _offer(queue, {"type": "patch", "data": patch})
+
+    @contextlib.asynccontextmanager
+    async def subscribe(self) -> AsyncIterator[asyncio.Queue[Obj]]:
+        """A queue of messages: the snapshot first, then patches."""
+        queue: asyncio.Queue[Obj] = asyncio.Queue(maxsize=64)
+        queue.put_nowait({"type": "snapshot", "data": {**self.view, "version": self.version, "fields": DEVICE_FIELDS}})
+        self._subscribers.add(queue)
+        try:
+            yield queue
+        finally:
+            self._subscribers.discard(queue)
+
+    def device(self, device_id: str) -> Obj | None:
+        row = self.rows.get(device_id)
+        return row.to_dict() if row is not None else None
+
+
+def _offer(queue: asyncio.Queue[Obj], message: Obj) -> None:
+    """A subscriber that falls behind gets a fresh snapshot instead of a backlog."""
+    try:
+        queue.put_nowait(message)
+    except asyncio.QueueFull:
+        while not queue.empty():
+            queue.get_nowait()
+        queue.put_nowait({"type": "resync", "data": {}})
+
+
+def _ready(node: Obj) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in (node.get("status") or {}).get("conditions") or [])
+
+
+def diff(old: Obj, new: Obj) -> Obj:
+    """What changed: device cells by id (upserted, removed), every other section whole."""
+    patch: Obj = {}
+    old_devices: dict[str, Any] = old.get("devices") or {}
+    new_devices: dict[str, Any] = new.get("devices") or {}
+    upsert = [cell for key, cell in new_devices.items() if old_devices.get(key) != cell]
+    remove = [key for key in old_devices if key not in new_devices]
+    if upsert or remove:
+        patch["devices"] = {"upsert": upsert, "remove": remove}
+    for section in ("nodes", "summary", "claims", "pending", "status"):
+        if old.get(section) != new.get(section):
+            patch[section] = new.get(section)
+    return patch
