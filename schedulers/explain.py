@@ -362,6 +362,8 @@ class DeviceExplainer:
                 NOT_ENOUGH_DEVICES, f"needs {mode}", *where,
                 details=[f"{len(matching)} match on the node, {len(usable)} usable" + (f": {_bounded([d.name for d in usable], self.examples)}" if usable else "")],
             ))  # fmt: skip
+        elif usable:
+            reasons[0].details.append(f"{len(usable)} of {len(matching)} matching devices usable: {_bounded([d.name for d in usable], self.examples)}")
         if selector_false:
             reasons.extend(self._selector_reasons(req, selector_false, where))
         return _RequestFit(reasons, usable, need, req)

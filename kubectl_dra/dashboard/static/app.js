@@ -98,7 +98,8 @@ function layout() {
     const ids = byNode.get(name).sort(natural.compare);
     const shown = state ? ids.filter((id) => dra.devices.get(id)[STATE] === state) : ids;
     if (state && !shown.length) continue;
-    const height = Math.ceil(shown.length / perLine) * (CELL + GAP) + 4;
+    const drivers = new Set(shown.map((id) => dra.devices.get(id)[DRIVER])).size;  // a gap between drivers takes a cell's place
+    const height = Math.ceil((shown.length + drivers - 1) / perLine) * (CELL + GAP) + 4;
     rows.push({ name, ids: shown, height });
     offsets.push(y);
     y += height + 1;
@@ -118,11 +119,14 @@ function renderMap() {
   const html = [];
   for (let i = lo; i < rows.length && offsets[i] <= bottom; i++) {
     const row = rows[i];
+    let driver = "";
     const cells = row.ids.map((id) => {
       const cell = dra.devices.get(id);
+      const gap = driver && cell[DRIVER] !== driver ? `<div class="gap" title="${esc(cell[DRIVER])}"></div>` : "";
+      driver = cell[DRIVER];
       const usage = cell[STATE] === "shared" ? ` style="--u:${Math.round(cell[USAGE] * 100)}%"` : "";
       const selected = id === dra.selectedDevice ? " selected" : "";
-      return `<div class="cell s-${cell[STATE]}${selected}" data-id="${esc(id)}" data-state="${cell[STATE]}"${usage}></div>`;
+      return `${gap}<div class="cell s-${cell[STATE]}${selected}" data-id="${esc(id)}" data-state="${cell[STATE]}"${usage}></div>`;
     }).join("");
     const ready = notReady.has(row.name) ? " notready" : "";
     html.push(`<div class="row" data-node="${esc(row.name)}" style="top:${offsets[i]}px;height:${row.height}px"><div class="node${ready}" title="${esc(row.name)}">${esc(row.name)}</div><div class="cells">${cells}</div></div>`);
