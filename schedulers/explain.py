@@ -572,33 +572,22 @@ class Explainer:
         self.cycle = cycle
         self.limits = limits or ExplainLimits()
 
-    def pod(self, namespace: str, name: str) -> Obj | None:
-        """The pod as the scheduler's cache has it (None: not seen)."""
-        return self.cache.pods.get(namespace, name)
-
     def explain(self, pod: Obj, *, can_see_namespace: Callable[[str], bool] = lambda _ns: True) -> dict[str, Any]:
         """The explanation of ``pod`` (a JSON-ready dict), all at once."""
         steps = self._steps(pod, can_see_namespace)
-        while True:
-            try:
-                next(steps)
-            except StopIteration as done:
-                result: dict[str, Any] = done.value
-                return result
+        while (result := _advance(steps)) is None:
+            pass
+        return result
 
     async def explain_async(self, pod: Obj, *, can_see_namespace: Callable[[str], bool] = lambda _ns: True, slice_seconds: float = 0.02) -> dict[str, Any]:
         """``explain``, giving the event loop (the scheduler) a turn every ``slice_seconds``."""
         steps = self._steps(pod, can_see_namespace)
         turn = time.monotonic() + slice_seconds
-        while True:
-            try:
-                next(steps)
-            except StopIteration as done:
-                result: dict[str, Any] = done.value
-                return result
+        while (result := _advance(steps)) is None:
             if time.monotonic() >= turn:
                 await asyncio.sleep(0)
                 turn = time.monotonic() + slice_seconds
+        return result
 
     def _steps(self, pod: Obj, can_see_namespace: Callable[[str], bool]) -> Generator[None, None, dict[str, Any]]:
         """The explanation, yielding between nodes (generator; its return value is the result)."""
@@ -771,6 +760,16 @@ class Explainer:
         if allocation:
             out["devices"] = [f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}" for r in (allocation.get("devices") or {}).get("results") or []]
         return out
+
+
+def _advance(steps: Generator[None, None, dict[str, Any]]) -> dict[str, Any] | None:
+    """One step of an explanation: its result once it is done, else None."""
+    try:
+        next(steps)
+    except StopIteration as done:
+        result: dict[str, Any] = done.value
+        return result
+    return None
 
 
 def _amount(value: Fraction) -> str:

@@ -180,12 +180,18 @@ function renderPending() {
 }
 
 let explainTimer = 0;
-async function explain(key) {
-  dra.selectedPod = key;
-  dra.selectedDevice = "";
+// One selection at a time: a pending pod or a device; the details tab shows it.
+function select(pod, device) {
+  dra.selectedPod = pod;
+  dra.selectedDevice = device;
   clearTimeout(explainTimer);
   renderPending();
+  scheduleMap();
   showTab("details");
+}
+
+async function explain(key) {
+  select(key, "");
   const [namespace, name] = key.split("/");
   const details = $("details");
   if (!details.dataset.pod || details.dataset.pod !== key) details.innerHTML = `<p class="muted">Asking the scheduler about ${esc(key)}…</p>`;
@@ -247,11 +253,7 @@ function renderClaims() {
 }
 
 async function showDevice(id) {
-  dra.selectedDevice = id;
-  dra.selectedPod = "";
-  clearTimeout(explainTimer);
-  scheduleMap();
-  showTab("details");
+  select("", id);
   const details = $("details");
   details.dataset.pod = "";
   const response = await fetch(`/api/device?id=${encodeURIComponent(id)}`);
