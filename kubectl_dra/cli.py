@@ -28,6 +28,7 @@ from kube.errors import ApiError
 from kube.explanations import EXPLAIN_URL_ANNOTATION, SCHEDULER_LEASE_NAME, SCHEDULER_LEASE_NAMESPACE, explain_path
 from kube.kubeconfig import KubeconfigContext, KubeconfigError, default_kubeconfig_paths, load_kubeconfig_context
 from kubectl_dra import inventory, render
+from kubectl_dra.dashboard.model import MAX_LISTED
 
 USER_AGENT = "kubectl-dra/0.1"
 SCHEDULER_URL_ENV = "KUBECTL_DRA_SCHEDULER_URL"
@@ -56,6 +57,12 @@ def _global_flags(parser: argparse.ArgumentParser, suppress: bool) -> None:
     parser.add_argument("-n", "--namespace", default=default if suppress else "", help="the namespace (default: the context's)")
     parser.add_argument("--scheduler-url", default=default if suppress else os.environ.get(SCHEDULER_URL_ENV, ""),
                         help=f"the scheduler's explanation URL (default: ${SCHEDULER_URL_ENV}, else from the scheduler's Lease)")  # fmt: skip
+
+
+def _at_least_one(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, not {text!r}")
+    return int(text)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -89,7 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
     dashboard = command("dashboard", "Serve the live device dashboard on this machine, reading as you (like kubectl proxy).",
                         "Examples:\n  kubectl dra dashboard\n  kubectl dra dashboard --port 8002")  # fmt: skip
     dashboard.add_argument("--address", default="127.0.0.1", help="address to serve on (default: 127.0.0.1)")
-    dashboard.add_argument("--port", type=int, default=8001, help="port to serve on (default: 8001; 0: any free port)")
+    dashboard.add_argument("--port", type=int, default=8001, help="port to serve on (default: 8001)")
+    dashboard.add_argument("--list-limit", type=_at_least_one, default=MAX_LISTED, help=f"pending pods and claims listed; the rest are counted (default: {MAX_LISTED})")
     return parser
 
 
@@ -231,7 +239,7 @@ async def claims(session: Session, args: argparse.Namespace) -> None:
 async def dashboard(session: Session, args: argparse.Namespace) -> None:
     from kubectl_dra.dashboard.server import serve  # the web parts only when asked for
 
-    await serve(session, args.address, args.port)
+    await serve(session, args.address, args.port, args.list_limit)
 
 
 COMMANDS: dict[str, Callable[[Session, argparse.Namespace], Coroutine[Any, Any, None]]] = {

@@ -31,7 +31,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from kube.errors import ApiError
-from kubectl_dra.dashboard.model import DashboardModel
+from kubectl_dra.dashboard.model import MAX_LISTED, DashboardModel
 
 if TYPE_CHECKING:
     from kubectl_dra.cli import Session
@@ -119,10 +119,10 @@ def build_app(model: DashboardModel, session: Session | None = None, accept_host
     return guarded
 
 
-async def serve(session: Session, address: str, port: int) -> None:
+async def serve(session: Session, address: str, port: int, list_limit: int = MAX_LISTED) -> None:
     """Run the dashboard until interrupted."""
     client = session.client()
-    model = DashboardModel(client)
+    model = DashboardModel(client, max_listed=list_limit)
     await model.start()
     config = uvicorn.Config(build_app(model, session), host=address, port=port, log_level="warning", lifespan="off")
     server = uvicorn.Server(config)

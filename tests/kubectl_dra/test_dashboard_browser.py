@@ -32,15 +32,16 @@ PODS = "/api/v1/namespaces/default/pods"
 class Dashboard:
     """``kubectl dra dashboard`` as a process of its own, as the cluster admin."""
 
-    def __init__(self, stack: Stack, port: int) -> None:
+    def __init__(self, stack: Stack, port: int, *flags: str) -> None:
         self.stack = stack
         self.port = port
+        self.flags = list(flags)
         self.url = f"http://127.0.0.1:{port}/"
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> Dashboard:
         with open(self.stack.tmp / "dashboard.log", "ab") as log:
-            command = [sys.executable, "-m", "kubectl_dra", "--kubeconfig", str(self.stack.admin_kubeconfig), "dashboard", "--port", str(self.port)]
+            command = [sys.executable, "-m", "kubectl_dra", "--kubeconfig", str(self.stack.admin_kubeconfig), "dashboard", "--port", str(self.port), *self.flags]
             self.process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=log, stderr=log)
         eventually(lambda: self._answers(), "the dashboard answers", timeout=30)
         return self
@@ -145,12 +146,19 @@ def dashboard(scenario: tuple[Stack, dict[str, str]]) -> Iterator[Dashboard]:
 
 
 @pytest.fixture(scope="module")
-def page(dashboard: Dashboard) -> Iterator[Any]:
-    with chromium() as browser:
-        page = browser.new_page(viewport={"width": 1280, "height": 720})
-        page.goto(dashboard.url)
-        page.wait_for_selector(".cell")
-        yield page
+def browser() -> Iterator[Any]:
+    """One Chromium for the module: playwright's sync API runs one at a time."""
+    with chromium() as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def page(browser: Any, dashboard: Dashboard) -> Iterator[Any]:
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.goto(dashboard.url)
+    page.wait_for_selector(".cell")
+    yield page
+    page.close()
 
 
 def states_on_page(page: Any) -> dict[str, str]:
@@ -232,6 +240,23 @@ def test_the_dashboard_server_going_away_is_shown_and_recovers(page: Any, dashbo
     page.wait_for_selector('#live[data-live="live"]', timeout=15000)
     page.wait_for_selector("#problems", state="hidden", timeout=10000)
     assert page.query_selector('[data-pod="default/after-restart"]') is not None
+
+
+def test_many_pending_pods_are_counted_with_their_reasons(browser: Any, scenario: tuple[Stack, dict[str, str]]) -> None:
+    """More pending pods than listed: the page says how many and why, and lists the oldest."""
+    crowded = Dashboard(scenario[0], free_port(), "--list-limit", "2").start()
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    try:
+        page.goto(crowded.url)
+        page.wait_for_selector("#crowd:not([hidden])", timeout=10000)
+        text = page.text_content("#crowd")
+        total = int(page.text_content("#pending-count"))
+        assert total >= 3 and text.startswith(f"{total} pods are pending; the 2 oldest are listed. Commonest reasons:"), text
+        assert "Unschedulable: 0/2 nodes are available" in text
+        assert len(page.query_selector_all("#pending [data-pod]")) == 2
+    finally:
+        page.close()
+        crowded.stop()
 
 
 def test_artifact_dir_is_ignored_by_git() -> None:

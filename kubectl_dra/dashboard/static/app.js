@@ -169,7 +169,8 @@ function renderPending() {
   const crowd = $("crowd");
   crowd.hidden = pending.total <= pending.items.length;
   if (!crowd.hidden) {
-    crowd.innerHTML = `<b>${pending.total.toLocaleString("en")} pods are pending</b>; the ${pending.items.length} oldest are listed. Commonest reasons:<ul>` +
+    const listed = pending.items.length === 1 ? "the oldest is listed" : `the ${pending.items.length} oldest are listed`;
+    crowd.innerHTML = `<b>${pending.total.toLocaleString("en")} pods are pending</b>; ${listed}. Commonest reasons:<ul>` +
       pending.reasons.map((r) => `<li>${r.count.toLocaleString("en")} × ${esc(r.reason)}</li>`).join("") + "</ul>";
   }
   if (!pending.items.length) { $("pending").innerHTML = `<p class="muted">No pending pods.</p>`; return; }
