@@ -48,6 +48,13 @@ class _Parser(argparse.ArgumentParser):
         sys.stderr.write(f"error: {message}\nSee '{self.prog} --help' for usage.\n")
         raise SystemExit(1)
 
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        # A subcommand not known is refused as kubectl refuses one.
+        if isinstance(action, argparse._SubParsersAction) and value not in action.choices:
+            sys.stderr.write(f'error: unknown command "{value}" for "{self.prog}"\nRun \'{self.prog} --help\' for usage.\n')
+            raise SystemExit(1)
+        super()._check_value(action, value)
+
 
 def _global_flags(parser: argparse.ArgumentParser, suppress: bool) -> None:
     """kubectl's connection flags; accepted before and after the subcommand."""
@@ -69,7 +76,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="kubectl dra", description="See the cluster's devices, claims, and why pods wait for them.")
     _global_flags(parser, suppress=False)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    commands.required = True
     parser.set_defaults(subparsers=commands.choices)
 
     def command(name: str, help_text: str, examples: str) -> argparse.ArgumentParser:
@@ -80,18 +86,18 @@ def build_parser() -> argparse.ArgumentParser:
     why = command("why", "Explain why a pod is not scheduled: per node, claim and request.",
                   "Examples:\n  kubectl dra why pod/training-0\n  kubectl dra why training-0 -n ml -o yaml")  # fmt: skip
     why.add_argument("target", metavar="pod/NAME", help="the pod (pod/NAME or NAME)")
-    why.add_argument("-o", "--output", choices=OUTPUTS, help="json or yaml (default: text)")
+    why.add_argument("-o", "--output", metavar="json|yaml", help="json or yaml (default: text)")
 
     devices = command("devices", "List devices: node, driver, pool, attributes, capacity used/total, claims and pods, taints, health.",
                       "Examples:\n  kubectl dra devices\n  kubectl dra devices --node sim-0 --driver gpu.example.com -o json")  # fmt: skip
     devices.add_argument("--node", default="", help="only devices of this node")
     devices.add_argument("--driver", default="", help="only devices of this driver")
-    devices.add_argument("-o", "--output", choices=OUTPUTS, help="json or yaml (default: a table)")
+    devices.add_argument("-o", "--output", metavar="json|yaml", help="json or yaml (default: a table)")
 
     claims = command("claims", "List resource claims: state, devices, reserved for, node.",
                      "Examples:\n  kubectl dra claims\n  kubectl dra claims -A -o yaml")  # fmt: skip
     claims.add_argument("-A", "--all-namespaces", action="store_true", help="claims of every namespace")
-    claims.add_argument("-o", "--output", choices=OUTPUTS, help="json or yaml (default: a table)")
+    claims.add_argument("-o", "--output", metavar="json|yaml", help="json or yaml (default: a table)")
 
     dashboard = command("dashboard", "Serve the live device dashboard on this machine, reading as you (like kubectl proxy).",
                         "Examples:\n  kubectl dra dashboard\n  kubectl dra dashboard --port 8002")  # fmt: skip
@@ -254,10 +260,17 @@ def _server(session: Session) -> str:
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     """The arguments; what no flag takes is refused by the subcommand, in kubectl's words."""
-    args, unknown = build_parser().parse_known_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if args.command is None:  # like kubectl: the help, and success
+        parser.print_help()
+        raise SystemExit(0)
     if unknown:
         command: argparse.ArgumentParser = args.subparsers[args.command]
         command.error(f"unknown flag: {unknown[0]}" if unknown[0].startswith("-") else f'unexpected argument "{unknown[0]}"')
+    if getattr(args, "output", None) not in (None, *OUTPUTS):
+        sys.stderr.write(f'error: unable to match a printer suitable for the output format "{args.output}", allowed formats are: {",".join(OUTPUTS)}\n')
+        raise SystemExit(1)
     return args
 
 

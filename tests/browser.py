@@ -12,10 +12,19 @@ from devtools.browser import CHROMIUM, chromium
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "build" / "test-artifacts"
 
-needs_chromium = pytest.mark.skipif(
-    not CHROMIUM.exists() or importlib.util.find_spec("playwright") is None,
-    reason="needs Debian's chromium (/usr/bin/chromium) and the playwright package",
-)
+
+def _missing() -> str:
+    """What the browser tests lack here, in words ("" when nothing)."""
+    lacking = []
+    if not CHROMIUM.exists():
+        lacking.append(f"Debian's chromium ({CHROMIUM}; `apt-get install chromium`, which .ci/run does)")
+    if importlib.util.find_spec("playwright") is None:
+        lacking.append("the playwright package (pyproject's test extra)")
+    return " and ".join(lacking)
+
+
+MISSING = _missing()
+needs_chromium = pytest.mark.skipif(bool(MISSING), reason=f"the dashboard's browser tests need {MISSING}")
 
 
 def artifact(name: str) -> Path:

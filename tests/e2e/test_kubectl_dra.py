@@ -165,6 +165,12 @@ def test_kubectl_conventions(stack: Stack, tmp_path: Path) -> None:
     assert kubectl(stack, "why", "deployment/x").stderr == 'error: kubectl dra why explains pods: use pod/NAME, not "deployment/x"\n'
     unknown = kubectl(stack, "devices", "--frobnicate")
     assert (unknown.returncode, unknown.stderr) == (1, "error: unknown flag: --frobnicate\nSee 'kubectl dra devices --help' for usage.\n")
+    unknown_command = kubectl(stack, "frobnicate")
+    assert (unknown_command.returncode, unknown_command.stderr) == (1, 'error: unknown command "frobnicate" for "kubectl dra"\nRun \'kubectl dra --help\' for usage.\n')
+    wide = kubectl(stack, "devices", "-o", "wide")
+    assert (wide.returncode, wide.stdout, wide.stderr) == (1, "", 'error: unable to match a printer suitable for the output format "wide", allowed formats are: json,yaml\n')
+    bare = kubectl(stack)
+    assert bare.returncode == 0 and bare.stdout.startswith("usage: kubectl dra") and "why" in bare.stdout, bare.stderr
     no_context = kubectl(stack, "claims", "--context", "nope")
     assert (no_context.returncode, no_context.stderr) == (1, 'error: context "nope" does not exist\n')
     # KUBECONFIG lists files (missing ones are skipped); the first file that sets a name wins.
