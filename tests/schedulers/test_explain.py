@@ -306,6 +306,10 @@ async def test_bound_gated_and_foreign_pods() -> None:
         ex.GATED, "the pod is not considered for scheduling until its scheduling gates are removed: wait")
     assert await pod_state(cluster, c.pod("other", schedulerName="custom")) == (
         ex.OTHER_SCHEDULER, "the pod asks for scheduler 'custom'; this is 'default-scheduler'")
+    leaving = c.pod("leaving")
+    leaving["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    assert await pod_state(cluster, leaving) == (ex.TERMINATING, "the pod is being deleted")
+    assert await pod_state(cluster, {**c.pod("done"), "status": {"phase": "Succeeded"}}) == (ex.FINISHED, "the pod has finished (Succeeded)")
 
 
 async def test_missing_claim_and_missing_class_and_bad_cel() -> None:
