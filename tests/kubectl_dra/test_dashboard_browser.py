@@ -5,8 +5,11 @@ server goes away, and recovers by itself. A screenshot is kept in build/test-art
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -232,10 +235,38 @@ def test_the_api_server_going_away_is_shown_and_recovers(page: Any, scenario: tu
     page.wait_for_selector('[data-pod="default/after-restart"]', state="attached", timeout=15000)
 
 
+@contextlib.contextmanager
+def error_pages(port: int) -> Iterator[threading.Event]:
+    """Something else on the dashboard's port for a while, answering every request with an error
+    page, not a stream; the event is set once the page's feed has been refused."""
+    refused = threading.Event()
+
+    class Refuser(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_error(503, "not the dashboard")
+            if self.path == "/api/events":
+                refused.set()
+
+        def log_message(self, *_args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Refuser)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield refused
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def test_the_dashboard_server_going_away_is_shown_and_recovers(page: Any, dashboard: Dashboard) -> None:
     dashboard.stop()
     page.wait_for_selector('#live[data-live="reconnecting"]', timeout=10000)
     assert "lost the connection to the dashboard server" in page.text_content("#problems")
+    # An error page makes the browser give up on the stream; the page starts over by itself.
+    with error_pages(dashboard.port) as refused:
+        assert refused.wait(15), "the page did not ask the stand-in for its feed"
+        page.wait_for_timeout(500)  # the browser closes the feed on the error page
     dashboard.start()
     page.wait_for_selector('#live[data-live="live"]', timeout=15000)
     page.wait_for_selector("#problems", state="hidden", timeout=10000)

@@ -25,7 +25,12 @@ const esc = (text) => String(text ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&am
 function connect() {
   const source = new EventSource("/api/events");
   source.addEventListener("open", () => setLive("live"));
-  source.addEventListener("error", () => setLive("reconnecting"));
+  source.addEventListener("error", () => {
+    setLive("reconnecting");
+    // The browser retries a dropped stream by itself, but gives up on an answer that is not a
+    // stream (a proxy's error page, a server still starting): then start over.
+    if (source.readyState === EventSource.CLOSED) setTimeout(connect, 2000);
+  });
   source.addEventListener("snapshot", (event) => {
     const data = JSON.parse(event.data);
     dra.devices = new Map(Object.entries(data.devices || {}));
