@@ -123,6 +123,16 @@ def _node_scope(spec: Mapping[str, Any], dev: Mapping[str, Any]) -> tuple[str, s
     return "", "all nodes" if spec.get("allNodes") else "nodes matching a selector"
 
 
+def _container_statuses(pod: Obj) -> list[Obj]:
+    status = pod.get("status") or {}
+    return list(status.get("containerStatuses") or []) + list(status.get("initContainerStatuses") or [])
+
+
+def reports_device_health(pod: Obj | None) -> bool:
+    """Whether a kubelet reports the health of the pod's devices (all a pod adds to the device rows)."""
+    return pod is not None and any(c.get("allocatedResourcesStatus") for c in _container_statuses(pod))
+
+
 def _health(pods: Iterable[Obj], claims_by_ref: Mapping[str, Obj]) -> dict[DeviceKey, str]:
     """Device health as the kubelets report it in the status of the pods using the devices."""
     by_id: dict[str, DeviceKey] = {}
@@ -135,8 +145,7 @@ def _health(pods: Iterable[Obj], claims_by_ref: Mapping[str, Obj]) -> dict[Devic
     health: dict[DeviceKey, str] = {}
     worst = {"Unhealthy": 2, "Unknown": 1, "Healthy": 0}
     for pod in pods:
-        status = pod.get("status") or {}
-        for container in (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or []):
+        for container in _container_statuses(pod):
             for entry in container.get("allocatedResourcesStatus") or []:
                 for resource in entry.get("resources") or []:
                     rid = str(resource.get("resourceID") or "")

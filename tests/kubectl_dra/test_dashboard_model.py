@@ -104,3 +104,25 @@ async def test_the_page_answers_loopback_names_and_only_reads() -> None:
     with TestClient(app, base_url="http://evil.example:8001") as rebound:
         refused = rebound.get("/")
         assert refused.status_code == 403 and refused.json()["message"] == "this dashboard answers requests for loopback host names only"
+
+
+async def test_device_rows_are_made_again_only_when_what_they_show_changes() -> None:
+    m = model()
+    await put(m.slices, node_slice("n1", 2))
+    claim = {"metadata": {"name": "c", "namespace": "default"}, "spec": {"devices": {"requests": []}},
+             "status": {"allocation": {"devices": {"results": [{"request": "r", "driver": DRIVER, "pool": "n1", "device": "gpu-0"}]}},
+                        "reservedFor": [{"resource": "pods", "name": "user", "uid": "u"}]}}  # fmt: skip
+    await put(m.claims, claim)
+    m.rebuild()
+    rows = m.rows
+    await put(m.pods, pending_pod(1))
+    m.rebuild()
+    assert m.rows is rows and m.view["pending"]["total"] == 1  # a pending pod: the same rows
+    user = {"metadata": {"name": "user", "namespace": "default"}, "spec": {"nodeName": "n1"}, "status": {"containerStatuses": [
+        {"name": "c", "allocatedResourcesStatus": [{"name": "claim:c", "resources": [{"resourceID": f"{DRIVER}/n1/gpu-0", "health": "Unhealthy"}]}]}]}}  # fmt: skip
+    await put(m.pods, user)
+    m.rebuild()
+    assert m.rows is not rows and m.view["devices"][f"{DRIVER}/n1/gpu-0"][4] == "unhealthy"  # a kubelet's health report
+    await put(m.pods, {**user, "status": {}}, 2)
+    m.rebuild()
+    assert m.view["devices"][f"{DRIVER}/n1/gpu-0"][4] == "allocated"  # the report gone
