@@ -102,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     dashboard = command("dashboard", "Serve the live device dashboard on this machine, reading as you (like kubectl proxy).",
                         "Examples:\n  kubectl dra dashboard\n  kubectl dra dashboard --port 8002")  # fmt: skip
     dashboard.add_argument("--address", default="127.0.0.1", help="address to serve on (default: 127.0.0.1)")
-    dashboard.add_argument("--port", type=int, default=8001, help="port to serve on (default: 8001)")
+    dashboard.add_argument("--port", type=int, default=8001, help="port to serve on (default: 8001; 0: any free port)")
     dashboard.add_argument("--list-limit", type=_at_least_one, default=MAX_LISTED, help=f"pending pods and claims listed; the rest are counted (default: {MAX_LISTED})")
     return parser
 

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import re
+import socket
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -119,16 +121,39 @@ def build_app(model: DashboardModel, session: Session | None = None, accept_host
     return guarded
 
 
+def listen(address: str, port: int) -> socket.socket:
+    """The dashboard's listening socket, bound before anything starts (a port in use fails at once)."""
+    from kubectl_dra.cli import CommandError
+
+    try:
+        infos = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM)
+        sock = socket.socket(infos[0][0], socket.SOCK_STREAM)
+    except OSError as exc:
+        raise CommandError(f"listen tcp {address}:{port}: {exc.strerror or exc}") from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(infos[0][4])
+    except OSError as exc:
+        sock.close()
+        raise CommandError(f"listen tcp {address}:{port}: bind: {(exc.strerror or str(exc)).lower()}") from None
+    return sock
+
+
 async def serve(session: Session, address: str, port: int, list_limit: int = MAX_LISTED) -> None:
     """Run the dashboard until interrupted."""
+    sock = listen(address, port)
+    # The page shows what is wrong with the API server; the terminal need not repeat every retry.
+    logging.getLogger("informer").setLevel(logging.ERROR)
     client = session.client()
     model = DashboardModel(client, max_listed=list_limit)
     await model.start()
-    config = uvicorn.Config(build_app(model, session), host=address, port=port, log_level="warning", lifespan="off")
+    config = uvicorn.Config(build_app(model, session), log_level="warning", lifespan="off")
     server = uvicorn.Server(config)
-    print(f"Serving the dashboard on http://{address}:{port}/ as {session.context.name} (Ctrl-C stops it)", file=sys.stderr, flush=True)
+    host, bound = sock.getsockname()[:2]
+    where = f"[{host}]" if ":" in host else host
+    print(f"Serving the dashboard on http://{where}:{bound}/ as {session.context.name} (Ctrl-C stops it)", file=sys.stderr, flush=True)
     try:
-        await server.serve()
+        await server.serve(sockets=[sock])
     finally:
         await model.stop()
         with contextlib.suppress(Exception):

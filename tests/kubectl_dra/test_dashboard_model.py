@@ -6,13 +6,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
 from starlette.testclient import TestClient
 
 from kube.client import KubeClient
 from kube.errors import ApiError
 from kube.informer import Informer
+from kubectl_dra.cli import CommandError
 from kubectl_dra.dashboard.model import DashboardModel, diff
-from kubectl_dra.dashboard.server import build_app
+from kubectl_dra.dashboard.server import build_app, listen
 
 DRIVER = "gpu.example.com"
 
@@ -126,3 +128,15 @@ async def test_device_rows_are_made_again_only_when_what_they_show_changes() -> 
     await put(m.pods, {**user, "status": {}}, 2)
     m.rebuild()
     assert m.view["devices"][f"{DRIVER}/n1/gpu-0"][4] == "allocated"  # the report gone
+
+
+def test_a_port_in_use_is_refused_as_kubectl_proxy_refuses_it() -> None:
+    taken = listen("127.0.0.1", 0)
+    port = taken.getsockname()[1]
+    taken.listen()
+    try:
+        with pytest.raises(CommandError) as refused:
+            listen("127.0.0.1", port)
+        assert str(refused.value) == f"listen tcp 127.0.0.1:{port}: bind: address already in use"
+    finally:
+        taken.close()
