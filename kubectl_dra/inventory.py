@@ -169,6 +169,23 @@ def _consumers(claim: Obj) -> list[str]:
     return out
 
 
+def _results(claim: Obj) -> list[Obj]:
+    return list((((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or [])
+
+
+def claim_pools(claim: Obj | None) -> set[tuple[str, str]]:
+    """(driver, pool) of every device a claim holds or reports on: the device rows it shows in."""
+    if claim is None:
+        return set()
+    entries = _results(claim) + list((claim.get("status") or {}).get("devices") or [])
+    return {(e.get("driver", ""), e.get("pool", "")) for e in entries}
+
+
+def slice_pool(resource_slice: Obj) -> tuple[str, str]:
+    spec = resource_slice.get("spec") or {}
+    return spec.get("driver", ""), (spec.get("pool") or {}).get("name", "")
+
+
 def _quantity(value: Any) -> Quantity | None:
     if isinstance(value, Mapping):
         value = value.get("value")
@@ -183,7 +200,7 @@ def device_rows(slices: Iterable[Obj], claims: Iterable[Obj], pods: Iterable[Obj
     shares: dict[DeviceKey, list[tuple[str, dict[str, Quantity]]]] = {}
     admin: dict[DeviceKey, list[str]] = {}
     for ref, claim in claims_by_ref.items():
-        for r in (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []:
+        for r in _results(claim):
             key = (r.get("driver", ""), r.get("pool", ""), r.get("device", ""))
             if r.get("adminAccess"):
                 admin.setdefault(key, []).append(ref)

@@ -63,12 +63,16 @@ class DashboardModel:
             inf.on_delete(lambda _obj: self._changed.set())
         # The device rows are the costly part of a rebuild (10,000 devices: most of a second);
         # they are made again only when what they are made of changes, so the churn of many
-        # pending pods costs only the pod lists.
+        # pending pods costs only the pod lists, and a claim only the rows of its pools.
         self._devices_stale = True
-        for inf in (self.slices, self.rules, self.claims):
+        self._stale_pools: set[tuple[str, str]] = set()
+        for inf in (self.slices, self.rules):
             inf.on_add(lambda _obj: self._devices_changed())
             inf.on_update(lambda _old, _new: self._devices_changed())
             inf.on_delete(lambda _obj: self._devices_changed())
+        self.claims.on_add(lambda obj: self._stale_pools.update(inventory.claim_pools(obj)))
+        self.claims.on_update(lambda old, new: self._stale_pools.update(inventory.claim_pools(old) | inventory.claim_pools(new)))
+        self.claims.on_delete(lambda obj: self._stale_pools.update(inventory.claim_pools(obj)))
         self.pods.on_add(lambda obj: self._devices_changed(inventory.reports_device_health(obj)))
         self.pods.on_update(lambda old, new: self._devices_changed(inventory.reports_device_health(old) or inventory.reports_device_health(new)))
         self.pods.on_delete(lambda obj: self._devices_changed(inventory.reports_device_health(obj)))
@@ -147,13 +151,7 @@ class DashboardModel:
         """The whole view model (plain JSON)."""
         pods = self.pods.list()
         claims = self.claims.list()
-        if self._devices_stale or not self.view:
-            self._devices_stale = False
-            rows = inventory.device_rows(self.slices.list(), claims, pods, self.rules.list())
-            self.rows = {"/".join(r.key): r for r in rows}
-            self._device_cells = {
-                "/".join(r.key): ["/".join(r.key), r.node or f"<{r.nodes}: {r.pool}>", r.driver, r.device, r.state, round(r.usage, 3)] for r in rows
-            }
+        self._update_devices(claims, pods)
         rows = list(self.rows.values())
         devices = self._device_cells
         nodes = sorted(
@@ -185,6 +183,23 @@ class DashboardModel:
             "pending": {"total": len(pending), "items": listed, "reasons": [{"count": n, "reason": r} for r, n in reasons.most_common(5)]},
             "status": {"problems": self.problems(), "synced": all(i.has_synced for i in self.informers), "user": self.user, "server": self.client.server},
         }
+
+    def _update_devices(self, claims: list[Obj], pods: list[Obj]) -> None:
+        """Device rows and cells made again: all of them, or only those of the pools claims changed in."""
+        pools, self._stale_pools = self._stale_pools, set()
+        if not (self._devices_stale or not self.view) and not pools:
+            return
+        slices = self.slices.list()
+        if not (self._devices_stale or not self.view):
+            fresh = inventory.device_rows([s for s in slices if inventory.slice_pool(s) in pools], claims, pods, self.rules.list())
+            if all(_device_id(r) in self.rows for r in fresh):  # the same devices: replace them where they are
+                self.rows = {**self.rows, **{_device_id(r): r for r in fresh}}
+                self._device_cells = {**self._device_cells, **{_device_id(r): _cell(r) for r in fresh}}
+                return
+        self._devices_stale = False
+        rows = inventory.device_rows(slices, claims, pods, self.rules.list())
+        self.rows = {_device_id(r): r for r in rows}
+        self._device_cells = {_device_id(r): _cell(r) for r in rows}
 
     def rebuild(self) -> None:
         """Recompute, and send subscribers what changed."""
@@ -221,6 +236,15 @@ def _offer(queue: asyncio.Queue[Obj], message: Obj) -> None:
         while not queue.empty():
             queue.get_nowait()
         queue.put_nowait({"type": "resync", "data": {}})
+
+
+def _device_id(row: inventory.DeviceRow) -> str:
+    return "/".join(row.key)
+
+
+def _cell(row: inventory.DeviceRow) -> list[Any]:
+    """A device as the map draws it (DEVICE_FIELDS)."""
+    return [_device_id(row), row.node or f"<{row.nodes}: {row.pool}>", row.driver, row.device, row.state, round(row.usage, 3)]
 
 
 def _ready(node: Obj) -> bool:

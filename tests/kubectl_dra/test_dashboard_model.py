@@ -140,3 +140,24 @@ def test_a_port_in_use_is_refused_as_kubectl_proxy_refuses_it() -> None:
         assert str(refused.value) == f"listen tcp 127.0.0.1:{port}: bind: address already in use"
     finally:
         taken.close()
+
+
+async def test_a_claim_changes_only_the_rows_of_its_pools_and_the_same_as_all_of_them() -> None:
+    m = model()
+    for node in ("n1", "n2"):
+        await put(m.slices, node_slice(node, 2))
+    m.rebuild()
+    untouched = m.rows[f"{DRIVER}/n2/gpu-0"]
+    claim = {"metadata": {"name": "c", "namespace": "default"}, "spec": {"devices": {"requests": []}},
+             "status": {"allocation": {"devices": {"results": [{"request": "r", "driver": DRIVER, "pool": "n1", "device": "gpu-1"}]}},
+                        "reservedFor": [{"resource": "pods", "name": "user", "uid": "u"}]}}  # fmt: skip
+    await put(m.claims, claim)
+    m.rebuild()
+    assert m.rows[f"{DRIVER}/n2/gpu-0"] is untouched  # another pool's row is kept
+    assert m.rows[f"{DRIVER}/n1/gpu-1"].pods == ["default/user"]
+    m._devices_stale = True
+    assert m.build()["devices"] == m.view["devices"]  # the same as making every row again
+    await m.claims._apply({"type": "DELETED", "object": claim})
+    m.rebuild()
+    assert m.view["devices"][f"{DRIVER}/n1/gpu-1"][4] == "free"
+    assert list(m.view["devices"]) == [f"{DRIVER}/{n}/gpu-{i}" for n in ("n1", "n2") for i in range(2)]  # still in map order
