@@ -140,7 +140,9 @@ class GenericStore:
             )
 
     def _check_namespace_for_create(self, strategy: KindStrategy, namespace: str) -> None:
-        if not strategy.namespaced:
+        # A review (never stored) may ask about a namespace that does not exist, as upstream's
+        # namespace lifecycle lets access reviews through.
+        if not strategy.namespaced or not strategy.stored:
             return
         ns = self.storage.cached(NAMESPACES, "", namespace)
         if ns is None:

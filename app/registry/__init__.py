@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from app.registry.authentication import selfsubjectreview
-from app.registry.authorization import selfsubjectaccessreview, selfsubjectrulesreview, subjectaccessreview
+from app.registry.authorization import localsubjectaccessreview, selfsubjectaccessreview, selfsubjectrulesreview, subjectaccessreview
 from app.registry.base import KindStrategy
 from app.registry.coordination import lease
-from app.registry.core import event, namespace, node, pod, serviceaccount
+from app.registry.core import event, namespace, node, pod, secret, serviceaccount
 from app.registry.rbac import clusterrole, clusterrolebinding, role, rolebinding
 from app.registry.resource import (
     deviceclass,
@@ -28,6 +28,7 @@ KINDS: tuple[KindStrategy, ...] = (
     devicetaintrule.STRATEGY,
     lease.STRATEGY,
     serviceaccount.STRATEGY,
+    secret.STRATEGY,
     role.STRATEGY,
     clusterrole.STRATEGY,
     rolebinding.STRATEGY,
@@ -36,6 +37,7 @@ KINDS: tuple[KindStrategy, ...] = (
     selfsubjectaccessreview.STRATEGY,
     selfsubjectrulesreview.STRATEGY,
     subjectaccessreview.STRATEGY,
+    localsubjectaccessreview.STRATEGY,
 )
 
 # The kind whose objects are the namespaces that namespaced objects live in.
