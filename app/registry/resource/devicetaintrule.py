@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.registry.base import KindStrategy, Obj, RequestContext, StatusStrategy, StatusSubresource
+from app.registry.base import KindStrategy, Obj, OlderVersion, RequestContext, StatusStrategy, StatusSubresource
 from app.registry.columns import age_column, name_column
 from app.registry.resource.common import default_taint, now_rfc3339
 from app.registry.resource.devicetaintrule_validation import validate_taint_rule_spec, validate_taint_rule_status
@@ -15,6 +15,9 @@ class DeviceTaintRuleStrategy(KindStrategy):
     plural = "devicetaintrules"
     singular = "devicetaintrule"
     namespaced = False
+    # Upstream's registry answers requests in the older versions as it did before v1: an update
+    # without a resourceVersion is allowed and a DELETE answers with the deleted object.
+    older_versions = tuple(OlderVersion(v, allow_unconditional_update=True, return_deleted_object=True) for v in ("v1beta2", "v1alpha3"))
     create_example: Obj = {
         "spec": {
             "deviceSelector": {"driver": "gpu.example.com"},

@@ -12,6 +12,7 @@ from app.registry.resource.claimspec import (
     drop_claim_spec_fields,
     validate_claim_spec,
 )
+from app.registry.resource.common import V1BETA2
 from app.registry.resource.resourceclaim_authorization import granular_status_errors
 from app.registry.resource.resourceclaim_validation import (
     ALLOCATION_SCHEMA_PROPERTIES,
@@ -42,6 +43,7 @@ def claim_state(claim: Obj) -> str:
 
 class ResourceClaimStrategy(KindStrategy):
     group = "resource.k8s.io"
+    older_versions = (V1BETA2,)
     kind = "ResourceClaim"
     plural = "resourceclaims"
     singular = "resourceclaim"
