@@ -14,7 +14,7 @@ import copy
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 from kube.errors import FieldError
 
@@ -138,7 +138,7 @@ class KindStrategy:
         """Whether requests in this version are converted to and from the stored one."""
         return bool(self.storage_version) and self.storage_version != self.version
 
-    def at_version(self, older: OlderVersion) -> KindStrategy:
+    def at_version(self, older: OlderVersion) -> Self:
         """This kind as served in ``older``: the same hooks, another version on the wire."""
         view = copy.copy(self)
         view.storage_version = self.version
