@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     from app.registry.runtimeconfig import RuntimeConfigError, enabled_kinds
 
     try:
-        enabled_kinds(settings.runtime_config)
+        enabled_kinds(settings.runtime_config, FeatureGates.parse(settings.feature_gates))
     except RuntimeConfigError as exc:
         print(f"error: invalid --runtime-config: {exc}", file=sys.stderr)
         return 2

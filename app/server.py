@@ -112,7 +112,7 @@ class ApiServer:
         self.settings = settings
         self.gates = FeatureGates.parse(settings.feature_gates)
         # Which kinds in which versions this server serves (RuntimeConfigError for a bad flag).
-        serve(enabled_kinds(settings.runtime_config))
+        serve(enabled_kinds(settings.runtime_config, self.gates))
         self.engine = create_engine(settings.database_url)
         store = Store(
             self.engine,

@@ -6,6 +6,7 @@ server serves is its ``--runtime-config`` (``app.registry.runtimeconfig``), appl
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from app.registry.authentication import selfsubjectreview
@@ -19,6 +20,7 @@ from app.registry.resource import (
     devicetaintrule,
     resourceclaim,
     resourceclaimtemplate,
+    resourcepoolstatusrequest,
     resourceslice,
 )
 
@@ -32,6 +34,7 @@ KINDS: tuple[KindStrategy, ...] = (
     resourceclaimtemplate.STRATEGY,
     resourceslice.STRATEGY,
     devicetaintrule.STRATEGY,
+    resourcepoolstatusrequest.STRATEGY,
     lease.STRATEGY,
     serviceaccount.STRATEGY,
     role.STRATEGY,
@@ -59,13 +62,27 @@ class _Served:
         self.kinds = tuple(kinds)
         self.by_path = {(k.group, k.version, k.plural): k for k in self.kinds}
         self.by_kind = {(k.api_version, k.kind): k for k in self.kinds}
-        self.group_versions: list[tuple[str, str]] = []
+        groups: dict[str, list[str]] = {}
         for k in self.kinds:
-            if (k.group, k.version) not in self.group_versions:
-                self.group_versions.append((k.group, k.version))
+            versions = groups.setdefault(k.group, [])
+            if k.version not in versions:
+                versions.append(k.version)
+        self.group_versions = [(g, v) for g, versions in groups.items() for v in sorted(versions, key=version_priority)]
 
 
-_served = _Served(KINDS)
+_VERSION = re.compile(r"^v(\d+)(?:(alpha|beta)(\d+))?$")
+
+
+def version_priority(version: str) -> tuple[int, int, int]:
+    """Sort key of upstream's version priority in a group: GA before beta before alpha, newer first."""
+    match = _VERSION.match(version)
+    if match is None:
+        return (3, 0, 0)
+    stability = {None: 0, "beta": 1, "alpha": 2}[match.group(2)]
+    return (stability, -int(match.group(1)), -int(match.group(3) or 0))
+
+
+_served = _Served(k for k in KINDS if version_priority(k.version)[0] == 0)
 
 
 def serve(kinds: Iterable[KindStrategy]) -> None:

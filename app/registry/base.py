@@ -108,6 +108,8 @@ class KindStrategy:
     verbs: tuple[str, ...] = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
     # False for a kind nothing is stored of (a review): a create answers ``respond``'s object.
     stored: bool = True
+    # The feature gate the kind is served under ("" for none): off, the kind is not served at all.
+    feature_gate: str = ""
     # Versions besides ``version`` the kind can be served in, off unless --runtime-config enables them.
     older_versions: tuple[OlderVersion, ...] = ()
     # The version objects are stored in; "" for the kind's own ``version`` (see ``at_version``).

@@ -9,11 +9,15 @@ order, with upstream's error messages: first the catch-all keys, then versions, 
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass, field
 
 from app.registry import ALL_KINDS
 from app.registry.base import KindStrategy
+from kube.features import FeatureGates
+
+log = logging.getLogger("app.registry")
 
 API_ALL = "api/all"
 # The catch-all keys in the order upstream applies them, and the versions each one addresses.
@@ -89,9 +93,10 @@ def _validate(pairs: dict[str, str], kinds: tuple[KindStrategy, ...]) -> None:
         raise RuntimeConfigError(f"unknown api groups {','.join(unknown)}")
 
 
-def enabled_kinds(text: str, kinds: tuple[KindStrategy, ...] = ALL_KINDS) -> tuple[KindStrategy, ...]:
+def enabled_kinds(text: str, gates: FeatureGates | None = None, kinds: tuple[KindStrategy, ...] = ALL_KINDS) -> tuple[KindStrategy, ...]:
     """The kinds (of ``kinds``, in every version registered there) that ``--runtime-config=text``
-    serves; RuntimeConfigError with upstream's message for a flag upstream refuses."""
+    serves with these feature gates (default: the defaults); RuntimeConfigError with upstream's
+    message for a flag upstream refuses."""
     pairs = parse_configuration_map(text)
     _validate(pairs, kinds)
     group_versions = {(k.group, k.version) for k in kinds}
@@ -125,4 +130,13 @@ def enabled_kinds(text: str, kinds: tuple[KindStrategy, ...] = ALL_KINDS) -> tup
         state.versions[group_version] = enabled
     for resource, enabled in resource_prefs:
         state.resources[resource] = enabled
-    return tuple(k for k in kinds if state.enabled(k))
+    gates = gates if gates is not None else FeatureGates()
+    served: list[KindStrategy] = []
+    for kind in kinds:
+        if not state.enabled(kind):
+            continue
+        if kind.feature_gate and not gates.enabled(kind.feature_gate):
+            log.warning("%s, Resource=%s is disabled because the %s feature is disabled", kind.api_version, kind.plural, kind.feature_gate)
+            continue
+        served.append(kind)
+    return tuple(served)

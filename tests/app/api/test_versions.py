@@ -315,3 +315,79 @@ def test_a_server_without_the_flag_serves_v1_only(api: httpx.Client) -> None:
     assert api.get(f"{GROUP}/v1beta2").status_code == 404
     assert "apis/resource.k8s.io/v1beta2" not in api.get("/openapi/v3").json()["paths"]
     assert not any("v1beta2" in path for path in api.get("/openapi/v2").json()["paths"])
+
+
+# ---- ResourcePoolStatusRequest (v1alpha3 only, gate DRAResourcePoolStatus) ---------------------------
+
+REQUESTS = f"{GROUP}/v1alpha3/resourcepoolstatusrequests"
+
+
+@pytest.fixture(scope="module")
+def pool_status(start_server: Callable[..., ServerProcess]) -> Iterator[httpx.Client]:
+    server = start_server("--runtime-config", "resource.k8s.io/v1alpha3=true", "--feature-gates", "DRAResourcePoolStatus=true")
+    with httpx.Client(base_url=server.url, timeout=30.0, event_hooks={"response": [_checked]}) as client:
+        yield client
+
+
+def _request(name: str, **spec: Any) -> Obj:
+    return {"apiVersion": "resource.k8s.io/v1alpha3", "kind": "ResourcePoolStatusRequest", "metadata": {"name": name}, "spec": {"driver": "gpu.example.com", **spec}}
+
+
+def test_the_gated_kind_is_served_only_with_its_gate(versioned: httpx.Client, pool_status: httpx.Client) -> None:
+    assert assert_status(versioned.get(REQUESTS), 404, "NotFound")
+    names = sorted(r["name"] for r in pool_status.get(f"{GROUP}/v1alpha3").json()["resources"])
+    assert names == ["devicetaintrules", "devicetaintrules/status", "resourcepoolstatusrequests", "resourcepoolstatusrequests/status"]
+    assert [v["version"] for v in pool_status.get(GROUP).json()["versions"]] == ["v1", "v1alpha3"]
+
+
+def test_a_pool_status_request_is_defaulted_and_its_spec_is_immutable(pool_status: httpx.Client) -> None:
+    name = _unique("req")
+    created = pool_status.post(REQUESTS, json={**_request(name), "status": {"poolCount": 3}})
+    assert created.status_code == 201, created.text
+    assert created.json()["spec"] == {"driver": "gpu.example.com", "limit": 100}
+    assert "status" not in created.json()
+    changed = created.json()
+    changed["spec"]["limit"] = 5
+    refused = assert_status(pool_status.put(f"{REQUESTS}/{name}", json=changed), 422, "Invalid")
+    assert [(c["field"], c["reason"], c["message"]) for c in refused["details"]["causes"]] == [("spec", "FieldValueInvalid", 'Invalid value: {"driver":"gpu.example.com","limit":5}: field is immutable')]
+
+
+@pytest.mark.parametrize(
+    ("spec", "causes"),
+    [
+        ({"driver": ""}, [("spec.driver", "FieldValueRequired")]),
+        ({"driver": "Not_A_Driver"}, [("spec.driver", "FieldValueInvalid")]),
+        ({"limit": 0}, [("spec.limit", "FieldValueInvalid")]),
+        ({"limit": 1001}, [("spec.limit", "FieldValueInvalid")]),
+        ({"poolName": "bad pool"}, [("spec.poolName", "FieldValueInvalid")]),
+        ({"defaultPartitionTypeAttribute": "example.com/profile"}, [("spec.defaultPartitionTypeAttribute", "FieldValueForbidden")]),
+    ],
+)
+def test_a_pool_status_request_is_validated(pool_status: httpx.Client, spec: Obj, causes: list[tuple[str, str]]) -> None:
+    body = _request(_unique("bad"))
+    body["spec"].update(spec)
+    refused = assert_status(pool_status.post(REQUESTS, json=body), 422, "Invalid")
+    assert [(c["field"], c["reason"]) for c in refused["details"]["causes"]] == causes
+
+
+def test_a_pool_status_requests_status_is_written_once(pool_status: httpx.Client) -> None:
+    name = _unique("req")
+    created = pool_status.post(REQUESTS, json=_request(name, poolName="node-1")).json()
+    bad = copy.deepcopy(created)
+    bad["status"] = {"poolCount": 1, "pools": [{"driver": "gpu.example.com", "poolName": "node-1", "generation": -1}]}
+    refused = assert_status(pool_status.put(f"{REQUESTS}/{name}/status", json=bad), 422, "Invalid")
+    assert [c["field"] for c in refused["details"]["causes"]] == ["status.pools[0].generation"]
+    answer = {
+        "poolCount": 1,
+        "pools": [{"driver": "gpu.example.com", "poolName": "node-1", "nodeName": "node-1", "generation": 1, "resourceSliceCount": 1, "totalDevices": 2, "allocatedDevices": 1, "availableDevices": 1, "unavailableDevices": 0}],
+        "conditions": [{"type": "Complete", "status": "True", "reason": "Calculated", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+    }
+    written = pool_status.put(f"{REQUESTS}/{name}/status", json={**created, "status": answer})
+    assert written.status_code == 200, written.text
+    assert written.json()["status"] == answer
+    again = written.json()
+    again["status"]["poolCount"] = 2
+    refused = assert_status(pool_status.put(f"{REQUESTS}/{name}/status", json=again), 422, "Invalid")
+    assert [c["field"] for c in refused["details"]["causes"]] == ["status"]
+    deleted = pool_status.delete(f"{REQUESTS}/{name}")
+    assert deleted.json()["kind"] == "ResourcePoolStatusRequest"

@@ -9,18 +9,19 @@ import pytest
 from app.__main__ import main
 from app.registry import KINDS
 from app.registry.runtimeconfig import RuntimeConfigError, enabled_kinds, parse_configuration_map
+from kube.features import FeatureGates
 
 
 def _older(text: str) -> set[str]:
     """The older versions ``text`` enables, as ``version/plural``."""
-    return {f"{k.version}/{k.plural}" for k in enabled_kinds(text) if k.converts}
+    return {f"{k.version}/{k.plural}" for k in enabled_kinds(text) if k.version != "v1"}
 
 
 BETA2 = {f"v1beta2/{p}" for p in ("deviceclasses", "resourceclaims", "resourceclaimtemplates", "resourceslices", "devicetaintrules")}
 
 
 def test_without_the_flag_only_the_stable_versions_are_served() -> None:
-    assert enabled_kinds("") == KINDS
+    assert enabled_kinds("") == tuple(k for k in KINDS if k.version == "v1")
 
 
 @pytest.mark.parametrize(
@@ -42,6 +43,14 @@ def test_without_the_flag_only_the_stable_versions_are_served() -> None:
 )
 def test_the_flag_enables_what_upstream_enables(flag: str, older: set[str]) -> None:
     assert _older(flag) == older
+
+
+def test_resource_pool_status_requests_need_their_version_and_their_gate() -> None:
+    gate = FeatureGates.parse("DRAResourcePoolStatus=true")
+    assert "v1alpha3/resourcepoolstatusrequests" not in _older("resource.k8s.io/v1alpha3=true")
+    served = {(k.version, k.plural) for k in enabled_kinds("resource.k8s.io/v1alpha3=true", gate)}
+    assert ("v1alpha3", "resourcepoolstatusrequests") in served
+    assert not any(k.plural == "resourcepoolstatusrequests" for k in enabled_kinds("", gate))
 
 
 def test_core_v1_keys_address_the_core_group() -> None:

@@ -39,6 +39,7 @@ def test_each_kind_is_served_in_the_versions_upstream_serves_it_in() -> None:
         "ResourceClaimTemplate": ["v1", "v1beta2"],
         "ResourceSlice": ["v1", "v1beta2"],
         "DeviceTaintRule": ["v1", "v1beta2", "v1alpha3"],
+        "ResourcePoolStatusRequest": ["v1alpha3"],
     }
 
 
