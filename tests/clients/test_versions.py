@@ -27,7 +27,7 @@ MERGE = "application/merge-patch+json"
 def versioned_server(start_server: Any, backend: str) -> ServerProcess:
     if backend != "sqlite":
         pytest.skip("the clients' view of the older versions does not depend on the backend (test_versions in tests/app/api runs both)")
-    server: ServerProcess = start_server("--runtime-config", "api/all=true")
+    server: ServerProcess = start_server("--runtime-config", "api/all=true", "--feature-gates", "DRAResourcePoolStatus=true")
     return server
 
 
@@ -133,6 +133,22 @@ def test_python_client_device_taint_rules_in_older_versions(api_client: client.A
     # The older versions answer a DELETE with the rule, which the client decodes as one.
     deleted = api.delete_device_taint_rule(name)
     assert deleted.metadata.name == name and deleted.kind == "DeviceTaintRule"
+
+
+def test_python_client_resource_pool_status_requests(api_client: client.ApiClient) -> None:
+    alpha = client.ResourceV1alpha3Api(api_client)
+    name = _unique("pools")
+    body = {"apiVersion": "resource.k8s.io/v1alpha3", "kind": "ResourcePoolStatusRequest", "metadata": {"name": name}, "spec": {"driver": "gpu.example.com"}}
+    created = alpha.create_resource_pool_status_request(body)
+    assert isinstance(created, client.V1alpha3ResourcePoolStatusRequest) and created.spec.limit == 100
+    created.status = {
+        "poolCount": 1,
+        "pools": [{"driver": "gpu.example.com", "poolName": "p", "generation": 1, "resourceSliceCount": 1, "totalDevices": 1, "allocatedDevices": 0, "availableDevices": 1, "unavailableDevices": 0}],
+    }
+    answered = alpha.replace_resource_pool_status_request_status(name, created)
+    assert answered.status.pools[0].available_devices == 1
+    assert [r.metadata.name for r in alpha.list_resource_pool_status_request().items if r.metadata.name == name] == [name]
+    assert alpha.delete_resource_pool_status_request(name).metadata.name == name
 
 
 # ---- kubectl with an explicit version ----------------------------------------------------------
