@@ -259,6 +259,13 @@ class StatusStrategy(KindStrategy):
         return [(name,) for name in self.spec_fields]
 
 
+def reset_metadata_for_status(new: Obj, old: Obj) -> None:
+    """Upstream's ResetObjectMetaForStatus for kinds whose /status discards metadata changes: the
+    stored metadata, with the request's resourceVersion (its precondition) and managedFields."""
+    keep = {k: v for k, v in new["metadata"].items() if k in ("resourceVersion", "managedFields")}
+    new["metadata"] = {**old["metadata"], **keep}
+
+
 class Subresource:
     """A path below one object of a kind (``NAME/status``), declared by the kind that serves it."""
 

@@ -4,7 +4,7 @@ only when v1alpha3 is enabled (--runtime-config) and the DRAResourcePoolStatus g
 
 from __future__ import annotations
 
-from app.registry.base import KindStrategy, Obj, RequestContext, StatusStrategy, StatusSubresource
+from app.registry.base import KindStrategy, Obj, RequestContext, StatusStrategy, StatusSubresource, reset_metadata_for_status
 from app.registry.columns import age_column, name_column
 from app.registry.resource.resourcepoolstatusrequest_validation import (
     default_request_spec,
@@ -42,8 +42,7 @@ class ResourcePoolStatusRequestStrategy(KindStrategy):
 class ResourcePoolStatusRequestStatusStrategy(StatusStrategy, ResourcePoolStatusRequestStrategy):
     def prepare_for_update(self, new: Obj, old: Obj, ctx: RequestContext) -> None:
         super().prepare_for_update(new, old, ctx)
-        keep = {k: v for k, v in new["metadata"].items() if k in ("resourceVersion", "managedFields")}
-        new["metadata"] = {**old["metadata"], **keep}
+        reset_metadata_for_status(new, old)
 
     def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
         return validate_request_status(new.get("status"), old.get("status"))

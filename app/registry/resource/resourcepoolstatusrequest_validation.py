@@ -8,7 +8,7 @@ from typing import Any
 
 from app.registry.accessors import Errs, dict_entries, get_dict, get_int, get_list, get_str, type_error
 from app.registry.base import Obj
-from app.registry.common import validate_conditions
+from app.registry.common import validate_status_conditions
 from app.registry.objectmeta import dns1123_subdomain_problems, validate_dns1123_subdomain
 from app.registry.resource.common import validate_fully_qualified_name, validate_pool_name
 from kube.errors import forbidden, invalid, required, too_long, too_many
@@ -131,9 +131,5 @@ def validate_request_status(new: Any, old: Any) -> Errs:
             errs.append(too_many("status.pools", len(pools), POOLS_MAX))
         for _, pool, ppath in dict_entries(pools, "status.pools", errs):
             errs.extend(_validate_pool(pool, ppath))
-    conditions = get_list(new, "conditions", "status", errs)
-    if conditions is not None:
-        errs.extend(validate_conditions(conditions, "status.conditions"))
-        if len(conditions) > CONDITIONS_MAX:
-            errs.append(too_many("status.conditions", len(conditions), CONDITIONS_MAX))
+    validate_status_conditions(new, CONDITIONS_MAX, errs)
     return errs
