@@ -143,6 +143,8 @@ def cluster_roles() -> list[dict[str, Any]]:
                 # The claim itself too: the scheduler adds its finalizer before allocating.
                 rule(["get", "list", "watch", "patch", "update"], ["resource.k8s.io"], ["resourceclaims", "resourceclaims/status"]),
                 rule(["patch", "update"], ["resource.k8s.io"], ["resourceclaims/binding"]),
+                # Its explanation port asks the server whether a caller may see the pod (as upstream's secure port does).
+                rule(["create"], ["authorization.k8s.io"], ["subjectaccessreviews"]),
             ],
         ),
         _role(
