@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from app import metrics, registry
+from app import metrics
 from app.api import discovery, negotiation, openapi
 from app.api.generic import GenericStore
 from app.api.negotiation import json_response, status_response
@@ -30,6 +30,8 @@ from app.controlplane.namespaces import NamespaceLifecycle, ensure_system_namesp
 from app.controlplane.rbac import ClusterRoleAggregation, ensure_bootstrap_policy
 from app.filters.limits import RequestLimits
 from app.health import HealthEndpoints, storage_checks
+from app.registry import serve
+from app.registry.runtimeconfig import enabled_kinds
 from app.storage.cache import WatchCache
 from app.storage.db import check_schema, create_engine
 from app.storage.storage import Storage
@@ -109,10 +111,8 @@ class ApiServer:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.gates = FeatureGates.parse(settings.feature_gates)
-        # Which gated kinds are served decides discovery and OpenAPI, so their caches start afresh.
-        registry.serve_gated(self.gates)
-        openapi.openapi_v2.cache_clear()
-        openapi.openapi_v3.cache_clear()
+        # Which kinds in which versions this server serves (RuntimeConfigError for a bad flag).
+        serve(enabled_kinds(settings.runtime_config, self.gates))
         self.engine = create_engine(settings.database_url)
         store = Store(
             self.engine,

@@ -32,6 +32,7 @@ from bench.scheduler import Worker, database, request_counts
 from devtools.server import ServerProcess, migrate
 
 GATES = "DRAReservedForWorkloads=true,GenericWorkload=true,DRAWorkloadResourceClaims=true"
+RUNTIME_CONFIG = "scheduling.k8s.io/v1beta1=true"  # a beta version: off by default, as upstream
 RESOURCE = "/apis/resource.k8s.io/v1"
 SCHEDULING = "/apis/scheduling.k8s.io/v1beta1"
 WRITES = ("POST", "PUT", "PATCH", "DELETE", "DELETECOLLECTION")
@@ -146,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         logs.mkdir(parents=True, exist_ok=True)
         with database(not args.postgres, tmp) as url:
             migrate(url)
-            server = ServerProcess(url, "--feature-gates", GATES, port=None, log_path=logs / "server.log").start()
+            server = ServerProcess(url, "--feature-gates", GATES, "--runtime-config", RUNTIME_CONFIG, port=None, log_path=logs / "server.log").start()
             common = ["--server", server.url, "--feature-gates", GATES]
             workers = [
                 Worker("controllers", [*common, "--lease-duration", "5"], logs / "controller.log"),

@@ -1,5 +1,5 @@
 """The controller process: flags, logging, health endpoint, leader election, and the claim,
-garbage collection and device taint eviction controllers."""
+garbage collection, device taint eviction and (gate DRAResourcePoolStatus) pool status controllers."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from controllers.devicetainteviction import DEFAULT_RULE_STATUS_PERIOD, DeviceTa
 from controllers.garbagecollector import GarbageCollector
 from controllers.podgroups import PodGroupController
 from controllers.resourceclaim import ClaimController
+from controllers.resourcepoolstatus import PoolStatusController
 from kube import podgroups
 from kube.client import KubeClient
 from kube.features import FeatureGates
@@ -38,25 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
 def new_controllers(client: KubeClient, args: argparse.Namespace, gates: FeatureGates) -> Callable[[], Coroutine[Any, Any, None]]:
     """Fresh controllers sharing the pod and claim informers, for one leadership term."""
     claims = ClaimController(client, workers=args.workers)
-    workloads = gates.enabled("GenericWorkload")
-    owner_kinds = {(podgroups.GROUP, podgroups.KIND): (podgroups.GROUP, podgroups.VERSION, podgroups.PLURAL, True)} if workloads else {}
-    collector = GarbageCollector(
-        client, pods=claims.pods, claims=claims.claims, claims_by_owner=claims.claims_by_owner, workers=args.workers, owner_kinds=owner_kinds
-    )
+    collector = GarbageCollector(client, pods=claims.pods, claims=claims.claims, claims_by_owner=claims.claims_by_owner, workers=args.workers)
     informers = [*claims.informers, *collector.informers]
     work = [claims.process, collector.process]
-    if workloads:
-        # The PodGroup API is served only with GenericWorkload; its claims also need DRAWorkloadResourceClaims.
-        groups = PodGroupController(
-            client, pods=claims.pods, claims=claims.claims, templates=claims.templates, claims_by_owner=claims.claims_by_owner,
-            claims_by_reserved=claims.claims_by_reserved, claim_queue=claims.queue,
-            claims_enabled=gates.enabled("DRAWorkloadResourceClaims"), workers=args.workers,
-        )  # fmt: skip
-        groups.groups.on_delete(collector.owner_deleted)
-        if groups.claims_enabled:
-            claims.groups = groups
-        informers += groups.informers
-        work.append(groups.process)
     # Upstream starts the eviction controller only with DynamicResourceAllocation and DRADeviceTaints,
     # and watches DeviceTaintRules only with DRADeviceTaintRules.
     if gates.enabled("DynamicResourceAllocation") and gates.enabled("DRADeviceTaints"):
@@ -66,11 +51,37 @@ def new_controllers(client: KubeClient, args: argparse.Namespace, gates: Feature
         )  # fmt: skip
         informers += evictor.informers
         work.append(evictor.process)
+    if gates.enabled("DRAResourcePoolStatus"):
+        # Its own informers start once the server is known to serve the requests (see process).
+        pool_status = PoolStatusController(client, claims.claims, rules_enabled=gates.enabled("DRADeviceTaintRules"))
+        work.append(pool_status.process)
 
     async def run_all() -> None:
+        if gates.enabled("GenericWorkload"):
+            # PodGroups need the gate and a --runtime-config that serves scheduling.k8s.io/v1beta1.
+            if await client.serves(podgroups.GROUP, podgroups.VERSION, podgroups.PLURAL):
+                groups = new_pod_group_controller(claims, collector, args, gates)
+                informers.extend(groups.informers)
+                work.append(groups.process)
+            else:
+                log.warning("the server does not serve %s/%s %s; PodGroups are not looked after", podgroups.GROUP, podgroups.VERSION, podgroups.PLURAL)
         await run_with_informers(informers, *(w() for w in work))
 
     return run_all
+
+
+def new_pod_group_controller(claims: ClaimController, collector: GarbageCollector, args: argparse.Namespace, gates: FeatureGates) -> PodGroupController:
+    """The PodGroup controller, sharing the claim controller's informers; its claims need DRAWorkloadResourceClaims."""
+    groups = PodGroupController(
+        claims.client, pods=claims.pods, claims=claims.claims, templates=claims.templates, claims_by_owner=claims.claims_by_owner,
+        claims_by_reserved=claims.claims_by_reserved, claim_queue=claims.queue,
+        claims_enabled=gates.enabled("DRAWorkloadResourceClaims"), workers=args.workers,
+    )  # fmt: skip
+    collector.owner_kinds[(podgroups.GROUP, podgroups.KIND)] = (podgroups.GROUP, podgroups.VERSION, podgroups.PLURAL, True)
+    groups.groups.on_delete(collector.owner_deleted)
+    if groups.claims_enabled:
+        claims.groups = groups
+    return groups
 
 
 async def run(args: argparse.Namespace, gates: FeatureGates) -> None:

@@ -92,11 +92,10 @@ class GarbageCollector:
         claims_by_owner: Index[str],
         workers: int = 4,
         watch_timeout_seconds: int | None = None,
-        owner_kinds: dict[tuple[str, str], tuple[str, str, str, bool]] | None = None,
     ) -> None:
         self.client = client
-        # OWNER_KINDS plus the kinds of gated APIs the server serves (PodGroups with GenericWorkload).
-        self.owner_kinds = {**OWNER_KINDS, **(owner_kinds or {})}
+        # OWNER_KINDS plus the kinds of gated APIs found served at start (PodGroups with GenericWorkload).
+        self.owner_kinds = dict(OWNER_KINDS)
         self.workers = workers
         self.pods = pods
         self.claims = claims

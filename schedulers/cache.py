@@ -15,10 +15,12 @@ effective allocations make up the allocated-device state the allocator works aga
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Mapping
 from fractions import Fraction
 from typing import Any
 
+from kube import podgroups
 from kube.client import KubeClient, resource_path
 from kube.informer import Informer, object_key
 from kube.pods import Resources, pod_requests
@@ -26,6 +28,8 @@ from schedulers.allocator import AllocatedState, AllocatorFeatures, ResourceInde
 from schedulers.nodefit import insufficient, node_allocatable
 from schedulers.podgroups import PodGroupView
 from schedulers.queue import SchedulingQueue
+
+log = logging.getLogger("scheduler")
 
 Obj = dict[str, Any]
 Key = tuple[str, str]  # (namespace, name)
@@ -88,6 +92,7 @@ class SchedulerCache:
         features: AllocatorFeatures | None = None,
         watch_timeout_seconds: int | None = None,
     ) -> None:
+        self.client = client
         self.queue = queue
         self.scheduler_name = scheduler_name
         self.features = features or AllocatorFeatures()
@@ -130,6 +135,15 @@ class SchedulerCache:
         if self.features.generic_workload:
             self.groups = PodGroupView(client, self.pods, queue.claim_ready, watch_timeout_seconds=watch_timeout_seconds)
             self.informers.append(self.groups.groups)
+
+    async def check_served(self) -> None:
+        """PodGroups need GenericWorkload and a --runtime-config that serves them: without them the
+        scheduler treats pods as if they named no group."""
+        groups = self.groups
+        if groups is not None and not await self.client.serves(podgroups.GROUP, podgroups.VERSION, podgroups.PLURAL):
+            log.warning("the server does not serve %s/%s %s; pods are scheduled without their groups", podgroups.GROUP, podgroups.VERSION, podgroups.PLURAL)
+            self.informers.remove(groups.groups)
+            self.groups = None
 
     def _wire(self) -> None:
         self.pods.on_add(self._pod_added)

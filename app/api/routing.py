@@ -25,7 +25,6 @@ from app.api.handlers.get import get, list_resource
 from app.api.handlers.patch import patch
 from app.api.handlers.scope import Handler, RequestScope
 from app.api.handlers.update import update
-from app.api.options import query_params
 from app.api.requestinfo import request_verb
 from app.api.storagestatus import storage_status
 from app.registry import served_kinds
@@ -33,6 +32,7 @@ from app.registry.base import ActionSubresource, ComputedSubresource, KindStrate
 from app.storage.errors import StorageFailure, StorageUnavailable
 from kube import errors
 from kube.errors import ApiError
+from kube.query import query_params
 
 # Methods the router takes; anything else goes on to the rest of the application.
 METHODS = frozenset(("GET", "POST", "PUT", "PATCH", "DELETE"))

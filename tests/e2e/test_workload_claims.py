@@ -38,6 +38,8 @@ from tests.processes import eventually
 SCHEDULING = "/apis/scheduling.k8s.io/v1beta1"
 BOTH_PROPOSALS = "GenericWorkload=true,DRAWorkloadResourceClaims=true,DRAReservedForWorkloads=true"
 KEP_5729_ONLY = "GenericWorkload=true,DRAWorkloadResourceClaims=true"
+# Like every beta API since v1.24, scheduling.k8s.io/v1beta1 is also off until --runtime-config enables it.
+RUNTIME_CONFIG = ("--runtime-config", "scheduling.k8s.io/v1beta1=true")
 TEMPLATE = "group-gpu"
 
 Obj = dict[str, Any]
@@ -45,7 +47,7 @@ Obj = dict[str, Any]
 
 @pytest.fixture(scope="module")
 def stack(start_server: Callable[..., ServerProcess], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    stack = Stack(start_server, tmp_path_factory.mktemp("workload-claims"))
+    stack = Stack(start_server, tmp_path_factory.mktemp("workload-claims"), server_flags=RUNTIME_CONFIG)
     stack.start(BOTH_PROPOSALS)
     try:
         eventually(lambda: len(our_slices(stack.client)) == 4, "simulator publishes its slices", TIMEOUT)
@@ -285,7 +287,7 @@ def test_gates_off_leave_reservations_in_place(stack: Stack) -> None:
     # The group's claims are not served any more (the stored ones are kept).
     assert get_group(http, ns, "kept").json()["spec"]["resourceClaims"] == [{"name": "dev", "resourceClaimName": "kept"}]
 
-    # Neither gate: the API is gone; the reservation and the pod are still there.
+    # Neither gate: the API is gone (its version still enabled); the reservation and the pod are still there.
     stack.restart("")
     http = stack.client
     time.sleep(2.0)

@@ -8,20 +8,15 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from app import registry
 from app.api.generic import GenericStore
 from app.api.options import WriteOptions
 from app.config import Settings
 from app.registry import NAMESPACE_KIND
 from app.server import ApiServer
 from app.storage.db import run_migrations
-from kube.features import FeatureGates
 from tests.conftest import Databases
 
 WRITER = WriteOptions(field_manager="test")
-# The in-process tests cover every kind, the gated ones too (the machinery is the same for all).
-EVERY_KIND_GATE = ",".join(sorted(f"{gate}=true" for gate in {k.feature_gate for k in registry.KINDS if k.feature_gate}))
-registry.serve_gated(FeatureGates.parse(EVERY_KIND_GATE))
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +29,7 @@ def store_database_url(databases: Databases) -> str:
 @pytest.fixture(scope="module")
 async def store(store_database_url: str) -> AsyncIterator[GenericStore]:
     """The generic store of a started ApiServer (storage, system namespaces, namespace lifecycle)."""
-    server = ApiServer(Settings(database_url=store_database_url, feature_gates=EVERY_KIND_GATE))
+    server = ApiServer(Settings(database_url=store_database_url))
     await server.start()
     try:
         yield server.registry

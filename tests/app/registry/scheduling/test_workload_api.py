@@ -17,6 +17,8 @@ from tests.helpers import assert_status, new_namespace, pod, watch_lines
 
 SCHEDULING = "/apis/scheduling.k8s.io/v1beta1"
 BOTH_GATES = "GenericWorkload=true,DRAWorkloadResourceClaims=true"
+# Like every beta API since v1.24, the version is off until --runtime-config enables it, besides the gate.
+RUNTIME_CONFIG = ("--runtime-config", "scheduling.k8s.io/v1beta1=true")
 
 Obj = dict[str, Any]
 
@@ -33,14 +35,14 @@ def _client(server: ServerProcess) -> httpx.Client:
 @pytest.fixture(scope="module")
 def gated(start_server: Callable[..., ServerProcess]) -> Iterator[httpx.Client]:
     """A server with both gates on."""
-    with _client(start_server("--feature-gates", BOTH_GATES)) as client:
+    with _client(start_server(*RUNTIME_CONFIG, "--feature-gates", BOTH_GATES)) as client:
         yield client
 
 
 @pytest.fixture(scope="module")
 def workload_only(start_server: Callable[..., ServerProcess]) -> Iterator[httpx.Client]:
     """A server with GenericWorkload but without DRAWorkloadResourceClaims."""
-    with _client(start_server("--feature-gates", "GenericWorkload=true")) as client:
+    with _client(start_server(*RUNTIME_CONFIG, "--feature-gates", "GenericWorkload=true")) as client:
         yield client
 
 
@@ -84,6 +86,17 @@ def test_not_served_without_generic_workload(api: httpx.Client, ns: str) -> None
     response = api.post(f"/api/v1/namespaces/{ns}/pods", json=body)
     assert response.status_code == 201, response.text
     assert "schedulingGroup" not in response.json()["spec"]
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [("--feature-gates", BOTH_GATES), RUNTIME_CONFIG],
+    ids=["gates-without-runtime-config", "runtime-config-without-gate"],
+)
+def test_served_only_with_the_version_and_the_gate(start_server: Callable[..., ServerProcess], flags: tuple[str, ...]) -> None:
+    with _client(start_server(*flags)) as client:
+        assert client.get(SCHEDULING).status_code == 404
+        assert client.get(f"{SCHEDULING}/namespaces/default/podgroups").status_code == 404
 
 
 def test_discovery_openapi_and_printing(gated: httpx.Client) -> None:
