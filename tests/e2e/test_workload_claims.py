@@ -188,6 +188,22 @@ def test_gang_waits_for_its_minimum(stack: Stack, ns: str) -> None:
     delete_and_wait(http, ns, "g-0", "g-1", "g-2")
 
 
+def test_gang_members_are_not_bound_while_one_cannot_be_placed(stack: Stack, ns: str) -> None:
+    """All or nothing: two members fit, the third fits no node, so none is bound (they wait at Permit)."""
+    http = stack.client
+    create_group(http, ns, "stuck", min_count=3, claims=GROUP_CLAIM)
+    misfit = member("s-2", "stuck")
+    misfit["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "no-such-node"}
+    create_pods(http, ns, member("s-0", "stuck"), member("s-1", "stuck"), misfit)
+    stays_pending(http, ns, "s-0", "s-1", "s-2")
+    # A third member that fits completes the gang.
+    delete_and_wait(http, ns, "s-2")
+    create_pods(http, ns, member("s-3", "stuck"))
+    for name in ("s-0", "s-1", "s-3"):
+        running(http, ns, name, timeout=90.0)
+    delete_and_wait(http, ns, "s-0", "s-1", "s-3")
+
+
 # ---- bad input ----------------------------------------------------------------------------------------------
 
 
