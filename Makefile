@@ -19,8 +19,9 @@ $(BIN)/.installed: pyproject.toml
 
 venv: $(BIN)/.installed
 
+# make run EXAMPLE_DRIVER=1: the example DRA driver on every node instead of built-in devices.
 run: venv
-	$(BIN)/python -m devtools.devstack --port $(PORT) --database-url '$(DATABASE_URL)'
+	$(BIN)/python -m devtools.devstack --port $(PORT) --database-url '$(DATABASE_URL)' $(if $(EXAMPLE_DRIVER),--example-driver)
 
 test: venv
 	$(BIN)/ruff check .
