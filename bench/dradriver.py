@@ -33,7 +33,7 @@ from typing import Any
 import orjson
 
 from bench.simulator import DEVICES_PER_NODE, DRIVER, Bench, Simulator, database, fmt, ratio
-from devtools.server import REPO_ROOT, ServerProcess, migrate
+from devtools.server import REPO_ROOT, ServerProcess, migrate, stop_process
 from exampledriver.driver import DEFAULT_DRIVER
 
 Obj = dict[str, Any]
@@ -53,13 +53,7 @@ class ExampleDriver:
             self.process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=out, stderr=out)
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)
 
 
 def registrations(log: Path) -> int:

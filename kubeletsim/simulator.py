@@ -30,7 +30,7 @@ from kube.informer import Informer, run_with_informers
 from kube.workqueue import ExponentialBackoff
 from kubeletsim.identities import Identities
 from kubeletsim.nodecontroller import NodeController
-from kubeletsim.plugins.node import NodePlugins, PluginSettings, run_all
+from kubeletsim.plugins.node import NodePlugins, PluginSettings
 from kubeletsim.podcontroller import HEALTH_FEATURE, PodController
 from kubeletsim.profiles import Profile
 from kubeletsim.settings import Settings
@@ -109,7 +109,7 @@ class Simulator:
             asyncio.create_task(self.node_controller.leases.run(), name="leases"),
             asyncio.create_task(self.node_controller.node_status.run(), name="node-status"),
             asyncio.create_task(self._resync_forever(), name="resync"),
-            asyncio.create_task(run_all(self.plugins.values()), name="plugins"),
+            *(asyncio.create_task(p.run(), name=f"plugins-{p.node}") for p in self.plugins.values()),
             asyncio.create_task(self.pod_controller.release_orphans(), name="orphans"),
         ]
         self.ready.set()

@@ -11,7 +11,6 @@ back, as the kubelet does.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
@@ -133,15 +132,3 @@ class NodePlugins:
         if pods:
             self.on_health(pods)
 
-
-async def run_all(nodes: Collection[NodePlugins]) -> None:
-    """Run every node's plugin side until cancelled."""
-    tasks = [asyncio.create_task(n.run(), name=f"plugins-{n.node}") for n in nodes]
-    try:
-        await asyncio.gather(*tasks)
-    finally:
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
