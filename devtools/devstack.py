@@ -32,6 +32,7 @@ from kube.kubeconfig import kubeconfig_text
 from kube.pki import write_private
 
 READY_CHECK_SECONDS = 2.0
+EXPLAIN_PORT = 10260
 
 KUBECONFIG_TEMPLATE = """apiVersion: v1
 kind: Config
@@ -85,13 +86,15 @@ def node_names(nodes: int) -> list[str]:
     return [f"{NODE_PREFIX}{i}" for i in range(nodes)]
 
 
-def worker_commands(server: ServerProcess, feature_gates: str, nodes: int, profile: str) -> list[tuple[str, list[str]]]:
+def worker_commands(server: ServerProcess, feature_gates: str, nodes: int, profile: str, explain_port: int = 0) -> list[tuple[str, list[str]]]:
     """The workers that exist in this checkout, each as (name, argv), each as its own identity
-    (the simulator's nodes need their tokens in the credentials before the server starts)."""
+    (the simulator's nodes need their tokens in the credentials before the server starts);
+    with ``explain_port`` the scheduler serves explanations there (``kubectl dra why``)."""
     gates = ["--feature-gates", feature_gates] if feature_gates else []
+    explain = ["--explain-port", str(explain_port)] if explain_port else []
     wanted = [
         ("controller", ["-m", "controllers", *server.worker_flags("controller"), *gates]),
-        ("scheduler", ["-m", "schedulers", *server.worker_flags("scheduler"), *gates]),
+        ("scheduler", ["-m", "schedulers", *server.worker_flags("scheduler"), *explain, *gates]),
         ("kubeletsim", ["-m", "kubeletsim", *server.worker_flags("kubeletsim"), "--nodes", str(nodes), "--node-prefix", NODE_PREFIX, "--profile", profile, *gates]),
     ]
     return [(name, [sys.executable, *argv]) for name, argv in wanted if (REPO_ROOT / argv[1] / "__main__.py").exists()]
@@ -168,6 +171,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--example-driver", action="store_true", help="run the example DRA driver (python -m exampledriver) on every node, as its own identity"
     )
+    parser.add_argument(
+        "--explain-port", type=int, default=int(os.environ.get("DRA_EXPLAIN_PORT", str(EXPLAIN_PORT))),
+        help=f"the scheduler's explanation port, for kubectl dra (DRA_EXPLAIN_PORT; default {EXPLAIN_PORT}; 0: off)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     profile = args.profile or ("none" if args.example_driver else DEFAULT_PROFILE)
 
@@ -187,14 +194,14 @@ def main(argv: list[str] | None = None) -> int:
             log_file = open(logs / f"{name}.log", "ab")  # noqa: SIM115 - lives as long as the worker
             workers.append(subprocess.Popen(command, cwd=REPO_ROOT, stdout=log_file, stderr=log_file))
 
-    start(worker_commands(server, args.feature_gates, args.nodes, profile))
+    start(worker_commands(server, args.feature_gates, args.nodes, profile, args.explain_port))
     drivers = ""
     if args.example_driver:
         start(example_driver_commands(server, node_names(args.nodes)))
-        drivers = f"""
-The example DRA driver serves every node (logs exampledriver-sim-N.log); try it:
+        drivers = f"""The example DRA driver serves every node (logs exampledriver-sim-N.log); try it:
 
     kubectl apply -f {EXAMPLE_DRIVER_MANIFESTS.relative_to(REPO_ROOT)}/pod.yaml
+
 """
     print(
         f"""
@@ -207,8 +214,14 @@ Point kubectl at it:
     export KUBECONFIG={kubeconfig}
     kubectl api-resources --api-group=resource.k8s.io
     kubectl apply -f examples/
-{drivers}
-Press Ctrl-C to stop.
+
+See devices, claims and why pods wait (kubectl dra is in .venv/bin):
+
+    kubectl dra devices
+    kubectl dra why pod/NAME
+    kubectl dra dashboard
+
+{drivers}Press Ctrl-C to stop.
 """,
         flush=True,
     )
