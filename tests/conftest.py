@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import ExitStack
@@ -27,6 +28,10 @@ from tests.contract import check_response_body
 from tests.helpers import new_namespace
 
 BACKENDS = ["sqlite", "postgres"]
+
+# Simulators and drivers started by the tests meet in a directory of their own, not in the
+# checkout's data directory (short: unix socket paths are limited to 107 bytes).
+os.environ.setdefault("DRA_KUBELET_ROOT_DIR", tempfile.mkdtemp(prefix="kr-", dir="/tmp"))
 
 
 class Databases:
