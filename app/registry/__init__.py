@@ -15,6 +15,7 @@ from app.registry.resource import (
     resourceclaimtemplate,
     resourceslice,
 )
+from app.registry.scheduling import priorityclass
 
 KINDS: tuple[KindStrategy, ...] = (
     namespace.STRATEGY,
@@ -36,6 +37,7 @@ KINDS: tuple[KindStrategy, ...] = (
     selfsubjectaccessreview.STRATEGY,
     selfsubjectrulesreview.STRATEGY,
     subjectaccessreview.STRATEGY,
+    priorityclass.STRATEGY,
 )
 
 # The kind whose objects are the namespaces that namespaced objects live in.
