@@ -10,6 +10,9 @@
    with backoff. Every claim written goes into the cache's assume cache.
 3. *Reporting*: a pod no node fits gets a ``PodScheduled=False`` condition and a
    ``FailedScheduling`` event (once per distinct message); a bound pod a ``Scheduled`` event.
+4. *Preemption* (:meth:`Binder.preempt`): the preemptor's nomination is held in the cache at
+   once; then each victim gets a ``DisruptionTarget`` condition, is deleted gracefully and gets a
+   ``Preempted`` event, and the preemptor's ``status.nominatedNodeName`` names the node.
 
 Crash safety: claim writes happen before the binding, so a new leader may find a pending pod
 whose claims are already allocated and reserved for it. Its cycle then sees allocated claims,
@@ -37,6 +40,7 @@ from kube.timeutil import now_rfc3339
 from schedulers.allocator import AllocatorFeatures
 from schedulers.cache import RESOURCE, Key, Obj, SchedulerCache, is_pod_reference, meta
 from schedulers.cycle import Placement
+from schedulers.preemption import Preempt
 from schedulers.queue import SchedulingQueue
 
 log = logging.getLogger("scheduler")
@@ -57,6 +61,8 @@ class SchedulerStats:
     scheduled: int = 0
     unschedulable: int = 0
     bind_failures: int = 0
+    preemptions: int = 0
+    victims: int = 0
 
 
 class _BindFailure(Exception):
@@ -299,23 +305,84 @@ class Binder:
 
     # ------------------------------------------------------------------ reporting
 
-    def unschedulable(self, pod: Obj, message: str, reason: str = "Unschedulable") -> None:
-        """Park the pod and record why (condition + event, only when the message changes)."""
+    def unschedulable(self, pod: Obj, message: str, reason: str = "Unschedulable", *, clear_nomination: bool = False) -> None:
+        """Park the pod and record why (condition + event, only when the message changes).
+        ``clear_nomination``: preemption cannot help any more, the pod's nominated node goes."""
         key = object_key(pod)
         self.stats.unschedulable += 1
         self.queue.unschedulable(key)
         uid = meta(pod).get("uid", "")
         log.info("pod unschedulable", extra={"pod": "/".join(key), "why": message})
-        if self._reported.get(uid) == message:
+        nominated: str | None = None
+        if clear_nomination:
+            self.cache.forget_nomination(uid)
+            nominated = ""
+        if self._reported.get(uid) == message and nominated is None:
             return
         self._reported[uid] = message
-        self._spawn(self._report(pod, message, reason))
+        self._spawn(self._report(pod, message, reason, nominated))
+
+    # ------------------------------------------------------------------ preemption
+
+    def preempt(self, pod: Obj, plan: Preempt) -> None:
+        """Hold the nomination, park the pod, and evict the victims in a task of their own."""
+        key = object_key(pod)
+        uid = meta(pod).get("uid", "")
+        self.stats.unschedulable += 1
+        self.stats.preemptions += 1
+        self.cache.nominate(plan.nomination, uid)
+        self.queue.unschedulable(key)
+        self._reported[uid] = plan.message
+        self._spawn(self._preempt(pod, plan))
+
+    async def _preempt(self, pod: Obj, plan: Preempt) -> None:
+        node = plan.nomination.node
+        uid = meta(pod).get("uid", "")
+        scheduler = (pod.get("spec") or {}).get("schedulerName") or self.component
+        try:
+            for victim in plan.victims:
+                if meta(victim).get("deletionTimestamp"):
+                    continue  # graceful deletion already under way
+                await self._evict(victim, scheduler)
+                self.stats.victims += 1
+                self._spawn(self._event(victim, "Normal", "Preempted", f"Preempted by pod {uid} on node {node}"))
+        except (ApiError, httpx.HTTPError, OSError) as exc:
+            log.warning("preemption failed", extra={"pod": "/".join(object_key(pod)), "node": node, "error": str(exc)})
+            self.cache.forget_nomination(uid)
+            if self.cache.pods.get(*object_key(pod)) is not None:
+                self.queue.retry(object_key(pod))
+            return
+        # Lower-priority pods nominated on that node may not fit there any more: they look again.
+        for other_uid in list(self.cache.nominated_on.get(node, ())):
+            other = self.cache.nominations.get(other_uid)
+            if other is not None and other.priority < plan.nomination.priority:
+                self.cache.forget_nomination(other_uid)
+                with contextlib.suppress(ApiError, httpx.HTTPError, OSError):
+                    await self.client.patch(resource_path("", "v1", "pods", *other.pod, "status"), {"status": {"nominatedNodeName": None}}, patch_type="merge")
+                self.queue.add(other.pod, other.priority)
+        await self._report(pod, plan.message, "Unschedulable", node)
+
+    async def _evict(self, victim: Obj, scheduler: str) -> None:
+        """Upstream's PreemptPod: the DisruptionTarget condition, then a graceful delete."""
+        ns, name = object_key(victim)
+        condition = {
+            "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+            "message": f"{scheduler}: preempting to accommodate a higher priority pod", "lastProbeTime": None, "lastTransitionTime": now_rfc3339(),
+        }  # fmt: skip
+        try:
+            await self.client.patch(resource_path("", "v1", "pods", ns, name, "status"), {"status": {"conditions": [condition]}}, patch_type="strategic")
+            await self.client.delete(resource_path("", "v1", "pods", ns, name), preconditions={"uid": meta(victim).get("uid", "")})
+        except ApiError as exc:
+            if exc.code != 404:
+                raise
 
     def forget_reports(self, pod: Obj) -> None:
         """The pod is gone: a new pod of the same name is reported afresh."""
         self._reported.pop(meta(pod).get("uid", ""), None)
 
-    async def _report(self, pod: Obj, message: str, reason: str) -> None:
+    async def _report(self, pod: Obj, message: str, reason: str, nominated: str | None = None) -> None:
+        """The PodScheduled=False condition (and ``status.nominatedNodeName`` when ``nominated`` is
+        given; "" clears it) and a FailedScheduling event."""
         ns, name = object_key(pod)
         condition = {
             "type": "PodScheduled", "status": "False", "reason": reason, "message": message,
@@ -324,8 +391,11 @@ class Binder:
         for c in (pod.get("status") or {}).get("conditions") or []:
             if c.get("type") == "PodScheduled" and c.get("status") == "False":
                 condition["lastTransitionTime"] = c.get("lastTransitionTime") or condition["lastTransitionTime"]
+        status: Obj = {"conditions": [condition]}
+        if nominated is not None:
+            status["nominatedNodeName"] = nominated or None
         try:
-            await self.client.patch(resource_path("", "v1", "pods", ns, name, "status"), {"status": {"conditions": [condition]}}, patch_type="strategic")
+            await self.client.patch(resource_path("", "v1", "pods", ns, name, "status"), {"status": status}, patch_type="strategic")
         except (ApiError, httpx.HTTPError, OSError) as exc:
             log.info("could not update pod condition", extra={"pod": f"{ns}/{name}", "error": str(exc)})
         await self._event(pod, "Warning", "FailedScheduling", message)

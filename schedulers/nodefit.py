@@ -77,6 +77,12 @@ def insufficient(requests: Resources, used: Resources, pod_count: int, allocatab
     return reasons
 
 
+def resources_may_free(reason: str) -> bool:
+    """Whether removing pods from the node can fix this reason (upstream's Unschedulable, as
+    opposed to UnschedulableAndUnresolvable): only a shortage of cpu, memory, pods or another resource."""
+    return reason == REASON_TOO_MANY_PODS or reason.startswith("Insufficient ")
+
+
 def fit_error_message(total_nodes: int, reasons: Mapping[str, int], preemption: bool = True) -> str:
     """Upstream's FitError text: ``0/N nodes are available: <count> <reason>, ... .`` (sorted)."""
     if total_nodes == 0:
