@@ -11,6 +11,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kube.claims import extended_resource_claim_name
 from kube.labels import node_selector_matches
 from kube.pods import (
     HUGEPAGES_PREFIX,
@@ -43,7 +44,8 @@ class Admission:
 
 
 def pod_claim_names(pod: Obj) -> list[tuple[str, str | None, bool]]:
-    """(pod claim name, ResourceClaim name or None when not known yet, created from a template)."""
+    """(pod claim name, ResourceClaim name or None when not known yet, created for the pod): the
+    pod's claims, then the claim for its extended resources (named after itself)."""
     statuses = {s.get("name"): s for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []}
     out: list[tuple[str, str | None, bool]] = []
     for pc in (pod.get("spec") or {}).get("resourceClaims") or []:
@@ -52,6 +54,9 @@ def pod_claim_names(pod: Obj) -> list[tuple[str, str | None, bool]]:
             out.append((name, pc["resourceClaimName"], False))
         else:
             out.append((name, (statuses.get(name) or {}).get("resourceClaimName"), True))
+    extended = extended_resource_claim_name(pod)
+    if extended:
+        out.append((extended, extended, True))  # the scheduler's claim for the pod's extended resources
     return out
 
 

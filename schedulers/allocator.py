@@ -164,6 +164,8 @@ class AllocatorFeatures:
     reserved_for_workloads: bool = False
     # KEP-5690 (DRAPreemption): preemption may free devices, not only cpu, memory and pod slots.
     dra_preemption: bool = True
+    # Extended resources backed by devices (DRAExtendedResource): the scheduler's special claim.
+    extended_resource: bool = True
 
     @classmethod
     def from_gates(cls, gates: Mapping[str, bool]) -> AllocatorFeatures:
@@ -185,6 +187,7 @@ class AllocatorFeatures:
             node_allocatable_resources=on("DRANodeAllocatableResources", False),
             reserved_for_workloads=on("DRAReservedForWorkloads", False),
             dra_preemption=on("DRAPreemption", True),
+            extended_resource=on("DRAExtendedResource", True),
         )
 
 

@@ -40,6 +40,7 @@ from kube.timeutil import now_rfc3339
 from schedulers.allocator import AllocatorFeatures
 from schedulers.cache import RESOURCE, Key, Obj, SchedulerCache, is_pod_reference, meta
 from schedulers.cycle import Placement
+from schedulers.extended import SpecialClaim, is_in_memory
 from schedulers.preemption import Preempt
 from schedulers.queue import SchedulingQueue
 
@@ -142,7 +143,7 @@ class Binder:
                 to_write.append((claim, None))
         self.cache.assume_pod(pod, placement.node, placement.requests)
         self.queue.done(object_key(pod))
-        self._spawn(self._bind(pod, placement.node, to_write, placement.statuses))
+        self._spawn(self._bind(pod, placement.node, to_write, placement.statuses, placement.extended))
 
     def _unreserve(self, pod: Obj, claims: list[ClaimWrite]) -> None:
         pod_uid = meta(pod).get("uid", "")
@@ -151,24 +152,72 @@ class Binder:
                 self.cache.forget_allocation(claim, pod_uid)
         self.cache.forget_pod(pod)
 
+    async def _create_special_claim(self, pod: Obj, claim: Obj, allocation: Mapping[str, Any]) -> Obj:
+        """Create the in-memory special claim; its allocation moves to the created claim in the cache."""
+        body = {**claim, "metadata": {k: v for k, v in meta(claim).items() if k not in ("name", "uid")}}
+        ns = meta(claim).get("namespace", "")
+        created = await self.client.create(resource_path(RESOURCE, "v1", "resourceclaims", ns), body)
+        pod_uid = meta(pod).get("uid", "")
+        self.cache.assume_claim(created)
+        self.cache.assume_allocation(created, allocation, pod_uid)
+        self.cache.forget_allocation(claim, pod_uid)
+        log.info("created claim for extended resources", extra={"pod": "/".join(object_key(pod)), "claim": _claim_name(created)})
+        return created
+
+    async def _delete_special_claim(self, claim: Obj) -> None:
+        """Delete a special claim this scheduler created (its finalizer first, so it goes at once)."""
+        with contextlib.suppress(ApiError, httpx.HTTPError, OSError):
+            obj = await self.client.get(_claim_path(claim))
+            if meta(obj).get("uid") != meta(claim).get("uid"):
+                return
+            finalizers = list(meta(obj).get("finalizers") or [])
+            if DELETE_PROTECTION_FINALIZER in finalizers:
+                finalizers.remove(DELETE_PROTECTION_FINALIZER)
+                obj = await self.client.update(_claim_path(obj), {**obj, "metadata": {**meta(obj), "finalizers": finalizers}})
+            await self.client.delete(_claim_path(obj), preconditions={"uid": meta(obj).get("uid", "")}, missing_ok=True)
+
+    def delete_stale_special_claim(self, pod: Obj, claim: Obj) -> None:
+        """PostFilter for a special claim an earlier attempt left: delete it, then try the pod again."""
+        log.info("deleting stale claim for extended resources", extra={"pod": "/".join(object_key(pod)), "claim": _claim_name(claim)})
+
+        async def delete_and_retry() -> None:
+            await self._delete_special_claim(claim)
+            if self.cache.pods.get(*object_key(pod)) is not None:
+                self.queue.retry(object_key(pod))
+
+        self._spawn(delete_and_retry())
+
     # ------------------------------------------------------------------ writes
 
-    async def _bind(self, pod: Obj, node_name: str, claims: list[ClaimWrite], statuses: list[Obj]) -> None:
-        """PreBind (claim status writes, the pod's node-allocatable claim statuses) and Bind; undo everything on failure."""
+    async def _bind(self, pod: Obj, node_name: str, claims: list[ClaimWrite], statuses: list[Obj], extended: SpecialClaim | None = None) -> None:
+        """PreBind (claim status writes, the special claim, the pod's claim statuses) and Bind; undo everything on failure."""
         key = object_key(pod)
         ns, name = key
         written: list[Obj] = []
+        created: Obj | None = None
         try:
-            for claim, allocation in claims:
+            for i, (claim, allocation) in enumerate(claims):
+                if allocation is not None and is_in_memory(claim):
+                    created = await self._create_special_claim(pod, claim, allocation)
+                    claims[i] = (created, allocation)
+                    claim = created
                 written.append(await self._write_claim(pod, claim, allocation))
-            if statuses or (pod.get("status") or {}).get("nodeAllocatableResourceClaimStatuses"):
+            pod_status = pod.get("status") or {}
+            patch_status: Obj = {}
+            if statuses or pod_status.get("nodeAllocatableResourceClaimStatuses"):
                 # Merge patch replaces the whole list: a retried pod drops what an earlier attempt wrote.
-                patch = {"status": {"nodeAllocatableResourceClaimStatuses": statuses or None}}
-                await self.client.patch(resource_path("", "v1", "pods", ns, name, "status"), patch, patch_type="merge")
+                patch_status["nodeAllocatableResourceClaimStatuses"] = statuses or None
+            if created is not None and extended is not None:
+                patch_status["extendedResourceClaimStatus"] = {"requestMappings": extended.mappings, "resourceClaimName": meta(created).get("name", "")}
+            elif pod_status.get("extendedResourceClaimStatus"):
+                patch_status["extendedResourceClaimStatus"] = None
+            if patch_status:
+                await self.client.patch(resource_path("", "v1", "pods", ns, name, "status"), {"status": patch_status}, patch_type="merge")
             binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name, "namespace": ns}, "target": {"apiVersion": "v1", "kind": "Node", "name": node_name}}
             await self.client.post_raw(resource_path("", "v1", "pods", ns, name, "binding"), binding)
         except asyncio.CancelledError:
-            # Leadership ended mid-write; the next leader finishes or undoes it (see module docstring).
+            # Leadership ended mid-write; the next leader finishes or undoes it (see module docstring;
+            # a special claim left behind is deleted by the next attempt).
             self._unreserve(pod, claims)
             raise
         except (ApiError, httpx.HTTPError, OSError, _BindFailure) as exc:
@@ -176,8 +225,12 @@ class Binder:
             log.warning("binding failed", extra={"pod": f"{ns}/{name}", "node": node_name, "error": str(exc)})
             self._unreserve(pod, claims)
             for claim in written:
+                if created is not None and meta(claim).get("uid") == meta(created).get("uid"):
+                    continue  # deleted below
                 with contextlib.suppress(ApiError, httpx.HTTPError, OSError):
                     await self._drop_reservation(pod, claim)
+            if created is not None:
+                await self._delete_special_claim(created)
             if self.cache.pods.get(ns, name) is not None:
                 self.queue.retry(key)
             return

@@ -29,6 +29,7 @@ from kube.client import KubeClient, resource_path
 from kube.informer import Informer, object_key
 from kube.pods import Resources, pod_priority, pod_requests
 from schedulers.allocator import AllocatedState, AllocatorFeatures, ResourceIndex, SearchCache
+from schedulers.extended import owned_special_claim_of, resource_classes
 from schedulers.nodefit import insufficient, node_allocatable
 from schedulers.queue import SchedulingQueue
 
@@ -146,6 +147,9 @@ class SchedulerCache:
         self._in_flight: dict[str, tuple[Mapping[str, Any], str]] = {}  # claim uid -> (allocation being written, pod uid)
         self._allocations: dict[str, Mapping[str, Any]] = {}  # claim uid -> effective allocation
         self._state: AllocatedState | None = None
+        # Extended resources backed by devices: pod uid -> its special claim; resource -> class.
+        self._special_claims: dict[str, Key] = {}
+        self._resource_classes: dict[str, str] | None = None
         self._wire()
 
     def _wire(self) -> None:
@@ -163,7 +167,7 @@ class SchedulerCache:
         self.slices.on_delete(lambda s: self.index.remove_slice(meta(s).get("name", "")))
         self.classes.on_add(lambda c: self._class_set(c))
         self.classes.on_update(lambda _old, c: self._class_set(c))
-        self.classes.on_delete(lambda c: self.index.remove_class(meta(c).get("name", "")))
+        self.classes.on_delete(self._class_deleted)
         self.taint_rules.on_add(lambda r: self._rule_set(r))
         self.taint_rules.on_update(lambda _old, r: self._rule_set(r))
         self.taint_rules.on_delete(self._rule_deleted)
@@ -381,7 +385,33 @@ class SchedulerCache:
 
     def _class_set(self, obj: Obj) -> None:
         self.index.set_class(obj)
+        self._resource_classes = None
         self.queue.move_all()
+
+    def _class_deleted(self, obj: Obj) -> None:
+        self.index.remove_class(meta(obj).get("name", ""))
+        self._resource_classes = None
+
+    def resource_classes(self) -> Mapping[str, str]:
+        """Extended resource name -> the class that serves it with devices."""
+        if self._resource_classes is None:
+            self._resource_classes = resource_classes(self.classes.list())
+        return self._resource_classes
+
+    def special_claim_of(self, pod_uid: str) -> Obj | None:
+        """The special claim (extended resources) created for the pod, if one exists."""
+        key = self._special_claims.get(pod_uid)
+        return self.claim(*key) if key is not None else None
+
+    def _track_special_claim(self, claim: Obj, gone: bool = False) -> None:
+        owner = owned_special_claim_of(claim)
+        if owner is None:
+            return
+        if gone:
+            if self._special_claims.get(owner) == object_key(claim):
+                del self._special_claims[owner]
+        else:
+            self._special_claims[owner] = object_key(claim)
 
     def _rule_set(self, obj: Obj) -> None:
         self.index.set_taint_rule(obj)
@@ -430,6 +460,7 @@ class SchedulerCache:
     def assume_claim(self, obj: Obj) -> None:
         """A claim this scheduler wrote: newest known version until the informer catches up; its in-flight state ends."""
         key = object_key(obj)
+        self._track_special_claim(obj)
         informed = self.claims.get(*key)
         if informed is None or _resource_version(obj) > _resource_version(informed):
             self._assumed_claims[key] = obj
@@ -438,6 +469,7 @@ class SchedulerCache:
         self.queue.claim_ready(key)
 
     def _claim_added(self, claim: Obj) -> None:
+        self._track_special_claim(claim)
         self._refresh(claim)
         self.queue.claim_ready(object_key(claim))
 
@@ -456,6 +488,7 @@ class SchedulerCache:
         self.queue.claim_ready(key)
 
     def _claim_deleted(self, claim: Obj) -> None:
+        self._track_special_claim(claim, gone=True)
         self._assumed_claims.pop(object_key(claim), None)
         self._refresh(claim, gone=True)
         if (claim.get("status") or {}).get("allocation"):

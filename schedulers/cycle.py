@@ -42,7 +42,9 @@ from schedulers.allocator import (
     node_allocatable_claim_status,
 )
 from schedulers.cache import Key, Nomination, Obj, RequestsKey, SchedulerCache, is_pod_reference, meta
+from schedulers.extended import STALE_CLAIM, SpecialClaim, extended_requests, needed_on_node, special_claim
 from schedulers.nodefit import (
+    INSUFFICIENT,
     REASON_AFFINITY,
     fit_error_message,
     insufficient,
@@ -69,6 +71,9 @@ class Placement:
     allocations: dict[str, Mapping[str, Any]]  # claim uid -> new allocation, for claims allocated in this cycle
     requests: Resources  # what the pod charges the node
     statuses: list[Obj]  # the pod's status.nodeAllocatableResourceClaimStatuses (KEP-5517), may be empty
+    # Extended resources served by devices: the special claim to create (in ``claims``, allocated in
+    # ``allocations`` under its stand-in uid) and the pod's request mappings.
+    extended: SpecialClaim | None = None
 
 
 @dataclass
@@ -87,6 +92,8 @@ class ScheduleFailure:
     potential: list[str] = field(default_factory=list)
     # Every node's reason, for the preemption message of the nodes it could not use.
     node_reasons: dict[str, str] = field(default_factory=dict)
+    # A special claim an earlier attempt left behind: deleted, then the pod is tried afresh.
+    stale_extended_claim: Obj | None = None
 
 
 @dataclass
@@ -129,6 +136,27 @@ class Attempt:
     claims: _PodClaims
     fit: _PodFit
     selectors: list[Any]  # node selectors of the pod's allocated claims
+    extended: dict[str, int] = field(default_factory=dict)  # extended resources some class serves with devices
+    _special: dict[frozenset[tuple[str, int]], tuple[list[Obj], SpecialClaim]] = field(default_factory=dict)
+
+    def served_by_devices(self, reasons: list[str], allocatable: Resources) -> list[str]:
+        """NodeResourcesFit reasons without those for extended resources the node does not
+        advertise: devices serve them (the allocator decides)."""
+        return [r for r in reasons if not (r.startswith(INSUFFICIENT) and r[len(INSUFFICIENT) :] in self.extended and not allocatable.get(r[len(INSUFFICIENT) :]))]
+
+    def claims_for(self, pod: Obj, allocatable: Resources, mapping: Mapping[str, str]) -> tuple[list[Obj], SpecialClaim | None]:
+        """The claims to allocate on a node with this allocatable: the unallocated ones, plus the
+        special claim for the extended resources the node does not advertise (one list object per
+        distinct need, so the allocator's per-list signature is worked out once)."""
+        needed = needed_on_node(self.extended, allocatable) if self.extended else {}
+        if not needed:
+            return self.claims.unallocated, None
+        key = frozenset(needed.items())
+        known = self._special.get(key)
+        if known is None:
+            special = special_claim(pod, needed, mapping)
+            known = self._special[key] = ([*self.claims.unallocated, special.claim], special)
+        return known
 
 
 def _claim_containers(pod: Mapping[str, Any], entry_name: str) -> list[str]:
@@ -179,7 +207,14 @@ class SchedulingCycle:
         # failed attempt wrote into the pod status must not count.
         fit = _PodFit(pod, pod_requests(pod, node_allocatable=False))
         selectors = [(c["status"]["allocation"].get("nodeSelector")) for c in resolved.allocated]
-        return Attempt(resolved, fit, selectors)
+        extended: dict[str, int] = {}
+        if self.features.extended_resource and any("/" in name for name in fit.requests):
+            extended = extended_requests(pod, self.cache.resource_classes())
+            stale = self.cache.special_claim_of(fit.uid) if extended else None
+            if stale is not None:
+                n = len(self.cache.node_names())
+                return ScheduleFailure(fit_error_message(n, {STALE_CLAIM: n}), stale_extended_claim=stale)
+        return Attempt(resolved, fit, selectors, extended)
 
     def allocator(self, state: AllocatedState | None = None) -> Allocator:
         """An allocator against the cache's allocated state, or against ``state`` (a what-if, not cached)."""
@@ -200,14 +235,14 @@ class SchedulingCycle:
         names = self.cache.node_names()
         resolved, fit, selectors = attempt.claims, attempt.fit, attempt.selectors
         requests = fit.requests
-        allocator = self.allocator() if resolved.unallocated else None
+        allocator = self.allocator() if resolved.unallocated or attempt.extended else None
         if self.features.node_allocatable_resources:
             shared = self._shared_mapping_claim(pod, resolved)
             if shared is not None:
                 return ScheduleFailure(f"0/{len(names)} nodes are available: {shared}.")
         reasons: dict[str, int] = {}
         node_reasons: dict[str, str] = {}
-        best: tuple[int, str, Allocated | None, list[Obj]] | None = None
+        best: tuple[int, str, Allocated | None, list[Obj], list[Obj], SpecialClaim | None] | None = None
         feasible = 0
         n = len(names)
         start = self._next_start % n if n else 0
@@ -220,7 +255,7 @@ class SchedulingCycle:
             node = get_node("", name)
             if node is None:
                 continue
-            reason, outcome = self._filter(pod, node, fit, selectors, allocator, resolved)
+            reason, outcome, allocated_claims, special = self._filter(pod, node, fit, selectors, allocator, attempt)
             if isinstance(reason, AllocationError):
                 # Upstream's Filter returns an Error status for a broken claim or class, which
                 # aborts the cycle with reason SchedulerError. It then retries on a backoff; the
@@ -243,7 +278,7 @@ class SchedulingCycle:
             feasible += 1
             score = self._score(node, allocator, outcome)
             if best is None or (score, name) < (best[0], best[1]):
-                best = (score, name, outcome, statuses)
+                best = (score, name, outcome, statuses, allocated_claims, special)
             if feasible >= self.nodes_to_find:
                 break
         self._next_start = (start + processed) % n if n else 0
@@ -255,14 +290,15 @@ class SchedulingCycle:
                 potential=[name for name, reason in node_reasons.items() if self.preemption_may_help(reason)],
                 node_reasons=node_reasons,
             )
-        _, node_name, outcome, statuses = best
+        _, node_name, outcome, statuses, allocated_claims, special = best
         allocations = outcome.allocations if outcome is not None else []
         return Placement(
             node=node_name,
-            claims=resolved.claims,
-            allocations=dict(zip((meta(c).get("uid", "") for c in resolved.unallocated), allocations, strict=True)),
+            claims=[*resolved.claims, special.claim] if special is not None else resolved.claims,
+            allocations=dict(zip((meta(c).get("uid", "") for c in allocated_claims), allocations, strict=True)),
             requests=_requests_with(pod, statuses) if statuses else requests,
             statuses=statuses,
+            extended=special,
         )
 
     def preemption_may_help(self, reason: str) -> bool:
@@ -328,16 +364,17 @@ class SchedulingCycle:
         fit: _PodFit,
         selectors: list[Any],
         allocator: Allocator | None,
-        claims: _PodClaims,
-    ) -> tuple[str | AllocationError | None, Allocated | None]:
-        """The first reason ``node`` does not fit (or None, with the allocation result)."""
+        attempt: Attempt,
+    ) -> tuple[str | AllocationError | None, Allocated | None, list[Obj], SpecialClaim | None]:
+        """The first reason ``node`` does not fit (or None, with the allocation result, the claims
+        it is for, and the special claim among them)."""
         if fit.constrained and not matches_node_selector_and_affinity(pod, node):
-            return REASON_AFFINITY, None
+            return REASON_AFFINITY, None, [], None
         node_spec = node.get("spec") or {}
         if node_spec.get("taints") or node_spec.get("unschedulable"):
             taint = untolerated_taint(pod, node)
             if taint is not None:
-                return taint, None
+                return taint, None, [], None
         name = meta(node).get("name", "")
         held: list[Nomination] = self.cache.nominated_for(name, fit.uid, fit.priority) if name in self._nominated_on else []
         if held:
@@ -350,23 +387,28 @@ class SchedulingCycle:
                 allocator = self.allocator(self.cache.allocated_state().changed(add=[a for n in held for a in n.allocations]))
         else:
             short = self._insufficient(name, node, fit.requests, fit.key)
+        if short and attempt.extended:
+            short = attempt.served_by_devices(short, self.cache.allocatable(node))
         if short:
-            return short[0], None
+            return short[0], None, [], None
         for selector in selectors:
             if not node_selector_matches(selector, node):
-                return REASON_CLAIM_NOT_ON_NODE, None
+                return REASON_CLAIM_NOT_ON_NODE, None, [], None
         if allocator is None:
-            return None, None
+            return None, None, [], None
+        claims, special = attempt.claims_for(pod, self.cache.allocatable(node), self.cache.resource_classes()) if attempt.extended else (attempt.claims.unallocated, None)
+        if not claims:
+            return None, None, [], None
         try:
-            outcome = allocator.allocate(node, claims.unallocated)
+            outcome = allocator.allocate(node, claims)
         except AllocationError as exc:
-            return exc, None
+            return exc, None, [], None
         if isinstance(outcome, Unschedulable):
             # Upstream's per-node reason is the short form; the details go to the debug log.
             if log.isEnabledFor(logging.DEBUG):
                 log.debug("claims do not fit", extra={"pod": "/".join(object_key(pod)), "node": name, "why": outcome.message})
-            return outcome.reason, None
-        return None, outcome
+            return outcome.reason, None, [], None
+        return None, outcome, claims, special
 
     def _score(self, node: Obj, allocator: Allocator | None, outcome: Allocated | None) -> int:
         """Free devices left on the node after this allocation (lower is better: pack devices).

@@ -262,15 +262,18 @@ class Preemption:
                     for resource, amount in victim.requests.items():
                         remaining[resource] = remaining.get(resource, 0) - amount
             short = insufficient(fit.requests, remaining, count + len(held) - len(removed), allocatable)
+            if short and attempt.extended:
+                short = attempt.served_by_devices(short, allocatable)
             if short:
                 return short[0], [], set()
             released = self._released(removed, victims, name)
-            if not attempt.claims.unallocated:
+            claims, _ = attempt.claims_for(pod, allocatable, self.cache.resource_classes())
+            if not claims:
                 return None, [], released
             gone = [a for uid in released if (a := self.cache.allocation_of(uid)) is not None]
             allocator = self.cycle.allocator(base.changed(add=held_allocations, remove=gone))
             try:
-                outcome = allocator.allocate(node, attempt.claims.unallocated)
+                outcome = allocator.allocate(node, claims)
             except AllocationError as exc:
                 return str(exc), [], set()
             if isinstance(outcome, Unschedulable):
