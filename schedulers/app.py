@@ -9,6 +9,7 @@ import os
 from kube.features import FeatureGates
 from kube.process import add_connection_arguments, client_from_args, run_leader_elected, worker_main
 from schedulers.allocator import AllocatorFeatures
+from schedulers.binder import DEFAULT_BINDING_TIMEOUT
 from schedulers.cycle import DEFAULT_FILTER_TIMEOUT, DEFAULT_NODES_TO_FIND
 from schedulers.scheduler import Scheduler
 
@@ -39,6 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds one node's device search may take before the node counts as unschedulable "
         "(with the DRASchedulerFilterTimeout gate, on by default); 0: no limit",
     )
+    parser.add_argument(
+        "--binding-timeout", type=float, default=DEFAULT_BINDING_TIMEOUT,
+        help="seconds a pod waits before binding for its devices' binding conditions (DRADeviceBindingConditions) before it is tried again",
+    )
     return parser
 
 
@@ -50,7 +55,12 @@ async def run(args: argparse.Namespace, gates: FeatureGates) -> None:
     def new_scheduler() -> Scheduler:
         filter_timeout = args.filter_timeout if args.filter_timeout > 0 and gates.enabled("DRASchedulerFilterTimeout") else None
         return Scheduler(
-            client, scheduler_name=args.scheduler_name, features=features, nodes_to_find=args.nodes_to_find, filter_timeout=filter_timeout
+            client,
+            scheduler_name=args.scheduler_name,
+            features=features,
+            nodes_to_find=args.nodes_to_find,
+            filter_timeout=filter_timeout,
+            binding_timeout=max(args.binding_timeout, 1.0),  # upstream's minimum
         )
 
     await run_leader_elected(

@@ -49,6 +49,9 @@ log = logging.getLogger("scheduler")
 DELETE_PROTECTION_FINALIZER = "resource.kubernetes.io/delete-protection"
 RESERVED_FOR_MAX = 256  # ResourceClaimReservedForMaxSize
 CLAIM_WRITE_ATTEMPTS = 10
+DEFAULT_BINDING_TIMEOUT = 600.0  # upstream's DynamicResourcesArgs.bindingTimeout
+BINDING_POLL = 0.25  # seconds between looks at the claims (the cache's copies) while waiting
+PREBIND = 'running PreBind plugin "DynamicResources"'
 
 # A claim to write for a pod: with the new allocation, or None to only add the pod to reservedFor.
 ClaimWrite = tuple[Obj, Mapping[str, Any] | None]
@@ -68,6 +71,45 @@ class SchedulerStats:
 
 class _BindFailure(Exception):
     """A PreBind check failed (claim changed under us); the pod is retried."""
+
+
+class _BindingConditionsFailed(_BindFailure):
+    """A device's binding failed or timed out: reported on the pod, then the pod is retried."""
+
+
+def _go_quote(text: str) -> str:
+    """A string as Go's %q writes it (for upstream's message texts)."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def _binding_state(claim: Mapping[str, Any]) -> bool | str:
+    """Whether every device of the claim with binding conditions has them all True (True), one
+    is still pending (False), or why its binding failed (a failure condition is True)."""
+    status = claim.get("status") or {}
+    allocation = status.get("allocation")
+    if not allocation:
+        return False
+    reported = {(d.get("driver"), d.get("pool"), d.get("device"), d.get("shareID")): d for d in status.get("devices") or []}
+    for result in (allocation.get("devices") or {}).get("results") or []:
+        wanted = result.get("bindingConditions") or []
+        if not wanted:
+            continue
+        device = reported.get((result.get("driver"), result.get("pool"), result.get("device"), result.get("shareID")))
+        if device is None:
+            return False
+        conditions = {c.get("type"): c for c in device.get("conditions") or []}
+        for failure in result.get("bindingFailureConditions") or []:
+            c = conditions.get(failure)
+            if c is not None and c.get("status") == "True":
+                return f"claim {meta(claim).get('name', '')} binding failed: reason={c.get('reason', '')}, message={_go_quote(str(c.get('message', '')))}"
+        if any((conditions.get(w) or {}).get("status") != "True" for w in wanted):
+            return False
+    return True
+
+
+def _has_binding_conditions(claim: Mapping[str, Any]) -> bool:
+    results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []
+    return any(r.get("bindingConditions") for r in results)
 
 
 def _device_ids(allocation: Mapping[str, Any] | None) -> list[tuple[str, str, str]]:
@@ -98,8 +140,10 @@ class Binder:
         queue: SchedulingQueue[Key, Key],
         *,
         stats: SchedulerStats | None = None,
+        binding_timeout: float = DEFAULT_BINDING_TIMEOUT,
     ) -> None:
         self.client = client
+        self.binding_timeout = binding_timeout
         self.cache = cache
         self.queue = queue
         self.features: AllocatorFeatures = cache.features
@@ -143,7 +187,8 @@ class Binder:
                 to_write.append((claim, None))
         self.cache.assume_pod(pod, placement.node, placement.requests)
         self.queue.done(object_key(pod))
-        self._spawn(self._bind(pod, placement.node, to_write, placement.statuses, placement.extended))
+        others = [object_key(c) for c in placement.claims if not any(c is w for w, _ in to_write)]
+        self._spawn(self._bind(pod, placement.node, to_write, placement.statuses, placement.extended, others))
 
     def _unreserve(self, pod: Obj, claims: list[ClaimWrite]) -> None:
         pod_uid = meta(pod).get("uid", "")
@@ -189,8 +234,18 @@ class Binder:
 
     # ------------------------------------------------------------------ writes
 
-    async def _bind(self, pod: Obj, node_name: str, claims: list[ClaimWrite], statuses: list[Obj], extended: SpecialClaim | None = None) -> None:
-        """PreBind (claim status writes, the special claim, the pod's claim statuses) and Bind; undo everything on failure."""
+    async def _bind(
+        self,
+        pod: Obj,
+        node_name: str,
+        claims: list[ClaimWrite],
+        statuses: list[Obj],
+        extended: SpecialClaim | None = None,
+        reserved: Sequence[Key] = (),
+    ) -> None:
+        """PreBind (claim status writes, the special claim, the pod's claim statuses, the wait for
+        binding conditions) and Bind; undo everything on failure. ``reserved``: the pod's claims
+        that were reserved for it already (a new leader finishing an attempt waits for them too)."""
         key = object_key(pod)
         ns, name = key
         written: list[Obj] = []
@@ -213,6 +268,10 @@ class Binder:
                 patch_status["extendedResourceClaimStatus"] = None
             if patch_status:
                 await self.client.patch(resource_path("", "v1", "pods", ns, name, "status"), {"status": patch_status}, patch_type="merge")
+            if self.features.binding_conditions:
+                waiting = [object_key(c) for c in written] + list(reserved)
+                if any(_has_binding_conditions(c) for key in waiting if (c := self.cache.claim(*key)) is not None):
+                    await self._wait_for_binding_conditions(pod, node_name, waiting)
             binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name, "namespace": ns}, "target": {"apiVersion": "v1", "kind": "Node", "name": node_name}}
             await self.client.post_raw(resource_path("", "v1", "pods", ns, name, "binding"), binding)
         except asyncio.CancelledError:
@@ -223,6 +282,11 @@ class Binder:
         except (ApiError, httpx.HTTPError, OSError, _BindFailure) as exc:
             self.stats.bind_failures += 1
             log.warning("binding failed", extra={"pod": f"{ns}/{name}", "node": node_name, "error": str(exc)})
+            if isinstance(exc, _BindingConditionsFailed):
+                # Upstream's PreBind error: the pod says why; the claims are released below.
+                message = f"{PREBIND}: {exc}"
+                self._reported[meta(pod).get("uid", "")] = message
+                await self._report(pod, message, "SchedulerError")
             self._unreserve(pod, claims)
             for claim in written:
                 if created is not None and meta(claim).get("uid") == meta(created).get("uid"):
@@ -269,6 +333,9 @@ class Binder:
             if len(reserved) >= RESERVED_FOR_MAX:
                 raise _BindFailure(f"claim {_claim_name(claim)} is reserved for {RESERVED_FOR_MAX} consumers already")
             new_allocation = current or allocation
+            if self.features.binding_conditions and new_allocation and not new_allocation.get("allocationTimestamp"):
+                # Upstream's PreBind stamps every allocation; the binding timeout counts from it.
+                new_allocation = {**new_allocation, "allocationTimestamp": now_rfc3339()}
             new_reserved = [*reserved, entry]
             if workload and not reserved:
                 # The first pod reserves the claim for the workload the creator named, not for itself.
@@ -285,6 +352,27 @@ class Binder:
             self.cache.assume_claim(obj)
             return await self._protect(obj)
         raise _BindFailure(f"claim {_claim_name(claim)}: too many conflicts")
+
+    async def _wait_for_binding_conditions(self, pod: Obj, node_name: str, keys: list[Key]) -> None:
+        """Upstream's PreBind wait: until every binding condition of the pod's devices is True in
+        the claims' status.devices; a True failure condition or the binding timeout ends it."""
+        self._spawn(self._event(pod, "Normal", "BindingConditionsPending", f"waiting for binding conditions for device on node {node_name}"))
+        deadline = asyncio.get_running_loop().time() + self.binding_timeout
+        while True:
+            pending = False
+            for key in keys:
+                claim = self.cache.claim(*key)
+                if claim is None:
+                    raise _BindFailure(f"claim {'/'.join(key)} is gone")
+                state = _binding_state(claim)
+                if isinstance(state, str):
+                    raise _BindingConditionsFailed(state)
+                pending = pending or not state
+            if not pending:
+                return
+            if asyncio.get_running_loop().time() >= deadline:
+                raise _BindingConditionsFailed("device binding timeout")
+            await asyncio.sleep(BINDING_POLL)
 
     async def _protect(self, obj: Obj) -> Obj:
         """Add the delete-protection finalizer to a claim that is allocated and reserved.

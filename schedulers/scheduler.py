@@ -23,7 +23,7 @@ import logging
 
 from kube.client import KubeClient
 from schedulers.allocator import AllocatorFeatures
-from schedulers.binder import Binder, SchedulerStats
+from schedulers.binder import DEFAULT_BINDING_TIMEOUT, Binder, SchedulerStats
 from schedulers.cache import Key, SchedulerCache
 from schedulers.cycle import DEFAULT_FILTER_TIMEOUT, DEFAULT_NODES_TO_FIND, Placement, SchedulingCycle, WaitForClaims
 from schedulers.preemption import Preempt, Preemption
@@ -43,6 +43,7 @@ class Scheduler:
         nodes_to_find: int = DEFAULT_NODES_TO_FIND,
         watch_timeout_seconds: int | None = None,
         filter_timeout: float | None = DEFAULT_FILTER_TIMEOUT,
+        binding_timeout: float = DEFAULT_BINDING_TIMEOUT,
     ) -> None:
         self.stats = SchedulerStats()
         self.queue: SchedulingQueue[Key, Key] = SchedulingQueue()
@@ -51,7 +52,7 @@ class Scheduler:
         )
         self.cycle = SchedulingCycle(self.cache, nodes_to_find=nodes_to_find, filter_timeout=filter_timeout)
         self.preemption = Preemption(self.cycle)
-        self.binder = Binder(client, self.cache, self.queue, stats=self.stats)
+        self.binder = Binder(client, self.cache, self.queue, stats=self.stats, binding_timeout=binding_timeout)
         self.cache.pods.on_delete(self.binder.forget_reports)
 
     async def run(self) -> None:
