@@ -168,6 +168,31 @@ def prepared_devices(claim: Obj, now: str, attributes: Mapping[tuple[str, str], 
     return existing if changed else None
 
 
+def attached_devices(claim: Obj, drivers: Collection[str], node_name: str, now: str, *, fail: bool = False) -> list[Obj] | None:
+    """The claim's ``status.devices`` with this node's devices that carry binding conditions
+    reported as a driver's attachment controller would: every binding condition True, or with
+    ``fail`` every binding failure condition True. None when nothing changes."""
+    existing: list[Obj] = list((claim.get("status") or {}).get("devices") or [])
+    by_key = {_device_key(e): e for e in existing}
+    changed = False
+    for result in ((((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results")) or []:
+        if result.get("driver") not in drivers or result.get("pool") != node_name or not result.get("bindingConditions"):
+            continue
+        types = result.get("bindingFailureConditions") if fail else result.get("bindingConditions")
+        key = _device_key(result)
+        entry = dict(by_key.get(key) or {"driver": key[0], "pool": key[1], "device": key[2], **({"shareID": key[3]} if key[3] else {})})
+        conditions = {c.get("type"): c for c in entry.get("conditions") or []}
+        if all((conditions.get(t) or {}).get("status") == "True" for t in types or []):
+            continue
+        reason, message = ("AttachFailed", "the simulated driver could not attach the device") if fail else ("Attached", "attached by kubeletsim")
+        for t in types or []:
+            conditions[t] = {"type": t, "status": "True", "reason": reason, "message": message, "lastTransitionTime": now}
+        entry["conditions"] = list(conditions.values())
+        by_key[key] = entry
+        changed = True
+    return list(by_key.values()) if changed else None
+
+
 def unprepared_devices(claim: Obj, drivers: Collection[str], node_name: str) -> list[Obj] | None:
     """The claim's ``status.devices`` without this node's entries, or None if there are none."""
     existing: list[Obj] = list((claim.get("status") or {}).get("devices") or [])
