@@ -30,3 +30,20 @@ def test_scheduler_benchmark_binds_every_pod(tmp_path: Path) -> None:
     assert figures["dra"]["requests_per_pod"]["POST resourceclaims"] == 1
     assert figures["dra"]["requests_per_pod"]["PUT resourceclaims/status"] == 1
     assert "dra/baseline throughput ratio" in run.stdout
+
+
+def test_scheduler_benchmark_preemption_preempts_a_victim_per_pod(tmp_path: Path) -> None:
+    out = tmp_path / "figures.json"
+    run = subprocess.run(
+        [sys.executable, "-m", "bench.scheduler", "--sqlite", "--nodes", "2", "--pods", "5", "--preemption", "--timeout", "120", "--json", str(out)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    [figures] = orjson.loads(out.read_bytes())
+    assert figures["fill"]["bound"] == 20  # every device of the two nodes
+    assert figures["preempt"]["bound"] == 5 and figures["preempt"]["victims"] == 5
+    assert figures["preempt"]["preemptions_per_s"] > 0
+    assert "preemptions/s" in run.stdout
