@@ -108,15 +108,19 @@ async def test_preemption_policy_never() -> None:
     assert decision == NoPreemption("0/1 nodes are available: 1 cannot allocate all claims. preemption: not eligible due to preemptionPolicy=Never.")
 
 
-async def test_a_claim_shared_with_a_pod_that_stays_is_not_freed() -> None:
+async def sharing_one_device(**priorities: int) -> Cluster:
+    """One node whose only device is held by one claim shared by pods of these names and priorities."""
     cluster = Cluster()
     await cluster.topology({"n": 1})
-    low = pod("low", claims=["shared"], nodeName="n", priority=1)
-    keeper = pod("keeper", claims=["shared"], nodeName="n", priority=2000)
-    status = {"allocation": allocation("n", "dev-0"), "reservedFor": reserved_for(low, keeper)}
-    await cluster.put(cluster.cache.claims, claim("shared", status=status))
-    await cluster.put(cluster.cache.pods, low)
-    await cluster.put(cluster.cache.pods, keeper)
+    pods = [pod(name, claims=["shared"], nodeName="n", priority=priority) for name, priority in priorities.items()]
+    await cluster.put(cluster.cache.claims, claim("shared", status={"allocation": allocation("n", "dev-0"), "reservedFor": reserved_for(*pods)}))
+    for p in pods:
+        await cluster.put(cluster.cache.pods, p)
+    return cluster
+
+
+async def test_a_claim_shared_with_a_pod_that_stays_is_not_freed() -> None:
+    cluster = await sharing_one_device(low=1, keeper=2000)
     _, decision = await decide(cluster, await preemptor(cluster))
     assert decision == NoPreemption(
         "0/1 nodes are available: 1 cannot allocate all claims. preemption: 0/1 nodes are available: 1 cannot allocate all claims."
@@ -124,14 +128,7 @@ async def test_a_claim_shared_with_a_pod_that_stays_is_not_freed() -> None:
 
 
 async def test_a_claim_shared_only_by_victims_is_freed_with_all_of_them() -> None:
-    cluster = Cluster()
-    await cluster.topology({"n": 1})
-    first = pod("first", claims=["shared"], nodeName="n", priority=1)
-    second = pod("second", claims=["shared"], nodeName="n", priority=2)
-    status = {"allocation": allocation("n", "dev-0"), "reservedFor": reserved_for(first, second)}
-    await cluster.put(cluster.cache.claims, claim("shared", status=status))
-    await cluster.put(cluster.cache.pods, first)
-    await cluster.put(cluster.cache.pods, second)
+    cluster = await sharing_one_device(first=1, second=2)
     _, decision = await decide(cluster, await preemptor(cluster))
     assert sorted(victims(decision)) == ["first", "second"]
 

@@ -6,12 +6,10 @@ the pod, releases the claim and tries again. The test plays the driver's attachm
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from devtools.server import ServerProcess
 from tests.processes import Worker, eventually
@@ -27,19 +25,13 @@ from tests.schedulers.test_scheduler import (
     get_claim,
     node_of,
     ns,
+    scheduler,
     start_scheduler,
 )
 
-__all__ = ["client", "cluster", "ns"]  # fixtures
+__all__ = ["client", "cluster", "ns", "scheduler"]  # fixtures
 
 PREBIND = 'running PreBind plugin "DynamicResources"'
-
-
-@pytest.fixture(scope="module")
-def scheduler(cluster: tuple[ServerProcess, Path]) -> Iterator[Worker]:
-    proc = start_scheduler(cluster, "--no-leader-elect")
-    yield proc
-    proc.stop()
 
 
 def attachable(client: httpx.Client, devices: int = 1) -> Topo:

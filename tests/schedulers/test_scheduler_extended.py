@@ -5,14 +5,10 @@ status.extendedResourceClaimStatus, and the claim going away with the pod."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
-from devtools.server import ServerProcess
 from tests.processes import Worker, eventually
 from tests.schedulers.test_scheduler import (
     RESOURCE,
@@ -25,19 +21,12 @@ from tests.schedulers.test_scheduler import (
     get_pod,
     node_of,
     ns,
-    start_scheduler,
+    scheduler,
 )
 
-__all__ = ["client", "cluster", "ns"]  # fixtures
+__all__ = ["client", "cluster", "ns", "scheduler"]  # fixtures
 
 ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
-
-
-@pytest.fixture(scope="module")
-def scheduler(cluster: tuple[ServerProcess, Path]) -> Iterator[Worker]:
-    proc = start_scheduler(cluster, "--no-leader-elect")
-    yield proc
-    proc.stop()
 
 
 def extended_class(client: httpx.Client, topo: Topo, resource: str) -> None:

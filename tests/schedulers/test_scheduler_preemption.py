@@ -6,14 +6,10 @@ preemptor. No kubelet runs here: the test finishes a victim's graceful deletion 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
-from devtools.server import ServerProcess
 from tests.processes import Worker, eventually
 from tests.schedulers.test_scheduler import (
     TIMEOUT,
@@ -27,17 +23,10 @@ from tests.schedulers.test_scheduler import (
     get_pod,
     node_of,
     ns,
-    start_scheduler,
+    scheduler,
 )
 
-__all__ = ["client", "cluster", "ns"]  # fixtures
-
-
-@pytest.fixture(scope="module")
-def scheduler(cluster: tuple[ServerProcess, Path]) -> Iterator[Worker]:
-    proc = start_scheduler(cluster, "--no-leader-elect")
-    yield proc
-    proc.stop()
+__all__ = ["client", "cluster", "ns", "scheduler"]  # fixtures
 
 
 def priority_class(client: httpx.Client, value: int) -> str:
