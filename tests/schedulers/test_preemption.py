@@ -8,7 +8,7 @@ from typing import Any
 from schedulers.allocator import AllocatorFeatures
 from schedulers.cycle import Placement, ScheduleFailure, SchedulingCycle
 from schedulers.preemption import NoPreemption, Preempt, Preemption
-from tests.schedulers.cluster import DRIVER, Cluster, allocation, claim, pod, reserved_for
+from tests.schedulers.cluster import DRIVER, Cluster, allocation, claim, device_class, pod, reserved_for
 
 Obj = dict[str, Any]
 
@@ -179,3 +179,27 @@ async def test_a_nomination_keeps_its_devices_from_pods_of_no_higher_priority() 
     assert isinstance(cycle.schedule(higher), Placement)
     placement = cycle.schedule(high)
     assert isinstance(placement, Placement) and placement.node == "n"
+
+
+async def test_a_victim_holding_extended_resources_frees_its_special_claim() -> None:
+    cluster = Cluster()
+    await cluster.topology({"n": 1})
+    gpu = "example.com/gpu"
+    klass = device_class()
+    klass["spec"]["extendedResourceName"] = gpu
+    await cluster.put(cluster.cache.classes, klass)
+    low = pod("low", nodeName="n", priority=1)
+    low["spec"]["containers"][0]["resources"]["requests"][gpu] = "1"
+    low["status"] = {"extendedResourceClaimStatus": {"resourceClaimName": "low-extended-resources-x", "requestMappings": []}}
+    special = claim("low-extended-resources-x", status={"allocation": allocation("n", "dev-0"), "reservedFor": reserved_for(low)},
+                    annotations={"resource.kubernetes.io/extended-resource-claim": "true"},
+                    ownerReferences=[{"apiVersion": "v1", "kind": "Pod", "name": "low", "uid": "uid-low", "controller": True}])  # fmt: skip
+    await cluster.put(cluster.cache.claims, special)
+    await cluster.put(cluster.cache.pods, low)
+    high = pod("high", priority=10)
+    high["spec"]["containers"][0]["resources"]["requests"][gpu] = "1"
+    _, decision = await decide(cluster, await cluster.put(cluster.cache.pods, high))
+    assert victims(decision) == ["low"]
+    assert isinstance(decision, Preempt)
+    assert decision.nomination.victim_claims == {"uid-low-extended-resources-x"}
+    assert devices(decision) == [(DRIVER, "n", "dev-0")]

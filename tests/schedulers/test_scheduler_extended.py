@@ -23,6 +23,7 @@ from tests.schedulers.test_scheduler import (
     ns,
     scheduler,
 )
+from tests.schedulers.test_scheduler_preemption import priority_class
 
 __all__ = ["client", "cluster", "ns", "scheduler"]  # fixtures
 
@@ -38,11 +39,11 @@ def extended_class(client: httpx.Client, topo: Topo, resource: str) -> None:
     assert response.status_code == 200, response.text
 
 
-def asking_pod(client: httpx.Client, topo: Topo, ns: str, name: str, amounts: dict[str, str]) -> None:
+def asking_pod(client: httpx.Client, topo: Topo, ns: str, name: str, amounts: dict[str, str], **spec: Any) -> None:
     body = {
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
         "spec": {"nodeSelector": {"test": topo.tag}, "terminationGracePeriodSeconds": 0,
-                 "containers": [{"name": "main", "image": "pause", "resources": {"requests": amounts, "limits": amounts}}]},
+                 "containers": [{"name": "main", "image": "pause", "resources": {"requests": amounts, "limits": amounts}}], **spec},
     }  # fmt: skip
     response = client.post(f"/api/v1/namespaces/{ns}/pods", json=body)
     assert response.status_code == 201, response.text
@@ -57,7 +58,7 @@ def test_pod_asking_for_an_extended_resource_gets_devices_and_its_claim_goes_wit
     resource = f"{topo.tag}.example.com/gpu"
     extended_class(client, topo, resource)
     asking_pod(client, topo, ns, "trainer", {resource: "2"})
-    eventually(lambda: node_of(client, ns, "trainer") == topo.nodes[0], TIMEOUT)
+    eventually(lambda: node_of(client, ns, "trainer") == topo.nodes[0], timeout=TIMEOUT)
     pod = get_pod(client, ns, "trainer")
     status = pod["status"]["extendedResourceClaimStatus"]
     assert status["requestMappings"] == [{"containerName": "main", "resourceName": resource, "requestName": "container-0-request-0"}]
@@ -76,21 +77,21 @@ def test_pod_asking_for_an_extended_resource_gets_devices_and_its_claim_goes_wit
 
     # The implicit name of the class takes the last device; a fourth does not fit anywhere.
     asking_pod(client, topo, ns, "implicit", {f"deviceclass.resource.kubernetes.io/{topo.klass}": "1"})
-    eventually(lambda: node_of(client, ns, "implicit") == topo.nodes[0], TIMEOUT)
+    eventually(lambda: node_of(client, ns, "implicit") == topo.nodes[0], timeout=TIMEOUT)
     asking_pod(client, topo, ns, "greedy", {resource: "1"})
 
     def unschedulable() -> str:
         c = condition(client, ns, "greedy")
         return c["message"] if c is not None and c["status"] == "False" else ""
 
-    eventually(unschedulable, TIMEOUT)
+    eventually(unschedulable, timeout=TIMEOUT)
     assert "cannot allocate all claims" in unschedulable()
     assert_no_double_allocation(client)
 
     # Deleting the pod releases and deletes its claim (controller); the waiting pod gets the devices.
     assert client.delete(f"/api/v1/namespaces/{ns}/pods/trainer").status_code == 200
-    eventually(lambda: status["resourceClaimName"] not in {c["metadata"]["name"] for c in claims_in(client, ns)}, TIMEOUT)
-    eventually(lambda: node_of(client, ns, "greedy") == topo.nodes[0], TIMEOUT)
+    eventually(lambda: status["resourceClaimName"] not in {c["metadata"]["name"] for c in claims_in(client, ns)}, timeout=TIMEOUT)
+    eventually(lambda: node_of(client, ns, "greedy") == topo.nodes[0], timeout=TIMEOUT)
     assert_no_double_allocation(client)
 
 
@@ -103,7 +104,7 @@ def test_a_node_advertising_the_resource_serves_it_without_a_claim(client: httpx
     node["status"]["capacity"][resource] = "4"
     assert client.put(f"/api/v1/nodes/{topo.nodes[0]}/status", json=node).status_code == 200
     asking_pod(client, topo, ns, "plugin", {resource: "2"})
-    eventually(lambda: node_of(client, ns, "plugin") == topo.nodes[0], TIMEOUT)
+    eventually(lambda: node_of(client, ns, "plugin") == topo.nodes[0], timeout=TIMEOUT)
     assert "extendedResourceClaimStatus" not in get_pod(client, ns, "plugin")["status"]
     assert claims_in(client, ns) == []
 
@@ -123,7 +124,22 @@ def test_colliding_extended_resource_names_go_to_the_newest_class(client: httpx.
                  "containers": [{"name": "main", "image": "pause", "resources": {"requests": {resource: "1"}, "limits": {resource: "1"}}}]},
     }  # fmt: skip
     assert client.post(f"/api/v1/namespaces/{ns}/pods", json=body).status_code == 201
-    eventually(lambda: node_of(client, ns, "either") != "", TIMEOUT)
+    eventually(lambda: node_of(client, ns, "either") != "", timeout=TIMEOUT)
     [claim] = claims_in(client, ns)
     assert claim["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] == newer.klass
     assert node_of(client, ns, "either") == newer.nodes[0]
+
+
+def test_a_higher_priority_pod_preempts_the_holder_of_extended_resource_devices(client: httpx.Client, ns: str, scheduler: Worker) -> None:
+    topo = Topo(client, nodes=1, devices=1)
+    resource = f"{topo.tag}.example.com/gpu"
+    extended_class(client, topo, resource)
+    asking_pod(client, topo, ns, "low", {resource: "1"}, priorityClassName=priority_class(client, 10))
+    eventually(lambda: node_of(client, ns, "low") == topo.nodes[0], timeout=TIMEOUT)
+    victim_claim = get_pod(client, ns, "low")["status"]["extendedResourceClaimStatus"]["resourceClaimName"]
+    asking_pod(client, topo, ns, "high", {resource: "1"}, priorityClassName=priority_class(client, 20))
+    # The victim goes (grace period 0), the controller deletes its claim, the preemptor gets the device.
+    eventually(lambda: node_of(client, ns, "high") == topo.nodes[0], timeout=TIMEOUT)
+    assert client.get(f"/api/v1/namespaces/{ns}/pods/low").status_code == 404
+    eventually(lambda: victim_claim not in {c["metadata"]["name"] for c in claims_in(client, ns)}, timeout=TIMEOUT)
+    assert_no_double_allocation(client)
