@@ -24,14 +24,14 @@ run: venv
 
 test: venv
 	$(BIN)/ruff check .
-	$(BIN)/python -m mypy app kube kubeletapi schedulers controllers kubeletsim exampledriver devtools
+	$(BIN)/python -m mypy app kube kubeletapi schedulers controllers kubeletsim exampledriver devtools kubectl_dra
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 lint: venv
 	$(BIN)/ruff check .
 
 typecheck: venv
-	$(BIN)/python -m mypy app kube kubeletapi schedulers controllers kubeletsim exampledriver devtools
+	$(BIN)/python -m mypy app kube kubeletapi schedulers controllers kubeletsim exampledriver devtools kubectl_dra
 
 # A longer schemathesis run than the one in `make test` (random seed, many examples per operation).
 fuzz: venv

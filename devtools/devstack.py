@@ -25,6 +25,7 @@ from devtools.server import REPO_ROOT, ServerProcess, migrate
 from kube.pki import write_private
 
 READY_CHECK_SECONDS = 2.0
+EXPLAIN_PORT = 10260
 
 KUBECONFIG_TEMPLATE = """apiVersion: v1
 kind: Config
@@ -62,13 +63,15 @@ def node_names(nodes: int) -> list[str]:
     return [f"{NODE_PREFIX}{i}" for i in range(nodes)]
 
 
-def worker_commands(server: ServerProcess, feature_gates: str, nodes: int, profile: str) -> list[tuple[str, list[str]]]:
+def worker_commands(server: ServerProcess, feature_gates: str, nodes: int, profile: str, explain_port: int = 0) -> list[tuple[str, list[str]]]:
     """The workers that exist in this checkout, each as (name, argv), each as its own identity
-    (the simulator's nodes need their tokens in the credentials before the server starts)."""
+    (the simulator's nodes need their tokens in the credentials before the server starts);
+    with ``explain_port`` the scheduler serves explanations there (``kubectl dra why``)."""
     gates = ["--feature-gates", feature_gates] if feature_gates else []
+    explain = ["--explain-port", str(explain_port)] if explain_port else []
     wanted = [
         ("controller", ["-m", "controllers", *server.worker_flags("controller"), *gates]),
-        ("scheduler", ["-m", "schedulers", *server.worker_flags("scheduler"), *gates]),
+        ("scheduler", ["-m", "schedulers", *server.worker_flags("scheduler"), *explain, *gates]),
         ("kubeletsim", ["-m", "kubeletsim", *server.worker_flags("kubeletsim"), "--nodes", str(nodes), "--node-prefix", NODE_PREFIX, "--profile", profile, *gates]),
     ]
     return [(name, [sys.executable, *argv]) for name, argv in wanted if (REPO_ROOT / argv[1] / "__main__.py").exists()]
@@ -93,6 +96,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--feature-gates", default=os.environ.get("DRA_FEATURE_GATES", ""))
     parser.add_argument("--nodes", type=int, default=2)
     parser.add_argument("--profile", default="gpu,nic", help="kubelet simulator device profiles (default: gpu,nic)")
+    parser.add_argument(
+        "--explain-port", type=int, default=int(os.environ.get("DRA_EXPLAIN_PORT", str(EXPLAIN_PORT))),
+        help=f"the scheduler's explanation port, for kubectl dra (DRA_EXPLAIN_PORT; default {EXPLAIN_PORT}; 0: off)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
 
     migrate(args.database_url)
@@ -105,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     server = ServerProcess(args.database_url, *flags, port=args.port, log_path=logs / "apiserver.log", credentials=credentials).start()
     kubeconfig = write_kubeconfig(server, REPO_ROOT / ".kube-dra" / "config")
     workers: list[subprocess.Popen[bytes]] = []
-    for name, command in worker_commands(server, args.feature_gates, args.nodes, args.profile):
+    for name, command in worker_commands(server, args.feature_gates, args.nodes, args.profile, args.explain_port):
         log_file = open(logs / f"{name}.log", "ab")  # noqa: SIM115 - lives as long as the worker
         workers.append(subprocess.Popen(command, cwd=REPO_ROOT, stdout=log_file, stderr=log_file))
     print(
@@ -119,6 +126,12 @@ Point kubectl at it:
     export KUBECONFIG={kubeconfig}
     kubectl api-resources --api-group=resource.k8s.io
     kubectl apply -f examples/
+
+See devices, claims and why pods wait (kubectl dra is in .venv/bin):
+
+    kubectl dra devices
+    kubectl dra why pod/NAME
+    kubectl dra dashboard
 
 Press Ctrl-C to stop.
 """,

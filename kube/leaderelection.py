@@ -45,8 +45,11 @@ class LeaderElector:
         renew_deadline: float = 10.0,
         retry_period: float = 2.0,
         release_on_cancel: bool = True,
+        annotations: dict[str, str] | None = None,
     ) -> None:
         self.client = client
+        # Written on the Lease while leading, e.g. where the leader serves what only it knows.
+        self.annotations = annotations or {}
         self.name = name
         self.namespace = namespace
         self.identity = identity
@@ -80,7 +83,7 @@ class LeaderElector:
             body = {
                 "apiVersion": "coordination.k8s.io/v1",
                 "kind": "Lease",
-                "metadata": {"name": self.name, "namespace": self.namespace},
+                "metadata": {"name": self.name, "namespace": self.namespace, **({"annotations": dict(self.annotations)} if self.annotations else {})},
                 "spec": self._lease_spec(now, 0),
             }
             try:
@@ -102,6 +105,8 @@ class LeaderElector:
         else:
             new_spec = self._lease_spec(now_micro(), int(spec.get("leaseTransitions") or 0) + (1 if holder else 0))
         lease["spec"] = new_spec
+        if self.annotations:
+            lease.setdefault("metadata", {})["annotations"] = {**(lease["metadata"].get("annotations") or {}), **self.annotations}
         try:
             updated = await self.client.update(self.path, lease)
         except ApiError as exc:
@@ -118,9 +123,15 @@ class LeaderElector:
             self._observed_spec = key
             self._observed_at = time.monotonic()
 
-    async def _attempt(self) -> bool:
+    async def _attempt(self, timeout: float) -> bool:
+        # Bounded as client-go bounds a renewal by the renew deadline: the client's own retries
+        # (Retry-After) must not keep a leader believing in a lease it may already have lost.
         try:
-            return await self.try_acquire_or_renew()
+            async with asyncio.timeout(max(timeout, 0.001)):
+                return await self.try_acquire_or_renew()
+        except TimeoutError:
+            log.warning("lease attempt timed out", extra={"lease": self.name, "timeout": timeout})
+            return False
         except (ApiError, httpx.TransportError, OSError) as exc:
             log.warning("lease attempt failed", extra={"lease": self.name, "error": str(exc)})
             return False
@@ -140,7 +151,7 @@ class LeaderElector:
 
     async def run(self, on_started_leading: StartCallback, on_stopped_leading: StopCallback | None = None) -> None:
         """Wait to become leader, run ``on_started_leading()`` while renewing; return when leadership is lost."""
-        while not await self._attempt():
+        while not await self._attempt(self.renew_deadline):
             await asyncio.sleep(self.retry_period)
         self.is_leader = True
         log.info("became leader", extra={"lease": f"{self.namespace}/{self.name}", "identity": self.identity})
@@ -153,7 +164,7 @@ class LeaderElector:
                     # The leader's work ended on its own; keep its exception visible.
                     task.result()
                     return
-                if await self._attempt():
+                if await self._attempt(self.renew_deadline - (time.monotonic() - last_renew)):
                     last_renew = time.monotonic()
                 elif time.monotonic() - last_renew > self.renew_deadline:
                     log.warning("lost leadership", extra={"lease": self.name, "identity": self.identity})
@@ -186,6 +197,7 @@ async def run_while_leading(
     lease_duration: float,
     new_worker: Callable[[], Callable[[], Coroutine[Any, Any, Any]]],
     leader_elect: bool = True,
+    annotations: dict[str, str] | None = None,
 ) -> None:
     """Run a fresh worker for every leadership term, forever (or once without election).
 
@@ -196,7 +208,7 @@ async def run_while_leading(
         return
     elector = LeaderElector(
         client, name=name, namespace=namespace, identity=identity or default_identity(), lease_duration=lease_duration,
-        renew_deadline=lease_duration * 2 / 3, retry_period=max(0.2, lease_duration / 7.5),
+        renew_deadline=lease_duration * 2 / 3, retry_period=max(0.2, lease_duration / 7.5), annotations=annotations,
     )  # fmt: skip
     log.info("waiting for leadership", extra={"lease": f"{namespace}/{name}", "identity": elector.identity})
     while True:

@@ -20,6 +20,7 @@ REASON_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
 REASON_UNSCHEDULABLE = "node(s) were unschedulable"
 REASON_TOO_MANY_PODS = "Too many pods"
 INSUFFICIENT = "Insufficient "  # + the resource name
+NOT_HELPFUL = "Preemption is not helpful for scheduling"  # preemption's reason for nodes it does not look at
 FIT_RESOURCES = ("cpu", "memory")
 
 
@@ -91,5 +92,5 @@ def fit_error_message(total_nodes: int, reasons: Mapping[str, int], preemption: 
     parts = sorted(f"{count} {reason}" for reason, count in reasons.items())
     message = f"0/{total_nodes} nodes are available: {', '.join(parts)}."
     if preemption:
-        message += f" preemption: 0/{total_nodes} nodes are available: {total_nodes} Preemption is not helpful for scheduling."
+        message += f" preemption: 0/{total_nodes} nodes are available: {total_nodes} {NOT_HELPFUL}."
     return message

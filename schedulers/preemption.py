@@ -35,11 +35,10 @@ from kube.pods import Resources, add_resources, pod_priority
 from schedulers.allocator import Allocated, AllocationError, Unschedulable
 from schedulers.cache import Nomination, Obj, is_pod_reference, meta
 from schedulers.cycle import Attempt, ScheduleFailure, SchedulingCycle
-from schedulers.nodefit import insufficient
+from schedulers.nodefit import NOT_HELPFUL, insufficient
 
 log = logging.getLogger("scheduler")
 
-NOT_HELPFUL = "Preemption is not helpful for scheduling"
 NO_VICTIMS = "No preemption victims found for incoming pod"
 NOT_ELIGIBLE_NEVER = "not eligible due to preemptionPolicy=Never."
 NOT_ELIGIBLE_TERMINATING = "not eligible due to a terminating pod on the nominated node."
