@@ -11,8 +11,8 @@
 3. *Reporting*: a pod no node fits gets a ``PodScheduled=False`` condition and a
    ``FailedScheduling`` event (once per distinct message); a bound pod a ``Scheduled`` event.
 4. *Preemption* (:meth:`Binder.preempt`): the preemptor's nomination is held in the cache at
-   once; then each victim gets a ``DisruptionTarget`` condition, is deleted gracefully and gets a
-   ``Preempted`` event, and the preemptor's ``status.nominatedNodeName`` names the node.
+   once and its ``status.nominatedNodeName`` names the node; then each victim gets a
+   ``DisruptionTarget`` condition, is deleted gracefully and gets a ``Preempted`` event.
 
 Crash safety: claim writes happen before the binding, so a new leader may find a pending pod
 whose claims are already allocated and reserved for it. Its cycle then sees allocated claims,
@@ -480,6 +480,9 @@ class Binder:
         node = plan.nomination.node
         uid = meta(pod).get("uid", "")
         scheduler = (pod.get("spec") or {}).get("schedulerName") or self.component
+        # The nomination first: once the victims go, the preemptor may be bound at any moment,
+        # and a PodScheduled=False written after its binding would be wrong.
+        await self._report(pod, plan.message, "Unschedulable", node)
         try:
             for victim in plan.victims:
                 if meta(victim).get("deletionTimestamp"):
@@ -501,7 +504,6 @@ class Binder:
                 with contextlib.suppress(ApiError, httpx.HTTPError, OSError):
                     await self.client.patch(resource_path("", "v1", "pods", *other.pod, "status"), {"status": {"nominatedNodeName": None}}, patch_type="merge")
                 self.queue.add(other.pod, other.priority)
-        await self._report(pod, plan.message, "Unschedulable", node)
 
     async def _evict(self, victim: Obj, scheduler: str) -> None:
         """Upstream's PreemptPod: the DisruptionTarget condition, then a graceful delete."""
