@@ -42,9 +42,8 @@ from schedulers.allocator import (
     node_allocatable_claim_status,
 )
 from schedulers.cache import Key, Nomination, Obj, RequestsKey, SchedulerCache, is_pod_reference, meta
-from schedulers.extended import STALE_CLAIM, SpecialClaim, extended_requests, needed_on_node, special_claim
+from schedulers.extended import STALE_CLAIM, SpecialClaim, extended_requests, needed_on_node, served_by_devices, special_claim
 from schedulers.nodefit import (
-    INSUFFICIENT,
     REASON_AFFINITY,
     fit_error_message,
     insufficient,
@@ -138,11 +137,6 @@ class Attempt:
     selectors: list[Any]  # node selectors of the pod's allocated claims
     extended: dict[str, int] = field(default_factory=dict)  # extended resources some class serves with devices
     _special: dict[frozenset[tuple[str, int]], tuple[list[Obj], SpecialClaim]] = field(default_factory=dict)
-
-    def served_by_devices(self, reasons: list[str], allocatable: Resources) -> list[str]:
-        """NodeResourcesFit reasons without those for extended resources the node does not
-        advertise: devices serve them (the allocator decides)."""
-        return [r for r in reasons if not (r.startswith(INSUFFICIENT) and r[len(INSUFFICIENT) :] in self.extended and not allocatable.get(r[len(INSUFFICIENT) :]))]
 
     def claims_for(self, pod: Obj, allocatable: Resources, mapping: Mapping[str, str]) -> tuple[list[Obj], SpecialClaim | None]:
         """The claims to allocate on a node with this allocatable: the unallocated ones, plus the
@@ -388,7 +382,7 @@ class SchedulingCycle:
         else:
             short = self._insufficient(name, node, fit.requests, fit.key)
         if short and attempt.extended:
-            short = attempt.served_by_devices(short, self.cache.allocatable(node))
+            short = served_by_devices(short, attempt.extended, self.cache.allocatable(node))
         if short:
             return short[0], None, [], None
         for selector in selectors:

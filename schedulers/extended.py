@@ -27,6 +27,7 @@ from typing import Any
 
 from kube.claims import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from kube.pods import Resources, pod_requests
+from schedulers.nodefit import INSUFFICIENT
 
 Obj = dict[str, Any]
 
@@ -73,6 +74,12 @@ def extended_requests(pod: Mapping[str, Any], mapping: Mapping[str, str]) -> dic
 def needed_on_node(extended: Mapping[str, int], allocatable: Resources) -> dict[str, int]:
     """The resources the node must serve with devices: those it does not advertise (or advertises as 0)."""
     return {name: amount for name, amount in extended.items() if not allocatable.get(name)}
+
+
+def served_by_devices(reasons: list[str], extended: Mapping[str, int], allocatable: Resources) -> list[str]:
+    """NodeResourcesFit reasons without those for extended resources the node does not advertise:
+    devices serve them (the allocator decides)."""
+    return [r for r in reasons if not (r.startswith(INSUFFICIENT) and r[len(INSUFFICIENT) :] in extended and not allocatable.get(r[len(INSUFFICIENT) :]))]
 
 
 def find_special_claim(pod: Mapping[str, Any], claims: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:

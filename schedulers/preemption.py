@@ -35,6 +35,7 @@ from kube.pods import Resources, add_resources, pod_priority
 from schedulers.allocator import Allocated, AllocationError, Unschedulable
 from schedulers.cache import Nomination, Obj, is_pod_reference, meta
 from schedulers.cycle import Attempt, ScheduleFailure, SchedulingCycle
+from schedulers.extended import served_by_devices
 from schedulers.nodefit import NOT_HELPFUL, insufficient
 
 log = logging.getLogger("scheduler")
@@ -262,7 +263,7 @@ class Preemption:
                         remaining[resource] = remaining.get(resource, 0) - amount
             short = insufficient(fit.requests, remaining, count + len(held) - len(removed), allocatable)
             if short and attempt.extended:
-                short = attempt.served_by_devices(short, allocatable)
+                short = served_by_devices(short, attempt.extended, allocatable)
             if short:
                 return short[0], [], set()
             released = self._released(removed, victims, name)
