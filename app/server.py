@@ -31,6 +31,8 @@ from app.controlplane.rbac import ClusterRoleAggregation, ensure_bootstrap_polic
 from app.controlplane.scheduling import ensure_system_priority_classes
 from app.filters.limits import RequestLimits
 from app.health import HealthEndpoints, storage_checks
+from app.registry import serve
+from app.registry.runtimeconfig import enabled_kinds
 from app.storage.cache import WatchCache
 from app.storage.db import check_schema, create_engine
 from app.storage.storage import Storage
@@ -110,6 +112,8 @@ class ApiServer:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.gates = FeatureGates.parse(settings.feature_gates)
+        # Which kinds in which versions this server serves (RuntimeConfigError for a bad flag).
+        serve(enabled_kinds(settings.runtime_config, self.gates))
         self.engine = create_engine(settings.database_url)
         store = Store(
             self.engine,

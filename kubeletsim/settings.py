@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kubeletsim.nodes import DEFAULT_MAX_PODS
+from kubeletsim.plugins.node import PluginSettings
 
 
 @dataclass
@@ -27,6 +28,8 @@ class Settings:
     # and whether it reports the failure condition instead.
     binding_delay: float = 2.0
     binding_fail: bool = False
+    # Where drivers meet the nodes (the kubelet's --root-dir) and the plugin side's timeouts.
+    plugins: PluginSettings = field(default_factory=PluginSettings)
 
     @property
     def node_names(self) -> list[str]:

@@ -6,7 +6,6 @@ import base64
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from urllib.parse import parse_qsl
 
 import orjson
 
@@ -15,38 +14,6 @@ from kube.errors import ApiError, FieldError, bad_request, forbidden, invalid, i
 
 NOT_OLDER_THAN = "NotOlderThan"
 EXACT = "Exact"
-
-
-# Go's url.ParseQuery refuses a query of more parameters (counted as separators plus one) and
-# upstream's handlers, which ignore that error, then see no parameter at all.
-MAX_QUERY_PARAMETERS = 10_000
-
-
-def query_params(query_string: bytes) -> dict[str, str]:
-    """An ASGI query string as a dict; a repeated key keeps its first value, as upstream's
-    parameter codec reads ``values[0]``.
-
-    Plain ``a=b&c=d`` (what clients send almost always) is split directly: Starlette's
-    multi-dict costs about 5% of a create.
-    """
-    if not query_string:
-        return {}
-    text = query_string.decode("latin-1")
-    if text.count("&") >= MAX_QUERY_PARAMETERS:
-        return {}
-    pairs = parse_qsl(text, keep_blank_values=True) if "%" in text or "+" in text else (pair.partition("=")[::2] for pair in text.split("&") if pair)
-    params: dict[str, str] = {}
-    for key, value in pairs:
-        params.setdefault(key, value)
-    return params
-
-
-def query_pairs(query_string: bytes) -> list[tuple[str, str]]:
-    """Every ``key=value`` of a query in order, repeated keys included (none past the parameter limit)."""
-    text = query_string.decode("latin-1")
-    if text.count("&") >= MAX_QUERY_PARAMETERS:
-        return []
-    return parse_qsl(text, keep_blank_values=True)
 
 
 def query_bool(params: Mapping[str, str], name: str) -> bool | None:

@@ -114,7 +114,7 @@ def cluster_roles() -> list[dict[str, Any]]:
             [
                 rule(READ_WRITE, [""], ["pods", "pods/attach", "pods/exec", "pods/portforward", "pods/proxy"]),
                 rule(["create"], [""], ["pods/eviction"]),
-                rule(READ_WRITE, [""], ["serviceaccounts"]),
+                rule(READ_WRITE, [""], ["secrets", "serviceaccounts"]),
                 rule(["impersonate"], [""], ["serviceaccounts"]),
                 rule(READ_WRITE, ["resource.k8s.io"], ["resourceclaims", "resourceclaimtemplates"]),
             ],

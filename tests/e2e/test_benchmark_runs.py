@@ -1,4 +1,4 @@
-"""The scheduler benchmark runs end to end on a tiny cluster (figures are not judged here:
+"""The scheduler and DRA driver benchmarks run end to end on a tiny cluster (figures are not judged here:
 machines running the suite are shared and noisy; README has the measured ones)."""
 
 from __future__ import annotations
@@ -45,3 +45,19 @@ def test_scheduler_benchmark_preemption_preempts_a_victim_per_pod(tmp_path: Path
     assert figures["preempt"]["bound"] == 5 and figures["preempt"]["victims"] == 5
     assert figures["preempt"]["preemptions_per_s"] > 0
     assert "preemptions/s" in run.stdout
+
+
+def test_dra_driver_benchmark_starts_every_pod_both_ways(tmp_path: Path) -> None:
+    out = tmp_path / "figures.json"
+    run = subprocess.run(
+        [sys.executable, "-m", "bench.dradriver", "--sqlite", "--nodes", "2", "--pods", "6", "--timeout", "60", "--json", str(out)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    [figures] = orjson.loads(out.read_bytes())["rounds"]
+    for phase in ("builtin", "driver"):
+        assert figures[phase]["pods"]["running"] == 6
+    assert "example driver / built-in pod starts/s: " in run.stdout
