@@ -28,6 +28,7 @@ from app.auth.system import AuthFilter, AuthSystem
 from app.config import Settings
 from app.controlplane.namespaces import NamespaceLifecycle, ensure_system_namespaces
 from app.controlplane.rbac import ClusterRoleAggregation, ensure_bootstrap_policy
+from app.controlplane.scheduling import ensure_system_priority_classes
 from app.filters.limits import RequestLimits
 from app.health import HealthEndpoints, storage_checks
 from app.registry import serve
@@ -136,6 +137,7 @@ class ApiServer:
         await ensure_system_namespaces(self.registry)
         self.auth.start()
         await ensure_bootstrap_policy(self.registry)
+        await ensure_system_priority_classes(self.registry)
         self.namespaces.start()
         self.aggregation.start()
         metrics.bind_storage(self.storage)

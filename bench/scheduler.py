@@ -8,7 +8,13 @@ starts ``python -m app serve``, ``python -m controllers`` and ``python -m schedu
   driverVersion, numa; capacity memory=1Gi) and a DeviceClass for the driver;
 * **baseline** phase: M pods without claims (node filters + binding only);
 * **dra** phase: M pods, each with a claim from a ResourceClaimTemplate asking for one device
-  (``--cel``: plus upstream's ``selector_empty`` CEL selector on every claim).
+  (``--cel``: plus upstream's ``selector_empty`` CEL selector on every claim);
+* ``--preemption`` instead: **fill** the cluster with low-priority pods holding every device
+  (PriorityClass value 100, ``terminationGracePeriodSeconds: 0`` so a preempted pod goes at once:
+  no kubelet runs here), then **preempt**: M high-priority pods (value 1000) each wanting one
+  device, each of which must preempt a victim. Reported: victims preempted per second, and each
+  high-priority pod's time from creation to bound (the benchmark runs no kubelet, so bound
+  stands for Running).
 
 Per phase: pods/s from the first creation to the last bind, per-pod latency (201 of the
 create -> first watch event showing ``spec.nodeName``; pods are created as fast as the server
@@ -107,10 +113,13 @@ def template(name: str, cel: bool) -> dict[str, Any]:
             "spec": {"spec": {"devices": {"requests": [{"name": "req-0", "exactly": exactly}]}}}}
 
 
-def pod(name: str, with_claim: bool) -> dict[str, Any]:
+def pod(name: str, with_claim: bool, priority_class: str | None = None) -> dict[str, Any]:
     spec: dict[str, Any] = {"containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "10m"}}}]}
     if with_claim:
         spec["resourceClaims"] = [{"name": "dev", "resourceClaimTemplateName": "tpl"}]
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+        spec["terminationGracePeriodSeconds"] = 0
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
 
 
@@ -213,6 +222,7 @@ async def phase(
     timeout: float,
     processes: dict[str, list[int]],
     profile: Path | None = None,
+    priority_class: str | None = None,
 ) -> dict[str, float]:
     """Create ``count`` pods in a fresh namespace and time them until bound."""
     ns_body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
@@ -242,7 +252,7 @@ async def phase(
     cpu0 = {name: sum(cpu_seconds(p) for p in pids) for name, pids in processes.items()}
     profilers = start_profilers(profile, namespace, processes) if profile else []
     t0 = time.perf_counter()
-    created = await create_all(client, [(f"/api/v1/namespaces/{namespace}/pods", pod(n, with_claim)) for n in names])
+    created = await create_all(client, [(f"/api/v1/namespaces/{namespace}/pods", pod(n, with_claim, priority_class)) for n in names])
     try:
         await asyncio.wait_for(finished.wait(), timeout)
     except TimeoutError:
@@ -297,6 +307,9 @@ async def run_one(args: argparse.Namespace, nodes: int, tmp: Path) -> dict[str, 
                     "bench": [os.getpid()],  # this load generator (creates pods, watches them bind)
                 }
                 profile = Path(args.profile) if args.profile else None
+                if args.preemption:
+                    result.update(await preemption_phases(client, metrics, nodes, args, processes, profile))
+                    return result
                 if not args.no_baseline:
                     result["baseline"] = await phase(client, metrics, "bench-base", pods, False, False, args.timeout, processes, profile)
                 result["dra"] = await phase(client, metrics, "bench-dra", pods, True, args.cel, args.timeout, processes, profile)
@@ -307,9 +320,29 @@ async def run_one(args: argparse.Namespace, nodes: int, tmp: Path) -> dict[str, 
             server.stop()
 
 
+async def preemption_phases(
+    client: KubeClient, metrics: httpx.AsyncClient, nodes: int, args: argparse.Namespace, processes: dict[str, list[int]], profile: Path | None
+) -> dict[str, Any]:
+    """Fill every device with low-priority pods, then time high-priority pods that must preempt them."""
+    for name, value in (("bench-low", 100), ("bench-high", 1000)):
+        body = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": value}
+        await create_all(client, [("/apis/scheduling.k8s.io/v1/priorityclasses", body)])
+    capacity = nodes * DEVICES_PER_NODE
+    fill = await phase(client, metrics, "bench-fill", capacity, True, args.cel, args.timeout, processes, profile, "bench-low")
+    high = min(args.pods, capacity)
+    preempt = await phase(client, metrics, "bench-preempt", high, True, args.cel, args.timeout, processes, profile, "bench-high")
+    left = len((await client.get("/api/v1/namespaces/bench-fill/pods"))["items"])
+    victims = fill["bound"] - left
+    preempt["victims"] = victims
+    preempt["preemptions_per_s"] = victims / preempt["seconds"] if preempt["seconds"] else 0.0
+    return {"fill": fill, "preempt": preempt}
+
+
 def show(result: dict[str, Any]) -> None:
     print(f"nodes={result['nodes']} (setup {result['setup_s']:.1f}s)")
-    for name in ("baseline", "dra"):
+    if "preempt" in result:
+        print(f"  preempt  victims={result['preempt']['victims']:5d} {result['preempt']['preemptions_per_s']:7.1f} preemptions/s")
+    for name in ("baseline", "dra", "fill", "preempt"):
         r = result.get(name)
         if r is None:
             continue
@@ -331,6 +364,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cel", action="store_true", help="a CEL selector on every claim (upstream's selector_empty)")
     parser.add_argument("--sqlite", action="store_true", help="embedded SQLite instead of a throwaway Postgres")
     parser.add_argument("--no-baseline", action="store_true", help="skip the pods-without-claims phase")
+    parser.add_argument(
+        "--preemption", action="store_true",
+        help="instead of baseline and dra: fill every device with low-priority pods, then time high-priority pods that preempt them",
+    )
     parser.add_argument("--timeout", type=float, default=600, help="seconds to wait for all pods of a phase")
     parser.add_argument("--worker-log-level", default="warning", help="log level of controller and scheduler")
     parser.add_argument("--json", help="write the figures to this file")

@@ -6,7 +6,8 @@
   that nobody reserves any more; the ``delete-protection`` finalizer goes only from claims
   it deallocated itself, or that are being deleted and unused (the scheduler may write the
   allocation before the finalizer, so an unallocated claim without users is not a reason);
-- it deletes claims generated for pods that are gone or finished, once unreserved.
+- it deletes claims generated for pods that are gone or finished, once unreserved (and the
+  scheduler's claims for pods' extended resources the same way).
 
 Lookups go through indexes over the informer caches (pods by the claims and templates they
 reference, claims by owner UID and by reserving pod UID), never through cache scans. Other
@@ -28,6 +29,7 @@ from controllers.objects import (
     reserved_uids,
     set_finalizers,
 )
+from kube.claims import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from kube.client import KubeClient, record_event, resource_path
 from kube.errors import ApiError
 from kube.indexer import Index
@@ -345,7 +347,9 @@ class ClaimController:
         if unprotect and await set_finalizers(self.client, self._claim_path(namespace, name), claim, [f for f in finalizers if f != DELETE_PROTECTION_FINALIZER]) is None:
             return None, deallocated
         owner = controller_owner(claim)
-        generated = (meta.get("annotations") or {}).get(POD_CLAIM_NAME_ANNOTATION) is not None
+        annotations = meta.get("annotations") or {}
+        # Claims from a pod's templates, and the scheduler's claim for its extended resources.
+        generated = annotations.get(POD_CLAIM_NAME_ANNOTATION) is not None or annotations.get(EXTENDED_RESOURCE_CLAIM_ANNOTATION) == "true"
         if owner and owner.get("kind") == "Pod" and generated and not valid and not meta.get("deletionTimestamp"):
             pod = await self._pod(namespace, owner.get("name", ""), owner.get("uid", ""))
             if pod is None or pod_done(pod):

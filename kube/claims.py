@@ -1,4 +1,5 @@
-"""Writing a ResourceClaim's ``status.devices``: the one status field kubelets and drivers share."""
+"""Writing a ResourceClaim's ``status.devices``: the one status field kubelets and drivers share;
+and the claim the scheduler makes for a pod's extended resources backed by devices."""
 
 from __future__ import annotations
 
@@ -9,6 +10,15 @@ from kube.client import KubeClient, resource_path
 from kube.errors import ApiError
 
 Obj = dict[str, Any]
+
+# Marks the claim the scheduler creates for a pod's extended resources served by devices.
+EXTENDED_RESOURCE_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
+
+
+def extended_resource_claim_name(pod: Obj) -> str | None:
+    """The name of the pod's claim for extended resources (``status.extendedResourceClaimStatus``)."""
+    name = ((pod.get("status") or {}).get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
+    return str(name) if name else None
 
 
 def claim_path(namespace: str, name: str, subresource: str | None = None) -> str:

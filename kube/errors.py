@@ -231,5 +231,11 @@ def forbidden_error(message: str, name: str = "", group: str = "", plural: str =
     return ApiError(403, "Forbidden", message, _details(name, group, plural))
 
 
+def forbidden_object(qualified_resource: str, name: str, group: str, plural: str, why: str) -> ApiError:
+    """``<resource> "<name>" is forbidden: <why>`` (apierrors.NewForbidden), as admission refuses a write."""
+    message = f"{qualified_resource} {json.dumps(name)} is forbidden: {why}" if name else f"{qualified_resource} is forbidden: {why}"
+    return forbidden_error(message, name, group, plural)
+
+
 def internal_error(message: str) -> ApiError:
     return ApiError(500, "InternalError", f"Internal error occurred: {message}")

@@ -51,6 +51,9 @@ KNOWN_FEATURES: dict[str, FeatureSpec] = {
     "ResourceHealthStatus": FeatureSpec(True, BETA),
     # KEP-5194 as originally proposed (see README): claim.spec.reservedFor, allocation.reservedForAnyPod.
     "DRAReservedForWorkloads": FeatureSpec(False, ALPHA),
+    # KEP-5690: preemption that frees devices. Upstream adds it at beta in v1.38; v1.37 preempts
+    # only for cpu, memory and pod slots. On here; false gives v1.37's behaviour (see README).
+    "DRAPreemption": FeatureSpec(True, BETA),
 }
 
 

@@ -48,6 +48,12 @@ def qos_class(pod: Obj) -> str:
     return "Guaranteed" if guaranteed else "Burstable"
 
 
+def pod_priority(pod: Mapping[str, Any]) -> int:
+    """``spec.priority``, 0 when unset (upstream's PodPriority)."""
+    value = (pod.get("spec") or {}).get("priority")
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 def quantity_fraction(value: Any) -> Fraction:
     """A quantity as an exact fraction; malformed or missing values count as 0."""
     try:

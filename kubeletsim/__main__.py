@@ -49,6 +49,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=int(os.environ.get("DRA_MAX_PODS", "110")),
         help="pods one node can run, the nodes' `pods` capacity, as the kubelet's flag (default 110; env DRA_MAX_PODS)",
     )
+    parser.add_argument(
+        "--binding-delay", type=float, default=2.0,
+        help="seconds until the simulated drivers report a device with binding conditions attached (all its binding conditions True; default 2)",
+    )
+    parser.add_argument(
+        "--binding-fail", action="store_true", help="report the binding failure conditions True instead (the scheduler then releases the claim and retries)"
+    )
     parser.add_argument("--lease-interval", type=float, default=10.0, help="seconds between node Lease renewals (default 10)")
     parser.add_argument("--node-status-interval", type=float, default=60.0, help="seconds between node status heartbeats (default 60)")
     parser.add_argument("--resync-interval", type=float, default=30.0, help="seconds between full re-checks (default 30)")
@@ -80,6 +87,8 @@ def check(args: argparse.Namespace) -> str | None:
         return "--driver-service-account must be NAMESPACE/NAME"
     if args.max_pods < 1:
         return "--max-pods must be at least 1"
+    if args.binding_delay < 0:
+        return "--binding-delay must not be negative"
     try:
         load_profiles(args.profile)
     except ProfileError as exc:
@@ -108,6 +117,8 @@ async def run(args: argparse.Namespace, gates: FeatureGates) -> None:
         workers=args.workers,
         heartbeat_concurrency=args.heartbeat_concurrency,
         max_pods=args.max_pods,
+        binding_delay=args.binding_delay,
+        binding_fail=args.binding_fail,
         plugins=PluginSettings(root=args.root_dir.absolute()),
     )
     # Keep a connection per request that may be in flight, so a busy simulator does not reconnect.

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kube import podgroups
+from kube.claims import extended_resource_claim_name
 from kube.labels import node_selector_matches
 from kube.pods import (
     HUGEPAGES_PREFIX,
@@ -44,7 +45,8 @@ class Admission:
 
 
 def pod_claim_names(pod: Obj) -> list[tuple[str, str | None, bool]]:
-    """(pod claim name, ResourceClaim name or None when not known yet, created from a template)."""
+    """(pod claim name, ResourceClaim name or None when not known yet, created for the pod): the
+    pod's claims, then the claim for its extended resources (named after itself)."""
     statuses = {s.get("name"): s for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []}
     out: list[tuple[str, str | None, bool]] = []
     for pc in (pod.get("spec") or {}).get("resourceClaims") or []:
@@ -53,6 +55,9 @@ def pod_claim_names(pod: Obj) -> list[tuple[str, str | None, bool]]:
             out.append((name, pc["resourceClaimName"], False))
         else:
             out.append((name, (statuses.get(name) or {}).get("resourceClaimName"), True))
+    extended = extended_resource_claim_name(pod)
+    if extended:
+        out.append((extended, extended, True))  # the scheduler's claim for the pod's extended resources
     return out
 
 
@@ -171,6 +176,31 @@ def prepared_devices(
             existing[existing.index(entry)] = {**entry, **new}
         changed = True
     return existing if changed else None
+
+
+def attached_devices(claim: Obj, drivers: Collection[str], node_name: str, now: str, *, fail: bool = False) -> list[Obj] | None:
+    """The claim's ``status.devices`` with this node's devices that carry binding conditions
+    reported as a driver's attachment controller would: every binding condition True, or with
+    ``fail`` every binding failure condition True. None when nothing changes."""
+    existing: list[Obj] = list((claim.get("status") or {}).get("devices") or [])
+    by_key = {_device_key(e): e for e in existing}
+    changed = False
+    for result in ((((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results")) or []:
+        if result.get("driver") not in drivers or result.get("pool") != node_name or not result.get("bindingConditions"):
+            continue
+        types = result.get("bindingFailureConditions") if fail else result.get("bindingConditions")
+        key = _device_key(result)
+        entry = dict(by_key.get(key) or {"driver": key[0], "pool": key[1], "device": key[2], **({"shareID": key[3]} if key[3] else {})})
+        conditions = {c.get("type"): c for c in entry.get("conditions") or []}
+        if all((conditions.get(t) or {}).get("status") == "True" for t in types or []):
+            continue
+        reason, message = ("AttachFailed", "the simulated driver could not attach the device") if fail else ("Attached", "attached by kubeletsim")
+        for t in types or []:
+            conditions[t] = {"type": t, "status": "True", "reason": reason, "message": message, "lastTransitionTime": now}
+        entry["conditions"] = list(conditions.values())
+        by_key[key] = entry
+        changed = True
+    return list(by_key.values()) if changed else None
 
 
 def unprepared_devices(claim: Obj, drivers: Collection[str], node_name: str) -> list[Obj] | None:

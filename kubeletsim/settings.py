@@ -24,6 +24,10 @@ class Settings:
     heartbeat_concurrency: int = 0
     # The kubelet's --max-pods: the nodes' `pods` capacity (and the size of their pod address ranges).
     max_pods: int = DEFAULT_MAX_PODS
+    # Devices with binding conditions: seconds until the simulated driver reports them attached,
+    # and whether it reports the failure condition instead.
+    binding_delay: float = 2.0
+    binding_fail: bool = False
     # Where drivers meet the nodes (the kubelet's --root-dir) and the plugin side's timeouts.
     plugins: PluginSettings = field(default_factory=PluginSettings)
 

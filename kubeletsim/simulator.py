@@ -3,7 +3,8 @@
 Informers cache nodes, ResourceSlices, pods bound to any node (one watch, filtered locally)
 and ResourceClaims. Three controllers share them: nodes and their Leases
 (``kubeletsim.nodecontroller``), the drivers' ResourceSlices (``kubeletsim.slicecontroller``)
-and the pods (``kubeletsim.podcontroller``). Their handlers only queue keys, and each
+and the pods (``kubeletsim.podcontroller``); the drivers' attachment of devices with binding
+conditions (``kubeletsim.bindingcontroller``) reacts to claims directly. Their handlers only queue keys, and each
 controller's workers reconcile one key at a time. Everything is derived from what the server
 holds, so a restarted simulator picks up its nodes, slices and running pods without
 duplicating anything.
@@ -28,6 +29,7 @@ from kube.errors import ApiError
 from kube.features import FeatureGates
 from kube.informer import Informer, run_with_informers
 from kube.workqueue import ExponentialBackoff
+from kubeletsim.bindingcontroller import BindingController
 from kubeletsim.identities import Identities
 from kubeletsim.nodecontroller import NodeController
 from kubeletsim.plugins.node import NodePlugins, PluginSettings
@@ -77,6 +79,9 @@ class Simulator:
             client, self.nodes, self.pods, self.claims, node_names, profile, max_pods=settings.max_pods, gates=gates, backoff=RETRY_BACKOFF,
             identities=identities, managers={name: p.manager for name, p in self.plugins.items()},
         )  # fmt: skip
+        self.binding_controller = BindingController(
+            self.claims, node_names, profile.driver_names, identities, delay=settings.binding_delay, fail=settings.binding_fail
+        )
         self.ready = asyncio.Event()
 
     def _node_plugins(self, node: str, settings: PluginSettings) -> NodePlugins:
@@ -121,6 +126,7 @@ class Simulator:
             for task in tasks:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
+            await self.binding_controller.stop()
 
     async def _resync_forever(self) -> None:
         """Re-check everything now and then, in case an event was missed or a write raced (cheap: no writes when all is well)."""

@@ -166,6 +166,10 @@ class AllocatorFeatures:
     # The Workload API (PodGroups, gangs) and KEP-5729's PodGroup claims, likewise.
     generic_workload: bool = False
     workload_resource_claims: bool = False
+    # KEP-5690 (DRAPreemption): preemption may free devices, not only cpu, memory and pod slots.
+    dra_preemption: bool = True
+    # Extended resources backed by devices (DRAExtendedResource): the scheduler's special claim.
+    extended_resource: bool = True
 
     @classmethod
     def from_gates(cls, gates: Mapping[str, bool]) -> AllocatorFeatures:
@@ -188,6 +192,8 @@ class AllocatorFeatures:
             reserved_for_workloads=on("DRAReservedForWorkloads", False),
             generic_workload=on("GenericWorkload", False),
             workload_resource_claims=on("GenericWorkload", False) and on("DRAWorkloadResourceClaims", False),
+            dra_preemption=on("DRAPreemption", True),
+            extended_resource=on("DRAExtendedResource", True),
         )
 
 
@@ -588,6 +594,31 @@ class AllocatedState:
             else:
                 self.devices.add(dev_id)
 
+    def changed(self, add: Iterable[Mapping[str, Any]] = (), remove: Iterable[Mapping[str, Any]] = ()) -> AllocatedState:
+        """A copy with ``remove``'s devices released and ``add``'s taken (a what-if for preemption;
+        the copy moves every pool's change count, so no cached search of this state is reused)."""
+        state = AllocatedState(
+            set(self.devices), set(self.shared_ids), set(self.shared_devices),
+            {dev: dict(amounts) for dev, amounts in self.capacity.items()}, {pool: n + 1 for pool, n in self.pool_changes.items()},
+        )  # fmt: skip
+        for allocation in remove:
+            for r in (allocation.get("devices") or {}).get("results") or []:
+                if r.get("adminAccess"):
+                    continue
+                dev_id = (r.get("driver", ""), r.get("pool", ""), r.get("device", ""))
+                if not r.get("shareID"):
+                    state.devices.discard(dev_id)
+                    continue
+                state.shared_ids.discard((*dev_id, r["shareID"]))
+                if not any(s[:3] == dev_id for s in state.shared_ids):
+                    state.shared_devices.discard(dev_id)
+                agg = state.capacity.get(dev_id, {})
+                for key, value in (r.get("consumedCapacity") or {}).items():
+                    agg[key] = agg.get(key, Quantity(0)) - _quantity(value)
+        for allocation in add:
+            state.add_allocation(allocation)
+        return state
+
     def stamp(self, view: _NodeView) -> int:
         """Changes to the view's pools so far; counts only grow, so their sum moves whenever one does."""
         changes = self.pool_changes
@@ -934,7 +965,7 @@ class Allocator:
                 return "no claim could be processed"
             return self.explain_request(claims[ci], claims[ci].requests[ri], view)
 
-        return Unschedulable(reason="cannot allocate all claims", details=explain)
+        return Unschedulable(reason=CANNOT_ALLOCATE, details=explain)
 
     def _claims_signature(self, claims: Sequence[Mapping[str, Any]], prepared: list[_Claim]) -> bytes | None:
         """What a search depends on besides node, state and classes: the claims' specs (once per claim list).
@@ -1019,6 +1050,7 @@ class _TimedOut(Exception):
 
 
 TIMED_OUT = "timed out trying to allocate devices"
+CANNOT_ALLOCATE = "cannot allocate all claims"
 
 
 class _Restart(Exception):

@@ -16,6 +16,7 @@ from kube.features import FeatureGates
 from kube.httpserve import is_loopback, serve_http, server_tls_context
 from kube.process import add_connection_arguments, client_from_args, connection_from_args, run_leader_elected, worker_main
 from schedulers.allocator import AllocatorFeatures
+from schedulers.binder import DEFAULT_BINDING_TIMEOUT
 from schedulers.cycle import DEFAULT_FILTER_TIMEOUT, DEFAULT_NODES_TO_FIND
 from schedulers.explain import ExplainLimits
 from schedulers.explainserver import EXPLAIN_URL_ANNOTATION, ExplainServer
@@ -47,6 +48,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--filter-timeout", type=float, default=DEFAULT_FILTER_TIMEOUT,
         help="seconds one node's device search may take before the node counts as unschedulable "
         "(with the DRASchedulerFilterTimeout gate, on by default); 0: no limit",
+    )
+    parser.add_argument(
+        "--binding-timeout", type=float, default=DEFAULT_BINDING_TIMEOUT,
+        help="seconds a pod waits before binding for its devices' binding conditions (DRADeviceBindingConditions) before it is tried again",
     )
     explain = parser.add_argument_group("explanations", "why pods wait, served to `kubectl dra` and the dashboard")
     explain.add_argument(
@@ -99,7 +104,12 @@ async def run(args: argparse.Namespace, gates: FeatureGates) -> None:
     def new_scheduler() -> Callable[[], Coroutine[Any, Any, None]]:
         filter_timeout = args.filter_timeout if args.filter_timeout > 0 and gates.enabled("DRASchedulerFilterTimeout") else None
         scheduler = Scheduler(
-            client, scheduler_name=args.scheduler_name, features=features, nodes_to_find=args.nodes_to_find, filter_timeout=filter_timeout
+            client,
+            scheduler_name=args.scheduler_name,
+            features=features,
+            nodes_to_find=args.nodes_to_find,
+            filter_timeout=filter_timeout,
+            binding_timeout=max(args.binding_timeout, 1.0),  # upstream's minimum
         )
 
         async def lead() -> None:

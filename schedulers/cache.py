@@ -7,6 +7,11 @@ pods waiting for it).
 Node accounting charges every bound pod, and every pod assumed on a node while its binding is
 written, to that node, so the next cycle does not hand out the same cpu, memory or pod slot.
 
+Preemption reads the pods charged to a node (:meth:`SchedulerCache.pods_on`) and keeps
+nominations: what a preemptor was promised on the node where it preempted (its cpu, memory and
+pod slot, and the devices of its claims) until it is bound, deleted or nominated elsewhere;
+other pods of no higher priority must not take that while the victims' devices are released.
+
 Claims have three sources, newest first: the allocations being written right now (in flight,
 owned by one pod), claims this scheduler has written and whose watch event has not arrived yet
 (assumed: a newer resourceVersion wins over the informer's), and the informer's claims. Their
@@ -17,14 +22,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
 from kube import podgroups
 from kube.client import KubeClient, resource_path
 from kube.informer import Informer, object_key
-from kube.pods import Resources, pod_requests
+from kube.pods import Resources, pod_priority, pod_requests
 from schedulers.allocator import AllocatedState, AllocatorFeatures, ResourceIndex, SearchCache
+from schedulers.extended import owned_special_claim_of, resource_classes
 from schedulers.nodefit import insufficient, node_allocatable
 from schedulers.podgroups import PodGroupView
 from schedulers.queue import SchedulingQueue
@@ -37,6 +44,19 @@ Key = tuple[str, str]  # (namespace, name)
 RequestsKey = tuple[tuple[str, int, int], ...]
 
 RESOURCE = "resource.k8s.io"
+
+
+@dataclass
+class Nomination:
+    """What a preemptor holds on the node where it preempted (upstream's nominated pod, plus
+    KEP-5690's claim nomination)."""
+
+    pod: Key
+    node: str
+    priority: int
+    requests: Resources
+    allocations: list[Mapping[str, Any]]  # the devices its unallocated claims would get there
+    victim_claims: set[str]  # uids of victims' claims whose release the preemption counted on
 
 
 def meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -123,12 +143,19 @@ class SchedulerCache:
         # did not change since the last pod with the same requests, so the Fraction sums are reused.
         self._fit_memo: dict[str, tuple[Resources, RequestsKey, list[str]]] = {}
         self._binding: dict[Key, str] = {}  # assumed pods (a binding task is writing them) -> pod uid
+        self._on_node: dict[str, dict[str, Key]] = {}  # node -> uid -> key of the pods charged to it
+        # Preemption: nominations by pod uid, and the uids nominated per node.
+        self.nominations: dict[str, Nomination] = {}
+        self.nominated_on: dict[str, set[str]] = {}
 
         # Claims: written-but-not-yet-watched versions, in-flight allocations, effective allocations.
         self._assumed_claims: dict[Key, Obj] = {}
         self._in_flight: dict[str, tuple[Mapping[str, Any], str]] = {}  # claim uid -> (allocation being written, pod uid)
         self._allocations: dict[str, Mapping[str, Any]] = {}  # claim uid -> effective allocation
         self._state: AllocatedState | None = None
+        # Extended resources backed by devices: pod uid -> its special claim; resource -> class.
+        self._special_claims: dict[str, Key] = {}
+        self._resource_classes: dict[str, str] | None = None
         self._wire()
         # PodGroups exist only with GenericWorkload (the server does not serve them otherwise).
         self.groups: PodGroupView | None = None
@@ -160,7 +187,7 @@ class SchedulerCache:
         self.slices.on_delete(lambda s: self.index.remove_slice(meta(s).get("name", "")))
         self.classes.on_add(lambda c: self._class_set(c))
         self.classes.on_update(lambda _old, c: self._class_set(c))
-        self.classes.on_delete(lambda c: self.index.remove_class(meta(c).get("name", "")))
+        self.classes.on_delete(self._class_deleted)
         self.taint_rules.on_add(lambda r: self._rule_set(r))
         self.taint_rules.on_update(lambda _old, r: self._rule_set(r))
         self.taint_rules.on_delete(self._rule_deleted)
@@ -186,7 +213,7 @@ class SchedulerCache:
     def assume_pod(self, pod: Obj, node: str, requests: Resources) -> None:
         """Charge the pod to ``node`` while its binding is written."""
         uid = meta(pod).get("uid", "")
-        self._charge(uid, node, requests)
+        self._charge(uid, node, requests, object_key(pod))
         self._binding[object_key(pod)] = uid
 
     def finish_binding(self, pod: Obj) -> None:
@@ -202,11 +229,13 @@ class SchedulerCache:
         if (pod.get("spec") or {}).get("nodeName"):
             self._account_bound(pod)
         elif self.wants(pod):
-            self.queue.add(object_key(pod))
+            self.queue.add(object_key(pod), pod_priority(pod))
 
     def _pod_updated(self, old: Obj, pod: Obj) -> None:
         key = object_key(pod)
         if (pod.get("spec") or {}).get("nodeName"):
+            if self.nominations:
+                self.forget_nomination(meta(pod).get("uid", ""))
             self.queue.delete(key)
             was_counted = meta(pod).get("uid", "") in self._pod_usage
             self._account_bound(pod)
@@ -219,7 +248,7 @@ class SchedulerCache:
         if key in self._binding:
             return  # our own binding is under way; its outcome decides
         if not self.wants(old) or self._relevant_change(old, pod):
-            self.queue.add(key)
+            self.queue.add(key, pod_priority(pod))
 
     @staticmethod
     def _relevant_change(old: Obj, new: Obj) -> bool:
@@ -232,6 +261,8 @@ class SchedulerCache:
 
     def _pod_deleted(self, pod: Obj) -> None:
         self.queue.delete(object_key(pod))
+        if self.nominations and self.forget_nomination(meta(pod).get("uid", "")):
+            self.queue.move_all()  # what it held is free for others
         if self._release(meta(pod).get("uid", "")):
             self.queue.move_all()
 
@@ -242,10 +273,11 @@ class SchedulerCache:
         elif uid not in self._pod_usage:
             # What the pod's claims charge counts only while the gate is on, as upstream's PodRequests.
             requests = pod_requests(pod, node_allocatable=self.features.node_allocatable_resources)
-            self._charge(uid, (pod.get("spec") or {}).get("nodeName", ""), requests)
+            self._charge(uid, (pod.get("spec") or {}).get("nodeName", ""), requests, object_key(pod))
 
-    def _charge(self, uid: str, node: str, requests: Resources) -> None:
+    def _charge(self, uid: str, node: str, requests: Resources, key: Key) -> None:
         self._pod_usage[uid] = (node, requests)
+        self._on_node.setdefault(node, {})[uid] = key
         self._fit_memo.pop(node, None)
         used = self._node_used.setdefault(node, {})
         for name, amount in requests.items():
@@ -257,12 +289,60 @@ class SchedulerCache:
         if entry is None:
             return False
         node, requests = entry
+        self._on_node.get(node, {}).pop(uid, None)
         self._fit_memo.pop(node, None)
         used = self._node_used.get(node, {})
         for name, amount in requests.items():
             used[name] = used.get(name, Fraction(0)) - amount
         self.node_pods[node] = self.node_pods.get(node, 1) - 1
         return True
+
+    def pods_on(self, node: str) -> list[tuple[Obj, Resources]]:
+        """The pods charged to ``node`` (bound, and assumed while their binding is written) with
+        what each charges it."""
+        out = []
+        for uid, key in self._on_node.get(node, {}).items():
+            pod = self.pods.get(*key)
+            if pod is not None and meta(pod).get("uid") == uid:
+                out.append((pod, self._pod_usage[uid][1]))
+        return out
+
+    def node_usage(self, node: str) -> tuple[Resources, int]:
+        """What the pods charged to ``node`` use, and how many they are."""
+        return self._node_used.get(node, {}), self.node_pods.get(node, 0)
+
+    # ------------------------------------------------------------------ nominations
+
+    def nominate(self, nomination: Nomination, uid: str) -> None:
+        """Hold ``nomination`` for the pod ``uid`` (replacing an earlier one)."""
+        self.forget_nomination(uid)
+        self.nominations[uid] = nomination
+        self.nominated_on.setdefault(nomination.node, set()).add(uid)
+        self._fit_memo.pop(nomination.node, None)
+
+    def forget_nomination(self, uid: str) -> bool:
+        """Drop the pod's nomination (bound, deleted, or nominated elsewhere); whether it had one."""
+        nomination = self.nominations.pop(uid, None)
+        if nomination is None:
+            return False
+        uids = self.nominated_on.get(nomination.node)
+        if uids is not None:
+            uids.discard(uid)
+            if not uids:
+                del self.nominated_on[nomination.node]
+        self._fit_memo.pop(nomination.node, None)
+        return True
+
+    def nominated_for(self, node: str, pod_uid: str, priority: int) -> list[Nomination]:
+        """Nominations on ``node`` a pod of ``priority`` must leave alone: other pods' of no lower priority."""
+        uids = self.nominated_on.get(node)
+        if not uids:
+            return []
+        return [n for uid in uids if uid != pod_uid and (n := self.nominations[uid]).priority >= priority]
+
+    def claims_still_allocated(self, uids: set[str]) -> bool:
+        """Whether any of these claims (a preemption's victims') still has its allocation."""
+        return any(uid in self._allocations for uid in uids)
 
     # ------------------------------------------------------------------ nodes
 
@@ -325,7 +405,33 @@ class SchedulerCache:
 
     def _class_set(self, obj: Obj) -> None:
         self.index.set_class(obj)
+        self._resource_classes = None
         self.queue.move_all()
+
+    def _class_deleted(self, obj: Obj) -> None:
+        self.index.remove_class(meta(obj).get("name", ""))
+        self._resource_classes = None
+
+    def resource_classes(self) -> Mapping[str, str]:
+        """Extended resource name -> the class that serves it with devices."""
+        if self._resource_classes is None:
+            self._resource_classes = resource_classes(self.classes.list())
+        return self._resource_classes
+
+    def special_claim_of(self, pod_uid: str) -> Obj | None:
+        """The special claim (extended resources) created for the pod, if one exists."""
+        key = self._special_claims.get(pod_uid)
+        return self.claim(*key) if key is not None else None
+
+    def _track_special_claim(self, claim: Obj, gone: bool = False) -> None:
+        owner = owned_special_claim_of(claim)
+        if owner is None:
+            return
+        if gone:
+            if self._special_claims.get(owner) == object_key(claim):
+                del self._special_claims[owner]
+        else:
+            self._special_claims[owner] = object_key(claim)
 
     def _rule_set(self, obj: Obj) -> None:
         self.index.set_taint_rule(obj)
@@ -378,6 +484,7 @@ class SchedulerCache:
     def assume_claim(self, obj: Obj) -> None:
         """A claim this scheduler wrote: newest known version until the informer catches up; its in-flight state ends."""
         key = object_key(obj)
+        self._track_special_claim(obj)
         informed = self.claims.get(*key)
         if informed is None or _resource_version(obj) > _resource_version(informed):
             self._assumed_claims[key] = obj
@@ -386,6 +493,7 @@ class SchedulerCache:
         self.queue.claim_ready(key)
 
     def _claim_added(self, claim: Obj) -> None:
+        self._track_special_claim(claim)
         self._refresh(claim)
         self.queue.claim_ready(object_key(claim))
 
@@ -404,6 +512,7 @@ class SchedulerCache:
         self.queue.claim_ready(key)
 
     def _claim_deleted(self, claim: Obj) -> None:
+        self._track_special_claim(claim, gone=True)
         self._assumed_claims.pop(object_key(claim), None)
         self._refresh(claim, gone=True)
         if (claim.get("status") or {}).get("allocation"):
@@ -432,6 +541,10 @@ class SchedulerCache:
             self._state.add_allocation(allocation)  # only adds: cheap incremental update
         else:
             self._state = None  # something was freed or changed: rebuild lazily
+
+    def allocation_of(self, claim_uid: str) -> Mapping[str, Any] | None:
+        """The claim's effective allocation (in flight, assumed or informed), None when it has none."""
+        return self._allocations.get(claim_uid)
 
     def allocated_state(self) -> AllocatedState:
         """Devices taken by allocated claims (informer + assumed) and in-flight allocations."""

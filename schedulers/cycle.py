@@ -31,17 +31,27 @@ from typing import Any
 from kube import podgroups
 from kube.informer import object_key
 from kube.labels import node_selector_matches
-from kube.pods import Resources, pod_requests
+from kube.pods import Resources, add_resources, pod_priority, pod_requests
 from schedulers.allocator import (
+    CANNOT_ALLOCATE,
     Allocated,
+    AllocatedState,
     AllocationError,
     Allocator,
     Unschedulable,
     has_node_allocatable_mapping,
     node_allocatable_claim_status,
 )
-from schedulers.cache import Key, Obj, RequestsKey, SchedulerCache, is_pod_reference, meta
-from schedulers.nodefit import REASON_AFFINITY, fit_error_message, matches_node_selector_and_affinity, untolerated_taint
+from schedulers.cache import Key, Nomination, Obj, RequestsKey, SchedulerCache, is_pod_reference, meta
+from schedulers.extended import STALE_CLAIM, SpecialClaim, extended_requests, needed_on_node, served_by_devices, special_claim
+from schedulers.nodefit import (
+    REASON_AFFINITY,
+    fit_error_message,
+    insufficient,
+    matches_node_selector_and_affinity,
+    resources_may_free,
+    untolerated_taint,
+)
 from schedulers.podgroups import wait_key
 
 log = logging.getLogger("scheduler")
@@ -66,16 +76,29 @@ class Placement:
     group_refs: dict[str, Obj] = field(default_factory=dict)
     # (namespace, group, minCount) of a gang pod: it waits at Permit until its gang is placed.
     gang: tuple[str, str, int] | None = None
+    # Extended resources served by devices: the special claim to create (in ``claims``, allocated in
+    # ``allocations`` under its stand-in uid) and the pod's request mappings.
+    extended: SpecialClaim | None = None
 
 
 @dataclass
 class ScheduleFailure:
-    """No node fits; ``message`` is the PodScheduled condition's and the event's text."""
+    """No node fits; ``message`` is the PodScheduled condition's and the event's text (as it reads
+    when preemption cannot help; preemption may replace its last part)."""
 
     message: str
     reason: str = "Unschedulable"
     # Allocated claims that pin the pod to nodes that do not fit (upstream's PostFilter frees them).
     pinning_claims: list[Obj] = field(default_factory=list)
+    # The filter's part of the message (upstream's FitError without the PostFilter's text).
+    fit_message: str = ""
+    # Nodes that failed only for reasons removing pods can fix (upstream's Unschedulable, not
+    # UnschedulableAndUnresolvable): where preemption looks.
+    potential: list[str] = field(default_factory=list)
+    # Every node's reason, for the preemption message of the nodes it could not use.
+    node_reasons: dict[str, str] = field(default_factory=dict)
+    # A special claim an earlier attempt left behind: deleted, then the pod is tried afresh.
+    stale_extended_claim: Obj | None = None
 
 
 @dataclass
@@ -101,14 +124,41 @@ class _PodClaims:
 class _PodFit:
     """What one cycle's node filters need from the pod, worked out once instead of per node."""
 
-    __slots__ = ("constrained", "key", "requests")
+    __slots__ = ("constrained", "key", "priority", "requests", "uid")
 
     def __init__(self, pod: Obj, requests: Resources) -> None:
         spec = pod.get("spec") or {}
         self.requests = requests
+        self.uid: str = meta(pod).get("uid", "")
+        self.priority = pod_priority(pod)
         # Exact integers, so comparing with a cached key costs no Fraction arithmetic.
         self.key: RequestsKey = tuple(sorted((k, v.numerator, v.denominator) for k, v in requests.items()))
         self.constrained = bool(spec.get("nodeSelector")) or bool((spec.get("affinity") or {}).get("nodeAffinity"))
+
+
+@dataclass
+class Attempt:
+    """What a cycle works out about the pod before looking at nodes (preemption reuses it)."""
+
+    claims: _PodClaims
+    fit: _PodFit
+    selectors: list[Any]  # node selectors of the pod's allocated claims
+    extended: dict[str, int] = field(default_factory=dict)  # extended resources some class serves with devices
+    _special: dict[frozenset[tuple[str, int]], tuple[list[Obj], SpecialClaim]] = field(default_factory=dict)
+
+    def claims_for(self, pod: Obj, allocatable: Resources, mapping: Mapping[str, str]) -> tuple[list[Obj], SpecialClaim | None]:
+        """The claims to allocate on a node with this allocatable: the unallocated ones, plus the
+        special claim for the extended resources the node does not advertise (one list object per
+        distinct need, so the allocator's per-list signature is worked out once)."""
+        needed = needed_on_node(self.extended, allocatable) if self.extended else {}
+        if not needed:
+            return self.claims.unallocated, None
+        key = frozenset(needed.items())
+        known = self._special.get(key)
+        if known is None:
+            special = special_claim(pod, needed, mapping)
+            known = self._special[key] = ([*self.claims.unallocated, special.claim], special)
+        return known
 
 
 def _claim_containers(pod: Mapping[str, Any], entry_name: str) -> list[str]:
@@ -146,36 +196,55 @@ class SchedulingCycle:
         self._index = cache.index
         self._node_pods = cache.node_pods
         self._insufficient = cache.insufficient
+        self._nominated_on = cache.nominated_on
 
-    def schedule(self, pod: Obj) -> Placement | ScheduleFailure | WaitForClaims:
-        """One cycle: the node the pod should go to, why none fits, or which claims it waits for."""
+    def prepare(self, pod: Obj) -> Attempt | ScheduleFailure | WaitForClaims:
+        """The pod's claims and requests, or why no node can be looked at (yet)."""
         resolved = self._resolve_claims(pod)
         if isinstance(resolved, WaitForClaims):
             return resolved
-        names = self.cache.node_names()
         if isinstance(resolved, str):
-            return ScheduleFailure(f"0/{len(names)} nodes are available: {resolved}.")
+            return ScheduleFailure(f"0/{len(self.cache.node_names())} nodes are available: {resolved}.")
         # Claim charges are added per node (they depend on the devices chosen); entries an earlier,
         # failed attempt wrote into the pod status must not count.
-        requests = pod_requests(pod, node_allocatable=False)
-        fit = _PodFit(pod, requests)
-        allocator: Allocator | None = None
-        if resolved.unallocated:
-            allocator = Allocator(
-                self._index,
-                self.cache.allocated_state(),
-                self.features,
-                namespace_labels=self.cache.namespace_labels,
-                timeout=self.filter_timeout,
-                cache=self.cache.search_cache,
-            )
+        fit = _PodFit(pod, pod_requests(pod, node_allocatable=False))
         selectors = [(c["status"]["allocation"].get("nodeSelector")) for c in resolved.allocated]
+        extended: dict[str, int] = {}
+        if self.features.extended_resource and any("/" in name for name in fit.requests):
+            extended = extended_requests(pod, self.cache.resource_classes())
+            stale = self.cache.special_claim_of(fit.uid) if extended else None
+            if stale is not None:
+                n = len(self.cache.node_names())
+                return ScheduleFailure(fit_error_message(n, {STALE_CLAIM: n}), stale_extended_claim=stale)
+        return Attempt(resolved, fit, selectors, extended)
+
+    def allocator(self, state: AllocatedState | None = None) -> Allocator:
+        """An allocator against the cache's allocated state, or against ``state`` (a what-if, not cached)."""
+        return Allocator(
+            self._index,
+            state if state is not None else self.cache.allocated_state(),
+            self.features,
+            namespace_labels=self.cache.namespace_labels,
+            timeout=self.filter_timeout,
+            cache=self.cache.search_cache if state is None else None,
+        )
+
+    def schedule(self, pod: Obj) -> Placement | ScheduleFailure | WaitForClaims:
+        """One cycle: the node the pod should go to, why none fits, or which claims it waits for."""
+        attempt = self.prepare(pod)
+        if not isinstance(attempt, Attempt):
+            return attempt
+        names = self.cache.node_names()
+        resolved, fit, selectors = attempt.claims, attempt.fit, attempt.selectors
+        requests = fit.requests
+        allocator = self.allocator() if resolved.unallocated or attempt.extended else None
         if self.features.node_allocatable_resources:
             shared = self._shared_mapping_claim(pod, resolved)
             if shared is not None:
                 return ScheduleFailure(f"0/{len(names)} nodes are available: {shared}.")
         reasons: dict[str, int] = {}
-        best: tuple[int, str, Allocated | None, list[Obj]] | None = None
+        node_reasons: dict[str, str] = {}
+        best: tuple[int, str, Allocated | None, list[Obj], list[Obj], SpecialClaim | None] | None = None
         feasible = 0
         n = len(names)
         start = self._next_start % n if n else 0
@@ -188,7 +257,7 @@ class SchedulingCycle:
             node = get_node("", name)
             if node is None:
                 continue
-            reason, outcome = self._filter(pod, node, fit, selectors, allocator, resolved)
+            reason, outcome, allocated_claims, special = self._filter(pod, node, fit, selectors, allocator, attempt)
             if isinstance(reason, AllocationError):
                 # Upstream's Filter returns an Error status for a broken claim or class, which
                 # aborts the cycle with reason SchedulerError. It then retries on a backoff; the
@@ -198,6 +267,7 @@ class SchedulingCycle:
             if reason is not None:
                 claim_mismatch = claim_mismatch or reason == REASON_CLAIM_NOT_ON_NODE
                 reasons[reason] = reasons.get(reason, 0) + 1
+                node_reasons[name] = reason
                 continue
             statuses: list[Obj] = []
             if self.features.node_allocatable_resources and resolved.claims:
@@ -205,27 +275,41 @@ class SchedulingCycle:
                 short = self._node_allocatable_misfit(node, pod, statuses) if statuses else None
                 if short is not None:
                     reasons[short] = reasons.get(short, 0) + 1
+                    node_reasons[name] = short
                     continue
             feasible += 1
             score = self._score(node, allocator, outcome)
             if best is None or (score, name) < (best[0], best[1]):
-                best = (score, name, outcome, statuses)
+                best = (score, name, outcome, statuses, allocated_claims, special)
             if feasible >= self.nodes_to_find:
                 break
         self._next_start = (start + processed) % n if n else 0
         if best is None:
-            return ScheduleFailure(fit_error_message(n, reasons), pinning_claims=resolved.allocated if claim_mismatch else [])
-        _, node_name, outcome, statuses = best
+            return ScheduleFailure(
+                fit_error_message(n, reasons),
+                pinning_claims=resolved.allocated if claim_mismatch else [],
+                fit_message=fit_error_message(n, reasons, preemption=False),
+                potential=[name for name, reason in node_reasons.items() if self.preemption_may_help(reason)],
+                node_reasons=node_reasons,
+            )
+        _, node_name, outcome, statuses, allocated_claims, special = best
         allocations = outcome.allocations if outcome is not None else []
         return Placement(
             node=node_name,
-            claims=resolved.claims,
-            allocations=dict(zip((meta(c).get("uid", "") for c in resolved.unallocated), allocations, strict=True)),
+            claims=[*resolved.claims, special.claim] if special is not None else resolved.claims,
+            allocations=dict(zip((meta(c).get("uid", "") for c in allocated_claims), allocations, strict=True)),
             requests=_requests_with(pod, statuses) if statuses else requests,
             statuses=statuses,
             group_refs=resolved.group_refs,
             gang=resolved.gang,
+            extended=special,
         )
+
+    def preemption_may_help(self, reason: str) -> bool:
+        """Whether removing lower-priority pods from a node that failed for ``reason`` may make room:
+        cpu, memory and pod slots, and with DRAPreemption devices (upstream v1.37's DynamicResources
+        marks device shortages unresolvable, so preemption never looks at those nodes)."""
+        return resources_may_free(reason) or (self.features.dra_preemption and reason == CANNOT_ALLOCATE)
 
     def _resolve_claims(self, pod: Obj) -> _PodClaims | WaitForClaims | str:
         """The pod's claims, a reason to wait for some of them, or an unschedulable message."""
@@ -356,35 +440,51 @@ class SchedulingCycle:
         fit: _PodFit,
         selectors: list[Any],
         allocator: Allocator | None,
-        claims: _PodClaims,
-    ) -> tuple[str | AllocationError | None, Allocated | None]:
-        """The first reason ``node`` does not fit (or None, with the allocation result)."""
+        attempt: Attempt,
+    ) -> tuple[str | AllocationError | None, Allocated | None, list[Obj], SpecialClaim | None]:
+        """The first reason ``node`` does not fit (or None, with the allocation result, the claims
+        it is for, and the special claim among them)."""
         if fit.constrained and not matches_node_selector_and_affinity(pod, node):
-            return REASON_AFFINITY, None
+            return REASON_AFFINITY, None, [], None
         node_spec = node.get("spec") or {}
         if node_spec.get("taints") or node_spec.get("unschedulable"):
             taint = untolerated_taint(pod, node)
             if taint is not None:
-                return taint, None
+                return taint, None, [], None
         name = meta(node).get("name", "")
-        short = self._insufficient(name, node, fit.requests, fit.key)
+        held: list[Nomination] = self.cache.nominated_for(name, fit.uid, fit.priority) if name in self._nominated_on else []
+        if held:
+            # Other preemptors' promised cpu, memory, pod slots and devices on this node count as taken.
+            used, count = self.cache.node_usage(name)
+            for nomination in held:
+                used = add_resources(dict(used), nomination.requests)
+            short = insufficient(fit.requests, used, count + len(held), self.cache.allocatable(node))
+            if allocator is not None and any(n.allocations for n in held):
+                allocator = self.allocator(self.cache.allocated_state().changed(add=[a for n in held for a in n.allocations]))
+        else:
+            short = self._insufficient(name, node, fit.requests, fit.key)
+        if short and attempt.extended:
+            short = served_by_devices(short, attempt.extended, self.cache.allocatable(node))
         if short:
-            return short[0], None
+            return short[0], None, [], None
         for selector in selectors:
             if not node_selector_matches(selector, node):
-                return REASON_CLAIM_NOT_ON_NODE, None
+                return REASON_CLAIM_NOT_ON_NODE, None, [], None
         if allocator is None:
-            return None, None
+            return None, None, [], None
+        claims, special = attempt.claims_for(pod, self.cache.allocatable(node), self.cache.resource_classes()) if attempt.extended else (attempt.claims.unallocated, None)
+        if not claims:
+            return None, None, [], None
         try:
-            outcome = allocator.allocate(node, claims.unallocated)
+            outcome = allocator.allocate(node, claims)
         except AllocationError as exc:
-            return exc, None
+            return exc, None, [], None
         if isinstance(outcome, Unschedulable):
             # Upstream's per-node reason is the short form; the details go to the debug log.
             if log.isEnabledFor(logging.DEBUG):
                 log.debug("claims do not fit", extra={"pod": "/".join(object_key(pod)), "node": name, "why": outcome.message})
-            return outcome.reason, None
-        return None, outcome
+            return outcome.reason, None, [], None
+        return None, outcome, claims, special
 
     def _score(self, node: Obj, allocator: Allocator | None, outcome: Allocated | None) -> int:
         """Free devices left on the node after this allocation (lower is better: pack devices).

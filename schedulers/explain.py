@@ -53,6 +53,7 @@ from schedulers.allocator import (
 )
 from schedulers.cache import Obj, SchedulerCache, is_pod_reference, meta
 from schedulers.cycle import REASON_CLAIM_NOT_ON_NODE, SchedulingCycle, WaitForClaims
+from schedulers.extended import extended_requests, needed_on_node, served_by_devices, special_claim
 from schedulers.nodefit import REASON_AFFINITY, matches_node_selector_and_affinity, untolerated_taint
 
 # Reason kinds (CamelCase like Kubernetes reasons); the tests hold one case per kind.
@@ -637,9 +638,13 @@ class Explainer:
         def claim_name(ref: str) -> str:
             return ref if can_see_namespace(ref.split("/", 1)[0]) else "a claim in another namespace"
 
+        # Extended resources backed by devices: the scheduler's special claim joins the pod's claims
+        # on nodes that do not advertise the resource.
+        mapping = self.cache.resource_classes() if self.cache.features.extended_resource else {}
+        extended = extended_requests(pod, mapping) if mapping else {}
         allocator: Allocator | None = None
         devices: DeviceExplainer | None = None
-        if resolved.unallocated:
+        if resolved.unallocated or extended:
             allocator = Allocator(
                 self.cache.index, self.cache.allocated_state(), self.cache.features,
                 namespace_labels=self.cache.namespace_labels, timeout=self.cycle.filter_timeout, cache=self.cache.search_cache,
@@ -672,11 +677,13 @@ class Explainer:
             if node is None:
                 continue
             examined += 1
-            reasons = self._node_reasons(pod, node, requests, resolved.allocated)
-            if not reasons and devices is not None and allocator is not None:
+            reasons = self._node_reasons(pod, node, requests, resolved.allocated, extended)
+            needed = needed_on_node(extended, self.cache.allocatable(node)) if extended else {}
+            to_allocate = [*resolved.unallocated, special_claim(pod, needed, mapping).claim] if needed else resolved.unallocated
+            if not reasons and devices is not None and allocator is not None and to_allocate:
                 allocator.timeout = min(filter_timeout, left) if filter_timeout is not None else left
                 try:
-                    reasons = devices.explain(node, resolved.unallocated)
+                    reasons = devices.explain(node, to_allocate)
                 except AllocationError as exc:
                     return finish(ERROR, f"node {name}: {exc}", nodes={"total": len(names)})
                 if reasons and reasons[0].kind == FILTER_TIMEOUT and (filter_timeout is None or left < filter_timeout):
@@ -711,7 +718,7 @@ class Explainer:
         parts = [f"{g['count']} {'node' if g['count'] == 1 else 'nodes'}: {'; '.join(r.text() for r in g['reasons'])}" for g in shown]
         return finish(UNSCHEDULABLE, f"0/{len(names)} nodes fit. " + ". ".join(parts[:3]) + ("." if parts else ""), **extra)
 
-    def _node_reasons(self, pod: Obj, node: Obj, requests: Any, allocated: list[Obj]) -> list[Reason]:
+    def _node_reasons(self, pod: Obj, node: Obj, requests: Any, allocated: list[Obj], extended: Mapping[str, int]) -> list[Reason]:
         """Every node filter that fails (the scheduler stops at the first)."""
         reasons = []
         if not matches_node_selector_and_affinity(pod, node):
@@ -720,7 +727,7 @@ class Explainer:
         if taint is not None:
             reasons.append(Reason(NODE_TAINT, taint))
         name = meta(node).get("name", "")
-        for short in self.cache.insufficient(name, node, requests):
+        for short in served_by_devices(self.cache.insufficient(name, node, requests), extended, self.cache.allocatable(node)):
             reasons.append(Reason(NODE_RESOURCES, short, details=self._resource_details(short, name, node, requests)))
         for claim in allocated:
             selector = (claim.get("status") or {}).get("allocation", {}).get("nodeSelector")

@@ -19,6 +19,8 @@ Obj = dict[str, Any]
 REASON_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
 REASON_UNSCHEDULABLE = "node(s) were unschedulable"
 REASON_TOO_MANY_PODS = "Too many pods"
+INSUFFICIENT = "Insufficient "  # + the resource name
+NOT_HELPFUL = "Preemption is not helpful for scheduling"  # preemption's reason for nodes it does not look at
 FIT_RESOURCES = ("cpu", "memory")
 
 
@@ -73,8 +75,14 @@ def insufficient(requests: Resources, used: Resources, pod_count: int, allocatab
         if name not in FIT_RESOURCES and name not in allocatable:
             continue  # extended resources are out of scope (no device plugins here)
         if used.get(name, Fraction(0)) + amount > allocatable.get(name, Fraction(0)):
-            reasons.append(f"Insufficient {name}")
+            reasons.append(INSUFFICIENT + name)
     return reasons
+
+
+def resources_may_free(reason: str) -> bool:
+    """Whether removing pods from the node can fix this reason (upstream's Unschedulable, as
+    opposed to UnschedulableAndUnresolvable): only a shortage of cpu, memory, pods or another resource."""
+    return reason == REASON_TOO_MANY_PODS or reason.startswith(INSUFFICIENT)
 
 
 def fit_error_message(total_nodes: int, reasons: Mapping[str, int], preemption: bool = True) -> str:
@@ -84,5 +92,5 @@ def fit_error_message(total_nodes: int, reasons: Mapping[str, int], preemption: 
     parts = sorted(f"{count} {reason}" for reason, count in reasons.items())
     message = f"0/{total_nodes} nodes are available: {', '.join(parts)}."
     if preemption:
-        message += f" preemption: 0/{total_nodes} nodes are available: {total_nodes} Preemption is not helpful for scheduling."
+        message += f" preemption: 0/{total_nodes} nodes are available: {total_nodes} {NOT_HELPFUL}."
     return message

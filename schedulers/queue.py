@@ -2,8 +2,8 @@
 
 Modelled on upstream's PriorityQueue, simplified:
 
-* ``active``: pods ready for a scheduling attempt, FIFO (upstream orders by priority, then by
-  queue time; this scheduler does not implement priorities).
+* ``active``: pods ready for a scheduling attempt, highest ``spec.priority`` first and in the
+  order they became active within a priority (upstream's PrioritySort: priority, then queue time).
 * ``backoff``: pods that failed recently; they become active when their backoff ends
   (1 s doubling per failed attempt, at most 10 s, like upstream's defaults).
 * ``unschedulable``: pods no node fits. They stay there until :meth:`move_all` reports a cluster
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from bisect import insort
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable
 from typing import Generic, TypeVar
@@ -30,13 +31,59 @@ MAX_BACKOFF = 10.0
 UNSCHEDULABLE_FLUSH = 300.0
 
 
+class _ActiveQueue(Generic[K]):
+    """Active pods, highest priority first, FIFO within a priority: one ordered dict per priority
+    present (almost always just one, so a pop costs what a plain FIFO does)."""
+
+    def __init__(self) -> None:
+        self._buckets: dict[int, OrderedDict[K, None]] = {}
+        self._order: list[int] = []  # negated priorities of the buckets, ascending
+        self._where: dict[K, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._where)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._where
+
+    def push(self, key: K, priority: int) -> None:
+        bucket = self._buckets.get(priority)
+        if bucket is None:
+            bucket = self._buckets[priority] = OrderedDict()
+            insort(self._order, -priority)
+        bucket[key] = None
+        self._where[key] = priority
+
+    def discard(self, key: K) -> None:
+        priority = self._where.pop(key, None)
+        if priority is not None:
+            bucket = self._buckets[priority]
+            del bucket[key]
+            if not bucket:
+                self._drop_bucket(priority)
+
+    def _drop_bucket(self, priority: int) -> None:
+        del self._buckets[priority]
+        self._order.remove(-priority)
+
+    def pop(self) -> K:
+        priority = -self._order[0]
+        bucket = self._buckets[priority]
+        key, _ = bucket.popitem(last=False)
+        del self._where[key]
+        if not bucket:
+            self._drop_bucket(priority)
+        return key
+
+
 class SchedulingQueue(Generic[K, C]):
     """Pods (by key) that wait for a scheduling attempt; see the module docstring for the states."""
 
     def __init__(self, initial_backoff: float = INITIAL_BACKOFF, max_backoff: float = MAX_BACKOFF) -> None:
         self.initial_backoff = initial_backoff
         self.max_backoff = max_backoff
-        self._active: OrderedDict[K, None] = OrderedDict()
+        self._active: _ActiveQueue[K] = _ActiveQueue()
+        self._priority: dict[K, int] = {}  # spec.priority of every pod the queue knows (0 when not given)
         self._backoff: dict[K, asyncio.TimerHandle] = {}
         self._unschedulable: dict[K, float] = {}  # key -> time it was parked
         self._waiting: dict[K, frozenset[C]] = {}
@@ -65,7 +112,7 @@ class SchedulingQueue(Generic[K, C]):
     # --- state changes ---
 
     def _detach(self, key: K) -> None:
-        self._active.pop(key, None)
+        self._active.discard(key)
         timer = self._backoff.pop(key, None)
         if timer is not None:
             timer.cancel()
@@ -80,11 +127,13 @@ class SchedulingQueue(Generic[K, C]):
 
     def _activate(self, key: K) -> None:
         self._detach(key)
-        self._active[key] = None
+        self._active.push(key, self._priority.get(key, 0))
         self._event.set()
 
-    def add(self, key: K) -> None:
-        """A new or changed pod: attempt it now (after the running attempt, if one is running)."""
+    def add(self, key: K, priority: int = 0) -> None:
+        """A new or changed pod (of ``spec.priority``): attempt it now (after the running attempt,
+        if one is running)."""
+        self._priority[key] = priority
         if key in self._in_flight:
             self._changed.add(key)
             return
@@ -99,13 +148,14 @@ class SchedulingQueue(Generic[K, C]):
         self._changed.discard(key)
         self._attempts.pop(key, None)
         self._last_attempt.pop(key, None)
+        self._priority.pop(key, None)
 
     async def pop(self) -> K:
         """The next active pod (waits for one); it is in flight until :meth:`done`."""
         while not self._active:
             self._event.clear()
             await self._event.wait()
-        key, _ = self._active.popitem(last=False)
+        key = self._active.pop()
         self._in_flight.add(key)
         return key
 

@@ -7,8 +7,11 @@ three components:
   events move pods in the scheduling queue (:mod:`schedulers.queue`).
 * :mod:`schedulers.cycle`: for the pod popped from the queue, resolve its claims, filter and
   score the nodes; the answer is a placement, a failure, or claims to wait for.
+* :mod:`schedulers.preemption`: when no node fits, whether removing pods of lower priority
+  would make room somewhere (upstream's PostFilter).
 * :mod:`schedulers.binder`: reserve a placement in the cache, then write the claims and the
-  binding in a task of its own (so the next cycle starts at once); report failures on the pod.
+  binding in a task of its own (so the next cycle starts at once); evict preemption victims;
+  report failures on the pod.
 
 :class:`Scheduler` wires them together and runs the loop.
 """
@@ -20,9 +23,10 @@ import logging
 
 from kube.client import KubeClient
 from schedulers.allocator import AllocatorFeatures
-from schedulers.binder import Binder, SchedulerStats
+from schedulers.binder import DEFAULT_BINDING_TIMEOUT, Binder, SchedulerStats
 from schedulers.cache import Key, SchedulerCache
 from schedulers.cycle import DEFAULT_FILTER_TIMEOUT, DEFAULT_NODES_TO_FIND, Placement, SchedulingCycle, WaitForClaims
+from schedulers.preemption import Preempt, Preemption
 from schedulers.queue import SchedulingQueue
 
 log = logging.getLogger("scheduler")
@@ -39,6 +43,7 @@ class Scheduler:
         nodes_to_find: int = DEFAULT_NODES_TO_FIND,
         watch_timeout_seconds: int | None = None,
         filter_timeout: float | None = DEFAULT_FILTER_TIMEOUT,
+        binding_timeout: float = DEFAULT_BINDING_TIMEOUT,
     ) -> None:
         self.stats = SchedulerStats()
         self.queue: SchedulingQueue[Key, Key] = SchedulingQueue()
@@ -46,7 +51,8 @@ class Scheduler:
             client, self.queue, scheduler_name=scheduler_name, features=features, watch_timeout_seconds=watch_timeout_seconds
         )
         self.cycle = SchedulingCycle(self.cache, nodes_to_find=nodes_to_find, filter_timeout=filter_timeout)
-        self.binder = Binder(client, self.cache, self.queue, stats=self.stats)
+        self.preemption = Preemption(self.cycle)
+        self.binder = Binder(client, self.cache, self.queue, stats=self.stats, binding_timeout=binding_timeout)
         self.cache.pods.on_delete(self.binder.forget_reports)
 
     async def run(self) -> None:
@@ -105,6 +111,16 @@ class Scheduler:
             log.debug("pod waits for claims", extra={"pod": "/".join(key), "why": result.why})
             self.queue.wait_for(key, result.claims)
         else:
+            clear_nomination = False
+            message = result.message
+            if result.reason == "Unschedulable" and result.fit_message:
+                decision = self.preemption.post_filter(pod, result)
+                if isinstance(decision, Preempt):
+                    self.binder.preempt(pod, decision)
+                    return
+                message, clear_nomination = decision.message, decision.clear_nomination
             if result.pinning_claims:
                 self.binder.deallocate_stale(pod, result.pinning_claims)
-            self.binder.unschedulable(pod, result.message, result.reason)
+            if result.stale_extended_claim is not None:
+                self.binder.delete_stale_special_claim(pod, result.stale_extended_claim)
+            self.binder.unschedulable(pod, message, result.reason, clear_nomination=clear_nomination)

@@ -208,6 +208,26 @@ def out_of_range_number_error(obj: dict[str, Any], node: SchemaNode | None) -> s
     return _number_error(obj, node, "", ())
 
 
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+
+
+def int32_overflow_error(obj: dict[str, Any], node: SchemaNode | None, path: tuple[str, ...]) -> str | None:
+    """Go's error decoding the integer at ``path`` of ``obj`` into an int32 that cannot hold it
+    (``json: cannot unmarshal number 3000000000 into Go struct field PriorityClass.value of type int32``)."""
+    value: Any = obj
+    struct = ""
+    for key in path:
+        if type(value) is not dict:
+            return None
+        if node is not None and node.has_properties:
+            struct = (node.definition_name or "").rsplit(".", 1)[-1]
+        value = value.get(key)
+        node = node.child(key) if node is not None else None
+    if type(value) is not int or INT32_MIN <= value <= INT32_MAX:
+        return None
+    return f"json: cannot unmarshal number {value} into Go struct field {struct}.{'.'.join(path)} of type int32"
+
+
 def _number_error(value: Any, node: SchemaNode | None, struct: str, fields: tuple[str, ...]) -> str | None:
     if type(value) is dict:
         # Go names the innermost struct and the struct fields leading to it (not map keys).

@@ -92,6 +92,10 @@ class GenericStore:
         stored = self.storage.cached(f"{resource}.{group}" if group else resource, namespace, name)
         return stored.obj if stored is not None else None
 
+    def lookup_all(self, group: str, resource: str) -> list[Obj]:
+        """Every object of a resource this server holds now, by group and plural."""
+        return [stored.obj for stored in self.storage.cached_all(f"{resource}.{group}" if group else resource)]
+
     # ---- helpers ---------------------------------------------------------------
 
     def context(self, namespace: str = "") -> RequestContext:
@@ -100,7 +104,7 @@ class GenericStore:
             ns = self.storage.cached(NAMESPACES, "", namespace)
             if ns is not None:
                 labels = dict(ns.obj["metadata"].get("labels") or {})
-        return RequestContext(self.gates, labels, requester=requests.current(), tokens=self.tokens, lookup=self.lookup)
+        return RequestContext(self.gates, labels, requester=requests.current(), tokens=self.tokens, lookup=self.lookup, lookup_all=self.lookup_all)
 
     @staticmethod
     def _admit(operation: str, strategy: KindStrategy, namespace: str, name: str, new: Obj | None, old: Obj | None, subresource: str = "") -> None:
@@ -302,11 +306,14 @@ class GenericStore:
         """Drop fields the schema does not know; Strict refuses them and repeated keys of the body,
         Warn reports them. A number no Go type holds is a decoding error, whatever the validation."""
         decoded = bodies.take_decode_findings()
+        unmarshal: str | None = None
         if decoded is not None and decoded.out_of_range_numbers:
             unmarshal = bodies.out_of_range_number_error(obj, schemas.schema_for_kind(strategy.api_version, strategy.kind))
-            if unmarshal is not None:
-                version = str(obj.get("apiVersion") or strategy.api_version).rsplit("/", 1)[-1]
-                raise errors.bad_request(f'{obj.get("kind") or strategy.kind} in version "{version}" cannot be handled as a {strategy.kind}: {unmarshal}')
+        for path in strategy.int32_fields if unmarshal is None else ():
+            unmarshal = unmarshal or bodies.int32_overflow_error(obj, schemas.schema_for_kind(strategy.api_version, strategy.kind), path)
+        if unmarshal is not None:
+            version = str(obj.get("apiVersion") or strategy.api_version).rsplit("/", 1)[-1]
+            raise errors.bad_request(f'{obj.get("kind") or strategy.kind} in version "{version}" cannot be handled as a {strategy.kind}: {unmarshal}')
         unknown = schemas.prune_unknown_fields(obj, strategy.api_version, strategy.kind)
         strict = [f'duplicate field "{path}"' for path in (decoded.duplicate_fields if decoded is not None else ())]
         strict += [f'unknown field "{path}"' for path in unknown]
@@ -564,6 +571,7 @@ class GenericStore:
                 raise self._not_found(strategy, name)
             meta = current.obj["metadata"]
             self._check_preconditions(strategy, name, meta, dopts.preconditions_uid, dopts.preconditions_rv)
+            strategy.check_delete(current.obj)
             self._admit(DELETE, strategy, ns, name, None, current.obj)
             new = current.copy()
             new_meta = new["metadata"]

@@ -6,12 +6,11 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from app.auth.user import UserInfo
-from kube.errors import ApiError
+from kube.errors import ApiError, forbidden_object
 
 CREATE = "CREATE"
 UPDATE = "UPDATE"
@@ -34,14 +33,7 @@ class AdmissionRequest:
         """``<resource> "<name>" is forbidden: <why>``: upstream's admission refusal."""
         name = self.name or str(((self.obj or {}).get("metadata") or {}).get("name") or "")
         qualified = f"{self.resource}.{self.group}" if self.group else self.resource
-        message = f"{qualified} {json.dumps(name)} is forbidden: {why}" if name else f"{qualified} is forbidden: {why}"
-        details: dict[str, Any] = {}
-        if name:
-            details["name"] = name
-        if self.group:
-            details["group"] = self.group
-        details["kind"] = self.resource
-        return ApiError(403, "Forbidden", message, details)
+        return forbidden_object(qualified, name, self.group, self.resource, why)
 
 
 class AdmissionPlugin(Protocol):

@@ -142,6 +142,8 @@ def cluster_roles() -> list[dict[str, Any]]:
                 rule(READ, ["resource.k8s.io"], ["deviceclasses", "resourceslices", "devicetaintrules"]),
                 # The claim itself too: the scheduler adds its finalizer before allocating.
                 rule(["get", "list", "watch", "patch", "update"], ["resource.k8s.io"], ["resourceclaims", "resourceclaims/status"]),
+                # The claim for a pod's extended resources backed by devices (DRAExtendedResource).
+                rule(["create", "delete"], ["resource.k8s.io"], ["resourceclaims"]),
                 rule(["patch", "update"], ["resource.k8s.io"], ["resourceclaims/binding"]),
                 # Its explanation port asks the server whether a caller may see the pod (as upstream's secure port does).
                 rule(["create"], ["authorization.k8s.io"], ["subjectaccessreviews"]),

@@ -23,7 +23,7 @@ from app.registry.resource import (
     resourcepoolstatusrequest,
     resourceslice,
 )
-from app.registry.scheduling import podgroup, workload
+from app.registry.scheduling import podgroup, priorityclass, workload
 
 KINDS: tuple[KindStrategy, ...] = (
     namespace.STRATEGY,
@@ -47,6 +47,7 @@ KINDS: tuple[KindStrategy, ...] = (
     selfsubjectaccessreview.STRATEGY,
     selfsubjectrulesreview.STRATEGY,
     subjectaccessreview.STRATEGY,
+    priorityclass.STRATEGY,
     localsubjectaccessreview.STRATEGY,
     workload.STRATEGY,
     podgroup.STRATEGY,

@@ -59,6 +59,8 @@ class RequestContext:
     tokens: Any = None
     # (group, resource, namespace, name) -> the stored object or None: what this server holds now.
     lookup: Callable[[str, str, str, str], Obj | None] | None = None
+    # (group, resource) -> every stored object of that resource this server holds now.
+    lookup_all: Callable[[str, str], list[Obj]] | None = None
 
 
 class KindStrategy:
@@ -108,6 +110,8 @@ class KindStrategy:
     verbs: tuple[str, ...] = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
     # False for a kind nothing is stored of (a review): a create answers ``respond``'s object.
     stored: bool = True
+    # Paths of int32 fields: a number past int32 there is a decoding error, as in Go.
+    int32_fields: tuple[tuple[str, ...], ...] = ()
     # The feature gate the kind is served under ("" for none): off, the kind is not served at all.
     feature_gate: str = ""
     # Versions besides ``version`` the kind can be served in, off unless --runtime-config enables them.
@@ -205,6 +209,9 @@ class KindStrategy:
 
     def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
         return []
+
+    def check_delete(self, obj: Obj) -> None:
+        """Raise ApiError when the object may never be deleted (a system PriorityClass)."""
 
     def respond(self, obj: Obj, ctx: RequestContext) -> Obj:
         """An unstored kind's answer to a create (the object with its status filled in)."""

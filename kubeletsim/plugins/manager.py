@@ -19,6 +19,7 @@ from typing import Any
 
 import grpc.aio
 
+from kube.claims import extended_resource_claim_name
 from kubeletapi.dra.v1 import api_pb2 as dra_v1
 from kubeletsim.plugins.checkpoint import Checkpoint, ClaimInfo, PreparedDevice
 from kubeletsim.plugins.draplugin import DRAPlugin, PluginError, PluginStore, rpc_error_text
@@ -257,6 +258,15 @@ class DRAManager:
             request = ref.get("request") or ""
             devices = tuple((driver, d) for driver, ds in sorted(info.drivers.items()) for d in ds if d.serves(request))
             out.append(ContainerClaimDevices(info.name, info.namespace, devices))
+        extended = extended_resource_claim_name(pod)
+        info = self.checkpoint.get(namespace, extended) if extended else None
+        if info is not None and info.prepared:
+            # Extended resources: the container gets the devices of the requests mapped to it.
+            mapped = [m.get("requestName", "") for m in ((pod.get("status") or {}).get("extendedResourceClaimStatus") or {}).get("requestMappings") or []
+                      if m.get("containerName") == container.get("name")]  # fmt: skip
+            devices = tuple((driver, d) for driver, ds in sorted(info.drivers.items()) for d in ds if any(d.serves(r) for r in mapped))
+            if devices:
+                out.append(ContainerClaimDevices(info.name, info.namespace, devices))
         return out
 
     def cdi_devices(self, pod: Obj, container: Obj) -> list[str]:

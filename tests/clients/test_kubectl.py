@@ -342,6 +342,10 @@ def build_lease(name: str, ns: str, labels: dict[str, str]) -> Obj:
     return _with(body, name, labels)
 
 
+def build_priority_class(name: str, ns: str, labels: dict[str, str]) -> Obj:
+    return _with({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "value": 100}, name, labels)
+
+
 @dataclass(frozen=True)
 class Kind:
     plural: str
@@ -399,6 +403,15 @@ KINDS = [
         ("LAST SEEN", "TYPE", "REASON", "OBJECT", "SUBOBJECT", "SOURCE", "MESSAGE", "FIRST SEEN", "COUNT", "NAME"),
     ),
     Kind("leases", "lease.coordination.k8s.io", "/apis/coordination.k8s.io/v1", True, build_lease, ("NAME", "HOLDER", "AGE"), ("NAME", "HOLDER", "AGE")),
+    Kind(
+        "priorityclasses",
+        "priorityclass.scheduling.k8s.io",
+        "/apis/scheduling.k8s.io/v1",
+        False,
+        build_priority_class,
+        ("NAME", "VALUE", "GLOBAL-DEFAULT", "AGE", "PREEMPTIONPOLICY"),
+        ("NAME", "VALUE", "GLOBAL-DEFAULT", "AGE", "PREEMPTIONPOLICY"),
+    ),
 ]
 
 
@@ -420,6 +433,7 @@ def test_api_resources_and_versions(kubectl: Kubectl) -> None:
         ("namespaces", "v1"): ("false", "Namespace"),
         ("events", "v1"): ("true", "Event"),
         ("leases", "coordination.k8s.io/v1"): ("true", "Lease"),
+        ("priorityclasses", "scheduling.k8s.io/v1"): ("false", "PriorityClass"),
     }
     for key, (namespaced, kind) in expected.items():
         assert key in by_name, f"{key} missing from api-resources:\n{rows}"
@@ -427,6 +441,7 @@ def test_api_resources_and_versions(kubectl: Kubectl) -> None:
     assert by_name[("pods", "v1")]["SHORTNAMES"] == "po"
     assert by_name[("namespaces", "v1")]["SHORTNAMES"] == "ns"
     assert by_name[("events", "v1")]["SHORTNAMES"] == "ev"
+    assert by_name[("priorityclasses", "scheduling.k8s.io/v1")]["SHORTNAMES"] == "pc"
 
     names = kubectl.ok("api-resources", "--api-group=resource.k8s.io", "-o", "name").split()
     assert sorted(names) == sorted(

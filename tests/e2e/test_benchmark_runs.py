@@ -6,16 +6,18 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import orjson
 
 from devtools.server import REPO_ROOT
 
 
-def test_scheduler_benchmark_binds_every_pod(tmp_path: Path) -> None:
+def run_benchmark(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """``bench.scheduler`` on SQLite with these flags: the finished process and its one result."""
     out = tmp_path / "figures.json"
     run = subprocess.run(
-        [sys.executable, "-m", "bench.scheduler", "--sqlite", "--nodes", "3", "--pods", "12", "--cel", "--timeout", "120", "--json", str(out)],
+        [sys.executable, "-m", "bench.scheduler", "--sqlite", *args, "--timeout", "120", "--json", str(out)],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
@@ -23,6 +25,11 @@ def test_scheduler_benchmark_binds_every_pod(tmp_path: Path) -> None:
     )
     assert run.returncode == 0, run.stderr[-3000:]
     [figures] = orjson.loads(out.read_bytes())
+    return run, figures
+
+
+def test_scheduler_benchmark_binds_every_pod(tmp_path: Path) -> None:
+    run, figures = run_benchmark(tmp_path, "--nodes", "3", "--pods", "12", "--cel")
     for phase in ("baseline", "dra"):
         assert figures[phase]["bound"] == 12
         assert figures[phase]["pods_per_s"] > 0
@@ -30,6 +37,14 @@ def test_scheduler_benchmark_binds_every_pod(tmp_path: Path) -> None:
     assert figures["dra"]["requests_per_pod"]["POST resourceclaims"] == 1
     assert figures["dra"]["requests_per_pod"]["PUT resourceclaims/status"] == 1
     assert "dra/baseline throughput ratio" in run.stdout
+
+
+def test_scheduler_benchmark_preemption_preempts_a_victim_per_pod(tmp_path: Path) -> None:
+    run, figures = run_benchmark(tmp_path, "--nodes", "2", "--pods", "5", "--preemption")
+    assert figures["fill"]["bound"] == 20  # every device of the two nodes
+    assert figures["preempt"]["bound"] == 5 and figures["preempt"]["victims"] == 5
+    assert figures["preempt"]["preemptions_per_s"] > 0
+    assert "preemptions/s" in run.stdout
 
 
 def test_dra_driver_benchmark_starts_every_pod_both_ways(tmp_path: Path) -> None:

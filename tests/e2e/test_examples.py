@@ -196,3 +196,20 @@ def test_partitionable_gpu(stack: httpx.Client) -> None:
     assert profiles == {"1g.10gb"}
     assert found[0]["device"] != found[1]["device"]
     delete_pods(stack, "partitionable-gpu.yaml")
+
+
+def test_extended_resource(stack: httpx.Client) -> None:
+    run_example(stack, "extended-resource.yaml")
+    pod = stack.get("/api/v1/namespaces/default/pods/extended-gpu-pod").json()
+    status = pod["status"]["extendedResourceClaimStatus"]
+    resource = "deviceclass.resource.kubernetes.io/gpu.example.com"
+    assert status["requestMappings"] == [{"containerName": "main", "resourceName": resource, "requestName": "container-0-request-0"}]
+    path = f"{RESOURCE}/namespaces/default/resourceclaims/{status['resourceClaimName']}"
+    claim = stack.get(path).json()
+    [result] = results(claim)
+    assert result["driver"] == "gpu.example.com" and result["request"] == "container-0-request-0"
+    # The simulated kubelet prepared the device for the pod.
+    eventually(lambda: any(d.get("device") == result["device"] for d in stack.get(path).json().get("status", {}).get("devices") or []),
+               "the kubelet simulator reports the prepared device")  # fmt: skip
+    delete_pods(stack, "extended-resource.yaml")
+    eventually(lambda: stack.get(path).status_code == 404, "the pod's claim is deleted with it")

@@ -293,3 +293,23 @@ def test_a_corrupted_checkpoint_is_not_trusted(tmp_path) -> None:
     checkpoint.path.write_text(text.replace('"claims": []', '"claims": [{"uid": "u", "name": "n", "namespace": "ns"}]'))
     with pytest.raises(CorruptCheckpoint, match="checksum mismatch"):
         Checkpoint(checkpoint.path).load()
+
+
+async def test_extended_resource_devices_reach_the_containers_they_are_mapped_to() -> None:
+    async with node() as n, driver(n) as fake:
+        name = "p-extended-resources-ab12c"
+        claim = make_claim(name, (FAKE, f"dev-{name}"))  # the fake driver prepares request "req"
+        pod = {
+            "metadata": {"name": "p", "namespace": "ns", "uid": str(uuid.uuid4())},
+            "spec": {"containers": [{"name": "mapped"}, {"name": "other-request"}, {"name": "none"}]},
+            "status": {"extendedResourceClaimStatus": {"resourceClaimName": name, "requestMappings": [
+                {"containerName": "mapped", "resourceName": "example.com/gpu", "requestName": "req"},
+                {"containerName": "other-request", "resourceName": "example.com/gpu", "requestName": "container-1-request-0"},
+            ]}},
+        }  # fmt: skip
+        await n.manager.prepare_resources(pod, by_name(claim))
+        assert fake.node.prepare_calls == [[("ns", name, claim["metadata"]["uid"])]]
+        mapped, other, none = pod["spec"]["containers"]
+        assert n.manager.cdi_devices(pod, mapped) == [f"{FAKE}/device=dev-{name}-{claim['metadata']['uid'][:8]}"]
+        assert n.manager.cdi_devices(pod, other) == []
+        assert n.manager.cdi_devices(pod, none) == []

@@ -346,3 +346,26 @@ def test_holders_name_the_pods_their_claims_are_reserved_for() -> None:
     case = Case("held", [claim()], [rslice("slice-1", TWO)], [], allocated=[held])
     (reason,) = explain_case(case)
     assert reason.details == ["device-1, device-2 by default/a (pod trainer)"]
+
+
+async def test_extended_resources_served_by_devices_are_explained_like_claims() -> None:
+    cluster = c.Cluster()
+    klass = c.device_class()
+    klass["spec"]["extendedResourceName"] = "example.com/gpu"
+    await cluster.put(cluster.cache.classes, klass)
+    for name, count in (("two", 2), ("none", 0)):
+        await cluster.put(cluster.cache.nodes, c.node(name))
+        if count:
+            await cluster.put(cluster.cache.slices, c.node_slice(name, count))
+    greedy = c.pod("greedy")
+    greedy["spec"]["containers"][0]["resources"]["requests"]["example.com/gpu"] = "3"
+    out = explainer(cluster).explain(await cluster.put(cluster.cache.pods, greedy))
+    assert out["state"] == ex.UNSCHEDULABLE
+    messages = sorted(r["message"] for g in out["groups"] for r in g["reasons"])
+    # No "Insufficient example.com/gpu": nodes that do not advertise it serve it with devices.
+    assert all("Insufficient" not in m for m in messages)
+    assert all("request container-0-request-1" in m for m in messages), messages
+    modest = c.pod("modest")
+    modest["spec"]["containers"][0]["resources"]["requests"]["example.com/gpu"] = "2"
+    out = explainer(cluster).explain(await cluster.put(cluster.cache.pods, modest))
+    assert out["state"] == ex.SCHEDULABLE and out["nodes"]["fitting"] == ["two"]

@@ -45,6 +45,22 @@ async def test_pods_pop_in_the_order_they_were_added() -> None:
     assert await pop_now(queue) is None
 
 
+async def test_higher_priority_pods_pop_first_fifo_within_a_priority() -> None:
+    queue = new_queue()
+    for key, priority in (("low-1", -5), ("mid-1", 0), ("high-1", 1000), ("mid-2", 0), ("high-2", 1000), ("low-2", -5)):
+        queue.add(key, priority)
+    assert [await queue.pop() for _ in range(6)] == ["high-1", "high-2", "mid-1", "mid-2", "low-1", "low-2"]
+    # A pod that comes back (woken, backed off) keeps its priority.
+    queue.add("late-high", 1000)
+    queue.add("mid-3")
+    first = await queue.pop()
+    queue.unschedulable(first)
+    queue.move_all()
+    await asyncio.sleep(INITIAL * 2)
+    assert [await queue.pop() for _ in range(2)] == ["late-high", "mid-3"]
+    assert await pop_now(queue) is None
+
+
 async def test_pop_waits_for_a_pod() -> None:
     queue = new_queue()
     waiter = asyncio.create_task(queue.pop())

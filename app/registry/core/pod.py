@@ -18,6 +18,7 @@ from app.registry.base import (
 )
 from app.registry.columns import age_column, dig, name_column
 from app.registry.core.pod_validation import drop_disabled_pod_fields, validate_pod_create, validate_pod_status_update, validate_pod_update
+from app.registry.scheduling.priorityclass import admit_pod, keep_pod_priority
 from kube import errors
 from kube.errors import FieldError
 from kube.pods import qos_class
@@ -79,6 +80,7 @@ class PodStrategy(KindStrategy):
     short_names = ("po",)
     categories = ("all",)
     has_status = True
+    int32_fields = (("spec", "priority"),)
     field_selectors = {
         "spec.nodeName": lambda o: dig(o, "spec", "nodeName", default="") or "",
         "spec.restartPolicy": lambda o: dig(o, "spec", "restartPolicy", default="") or "",
@@ -103,6 +105,8 @@ class PodStrategy(KindStrategy):
 
     def prepare_for_create(self, obj: Obj, ctx: RequestContext) -> None:
         super().prepare_for_create(obj, ctx)
+        # Upstream's mutating admission (Priority) runs before the strategy; nothing here depends on it.
+        admit_pod(obj, ctx)
         status: Obj = {"phase": "Pending", "qosClass": qos_class(obj)}
         if dig(obj, "spec", "schedulingGates"):
             # Upstream's applySchedulingGatedCondition: a gated pod says why it is not scheduled
@@ -129,8 +133,6 @@ class PodStrategy(KindStrategy):
         spec.setdefault("dnsPolicy", "ClusterFirst")
         spec.setdefault("securityContext", {})
         spec.setdefault("enableServiceLinks", True)
-        spec.setdefault("priority", 0)
-        spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
         for key in ("containers", "initContainers"):
             containers = spec.get(key)
             for container in containers if isinstance(containers, list) else []:
@@ -139,6 +141,10 @@ class PodStrategy(KindStrategy):
                     container.setdefault("terminationMessagePolicy", "File")
                     container.setdefault("imagePullPolicy", "IfNotPresent")
                     container.setdefault("resources", {})
+
+    def prepare_for_update(self, new: Obj, old: Obj, ctx: RequestContext) -> None:
+        super().prepare_for_update(new, old, ctx)
+        keep_pod_priority(new, old)
 
     def drop_disabled_fields(self, obj: Obj, old: Obj | None, ctx: RequestContext) -> None:
         drop_disabled_pod_fields(obj, old, ctx.feature_gates)

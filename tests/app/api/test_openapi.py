@@ -71,6 +71,7 @@ def test_index_lists_every_group_version_with_document_hash() -> None:
         "apis/rbac.authorization.k8s.io/v1",
         "apis/authentication.k8s.io/v1",
         "apis/authorization.k8s.io/v1",
+        "apis/scheduling.k8s.io/v1",
     }
     for group, version in GROUP_VERSIONS:
         key = openapi.v3_path_key(group, version)
@@ -324,6 +325,7 @@ def test_v3_shared_definitions_present_and_trimmed() -> None:
         "rbac.authorization.k8s.io/v1",
         "authentication.k8s.io/v1",
         "authorization.k8s.io/v1",
+        "scheduling.k8s.io/v1",
     }
     assert schemas["io.k8s.api.resource.v1.ResourceClaimList"]["required"] == ["items"]
     quantity = schemas["io.k8s.apimachinery.pkg.api.resource.Quantity"]
