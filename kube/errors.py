@@ -19,7 +19,13 @@ TYPE_INVALID = "FieldValueTypeInvalid"
 INTERNAL = "InternalError"
 
 
+class GoSyntax(str):
+    """A field error's value already written as Go prints it (``[]string{"x"}``): shown as it is."""
+
+
 def _render_value(value: Any) -> str:
+    if isinstance(value, GoSyntax):
+        return str(value)
     if isinstance(value, str):
         return json.dumps(value)
     if value is None:
@@ -219,8 +225,9 @@ def not_acceptable(message: str) -> ApiError:
     return ApiError(406, "NotAcceptable", message)
 
 
-def unsupported_media_type(content_type: str) -> ApiError:
-    return ApiError(415, "UnsupportedMediaType", f'the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf, application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml (got "{content_type}")')
+def unsupported_media_type(accepted: list[str] | tuple[str, ...]) -> ApiError:
+    """A body in a media type the endpoint does not read, listing those it does."""
+    return ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format - accepted media types include: {', '.join(accepted)}")
 
 
 def entity_too_large(limit: int) -> ApiError:

@@ -260,7 +260,10 @@ class GenericStore:
 
     # ---- create ----------------------------------------------------------------
 
-    def _check_type_and_scope(self, strategy: KindStrategy, obj: Obj, namespace: str, name: str | None) -> None:
+    def _check_type_and_scope(self, strategy: KindStrategy, obj: Obj, namespace: str, name: str | None, *, replacing: bool = False) -> None:
+        """The body's type and place: its kind and apiVersion, namespace (filled in when absent)
+        and, for a write to a named object, its name, which must be the URL's (upstream's
+        checkName; a replace checks the namespace that way too, before the generic check)."""
         api_version = obj.get("apiVersion")
         kind = obj.get("kind")
         if api_version not in (None, "") and api_version != strategy.api_version:
@@ -282,36 +285,71 @@ class GenericStore:
         if not isinstance(metadata, dict):
             raise errors.bad_request("metadata must be an object")
         body_ns = metadata.get("namespace")
+        if replacing:
+            self._check_name(metadata, name)
+            if strategy.namespaced and body_ns not in (None, "") and body_ns != namespace:
+                raise errors.bad_request(f"the namespace of the object ({body_ns}) does not match the namespace on the request ({namespace})")
         if strategy.namespaced:
             if body_ns not in (None, "") and body_ns != namespace:
                 raise errors.bad_request("the namespace of the provided object does not match the namespace sent on the request")
             metadata["namespace"] = namespace
         else:
             metadata.pop("namespace", None)
-        if name is not None:
-            body_name = metadata.get("name")
-            if body_name not in (None, "") and body_name != name:
-                raise errors.bad_request(f"the name of the object ({body_name}) does not match the name on the URL ({name})")
-            if not body_name:
-                metadata["name"] = name
+        self._check_name(metadata, name)
+
+    @staticmethod
+    def _check_name(metadata: Obj, name: str | None) -> None:
+        """A write to a named object carries that name (an empty one is no exception)."""
+        if name is not None and (metadata.get("name") or "") != name:
+            raise errors.bad_request(f"the name of the object ({metadata.get('name') or ''}) does not match the name on the URL ({name})")
 
     def _field_validation(self, strategy: KindStrategy, obj: Obj, wopts: WriteOptions, warnings: list[str]) -> None:
-        """Drop fields the schema does not know; Strict refuses them and repeated keys of the body,
-        Warn reports them. A number no Go type holds is a decoding error, whatever the validation."""
+        """Drop fields the schema does not know; Strict refuses them and repeated keys of the body
+        (400, as upstream's decoder), Warn reports them. A number no Go type holds is a decoding
+        error, whatever the validation."""
         decoded = bodies.take_decode_findings()
         if decoded is not None and decoded.out_of_range_numbers:
             unmarshal = bodies.out_of_range_number_error(obj, schemas.schema_for_kind(strategy.api_version, strategy.kind))
             if unmarshal is not None:
-                version = str(obj.get("apiVersion") or strategy.api_version).rsplit("/", 1)[-1]
-                raise errors.bad_request(f'{obj.get("kind") or strategy.kind} in version "{version}" cannot be handled as a {strategy.kind}: {unmarshal}')
+                raise errors.bad_request(f"{_cannot_handle(strategy, obj)}: {unmarshal}")
+        ordered = decoded is not None and bool(decoded.duplicate_fields) and wopts.field_validation != "Ignore"
+        positions = bodies.document_positions(obj) if ordered else None
         unknown = schemas.prune_unknown_fields(obj, strategy.api_version, strategy.kind)
-        strict = [f'duplicate field "{path}"' for path in (decoded.duplicate_fields if decoded is not None else ())]
-        strict += [f'unknown field "{path}"' for path in unknown]
-        if not strict or wopts.field_validation == "Ignore":
+        if wopts.field_validation == "Ignore" or (not unknown and decoded is None):
+            return
+        strict = (decoded or bodies.DecodeFindings()).strict_errors(unknown, positions)
+        if not strict:
             return
         if wopts.field_validation == "Strict":
-            raise errors.bad_request(f"strict decoding error: {', '.join(strict)}")
+            raise errors.bad_request(f"{_cannot_handle(strategy, obj)}: strict decoding error: {', '.join(strict)}")
+        warnings.extend(bodies.strict_warnings(strict))
+
+    def _patch_field_validation(self, strategy: KindStrategy, new: Obj, patch: Any, patch_type: str, decoded: bodies.DecodeFindings | None, wopts: WriteOptions, warnings: list[str]) -> None:
+        """A patched object's unknown fields are dropped; Strict refuses them and the repeated keys
+        of the patch (422 on the field "patch", as upstream's patchers), Warn reports them."""
+        snapshot = orjson.dumps(new, option=orjson.OPT_SORT_KEYS) if wopts.field_validation == "Strict" else b""
+        unknown = schemas.prune_unknown_fields(new, strategy.api_version, strategy.kind)
+        if wopts.field_validation == "Ignore":
+            return
+        strict = patches.patch_strict_errors(patch, patch_type, decoded.duplicate_fields if decoded is not None else [])
+        strict += [f'unknown field "{path}"' for path in sorted(unknown, key=bodies.sorted_field_order)]
+        if not strict:
+            return
+        if wopts.field_validation == "Strict":
+            shown = patches.go_format(patch) if patch_type == "strategic" else snapshot.decode()
+            raise patches.invalid_patch(shown, f"strict decoding error: {', '.join(strict)}")
         warnings.extend(strict)
+
+    @staticmethod
+    def _apply_field_validation(decoded: bodies.DecodeFindings | None, wopts: WriteOptions, warnings: list[str]) -> None:
+        """Upstream reads an applied configuration strictly only for repeated keys (unknown fields
+        fail the apply itself), after the apply: Strict refuses them (400), Warn reports them."""
+        if decoded is None or not decoded.yaml_duplicates or wopts.field_validation == "Ignore":
+            return
+        error = bodies.YAML_UNMARSHAL_ERRORS + "\n  ".join(decoded.yaml_duplicates)
+        if wopts.field_validation == "Strict":
+            raise errors.bad_request(f"error strict decoding YAML: error converting YAML to JSON: {error}")
+        warnings.extend(bodies.strict_warnings([error]))
 
     def _validate_meta(self, strategy: KindStrategy, obj: Obj, old: Obj | None = None) -> list[FieldError]:
         """Upstream's ObjectMeta rules (core/v1 Events are exempt upstream)."""
@@ -321,8 +359,10 @@ class GenericStore:
             return validate_object_meta(obj, strategy.namespaced, strategy.name_rule, kube_finalizers=strategy.object_meta_kube_finalizers)
         return validate_object_meta_update(obj, old, kube_finalizers=strategy.object_meta_kube_finalizers)
 
-    async def create(self, strategy: KindStrategy, namespace: str, obj: Obj, wopts: WriteOptions, applied: bool = False) -> WriteResult:
-        """Create ``obj``. ``applied``: it comes from a server-side apply, which recorded managedFields already."""
+    async def create(self, strategy: KindStrategy, namespace: str, obj: Obj, wopts: WriteOptions, applied: bool = False, replacing: bool = False) -> WriteResult:
+        """Create ``obj``. ``applied``: it comes from a server-side apply, which recorded managedFields
+        already; ``replacing``: from a PUT (both drop a resourceVersion the body carries, where a
+        POST is refused one)."""
         if not isinstance(obj, dict):
             raise errors.bad_request(f"the body of the request must be a {strategy.kind} object")
         self._check_type_and_scope(strategy, obj, namespace, None)
@@ -334,6 +374,9 @@ class GenericStore:
         generate = metadata.get("generateName") or ""
         if not isinstance(name, str) or not isinstance(generate, str):
             raise self._invalid(strategy, "", [errors.invalid("metadata.name", name, "must be a string")])
+        if not (applied or replacing or wopts.dry_run) and _numbered_revision(metadata.get("resourceVersion")):
+            # upstream's storage refuses this (a plain error there, a 500): the client's mistake.
+            raise errors.bad_request("resourceVersion should not be set on objects to be created")
         for key in ("uid", "resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
             metadata.pop(key, None)
         if not applied:
@@ -475,7 +518,7 @@ class GenericStore:
     async def update(self, strategy: KindStrategy, namespace: str, name: str, obj: Obj, wopts: WriteOptions) -> WriteResult:
         if not isinstance(obj, dict):
             raise errors.bad_request(f"the body of the request must be a {strategy.kind} object")
-        self._check_type_and_scope(strategy, obj, namespace, name)
+        self._check_type_and_scope(strategy, obj, namespace, name, replacing=True)
         warnings: list[str] = []
         self._field_validation(strategy, obj, wopts, warnings)
         body = orjson.dumps(obj)
@@ -487,7 +530,7 @@ class GenericStore:
             return self._prepare_update(strategy, current, new, wopts, "Update", warnings)
 
         async def create(new: Obj) -> WriteResult:
-            return await self.create(strategy, namespace, new, wopts)
+            return await self.create(strategy, namespace, new, wopts, replacing=True)
 
         result = await self.guaranteed_update(strategy, namespace, name, mutate, dry_run=wopts.dry_run, create=create)
         result.warnings = warnings + result.warnings
@@ -505,23 +548,28 @@ class GenericStore:
         warnings: list[str] = []
         schema = schemas.schema_for_kind(strategy.api_version, strategy.kind)
         is_apply = patch_type == "apply"
-        if is_apply:
-            if not isinstance(patch_body, dict):
-                raise errors.bad_request("error decoding YAML: the apply configuration must be an object")
-            self._check_type_and_scope(strategy, patch_body, namespace, name)
-            # Unknown fields in an applied configuration follow fieldValidation like any body.
-            self._field_validation(strategy, patch_body, wopts, warnings)
+        # What decoding the patch found (repeated keys), reported once whatever the retries.
+        decoded = bodies.take_decode_findings()
+        if not is_apply and wopts.field_validation != "Ignore":
+            patches.check_patch_types(patch_body, patch_type)
 
         def mutate(current: StoredObject | None) -> Obj | None:
             now = now_rfc3339()
+            if is_apply and current is None and strategy.subresource:
+                return None  # a subresource is never created: upstream's 404 comes before the apply
             if is_apply:
                 applied = orjson.loads(orjson.dumps(patch_body))
                 live = current.copy() if current is not None else None
                 new = ssa.apply_patch(
                     live, applied, wopts.field_manager, wopts.force, schema, strategy.api_version, now, strategy.subresource,
-                    reset_fields=strategy.reset_fields(),
+                    kind=strategy.kind, reset_fields=strategy.reset_fields(),
                 )
+                self._apply_field_validation(decoded, wopts, warnings)
                 if current is None:
+                    uid = (new.get("metadata") or {}).get("uid")
+                    if uid:
+                        raise self._conflict(strategy, name, f"uid mismatch: the provided object specified uid {uid}, and no existing object was found")
+                    self._check_type_and_scope(strategy, new, namespace, name)
                     return new
             else:
                 if current is None:
@@ -533,10 +581,9 @@ class GenericStore:
                     new = patches.apply_merge_patch(doc, patch_body)
                 else:
                     new = patches.apply_strategic_merge_patch(doc, patch_body, schema)
-            if not isinstance(new, dict):
-                raise errors.bad_request("the patched object is not a JSON object")
             self._check_type_and_scope(strategy, new, namespace, name)
-            self._field_validation(strategy, new, wopts, warnings)
+            if not is_apply:
+                self._patch_field_validation(strategy, new, patch_body, patch_type, decoded, wopts, warnings)
             return self._prepare_update(strategy, current, new, wopts, "Apply" if is_apply else "Update", warnings)
 
         async def create(new: Obj) -> WriteResult:
@@ -659,6 +706,18 @@ class GenericStore:
             raise self._not_found(strategy, name)
         self._admit(CREATE, strategy, namespace, name, body, current.obj, subresource.name)
         return subresource.respond(strategy, current.obj, body, self.context(namespace))
+
+
+def _numbered_revision(value: Any) -> bool:
+    """Whether a resourceVersion names a revision (a positive number; storage ignores others)."""
+    return isinstance(value, str) and value.isascii() and value.isdigit() and int(value) > 0
+
+
+def _cannot_handle(strategy: KindStrategy, obj: Obj) -> str:
+    """The start of upstream's decoding errors (transformDecodeError): the kind and version the
+    body named, and the kind the endpoint takes."""
+    version = str(obj.get("apiVersion") or strategy.api_version).rsplit("/", 1)[-1]
+    return f'{obj.get("kind") or strategy.kind} in version "{version}" cannot be handled as a {strategy.kind}'
 
 
 def _read_error(exc: StorageError) -> ApiError:
