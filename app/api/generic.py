@@ -50,9 +50,11 @@ log = logging.getLogger("app.api")
 NAMESPACES = NAMESPACE_KIND.qualified_resource
 GENERATE_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 GENERATE_NAME_ATTEMPTS = 8
+# A generated name is at most 63 characters: the prefix is cut to leave room for the suffix.
+GENERATED_NAME_PREFIX_MAX = 58
 UPDATE_ATTEMPTS = 16
-# Metadata a client may not change through a main-resource update; upstream keeps the stored values.
-SYSTEM_METADATA = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation")
+# Metadata an update cannot change: upstream's BeforeUpdate puts back the stored values.
+RESTORED_METADATA = ("uid", "creationTimestamp", "generation")
 
 
 @dataclass
@@ -388,13 +390,17 @@ class GenericStore:
             metadata["generation"] = 1
         else:
             metadata.pop("generation", None)
+        generated = not name and bool(generate)
+        if generated:
+            # Generated before validation, which then checks the name too (upstream's Store.Create).
+            metadata["name"] = _generated_name(generate)
         ctx = self.context(namespace)
         strategy.prepare_for_create(obj, ctx)
         strategy.default(obj, ctx)
         strategy.drop_disabled_fields(obj, None, ctx)
         errs = self._validate_meta(strategy, obj) + strategy.validate_create(obj, ctx)
         if errs:
-            raise self._invalid(strategy, name or generate, errs)
+            raise self._invalid(strategy, metadata.get("name") or "", errs)
         warnings.extend(ctx.warnings)
         if not strategy.stored:
             return WriteResult(strategy.respond(obj, ctx), created=True, warnings=warnings)
@@ -402,12 +408,10 @@ class GenericStore:
         if not applied:
             ssa.update_managed_fields(None, obj, wopts.field_manager, "Update", strategy.api_version, now, reset_fields=strategy.reset_fields())
         if wopts.dry_run:
-            if not name:
-                metadata["name"] = generate + _random_suffix()
             return WriteResult(obj, created=True, warnings=warnings)
-        for _attempt in range(GENERATE_NAME_ATTEMPTS if not name else 1):
-            if not name:
-                metadata["name"] = generate + _random_suffix()
+        for attempt in range(GENERATE_NAME_ATTEMPTS if generated else 1):
+            if attempt:
+                metadata["name"] = _generated_name(generate)
             op = WriteOp(ADDED, strategy.qualified_resource, namespace if strategy.namespaced else "", metadata["name"], obj)
             try:
                 stored = await self.storage.write(op)
@@ -490,16 +494,29 @@ class GenericStore:
         uid = metadata.get("uid")
         if uid not in (None, "") and uid != old["metadata"].get("uid"):
             raise self._conflict(strategy, name, f"Precondition failed: UID in precondition: {uid}, UID in object meta: {old['metadata'].get('uid')}")
-        for key in SYSTEM_METADATA:
-            if key in old["metadata"]:
-                metadata[key] = old["metadata"][key]
+        old_meta = old["metadata"]
+        for key in RESTORED_METADATA:
+            if key in old_meta:
+                metadata[key] = old_meta[key]
             else:
                 metadata.pop(key, None)
+        # A deletion once started stays as it is; one a client starts by hand is refused by
+        # validation (the fields are immutable), as upstream refuses it.
+        if old_meta.get("deletionTimestamp"):
+            metadata["deletionTimestamp"] = old_meta["deletionTimestamp"]
+        if old_meta.get("deletionGracePeriodSeconds") is not None and metadata.get("deletionGracePeriodSeconds") is None:
+            metadata["deletionGracePeriodSeconds"] = old_meta["deletionGracePeriodSeconds"]
         metadata["resourceVersion"] = old["metadata"].get("resourceVersion")
         ctx = self.context(old["metadata"].get("namespace", ""))
         strategy.prepare_for_update(new, old, ctx)
         strategy.default(new, ctx)
         strategy.drop_disabled_fields(new, old, ctx)
+        if operation != "Apply":
+            # Before validation, as upstream's field manager runs first: managedFields a client
+            # sent that cannot be read give way to the stored ones, and what is left is validated.
+            ssa.update_managed_fields(
+                old, new, wopts.field_manager, operation, strategy.api_version, now_rfc3339(), strategy.subresource, reset_fields=strategy.reset_fields()
+            )
         errs = self._validate_meta(strategy, new, old) + strategy.validate_update(new, old, ctx)
         if strategy.tracks_generation and strategy.spec_changed(new, old):
             new["metadata"]["generation"] = int(old["metadata"].get("generation") or 0) + 1
@@ -507,10 +524,6 @@ class GenericStore:
             raise self._invalid(strategy, name, errs)
         warnings.extend(ctx.warnings)
         self._admit(UPDATE, strategy, old["metadata"].get("namespace", ""), name, new, old)
-        if operation != "Apply":
-            ssa.update_managed_fields(
-                old, new, wopts.field_manager, operation, strategy.api_version, now_rfc3339(), strategy.subresource, reset_fields=strategy.reset_fields()
-            )
         if _same_object(new, old):
             return None
         return new
@@ -755,5 +768,6 @@ def _strip_times(entries: Any) -> Any:
     return [{k: v for k, v in e.items() if k != "time"} if isinstance(e, dict) else e for e in entries]
 
 
-def _random_suffix() -> str:
-    return "".join(random.choice(GENERATE_NAME_ALPHABET) for _ in range(5))
+def _generated_name(base: str) -> str:
+    """upstream's SimpleNameGenerator: the prefix cut to 58 characters, and 5 random ones."""
+    return base[:GENERATED_NAME_PREFIX_MAX] + "".join(random.choice(GENERATE_NAME_ALPHABET) for _ in range(5))

@@ -12,8 +12,8 @@ from urllib.parse import parse_qsl
 import orjson
 
 from app.api.patch import go_json_type
-from app.registry.objectmeta import go_string_list
-from kube.errors import ApiError, FieldError, GoSyntax, bad_request, forbidden, invalid, invalid_object, not_supported, required, too_long
+from app.registry.objectmeta import field_manager_errors, go_string_list
+from kube.errors import ApiError, FieldError, GoSyntax, bad_request, forbidden, invalid, invalid_object, not_supported, required
 
 NOT_OLDER_THAN = "NotOlderThan"
 EXACT = "Exact"
@@ -181,7 +181,6 @@ CREATE_OPTIONS = "CreateOptions"
 UPDATE_OPTIONS = "UpdateOptions"
 PATCH_OPTIONS = "PatchOptions"
 DRY_RUN_ALL = "All"
-FIELD_MANAGER_MAX_LENGTH = 128
 FIELD_VALIDATIONS = ("Ignore", "Strict", "Warn")
 
 
@@ -198,19 +197,6 @@ def _dry_run_errors(values: list[str]) -> list[FieldError]:
     if all(value == DRY_RUN_ALL for value in values):
         return []
     return [not_supported("dryRun", GoSyntax(go_string_list(values)), [DRY_RUN_ALL])]
-
-
-def field_manager_errors(manager: str, path: str = "fieldManager") -> list[FieldError]:
-    """upstream's ValidateFieldManager: at most 128 bytes, printable characters only."""
-    errs: list[FieldError] = []
-    if len(manager.encode()) > FIELD_MANAGER_MAX_LENGTH:
-        errs.append(too_long(path, FIELD_MANAGER_MAX_LENGTH))
-    position = 0
-    for char in manager:
-        if not char.isprintable():
-            errs.append(invalid(path, manager, f"invalid character U+{ord(char):04X} (at position {position})"))
-        position += len(char.encode())
-    return errs
 
 
 @dataclass

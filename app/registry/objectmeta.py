@@ -268,6 +268,24 @@ def _kube_finalizer_errors(finalizers: list[str], path: str) -> list[FieldError]
     ]
 
 
+FIELD_MANAGER_MAX_LENGTH = 128
+SUBRESOURCE_NAME_MAX_LENGTH = 256
+
+
+def field_manager_errors(manager: str, path: str = "fieldManager") -> list[FieldError]:
+    """upstream's ValidateFieldManager: at most 128 bytes, printable characters only (the
+    position is a byte offset, as Go ranges over a string)."""
+    errs: list[FieldError] = []
+    if len(manager.encode()) > FIELD_MANAGER_MAX_LENGTH:
+        errs.append(too_long(path, FIELD_MANAGER_MAX_LENGTH))
+    position = 0
+    for char in manager:
+        if not char.isprintable():
+            errs.append(invalid(path, manager, f"invalid character U+{ord(char):04X} (at position {position})"))
+        position += len(char.encode())
+    return errs
+
+
 def _validate_managed_fields(entries: object, path: str) -> list[FieldError]:
     if entries is None:
         return []
@@ -284,6 +302,12 @@ def _validate_managed_fields(entries: object, path: str) -> list[FieldError]:
         fields_type = entry.get("fieldsType")
         if fields_type and fields_type != "FieldsV1":
             errs.append(invalid(f"{path}[{index}].fieldsType", fields_type, "must be `FieldsV1`"))
+        manager = entry.get("manager")
+        if isinstance(manager, str):
+            errs += field_manager_errors(manager, f"{path}[{index}].manager")
+        subresource = entry.get("subresource")
+        if isinstance(subresource, str) and len(subresource.encode()) > SUBRESOURCE_NAME_MAX_LENGTH:
+            errs.append(too_long(f"{path}[{index}].subresource", SUBRESOURCE_NAME_MAX_LENGTH))
     return errs
 
 
