@@ -699,6 +699,10 @@ def _apply_set_element_order(
         if not isinstance(order, list):
             raise _bad_arg_type("[]interface {}", order)
         field = _extract_key(key, _SET_ELEMENT_ORDER, ERR_BAD_SET_ELEMENT_ORDER)
+        if node is not None and node.has_properties and node.property(field) is None:
+            # upstream looks the list up in the Go struct before anything else.
+            struct = (node.definition_name or "").rsplit(".", 1)[-1]
+            raise _internal(f'unable to find api field in struct {struct} for the json field "{field}"')
         has_original = field in original and original[field] is not None
         has_patch = field in patch and patch[field] is not None
         original_list = original.get(field) if has_original else []

@@ -12,7 +12,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.app.api.refusals import ACCOUNT, APPLY, JSON_PATCH, MERGE_PATCH, POD, Refusal, account, check, ids, send, seed, state
+from tests.app.api.refusals import ACCOUNT, APPLY, JSON_PATCH, MERGE_PATCH, POD, Refusal, account, check, ids, seed, send, state
 from tests.helpers import assert_status
 
 BODY_TYPES = "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf"
