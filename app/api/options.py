@@ -343,7 +343,7 @@ def _typed(body: dict[str, Any], key: str, wanted: type, field: str, go_type: st
         return None
     fits = isinstance(value, wanted) and (wanted is bool or not isinstance(value, bool))
     if not fits:
-        # Go names a number by its literal, other values by their JSON type.
-        shown = f"number {value}" if isinstance(value, int | float) and not isinstance(value, bool) else go_json_type(value)
+        # Go names a number by its literal where an integer cannot hold it, else values by their JSON type.
+        shown = f"number {value}" if wanted is int and isinstance(value, float) else go_json_type(value)
         raise bad_request(f"json: cannot unmarshal {shown} into Go struct field {field} of type {go_type}")
     return value

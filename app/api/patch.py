@@ -316,13 +316,6 @@ def _invalid_patch_result(result: Any) -> ApiError:
 _JSON_PATCH_FIELDS = ("op", "path", "from", "value")
 
 
-def _go_kind(value: Any) -> str:
-    """How Go's decoder names a JSON value it cannot store: numbers with their literal."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return f"number {json.dumps(value)}"
-    return go_json_type(value)
-
-
 def check_patch_types(patch: Any, patch_type: str) -> None:
     """The typed decoding upstream's patchers do first under fieldValidation Warn or Strict: a JSON
     patch into a list of operations whose op, path and from are strings, a merge patch into an
@@ -331,16 +324,16 @@ def check_patch_types(patch: Any, patch_type: str) -> None:
         return
     if patch_type == "json":
         if not isinstance(patch, list):
-            raise bad_request(f"error decoding patch: json: cannot unmarshal {_go_kind(patch)} into Go value of type []handlers.jsonPatchOp")
+            raise bad_request(f"error decoding patch: json: cannot unmarshal {go_json_type(patch)} into Go value of type []handlers.jsonPatchOp")
         for op in patch:
             if op is not None and not isinstance(op, dict):
-                raise bad_request(f"error decoding patch: json: cannot unmarshal {_go_kind(op)} into Go value of type handlers.jsonPatchOp")
+                raise bad_request(f"error decoding patch: json: cannot unmarshal {go_json_type(op)} into Go value of type handlers.jsonPatchOp")
             for field in ("op", "path", "from"):
                 value = (op or {}).get(field)
                 if value is not None and not isinstance(value, str):
-                    raise bad_request(f"error decoding patch: json: cannot unmarshal {_go_kind(value)} into Go struct field jsonPatchOp.{field} of type string")
+                    raise bad_request(f"error decoding patch: json: cannot unmarshal {go_json_type(value)} into Go struct field jsonPatchOp.{field} of type string")
     elif patch_type == "merge" and not isinstance(patch, dict):
-        raise bad_request(f"error decoding patch: json: cannot unmarshal {_go_kind(patch)} into Go value of type map[string]interface {{}}")
+        raise bad_request(f"error decoding patch: json: cannot unmarshal {go_json_type(patch)} into Go value of type map[string]interface {{}}")
 
 
 def patch_strict_errors(patch: Any, patch_type: str, duplicates: list[str]) -> list[str]:
