@@ -143,11 +143,12 @@ def patch_type(content_type: str | None) -> str:
 
 
 def decode_patch(raw: bytes, kind: str, patch: str) -> Any:
-    """A PATCH body of the type ``patch`` names (the apply configuration is YAML)."""
-    if not raw.strip():
-        raise bad_request("the body of the request was empty")
+    """A PATCH body of the type ``patch`` names (the apply configuration is YAML, where an empty
+    document is an empty configuration, refused later for its missing type)."""
     if patch == "apply":
         return bodies.decode_yaml(raw, kind, apply=True)
+    if not raw.strip():
+        raise bad_request("the body of the request was empty")
     return bodies.decode_patch_json(raw)
 
 
