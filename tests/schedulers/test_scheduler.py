@@ -282,7 +282,9 @@ def test_claim_naming_a_missing_class_is_a_scheduler_error_until_the_class_exist
     message = f'running "DynamicResources" filter plugin: claim {ns}/c, request gpu: could not retrieve device class {klass}: deviceclass.resource.k8s.io "{klass}" not found'
     cond = eventually(lambda: condition(client, ns, "p"), what="PodScheduled condition")
     assert (cond["status"], cond["reason"], cond["message"]) == ("False", "SchedulerError", message)
-    events = client.get(f"/api/v1/namespaces/{ns}/events", params={"fieldSelector": "involvedObject.name=p"}).json()["items"]
+    # The event recorder writes after the status update, so the event may trail the condition.
+    events = eventually(lambda: client.get(f"/api/v1/namespaces/{ns}/events", params={"fieldSelector": "involvedObject.name=p"}).json()["items"],
+                        what="FailedScheduling event")
     assert [(e["type"], e["reason"], e["message"]) for e in events] == [("Warning", "FailedScheduling", message)]
     # The class appearing is the event that brings the pod back.
     body = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": klass},
