@@ -14,6 +14,7 @@ import orjson
 from app.api.patch import go_json_type
 from app.registry.objectmeta import field_manager_errors, go_string_list
 from kube.errors import ApiError, FieldError, GoSyntax, bad_request, forbidden, invalid, invalid_object, not_supported, required
+from kube.labels import go_quote
 
 NOT_OLDER_THAN = "NotOlderThan"
 EXACT = "Exact"
@@ -69,19 +70,21 @@ _INT64_LIMIT = 1 << 63
 
 
 def parse_int(params: Mapping[str, str], name: str) -> int | None:
-    """Go's strconv.ParseInt(value, 10, 64): ASCII digits with an optional sign, in int64 range.
+    """upstream's parameter codec for an integer: Go's strconv.ParseInt(value, 10, 64), ASCII
+    digits with an optional sign, in int64 range; a present but empty value is refused too. The
+    400 carries strconv's error alone, as upstream's does.
 
     Python's int() is laxer (spaces, "1_000", other scripts' digits, any size), and an unbounded
     number once reached a timedelta and failed there with a 500.
     """
     value = params.get(name)
-    if value is None or value == "":
+    if value is None:
         return None
     if not _GO_INT.fullmatch(value):
-        raise bad_request(f'invalid value for {name}: strconv.ParseInt: parsing "{value}": invalid syntax')
+        raise bad_request(f"strconv.ParseInt: parsing {go_quote(value)}: invalid syntax")
     number = int(value)
     if not -_INT64_LIMIT <= number < _INT64_LIMIT:
-        raise bad_request(f'invalid value for {name}: strconv.ParseInt: parsing "{value}": value out of range')
+        raise bad_request(f"strconv.ParseInt: parsing {go_quote(value)}: value out of range")
     return number
 
 
