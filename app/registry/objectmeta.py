@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
-from kube.errors import REQUIRED, FieldError, forbidden, invalid, required, too_long
-from kube.labels import label_key_errors, label_value_errors, remember_valid
+from kube.errors import REQUIRED, FieldError, GoSyntax, forbidden, invalid, required, too_long
+from kube.labels import go_quote, label_key_errors, label_value_errors, remember_valid
 
 DNS1123_LABEL_MAX = 63
 DNS1123_SUBDOMAIN_MAX = 253
@@ -146,7 +145,7 @@ def is_int(value: object) -> bool:
 
 def go_string_list(values: list[str]) -> str:
     """Go's ``%#v`` of a []string, as upstream embeds it in some messages."""
-    return "[]string{" + ", ".join(json.dumps(v) for v in values) + "}"
+    return "[]string{" + ", ".join(go_quote(v) for v in values) + "}"
 
 
 def _is_string_map(value: object) -> bool:
@@ -253,7 +252,7 @@ def validate_finalizers(finalizers: object, path: str, kube_names: bool = True) 
         # apimachinery reports the qualified-name check at the list's path.
         errs += validate_qualified_name(finalizer, path)
     if "orphan" in finalizers and "foregroundDeletion" in finalizers:
-        errs.append(invalid(path, finalizers, "finalizer orphan and foregroundDeletion cannot be both set"))
+        errs.append(invalid(path, GoSyntax(go_string_list(finalizers)), "finalizer orphan and foregroundDeletion cannot be both set"))
     if kube_names:
         errs += _kube_finalizer_errors(finalizers, path)
     return errs

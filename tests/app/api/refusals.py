@@ -98,7 +98,7 @@ def check(api: httpx.Client, ns: str, row: Refusal) -> dict[str, Any]:
     before = state(api, ns)
     status = assert_status(send(api, ns, row), row.code, row.reason)
     if row.message is not None:
-        assert status["message"] == row.message
+        assert status["message"] == row.message, status["message"]
     if row.pattern is not None:
         assert re.fullmatch(row.pattern, status["message"], re.DOTALL), status["message"]
     if row.causes:
