@@ -151,9 +151,12 @@ def _prepare(doc: dict[str, Any], namespace: str, favour_examples: bool = False)
 
     ``favour_examples`` (the stateful run) makes each create body "the kind's schema, or its
     example": schemathesis then sends the example about half the time instead of a fifth, so
-    most scenarios get past their create whatever the seed.
+    most scenarios get past their create whatever the seed. Otherwise (the stateless run) the
+    options also allow the values upstream refuses (``REFUSED_OPTION_VALUES``).
     """
     doc = copy.deepcopy(doc)
+    # The stateful run needs its creates to succeed: refused option values are for the stateless one.
+    widen = (lambda parameter: parameter) if favour_examples else _with_refused_values
     paths: dict[str, Any] = {}
     for path, item in doc["paths"].items():
         if "/watch/" not in path:
@@ -162,9 +165,9 @@ def _prepare(doc: dict[str, Any], namespace: str, favour_examples: bool = False)
     for item in paths.values():
         for key, op in list(item.items()):
             if key == "parameters":
-                item[key] = [_with_refused_values(p) for p in op if _kept(p)]
+                item[key] = [widen(p) for p in op if _kept(p)]
             elif isinstance(op, dict) and "parameters" in op:
-                op["parameters"] = [_with_refused_values(p) for p in op["parameters"] if _kept(p)]
+                op["parameters"] = [widen(p) for p in op["parameters"] if _kept(p)]
     for path, item in paths.items():
         create = item.get("post")
         if not create or "{name}" in path:
