@@ -79,6 +79,25 @@ class _RateLimiter:
             self.tokens -= 1
 
 
+# As client-go: a request the server answered 429 or 5xx with a Retry-After header is sent again
+# after that many seconds, at most this many times, before its error reaches the caller.
+MAX_RETRIES = 10
+
+
+def retry_after_seconds(status: int, headers: list[tuple[bytes, bytes]]) -> int | None:
+    """The wait a 429/5xx answer asks for in its Retry-After header (whole seconds), or None."""
+    if status != 429 and status < 500:
+        return None
+    for name, value in headers:
+        if name.lower() == b"retry-after":
+            try:
+                seconds = int(value)
+            except ValueError:
+                return None  # an HTTP date, which client-go does not honour either
+            return seconds if seconds >= 0 else None
+    return None
+
+
 def _error_from_response(status: int, content: bytes) -> ApiError:
     try:
         body = orjson.loads(content)
@@ -103,9 +122,11 @@ class KubeClient:
         transport: httpx.AsyncBaseTransport | None = None,
         token: str | None = None,
         ssl_context: ssl.SSLContext | None = None,
+        max_retries: int = MAX_RETRIES,
     ) -> None:
         self.server = server.rstrip("/")
         self.timeout = timeout
+        self.max_retries = max_retries
         self.user_agent = user_agent
         self._limiter = _RateLimiter(qps) if qps else None
         # Requests go straight to the transport: httpx.AsyncClient's URL merging, auth and redirect
@@ -145,6 +166,7 @@ class KubeClient:
         other = KubeClient(self.server, user_agent=user_agent or self.user_agent, timeout=self.timeout, transport=self._transport, token=token)
         other._limiter = self._limiter
         other._owns_transport = False
+        other.max_retries = self.max_retries
         return other
 
     async def close(self) -> None:
@@ -192,6 +214,22 @@ class KubeClient:
             head += b"Content-Type: " + content_type.encode() + b"\r\nContent-Length: " + str(len(content or b"")).encode() + b"\r\n"
         return head + b"\r\n"
 
+    async def _exchange_whole(
+        self, method: str, path: str, params: dict[str, str] | None, content: bytes | None, content_type: str
+    ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        """Send one request and read its whole answer: status, headers, body."""
+        if self._lean is not None:
+            if self._limiter is not None:
+                await self._limiter.acquire()
+            head = self._lean_head(method, path, params, content, content_type)
+            return await self._lean.fetch(self._lean_key, head, content or b"", self._timeouts)
+        response = await self._send(method, path, params, content, content_type)
+        try:
+            await response.aread()
+        finally:
+            await response.aclose()
+        return response.status_code, response.headers.raw, response.content
+
     async def _request(
         self,
         method: str,
@@ -202,20 +240,16 @@ class KubeClient:
         content_type: str = "application/json",
     ) -> Obj | None:
         content = orjson.dumps(body) if body is not None else None
-        if self._lean is not None:
-            if self._limiter is not None:
-                await self._limiter.acquire()
-            head = self._lean_head(method, path, params, content, content_type)
-            status, data = await self._lean.fetch(self._lean_key, head, content or b"", self._timeouts)
-        else:
-            response = await self._send(method, path, params, content, content_type)
-            try:
-                await response.aread()
-            finally:
-                await response.aclose()
-            status, data = response.status_code, response.content
-        if status >= 400:
-            raise _error_from_response(status, data)
+        attempt = 0
+        while True:
+            status, headers, data = await self._exchange_whole(method, path, params, content, content_type)
+            if status < 400:
+                break
+            wait = retry_after_seconds(status, headers)
+            if wait is None or attempt >= self.max_retries:
+                raise _error_from_response(status, data)
+            attempt += 1
+            await asyncio.sleep(wait)
         if not data:
             return None
         result = orjson.loads(data)

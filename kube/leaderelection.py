@@ -118,9 +118,15 @@ class LeaderElector:
             self._observed_spec = key
             self._observed_at = time.monotonic()
 
-    async def _attempt(self) -> bool:
+    async def _attempt(self, timeout: float) -> bool:
+        # Bounded as client-go bounds a renewal by the renew deadline: the client's own retries
+        # (Retry-After) must not keep a leader believing in a lease it may already have lost.
         try:
-            return await self.try_acquire_or_renew()
+            async with asyncio.timeout(max(timeout, 0.001)):
+                return await self.try_acquire_or_renew()
+        except TimeoutError:
+            log.warning("lease attempt timed out", extra={"lease": self.name, "timeout": timeout})
+            return False
         except (ApiError, httpx.TransportError, OSError) as exc:
             log.warning("lease attempt failed", extra={"lease": self.name, "error": str(exc)})
             return False
@@ -140,7 +146,7 @@ class LeaderElector:
 
     async def run(self, on_started_leading: StartCallback, on_stopped_leading: StopCallback | None = None) -> None:
         """Wait to become leader, run ``on_started_leading()`` while renewing; return when leadership is lost."""
-        while not await self._attempt():
+        while not await self._attempt(self.renew_deadline):
             await asyncio.sleep(self.retry_period)
         self.is_leader = True
         log.info("became leader", extra={"lease": f"{self.namespace}/{self.name}", "identity": self.identity})
@@ -153,7 +159,7 @@ class LeaderElector:
                     # The leader's work ended on its own; keep its exception visible.
                     task.result()
                     return
-                if await self._attempt():
+                if await self._attempt(self.renew_deadline - (time.monotonic() - last_renew)):
                     last_renew = time.monotonic()
                 elif time.monotonic() - last_renew > self.renew_deadline:
                     log.warning("lost leadership", extra={"lease": self.name, "identity": self.identity})

@@ -230,12 +230,15 @@ class LeanTransport(httpx.AsyncBaseTransport):
             extensions={"http_version": b"HTTP/1.1"},
         )
 
-    async def fetch(self, key: tuple[str, int], head: bytes, body: bytes, timeouts: Mapping[str, float | None]) -> tuple[int, bytes]:
+    async def fetch(
+        self, key: tuple[str, int], head: bytes, body: bytes, timeouts: Mapping[str, float | None]
+    ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
         """Send a request already serialised (``head`` ends with the blank line) and read the whole response.
 
         The short path for bodies read whole: no ``httpx.URL``/``Request``/``Response`` objects and
         no async body iterator, which cost more CPU than the exchange itself for small objects.
-        Errors are httpx's, as for :meth:`handle_async_request`.
+        Returns the status, the response headers (names as sent) and the body. Errors are httpx's,
+        as for :meth:`handle_async_request`.
         """
         conn = await self._exchange(key, head, body, timeouts)
         read_timeout = timeouts.get("read")
@@ -255,7 +258,7 @@ class LeanTransport(httpx.AsyncBaseTransport):
             self._release(key, conn)
         else:
             self._discard(conn)
-        return conn.status, chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        return conn.status, conn.headers, chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     async def open(self, key: tuple[str, int], head: bytes, timeouts: Mapping[str, float | None]) -> tuple[int, _ResponseBody]:
         """Send a body-less request already serialised and return its status and streamed body (close it when done)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import httpx
@@ -162,4 +163,46 @@ async def test_record_event() -> None:
     assert event["involvedObject"] == {"kind": "Pod", "apiVersion": "v1", "name": "p", "namespace": "ns", "uid": "u1", "resourceVersion": "9"}
     assert event["count"] == 1 and event["source"] == {"component": "dra-controller"} and event["reportingComponent"] == "dra-controller"
     assert event["firstTimestamp"] == event["lastTimestamp"]
+    await client.close()
+
+
+async def test_retry_after_is_honoured_up_to_the_retry_limit() -> None:
+    """As client-go: a 5xx/429 with Retry-After is retried at most max_retries times, then its error is raised."""
+    calls = 0
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        nonlocal calls
+        calls += 1
+        return httpx.Response(500, headers={"Retry-After": "0"}, json={"kind": "Status", "code": 500, "reason": "ServerTimeout", "message": "busy"})
+
+    client = KubeClient("http://test", user_agent="unit/1", transport=httpx.MockTransport(handler), max_retries=3)
+    with pytest.raises(ApiError) as info:
+        await client.get("/api/v1/nodes/n")
+    assert (info.value.code, info.value.reason, calls) == (500, "ServerTimeout", 4)
+    await client.close()
+
+
+async def test_retry_after_waits_the_seconds_asked_for() -> None:
+    answers = [httpx.Response(429, headers={"Retry-After": "1"}, json={"kind": "Status", "code": 429}), httpx.Response(200, json={"kind": "Node"})]
+    client = _client(lambda request: answers.pop(0))
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    assert await client.get("/api/v1/nodes/n") == {"kind": "Node"}
+    assert loop.time() - started >= 0.99
+    await client.close()
+
+
+@pytest.mark.parametrize("status, retry_after", [(500, None), (503, "soon"), (503, "-1"), (404, "0")])
+async def test_answers_without_a_usable_retry_after_fail_at_once(status: int, retry_after: str | None) -> None:
+    calls = 0
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        nonlocal calls
+        calls += 1
+        return httpx.Response(status, headers={"Retry-After": retry_after} if retry_after else {}, json={"kind": "Status", "code": status})
+
+    client = _client(handler)
+    with pytest.raises(ApiError):
+        await client.get("/x")
+    assert calls == 1
     await client.close()

@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from kube.client import KubeClient
+from kube.errors import ApiError
 from kube.transport import LeanTransport
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
@@ -150,3 +151,33 @@ async def test_large_bodies_round_trip() -> None:
     payload = {"data": "x" * 300_000}
     async with server, KubeClient(url, user_agent="t/1") as client:
         assert await client.update("/big", payload) == payload
+
+
+async def test_retry_after_answers_are_sent_again_as_client_go_does() -> None:
+    """429 and 5xx with Retry-After are retried on the lean path (the body again too); other errors are not."""
+    answers = [
+        _response(b'{"kind":"Status","code":429,"reason":"TooManyRequests"}', "429 Too Many Requests", b"Retry-After: 0\r\n"),
+        _response(b'{"kind":"Status","code":500,"reason":"ServerTimeout"}', "500 Internal Server Error", b"Retry-After: 0\r\n"),
+        _response(b'{"metadata":{"name":"made"}}', "201 Created"),
+        _response(b'{"kind":"Status","code":409,"reason":"AlreadyExists"}', "409 Conflict", b"Retry-After: 0\r\n"),
+    ]
+    bodies: list[bytes] = []
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while answers:
+            try:
+                _head, body = await _read_request(reader)
+            except asyncio.IncompleteReadError:
+                break
+            bodies.append(body)
+            writer.write(answers.pop(0))
+            await writer.drain()
+        writer.close()
+
+    server, url = await _serve(handler)
+    async with server, KubeClient(url, user_agent="unit/1") as client:
+        assert await client.create("/api/v1/namespaces/d/pods", {"metadata": {"name": "made"}}) == {"metadata": {"name": "made"}}
+        assert len(bodies) == 3 and len(set(bodies)) == 1
+        with pytest.raises(ApiError) as info:  # 409 is not retried, whatever its headers say
+            await client.create("/api/v1/namespaces/d/pods", {"metadata": {"name": "made"}})
+        assert info.value.code == 409 and len(bodies) == 4
