@@ -23,11 +23,45 @@ class GoSyntax(str):
     """A field error's value already written as Go prints it (``[]string{"x"}``): shown as it is."""
 
 
+def go_quote(text: str) -> str:
+    """Go's ``%q`` for a string: printable runes kept, the rest escaped."""
+    out = ['"']
+    for ch in text:
+        code = ord(ch)
+        if ch in ('"', "\\"):
+            out.append("\\" + ch)
+        elif ch == "\a":
+            out.append("\\a")
+        elif ch == "\b":
+            out.append("\\b")
+        elif ch == "\f":
+            out.append("\\f")
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ch == "\v":
+            out.append("\\v")
+        elif ch == " " or ch.isprintable():
+            out.append(ch)
+        elif code < 0x80:
+            out.append(f"\\x{code:02x}")
+        elif code < 0x10000:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
+    out.append('"')
+    return "".join(out)
+
+
 def _render_value(value: Any) -> str:
+    """A field error's value as upstream's field.Error prints it (a string as Go's %q)."""
     if isinstance(value, GoSyntax):
         return str(value)
     if isinstance(value, str):
-        return json.dumps(value)
+        return go_quote(value)
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -76,7 +110,7 @@ class FieldError:
         if self.has_value:
             text = f"{text}: {_render_value(self.value)}"
         if self.reason == NOT_SUPPORTED and self.supported:
-            quoted = ", ".join(json.dumps(s) for s in self.supported)
+            quoted = ", ".join(go_quote(s) for s in self.supported)
             return f"{text}: supported values: {quoted}"
         if self.detail:
             text = f"{text}: {self.detail}"

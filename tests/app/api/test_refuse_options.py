@@ -60,6 +60,10 @@ WRITES = [
     _write("validation.ValidateFieldValidation", "create, fieldValidation in lower case", "POST", CREATE, FIELD_VALIDATION.format("strict"), (("fieldValidation", "strict"),)),
     _write("validation.ValidateFieldManager", "create, a field manager of 129 bytes", "POST", CREATE, "fieldManager: Too long: may not be more than 128 bytes", (("fieldManager", "m" * 129),)),
     _write(
+        "validation.ValidateFieldManager", "create, a field manager with DEL after a non-ASCII letter (Go's %q, byte positions)", "POST", CREATE,
+        'fieldManager: Invalid value: "caf\u00e9\\x7f": invalid character U+007F (at position 5)', (("fieldManager", "caf\u00e9\x7f"),),
+    ),
+    _write(
         "validation.ValidateCreateOptions", "create, every option wrong", "POST", CREATE,
         "[" + DRY_RUN.format('"x"') + ", " + FIELD_VALIDATION.format("y") + "]", (("dryRun", "x"), ("fieldValidation", "y")),
         causes=((NOT_SUPPORTED, "dryRun"), (NOT_SUPPORTED, "fieldValidation")),
