@@ -23,27 +23,17 @@ class GoSyntax(str):
     """A field error's value already written as Go prints it (``[]string{"x"}``): shown as it is."""
 
 
+# The escapes Go's strconv.Quote writes by name.
+_GO_ESCAPES = {'"': '\\"', "\\": "\\\\", "\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
+
+
 def go_quote(text: str) -> str:
     """Go's ``%q`` for a string: printable runes kept, the rest escaped."""
     out = ['"']
     for ch in text:
         code = ord(ch)
-        if ch in ('"', "\\"):
-            out.append("\\" + ch)
-        elif ch == "\a":
-            out.append("\\a")
-        elif ch == "\b":
-            out.append("\\b")
-        elif ch == "\f":
-            out.append("\\f")
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ch == "\v":
-            out.append("\\v")
+        if ch in _GO_ESCAPES:
+            out.append(_GO_ESCAPES[ch])
         elif ch == " " or ch.isprintable():
             out.append(ch)
         elif code < 0x80:
