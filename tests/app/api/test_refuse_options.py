@@ -3,7 +3,7 @@
 Create, Update and PatchOptions (ValidateCreateOptions, ValidateUpdateOptions,
 ValidatePatchOptions: dryRun, fieldValidation, fieldManager), DeleteOptions from the query or the
 body (ValidateDeleteOptions: propagationPolicy, orphanDependents, dryRun; the parameter codec for
-gracePeriodSeconds; preconditions checked by the storage against the stored object) and List
+gracePeriodSeconds; preconditions checked against the stored object by BeforeDelete) and List
 options for a list, a watch and a collection delete (ValidateListOptions: resourceVersionMatch,
 sendInitialEvents, continue). Every refused row leaves the namespace as it was.
 """
@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from tests.app.api.refusals import ACCOUNT, MERGE_PATCH, POD, Refusal, account, check, ids, seed, send, state
+from tests.helpers import pod
 
 CREATE = 'CreateOptions.meta.k8s.io "" is invalid: '
 UPDATE = 'UpdateOptions.meta.k8s.io "" is invalid: '
@@ -126,16 +127,19 @@ DELETES = [
         "json: cannot unmarshal array into Go struct field DeleteOptions.preconditions of type v1.Preconditions", body={"preconditions": []},
     ),
     _delete(
-        "storage.Preconditions.Check", "another uid", 409, "Conflict", None, body={"preconditions": {"uid": A_UID}},
-        pattern=rf'Operation cannot be fulfilled on serviceaccounts "existing": Precondition failed: UID in precondition: {A_UID}, UID in object meta: [0-9a-f-]{{36}}',
+        "rest.BeforeDelete", "another uid", 409, "Conflict", None, body={"preconditions": {"uid": A_UID}},
+        pattern=rf'Operation cannot be fulfilled on ServiceAccount "existing": the UID in the precondition \({A_UID}\) does not match the UID in record \([0-9a-f-]{{36}}\)\. '
+        r"The object might have been deleted and then recreated",
     ),
     _delete(
-        "storage.Preconditions.Check", "another resourceVersion", 409, "Conflict", None, body={"preconditions": {"resourceVersion": "1"}},
-        pattern=r'Operation cannot be fulfilled on serviceaccounts "existing": Precondition failed: ResourceVersion in precondition: 1, ResourceVersion in object meta: [0-9]+',
+        "rest.BeforeDelete", "another resourceVersion", 409, "Conflict", None, body={"preconditions": {"resourceVersion": "1"}},
+        pattern=r'Operation cannot be fulfilled on ServiceAccount "existing": the ResourceVersion in the precondition \(1\) does not match the ResourceVersion in record \([0-9]+\)\. '
+        r"The object might have been modified",
     ),
     _delete(
-        "storage.Preconditions.Check", "another uid, for a pod deleted gracefully", 409, "Conflict", None, body={"preconditions": {"uid": A_UID}, "gracePeriodSeconds": 30}, path=POD,
-        pattern=rf'Operation cannot be fulfilled on pods "web": Precondition failed: UID in precondition: {A_UID}, UID in object meta: [0-9a-f-]{{36}}',
+        "rest.BeforeDelete", "another uid, for a pod deleted gracefully", 409, "Conflict", None, body={"preconditions": {"uid": A_UID}, "gracePeriodSeconds": 30}, path=POD,
+        pattern=rf'Operation cannot be fulfilled on Pod "web": the UID in the precondition \({A_UID}\) does not match the UID in record \([0-9a-f-]{{36}}\)\. '
+        r"The object might have been deleted and then recreated",
     ),
     _delete(
         "validation.ValidateDeleteOptions", "a collection delete, an unknown propagationPolicy", 422, "Invalid", DELETE + POLICY.format("Sideways"),
@@ -241,3 +245,12 @@ def test_matching_preconditions_delete(api: httpx.Client, ns: str) -> None:
     deleted = send(api, ns, _delete("", "", 200, "", None, body={"preconditions": preconditions}))
     assert deleted.status_code == 200, deleted.text
     assert state(api, ns)["serviceaccounts"] == []
+
+
+def test_a_negative_grace_period_is_one_second(api: httpx.Client, ns: str) -> None:
+    """rest.BeforeDelete: a negative gracePeriodSeconds is no refusal; it is read as 1 (a pod on a node lingers for it)."""
+    created = api.post(f"/api/v1/namespaces/{ns}/pods", json=pod("bound", node="node-1"))
+    assert created.status_code == 201, created.text
+    deleted = api.delete(f"/api/v1/namespaces/{ns}/pods/bound", params={"gracePeriodSeconds": "-5"})
+    assert deleted.status_code == 200, deleted.text
+    assert deleted.json()["metadata"]["deletionGracePeriodSeconds"] == 1
