@@ -133,13 +133,17 @@ class GenericStore:
         return errors.invalid_object(strategy.kind, name, strategy.group, errs)
 
     def _check_preconditions(self, strategy: KindStrategy, name: str, meta: Obj, uid: str | None, resource_version: str | None) -> None:
-        """A write that demands a uid or resourceVersion of the stored object conflicts when it has another."""
+        """A write that demands a uid or resourceVersion of the stored object conflicts when it has
+        another: upstream's storage refuses it (an invalid-object StorageError naming the key) and
+        the registry answers a Conflict carrying that error's text."""
         if uid is not None and uid != meta.get("uid"):
-            raise self._conflict(strategy, name, f"Precondition failed: UID in precondition: {uid}, UID in object meta: {meta.get('uid')}")
-        if resource_version is not None and resource_version != meta.get("resourceVersion"):
-            raise self._conflict(
-                strategy, name, f"Precondition failed: ResourceVersion in precondition: {resource_version}, ResourceVersion in object meta: {meta.get('resourceVersion')}"
-            )
+            why = f"Precondition failed: UID in precondition: {uid}, UID in object meta: {meta.get('uid', '')}"
+        elif resource_version is not None and resource_version != meta.get("resourceVersion"):
+            why = f"Precondition failed: ResourceVersion in precondition: {resource_version}, ResourceVersion in object meta: {meta.get('resourceVersion', '')}"
+        else:
+            return
+        key = "/".join(("/registry", strategy.plural, *((meta["namespace"],) if meta.get("namespace") else ()), name))
+        raise self._conflict(strategy, name, f"StorageError: invalid object, Code: 4, Key: {key}, ResourceVersion: 0, AdditionalErrorMsg: {why}")
 
     @staticmethod
     def _check_delete_preconditions(strategy: KindStrategy, name: str, meta: Obj, dopts: DeleteOptions) -> None:
@@ -508,8 +512,8 @@ class GenericStore:
         elif not strategy.allow_unconditional_update and operation == "Update":
             raise self._invalid(strategy, name, [errors.invalid("metadata.resourceVersion", 0, "must be specified for an update")])
         uid = metadata.get("uid")
-        if uid not in (None, "") and uid != old["metadata"].get("uid"):
-            raise self._conflict(strategy, name, f"Precondition failed: UID in precondition: {uid}, UID in object meta: {old['metadata'].get('uid')}")
+        # An update naming a uid makes it a precondition (upstream's DefaultUpdatedObjectInfo).
+        self._check_preconditions(strategy, name, old["metadata"], uid or None, None)
         old_meta = old["metadata"]
         for key in RESTORED_METADATA:
             if key in old_meta:

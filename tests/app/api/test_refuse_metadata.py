@@ -151,7 +151,8 @@ UPDATES = [
     ),
     _update(
         "storage.Preconditions.Check", "another uid", {"uid": A_UID}, None, 409, "Conflict",
-        pattern=rf'Operation cannot be fulfilled on serviceaccounts "existing": Precondition failed: UID in precondition: {A_UID}, UID in object meta: [0-9a-f-]{{36}}',
+        pattern=r'Operation cannot be fulfilled on serviceaccounts "existing": StorageError: invalid object, Code: 4, Key: /registry/serviceaccounts/t-[0-9a-f]+/existing, '
+        rf"ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in precondition: {A_UID}, UID in object meta: [0-9a-f-]{{36}}",
     ),
     _update(
         "registry.Store.Update", "a stale resourceVersion", {"resourceVersion": "1"},
