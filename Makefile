@@ -9,7 +9,7 @@ DATABASE_URL ?= sqlite:///./data/dra.sqlite
 # files go to one worker, so a module's tests keep the order they were written in.
 TEST_WORKERS ?= 2
 
-.PHONY: venv run test lint typecheck fuzz bench bench-scheduler bench-simulator bench-faults clean
+.PHONY: venv run test lint typecheck fuzz bench bench-scheduler bench-simulator bench-dradriver bench-faults clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,19 +19,20 @@ $(BIN)/.installed: pyproject.toml
 
 venv: $(BIN)/.installed
 
+# make run EXAMPLE_DRIVER=1: the example DRA driver on every node instead of built-in devices.
 run: venv
-	$(BIN)/python -m devtools.devstack --port $(PORT) --database-url '$(DATABASE_URL)'
+	$(BIN)/python -m devtools.devstack --port $(PORT) --database-url '$(DATABASE_URL)' $(if $(EXAMPLE_DRIVER),--example-driver)
 
 test: venv
 	$(BIN)/ruff check .
-	$(BIN)/python -m mypy app kube kubeletapi schedulers controllers kubeletsim exampledriver devtools
+	$(BIN)/python -m mypy app kube kubeletapi schedulers controllers kubeletsim exampledriver devtools kubectl_dra
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 lint: venv
 	$(BIN)/ruff check .
 
 typecheck: venv
-	$(BIN)/python -m mypy app kube kubeletapi schedulers controllers kubeletsim exampledriver devtools
+	$(BIN)/python -m mypy app kube kubeletapi schedulers controllers kubeletsim exampledriver devtools kubectl_dra
 
 # A longer schemathesis run than the one in `make test` (random seed, many examples per operation).
 fuzz: venv
@@ -45,6 +46,10 @@ bench-scheduler: venv
 
 bench-simulator: venv
 	$(BIN)/python -m bench.simulator
+
+# Pod starts/s with the example DRA driver over gRPC against built-in devices, 100 nodes.
+bench-dradriver: venv
+	$(BIN)/python -m bench.dradriver
 
 # SIGKILL under writers, a Postgres outage, 2,000 watches, idle and slowloris clients, a 20,000-claim LIST.
 bench-faults: venv

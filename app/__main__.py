@@ -45,6 +45,13 @@ def main(argv: list[str] | None = None) -> int:
     except FeatureGateError as exc:
         print(f"error: invalid --feature-gates: {exc}", file=sys.stderr)
         return 2
+    from app.registry.runtimeconfig import RuntimeConfigError, enabled_kinds
+
+    try:
+        enabled_kinds(settings.runtime_config, FeatureGates.parse(settings.feature_gates))
+    except RuntimeConfigError as exc:
+        print(f"error: invalid --runtime-config: {exc}", file=sys.stderr)
+        return 2
     return serve_forever(settings)
 
 

@@ -20,6 +20,8 @@ class Settings:
     listen: str = "127.0.0.1:6443"
     database_url: str = DEFAULT_DATABASE_URL
     feature_gates: str = ""
+    # API versions and resources to serve besides (or instead of) the stable ones, upstream's syntax.
+    runtime_config: str = ""
     log_level: str = "info"
     watch_cache_size: int = 100_000
     compaction_interval: float = 60.0
@@ -79,6 +81,13 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
         "--feature-gates",
         default=env("DRA_FEATURE_GATES", d.feature_gates),
         help="comma-separated Gate=true|false, upstream syntax (DRA_FEATURE_GATES)",
+    )
+    parser.add_argument(
+        "--runtime-config",
+        default=env("DRA_RUNTIME_CONFIG", d.runtime_config),
+        help="comma-separated key=true|false enabling or disabling API versions, upstream syntax: GROUP/VERSION "
+        "(v1 for core), GROUP/VERSION/RESOURCE, api/all, api/ga, api/beta, api/alpha; older versions such as "
+        "resource.k8s.io/v1beta2 are off by default (DRA_RUNTIME_CONFIG)",
     )
     parser.add_argument("--log-level", default=env("DRA_LOG_LEVEL", d.log_level), help="debug, info, warning, error (DRA_LOG_LEVEL)")
     parser.add_argument(
@@ -220,6 +229,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         listen=args.listen,
         database_url=args.database_url,
         feature_gates=args.feature_gates,
+        runtime_config=args.runtime_config,
         log_level=args.log_level,
         watch_cache_size=args.watch_cache_size,
         compaction_interval=args.compaction_interval,

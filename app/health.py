@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.api.options import query_pairs
 from app.storage.probe import StorageProbe
 from app.storage.storage import Storage
 from kube.errors import go_quote
+from kube.query import query_pairs
 
 log = logging.getLogger("app.health")
 

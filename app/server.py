@@ -30,6 +30,8 @@ from app.controlplane.namespaces import NamespaceLifecycle, ensure_system_namesp
 from app.controlplane.rbac import ClusterRoleAggregation, ensure_bootstrap_policy
 from app.filters.limits import RequestLimits
 from app.health import HealthEndpoints, storage_checks
+from app.registry import serve
+from app.registry.runtimeconfig import enabled_kinds
 from app.storage.cache import WatchCache
 from app.storage.db import check_schema, create_engine
 from app.storage.storage import Storage
@@ -109,6 +111,8 @@ class ApiServer:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.gates = FeatureGates.parse(settings.feature_gates)
+        # Which kinds in which versions this server serves (RuntimeConfigError for a bad flag).
+        serve(enabled_kinds(settings.runtime_config, self.gates))
         self.engine = create_engine(settings.database_url)
         store = Store(
             self.engine,

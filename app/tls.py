@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import _ssl
 import ctypes
-import ipaddress
 import logging
 import socket
 import ssl
@@ -23,6 +22,7 @@ from typing import Any
 from app.auth.system import PEER_CERTIFICATE
 from app.config import Settings
 from app.filters.connections import GuardedHttpToolsProtocol
+from kube.httpserve import is_loopback
 from kube.pki import Authority, cert_pem, key_pem, write_private
 
 log = logging.getLogger("app.tls")
@@ -35,13 +35,6 @@ _ACCEPT_ANY = _VerifyCallback(lambda _preverified, _store: 1)
 
 class InsecureServingError(ValueError):
     """Plain HTTP asked for on an address other hosts can reach."""
-
-
-def is_loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host == "localhost"
 
 
 def self_signed_paths(cert_dir: str) -> tuple[Path, Path]:

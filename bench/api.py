@@ -1343,41 +1343,101 @@ def _fmt(v: float | None, digits: int = 1) -> str:
     return "-" if v is None else f"{v:,.{digits}f}"
 
 
+# Who the auth phase sends requests as, besides nobody: a member of system:masters, and a user
+# RBAC allows through a RoleBinding (among the default bindings every authenticated user has).
+AUTH_USERS = {"admin": ("bench-admin-token", "bench-admin", "system:masters"), "rbac": ("bench-user-token", "bench-user", "")}
+# Rounds of off, admin, rbac in turn, so that a change in the machine's other load weighs on every side alike.
+AUTH_ROUNDS = 2
+
+
+def _merged(results: list[PhaseResult], phase: str) -> PhaseResult:
+    """One side's rounds as one phase: requests and time summed, rates and CPU over the whole."""
+    elapsed = sum(r.elapsed_s for r in results)
+    ok = sum(r.ok for r in results)
+    cpu: dict[str, float | None] = {}
+    for key in results[0].cpu_cores:
+        busy = [r.cpu_cores.get(key) for r in results]
+        cpu[key] = None if any(b is None for b in busy) or not elapsed else round(sum(b * r.elapsed_s for b, r in zip(busy, results, strict=True) if b is not None) / elapsed, 3)
+    errors: dict[str, int] = {}
+    for r in results:
+        for k, v in r.errors.items():
+            errors[k] = errors.get(k, 0) + v
+    return dataclasses.replace(
+        results[0],
+        phase=phase,
+        ok=ok,
+        elapsed_s=round(elapsed, 3),
+        rate=round(ok / elapsed, 1) if elapsed else 0.0,
+        p50_ms=max((r.p50_ms for r in results if r.p50_ms is not None), default=None),
+        p99_ms=max((r.p99_ms for r in results if r.p99_ms is not None), default=None),
+        conflicts=sum(r.conflicts for r in results),
+        errors=errors,
+        cpu_cores=cpu,
+    )
+
+
+async def _grant_claim_reads(admin: Bench, user: str) -> None:
+    """A Role that may get claims in the benchmark's namespace, bound to ``user``."""
+    rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NS_CRUD}"
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "bench-claim-reader"},
+            "rules": [{"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get", "list", "watch"]}]}  # fmt: skip
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "bench-claim-reader"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "bench-claim-reader"},
+               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]}  # fmt: skip
+    (client,) = admin.clients(1)
+    try:
+        for path, body in ((f"{rbac}/roles", role), (f"{rbac}/rolebindings", binding)):
+            status, text = await client.request("POST", path, orjson.dumps(body))
+            if status not in (201, 409):
+                raise RuntimeError(f"auth phase: POST {path} answered {status}: {text[:300]!r}")
+    finally:
+        await close_all([client])
+
+
+def _cpu_per_request(result: PhaseResult) -> float | None:
+    cores = result.cpu_cores.get("server")
+    return cores * result.elapsed_s / result.ok if cores and result.ok else None
+
+
 async def auth_cost(opts: Options, bench: Bench, db_url: str, tmp: Path, plain_pid: int | None, db_pid: int | None) -> dict[str, Any] | None:
-    """The same GET load, on the same database, against a second server that authenticates a
-    bearer token and authorizes with Node,RBAC: server CPU per request with auth on vs off."""
+    """The same GET load, on the same database, against a second server that authenticates bearer
+    tokens and authorizes with Node,RBAC, as an admin (system:masters) and as a user a RoleBinding
+    allows: server CPU per request of each against the same run's server without auth."""
     n = max(opts.clients)
     tokens = tmp / "tokens.csv"
-    tokens.write_text('bench-token,bench-admin,bench-uid,"system:masters"\n')
+    tokens.write_text("".join(f'{token},{user},{user}-uid' + (f',"{groups}"' if groups else "") + "\n" for token, user, groups in AUTH_USERS.values()))
     auth_server = ServerProcess(
         db_url, tmp / "server-auth.log", [*opts.server_args, "--authorization-mode", "Node,RBAC", "--token-auth-file", str(tokens)]
     )
     auth_server.start()
     try:
-        plain = Bench(opts, bench.base_url, None, CpuMeter(plain_pid, db_pid))
-        plain.created = bench.created
-        authed_opts = dataclasses.replace(opts, headers={**opts.headers, "Authorization": "Bearer bench-token"})
-        authed = Bench(authed_opts, auth_server.base_url, None, CpuMeter(auth_server.pid, db_pid))
-        authed.created = bench.created
-        await plain.server_get(n)
-        await authed.server_get(n)
+        sides: dict[str, Bench] = {"off": Bench(opts, bench.base_url, None, CpuMeter(plain_pid, db_pid))}
+        for side, (token, _user, _groups) in AUTH_USERS.items():
+            authed_opts = dataclasses.replace(opts, headers={**opts.headers, "Authorization": f"Bearer {token}"})
+            sides[side] = Bench(authed_opts, auth_server.base_url, None, CpuMeter(auth_server.pid, db_pid))
+        await _grant_claim_reads(sides["admin"], AUTH_USERS["rbac"][1])
+        for side_bench in sides.values():
+            side_bench.created = bench.created
+        for _round in range(AUTH_ROUNDS):
+            for side, side_bench in sides.items():
+                print(f"  auth-{side}:", flush=True)
+                await side_bench.server_get(n)
     finally:
         auth_server.stop()
-    off, on = plain.results[-1], authed.results[-1]
-    bench.results.extend([dataclasses.replace(off, phase="get/auth-off"), dataclasses.replace(on, phase="get/auth-on")])
-
-    def per_request(result: PhaseResult) -> float | None:
-        cores = result.cpu_cores.get("server")
-        return cores * result.elapsed_s / result.ok if cores and result.ok else None
-
-    cost_off, cost_on = per_request(off), per_request(on)
-    share = (cost_on - cost_off) / cost_on if cost_off and cost_on else None
-    print(
-        f"  authn+authz: server CPU per GET {_fmt(cost_off and cost_off * 1e6, 0)} us off, {_fmt(cost_on and cost_on * 1e6, 0)} us on"
-        f" ({_fmt(share and share * 100, 1)}% of the request with auth on)",
-        flush=True,
-    )
-    return {"cpu_us_per_get_off": cost_off and cost_off * 1e6, "cpu_us_per_get_on": cost_on and cost_on * 1e6, "auth_share": share}
+    merged = {side: _merged(b.results, f"get/auth-{side}") for side, b in sides.items()}
+    bench.results.extend(merged.values())
+    figures: dict[str, Any] = {}
+    cost_off = _cpu_per_request(merged["off"])
+    figures["cpu_us_per_get_off"] = cost_off and cost_off * 1e6
+    line = [f"  authn+authz: server CPU per GET {_fmt(cost_off and cost_off * 1e6, 0)} us off"]
+    for side in AUTH_USERS:
+        cost_on = _cpu_per_request(merged[side])
+        share = (cost_on - cost_off) / cost_on if cost_off and cost_on else None
+        figures[f"cpu_us_per_get_{side}"] = cost_on and cost_on * 1e6
+        figures[f"auth_share_{side}"] = share
+        line.append(f"{_fmt(cost_on and cost_on * 1e6, 0)} us as {side} ({_fmt(share and share * 100, 1)}% of the request, x{_fmt(cost_on / cost_off if cost_on and cost_off else None, 3)} of off)")
+    print(", ".join(line), flush=True)
+    return figures
 
 
 def evaluate_targets(results: list[PhaseResult], watch: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -1426,7 +1486,7 @@ def evaluate_targets(results: list[PhaseResult], watch: dict[str, Any] | None) -
     return out
 
 
-PHASE_ORDER = ["create", "update", "get", "list", "get/auth-off", "get/auth-on"]
+PHASE_ORDER = ["create", "update", "get", "list", "get/auth-off", "get/auth-admin", "get/auth-rbac"]
 
 
 def print_report(

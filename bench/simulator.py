@@ -228,17 +228,17 @@ def pod_doc(name: str, node: str | None, claim: str | None) -> Obj:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
 
 
-def claim_doc(name: str) -> Obj:
-    request = {"name": "gpu", "exactly": {"deviceClassName": DRIVER}}
+def claim_doc(name: str, driver: str = DRIVER) -> Obj:
+    request = {"name": "gpu", "exactly": {"deviceClassName": driver}}
     return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name}, "spec": {"devices": {"requests": [request]}}}
 
 
-def allocation_status(node: str, device: str, pod: Obj) -> Obj:
-    """What a scheduler writes: the device on ``node`` and the reservation for ``pod``."""
+def allocation_status(node: str, device: str, pod: Obj, driver: str = DRIVER) -> Obj:
+    """What a scheduler writes: ``driver``'s device on ``node`` and the reservation for ``pod``."""
     meta = pod["metadata"]
     return {
         "allocation": {
-            "devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": node, "device": device}]},
+            "devices": {"results": [{"request": "gpu", "driver": driver, "pool": node, "device": device}]},
             "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]},
         },
         "reservedFor": [{"resource": "pods", "name": meta["name"], "uid": meta["uid"]}],
@@ -466,8 +466,9 @@ class Bench:
 
     # ---- pod starts
 
-    async def pod_starts(self, label: str, nodes: list[str], count: int, with_claims: bool, plain: bool) -> Obj:
-        """Start ``count`` pods on ``nodes`` (round-robin) and time them until Running on a watch."""
+    async def pod_starts(self, label: str, nodes: list[str], count: int, with_claims: bool, plain: bool, driver: str = DRIVER) -> Obj:
+        """Start ``count`` pods on ``nodes`` (round-robin) and time them until Running on a watch
+        (with claims: each for one of ``driver``'s devices)."""
         ns = await self.namespace(f"sim-{self.tag}-{label}")
         names = [f"p{i:05d}" for i in range(count)]
         node_of = {name: nodes[i % len(nodes)] for i, name in enumerate(names)}
@@ -477,11 +478,11 @@ class Bench:
         setup_t = now()
         if with_claims:
             # Before the clock starts: claims, unbound pods, and the allocation + reservation a scheduler writes.
-            await run_all(names, lambda n: self.pool.ok("POST", f"{RESOURCE}/namespaces/{ns}/resourceclaims", claim_doc(n)))  # type: ignore[arg-type, return-value]
+            await run_all(names, lambda n: self.pool.ok("POST", f"{RESOURCE}/namespaces/{ns}/resourceclaims", claim_doc(n, driver)))  # type: ignore[arg-type, return-value]
 
             async def prepare(name: str) -> None:
                 pod = await self.pool.ok("POST", f"/api/v1/namespaces/{ns}/pods", pod_doc(name, None, name))
-                body = {"status": allocation_status(node_of[name], device_of[name], pod)}
+                body = {"status": allocation_status(node_of[name], device_of[name], pod, driver)}
                 claims[name] = await self.pool.merge_patch(f"{RESOURCE}/namespaces/{ns}/resourceclaims/{name}/status", body)
 
             await run_all(names, prepare)

@@ -1,5 +1,5 @@
 """The controller process: flags, logging, health endpoint, leader election, and the claim,
-garbage collection and device taint eviction controllers."""
+garbage collection, device taint eviction and (gate DRAResourcePoolStatus) pool status controllers."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 from controllers.devicetainteviction import DEFAULT_RULE_STATUS_PERIOD, DeviceTaintEvictionController
 from controllers.garbagecollector import GarbageCollector
 from controllers.resourceclaim import ClaimController
+from controllers.resourcepoolstatus import PoolStatusController
 from kube.client import KubeClient
 from kube.features import FeatureGates
 from kube.informer import run_with_informers
@@ -48,6 +49,10 @@ def new_controllers(client: KubeClient, args: argparse.Namespace, gates: Feature
         )  # fmt: skip
         informers += evictor.informers
         work.append(evictor.process)
+    if gates.enabled("DRAResourcePoolStatus"):
+        # Its own informers start once the server is known to serve the requests (see process).
+        pool_status = PoolStatusController(client, claims.claims, rules_enabled=gates.enabled("DRADeviceTaintRules"))
+        work.append(pool_status.process)
 
     async def run_all() -> None:
         await run_with_informers(informers, *(w() for w in work))

@@ -42,6 +42,7 @@ import httpx
 
 from controllers.objects import pod_claim_names
 from kube.client import KubeClient, record_event, resource_path
+from kube.devicetaints import rule_selects as rule_matches
 from kube.errors import ApiError
 from kube.indexer import Index
 from kube.informer import Informer
@@ -69,14 +70,6 @@ DEFAULT_RULE_STATUS_PERIOD = 10.0  # upstream's ruleStatusPeriod
 def _meta(obj: Obj) -> Obj:
     meta: Obj = obj.get("metadata") or {}
     return meta
-
-
-def rule_matches(rule: Obj, driver: str, pool: str, device: str) -> bool:
-    """A rule's deviceSelector: nil selects nothing, empty selects everything, set fields must match."""
-    selector = (rule.get("spec") or {}).get("deviceSelector")
-    if not isinstance(selector, dict):
-        return False
-    return all(selector.get(field) is None or selector.get(field) == value for field, value in (("driver", driver), ("pool", pool), ("device", device)))
 
 
 def _epoch(timestamp: Any) -> float:

@@ -49,6 +49,14 @@ class ClusterCredentials:
         return self.directory / "service-account.key"
 
     @property
+    def scheduler_serving_cert(self) -> Path:
+        return self.directory / "scheduler-serving.crt"
+
+    @property
+    def scheduler_serving_key(self) -> Path:
+        return self.directory / "scheduler-serving.key"
+
+    @property
     def node_tokens(self) -> Path:
         return self.directory / "node-tokens.csv"
 
@@ -66,6 +74,7 @@ class ClusterCredentials:
         """The credentials under ``directory``, made there first when missing."""
         creds = cls(Path(directory))
         if creds.ca_cert.exists():
+            creds._ensure_scheduler_serving()  # directories made before the scheduler served explanations
             return creds
         creds.directory.mkdir(parents=True, exist_ok=True)
         creds.directory.chmod(0o700)
@@ -83,7 +92,16 @@ class ClusterCredentials:
         for _identity, (user, groups) in TOKEN_IDENTITIES.items():
             csv.writer(rows, lineterminator="\n").writerow([secrets.token_urlsafe(24), user, str(uuid.uuid4()), ",".join(groups)])
         write_private(creds.node_tokens, rows.getvalue().encode())
+        creds._ensure_scheduler_serving()
         return creds
+
+    def _ensure_scheduler_serving(self) -> None:
+        """The serving certificate of the scheduler's explanation port (on loopback)."""
+        if self.scheduler_serving_cert.exists():
+            return
+        cert, key = Authority.load(self.ca_cert, self.directory / "ca.key").serving(list(DEFAULT_HOSTS))
+        self.scheduler_serving_cert.write_bytes(cert_pem(cert))
+        write_private(self.scheduler_serving_key, key_pem(key))
 
     def token(self, user: str) -> str:
         """The bearer token of ``user`` in the token file."""
@@ -142,6 +160,10 @@ class ClusterCredentials:
     def worker_flags(self, identity: str) -> list[str]:
         """The flags a worker runs as ``identity`` with (the simulator also gets its node tokens)."""
         flags = ["--kubeconfig", str(self.kubeconfig(identity))]
+        if identity == "scheduler":
+            # For its explanation port, when one is asked for: HTTPS, callers' certificates from the cluster's CA.
+            flags += ["--tls-cert-file", str(self.scheduler_serving_cert), "--tls-private-key-file", str(self.scheduler_serving_key),
+                      "--client-ca-file", str(self.ca_cert)]  # fmt: skip
         if identity == "kubeletsim":
             flags += ["--node-token-file", str(self.node_tokens), "--driver-service-account", DRIVER_SERVICE_ACCOUNT]
         return flags

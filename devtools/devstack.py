@@ -6,6 +6,10 @@ server over HTTPS with Node,RBAC (after migrating its database) and every worker
 (scheduler, controller, kubelet simulator) each as its own identity, writes an admin
 kubeconfig, tells the user how to point kubectl at it, says when the server stops or starts
 being ready (its ``/readyz``), and stops everything on Ctrl-C.
+
+With ``--example-driver`` the nodes have no built-in devices (unless ``--profile`` says
+otherwise): the example DRA driver runs once per node, as a DaemonSet would run it, as the
+service account of ``examples/exampledriver/rbac.yaml`` with a token bound to its node.
 """
 
 from __future__ import annotations
@@ -19,12 +23,16 @@ import time
 from pathlib import Path
 
 import httpx
+import yaml
 
 from devtools.credentials import ClusterCredentials
 from devtools.server import REPO_ROOT, ServerProcess, migrate
+from kube.client import resource_path
+from kube.kubeconfig import kubeconfig_text
 from kube.pki import write_private
 
 READY_CHECK_SECONDS = 2.0
+EXPLAIN_PORT = 10260
 
 KUBECONFIG_TEMPLATE = """apiVersion: v1
 kind: Config
@@ -46,6 +54,22 @@ users:
 
 
 NODE_PREFIX = "sim-"
+DEFAULT_PROFILE = "gpu,nic"
+
+# The example driver's manifests (its identity and its DeviceClass), applied as the admin.
+EXAMPLE_DRIVER_MANIFESTS = REPO_ROOT / "examples" / "exampledriver"
+EXAMPLE_DRIVER_ACCOUNT = ("kube-system", "dra-example-driver")
+# make run asks for each node's driver token once (a kubelet would renew a pod's projected token).
+EXAMPLE_DRIVER_TOKEN_SECONDS = 7 * 24 * 3600
+# kind -> (group, version, plural, namespaced) of what the manifests hold.
+MANIFEST_KINDS = {
+    "ServiceAccount": ("", "v1", "serviceaccounts", True),
+    "ClusterRole": ("rbac.authorization.k8s.io", "v1", "clusterroles", False),
+    "ClusterRoleBinding": ("rbac.authorization.k8s.io", "v1", "clusterrolebindings", False),
+    "DeviceClass": ("resource.k8s.io", "v1", "deviceclasses", False),
+    "ResourceClaimTemplate": ("resource.k8s.io", "v1", "resourceclaimtemplates", True),
+    "Pod": ("", "v1", "pods", True),
+}
 
 
 def write_kubeconfig(server: ServerProcess, path: Path) -> Path:
@@ -62,16 +86,65 @@ def node_names(nodes: int) -> list[str]:
     return [f"{NODE_PREFIX}{i}" for i in range(nodes)]
 
 
-def worker_commands(server: ServerProcess, feature_gates: str, nodes: int, profile: str) -> list[tuple[str, list[str]]]:
+def worker_commands(server: ServerProcess, feature_gates: str, nodes: int, profile: str, explain_port: int = 0) -> list[tuple[str, list[str]]]:
     """The workers that exist in this checkout, each as (name, argv), each as its own identity
-    (the simulator's nodes need their tokens in the credentials before the server starts)."""
+    (the simulator's nodes need their tokens in the credentials before the server starts);
+    with ``explain_port`` the scheduler serves explanations there (``kubectl dra why``)."""
     gates = ["--feature-gates", feature_gates] if feature_gates else []
+    explain = ["--explain-port", str(explain_port)] if explain_port else []
     wanted = [
         ("controller", ["-m", "controllers", *server.worker_flags("controller"), *gates]),
-        ("scheduler", ["-m", "schedulers", *server.worker_flags("scheduler"), *gates]),
+        ("scheduler", ["-m", "schedulers", *server.worker_flags("scheduler"), *explain, *gates]),
         ("kubeletsim", ["-m", "kubeletsim", *server.worker_flags("kubeletsim"), "--nodes", str(nodes), "--node-prefix", NODE_PREFIX, "--profile", profile, *gates]),
     ]
     return [(name, [sys.executable, *argv]) for name, argv in wanted if (REPO_ROOT / argv[1] / "__main__.py").exists()]
+
+
+def apply_manifest(client: httpx.Client, path: Path) -> None:
+    """Create the objects of a manifest (those that exist already are left as they are)."""
+    for doc in yaml.safe_load_all(path.read_text()):
+        if not doc:
+            continue
+        group, version, plural, namespaced = MANIFEST_KINDS[doc["kind"]]
+        namespace = doc["metadata"].get("namespace", "default") if namespaced else None
+        response = client.post(resource_path(group, version, plural, namespace), json=doc)
+        if response.status_code not in (201, 409):
+            raise RuntimeError(f"{path.name}: {doc['kind']} {doc['metadata']['name']}: {response.status_code} {response.text}")
+
+
+def example_driver_commands(server: ServerProcess, nodes: list[str], timeout: float = 60.0) -> list[tuple[str, list[str]]]:
+    """``python -m exampledriver`` for each node (as (name, argv)), each with a kubeconfig of the
+    driver's service account whose token is bound to that node, once the nodes exist."""
+    credentials = server.credentials
+    if credentials is None:
+        raise ValueError("the example driver's identity needs a server with credentials")
+    namespace, account = EXAMPLE_DRIVER_ACCOUNT
+    commands = []
+    with httpx.Client(**server.httpx_options(), timeout=30.0) as admin:  # type: ignore[arg-type]
+        apply_manifest(admin, EXAMPLE_DRIVER_MANIFESTS / "rbac.yaml")
+        apply_manifest(admin, EXAMPLE_DRIVER_MANIFESTS / "deviceclass.yaml")
+        deadline = time.monotonic() + timeout
+        for node in nodes:
+            while (found := admin.get(resource_path("", "v1", "nodes", name=node))).status_code == 404 and time.monotonic() < deadline:
+                time.sleep(0.2)
+            found.raise_for_status()
+            request = {
+                "apiVersion": "authentication.k8s.io/v1",
+                "kind": "TokenRequest",
+                "spec": {
+                    "expirationSeconds": EXAMPLE_DRIVER_TOKEN_SECONDS,
+                    "boundObjectRef": {"apiVersion": "v1", "kind": "Node", "name": node, "uid": found.json()["metadata"]["uid"]},
+                },
+            }
+            answer = admin.post(resource_path("", "v1", "serviceaccounts", namespace, account, "token"), json=request)
+            answer.raise_for_status()
+            text = kubeconfig_text(
+                server.url, credentials.ca_cert.read_bytes(), token=answer.json()["status"]["token"], user=f"system:serviceaccount:{namespace}:{account}"
+            )
+            kubeconfig = credentials.directory / f"exampledriver-{node}.kubeconfig"
+            write_private(kubeconfig, text.encode())
+            commands.append((f"exampledriver-{node}", [sys.executable, "-m", "exampledriver", "--kubeconfig", str(kubeconfig), "--node-name", node]))
+    return commands
 
 
 def readiness(server: ServerProcess) -> str | None:
@@ -92,8 +165,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--database-url", default=os.environ.get("DRA_DATABASE_URL", "sqlite:///./data/dra.sqlite"))
     parser.add_argument("--feature-gates", default=os.environ.get("DRA_FEATURE_GATES", ""))
     parser.add_argument("--nodes", type=int, default=2)
-    parser.add_argument("--profile", default="gpu,nic", help="kubelet simulator device profiles (default: gpu,nic)")
+    parser.add_argument(
+        "--profile", help=f"kubelet simulator device profiles (default: {DEFAULT_PROFILE}; none with --example-driver)"
+    )
+    parser.add_argument(
+        "--example-driver", action="store_true", help="run the example DRA driver (python -m exampledriver) on every node, as its own identity"
+    )
+    parser.add_argument(
+        "--explain-port", type=int, default=int(os.environ.get("DRA_EXPLAIN_PORT", str(EXPLAIN_PORT))),
+        help=f"the scheduler's explanation port, for kubectl dra (DRA_EXPLAIN_PORT; default {EXPLAIN_PORT}; 0: off)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    profile = args.profile or ("none" if args.example_driver else DEFAULT_PROFILE)
 
     migrate(args.database_url)
     logs = REPO_ROOT / "data" / "logs"
@@ -105,9 +188,21 @@ def main(argv: list[str] | None = None) -> int:
     server = ServerProcess(args.database_url, *flags, port=args.port, log_path=logs / "apiserver.log", credentials=credentials).start()
     kubeconfig = write_kubeconfig(server, REPO_ROOT / ".kube-dra" / "config")
     workers: list[subprocess.Popen[bytes]] = []
-    for name, command in worker_commands(server, args.feature_gates, args.nodes, args.profile):
-        log_file = open(logs / f"{name}.log", "ab")  # noqa: SIM115 - lives as long as the worker
-        workers.append(subprocess.Popen(command, cwd=REPO_ROOT, stdout=log_file, stderr=log_file))
+
+    def start(commands: list[tuple[str, list[str]]]) -> None:
+        for name, command in commands:
+            log_file = open(logs / f"{name}.log", "ab")  # noqa: SIM115 - lives as long as the worker
+            workers.append(subprocess.Popen(command, cwd=REPO_ROOT, stdout=log_file, stderr=log_file))
+
+    start(worker_commands(server, args.feature_gates, args.nodes, profile, args.explain_port))
+    drivers = ""
+    if args.example_driver:
+        start(example_driver_commands(server, node_names(args.nodes)))
+        drivers = f"""The example DRA driver serves every node (logs exampledriver-sim-N.log); try it:
+
+    kubectl apply -f {EXAMPLE_DRIVER_MANIFESTS.relative_to(REPO_ROOT)}/pod.yaml
+
+"""
     print(
         f"""
 The DRA control plane is running at {server.url} (database: {args.database_url}).
@@ -120,7 +215,13 @@ Point kubectl at it:
     kubectl api-resources --api-group=resource.k8s.io
     kubectl apply -f examples/
 
-Press Ctrl-C to stop.
+See devices, claims and why pods wait (kubectl dra is in .venv/bin):
+
+    kubectl dra devices
+    kubectl dra why pod/NAME
+    kubectl dra dashboard
+
+{drivers}Press Ctrl-C to stop.
 """,
         flush=True,
     )

@@ -177,6 +177,7 @@ class NodeDriver(dra_v1_grpc.DRAPluginServicer, health_v1_grpc.DRAResourceHealth
                     )
                 await self._write_status(claim, ids)
                 await self._track_health(claim)
+                log.info("prepared claim", extra={"node": self.node, "claim": f"{claim['metadata'].get('namespace')}/{claim['metadata'].get('name')}", "uid": uid, "cdi": ids})
         return response
 
     def _my_results(self, claim: Obj) -> list[Obj]:
@@ -232,6 +233,7 @@ class NodeDriver(dra_v1_grpc.DRAPluginServicer, health_v1_grpc.DRAResourceHealth
                 if self._unhealthy_claims.pop(ref.uid, None) is not None:
                     await self._notify_health()
                 response.claims[ref.uid].SetInParent()
+                log.info("unprepared claim", extra={"node": self.node, "claim": f"{ref.namespace}/{ref.name}", "uid": ref.uid})
         return response
 
     # ---- health ---------------------------------------------------------------------------------

@@ -42,6 +42,7 @@ KNOWN_FEATURES: dict[str, FeatureSpec] = {
     "DRAOptionalNodeOperations": FeatureSpec(False, ALPHA),
     "DRANodeAllocatableResources": FeatureSpec(False, ALPHA),
     "DRAWorkloadResourceClaims": FeatureSpec(False, BETA),
+    "DRAResourcePoolStatus": FeatureSpec(False, ALPHA),
     "DRAResourceClaimGranularStatusAuthorization": FeatureSpec(True, BETA),
     "DRASchedulerFilterTimeout": FeatureSpec(True, BETA),
     "GenericWorkload": FeatureSpec(False, BETA),

@@ -68,6 +68,8 @@ class Informer:
         # Counters that tests and metrics read: how often the informer had to (re-)list.
         self.list_count = 0
         self.watch_count = 0
+        # The last list/watch failure, until a list succeeds or an event arrives (for views that say what is wrong).
+        self.error: Exception | None = None
 
     # ---- handlers -----------------------------------------------------------
 
@@ -164,6 +166,7 @@ class Informer:
                 log.info("watch expired, re-listing", extra={"informer": self.name, "resourceVersion": self.resource_version})
                 need_list = True
             except (httpx.TransportError, OSError, ApiError) as exc:
+                self.error = exc
                 if isinstance(exc, ApiError) and exc.code == 410:
                     need_list = True
                 log.warning("list/watch failed, retrying", extra={"informer": self.name, "error": str(exc), "backoff": backoff})
@@ -181,6 +184,7 @@ class Informer:
             fresh[object_key(item)] = item
         old_store = self._store
         self._store = dict(fresh)
+        self.error = None
         self.resource_version = str((result.get("metadata") or {}).get("resourceVersion") or "")
         # Reconcile: on the first list everything is an add; on a re-list only the differences fire.
         for key, obj in fresh.items():
@@ -209,6 +213,7 @@ class Informer:
                 return
 
     async def _apply(self, event: Obj) -> None:
+        self.error = None
         kind = event.get("type")
         obj: Obj = event.get("object") or {}
         rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")

@@ -12,6 +12,7 @@ import base64
 import os
 import ssl
 import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,14 +61,6 @@ class Connection:
         return Connection(self.server, self.ca_data, self.insecure_skip_tls_verify, None, None, token)
 
 
-def _named(entries: Any, name: str, what: str) -> dict[str, Any]:
-    for entry in entries or ():
-        if isinstance(entry, dict) and entry.get("name") == name:
-            value = entry.get(what)
-            return value if isinstance(value, dict) else {}
-    raise KubeconfigError(f"no {what} named {name!r}")
-
-
 def _data(section: dict[str, Any], data_key: str, file_key: str, base: Path) -> bytes | None:
     if section.get(data_key):
         return base64.b64decode(section[data_key])
@@ -77,34 +70,85 @@ def _data(section: dict[str, Any], data_key: str, file_key: str, base: Path) -> 
     return None
 
 
-def load_kubeconfig(path: str | Path, context: str = "") -> Connection:
-    """The connection a kubeconfig's current (or named) context describes."""
-    path = Path(path)
-    try:
-        config = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise KubeconfigError(f"{path}: {exc}") from exc
-    name = context or config.get("current-context") or ""
+@dataclass(frozen=True)
+class KubeconfigContext:
+    """A resolved context: how to connect, and the namespace commands default to."""
+
+    name: str
+    connection: Connection
+    namespace: str = "default"
+
+
+def default_kubeconfig_paths(environ: Mapping[str, str] | None = None) -> list[Path]:
+    """Where kubectl looks: the files ``KUBECONFIG`` lists (path separator), else ``~/.kube/config``."""
+    env = os.environ if environ is None else environ
+    listed = [Path(p) for p in (env.get("KUBECONFIG") or "").split(os.pathsep) if p]
+    return listed or [Path(env.get("HOME") or Path.home()) / ".kube" / "config"]
+
+
+def load_kubeconfig_context(paths: Sequence[str | Path], context: str = "") -> KubeconfigContext:
+    """The current (or named) context of kubeconfig files merged as kubectl merges them: for each
+    cluster, user and context name, and for current-context, the first file that sets it wins;
+    files that do not exist are skipped, and relative paths resolve against the file that names them."""
+    sections: dict[str, dict[str, tuple[dict[str, Any], Path]]] = {"clusters": {}, "users": {}, "contexts": {}}
+    current = ""
+    read: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if not path.exists():
+            continue
+        try:
+            config = yaml.safe_load(path.read_text()) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise KubeconfigError(f"{path}: {exc}") from exc
+        if not isinstance(config, dict):
+            raise KubeconfigError(f"{path}: not a kubeconfig")
+        read.append(path)
+        current = current or str(config.get("current-context") or "")
+        for kind, what in (("clusters", "cluster"), ("users", "user"), ("contexts", "context")):
+            for entry in config.get(kind) or ():
+                if isinstance(entry, dict) and isinstance(entry.get(what), dict) and entry.get("name") not in sections[kind]:
+                    sections[kind][str(entry.get("name"))] = (entry[what], path.parent)
+    where = ", ".join(str(p) for p in read) or ", ".join(str(p) for p in paths)
+    if not read:
+        raise KubeconfigError("Missing or incomplete configuration info. Please point to an existing, complete config file")
+    name = context or current
     if not name:
-        raise KubeconfigError(f"{path}: no current-context")
-    ctx = _named(config.get("contexts"), name, "context")
-    cluster = _named(config.get("clusters"), str(ctx.get("cluster") or ""), "cluster")
-    user = _named(config.get("users"), str(ctx.get("user") or ""), "user") if ctx.get("user") else {}
-    base = path.parent
+        raise KubeconfigError(f"{where}: no current-context")
+
+    def named(kind: str, what: str, key: str) -> tuple[dict[str, Any], Path]:
+        if key not in sections[kind]:
+            raise KubeconfigError(f"{where}: no {what} named {key!r}")
+        return sections[kind][key]
+
+    ctx, _ = named("contexts", "context", name)
+    cluster, cluster_base = named("clusters", "cluster", str(ctx.get("cluster") or ""))
+    user, user_base = named("users", "user", str(ctx.get("user"))) if ctx.get("user") else ({}, Path("."))
+    unsupported = [k for k in ("exec", "auth-provider", "username") if user.get(k)]
+    if unsupported:
+        raise KubeconfigError(f"{where}: user of context {name!r} uses {unsupported[0]!r}, which this client does not support")
     token = user.get("token") or None
     if token is None and user.get("tokenFile"):
-        token = (base / user["tokenFile"]).read_text().strip()
+        token = (user_base / user["tokenFile"]).read_text().strip()
     server = str(cluster.get("server") or "")
     if not server:
-        raise KubeconfigError(f"{path}: cluster of context {name!r} has no server")
-    return Connection(
+        raise KubeconfigError(f"{where}: cluster of context {name!r} has no server")
+    connection = Connection(
         server=server,
-        ca_data=_data(cluster, "certificate-authority-data", "certificate-authority", base),
+        ca_data=_data(cluster, "certificate-authority-data", "certificate-authority", cluster_base),
         insecure_skip_tls_verify=bool(cluster.get("insecure-skip-tls-verify")),
-        client_cert_data=_data(user, "client-certificate-data", "client-certificate", base),
-        client_key_data=_data(user, "client-key-data", "client-key", base),
+        client_cert_data=_data(user, "client-certificate-data", "client-certificate", user_base),
+        client_key_data=_data(user, "client-key-data", "client-key", user_base),
         token=token,
     )
+    return KubeconfigContext(name, connection, str(ctx.get("namespace") or "default"))
+
+
+def load_kubeconfig(path: str | Path, context: str = "") -> Connection:
+    """The connection a kubeconfig's current (or named) context describes."""
+    if not Path(path).exists():
+        raise KubeconfigError(f"{path}: no such file")
+    return load_kubeconfig_context([path], context).connection
 
 
 def kubeconfig_text(server: str, ca_pem: bytes | None, *, cert_pem: bytes | None = None, key_pem: bytes | None = None, token: str | None = None, user: str = "admin", namespace: str = "default") -> str:

@@ -45,8 +45,11 @@ class LeaderElector:
         renew_deadline: float = 10.0,
         retry_period: float = 2.0,
         release_on_cancel: bool = True,
+        annotations: dict[str, str] | None = None,
     ) -> None:
         self.client = client
+        # Written on the Lease while leading, e.g. where the leader serves what only it knows.
+        self.annotations = annotations or {}
         self.name = name
         self.namespace = namespace
         self.identity = identity
@@ -80,7 +83,7 @@ class LeaderElector:
             body = {
                 "apiVersion": "coordination.k8s.io/v1",
                 "kind": "Lease",
-                "metadata": {"name": self.name, "namespace": self.namespace},
+                "metadata": {"name": self.name, "namespace": self.namespace, **({"annotations": dict(self.annotations)} if self.annotations else {})},
                 "spec": self._lease_spec(now, 0),
             }
             try:
@@ -102,6 +105,8 @@ class LeaderElector:
         else:
             new_spec = self._lease_spec(now_micro(), int(spec.get("leaseTransitions") or 0) + (1 if holder else 0))
         lease["spec"] = new_spec
+        if self.annotations:
+            lease.setdefault("metadata", {})["annotations"] = {**(lease["metadata"].get("annotations") or {}), **self.annotations}
         try:
             updated = await self.client.update(self.path, lease)
         except ApiError as exc:
@@ -192,6 +197,7 @@ async def run_while_leading(
     lease_duration: float,
     new_worker: Callable[[], Callable[[], Coroutine[Any, Any, Any]]],
     leader_elect: bool = True,
+    annotations: dict[str, str] | None = None,
 ) -> None:
     """Run a fresh worker for every leadership term, forever (or once without election).
 
@@ -202,7 +208,7 @@ async def run_while_leading(
         return
     elector = LeaderElector(
         client, name=name, namespace=namespace, identity=identity or default_identity(), lease_duration=lease_duration,
-        renew_deadline=lease_duration * 2 / 3, retry_period=max(0.2, lease_duration / 7.5),
+        renew_deadline=lease_duration * 2 / 3, retry_period=max(0.2, lease_duration / 7.5), annotations=annotations,
     )  # fmt: skip
     log.info("waiting for leadership", extra={"lease": f"{namespace}/{name}", "identity": elector.identity})
     while True:

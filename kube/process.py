@@ -130,14 +130,17 @@ async def run_worker(
         await client.close()
 
 
-async def run_leader_elected(client: KubeClient, args: argparse.Namespace, *, lease_name: str, lease_namespace: str, new_worker: NewWorker) -> None:
-    """``run_worker`` with a fresh worker per leadership term of the Lease ``lease_namespace/lease_name``.
+async def run_leader_elected(
+    client: KubeClient, args: argparse.Namespace, *, lease_name: str, lease_namespace: str, new_worker: NewWorker, annotations: dict[str, str] | None = None
+) -> None:
+    """``run_worker`` with a fresh worker per leadership term of the Lease ``lease_namespace/lease_name``
+    (which carries ``annotations`` while this process leads).
     ``args`` carries the common worker flags (identity, lease_duration, no_leader_elect, health_port)."""
 
     async def lead() -> None:
         await run_while_leading(
             client, name=lease_name, namespace=lease_namespace, identity=args.identity, lease_duration=args.lease_duration,
-            new_worker=new_worker, leader_elect=not args.no_leader_elect,
+            new_worker=new_worker, leader_elect=not args.no_leader_elect, annotations=annotations,
         )  # fmt: skip
 
     await run_worker(client, args, lead, name=lease_name)

@@ -6,11 +6,15 @@ import argparse
 import logging
 import os
 import sys
+from pathlib import Path
 
 from kube.features import FeatureGates
 from kube.process import client_from_args, run_worker, worker_main, worker_parser
+from kubeletapi.layout import DEFAULT_ROOT_DIR, SocketPathTooLong, check_socket_path
 from kubeletsim.identities import Identities, read_node_tokens
-from kubeletsim.profiles import ProfileError, available_profiles, load_profiles
+from kubeletsim.plugins.checkpoint import Checkpoint, CorruptCheckpoint
+from kubeletsim.plugins.node import PluginSettings
+from kubeletsim.profiles import NO_PROFILE, ProfileError, available_profiles, load_profiles
 from kubeletsim.settings import Settings
 from kubeletsim.simulator import Simulator
 
@@ -22,15 +26,22 @@ def build_parser() -> argparse.ArgumentParser:
     parser = worker_parser(
         "python -m kubeletsim",
         "Simulate many kubelets (Node, heartbeat Lease, ResourceSlices from a device profile, "
-        "pod admission with DRA claims, prepare/unprepare, pod lifecycle) in one process.",
+        "pod admission with DRA claims, prepare/unprepare, pod lifecycle) in one process. "
+        "Real DRA drivers register with node N in <root-dir>/N/plugins_registry.",
         leader_elected=False,
     )
     parser.add_argument("--nodes", type=int, default=10, help="number of simulated nodes (default 10)")
     parser.add_argument(
         "--profile",
         default="gpu",
-        help=f"device profile name or YAML path; several separated by commas (shipped: {', '.join(available_profiles())})",
+        help=f"device profile name or YAML path; several separated by commas (shipped: {', '.join(available_profiles())}); "
+        f"{NO_PROFILE}: no built-in devices, only those of drivers that register",
     )
+    parser.add_argument(
+        "--root-dir", type=Path, default=Path(os.environ.get("DRA_KUBELET_ROOT_DIR", str(DEFAULT_ROOT_DIR))),
+        help=f"the kubelet's --root-dir: node N's plugins_registry, plugins, pod-resources and DRA checkpoint are under "
+        f"<dir>/N (default {DEFAULT_ROOT_DIR}; env DRA_KUBELET_ROOT_DIR)",
+    )  # fmt: skip
     parser.add_argument("--node-prefix", default="sim-", help="node names are <prefix>0 .. <prefix>N-1 (default sim-)")
     parser.add_argument(
         "--max-pods",
@@ -73,6 +84,15 @@ def check(args: argparse.Namespace) -> str | None:
         load_profiles(args.profile)
     except ProfileError as exc:
         return str(exc)
+    plugins = PluginSettings(root=args.root_dir.absolute())
+    for name in Settings(nodes=args.nodes, node_prefix=args.node_prefix).node_names:
+        dirs = plugins.dirs(name)
+        try:
+            check_socket_path(dirs.pod_resources_socket)
+            # As the kubelet does, refuse to start from a checkpoint that cannot be trusted.
+            Checkpoint(dirs.checkpoint).load()
+        except (SocketPathTooLong, CorruptCheckpoint) as exc:
+            return f"--root-dir: {exc}"
     return None
 
 
@@ -88,6 +108,7 @@ async def run(args: argparse.Namespace, gates: FeatureGates) -> None:
         workers=args.workers,
         heartbeat_concurrency=args.heartbeat_concurrency,
         max_pods=args.max_pods,
+        plugins=PluginSettings(root=args.root_dir.absolute()),
     )
     # Keep a connection per request that may be in flight, so a busy simulator does not reconnect.
     client = client_from_args(args, user_agent="kubeletsim/0.1", max_idle_per_host=settings.connections())
@@ -103,6 +124,7 @@ async def run(args: argparse.Namespace, gates: FeatureGates) -> None:
             "nodes": args.nodes,
             "profile": profile.name,
             "drivers": list(profile.driver_names),
+            "rootDir": str(settings.plugins.root),
             "prefix": args.node_prefix,
             "maxPods": args.max_pods,
             "declaredFeatures": simulator.node_controller.declared_features,

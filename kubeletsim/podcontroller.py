@@ -1,17 +1,24 @@
 """The pod side of the simulated kubelets: admission, device prepare/unprepare, pod lifecycle.
 
 For each pod bound to a simulated node it does what the kubelet does: admit it (resources
-first, then its claims, as the kubelet's admission handlers run before its DRA manager), write
-the claims' ``status.devices`` for the devices it prepares, start the pod with an address from
-the node's pod range, finish it when its simulated run time is over, and on deletion release
-the devices and let the pod go. The pure rules live in ``kubeletsim.pods``.
+first, then its claims, as the kubelet's admission handlers run before its DRA manager),
+prepare its claims, start the pod with an address from the node's pod range, finish it when
+its simulated run time is over, and on deletion release the devices and let the pod go.
+
+Devices of the node's built-in profile are "prepared" here (the claims' ``status.devices`` are
+written as their driver would). Devices of any other driver go to the node's DRA manager,
+which calls the driver's registered plugin over gRPC (NodePrepareResources before the pod
+starts, NodeUnprepareResources after the last pod using the claim on the node is done); a
+failure keeps the pod Pending with the kubelet's event and is retried with back-off. Device
+health from the drivers shows in ``allocatedResourcesStatus`` (ResourceHealthStatus). The pure
+rules live in ``kubeletsim.pods``.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kube.claims import update_device_status
@@ -26,6 +33,10 @@ from kubeletsim import nodes as nodes_mod
 from kubeletsim import pods as pods_mod
 from kubeletsim import resources
 from kubeletsim.identities import Identities
+from kubeletsim.plugins.checkpoint import Checkpoint
+from kubeletsim.plugins.draplugin import PluginStore
+from kubeletsim.plugins.health import HealthCache
+from kubeletsim.plugins.manager import DRAManager, PrepareError
 from kubeletsim.profiles import Profile, render_devices
 
 Obj = dict[str, Any]
@@ -34,6 +45,9 @@ PodKey = tuple[str, str]
 log = logging.getLogger("kubeletsim")
 
 COMPONENT = "kubelet"
+# What the kubelet's event (and this simulator's waiting message) says when preparing failed.
+FAILED_PREPARE_MESSAGE = "Failed to prepare dynamic resources: {error}"
+HEALTH_FEATURE = "ResourceHealthStatus"
 
 
 def _meta(obj: Obj) -> Obj:
@@ -68,7 +82,10 @@ class PodController:
         gates: FeatureGates,
         backoff: ExponentialBackoff,
         identities: Identities | None = None,
+        managers: Mapping[str, DRAManager] | None = None,
     ) -> None:
+        """``managers``: each node's DRA manager, for the devices of drivers the profile does not
+        simulate (default: managers with no plugins, so such devices are never ready)."""
         self.client = client
         self.identities = identities or Identities(client)
         self.nodes = nodes
@@ -80,6 +97,8 @@ class PodController:
         # KEP-5517: with the gate, admission counts what claims charge.
         self.node_allocatable = gates.enabled(nodes_mod.NODE_ALLOCATABLE_FEATURE)
         self.drivers = set(profile.driver_names)
+        self.managers = dict(managers) if managers is not None else {name: _without_plugins(name, self.drivers) for name in node_names}
+        self.health_status = gates.enabled(HEALTH_FEATURE)
         self.queue: WorkQueue[PodKey] = WorkQueue(backoff)
         # (driver, device) -> the device's attributes, reported in claim status.devices.
         self._attributes: dict[tuple[str, str], Obj] = {}
@@ -94,6 +113,10 @@ class PodController:
         # (namespace, claim name) -> pods on our nodes that use the claim.
         self._claim_users: dict[PodKey, set[PodKey]] = {}
         self._gone: dict[PodKey, Obj] = {}
+        # pod uid -> key, and node -> keys, of the pods on our nodes (health updates name pods by
+        # uid; PodResources lists a node's pods).
+        self._keys: dict[str, PodKey] = {}
+        self._on_node: dict[str, set[PodKey]] = {name: set() for name in node_names}
         self._started: dict[str, float] = {}
         # pod uid -> the last phase (or "Pending: <message>") this process wrote. The informer
         # may not have seen our own write yet when the pod is processed again; this keeps a
@@ -118,6 +141,8 @@ class PodController:
         key = (_meta(pod).get("namespace", ""), _meta(pod).get("name", ""))
         if _spec(pod).get("nodeName") not in self.node_index:
             return
+        self._keys[_meta(pod).get("uid", "")] = key
+        self._on_node[_spec(pod).get("nodeName", "")].add(key)
         self._track_ip(pod)
         self._track_admission(pod)
         for _, claim, _ in pods_mod.pod_claim_names(pod):
@@ -131,6 +156,9 @@ class PodController:
             return
         self._release_ip(pod)
         self._admitted[_spec(pod).get("nodeName", "")].pop(_meta(pod).get("uid", ""), None)
+        if self._keys.get(_meta(pod).get("uid", "")) == key:
+            del self._keys[_meta(pod).get("uid", "")]
+        self._on_node[_spec(pod).get("nodeName", "")].discard(key)
         for _, claim, _ in pods_mod.pod_claim_names(pod):
             if claim:
                 users = self._claim_users.get((key[0], claim))
@@ -145,6 +173,36 @@ class PodController:
     def _claim_event(self, claim: Obj) -> None:
         for key in self._claim_users.get((_meta(claim).get("namespace", ""), _meta(claim).get("name", "")), ()):
             self.queue.add(key)
+
+    def health_changed(self, pod_uids: set[str]) -> None:
+        """The health of devices these pods use changed: report it in their status."""
+        for uid in pod_uids:
+            key = self._keys.get(uid)
+            if key is not None:
+                self.queue.add(key)
+
+    # ---- what the node's services ask -------------------------------------------------------------
+
+    def active_pods(self, node: str) -> list[Obj]:
+        """The node's pods that are not finished, as PodResources lists them."""
+        out = []
+        for key in self._on_node.get(node, ()):
+            pod = self.pods.get(*key)
+            if pod is not None and _status(pod).get("phase") not in pods_mod.TERMINAL_PHASES:
+                out.append(pod)
+        return sorted(out, key=lambda p: (_meta(p).get("namespace", ""), _meta(p).get("name", "")))
+
+    async def release_orphans(self) -> None:
+        """Unprepare the claims the nodes' checkpoints hold for pods that no longer exist (they went
+        away while this simulator was down); failures are retried on the next call."""
+        for node, manager in self.managers.items():
+            for uid, (namespace, claims) in manager.pods_with_claims().items():
+                if uid in self._keys:
+                    continue
+                try:
+                    await manager.unprepare_resources(uid, namespace, claims)
+                except PrepareError as exc:
+                    log.warning("cannot unprepare the claims of a pod that is gone", extra={"node": node, "podUID": uid, "error": str(exc)})
 
     # ---- pod IPs ----------------------------------------------------------------------------------
 
@@ -201,25 +259,30 @@ class PodController:
     def _pod_path(self, namespace: str, name: str, subresource: str | None = None) -> str:
         return resource_path("", "v1", "pods", namespace, name, subresource)
 
-    async def sync(self, key: PodKey) -> None:
-        """Move one pod along: admit and start it, finish it, or finish its deletion."""
+    async def sync(self, key: PodKey) -> bool:
+        """Move one pod along: admit and start it, finish it, or finish its deletion. False: try
+        again after a back-off (its claims could not be prepared)."""
         namespace, name = key
         gone = self._gone.pop((namespace, name), None)
         pod = self.pods.get(namespace, name)
         if gone is not None and (pod is None or _meta(pod).get("uid") != _meta(gone).get("uid")):
-            await self._unprepare(gone)
+            try:
+                await self._unprepare(gone)
+            except Exception:
+                self._gone.setdefault(key, gone)  # released on the retry
+                raise
             self._started.pop(_meta(gone).get("uid", ""), None)
             self._written.pop(_meta(gone).get("uid", ""), None)
             self.queue.cancel_delayed((namespace, name))
         if pod is None:
-            return
+            return True
         node_name = _spec(pod).get("nodeName", "")
         if node_name not in self.node_index:
-            return
+            return True
         node = self.nodes.get("", node_name)
         if node is None:
             self.queue.add_after((namespace, name), 1.0)
-            return
+            return True
         meta, phase = _meta(pod), _status(pod).get("phase")
         written = self._written.get(meta.get("uid", ""), "")
         if written in ("Running", *pods_mod.TERMINAL_PHASES) and phase in (None, "Pending", "Running"):
@@ -234,18 +297,20 @@ class PodController:
             except ApiError as exc:
                 if exc.code != 409:  # 409: a different pod of that name exists now
                     raise
-            return
+            return True
         if phase in pods_mod.TERMINAL_PHASES:
             await self._unprepare(pod)
-            return
+            return True
         if phase == "Running" and (_status(pod).get("podIP") or written == "Running"):
+            await self._report_health(pod)
             await self._check_completion(pod)
-            return
-        await self._admit(pod, node)
+            return True
+        return await self._admit(pod, node)
 
-    async def _admit(self, pod: Obj, node: Obj) -> None:
+    async def _admit(self, pod: Obj, node: Obj) -> bool:
         """Admit a pod bound here (resources first, as the kubelet's admission handlers run before
-        its DRA manager), then start it once every claim is ready for it."""
+        its DRA manager), then start it once every claim is ready for it and prepared. False when
+        preparing failed (to be retried after a back-off)."""
         meta = _meta(pod)
         namespace, name, uid = meta.get("namespace", ""), meta.get("name", ""), meta.get("uid", "")
         node_name = _meta(node).get("name", "")
@@ -257,7 +322,7 @@ class PodController:
             rejection = resources.check_fit(requests, admitted.values(), resources.node_allocatable(node))
             if rejection is not None:
                 await self._reject(pod, rejection, now)
-                return
+                return True
             admitted[uid] = requests
         claims = {c: self.claims.get(namespace, c) for _, c, _ in pods_mod.pod_claim_names(pod) if c}
         admission = self._check_claims(pod, claims, node)
@@ -267,30 +332,28 @@ class PodController:
             claims = {c: await self._get_claim(namespace, c) for c in claims}
             admission = self._check_claims(pod, claims, node)
         if not admission.ok:
-            waiting = [((s.get("state") or {}).get("waiting") or {}).get("message") for s in _status(pod).get("containerStatuses") or []]
-            if admission.message not in waiting and self._written.get(uid) != f"Pending: {admission.message}":
-                # Report each new reason once (status + event), not on every re-check.
-                status = pods_mod.pending_status(pod, host_ip, admission.message, now, self._report(pod))
-                await self.identities.node(node_name).patch(self._pod_path(namespace, name, "status"), {"metadata": {"uid": uid}, "status": status})
-                await record_event(
-                    self.identities.node(node_name),
-                    {"kind": "Pod", "apiVersion": "v1", **pod},
-                    pods_mod.FAILED_PREPARE_REASON,
-                    admission.message,
-                    "Warning",
-                    COMPONENT,
-                )
-                self._written[uid] = f"Pending: {admission.message}"
-                log.info("pod waits for its claims", extra={"pod": f"{namespace}/{name}", "node": node_name, "reason": admission.message})
-            return
+            await self._wait(pod, host_ip, admission.message, now)
+            return True  # a change of the claims brings the pod back
+        manager = self.managers[node_name]
+        try:
+            await manager.prepare_resources(pod, admission.claims)
+        except PrepareError as exc:
+            message = FAILED_PREPARE_MESSAGE.format(error=exc)
+            log.error("preparing the pod's claims failed", extra={"pod": f"{namespace}/{name}", "node": node_name, "error": str(exc)})
+            await self._wait(pod, host_ip, message, now)
+            return False
         if self.gates.enabled("DRAResourceClaimDeviceStatus"):
             for claim_name, claim in admission.claims.items():
-                await self._write_claim_devices(node_name, namespace, claim_name, lambda c: pods_mod.prepared_devices(c, now, self._attributes), claim)
+                await self._write_claim_devices(
+                    node_name, namespace, claim_name, lambda c: pods_mod.prepared_devices(c, now, self._attributes, self.drivers), claim
+                )
         pod_ip = self._allocate_ip(node_name, uid)
         if pod_ip is None:
             raise RuntimeError(f"no free pod address on node {node_name}")
         try:
             status = pods_mod.running_status(pod, host_ip, pod_ip, now, self._report(pod))
+            if self.health_status:
+                status["containerStatuses"] = manager.allocated_resources_status(pod, status["containerStatuses"])
             await self.identities.node(node_name).patch(self._pod_path(namespace, name, "status"), {"metadata": {"uid": uid}, "status": status})
         except ApiError:
             self._release_ip(pod)
@@ -301,6 +364,44 @@ class PodController:
         seconds = pods_mod.run_seconds(pod)
         if seconds is not None:
             self.queue.add_after((namespace, name), seconds)
+        return True
+
+    async def _wait(self, pod: Obj, host_ip: str, message: str, now: str) -> None:
+        """Keep the pod Pending, its containers waiting with ``message``, and record the kubelet's
+        Warning event: once per new message, not on every re-check."""
+        meta = _meta(pod)
+        namespace, name, uid = meta.get("namespace", ""), meta.get("name", ""), meta.get("uid", "")
+        waiting = [((s.get("state") or {}).get("waiting") or {}).get("message") for s in _status(pod).get("containerStatuses") or []]
+        if message in waiting or self._written.get(uid) == f"Pending: {message}":
+            return
+        kubelet = self.identities.node(_spec(pod).get("nodeName", ""))
+        status = pods_mod.pending_status(pod, host_ip, message, now, self._report(pod))
+        await kubelet.patch(self._pod_path(namespace, name, "status"), {"metadata": {"uid": uid}, "status": status})
+        await record_event(kubelet, {"kind": "Pod", "apiVersion": "v1", **pod}, pods_mod.FAILED_PREPARE_REASON, message, "Warning", COMPONENT)
+        self._written[uid] = f"Pending: {message}"
+        log.info("pod waits for its claims", extra={"pod": f"{namespace}/{name}", "node": _spec(pod).get("nodeName"), "reason": message})
+
+    async def _report_health(self, pod: Obj) -> None:
+        """Bring the containers' ``allocatedResourcesStatus`` in line with the devices' health.
+
+        Only from a cached pod that shows the Running status: right after this process started
+        the pod, the watch event of that write brings the pod back here.
+        """
+        status = _status(pod)
+        current = status.get("containerStatuses") or []
+        if not self.health_status or status.get("phase") != "Running" or not current:
+            return
+        meta = _meta(pod)
+        node_name = _spec(pod).get("nodeName", "")
+        desired = self.managers[node_name].allocated_resources_status(pod, current)
+        if desired == current:
+            return
+        # The resourceVersion guards against writing statuses computed from a stale copy.
+        await self.identities.node(node_name).patch(
+            self._pod_path(meta.get("namespace", ""), meta.get("name", ""), "status"),
+            {"metadata": {"uid": meta.get("uid", ""), "resourceVersion": meta.get("resourceVersion")}, "status": {"containerStatuses": desired}},
+        )
+        log.info("device health reported", extra={"pod": f"{meta.get('namespace')}/{meta.get('name')}", "node": node_name})
 
     def _report(self, pod: Obj) -> pods_mod.ResourceReport:
         return pods_mod.resource_report(pod, node_allocatable=self.node_allocatable)
@@ -355,9 +456,14 @@ class PodController:
         await self._unprepare(pod)
 
     async def _unprepare(self, pod: Obj) -> None:
-        """Remove this node's device entries from the pod's claims, unless another live pod here still uses the claim."""
+        """Release the pod's claims on its node: the node's DRA manager unprepares what drivers
+        prepared once no other pod here uses it (PrepareError when a driver fails), and this
+        node's built-in device entries leave the claims unless another live pod here still uses them."""
         meta = _meta(pod)
         namespace, uid, node_name = meta.get("namespace", ""), meta.get("uid", ""), _spec(pod).get("nodeName", "")
+        claim_names = [c for _, c, _ in pods_mod.pod_claim_names(pod) if c]
+        if claim_names:
+            await self.managers[node_name].unprepare_resources(uid, namespace, claim_names)
         for _, claim_name, _ in pods_mod.pod_claim_names(pod):
             if not claim_name or self.claims.get(namespace, claim_name) is None:
                 continue
@@ -384,3 +490,8 @@ class PodController:
             claim = cached
         if claim is not None:
             await update_device_status(await self.identities.driver(node_name), namespace, name, compute, claim)
+
+
+def _without_plugins(node: str, builtin: set[str]) -> DRAManager:
+    """A DRA manager for a node that meets no drivers: its claims of other drivers never get prepared."""
+    return DRAManager(node, PluginStore(node, reserved=builtin), Checkpoint(None), HealthCache(), builtin_drivers=builtin)

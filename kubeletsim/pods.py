@@ -79,7 +79,8 @@ def check_admission(
 
     ``claims`` maps claim names (in the pod's namespace) to the cached claim or None. A claim
     must exist, be allocated, be reserved for the pod (or, with DRAReservedForWorkloads, for any
-    pod), be allocated for this node, and use only drivers this node runs.
+    pod) and be allocated for this node; devices of the built-in ``drivers`` must be in the
+    node's own pools. Devices of other drivers are their plugins' business (the DRA manager).
     """
     meta = pod.get("metadata") or {}
     uid = meta.get("uid")
@@ -107,9 +108,7 @@ def check_admission(
         if not node_selector_matches(allocation.get("nodeSelector"), node):
             return Admission(False, f"ResourceClaim {claim_name} is allocated for another node, not {node_name}")
         for result in node_results(claim):
-            if result.get("driver") not in drivers:
-                return Admission(False, f"DRA driver {result.get('driver')} is not registered on node {node_name}")
-            if result.get("pool") != node_name:
+            if result.get("driver") in drivers and result.get("pool") != node_name:
                 return Admission(
                     False, f"device {result.get('pool')}/{result.get('device')} of ResourceClaim {claim_name} is not on node {node_name}"
                 )
@@ -121,16 +120,21 @@ def _device_key(entry: Obj) -> tuple[str, str, str, str]:
     return (entry.get("driver", ""), entry.get("pool", ""), entry.get("device", ""), entry.get("shareID") or "")
 
 
-def prepared_devices(claim: Obj, now: str, attributes: Mapping[tuple[str, str], Obj] | None = None) -> list[Obj] | None:
+def prepared_devices(
+    claim: Obj, now: str, attributes: Mapping[tuple[str, str], Obj] | None = None, drivers: Collection[str] | None = None
+) -> list[Obj] | None:
     """The claim's ``status.devices`` with every device of this node marked Ready, or None if nothing changes.
 
     ``attributes`` maps (driver, device) to the device's published attributes; network devices
     with ``interfaceName``/``macAddress`` attributes get ``networkData`` like a CNI-style driver reports.
+    ``drivers``: only the devices of these drivers (default: all).
     """
     existing: list[Obj] = list((claim.get("status") or {}).get("devices") or [])
     by_key = {_device_key(e): e for e in existing}
     changed = False
     for result in node_results(claim):
+        if drivers is not None and result.get("driver") not in drivers:
+            continue
         key = _device_key(result)
         entry = by_key.get(key)
         if entry is not None and any(c.get("type") == "Ready" and c.get("status") == "True" for c in entry.get("conditions") or []):

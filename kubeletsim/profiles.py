@@ -41,6 +41,8 @@ import yaml
 Obj = dict[str, Any]
 
 PROFILE_DIR = Path(__file__).resolve().parent / "profiles"
+# The profile of nodes without built-in devices: only drivers that register bring devices.
+NO_PROFILE = "none"
 
 # Upstream limits (resource.k8s.io/v1 ResourceSliceMaxDevices and friends).
 MAX_DEVICES_PER_SLICE = 128
@@ -100,8 +102,14 @@ def load_profile(name_or_path: str) -> Profile:
 
 
 def load_profiles(names: str) -> Profile:
-    """Load a comma-separated list of profiles (``gpu,nic``) as one profile whose nodes run all drivers."""
-    parts = [load_profile(n.strip()) for n in names.split(",") if n.strip()]
+    """Load a comma-separated list of profiles (``gpu,nic``) as one profile whose nodes run all drivers
+    (``none``: no built-in drivers at all)."""
+    wanted = [n.strip() for n in names.split(",") if n.strip()]
+    if wanted == [NO_PROFILE]:
+        return Profile(NO_PROFILE, "no built-in devices", ())
+    if NO_PROFILE in wanted:
+        raise ProfileError(f"profile {NO_PROFILE!r} cannot be combined with others")
+    parts = [load_profile(n) for n in wanted]
     if not parts:
         raise ProfileError("no profile given")
     if len(parts) == 1:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kubeletsim.nodes import DEFAULT_MAX_PODS
+from kubeletsim.plugins.node import PluginSettings
 
 
 @dataclass
@@ -23,6 +24,8 @@ class Settings:
     heartbeat_concurrency: int = 0
     # The kubelet's --max-pods: the nodes' `pods` capacity (and the size of their pod address ranges).
     max_pods: int = DEFAULT_MAX_PODS
+    # Where drivers meet the nodes (the kubelet's --root-dir) and the plugin side's timeouts.
+    plugins: PluginSettings = field(default_factory=PluginSettings)
 
     @property
     def node_names(self) -> list[str]:

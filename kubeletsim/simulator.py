@@ -7,12 +7,19 @@ and the pods (``kubeletsim.podcontroller``). Their handlers only queue keys, and
 controller's workers reconcile one key at a time. Everything is derived from what the server
 holds, so a restarted simulator picks up its nodes, slices and running pods without
 duplicating anything.
+
+Each node also meets real DRA drivers over gRPC (``kubeletsim.plugins``): drivers register in
+``<root-dir>/<node>/plugins_registry``, prepare the devices of the pods' claims, report device
+health, and monitoring agents read ``<root-dir>/<node>/pod-resources/kubelet.sock``. What the
+nodes prepared through drivers is checkpointed under the root directory, so after a restart
+nothing is prepared twice and the claims of pods deleted meanwhile are unprepared.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Hashable
 
@@ -23,7 +30,8 @@ from kube.informer import Informer, run_with_informers
 from kube.workqueue import ExponentialBackoff
 from kubeletsim.identities import Identities
 from kubeletsim.nodecontroller import NodeController
-from kubeletsim.podcontroller import PodController
+from kubeletsim.plugins.node import NodePlugins, PluginSettings
+from kubeletsim.podcontroller import HEALTH_FEATURE, PodController
 from kubeletsim.profiles import Profile
 from kubeletsim.settings import Settings
 from kubeletsim.slicecontroller import SliceController
@@ -61,11 +69,25 @@ class Simulator:
             client, self.nodes, settings, profile_name=profile.name, gates=gates, backoff=RETRY_BACKOFF, identities=identities
         )
         self.slice_controller = SliceController(client, self.nodes, self.slices, node_names, profile, gates=gates, backoff=RETRY_BACKOFF, identities=identities)
+        plugin_settings = settings.plugins
+        if not gates.enabled(HEALTH_FEATURE):
+            plugin_settings = dataclasses.replace(plugin_settings, watch_health=False)
+        self.plugins = {name: self._node_plugins(name, plugin_settings) for name in node_names}
         self.pod_controller = PodController(
             client, self.nodes, self.pods, self.claims, node_names, profile, max_pods=settings.max_pods, gates=gates, backoff=RETRY_BACKOFF,
-            identities=identities,
+            identities=identities, managers={name: p.manager for name, p in self.plugins.items()},
         )  # fmt: skip
         self.ready = asyncio.Event()
+
+    def _node_plugins(self, node: str, settings: PluginSettings) -> NodePlugins:
+        return NodePlugins(
+            node,
+            settings,
+            self.profile.driver_names,
+            active_pods=lambda: self.pod_controller.active_pods(node),
+            on_health=lambda uids: self.pod_controller.health_changed(uids),
+            on_wipe=lambda driver: self.slice_controller.wipe(node, driver),
+        )
 
     @property
     def informers(self) -> list[Informer]:
@@ -87,6 +109,8 @@ class Simulator:
             asyncio.create_task(self.node_controller.leases.run(), name="leases"),
             asyncio.create_task(self.node_controller.node_status.run(), name="node-status"),
             asyncio.create_task(self._resync_forever(), name="resync"),
+            *(asyncio.create_task(p.run(), name=f"plugins-{p.node}") for p in self.plugins.values()),
+            asyncio.create_task(self.pod_controller.release_orphans(), name="orphans"),
         ]
         self.ready.set()
         try:
@@ -105,3 +129,4 @@ class Simulator:
             self.node_controller.resync()
             self.slice_controller.queue_all()
             self.pod_controller.resync()
+            await self.pod_controller.release_orphans()

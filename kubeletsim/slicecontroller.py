@@ -4,6 +4,10 @@ Each node's pools are published once its Node exists (the slices are owned by it
 match the profile again whenever a slice of the node changes or disappears. A pool whose
 slices change gets a new generation, higher than any it had, so that consumers never mistake
 a new pool for an old one.
+
+Slices of the node's other drivers belong to those drivers' plugins. As the kubelet does, they
+are wiped when the simulator starts (no plugin has registered yet; a running driver publishes
+them again) and when a driver's plugins have been gone too long (``wipe``).
 """
 
 from __future__ import annotations
@@ -85,6 +89,9 @@ class SliceController:
         self._slices_written: dict[str, int] = {}
         # node -> slice name -> slice, so a node's pools are found without scanning every slice.
         self._node_slices: dict[str, dict[str, Obj]] = {}
+        # Nodes whose other drivers' slices were wiped at the start, and drivers to wipe per node.
+        self._started: set[str] = set()
+        self._wipes: dict[str, set[str]] = {}
         slices.on_add(self._slice_event)
         slices.on_update(lambda _old, new: self._slice_event(new))
         slices.on_delete(lambda slice_: self._slice_event(slice_, deleted=True))
@@ -108,6 +115,11 @@ class SliceController:
         name = _meta(node).get("name", "")
         if name in self.node_names and (old is None or _meta(old).get("uid") != _meta(node).get("uid")):
             self.queue.add(name)
+
+    def wipe(self, node: str, driver: str) -> None:
+        """Delete the node's slices of ``driver`` (whose plugins went away) on the next sync."""
+        self._wipes.setdefault(node, set()).add(driver)
+        self.queue.add(node)
 
     def queue_all(self) -> None:
         """Queue every simulated node (at the start, and on every resync)."""
@@ -165,9 +177,13 @@ class SliceController:
                 deleted = await kubelet.delete(resource_path("resource.k8s.io", "v1", "resourceslices", name=stale), missing_ok=True)
                 last_rv = max(last_rv, _written_rv(deleted))
             log.info("published resource slices", extra={"node": name, "driver": driver.name, "generation": generation, "slices": len(desired)})
-        # Slices of drivers this node no longer runs (the profile changed between runs) go away.
+        # The first time: every other driver's slices go (from drivers the profile no longer has, or
+        # plugins that have not registered with this process yet); later only those of plugins gone too long.
+        wiped = None if name not in self._started else self._wipes.pop(name, set())
+        self._started.add(name)
         for stale_slice in ours:
-            if _spec(stale_slice).get("driver") not in self.drivers:
+            driver_name = _spec(stale_slice).get("driver")
+            if driver_name not in self.drivers and (wiped is None or driver_name in wiped):
                 deleted = await kubelet.delete(
                     resource_path("resource.k8s.io", "v1", "resourceslices", name=_meta(stale_slice)["name"]), missing_ok=True
                 )

@@ -38,6 +38,7 @@ from typing import Any
 import orjson
 
 from kube.cel import CELCompileError, CELRuntimeError, CompiledSelector, DeviceView, compile_selector
+from kube.devicetaints import rule_selects
 from kube.labels import node_selector_matches
 from kube.pods import claim_status_amounts
 from kube.quantity import DECIMAL_SI, Quantity
@@ -263,13 +264,6 @@ def _device_matches_node(dev: Mapping[str, Any], node: Mapping[str, Any], node_n
     return False
 
 
-def _taint_rule_matches(rule: Mapping[str, Any], driver: str, pool: str, device: str) -> bool:
-    selector = (rule.get("spec") or {}).get("deviceSelector")
-    if selector is None:
-        return False  # nil selector: no device (empty selector: all devices)
-    return all(not selector.get(k) or selector[k] == v for k, v in (("driver", driver), ("pool", pool), ("device", device)))
-
-
 @dataclass
 class _PoolView:
     """A pool as seen from one node."""
@@ -398,7 +392,7 @@ class ResourceIndex:
         for dev in spec.get("devices") or []:
             taints = list(dev.get("taints") or []) if self.features.device_taints else []
             for rule in rules:
-                if _taint_rule_matches(rule, driver, pool, dev.get("name", "")):
+                if rule_selects(rule, driver, pool, dev.get("name", "")):
                     taints.append((rule.get("spec") or {}).get("taint") or {})
             devices.append(_Device(spec, dev, name, taints))
         self._devices[name] = (key, devices)

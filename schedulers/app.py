@@ -3,19 +3,28 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import os
+import socket
+from collections.abc import Callable, Coroutine
+from typing import Any
 
+from kube.delegation import DelegatedAuth
+from kube.explanations import SCHEDULER_LEASE_NAME, SCHEDULER_LEASE_NAMESPACE
 from kube.features import FeatureGates
-from kube.process import add_connection_arguments, client_from_args, run_leader_elected, worker_main
+from kube.httpserve import is_loopback, serve_http, server_tls_context
+from kube.process import add_connection_arguments, client_from_args, connection_from_args, run_leader_elected, worker_main
 from schedulers.allocator import AllocatorFeatures
 from schedulers.cycle import DEFAULT_FILTER_TIMEOUT, DEFAULT_NODES_TO_FIND
+from schedulers.explain import ExplainLimits
+from schedulers.explainserver import EXPLAIN_URL_ANNOTATION, ExplainServer
 from schedulers.scheduler import Scheduler
 
 log = logging.getLogger("schedulers")
 
-LEASE_NAME = "dra-scheduler"
-LEASE_NAMESPACE = "kube-system"
+LEASE_NAME = SCHEDULER_LEASE_NAME
+LEASE_NAMESPACE = SCHEDULER_LEASE_NAMESPACE
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,7 +48,37 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds one node's device search may take before the node counts as unschedulable "
         "(with the DRASchedulerFilterTimeout gate, on by default); 0: no limit",
     )
+    explain = parser.add_argument_group("explanations", "why pods wait, served to `kubectl dra` and the dashboard")
+    explain.add_argument(
+        "--explain-port", type=int, default=int(os.environ.get("DRA_EXPLAIN_PORT", "0")),
+        help="serve explanations of pending pods here, for callers the API server authenticates and authorizes; 0: off (DRA_EXPLAIN_PORT)",
+    )  # fmt: skip
+    explain.add_argument("--explain-address", default="127.0.0.1", help="address to serve explanations on")
+    explain.add_argument("--tls-cert-file", default="", help="serving certificate of the explanation port (without it: plain HTTP, loopback only)")
+    explain.add_argument("--tls-private-key-file", default="", help="its private key")
+    explain.add_argument("--client-ca-file", default="", help="CA whose client certificates name callers (the API server's --client-ca-file)")
+    explain.add_argument("--explain-url", default="", help="URL written on the Lease for clients (default: from address and port)")
+    explain.add_argument("--explain-seconds", type=float, default=ExplainLimits.seconds, help="time one explanation may take")
     return parser
+
+
+def check_flags(args: argparse.Namespace) -> str | None:
+    """What is wrong with the explanation flags, if anything."""
+    if not args.explain_port:
+        return None
+    if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
+        return "--tls-cert-file and --tls-private-key-file go together"
+    if not args.tls_cert_file and not is_loopback(args.explain_address):
+        return f"--explain-address {args.explain_address} without --tls-cert-file: plain HTTP is served on loopback addresses only"
+    return None
+
+
+def explain_url(args: argparse.Namespace) -> str:
+    if args.explain_url:
+        return str(args.explain_url)
+    scheme = "https" if args.tls_cert_file else "http"
+    host = args.explain_address if args.explain_address not in ("0.0.0.0", "::", "") else socket.gethostname()
+    return f"{scheme}://{host}:{args.explain_port}"
 
 
 async def run(args: argparse.Namespace, gates: FeatureGates) -> None:
@@ -47,18 +86,43 @@ async def run(args: argparse.Namespace, gates: FeatureGates) -> None:
     client = client_from_args(args, user_agent="dra-scheduler/0.1")
     features = AllocatorFeatures.from_gates(gates)
 
-    def new_scheduler() -> Scheduler:
+    explainer: ExplainServer | None = None
+    served: asyncio.Server | None = None
+    annotations: dict[str, str] = {}
+    if args.explain_port:
+        explainer = ExplainServer(DelegatedAuth(client, connection_from_args(args)), ExplainLimits(seconds=args.explain_seconds))
+        tls = server_tls_context(args.tls_cert_file, args.tls_private_key_file, args.client_ca_file) if args.tls_cert_file else None
+        served = await serve_http(explainer.handle, args.explain_port, args.explain_address, tls)
+        annotations[EXPLAIN_URL_ANNOTATION] = explain_url(args)
+        log.info("serving explanations", extra={"url": annotations[EXPLAIN_URL_ANNOTATION]})
+
+    def new_scheduler() -> Callable[[], Coroutine[Any, Any, None]]:
         filter_timeout = args.filter_timeout if args.filter_timeout > 0 and gates.enabled("DRASchedulerFilterTimeout") else None
-        return Scheduler(
+        scheduler = Scheduler(
             client, scheduler_name=args.scheduler_name, features=features, nodes_to_find=args.nodes_to_find, filter_timeout=filter_timeout
         )
 
-    await run_leader_elected(
-        client, args, lease_name=LEASE_NAME, lease_namespace=LEASE_NAMESPACE, new_worker=lambda: new_scheduler().run
-    )
+        async def lead() -> None:
+            if explainer is not None:
+                explainer.scheduler = scheduler
+            try:
+                await scheduler.run()
+            finally:
+                if explainer is not None and explainer.scheduler is scheduler:
+                    explainer.scheduler = None
+
+        return lead
+
+    try:
+        await run_leader_elected(
+            client, args, lease_name=LEASE_NAME, lease_namespace=LEASE_NAMESPACE, new_worker=new_scheduler, annotations=annotations
+        )
+    finally:
+        if served is not None:
+            served.close()
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m schedulers``."""
     args = build_parser().parse_args(argv)
-    return worker_main(args, lambda gates: run(args, gates))
+    return worker_main(args, lambda gates: run(args, gates), lambda: check_flags(args))

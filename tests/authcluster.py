@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import ssl
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import orjson
 
 from devtools.credentials import ClusterCredentials
 from devtools.server import ServerProcess
@@ -25,7 +27,11 @@ class AuthCluster:
     tmp: Path
 
     def admin(self) -> httpx.Client:
-        return httpx.Client(**self.server.httpx_options("admin"), timeout=30.0)  # type: ignore[arg-type]
+        return self.identity("admin")
+
+    def identity(self, identity: str) -> httpx.Client:
+        """A client acting as one of the stack's identities (admin, scheduler, controller, kubeletsim)."""
+        return httpx.Client(**self.server.httpx_options(identity), timeout=30.0)  # type: ignore[arg-type]
 
     def context(self) -> ssl.SSLContext:
         return ssl.create_default_context(cafile=str(self.credentials.ca_cert))
@@ -50,3 +56,23 @@ class AuthCluster:
 
     def anonymous(self) -> httpx.Client:
         return httpx.Client(base_url=self.server.url, verify=self.context(), timeout=30.0)
+
+
+def start_auth_cluster(start_server: Callable[..., ServerProcess], tmp: Path, nodes: Sequence[str] = AUTH_NODES) -> AuthCluster:
+    """A server over HTTPS with Node,RBAC, NodeRestriction and an audit log, with a token for each of ``nodes``."""
+    credentials = ClusterCredentials.ensure(tmp / "pki")
+    credentials.ensure_node_tokens(list(nodes))
+    audit = tmp / "audit.log"
+    server = start_server("--audit-log-path", str(audit), credentials=credentials)
+    return AuthCluster(server, credentials, audit, tmp)
+
+
+def audit_writers(audit_log: Path) -> dict[tuple[str, str], set[str]]:
+    """(resource, subresource) -> the users whose creates, updates and patches of it succeeded."""
+    writers: dict[tuple[str, str], set[str]] = {}
+    for line in audit_log.read_bytes().splitlines():
+        event = orjson.loads(line)
+        ref = event.get("objectRef") or {}
+        if event["verb"] in ("create", "update", "patch") and event["responseStatus"]["code"] < 300:
+            writers.setdefault((ref.get("resource", ""), ref.get("subresource", "")), set()).add(event["user"]["username"])
+    return writers

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import ExitStack
@@ -22,11 +23,15 @@ from devtools.credentials import ClusterCredentials
 from devtools.postgres import PostgresNotAvailable, database_url_for_tests
 from devtools.server import ServerProcess, migrate
 from kube.client import KubeClient
-from tests.authcluster import AUTH_NODES, AuthCluster
+from tests.authcluster import AuthCluster, start_auth_cluster
 from tests.contract import check_response_body
 from tests.helpers import new_namespace
 
 BACKENDS = ["sqlite", "postgres"]
+
+# Simulators and drivers started by the tests meet in a directory of their own, not in the
+# checkout's data directory (short: unix socket paths are limited to 107 bytes).
+os.environ.setdefault("DRA_KUBELET_ROOT_DIR", tempfile.mkdtemp(prefix="kr-", dir="/tmp"))
 
 
 class Databases:
@@ -107,12 +112,7 @@ def server(start_server: Callable[..., ServerProcess]) -> ServerProcess:
 @pytest.fixture(scope="session")
 def auth_cluster(start_server: Callable[..., ServerProcess], tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthCluster]:
     """A server of this backend over HTTPS with Node,RBAC and an audit log, for tests of who may do what."""
-    tmp = tmp_path_factory.mktemp("auth")
-    credentials = ClusterCredentials.ensure(tmp / "pki")
-    credentials.ensure_node_tokens(list(AUTH_NODES))
-    audit = tmp / "audit.log"
-    server = start_server("--audit-log-path", str(audit), credentials=credentials)
-    yield AuthCluster(server, credentials, audit, tmp)
+    yield start_auth_cluster(start_server, tmp_path_factory.mktemp("auth"))
 
 
 def _contract_hook(response: httpx.Response) -> None:

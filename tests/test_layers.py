@@ -33,9 +33,11 @@ ALLOWED: dict[str, set[str]] = {
     "exampledriver": {"kube", "kubeletapi"},
     "migrations": {"kube", "app.storage"},
     "devtools": {"kube", "app"},
+    # kubectl dra and its dashboard: clients of the API server and of the scheduler's explanations.
+    "kubectl_dra": {"kube"},
     "bench": {"kube", "devtools", "schedulers", "controllers", "kubeletsim", "exampledriver", "app"},
 }
-PROJECT_PACKAGES = ("kube", "kubeletapi", "app", "schedulers", "controllers", "kubeletsim", "exampledriver", "devtools", "bench", "migrations")
+PROJECT_PACKAGES = ("kube", "kubeletapi", "app", "schedulers", "controllers", "kubeletsim", "exampledriver", "devtools", "bench", "migrations", "kubectl_dra")
 
 
 def _module_name(path: Path) -> str:

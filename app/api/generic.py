@@ -162,7 +162,9 @@ class GenericStore:
             raise errors.conflict(kind, name, strategy.group, strategy.kind, why)
 
     def _check_namespace_for_create(self, strategy: KindStrategy, namespace: str) -> None:
-        if not strategy.namespaced:
+        # A review (never stored) may ask about a namespace that does not exist, as upstream's
+        # namespace lifecycle lets access reviews through.
+        if not strategy.namespaced or not strategy.stored:
             return
         ns = self.storage.cached(NAMESPACES, "", namespace)
         if ns is None:
@@ -184,7 +186,7 @@ class GenericStore:
             raise _read_error(exc) from None
         if stored is None:
             raise self._not_found(strategy, name)
-        return stored
+        return _converted(strategy, stored)
 
     def _selectors(self, strategy: KindStrategy, opts: ListOptions) -> tuple[LabelSelector | None, FieldSelector | None]:
         labels = parse_label_selector(opts.label_selector) if opts.label_selector else None
@@ -252,7 +254,7 @@ class GenericStore:
             meta["continue"] = ContinueToken(result.revision, result.continue_after).encode()
             if result.remaining is not None:
                 meta["remainingItemCount"] = result.remaining
-        return result.items, meta
+        return [_converted(strategy, item) for item in result.items] if strategy.converts else result.items, meta
 
     # ---- watch -----------------------------------------------------------------
 
@@ -266,7 +268,7 @@ class GenericStore:
         if timeout is None or timeout <= 0:
             timeout = int(self.min_request_timeout * (1 + random.random()))
         try:
-            return await self.storage.watch(
+            events = await self.storage.watch(
                 strategy.qualified_resource,
                 namespace,
                 kind=strategy.kind,
@@ -279,6 +281,7 @@ class GenericStore:
             )
         except ResourceVersionTooLarge as exc:
             raise _read_error(exc) from None
+        return _converted_batches(strategy, events) if strategy.converts else events
 
     # ---- create ----------------------------------------------------------------
 
@@ -432,20 +435,22 @@ class GenericStore:
         for attempt in range(GENERATE_NAME_ATTEMPTS if generated else 1):
             if attempt:
                 metadata["name"] = _generated_name(generate)
-            op = WriteOp(ADDED, strategy.qualified_resource, namespace if strategy.namespaced else "", metadata["name"], obj)
+            op = WriteOp(ADDED, strategy.qualified_resource, namespace if strategy.namespaced else "", metadata["name"], strategy.to_stored(obj))
             try:
                 stored = await self.storage.write(op)
             except KeyExists:
                 if name:
                     raise errors.already_exists(strategy.qualified_resource, name, strategy.group, strategy.plural) from None
                 continue
-            return WriteResult(stored, created=True, warnings=warnings)
+            return WriteResult(_converted(strategy, stored), created=True, warnings=warnings)
         raise errors.already_exists(strategy.qualified_resource, metadata["name"], strategy.group, strategy.plural)
 
     # ---- update, patch ---------------------------------------------------------------
 
     async def _current(self, strategy: KindStrategy, namespace: str, name: str, fresh: bool) -> StoredObject | None:
-        return await self.storage.read_for_update(strategy.qualified_resource, namespace, name, fresh)
+        """The stored object to change, in the request's version."""
+        current = await self.storage.read_for_update(strategy.qualified_resource, namespace, name, fresh)
+        return _converted(strategy, current) if current is not None else None
 
     async def guaranteed_update(
         self,
@@ -477,13 +482,13 @@ class GenericStore:
             deleting = bool(new["metadata"].get("deletionTimestamp")) and not strategy.blocks_deletion(new) and not new["metadata"].get("deletionGracePeriodSeconds")
             if dry_run:
                 return WriteResult(new)
-            op = WriteOp(DELETED if deleting else MODIFIED, strategy.qualified_resource, ns, name, new, current.revision)
+            op = WriteOp(DELETED if deleting else MODIFIED, strategy.qualified_resource, ns, name, strategy.to_stored(new), current.revision)
             try:
                 stored = await self.storage.write(op)
             except RevisionMismatch:
                 fresh = True
                 continue
-            return WriteResult(stored)
+            return WriteResult(_converted(strategy, stored))
         raise self._conflict(strategy, name, "the object has been modified; please apply your changes to the latest version and try again")
 
     def _prepare_update(
@@ -671,7 +676,7 @@ class GenericStore:
                 strategy.prepare_for_delete(new)
                 if dopts.dry_run:
                     return DeleteResult(new, False)
-                op = WriteOp(MODIFIED, strategy.qualified_resource, ns, name, new, current.revision)
+                op = WriteOp(MODIFIED, strategy.qualified_resource, ns, name, strategy.to_stored(new), current.revision)
                 deleted_now = False
             else:
                 if dopts.dry_run:
@@ -679,14 +684,14 @@ class GenericStore:
                 if not new_meta.get("deletionTimestamp"):
                     new_meta["deletionTimestamp"] = now_rfc3339()
                     new_meta["deletionGracePeriodSeconds"] = 0
-                op = WriteOp(DELETED, strategy.qualified_resource, ns, name, new, current.revision)
+                op = WriteOp(DELETED, strategy.qualified_resource, ns, name, strategy.to_stored(new), current.revision)
                 deleted_now = True
             try:
                 stored = await self.storage.write(op)
             except RevisionMismatch:
                 fresh = True
                 continue
-            return DeleteResult(stored, deleted_now, {"name": name, "group": strategy.group, "kind": strategy.plural, "uid": meta.get("uid")})
+            return DeleteResult(_converted(strategy, stored), deleted_now, {"name": name, "group": strategy.group, "kind": strategy.plural, "uid": meta.get("uid")})
         raise self._conflict(strategy, name, "the object has been modified; please apply your changes to the latest version and try again")
 
     async def delete_collection(self, strategy: KindStrategy, namespace: str | None, opts: ListOptions, dopts: DeleteOptions) -> tuple[list[StoredObject | Obj], dict[str, Any]]:
@@ -751,6 +756,25 @@ def _cannot_handle(strategy: KindStrategy, obj: Obj) -> str:
     body named, and the kind the endpoint takes."""
     version = str(obj.get("apiVersion") or strategy.api_version).rsplit("/", 1)[-1]
     return f'{obj.get("kind") or strategy.kind} in version "{version}" cannot be handled as a {strategy.kind}'
+
+
+def _converted(strategy: KindStrategy, stored: StoredObject) -> StoredObject:
+    """A stored object in the version ``strategy`` serves (itself when that is the stored version)."""
+    if not strategy.converts:
+        return stored
+    return StoredObject(strategy.from_stored(stored.obj), stored.revision)
+
+
+async def _converted_batches(strategy: KindStrategy, batches: AsyncIterator[WatchBatch]) -> AsyncIterator[WatchBatch]:
+    """A watch's batches with each object in the version ``strategy`` serves (bookmarks as they are)."""
+    try:
+        async for batch in batches:
+            yield [(kind, _converted(strategy, obj) if isinstance(obj, StoredObject) else obj) for kind, obj in batch]
+    finally:
+        # The storage's stream unregisters its watcher when closed; close it with this one.
+        close = getattr(batches, "aclose", None)
+        if close is not None:
+            await close()
 
 
 def _read_error(exc: StorageError) -> ApiError:

@@ -793,15 +793,24 @@ def _serialize(document: Obj) -> SerializedDocument:
     return SerializedDocument(document, body, hashlib.sha512(body).hexdigest().upper())
 
 
-@functools.cache
 def openapi_v3(group: str, version: str) -> SerializedDocument:
     """The cached v3 document of one served group-version; KeyError when it is not served."""
+    return _openapi_v3(group, version, tuple(group_versions()))
+
+
+def openapi_v2() -> SerializedDocument:
+    """The cached Swagger 2.0 document of everything served."""
+    return _openapi_v2(tuple(group_versions()))
+
+
+# Cached per set of served group-versions (the shared definitions name them), which a server sets once.
+@functools.cache
+def _openapi_v3(group: str, version: str, _served: tuple[tuple[str, str], ...]) -> SerializedDocument:
     return _serialize(_build_v3(group, version))
 
 
 @functools.cache
-def openapi_v2() -> SerializedDocument:
-    """The cached Swagger 2.0 document of everything served."""
+def _openapi_v2(_served: tuple[tuple[str, str], ...]) -> SerializedDocument:
     return _serialize(_build_v2())
 
 

@@ -7,49 +7,16 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl
 
 import orjson
 
 from app.api.patch import go_json_type
 from app.registry.objectmeta import field_manager_errors, go_string_list
-from kube.errors import ApiError, FieldError, GoSyntax, bad_request, forbidden, invalid, invalid_object, not_supported, required
-from kube.labels import go_quote
+from kube.errors import ApiError, FieldError, GoSyntax, bad_request, forbidden, go_quote, invalid, invalid_object, not_supported, required
+from kube.query import query_pairs
 
 NOT_OLDER_THAN = "NotOlderThan"
 EXACT = "Exact"
-
-
-# Go's url.ParseQuery refuses a query of more parameters (counted as separators plus one) and
-# upstream's handlers, which ignore that error, then see no parameter at all.
-MAX_QUERY_PARAMETERS = 10_000
-
-
-def query_params(query_string: bytes) -> dict[str, str]:
-    """An ASGI query string as a dict; a repeated key keeps its first value, as upstream's
-    parameter codec reads ``values[0]``.
-
-    Plain ``a=b&c=d`` (what clients send almost always) is split directly: Starlette's
-    multi-dict costs about 5% of a create.
-    """
-    if not query_string:
-        return {}
-    text = query_string.decode("latin-1")
-    if text.count("&") >= MAX_QUERY_PARAMETERS:
-        return {}
-    pairs = parse_qsl(text, keep_blank_values=True) if "%" in text or "+" in text else (pair.partition("=")[::2] for pair in text.split("&") if pair)
-    params: dict[str, str] = {}
-    for key, value in pairs:
-        params.setdefault(key, value)
-    return params
-
-
-def query_pairs(query_string: bytes) -> list[tuple[str, str]]:
-    """Every ``key=value`` of a query in order, repeated keys included (none past the parameter limit)."""
-    text = query_string.decode("latin-1")
-    if text.count("&") >= MAX_QUERY_PARAMETERS:
-        return []
-    return parse_qsl(text, keep_blank_values=True)
 
 
 def query_bool(params: Mapping[str, str], name: str) -> bool | None:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from starlette.types import Scope
 
-from app.api.options import query_bool, query_params
+from app.api.options import query_bool
+from kube.query import query_params
 
 # Upstream counts every other verb against the mutating in-flight limit.
 READ_ONLY_VERBS = frozenset(("get", "list", "watch"))

@@ -25,14 +25,14 @@ from app.api.handlers.get import get, list_resource
 from app.api.handlers.patch import patch
 from app.api.handlers.scope import Handler, RequestScope
 from app.api.handlers.update import update
-from app.api.options import query_params
 from app.api.requestinfo import request_verb
 from app.api.storagestatus import storage_status
-from app.registry import KINDS
+from app.registry import served_kinds
 from app.registry.base import ActionSubresource, ComputedSubresource, KindStrategy, StatusSubresource, Subresource
 from app.storage.errors import StorageFailure, StorageUnavailable
 from kube import errors
 from kube.errors import ApiError
+from kube.query import query_params
 
 # Methods the router takes; anything else goes on to the rest of the application.
 METHODS = frozenset(("GET", "POST", "PUT", "PATCH", "DELETE"))
@@ -119,7 +119,7 @@ class ResourceRouter:
     def __init__(self, store: GenericStore, body_limit: int) -> None:
         self.store = store
         self.body_limit = body_limit
-        self.kinds = {(k.group, k.version, k.plural): KindRoutes(k) for k in KINDS}
+        self.kinds = {(k.group, k.version, k.plural): KindRoutes(k) for k in served_kinds()}
 
     def parse(self, group: str, version: str, rest: str) -> ResourcePath | None:
         """Resolve ``[namespaces/NS/]PLURAL[/NAME[/SUB]]`` against the served kinds."""

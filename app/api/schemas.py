@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from app.registry import KINDS
+from app.registry import ALL_KINDS
 from app.registry.base import KindStrategy
 
 _DEFINITIONS_PATH = ("kubernetes-json-schema", "v1.37.0-local", "_definitions.json")
@@ -58,7 +58,7 @@ def _load() -> dict[str, dict[str, Any]]:
                     group, version = gvk.get("group", ""), gvk.get("version", "")
                     api_version = f"{group}/{version}" if group else version
                     _kinds.setdefault((api_version, gvk.get("kind", "")), name)
-            _extra_properties.update(merged_extra_properties(KINDS))
+            _extra_properties.update(merged_extra_properties(ALL_KINDS))
             _definitions = defs
     return _definitions
 

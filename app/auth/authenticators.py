@@ -45,7 +45,7 @@ class AuthenticationFailed(Exception):
     """A credential an authenticator knows but refuses (the reason goes to the log only)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Credentials:
     """What a request presents: a bearer token and the TLS client certificate (DER), either may be absent."""
 
@@ -162,8 +162,10 @@ Lookup = Callable[[str, str, str, str], dict[str, Any] | None]
 
 class ServiceAccountTokens:
     """Issues and checks signed service account tokens (JWTs): the issuer and audience must be
-    ours, the token unexpired, and the service account (and a bound pod or node) must still be
-    the one it was issued for."""
+    ours, the token unexpired, and the service account (and a bound pod, secret or node) must
+    still be the one it was issued for."""
+
+    MAX_REMEMBERED = 4096
 
     def __init__(
         self,
@@ -181,6 +183,9 @@ class ServiceAccountTokens:
         self.audiences = tuple(audiences) or self.issuers[:1]
         self.lookup = lookup
         self.max_expiration = max_expiration
+        # token -> (its claims, expiry) once its signature, times and audience passed: checking
+        # a signature costs as much as serving a GET. What the claims name is looked up every time.
+        self._verified: dict[str, tuple[dict[str, Any], float]] = {}
 
     def issue(
         self,
@@ -202,8 +207,7 @@ class ServiceAccountTokens:
         }
         if bound is not None:
             bound_meta = bound["metadata"]
-            kind = "pod" if bound.get("kind") == "Pod" else "node"
-            private[kind] = {"name": bound_meta["name"], "uid": bound_meta["uid"]}
+            private[str(bound.get("kind")).lower()] = {"name": bound_meta["name"], "uid": bound_meta["uid"]}
         if node is not None:
             private["node"] = {"name": node["metadata"]["name"], "uid": node["metadata"]["uid"]}
         claims = {
@@ -220,7 +224,12 @@ class ServiceAccountTokens:
 
     def authenticate(self, credentials: Credentials) -> UserInfo | None:
         token = credentials.token
-        if token is None or not jwt.looks_like_jwt(token):
+        if token is None:
+            return None
+        known = self._verified.get(token)
+        if known is not None and time.time() <= known[1]:
+            return self._user(known[0])
+        if not jwt.looks_like_jwt(token):
             return None
         try:
             unverified = _unverified_claims(token)
@@ -236,14 +245,18 @@ class ServiceAccountTokens:
         exp, nbf = claims.get("exp"), claims.get("nbf")
         if not isinstance(exp, int | float) or now > exp:
             raise AuthenticationFailed("service account token has expired")
-        if isinstance(nbf, int | float) and now < nbf - 60:
+        if isinstance(nbf, int | float) and now < nbf - LEEWAY_SECONDS:
             raise AuthenticationFailed("service account token is not valid yet")
         token_audiences = claims.get("aud")
         if isinstance(token_audiences, str):
             token_audiences = [token_audiences]
         if not isinstance(token_audiences, list) or not set(token_audiences) & set(self.audiences):
             raise AuthenticationFailed(f"token audiences {token_audiences!r} is invalid for the target audiences {list(self.audiences)!r}")
-        return self._user(claims)
+        user = self._user(claims)
+        if len(self._verified) >= self.MAX_REMEMBERED:
+            self._verified.clear()
+        self._verified[token] = (claims, float(exp))
+        return user
 
     def _user(self, claims: dict[str, Any]) -> UserInfo:
         private = claims.get("kubernetes.io")
@@ -256,26 +269,55 @@ class ServiceAccountTokens:
         stored = self.lookup("", "serviceaccounts", namespace, account["name"])
         if stored is None:
             raise AuthenticationFailed(f'serviceaccounts "{account["name"]}" not found')
+        if _deleted_a_while_ago(stored):
+            raise AuthenticationFailed(f"service account {namespace}/{account['name']} has been deleted")
         uid = stored["metadata"].get("uid")
         if uid != account.get("uid"):
             raise AuthenticationFailed(f"service account UID ({uid}) does not match claim ({account.get('uid')})")
         extra: dict[str, tuple[str, ...]] = {}
         if isinstance(claims.get("jti"), str):
             extra[EXTRA_CREDENTIAL_ID] = (f"JTI={claims['jti']}",)
-        for kind, resource, name_key, uid_key in (("pod", "pods", EXTRA_POD_NAME, EXTRA_POD_UID), ("node", "nodes", EXTRA_NODE_NAME, EXTRA_NODE_UID)):
+        for kind, resource, keys in _BOUND_KINDS:
             ref = private.get(kind)
             if not isinstance(ref, dict):
                 continue
-            bound = self.lookup("", resource, namespace if kind == "pod" else "", str(ref.get("name") or ""))
-            # A token bound to a pod also names its node, which need not outlive the pod.
-            if kind == "pod" or "pod" not in private:
-                if bound is None:
-                    raise AuthenticationFailed(f'{resource} "{ref.get("name")}" not found')
-                if bound["metadata"].get("uid") != ref.get("uid"):
-                    raise AuthenticationFailed(f"{kind} UID ({bound['metadata'].get('uid')}) does not match claim ({ref.get('uid')})")
-            extra[name_key] = (str(ref.get("name") or ""),)
-            extra[uid_key] = (str(ref.get("uid") or ""),)
+            # A token bound to a pod names the pod's node too, which need not outlive the pod.
+            if kind != "node" or "pod" not in private:
+                self._check_bound(kind, resource, namespace if kind != "node" else "", ref)
+            if keys is not None:
+                extra[keys[0]] = (str(ref.get("name") or ""),)
+                extra[keys[1]] = (str(ref.get("uid") or ""),)
         return UserInfo(service_account_username(namespace, account["name"]), str(uid), service_account_groups(namespace), extra)
+
+    def _check_bound(self, kind: str, resource: str, namespace: str, ref: dict[str, Any]) -> None:
+        """The object a token is bound to must still exist, be the same (uid), and not have been
+        deleted more than a minute ago (a deletion still in its grace period keeps tokens working)."""
+        bound = self.lookup("", resource, namespace, str(ref.get("name") or ""))
+        if bound is None or _deleted_a_while_ago(bound):
+            raise AuthenticationFailed("service account token has been invalidated")
+        if bound["metadata"].get("uid") != ref.get("uid"):
+            raise AuthenticationFailed(f"{kind} UID ({bound['metadata'].get('uid')}) does not match service account {kind} ref claim ({ref.get('uid')})")
+
+
+# (claim, resource, user extras naming it) of the objects a token may be bound to, in the order checked.
+_BOUND_KINDS: tuple[tuple[str, str, tuple[str, str] | None], ...] = (
+    ("secret", "secrets", None),
+    ("pod", "pods", (EXTRA_POD_NAME, EXTRA_POD_UID)),
+    ("node", "nodes", (EXTRA_NODE_NAME, EXTRA_NODE_UID)),
+)
+# Upstream's leeway on token times, which also lets a just-deleted bound object's tokens work on.
+LEEWAY_SECONDS = 60
+
+
+def _deleted_a_while_ago(obj: dict[str, Any]) -> bool:
+    stamp = obj["metadata"].get("deletionTimestamp")
+    if not stamp:
+        return False
+    try:
+        deleted = datetime.datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return True
+    return deleted < time.time() - LEEWAY_SECONDS
 
 
 def _unverified_claims(token: str) -> dict[str, Any]:

@@ -114,7 +114,7 @@ def cluster_roles() -> list[dict[str, Any]]:
             [
                 rule(READ_WRITE, [""], ["pods", "pods/attach", "pods/exec", "pods/portforward", "pods/proxy"]),
                 rule(["create"], [""], ["pods/eviction"]),
-                rule(READ_WRITE, [""], ["serviceaccounts"]),
+                rule(READ_WRITE, [""], ["secrets", "serviceaccounts"]),
                 rule(["impersonate"], [""], ["serviceaccounts"]),
                 rule(READ_WRITE, ["resource.k8s.io"], ["resourceclaims", "resourceclaimtemplates"]),
             ],
@@ -143,6 +143,8 @@ def cluster_roles() -> list[dict[str, Any]]:
                 # The claim itself too: the scheduler adds its finalizer before allocating.
                 rule(["get", "list", "watch", "patch", "update"], ["resource.k8s.io"], ["resourceclaims", "resourceclaims/status"]),
                 rule(["patch", "update"], ["resource.k8s.io"], ["resourceclaims/binding"]),
+                # Its explanation port asks the server whether a caller may see the pod (as upstream's secure port does).
+                rule(["create"], ["authorization.k8s.io"], ["subjectaccessreviews"]),
             ],
         ),
         _role(

@@ -13,7 +13,7 @@ from collections import Counter
 from typing import Any
 
 from app.auth.attributes import Attributes
-from app.auth.authorizers import Decision
+from app.auth.authorizers import NO_OPINION, Decision
 from app.auth.rules import Rule
 from app.auth.user import node_identity
 
@@ -138,7 +138,7 @@ class NodeAuthorizer:
     def authorize(self, attrs: Attributes) -> tuple[Decision, str]:
         node, is_node = node_identity(attrs.user)
         if not is_node:
-            return Decision.NO_OPINION, ""
+            return NO_OPINION, ""
         if not node:
             return Decision.NO_OPINION, f'unknown node for user "{attrs.user.name}"'
         if attrs.resource_request:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from app.auth.attributes import Attributes
@@ -104,6 +104,8 @@ class RBACIndex:
         # subject key -> binding keys; RoleBindings also by their namespace.
         self._cluster_by_subject: dict[SubjectKey, set[tuple[str, str, str]]] = {}
         self._namespaced_by_subject: dict[tuple[str, SubjectKey], set[tuple[str, str, str]]] = {}
+        # How many bindings resolving rules has looked at, in all: what the subject index keeps small.
+        self.bindings_examined = 0
 
     # ---- following storage ----------------------------------------------------------
 
@@ -183,6 +185,7 @@ class RBACIndex:
                     found.extend(b for b in index if b not in seen)
             for binding_key in sorted(set(found)):
                 seen.add(binding_key)
+                self.bindings_examined += 1
                 binding = self._bindings[binding_key]
                 subject = next((s for s in binding.subjects if _subject_key(s, binding.namespace) in keys), None)
                 if subject is not None:
@@ -219,38 +222,64 @@ def aggregate_errors(errors: list[str]) -> str:
     return errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
 
 
+@dataclass(slots=True)
+class _Resolved:
+    """What applies to one user in one namespace, and the decisions already taken from it."""
+
+    steps: list[tuple[str, Rule | None, str]]
+    # Some rule names objects: a decision then depends on the object's name too.
+    by_name: bool
+    decisions: dict[tuple[str, ...], tuple[Decision, str]] = field(default_factory=dict)
+
+
 class RBACAuthorizer:
     """``--authorization-mode=RBAC``. What applies to a user in a namespace (the rules and where
-    they come from) is remembered until the next change of any role or binding: clients repeat
-    requests as the same user, and roles and bindings change rarely."""
+    they come from), and each decision taken from it, is remembered until the next change of any
+    role or binding: clients repeat requests as the same user, and roles and bindings change rarely."""
 
     MAX_REMEMBERED = 4096
+    MAX_DECISIONS = 512  # per user and namespace
 
     def __init__(self, index: RBACIndex) -> None:
         self.index = index
-        self._applicable: dict[tuple[object, ...], list[tuple[str, Rule | None, str]]] = {}
+        self._resolved: dict[tuple[object, ...], _Resolved] = {}
         self._generation = -1
 
-    def _steps(self, user: UserInfo, namespace: str) -> list[tuple[str, Rule | None, str]]:
-        key = (user.name, user.groups, namespace)
-        if self._generation != self.index.generation or len(self._applicable) >= self.MAX_REMEMBERED:
-            self._applicable.clear()
-            self._generation = self.index.generation
-        steps = self._applicable.get(key)
-        if steps is None:
-            found: list[tuple[str, Rule | None, str]] = []
+    def _resolve(self, user: UserInfo, namespace: str) -> _Resolved:
+        if len(self._resolved) >= self.MAX_REMEMBERED:
+            self._resolved.clear()
+        steps: list[tuple[str, Rule | None, str]] = []
 
-            def collect(source: str, rule: Rule | None, error: str) -> bool:
-                found.append((source, rule, error))
-                return True
+        def collect(source: str, rule: Rule | None, error: str) -> bool:
+            steps.append((source, rule, error))
+            return True
 
-            self.index.visit_rules(user, namespace, collect)
-            steps = self._applicable[key] = found
-        return steps
+        self.index.visit_rules(user, namespace, collect)
+        by_name = any(rule is not None and rule.resource_names for _source, rule, _error in steps)
+        resolved = self._resolved[(user.name, user.groups, namespace)] = _Resolved(steps, by_name)
+        return resolved
 
     def authorize(self, attrs: Attributes) -> tuple[Decision, str]:
+        if self._generation != self.index.generation:
+            self._resolved.clear()
+            self._generation = self.index.generation
+        user = attrs.user
+        resolved = self._resolved.get((user.name, user.groups, attrs.namespace)) or self._resolve(user, attrs.namespace)
+        if attrs.resource_request:
+            key: tuple[str, ...] = (attrs.verb, attrs.api_group, attrs.resource, attrs.subresource, attrs.name if resolved.by_name else "")
+        else:
+            key = (attrs.verb, attrs.path)
+        decision = resolved.decisions.get(key)
+        if decision is None:
+            if len(resolved.decisions) >= self.MAX_DECISIONS:
+                resolved.decisions.clear()
+            decision = resolved.decisions[key] = self._decide(resolved.steps, attrs)
+        return decision
+
+    @staticmethod
+    def _decide(steps: list[tuple[str, Rule | None, str]], attrs: Attributes) -> tuple[Decision, str]:
         errors: list[str] = []
-        for source, rule, error in self._steps(attrs.user, attrs.namespace):
+        for source, rule, error in steps:
             if rule is not None and rule.allows(attrs):
                 return Decision.ALLOW, f"RBAC: allowed by {source}"
             if error:

@@ -28,11 +28,12 @@ from app.auth.authenticators import (
     bearer_token,
 )
 from app.auth.authorizers import (
+    ALLOW,
     AUTHORIZATION_MODES,
     AlwaysAllow,
     AlwaysDeny,
     Authorizer,
-    Decision,
+    PrivilegedGroups,
     UnionAuthorizer,
     forbidden,
     unauthorized,
@@ -41,7 +42,7 @@ from app.auth.impersonation import impersonate
 from app.auth.node import NodeAuthorizer, NodeGraph
 from app.auth.noderestriction import NodeRestriction
 from app.auth.rbac import RBACAuthorizer, RBACIndex
-from app.auth.user import UserInfo
+from app.auth.user import SYSTEM_PRIVILEGED_GROUP, UserInfo
 from app.config import Settings
 from app.storage.storage import Storage
 from kube.errors import ApiError
@@ -90,7 +91,7 @@ class AuthSystem:
                 authorizers.append(AlwaysAllow())
             else:
                 authorizers.append(AlwaysDeny())
-        self.authorizer = UnionAuthorizer(authorizers)
+        self.authorizer = UnionAuthorizer([PrivilegedGroups(SYSTEM_PRIVILEGED_GROUP), *authorizers])
         # Everything is allowed: skip attribute parsing and the authorizers on the request path.
         self.allow_all = self.modes == ("AlwaysAllow",)
         plugins = [p.strip() for p in settings.admission_plugins.split(",") if p.strip()]
@@ -171,7 +172,7 @@ class AuthSystem:
             audit["decision"] = ("allow", "")
             return requester
         decision, reason = self.authorizer.authorize(attrs)
-        if decision is not Decision.ALLOW:
+        if decision is not ALLOW:
             audit["decision"] = ("forbid", reason)
             error = forbidden(attrs, reason)
             error.requester = requester  # type: ignore[attr-defined]  # for the audit line

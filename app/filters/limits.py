@@ -19,9 +19,9 @@ from typing import Any
 import orjson
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.api.options import query_params
 from app.api.requestinfo import READ_ONLY_VERBS, request_verb
 from kube.errors import ApiError, bad_request
+from kube.query import query_params
 from kube.timeutil import parse_go_duration
 
 log = logging.getLogger("app.filters")

@@ -1,18 +1,26 @@
-"""Every served kind, registered once. Adding a kind = adding its module to ``KINDS``."""
+"""Every served kind, registered once. Adding a kind = adding its module to ``KINDS``.
+
+A kind may also be served in older versions (``KindStrategy.older_versions``); which of those a
+server serves is its ``--runtime-config`` (``app.registry.runtimeconfig``), applied with ``serve``.
+"""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
+
 from app.registry.authentication import selfsubjectreview
-from app.registry.authorization import selfsubjectaccessreview, selfsubjectrulesreview, subjectaccessreview
+from app.registry.authorization import localsubjectaccessreview, selfsubjectaccessreview, selfsubjectrulesreview, subjectaccessreview
 from app.registry.base import KindStrategy
 from app.registry.coordination import lease
-from app.registry.core import event, namespace, node, pod, serviceaccount
+from app.registry.core import event, namespace, node, pod, secret, serviceaccount
 from app.registry.rbac import clusterrole, clusterrolebinding, role, rolebinding
 from app.registry.resource import (
     deviceclass,
     devicetaintrule,
     resourceclaim,
     resourceclaimtemplate,
+    resourcepoolstatusrequest,
     resourceslice,
 )
 
@@ -26,8 +34,10 @@ KINDS: tuple[KindStrategy, ...] = (
     resourceclaimtemplate.STRATEGY,
     resourceslice.STRATEGY,
     devicetaintrule.STRATEGY,
+    resourcepoolstatusrequest.STRATEGY,
     lease.STRATEGY,
     serviceaccount.STRATEGY,
+    secret.STRATEGY,
     role.STRATEGY,
     clusterrole.STRATEGY,
     rolebinding.STRATEGY,
@@ -36,31 +46,71 @@ KINDS: tuple[KindStrategy, ...] = (
     selfsubjectaccessreview.STRATEGY,
     selfsubjectrulesreview.STRATEGY,
     subjectaccessreview.STRATEGY,
+    localsubjectaccessreview.STRATEGY,
 )
 
 # The kind whose objects are the namespaces that namespaced objects live in.
 NAMESPACE_KIND: KindStrategy = namespace.STRATEGY
 
-_BY_PATH: dict[tuple[str, str, str], KindStrategy] = {(k.group, k.version, k.plural): k for k in KINDS}
-_BY_KIND: dict[tuple[str, str], KindStrategy] = {(k.api_version, k.kind): k for k in KINDS}
+# Every kind in every version it can be served in: the stored versions (``KINDS``) first, then the
+# older ones in the order each kind lists them (upstream's version priority within a group).
+ALL_KINDS: tuple[KindStrategy, ...] = KINDS + tuple(k.at_version(v) for k in KINDS for v in k.older_versions)
+
+
+class _Served:
+    """The kinds and versions this server serves, with their indexes."""
+
+    def __init__(self, kinds: Iterable[KindStrategy]) -> None:
+        self.kinds = tuple(kinds)
+        self.by_path = {(k.group, k.version, k.plural): k for k in self.kinds}
+        self.by_kind = {(k.api_version, k.kind): k for k in self.kinds}
+        groups: dict[str, list[str]] = {}
+        for k in self.kinds:
+            versions = groups.setdefault(k.group, [])
+            if k.version not in versions:
+                versions.append(k.version)
+        self.group_versions = [(g, v) for g, versions in groups.items() for v in sorted(versions, key=version_priority)]
+
+
+_VERSION = re.compile(r"^v(\d+)(?:(alpha|beta)(\d+))?$")
+
+
+def version_priority(version: str) -> tuple[int, int, int]:
+    """Sort key of upstream's version priority in a group: GA before beta before alpha, newer first."""
+    match = _VERSION.match(version)
+    if match is None:
+        return (3, 0, 0)
+    stability = {None: 0, "beta": 1, "alpha": 2}[match.group(2)]
+    return (stability, -int(match.group(1)), -int(match.group(3) or 0))
+
+
+_served = _Served(k for k in KINDS if version_priority(k.version)[0] == 0)
+
+
+def serve(kinds: Iterable[KindStrategy]) -> None:
+    """Serve these kinds (from ``ALL_KINDS``) from now on, in ``ALL_KINDS``' order; the server
+    calls it once at start with what its --runtime-config enables."""
+    global _served
+    wanted = set(map(id, kinds))
+    _served = _Served(k for k in ALL_KINDS if id(k) in wanted)
+
+
+def served_kinds() -> tuple[KindStrategy, ...]:
+    return _served.kinds
 
 
 def lookup(group: str, version: str, plural: str) -> KindStrategy | None:
-    return _BY_PATH.get((group, version, plural))
+    return _served.by_path.get((group, version, plural))
 
 
 def lookup_kind(api_version: str, kind: str) -> KindStrategy | None:
-    return _BY_KIND.get((api_version, kind))
+    return _served.by_kind.get((api_version, kind))
 
 
 def group_versions() -> list[tuple[str, str]]:
     """Served (group, version) pairs in a stable order, core first."""
-    seen: list[tuple[str, str]] = []
-    for k in KINDS:
-        if (k.group, k.version) not in seen:
-            seen.append((k.group, k.version))
-    return seen
+    return list(_served.group_versions)
 
 
 def kinds_in(group: str, version: str) -> list[KindStrategy]:
-    return [k for k in KINDS if k.group == group and k.version == version]
+    return [k for k in _served.kinds if k.group == group and k.version == version]

@@ -10,9 +10,11 @@ kind-specific lives in the kind's own module.
 
 from __future__ import annotations
 
+import copy
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 from kube.errors import FieldError
 
@@ -29,6 +31,18 @@ class PrinterColumn:
     cell: Callable[[Obj], Any]
     format: str = ""
     priority: int = 0
+
+
+@dataclass(frozen=True)
+class OlderVersion:
+    """A version a kind is served in besides the one it is stored in (upstream's older API
+    versions). Requests in it are converted to the stored version on the way in and back on the
+    way out; what differs besides the fields is stated here."""
+
+    version: str
+    # Behaviour upstream's registry gives requests in this version, where it differs.
+    allow_unconditional_update: bool | None = None
+    return_deleted_object: bool | None = None
 
 
 @dataclass
@@ -94,6 +108,12 @@ class KindStrategy:
     verbs: tuple[str, ...] = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
     # False for a kind nothing is stored of (a review): a create answers ``respond``'s object.
     stored: bool = True
+    # The feature gate the kind is served under ("" for none): off, the kind is not served at all.
+    feature_gate: str = ""
+    # Versions besides ``version`` the kind can be served in, off unless --runtime-config enables them.
+    older_versions: tuple[OlderVersion, ...] = ()
+    # The version objects are stored in; "" for the kind's own ``version`` (see ``at_version``).
+    storage_version: str = ""
 
     def __init__(self, subresources: tuple[Subresource, ...] = ()) -> None:
         self.subresources = subresources
@@ -112,6 +132,52 @@ class KindStrategy:
     @property
     def list_kind(self) -> str:
         return f"{self.kind}List"
+
+    # ---- versions -----------------------------------------------------------
+
+    @property
+    def converts(self) -> bool:
+        """Whether requests in this version are converted to and from the stored one."""
+        return bool(self.storage_version) and self.storage_version != self.version
+
+    def at_version(self, older: OlderVersion) -> Self:
+        """This kind as served in ``older``: the same hooks, another version on the wire."""
+        view = copy.copy(self)
+        view.storage_version = self.version
+        view.version = older.version
+        if older.allow_unconditional_update is not None:
+            view.allow_unconditional_update = older.allow_unconditional_update
+        if older.return_deleted_object is not None:
+            view.return_deleted_object = older.return_deleted_object
+        view.extra_schema_properties = _renamed_definitions(self.extra_schema_properties, self.version, older.version)
+        view.subresources = tuple(
+            StatusSubresource(sub.strategy.at_version(older)) if isinstance(sub, StatusSubresource) else sub
+            for sub in self.subresources
+        )
+        view.older_versions = ()
+        return view
+
+    def convert_fields(self, obj: Obj, from_version: str, to_version: str) -> Obj:
+        """``obj`` (a private copy) with its fields converted between two served versions of the
+        kind; a kind whose versions differ in shape overrides this, keeping what the target version
+        cannot express so that a round trip loses nothing."""
+        return obj
+
+    def to_stored(self, obj: Obj) -> Obj:
+        """An object of this version as the stored version holds it (``obj`` itself when they agree)."""
+        if not self.converts:
+            return obj
+        converted = self.convert_fields(copy.deepcopy(obj), self.version, self.storage_version)
+        converted["apiVersion"] = f"{self.group}/{self.storage_version}" if self.group else self.storage_version
+        return converted
+
+    def from_stored(self, obj: Obj) -> Obj:
+        """A stored object as this version shows it (``obj`` itself when they agree)."""
+        if not self.converts:
+            return obj
+        converted = self.convert_fields(copy.deepcopy(obj), self.storage_version, self.version)
+        converted["apiVersion"] = self.api_version
+        return converted
 
     # ---- hooks (defaults: accept as is) ------------------------------------
 
@@ -193,6 +259,13 @@ class StatusStrategy(KindStrategy):
         return [(name,) for name in self.spec_fields]
 
 
+def reset_metadata_for_status(new: Obj, old: Obj) -> None:
+    """Upstream's ResetObjectMetaForStatus for kinds whose /status discards metadata changes: the
+    stored metadata, with the request's resourceVersion (its precondition) and managedFields."""
+    keep = {k: v for k, v in new["metadata"].items() if k in ("resourceVersion", "managedFields")}
+    new["metadata"] = {**old["metadata"], **keep}
+
+
 class Subresource:
     """A path below one object of a kind (``NAME/status``), declared by the kind that serves it."""
 
@@ -249,3 +322,25 @@ class ActionSubresource(Subresource):
         """``obj`` changed as the body asks (``obj`` is a private copy of the stored object);
         raises ApiError when the stored object's state forbids it."""
         raise NotImplementedError
+
+
+_DEFINITION_VERSION = re.compile(r"^(io\.k8s\.api\.[a-z0-9]+\.)([a-z0-9]+)(\.)")
+
+
+def _renamed_definitions(properties: dict[str, dict[str, Obj]], version: str, target: str) -> dict[str, dict[str, Obj]]:
+    """Extra schema properties declared for one version's definitions, for ``target``'s same-named ones."""
+
+    def rename(name: str) -> str:
+        match = _DEFINITION_VERSION.match(name)
+        if match is None or match.group(2) != version:
+            return name
+        return f"{match.group(1)}{target}{match.group(3)}{name[match.end():]}"
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: (f"#/$defs/{rename(v[len('#/$defs/'):])}" if k == "$ref" and isinstance(v, str) and v.startswith("#/$defs/") else walk(v)) for k, v in node.items()}
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    return {rename(name): walk(props) for name, props in properties.items()}

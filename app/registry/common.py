@@ -9,7 +9,7 @@ from typing import Any
 from app.registry.accessors import Errs, dict_entries, get_int, get_list, get_str, parse_quantity_field
 from app.registry.base import Obj
 from app.registry.objectmeta import IS_NEGATIVE, qualified_name_problems, validate_label_key
-from kube.errors import FieldError, duplicate, forbidden, invalid, not_supported, required, too_long
+from kube.errors import FieldError, duplicate, forbidden, invalid, not_supported, required, too_long, too_many
 
 _CONDITION_REASON_RE = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
 
@@ -72,6 +72,15 @@ def _node_field_requirement(req: Obj, path: str) -> Errs:
 
 
 # --- conditions (metav1) ----------------------------------------------------------------------
+
+
+def validate_status_conditions(status: Obj, limit: int, errs: Errs) -> None:
+    """``status.conditions``: each a valid metav1 Condition, at most ``limit`` of them."""
+    conditions = get_list(status, "conditions", "status", errs)
+    if conditions is not None:
+        errs.extend(validate_conditions(conditions, "status.conditions"))
+        if len(conditions) > limit:
+            errs.append(too_many("status.conditions", len(conditions), limit))
 
 
 def validate_conditions(conditions: list[Any], path: str) -> Errs:

@@ -1,5 +1,6 @@
 """What the review kinds share (SelfSubjectReview, SelfSubjectAccessReview,
-SelfSubjectRulesReview, SubjectAccessReview): created, never stored, answered with a status."""
+SelfSubjectRulesReview, SubjectAccessReview, LocalSubjectAccessReview): created, never stored,
+answered with a status."""
 
 from __future__ import annotations
 

@@ -68,14 +68,17 @@ def _checksum(claims: list[dict[str, Any]]) -> int:
 
 
 class Checkpoint:
-    """The claim infos of one node, keyed by (namespace, claim name), backed by ``path``."""
+    """The claim infos of one node, keyed by (namespace, claim name), backed by ``path`` (None: kept in memory only)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path | None) -> None:
         self.path = path
         self.claims: dict[tuple[str, str], ClaimInfo] = {}
 
     def load(self) -> None:
         """Read the file (nothing to read is an empty state); CorruptCheckpoint when it cannot be trusted."""
+        if self.path is None:
+            self.claims = {}
+            return
         try:
             raw = self.path.read_bytes()
         except FileNotFoundError:
@@ -93,6 +96,8 @@ class Checkpoint:
             raise CorruptCheckpoint(f"checkpoint {self.path} is corrupted: {exc}") from None
 
     def save(self) -> None:
+        if self.path is None:
+            return
         claims = [info.to_json() for _, info in sorted(self.claims.items())]
         data = {"kind": CHECKPOINT_KIND, "version": CHECKPOINT_VERSION, "claims": claims, "checksum": _checksum(claims)}
         self.path.parent.mkdir(parents=True, exist_ok=True)

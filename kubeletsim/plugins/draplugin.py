@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import grpc
@@ -36,6 +36,8 @@ DRA_SERVICES = (DRA_V1, DRA_V1BETA1)
 # How long a driver has to answer NodePrepareResources or NodeUnprepareResources (the kubelet's
 # default: half its pod sync retry period).
 DEFAULT_CALL_TIMEOUT = 45.0
+# What gRPC-Go answers a call on a connection being closed (code Canceled).
+CONNECTION_CLOSING = "grpc: the client connection is closing"
 
 
 class PluginError(Exception):
@@ -58,8 +60,25 @@ def go_quote_list(items: Sequence[str]) -> str:
 def rpc_error_text(exc: grpc.aio.AioRpcError) -> str:
     """A failed call as Go's gRPC status error reads: ``rpc error: code = Unavailable desc = ...``."""
     code = exc.code()
-    name = "".join(part.capitalize() for part in code.name.split("_")) if code is not None else "Unknown"
+    if code == grpc.StatusCode.CANCELLED:
+        name = "Canceled"  # Go's spelling of the code
+    else:
+        name = "".join(part.capitalize() for part in code.name.split("_")) if code is not None else "Unknown"
     return f"rpc error: code = {name} desc = {exc.details() or ''}"
+
+
+@contextlib.contextmanager
+def closing_channel_fails_the_call() -> Iterator[None]:
+    """grpc.aio ends the calls on a channel being closed (its plugin deregistered) with
+    CancelledError although nobody cancelled the caller; fail such a call as gRPC-Go does
+    instead, so that it does not end the caller's task."""
+    try:
+        yield
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is None or task.cancelling():
+            raise
+        raise grpc.aio.AioRpcError(grpc.StatusCode.CANCELLED, grpc.aio.Metadata(), grpc.aio.Metadata(), details=CONNECTION_CLOSING) from None
 
 
 def choose_service(supported: Sequence[str]) -> str:
@@ -123,6 +142,10 @@ class DRAPlugin:
 
     async def node_prepare_resources(self, claims: Sequence[dra_v1.Claim]) -> dra_v1.NodePrepareResourcesResponse:
         request = dra_v1.NodePrepareResourcesRequest(claims=claims)
+        with closing_channel_fails_the_call():
+            return await self._prepare(request)
+
+    async def _prepare(self, request: dra_v1.NodePrepareResourcesRequest) -> dra_v1.NodePrepareResourcesResponse:
         if self.service == DRA_V1:
             response = await dra_v1_grpc.DRAPluginStub(self.channel).NodePrepareResources(request, timeout=self.call_timeout)
             return response  # type: ignore[no-any-return]
@@ -133,6 +156,10 @@ class DRAPlugin:
 
     async def node_unprepare_resources(self, claims: Sequence[dra_v1.Claim]) -> dra_v1.NodeUnprepareResourcesResponse:
         request = dra_v1.NodeUnprepareResourcesRequest(claims=claims)
+        with closing_channel_fails_the_call():
+            return await self._unprepare(request)
+
+    async def _unprepare(self, request: dra_v1.NodeUnprepareResourcesRequest) -> dra_v1.NodeUnprepareResourcesResponse:
         if self.service == DRA_V1:
             response = await dra_v1_grpc.DRAPluginStub(self.channel).NodeUnprepareResources(request, timeout=self.call_timeout)
             return response  # type: ignore[no-any-return]
@@ -143,13 +170,15 @@ class DRAPlugin:
 
     async def watch_health(self) -> AsyncIterator[health_v1.NodeWatchResourcesResponse]:
         """The plugin's NodeWatchResources stream, as v1 messages (nothing when it serves no health service)."""
-        if self.health_service == HEALTH_V1:
-            async for message in health_v1_grpc.DRAResourceHealthStub(self.channel).NodeWatchResources(health_v1.NodeWatchResourcesRequest()):
-                yield message
-        elif self.health_service == HEALTH_V1ALPHA1:
-            stub = health_v1alpha1_grpc.DRAResourceHealthStub(self.channel)
-            async for old in stub.NodeWatchResources(health_v1alpha1.NodeWatchResourcesRequest()):
-                yield convert(old, health_v1.NodeWatchResourcesResponse)
+        with closing_channel_fails_the_call():
+            if self.health_service == HEALTH_V1:
+                current = health_v1_grpc.DRAResourceHealthStub(self.channel)
+                async for message in current.NodeWatchResources(health_v1.NodeWatchResourcesRequest()):
+                    yield message
+            elif self.health_service == HEALTH_V1ALPHA1:
+                stub = health_v1alpha1_grpc.DRAResourceHealthStub(self.channel)
+                async for old in stub.NodeWatchResources(health_v1alpha1.NodeWatchResourcesRequest()):
+                    yield convert(old, health_v1.NodeWatchResourcesResponse)
 
 
 class PluginStore:

@@ -10,12 +10,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import orjson
 import pytest
 
 from devtools.credentials import ClusterCredentials
 from devtools.devstack import node_names, worker_commands
 from devtools.server import REPO_ROOT, ServerProcess, migrate, stop_process
+from tests.authcluster import audit_writers
 from tests.processes import eventually
 
 pytestmark = [pytest.mark.slow]
@@ -71,12 +71,7 @@ def test_each_worker_does_its_job_as_itself(stack: tuple[ServerProcess, Path]) -
         node = started["spec"]["nodeName"]
         assert claim["status"]["allocation"] and claim["status"]["devices"]
 
-    writers: dict[tuple[str, str], set[str]] = {}
-    for line in audit.read_bytes().splitlines():
-        event = orjson.loads(line)
-        ref = event.get("objectRef") or {}
-        if event["verb"] in ("create", "update", "patch") and event["responseStatus"]["code"] < 300:
-            writers.setdefault((ref.get("resource", ""), ref.get("subresource", "")), set()).add(event["user"]["username"])
+    writers = audit_writers(audit)
     assert writers[("resourceclaims", "")] >= {"system:kube-controller-manager"}  # the claim from the template
     assert "system:kube-scheduler" in writers[("resourceclaims", "status")]  # the allocation
     assert "system:serviceaccount:kube-system:dra-kubeletsim-driver" in writers[("resourceclaims", "status")]  # the device status

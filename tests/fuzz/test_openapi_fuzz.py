@@ -50,6 +50,8 @@ EXAMPLES = int(os.environ.get("DRA_FUZZ_EXAMPLES", "25"))
 # machine spreads its examples over every operation, so it needs as many as the stateless runs.
 STATEFUL_EXAMPLES = int(os.environ.get("DRA_FUZZ_STATEFUL_EXAMPLES", str(EXAMPLES)))
 GROUP_VERSIONS = ["api/v1", "apis/resource.k8s.io/v1", "apis/coordination.k8s.io/v1"]
+# Served only with --runtime-config (and ResourcePoolStatusRequest with its gate): a server of their own.
+OLDER_GROUP_VERSIONS = ["apis/resource.k8s.io/v1beta2", "apis/resource.k8s.io/v1alpha3"]
 # The query parameter that turns a list into a never-ending stream. allowWatchBookmarks and
 # sendInitialEvents stay: without watch a list ignores the one and refuses the other (422).
 STREAM_PARAMETERS = {"watch"}
@@ -233,6 +235,13 @@ def fuzz_server(server: Any, backend: str) -> Any:
     return server
 
 
+@pytest.fixture(scope="module")
+def older_versions_server(start_server: Any, backend: str) -> Any:
+    if backend != "sqlite":
+        pytest.skip("the fuzz run uses the SQLite backend only (time)")
+    return start_server("--runtime-config", "api/all=true", "--feature-gates", "DRAResourcePoolStatus=true")
+
+
 def _namespace(base_url: str) -> str:
     name = f"fuzz-{uuid.uuid4().hex[:8]}"
     body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
@@ -274,7 +283,16 @@ SETTINGS = settings(
 @pytest.mark.parametrize("gv", GROUP_VERSIONS)
 def test_operations(fuzz_server: Any, gv: str) -> None:
     """Every operation: generated requests (valid and invalid) get conforming answers."""
-    schema = _schema(fuzz_server.url, gv)
+    _fuzz_operations(fuzz_server.url, gv)
+
+
+@pytest.mark.parametrize("gv", OLDER_GROUP_VERSIONS)
+def test_operations_in_older_versions(older_versions_server: Any, gv: str) -> None:
+    _fuzz_operations(older_versions_server.url, gv)
+
+
+def _fuzz_operations(base_url: str, gv: str) -> None:
+    schema = _schema(base_url, gv)
     failures: list[str] = []
     operations = 0
     for result in schema.get_all_operations():
@@ -303,7 +321,16 @@ def test_stateful(fuzz_server: Any, gv: str) -> None:
     favoured here, are what makes creates succeed, so that the links have an object to follow. The
     run must show that: some creates answered 2xx and some linked steps after them too.
     """
-    schema = _schema(fuzz_server.url, gv, favour_examples=True)
+    _fuzz_stateful(fuzz_server.url, gv)
+
+
+@pytest.mark.parametrize("gv", OLDER_GROUP_VERSIONS)
+def test_stateful_in_older_versions(older_versions_server: Any, gv: str) -> None:
+    _fuzz_stateful(older_versions_server.url, gv)
+
+
+def _fuzz_stateful(base_url: str, gv: str) -> None:
+    schema = _schema(base_url, gv, favour_examples=True)
     machine = schema.as_state_machine()
     steps: collections.Counter[tuple[str, str, str, int]] = collections.Counter()
 

@@ -203,7 +203,7 @@ async def test_a_driver_crashing_mid_call_leaves_nothing_prepared_once_the_pod_i
             fake.node.behaviour.delay = 5.0
             call = asyncio.create_task(n.manager.prepare_resources(pod, by_name(claim)))
             await fake.node.call_started.wait()
-        with pytest.raises(PrepareError, match=r"^prepare dynamic resources: NodePrepareResources: rpc error: code = (Unavailable|Cancelled) "):
+        with pytest.raises(PrepareError, match=r"^prepare dynamic resources: NodePrepareResources: rpc error: code = (Unavailable|Canceled) "):
             await call
         await eventually(lambda: not n.store.registered(FAKE))
         # The pod is deleted while the driver is down: unpreparing waits for it, with upstream's error.
@@ -213,6 +213,22 @@ async def test_a_driver_crashing_mid_call_leaves_nothing_prepared_once_the_pod_i
             await n.manager.unprepare_resources(pod["metadata"]["uid"], "ns", ["c"])
             assert restarted.node.unprepare_calls == [[("ns", "c", claim["metadata"]["uid"])]]
         assert n.restarted().checkpoint.claims == {}
+
+
+async def test_a_plugin_deregistered_during_a_call_fails_the_call_and_leaves_its_caller_running() -> None:
+    async with node() as n, driver(n) as slow:
+        slow.node.behaviour.delay = 5.0
+        claim = make_claim("c", (FAKE, "dev-c"))
+        call = asyncio.create_task(n.manager.prepare_resources(make_pod("p", claim), by_name(claim)))
+        await slow.node.call_started.wait()
+        # Its channel closes under the call (the registration socket went away).
+        await n.store.deregister(FAKE, n.store.get(FAKE).endpoint)
+        with pytest.raises(PrepareError) as failure:
+            await call
+        assert str(failure.value) == (
+            "prepare dynamic resources: NodePrepareResources: rpc error: code = Canceled desc = grpc: the client connection is closing"
+        )
+        assert not call.cancelled() and not any(info.prepared for info in n.manager.checkpoint.claims.values())
 
 
 async def test_device_health_reaches_the_container_status_and_clears() -> None:

@@ -192,7 +192,8 @@ def test_admission() -> None:
     assert "not reserved" in _admit(_pod(by_name), {"c1": _claim(reserved=False)}).message
     assert "another node" in _admit(_pod(by_name), {"c1": _claim(selector_node="sim-1")}).message
     assert "not on node" in _admit(_pod(by_name), {"c1": _claim(pool="sim-1")}).message
-    assert "not registered" in _admit(_pod(by_name), {"c1": _claim(driver="nic.example.com")}).message
+    # Devices of a driver the node does not simulate are left to its plugin (the DRA manager), wherever their pool.
+    assert _admit(_pod(by_name), {"c1": _claim(driver="nic.example.com", pool="elsewhere")}).ok
     # DRAReservedForWorkloads: reservedForAnyPod stands in for the pod's own reservation.
     any_pod = _claim(reserved=False)
     any_pod["status"]["allocation"]["reservedForAnyPod"] = True  # type: ignore[index]
@@ -221,6 +222,7 @@ def test_device_status_prepare_and_unprepare() -> None:
     assert entry["conditions"][0]["type"] == "Ready" and entry["conditions"][0]["status"] == "True"
     claim["status"]["devices"] = devices  # type: ignore[index]
     assert pods.prepared_devices(claim, "2026-01-01T00:00:05Z") is None  # idempotent
+    assert pods.prepared_devices(_claim(), "2026-01-01T00:00:00Z", drivers={"nic.example.com"}) is None  # another driver's device
     assert pods.unprepared_devices(claim, {"gpu.example.com"}, "sim-1") is None
     assert pods.unprepared_devices(claim, {"gpu.example.com"}, "sim-0") == []
 

@@ -1,1 +1,1 @@
-"""authorization.k8s.io/v1: SelfSubjectAccessReview, SelfSubjectRulesReview, SubjectAccessReview."""
+"""authorization.k8s.io/v1: SelfSubjectAccessReview, SelfSubjectRulesReview, SubjectAccessReview, LocalSubjectAccessReview."""

@@ -1,5 +1,6 @@
 """ServiceAccount (v1, namespaced), and its ``token`` subresource: a TokenRequest answered with a
-signed token for the account, bound to an audience, an expiry and optionally a Pod or Node."""
+signed token for the account, bound to an audience, an expiry and optionally a Pod, Secret or Node
+(the token then works only while that object exists with the same uid)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,11 @@ from app.registry.base import ComputedSubresource, KindStrategy, Obj, PrinterCol
 from app.registry.columns import age_column, name_column
 from app.registry.core.serviceaccount_validation import validate_token_request
 from kube import errors
+
+# Kinds (core/v1) a token can be bound to, and their plurals.
+BINDABLE = {"Pod": "pods", "Secret": "secrets", "Node": "nodes"}
+# The account a pod that names none runs as (upstream's ServiceAccount admission sets it).
+DEFAULT_ACCOUNT = "default"
 
 
 class TokenSubresource(ComputedSubresource):
@@ -47,17 +53,20 @@ class TokenSubresource(ComputedSubresource):
 
     @staticmethod
     def _bound_object(account: Obj, ref: Any, ctx: RequestContext) -> tuple[Obj | None, Obj | None]:
-        """The Pod or Node a token is bound to, and the node a bound pod runs on."""
+        """The Pod, Secret or Node a token is bound to, and the node a bound pod runs on."""
         if not ref:
             return None, None
-        kind, name = ref.get("kind"), str(ref.get("name") or "")
-        if kind not in ("Pod", "Node"):
-            raise errors.bad_request(f'cannot bind token for serviceaccount "{account["name"]}" to object of type {kind}')
+        api_version, kind, name = str(ref.get("apiVersion") or ""), ref.get("kind"), str(ref.get("name") or "")
+        group, _, version = api_version.rpartition("/")
+        plural = BINDABLE.get(kind) if not group else None
+        if plural is None:
+            raise errors.bad_request(f"cannot bind token to object of type {group}/{version}, Kind={kind}")
         assert ctx.lookup is not None
-        plural = "pods" if kind == "Pod" else "nodes"
-        found = ctx.lookup("", plural, account["namespace"] if kind == "Pod" else "", name)
+        found = ctx.lookup("", plural, account["namespace"] if plural != "nodes" else "", name)
         if found is None:
             raise errors.not_found(plural, name, "", plural)
+        if kind == "Pod" and ((found.get("spec") or {}).get("serviceAccountName") or DEFAULT_ACCOUNT) != account["name"]:
+            raise errors.bad_request(f'cannot bind token for serviceaccount "{account["name"]}" to pod running with different serviceaccount name.')
         uid = ref.get("uid")
         if uid and uid != found["metadata"].get("uid"):
             raise errors.conflict(
@@ -65,7 +74,7 @@ class TokenSubresource(ComputedSubresource):
                 f"the UID in the bound object reference ({uid}) does not match the UID in record. The object might have been deleted and then recreated",
             )  # fmt: skip
         bound = {"kind": kind, **found}
-        if kind == "Node":
+        if kind != "Pod":
             return bound, None
         node_name = (found.get("spec") or {}).get("nodeName")
         node = ctx.lookup("", "nodes", "", node_name) if node_name else None

@@ -1,4 +1,4 @@
-"""Rules the resource.k8s.io kinds share: names and limits of drivers, pools, devices and attributes,
+"""Rules the resource.k8s.io kinds share: the older versions they are served in, names and limits of drivers, pools, devices and attributes,
 CEL device selectors, opaque configuration, device tolerations and taints, binding conditions,
 skipped node operations, and the helpers of the gate drop rules.
 """
@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from app.registry.accessors import Errs, dict_entries, get_dict, get_int, get_list, get_str, over_limit, report_duplicates, type_error
-from app.registry.base import Obj
+from app.registry.base import Obj, OlderVersion
 from app.registry.objectmeta import (
     dns1123_subdomain_problems,
     validate_dns1123_label,
@@ -24,6 +24,13 @@ from app.registry.objectmeta import (
 )
 from kube.cel import validate_selector_expression
 from kube.errors import duplicate, invalid, not_supported, required, too_long
+
+# --- older versions --------------------------------------------------------------------------
+# In v1.37 resource.k8s.io/v1beta2 and v1alpha3 have exactly v1's fields for the kinds they share
+# (tests/app/registry/resource/test_versions.py compares the official schemas), so an object
+# converts by its apiVersion alone and nothing is lost either way.
+
+V1BETA2 = OlderVersion("v1beta2")
 
 # --- limits (k8s.io/api/resource/v1/types.go) -------------------------------------------------
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from app.registry.base import KindStrategy, Obj, RequestContext
 from app.registry.columns import age_column, name_column
+from app.registry.resource.common import V1BETA2
 from app.registry.resource.deviceclass_validation import drop_device_class_fields, validate_device_class_spec
 from kube.errors import FieldError
 
 
 class DeviceClassStrategy(KindStrategy):
     group = "resource.k8s.io"
+    older_versions = (V1BETA2,)
     kind = "DeviceClass"
     plural = "deviceclasses"
     singular = "deviceclass"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.registry.base import KindStrategy, Obj, RequestContext, StatusStrategy, StatusSubresource
+from app.registry.base import KindStrategy, Obj, OlderVersion, RequestContext, StatusStrategy, StatusSubresource, reset_metadata_for_status
 from app.registry.columns import age_column, name_column
 from app.registry.resource.common import default_taint, now_rfc3339
 from app.registry.resource.devicetaintrule_validation import validate_taint_rule_spec, validate_taint_rule_status
@@ -15,6 +15,9 @@ class DeviceTaintRuleStrategy(KindStrategy):
     plural = "devicetaintrules"
     singular = "devicetaintrule"
     namespaced = False
+    # Upstream's registry answers requests in the older versions as it did before v1: an update
+    # without a resourceVersion is allowed and a DELETE answers with the deleted object.
+    older_versions = tuple(OlderVersion(v, allow_unconditional_update=True, return_deleted_object=True) for v in ("v1beta2", "v1alpha3"))
     create_example: Obj = {
         "spec": {
             "deviceSelector": {"driver": "gpu.example.com"},
@@ -56,8 +59,7 @@ class DeviceTaintRuleStrategy(KindStrategy):
 class DeviceTaintRuleStatusStrategy(StatusStrategy, DeviceTaintRuleStrategy):
     def prepare_for_update(self, new: Obj, old: Obj, ctx: RequestContext) -> None:
         super().prepare_for_update(new, old, ctx)
-        keep = {k: v for k, v in new["metadata"].items() if k in ("resourceVersion", "managedFields")}
-        new["metadata"] = {**old["metadata"], **keep}
+        reset_metadata_for_status(new, old)
 
     def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
         return validate_taint_rule_status(new.get("status"))

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.registry.accessors import Errs, get_dict, get_list, get_str, type_error
+from app.registry.accessors import Errs, get_dict, get_str, type_error
 from app.registry.base import Obj
-from app.registry.common import validate_conditions
+from app.registry.common import validate_status_conditions
 from app.registry.resource.common import validate_device_name, validate_driver_name, validate_pool_name, validate_taint
-from kube.errors import required, too_many
+from kube.errors import required
 
 TAINT_RULE_MAX_CONDITIONS = 8
 
@@ -43,9 +43,5 @@ def validate_taint_rule_status(status: Any) -> Errs:
     errs: Errs = []
     if not isinstance(status, dict):
         return [] if status is None else [type_error("status", status, "object")]
-    conds = get_list(status, "conditions", "status", errs)
-    if conds is not None:
-        errs.extend(validate_conditions(conds, "status.conditions"))
-        if len(conds) > TAINT_RULE_MAX_CONDITIONS:
-            errs.append(too_many("status.conditions", len(conds), TAINT_RULE_MAX_CONDITIONS))
+    validate_status_conditions(status, TAINT_RULE_MAX_CONDITIONS, errs)
     return errs

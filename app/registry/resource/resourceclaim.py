@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.registry.base import KindStrategy, Obj, PrinterColumn, RequestContext, StatusStrategy, StatusSubresource
+from app.registry.base import KindStrategy, Obj, PrinterColumn, RequestContext, StatusStrategy, StatusSubresource, reset_metadata_for_status
 from app.registry.columns import age_column, name_column
 from app.registry.resource.claimspec import (
     CLAIM_SPEC_SCHEMA_PROPERTIES,
@@ -12,6 +12,7 @@ from app.registry.resource.claimspec import (
     drop_claim_spec_fields,
     validate_claim_spec,
 )
+from app.registry.resource.common import V1BETA2
 from app.registry.resource.resourceclaim_authorization import granular_status_errors
 from app.registry.resource.resourceclaim_validation import (
     ALLOCATION_SCHEMA_PROPERTIES,
@@ -42,6 +43,7 @@ def claim_state(claim: Obj) -> str:
 
 class ResourceClaimStrategy(KindStrategy):
     group = "resource.k8s.io"
+    older_versions = (V1BETA2,)
     kind = "ResourceClaim"
     plural = "resourceclaims"
     singular = "resourceclaim"
@@ -84,8 +86,7 @@ class ResourceClaimStatusStrategy(StatusStrategy, ResourceClaimStrategy):
     def prepare_for_update(self, new: Obj, old: Obj, ctx: RequestContext) -> None:
         super().prepare_for_update(new, old, ctx)
         # Upstream discards metadata changes made through /status for claims.
-        keep = {k: v for k, v in new["metadata"].items() if k in ("resourceVersion", "managedFields")}
-        new["metadata"] = {**old["metadata"], **keep}
+        reset_metadata_for_status(new, old)
         # Status entries of devices this update deallocates go with them (before the drop rules,
         # which is equivalent: the drops only remove whole fields).
         prune_stale_device_status(new, old, ctx.feature_gates)

@@ -12,12 +12,14 @@ from app.registry.resource.claimspec import (
     drop_claim_spec_fields,
     validate_claim_spec,
 )
+from app.registry.resource.common import V1BETA2
 from app.registry.resource.resourceclaimtemplate_validation import template_claim_spec, validate_template_metadata
 from kube.errors import FieldError, invalid
 
 
 class ResourceClaimTemplateStrategy(KindStrategy):
     group = "resource.k8s.io"
+    older_versions = (V1BETA2,)
     kind = "ResourceClaimTemplate"
     plural = "resourceclaimtemplates"
     singular = "resourceclaimtemplate"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from app.registry.base import KindStrategy, Obj, PrinterColumn, RequestContext
 from app.registry.columns import age_column, dig, name_column
+from app.registry.resource.common import V1BETA2
 from app.registry.resource.resourceslice_validation import (
     default_slice_spec,
     drop_slice_fields,
@@ -15,6 +16,7 @@ from kube.errors import FieldError
 
 class ResourceSliceStrategy(KindStrategy):
     group = "resource.k8s.io"
+    older_versions = (V1BETA2,)
     kind = "ResourceSlice"
     plural = "resourceslices"
     singular = "resourceslice"

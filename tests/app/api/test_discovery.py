@@ -40,7 +40,7 @@ def test_aggregated_core() -> None:
     (item,) = doc["items"]
     assert item["metadata"] == {"creationTimestamp": None}
     resources = _resources(doc, "")
-    assert set(resources) == {"namespaces", "nodes", "pods", "events", "serviceaccounts"}
+    assert set(resources) == {"namespaces", "nodes", "pods", "events", "serviceaccounts", "secrets"}
     pods = resources["pods"]
     assert pods["responseKind"] == {"group": "", "version": "v1", "kind": "Pod"}
     assert pods["scope"] == "Namespaced"

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from app.api import openapi
-from app.registry import KINDS, group_versions
+from app.registry import group_versions, served_kinds
 from devtools.server import ServerProcess
 from tests.contract import check_object
 
@@ -45,7 +45,7 @@ def _creates() -> list[tuple[str, dict[str, Any], dict[str, Any] | None]]:
 
 def test_every_create_has_an_example_of_its_kind() -> None:
     creates = _creates()
-    assert {op["x-kubernetes-group-version-kind"]["kind"] for _, op, _ in creates} == {k.kind for k in KINDS}
+    assert {op["x-kubernetes-group-version-kind"]["kind"] for _, op, _ in creates} == {k.kind for k in served_kinds()}
     for path, op, _ in creates:
         gvk = op["x-kubernetes-group-version-kind"]
         content = op["requestBody"]["content"]
@@ -98,6 +98,8 @@ def test_examples_create_patch_and_delete(examples_server: httpx.Client, content
             as_is = _send(examples_server, "POST", template.replace("{namespace}", "default"), example, content_type)
             assert as_is.status_code == 201, as_is.text
             example = {**example, "involvedObject": {**example["involvedObject"], "namespace": namespace}}
+        if example["kind"] == "LocalSubjectAccessReview":  # its spec names the namespace it asks about, "default"
+            path = template.replace("{namespace}", "default")
         if item_ops is None:  # a review: answered, not stored
             answered = _send(examples_server, "POST", f"{path}?fieldValidation=Strict", example, content_type)
             assert answered.status_code == 201, f"POST {path}: {answered.text}"

@@ -103,6 +103,49 @@ def test_tokens_of_deleted_or_replaced_service_accounts_are_unauthorized(auth_cl
         assert_unauthorized(whoami(client))
 
 
+def test_tokens_bound_to_a_secret_or_pod_stop_working_with_it(auth_cluster: AuthCluster, admin: httpx.Client, namespace: str) -> None:
+    service_account(admin, namespace)
+    secret = admin.post(f"/api/v1/namespaces/{namespace}/secrets", json={"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "key"}}).json()
+    pod_body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "runner"}, "spec": {"serviceAccountName": "robot", "containers": [{"name": "c", "image": "x"}]}}
+    pod = admin.post(f"/api/v1/namespaces/{namespace}/pods", json=pod_body).json()
+    to_secret = request_token(admin, namespace, boundObjectRef={"apiVersion": "v1", "kind": "Secret", "name": "key", "uid": secret["metadata"]["uid"]})
+    to_pod = request_token(admin, namespace, boundObjectRef={"apiVersion": "v1", "kind": "Pod", "name": "runner"})
+    assert to_secret["spec"]["boundObjectRef"]["kind"] == "Secret"
+    with auth_cluster.with_token(to_secret["status"]["token"]) as by_secret, auth_cluster.with_token(to_pod["status"]["token"]) as by_pod:
+        assert whoami(by_secret).status_code == 201
+        info = whoami(by_pod).json()["status"]["userInfo"]
+        assert info["extra"]["authentication.kubernetes.io/pod-name"] == ["runner"]
+        assert info["extra"]["authentication.kubernetes.io/pod-uid"] == [pod["metadata"]["uid"]]
+        assert admin.delete(f"/api/v1/namespaces/{namespace}/secrets/key").status_code == 200
+        assert_unauthorized(whoami(by_secret))
+        admin.post(f"/api/v1/namespaces/{namespace}/secrets", json={"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "key"}})
+        assert_unauthorized(whoami(by_secret))  # the same name again is another secret
+        assert admin.delete(f"/api/v1/namespaces/{namespace}/pods/runner?gracePeriodSeconds=0").status_code == 200
+        assert_unauthorized(whoami(by_pod))
+
+
+def test_token_requests_bound_to_what_they_cannot_be(admin: httpx.Client, namespace: str) -> None:
+    service_account(admin, namespace)
+    pod_body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "other"}, "spec": {"containers": [{"name": "c", "image": "x"}]}}
+    assert admin.post(f"/api/v1/namespaces/{namespace}/pods", json=pod_body).status_code == 201
+    secret = admin.post(f"/api/v1/namespaces/{namespace}/secrets", json={"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "key"}}).json()
+    token = f"/api/v1/namespaces/{namespace}/serviceaccounts/robot/token"
+
+    def bound_to(**ref: str) -> httpx.Response:
+        return admin.post(token, json={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"boundObjectRef": ref}})
+
+    other_kind = bound_to(apiVersion="v1", kind="ConfigMap", name="x")
+    assert (other_kind.status_code, other_kind.json()["message"]) == (400, "cannot bind token to object of type /v1, Kind=ConfigMap")
+    other_account = bound_to(apiVersion="v1", kind="Pod", name="other")  # runs as "default"
+    assert (other_account.status_code, other_account.json()["message"]) == (
+        400, 'cannot bind token for serviceaccount "robot" to pod running with different serviceaccount name.',
+    )  # fmt: skip
+    replaced = bound_to(apiVersion="v1", kind="Secret", name="key", uid="not-" + secret["metadata"]["uid"])
+    assert replaced.status_code == 409
+    assert "does not match the UID in record" in replaced.json()["message"]
+    assert bound_to(apiVersion="v1", kind="Secret", name="missing").status_code == 404
+
+
 def _forged(auth_cluster: AuthCluster, account: dict, key: jwt.PrivateKey | None = None, **changes: object) -> str:
     now = int(time.time())
     meta = account["metadata"]

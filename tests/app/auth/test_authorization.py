@@ -137,6 +137,39 @@ def test_access_and_rules_reviews(auth_cluster: AuthCluster, admin: httpx.Client
     assert sar.status_code == 201 and sar.json()["status"]["allowed"] is True
 
 
+def test_local_subject_access_reviews_answer_within_their_namespace(auth_cluster: AuthCluster, admin: httpx.Client, namespace: str) -> None:
+    grant(admin, namespace, "hank", [READ_PODS])
+    grant(admin, namespace, "nadia", [{"apiGroups": ["authorization.k8s.io"], "resources": ["localsubjectaccessreviews"], "verbs": ["create"]}], name="reviewer")
+    reviews = f"/apis/authorization.k8s.io/v1/namespaces/{namespace}/localsubjectaccessreviews"
+
+    def review(verb: str, review_namespace: str | None = namespace, **spec: object) -> dict:
+        attributes = {"verb": verb, "resource": "pods", **({"namespace": review_namespace} if review_namespace is not None else {})}
+        return {"apiVersion": "authorization.k8s.io/v1", "kind": "LocalSubjectAccessReview", "spec": {"user": "hank", "resourceAttributes": attributes, **spec}}
+
+    with auth_cluster.as_user("nadia") as nadia:
+        allowed = nadia.post(reviews, json=review("list"))
+        denied = nadia.post(reviews, json=review("delete"))
+        elsewhere = nadia.post(reviews, json=review("list", "default"))
+        unnamed = nadia.post(reviews, json=review("list", None))
+        paths = nadia.post(reviews, json={**review("get"), "spec": {"user": "hank", "nonResourceAttributes": {"verb": "get", "path": "/healthz"}}})
+        other_namespace = nadia.post("/apis/authorization.k8s.io/v1/namespaces/default/localsubjectaccessreviews", json=review("list", "default"))
+        mismatched = nadia.post(reviews, json={**review("list"), "metadata": {"namespace": "default"}})
+    assert allowed.status_code == 201, allowed.text
+    assert allowed.json()["metadata"] == {"namespace": namespace}
+    assert allowed.json()["status"] == {"allowed": True, "reason": f'RBAC: allowed by RoleBinding "grant/{namespace}" of Role "grant" to User "hank"'}
+    assert denied.json()["status"] == {"allowed": False}
+    for refused in (elsewhere, unnamed):
+        assert refused.status_code == 422
+        assert "spec.resourceAttributes.namespace: Invalid value" in refused.json()["message"] and "must match metadata.namespace" in refused.json()["message"]
+    assert paths.status_code == 422 and "spec.nonResourceAttributes: Invalid value" in paths.json()["message"]
+    assert other_namespace.status_code == 403  # nadia may review only in her namespace
+    assert mismatched.status_code == 400
+    assert mismatched.json()["message"] == "the namespace of the provided object does not match the namespace sent on the request"
+    # A namespace that does not exist can still be asked about, as upstream allows.
+    missing = admin.post("/apis/authorization.k8s.io/v1/namespaces/no-such-ns/localsubjectaccessreviews", json=review("list", "no-such-ns"))
+    assert missing.status_code == 201 and missing.json()["status"]["allowed"] is False
+
+
 def test_aggregated_roles_follow_the_roles_they_select(admin: httpx.Client) -> None:
     extra = {
         "apiVersion": "rbac.authorization.k8s.io/v1",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from app.auth.attributes import Attributes, request_attributes
-from app.auth.authorizers import Decision, UnionAuthorizer, forbidden
+from app.auth.authorizers import AlwaysDeny, Decision, PrivilegedGroups, UnionAuthorizer, forbidden
 from app.auth.node import NodeAuthorizer, NodeGraph
 from app.auth.rbac import CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES, ROLE_BINDINGS, ROLES, RBACAuthorizer, RBACIndex
 from app.auth.rules import Rule, compact, compact_string, covers
@@ -131,3 +131,44 @@ def test_union_takes_the_first_decision_and_joins_the_reasons() -> None:
     decision, reason = union.authorize(attrs(node, "GET", "/api/v1/nodes/n2"))
     assert decision is Decision.NO_OPINION
     assert reason == "node 'n1' cannot read 'n2', only its own Node object"
+
+
+def test_a_decision_examines_only_the_bindings_that_name_the_user_among_ten_thousand() -> None:
+    index = index_with(
+        role("reader", [{"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get"]}]),
+        *(binding(f"user-{i}", "ClusterRole", "reader", [{"kind": "User", "name": f"user-{i}"}], namespace=f"ns-{i % 50}") for i in range(5_000)),
+        *(binding(f"cluster-{i}", "ClusterRole", "reader", [{"kind": "Group", "name": f"group-{i}"}]) for i in range(5_000)),
+    )
+    rbac = RBACAuthorizer(index)
+    user = UserInfo("user-7", groups=("group-3", "system:authenticated"))
+    claim = "/apis/resource.k8s.io/v1/namespaces/ns-7/resourceclaims/c"
+
+    decision, reason = rbac.authorize(attrs(user, "GET", claim))
+    assert (decision, reason) == (Decision.ALLOW, 'RBAC: allowed by ClusterRoleBinding "cluster-3" of ClusterRole "reader" to Group "group-3"')
+    assert index.bindings_examined == 2  # cluster-3, then user-7 in ns-7
+    assert rbac.authorize(attrs(UserInfo("user-7"), "GET", claim))[1] == 'RBAC: allowed by RoleBinding "user-7/ns-7" of ClusterRole "reader" to User "user-7"'
+    examined = index.bindings_examined
+    for _ in range(100):
+        rbac.authorize(attrs(user, "GET", claim))
+        rbac.authorize(attrs(user, "DELETE", claim))
+    assert index.bindings_examined == examined  # the same user and namespace again: nothing looked up
+
+
+def test_remembered_decisions_follow_changes_and_object_names() -> None:
+    index = index_with(
+        role("one-claim", [{"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "resourceNames": ["mine"], "verbs": ["get"]}]),
+        binding("alice", "ClusterRole", "one-claim", [{"kind": "User", "name": "alice"}], namespace="team"),
+    )
+    rbac = RBACAuthorizer(index)
+    claims = "/apis/resource.k8s.io/v1/namespaces/team/resourceclaims"
+    assert rbac.authorize(attrs(ALICE, "GET", f"{claims}/mine"))[0] is Decision.ALLOW
+    assert rbac.authorize(attrs(ALICE, "GET", f"{claims}/theirs"))[0] is Decision.NO_OPINION
+    index.apply(ROLE_BINDINGS, True, {"metadata": {"name": "alice", "namespace": "team"}})
+    assert rbac.authorize(attrs(ALICE, "GET", f"{claims}/mine"))[0] is Decision.NO_OPINION
+
+
+def test_system_masters_are_allowed_before_any_mode_decides() -> None:
+    union = UnionAuthorizer([PrivilegedGroups("system:masters"), AlwaysDeny()])
+    admin = UserInfo("root", groups=("system:masters", "system:authenticated"))
+    assert union.authorize(attrs(admin, "DELETE", "/api/v1/nodes/n1")) == (Decision.ALLOW, "")
+    assert union.authorize(attrs(ALICE, "DELETE", "/api/v1/nodes/n1")) == (Decision.NO_OPINION, "Everything is forbidden.")

@@ -7,7 +7,7 @@ from urllib.parse import parse_qsl
 
 import pytest
 
-from app.api.options import query_params
+from kube.query import query_params
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,16 @@
+"""Where the scheduler's explanations are served: the protocol between the scheduler, which serves
+them, and its clients (``kubectl dra``, the dashboard), which find the URL on the leader's Lease."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+SCHEDULER_LEASE_NAMESPACE = "kube-system"
+SCHEDULER_LEASE_NAME = "dra-scheduler"
+EXPLAIN_URL_ANNOTATION = "dra.example.com/explain-url"
+EXPLANATION_API_VERSION = "explain.dra.example.com/v1"
+
+
+def explain_path(namespace: str, name: str) -> str:
+    """The path of one pod's explanation."""
+    return f"/explain/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}"

@@ -1,0 +1,1 @@
+"""``kubectl dra``: a kubectl plugin and a web dashboard for the cluster's devices, claims and waiting pods."""

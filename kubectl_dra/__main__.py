@@ -1,0 +1,3 @@
+from kubectl_dra.cli import main
+
+raise SystemExit(main())

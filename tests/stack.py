@@ -1,0 +1,67 @@
+"""The whole stack as ``make run`` starts it (HTTPS, Node,RBAC, an identity per process, the
+scheduler's explanation port), in a temporary directory, for tests that drive it from outside."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from devtools.credentials import ClusterCredentials
+from devtools.devstack import node_names, worker_commands
+from devtools.ports import free_port
+from devtools.server import REPO_ROOT, ServerProcess, migrate, stop_process
+from tests.processes import eventually
+
+
+@dataclass
+class Stack:
+    server: ServerProcess
+    credentials: ClusterCredentials
+    tmp: Path
+    explain_port: int
+    workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    @property
+    def admin_kubeconfig(self) -> Path:
+        return self.credentials.kubeconfig("admin")
+
+    def admin(self) -> httpx.Client:
+        return httpx.Client(**self.server.httpx_options("admin"), timeout=30.0)  # type: ignore[arg-type]
+
+    def log(self, name: str) -> str:
+        path = self.tmp / f"{name}.log"
+        return path.read_text(errors="replace")[-4000:] if path.exists() else ""
+
+
+@contextlib.contextmanager
+def running_stack(tmp: Path, *, nodes: int = 2, profile: str = "gpu", explain: bool = True) -> Iterator[Stack]:
+    """The stack, its scheduler leading (explanation URL on its Lease) and its nodes' slices published."""
+    database_url = f"sqlite+aiosqlite:///{tmp / 'dra.sqlite'}"
+    migrate(database_url)
+    credentials = ClusterCredentials.ensure(tmp / "pki")
+    credentials.ensure_node_tokens(node_names(nodes))
+    server = ServerProcess(database_url, log_path=tmp / "apiserver.log", credentials=credentials).start()
+    stack = Stack(server, credentials, tmp, free_port() if explain else 0)
+    try:
+        for name, command in worker_commands(server, "", nodes, profile, stack.explain_port):
+            with open(tmp / f"{name}.log", "ab") as log:
+                stack.workers.append(subprocess.Popen(command, cwd=REPO_ROOT, stdout=log, stderr=log))
+        with stack.admin() as admin:
+
+            def ready() -> Any:
+                lease = admin.get("/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/dra-scheduler")
+                slices = admin.get("/apis/resource.k8s.io/v1/resourceslices").json().get("items") or []
+                return lease.status_code == 200 and len({s["spec"].get("nodeName") for s in slices}) >= nodes
+
+            eventually(ready, "the scheduler leads and every node published its devices", timeout=60)
+        yield stack
+    finally:
+        for worker in stack.workers:
+            stop_process(worker)
+        server.stop()
