@@ -10,8 +10,10 @@ from typing import Any
 
 from controllers.devicetainteviction import DEFAULT_RULE_STATUS_PERIOD, DeviceTaintEvictionController
 from controllers.garbagecollector import GarbageCollector
+from controllers.podgroups import PodGroupController
 from controllers.resourceclaim import ClaimController
 from controllers.resourcepoolstatus import PoolStatusController
+from kube import podgroups
 from kube.client import KubeClient
 from kube.features import FeatureGates
 from kube.informer import run_with_informers
@@ -55,9 +57,31 @@ def new_controllers(client: KubeClient, args: argparse.Namespace, gates: Feature
         work.append(pool_status.process)
 
     async def run_all() -> None:
+        if gates.enabled("GenericWorkload"):
+            # PodGroups need the gate and a --runtime-config that serves scheduling.k8s.io/v1beta1.
+            if await client.serves(podgroups.GROUP, podgroups.VERSION, podgroups.PLURAL):
+                groups = new_pod_group_controller(claims, collector, args, gates)
+                informers.extend(groups.informers)
+                work.append(groups.process)
+            else:
+                log.warning("the server does not serve %s/%s %s; PodGroups are not looked after", podgroups.GROUP, podgroups.VERSION, podgroups.PLURAL)
         await run_with_informers(informers, *(w() for w in work))
 
     return run_all
+
+
+def new_pod_group_controller(claims: ClaimController, collector: GarbageCollector, args: argparse.Namespace, gates: FeatureGates) -> PodGroupController:
+    """The PodGroup controller, sharing the claim controller's informers; its claims need DRAWorkloadResourceClaims."""
+    groups = PodGroupController(
+        claims.client, pods=claims.pods, claims=claims.claims, templates=claims.templates, claims_by_owner=claims.claims_by_owner,
+        claims_by_reserved=claims.claims_by_reserved, claim_queue=claims.queue,
+        claims_enabled=gates.enabled("DRAWorkloadResourceClaims"), workers=args.workers,
+    )  # fmt: skip
+    collector.owner_kinds[(podgroups.GROUP, podgroups.KIND)] = (podgroups.GROUP, podgroups.VERSION, podgroups.PLURAL, True)
+    groups.groups.on_delete(collector.owner_deleted)
+    if groups.claims_enabled:
+        claims.groups = groups
+    return groups
 
 
 async def run(args: argparse.Namespace, gates: FeatureGates) -> None:

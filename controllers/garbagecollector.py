@@ -94,6 +94,8 @@ class GarbageCollector:
         watch_timeout_seconds: int | None = None,
     ) -> None:
         self.client = client
+        # OWNER_KINDS plus the kinds of gated APIs found served at start (PodGroups with GenericWorkload).
+        self.owner_kinds = dict(OWNER_KINDS)
         self.workers = workers
         self.pods = pods
         self.claims = claims
@@ -119,7 +121,7 @@ class GarbageCollector:
     def _wire(self, plural: str, informer: Informer) -> None:
         informer.on_add(lambda obj: self._candidate(plural, obj))
         informer.on_update(lambda old, new: self._candidate(plural, new, old))
-        informer.on_delete(self._owner_deleted)
+        informer.on_delete(self.owner_deleted)
 
     def _candidate(self, plural: str, obj: Obj, old: Obj | None = None) -> None:
         m = metadata(obj)
@@ -129,7 +131,7 @@ class GarbageCollector:
             return  # owners and deletion as before: their own events already queued what they decide
         self.queue.add((plural, m.get("namespace", ""), m.get("name", "")))
 
-    def _owner_deleted(self, owner: Obj) -> None:
+    def owner_deleted(self, owner: Obj) -> None:
         # Dependents may now be orphans whose owners are all gone.
         for plural, dependent in self.dependents(str(metadata(owner).get("uid") or "")):
             self._candidate(plural, dependent)
@@ -162,7 +164,7 @@ class GarbageCollector:
 
     async def _owner(self, dependent: Obj, ref: Obj) -> Obj | _Unknown | None:
         """The live owner a reference points to (matching UID), None when gone, UNKNOWN for kinds the collector cannot look up."""
-        kind = OWNER_KINDS.get((group_of(ref.get("apiVersion", "")), ref.get("kind", "")))
+        kind = self.owner_kinds.get((group_of(ref.get("apiVersion", "")), ref.get("kind", "")))
         if kind is None:
             return UNKNOWN
         group, version, plural, namespaced = kind

@@ -16,7 +16,7 @@ controllers share its pod and claim informers and indexes.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Protocol
 
 from controllers.objects import (
     controller_owner,
@@ -32,6 +32,7 @@ from kube.client import KubeClient, record_event, resource_path
 from kube.errors import ApiError
 from kube.indexer import Index
 from kube.informer import Informer, run_with_informers
+from kube.podgroups import is_group_reference
 from kube.workqueue import WorkQueue, log_failures
 
 log = logging.getLogger("resourceclaim-controller")
@@ -73,6 +74,51 @@ def _missing_claim_entries(pod: Obj) -> list[Obj]:
     return [e for e in entries if not recorded.get(e["name"])]
 
 
+def claim_from_template(template: Obj, owner: Obj, entry: str) -> Obj:
+    """The claim a template makes for ``owner`` (a pod or a PodGroup: apiVersion, kind, name, uid):
+    controlled by it, annotated with the owner's claim entry, named ``<owner>-<entry>-<random>``."""
+    tspec = template.get("spec") or {}
+    tmeta = tspec.get("metadata") or {}
+    claim_meta: Obj = {
+        "generateName": generate_name(owner["name"], entry),
+        "namespace": metadata(template).get("namespace", ""),
+        "annotations": {**(tmeta.get("annotations") or {}), POD_CLAIM_NAME_ANNOTATION: entry},
+        "ownerReferences": [{**owner, "controller": True, "blockOwnerDeletion": True}],
+    }
+    if tmeta.get("labels"):
+        claim_meta["labels"] = dict(tmeta["labels"])
+    # The template's spec is only serialised, never changed.
+    return {"apiVersion": f"{RESOURCE_GROUP}/v1", "kind": "ResourceClaim", "metadata": claim_meta, "spec": tspec.get("spec") or {}}
+
+
+def generated_claim(claims_by_owner: Index[str], owner: Obj, entry: str) -> str | None:
+    """The name of the claim made from a template for ``owner``'s claim entry, if the cache has it."""
+    meta = metadata(owner)
+    uid = meta.get("uid", "")
+    for claim in claims_by_owner.get(uid):
+        cmeta = metadata(claim)
+        controller = controller_owner(claim)
+        if (
+            cmeta.get("namespace") == meta.get("namespace")
+            and controller is not None
+            and controller.get("uid") == uid
+            and (cmeta.get("annotations") or {}).get(POD_CLAIM_NAME_ANNOTATION) == entry
+        ):
+            return str(cmeta["name"])
+    return None
+
+
+class GroupClaims(Protocol):
+    """What the PodGroup side tells this controller (``controllers.podgroups``, KEP-5729)."""
+
+    def claim_for(self, pod: Obj, entry: Obj) -> tuple[bool, str | None]:
+        """(whether the pod claim entry is its group's claim, that claim's name once known);
+        (True, None) also while the pod's group does not exist yet."""
+
+    async def reference_alive(self, namespace: str, ref: Obj) -> bool:
+        """Whether the PodGroup a reservedFor entry names still exists."""
+
+
 class ClaimController:
     """Informers + indexes + one work queue; ``run()`` until cancelled."""
 
@@ -91,6 +137,8 @@ class ClaimController:
         self.queue: WorkQueue[Key] = WorkQueue()
         # Claims this process created, by (pod uid, claim entry): covers the informer's lag after a create.
         self._created: dict[tuple[str, str], str] = {}
+        # Set with DRAWorkloadResourceClaims: which entries are PodGroup claims, which groups are gone.
+        self.groups: GroupClaims | None = None
         self._wire()
 
     @property
@@ -164,16 +212,7 @@ class ClaimController:
     # ---- pods: template -> claim ---------------------------------------------------
 
     def _find_generated(self, pod: Obj, entry: str) -> str | None:
-        meta = metadata(pod)
-        uid = meta.get("uid", "")
-        for claim in self.claims_by_owner.get(uid):
-            cmeta = metadata(claim)
-            if cmeta.get("namespace") != meta.get("namespace"):
-                continue
-            owner = controller_owner(claim)
-            if owner and owner.get("uid") == uid and (cmeta.get("annotations") or {}).get(POD_CLAIM_NAME_ANNOTATION) == entry:
-                return str(cmeta["name"])
-        return self._created.get((uid, entry))
+        return generated_claim(self.claims_by_owner, pod, entry) or self._created.get((metadata(pod).get("uid", ""), entry))
 
     async def sync_pod(self, namespace: str, name: str) -> bool:
         """Create missing claims from templates and record them in the pod status."""
@@ -188,6 +227,14 @@ class ClaimController:
         changed = False
         for entry in entries:
             entry_name = entry["name"]
+            if self.groups is not None:
+                is_group_claim, group_claim = self.groups.claim_for(pod, entry)
+                if is_group_claim:
+                    if group_claim is None:
+                        continue  # the group or its claim is not there yet; the group's events bring us back
+                    statuses = [s for s in statuses if s.get("name") != entry_name] + [{"name": entry_name, "resourceClaimName": group_claim}]
+                    changed = True
+                    continue
             claim_name = self._find_generated(pod, entry_name)
             if claim_name is None:
                 claim_name = await self._create_claim(pod, entry)
@@ -219,21 +266,7 @@ class ClaimController:
             await record_event(self.client, {"kind": "Pod", "apiVersion": "v1", **{"metadata": meta}}, "FailedResourceClaimCreation",
                                f'PodResourceClaim {entry["name"]}: resource claim template "{template_name}": not found', "Warning", COMPONENT)
             return None
-        tspec = template.get("spec") or {}
-        tmeta = tspec.get("metadata") or {}
-        annotations = dict(tmeta.get("annotations") or {})
-        annotations[POD_CLAIM_NAME_ANNOTATION] = entry["name"]
-        claim_meta: Obj = {
-            "generateName": generate_name(meta["name"], entry["name"]),
-            "namespace": namespace,
-            "annotations": annotations,
-            "ownerReferences": [
-                {"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}
-            ],
-        }
-        if tmeta.get("labels"):
-            claim_meta["labels"] = dict(tmeta["labels"])
-        body = {"apiVersion": f"{RESOURCE_GROUP}/v1", "kind": "ResourceClaim", "metadata": claim_meta, "spec": tspec.get("spec") or {}}  # only serialised, never changed
+        body = claim_from_template(template, {"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": meta["uid"]}, entry["name"])
         created = await self.client.create(self._claim_path(namespace), body)
         claim_name = str(metadata(created)["name"])
         self._created[(meta["uid"], entry["name"])] = claim_name
@@ -273,6 +306,8 @@ class ClaimController:
                 pod = await self._pod(namespace, ref.get("name", ""), ref.get("uid", ""))
                 if pod is None or pod_done(pod):
                     continue
+            elif is_group_reference(ref) and self.groups is not None and not await self.groups.reference_alive(namespace, ref):
+                continue  # the PodGroup is gone (without the gate, such references stay as they are)
             valid.append(ref)
         allocated = status.get("allocation") is not None
         being_deleted = bool(meta.get("deletionTimestamp"))

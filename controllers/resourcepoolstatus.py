@@ -159,17 +159,10 @@ class PoolStatusController:
         if request.get("status") is None:
             self.queue.add(metadata(request)["name"])
 
-    async def _served(self) -> bool:
-        """Whether the server serves the requests (v1alpha3 enabled by its --runtime-config, and the gate on)."""
-        try:
-            listing = await self.client.get(f"/apis/{RESOURCE_GROUP}/{REQUESTS_VERSION}")
-        except ApiError:
-            return False
-        return any(r.get("name") == REQUESTS for r in listing.get("resources") or [])
-
     async def process(self) -> None:
         """Answer requests until cancelled; nothing when the server does not serve them."""
-        if not await self._served():
+        # v1alpha3 is served only when the server's --runtime-config enables it, and with the gate.
+        if not await self.client.serves(RESOURCE_GROUP, REQUESTS_VERSION, REQUESTS):
             log.warning("the server does not serve %s/%s %s; not answering them", RESOURCE_GROUP, REQUESTS_VERSION, REQUESTS)
             return
         informers = [self.requests, self.slices, *([self.rules] if self.rules is not None else [])]

@@ -263,6 +263,15 @@ class KubeClient:
         """GET one object (or any JSON document)."""
         return await self._expect("GET", path)
 
+    async def serves(self, group: str, version: str, plural: str) -> bool:
+        """Whether the server serves this resource (its discovery document lists it): versions
+        off by --runtime-config and kinds off by a feature gate are not."""
+        try:
+            listing = await self.get(f"/apis/{group}/{version}" if group else f"/api/{version}")
+        except ApiError:
+            return False
+        return any(r.get("name") == plural for r in listing.get("resources") or [])
+
     async def list(
         self,
         path: str,

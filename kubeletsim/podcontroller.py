@@ -407,7 +407,11 @@ class PodController:
         return pods_mod.resource_report(pod, node_allocatable=self.node_allocatable)
 
     def _check_claims(self, pod: Obj, claims: dict[str, Obj | None], node: Obj) -> pods_mod.Admission:
-        return pods_mod.check_admission(pod, claims, node, self.drivers, reserved_for_workloads=self.gates.enabled("DRAReservedForWorkloads"))
+        return pods_mod.check_admission(
+            pod, claims, node, self.drivers,
+            reserved_for_workloads=self.gates.enabled("DRAReservedForWorkloads"),
+            pod_group_claims=self.gates.enabled("DRAWorkloadResourceClaims"),
+        )  # fmt: skip
 
     async def _get_claim(self, namespace: str, name: str) -> Obj | None:
         try:

@@ -11,6 +11,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kube import podgroups
 from kube.labels import node_selector_matches
 from kube.pods import (
     HUGEPAGES_PREFIX,
@@ -74,13 +75,15 @@ def check_admission(
     drivers: Collection[str],
     *,
     reserved_for_workloads: bool = False,
+    pod_group_claims: bool = False,
 ) -> Admission:
     """Whether every claim of ``pod`` is ready for it on ``node``, as the kubelet's DRA manager checks.
 
     ``claims`` maps claim names (in the pod's namespace) to the cached claim or None. A claim
     must exist, be allocated, be reserved for the pod (or, with DRAReservedForWorkloads, for any
-    pod) and be allocated for this node; devices of the built-in ``drivers`` must be in the
-    node's own pools. Devices of other drivers are their plugins' business (the DRA manager).
+    pod; with DRAWorkloadResourceClaims, for the pod's PodGroup) and be allocated for this node;
+    devices of the built-in ``drivers`` must be in the node's own pools. Devices of other drivers
+    are their plugins' business (the DRA manager).
     """
     meta = pod.get("metadata") or {}
     uid = meta.get("uid")
@@ -95,12 +98,15 @@ def check_admission(
         claim = claims.get(claim_name)
         if claim is None:
             return Admission(False, f'failed to fetch ResourceClaim {claim_name}: resourceclaim "{claim_name}" not found')
-        if from_template and not any(o.get("uid") == uid for o in (claim.get("metadata") or {}).get("ownerReferences") or []):
+        owned = any(o.get("uid") == uid for o in (claim.get("metadata") or {}).get("ownerReferences") or [])
+        if from_template and not owned and not (pod_group_claims and podgroups.owned_by_pod_group(claim, pod)):
             return Admission(False, f"ResourceClaim {claim_name} was not created for the pod")
         allocation = (claim.get("status") or {}).get("allocation")
         if not allocation:
             return Admission(False, f"ResourceClaim {claim_name} is not allocated")
         reserved = any(r.get("uid") == uid for r in (claim.get("status") or {}).get("reservedFor") or [])
+        # KEP-5729: a claim reserved for the pod's PodGroup (by name) serves every pod of the group.
+        reserved = reserved or (pod_group_claims and podgroups.reserved_for_pod_group(claim, pod))
         if not reserved and not (reserved_for_workloads and allocation.get("reservedForAnyPod") is True):
             return Admission(
                 False, f"pod {meta.get('name')} is not allowed to use ResourceClaim {claim_name}: it is not reserved for the pod"

@@ -163,6 +163,9 @@ class AllocatorFeatures:
     node_allocatable_resources: bool = False
     # KEP-5194: not an allocator rule, but the scheduler reads all its gates from here.
     reserved_for_workloads: bool = False
+    # The Workload API (PodGroups, gangs) and KEP-5729's PodGroup claims, likewise.
+    generic_workload: bool = False
+    workload_resource_claims: bool = False
 
     @classmethod
     def from_gates(cls, gates: Mapping[str, bool]) -> AllocatorFeatures:
@@ -183,6 +186,8 @@ class AllocatorFeatures:
             list_attributes=on("DRAListTypeAttributes", False),
             node_allocatable_resources=on("DRANodeAllocatableResources", False),
             reserved_for_workloads=on("DRAReservedForWorkloads", False),
+            generic_workload=on("GenericWorkload", False),
+            workload_resource_claims=on("GenericWorkload", False) and on("DRAWorkloadResourceClaims", False),
         )
 
 

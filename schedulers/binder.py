@@ -33,6 +33,7 @@ import httpx
 from kube.client import KubeClient, record_event, resource_path
 from kube.errors import ApiError
 from kube.informer import object_key
+from kube.podgroups import is_group_reference
 from kube.timeutil import now_rfc3339
 from schedulers.allocator import AllocatorFeatures
 from schedulers.cache import RESOURCE, Key, Obj, SchedulerCache, is_pod_reference, meta
@@ -45,8 +46,11 @@ DELETE_PROTECTION_FINALIZER = "resource.kubernetes.io/delete-protection"
 RESERVED_FOR_MAX = 256  # ResourceClaimReservedForMaxSize
 CLAIM_WRITE_ATTEMPTS = 10
 
-# A claim to write for a pod: with the new allocation, or None to only add the pod to reservedFor.
-ClaimWrite = tuple[Obj, Mapping[str, Any] | None]
+# A claim to write for a pod: with the new allocation, or None to only add the consumer to
+# reservedFor; the consumer is the pod, or the PodGroup reference given (KEP-5729).
+ClaimWrite = tuple[Obj, Mapping[str, Any] | None, Obj | None]
+# How long a pod waits for another member of its group to write the group claim's allocation.
+GROUP_ALLOCATION_WAIT = 30.0
 
 
 @dataclass
@@ -128,33 +132,44 @@ class Binder:
         pod_uid = meta(pod).get("uid", "")
         to_write: list[ClaimWrite] = []
         for claim in placement.claims:
-            allocation = placement.allocations.get(meta(claim).get("uid", ""))
+            uid = meta(claim).get("uid", "")
+            allocation = placement.allocations.get(uid)
+            group_ref = placement.group_refs.get(uid)
             if allocation is not None:
                 self.cache.assume_allocation(claim, allocation, pod_uid)
-                to_write.append((claim, allocation))
-            elif pod_uid not in _reserved_uids(claim):
-                to_write.append((claim, None))
+                to_write.append((claim, allocation, group_ref))
+            elif (group_ref or {}).get("uid", pod_uid) not in _reserved_uids(claim):
+                to_write.append((claim, None, group_ref))
         self.cache.assume_pod(pod, placement.node, placement.requests)
         self.queue.done(object_key(pod))
-        self._spawn(self._bind(pod, placement.node, to_write, placement.statuses))
+        if placement.gang is not None and self.cache.groups is not None:
+            self.cache.groups.placed(placement.gang[:2])
+        self._spawn(self._bind(pod, placement.node, to_write, placement.statuses, placement.gang))
 
     def _unreserve(self, pod: Obj, claims: list[ClaimWrite]) -> None:
         pod_uid = meta(pod).get("uid", "")
-        for claim, allocation in claims:
+        for claim, allocation, _ in claims:
             if allocation is not None:
                 self.cache.forget_allocation(claim, pod_uid)
         self.cache.forget_pod(pod)
 
     # ------------------------------------------------------------------ writes
 
-    async def _bind(self, pod: Obj, node_name: str, claims: list[ClaimWrite], statuses: list[Obj]) -> None:
-        """PreBind (claim status writes, the pod's node-allocatable claim statuses) and Bind; undo everything on failure."""
+    async def _bind(
+        self, pod: Obj, node_name: str, claims: list[ClaimWrite], statuses: list[Obj], gang: tuple[str, str, int] | None = None
+    ) -> None:
+        """Permit (a gang waits for its minimum), PreBind (claim status writes, the pod's
+        node-allocatable claim statuses) and Bind; undo everything on failure."""
         key = object_key(pod)
         ns, name = key
-        written: list[Obj] = []
+        written: list[tuple[Obj, Obj | None]] = []
         try:
-            for claim, allocation in claims:
-                written.append(await self._write_claim(pod, claim, allocation))
+            if gang is not None and self.cache.groups is not None:
+                groups, (group_ns, group_name, need) = self.cache.groups, gang
+                if not await groups.permit((group_ns, group_name), need, lambda: groups.placed_count(group_ns, group_name, self.cache.is_binding)):
+                    raise _BindFailure(f"PodGroup {group_ns}/{group_name}: fewer than {need} pods could be placed together")
+            for claim, allocation, group_ref in claims:
+                written.append((await self._write_claim(pod, claim, allocation, group_ref), group_ref))
             if statuses or (pod.get("status") or {}).get("nodeAllocatableResourceClaimStatuses"):
                 # Merge patch replaces the whole list: a retried pod drops what an earlier attempt wrote.
                 patch = {"status": {"nodeAllocatableResourceClaimStatuses": statuses or None}}
@@ -169,9 +184,11 @@ class Binder:
             self.stats.bind_failures += 1
             log.warning("binding failed", extra={"pod": f"{ns}/{name}", "node": node_name, "error": str(exc)})
             self._unreserve(pod, claims)
-            for claim in written:
+            if gang is not None and self.cache.groups is not None:
+                self.cache.groups.placed(gang[:2])
+            for claim, group_ref in written:
                 with contextlib.suppress(ApiError, httpx.HTTPError, OSError):
-                    await self._drop_reservation(pod, claim)
+                    await self._drop_reservation(pod, claim, group_ref)
             if self.cache.pods.get(ns, name) is not None:
                 self.queue.retry(key)
             return
@@ -181,12 +198,15 @@ class Binder:
         log.info("scheduled", extra={"pod": f"{ns}/{name}", "node": node_name, "claims": len(claims)})
         self._spawn(self._event(pod, "Normal", "Scheduled", f"Successfully assigned {ns}/{name} to {node_name}"))
 
-    async def _write_claim(self, pod: Obj, claim: Obj, allocation: Mapping[str, Any] | None) -> Obj:
-        """Add the finalizer, then allocation (if new) + this pod in reservedFor; retry on conflict."""
+    async def _write_claim(self, pod: Obj, claim: Obj, allocation: Mapping[str, Any] | None, group_ref: Obj | None = None) -> Obj:
+        """Add the finalizer, then allocation (if new) + the consumer in reservedFor; retry on conflict.
+        The consumer is the pod, or for a PodGroup claim the group (whose later pods write nothing)."""
         pod_meta = meta(pod)
-        entry = {"resource": "pods", "name": pod_meta.get("name", ""), "uid": pod_meta.get("uid", "")}
+        entry = group_ref or {"resource": "pods", "name": pod_meta.get("name", ""), "uid": pod_meta.get("uid", "")}
         uid = meta(claim).get("uid", "")
         obj: Obj = self.cache.claim(*object_key(claim)) or claim
+        if group_ref is not None and allocation is None:
+            obj = await self._group_allocation(claim, obj)
         for _ in range(CLAIM_WRITE_ATTEMPTS):
             obj_meta = meta(obj)
             if obj_meta.get("uid") != uid:
@@ -201,9 +221,13 @@ class Binder:
                 raise _BindFailure(f"claim {_claim_name(claim)} was deallocated")
             reserved = list(status.get("reservedFor") or [])
             workload = (obj.get("spec") or {}).get("reservedFor") if self.features.reserved_for_workloads else None
+            if group_ref is not None and allocation is None and entry["uid"] in {r.get("uid") for r in reserved}:
+                # A later pod of the group: the member that allocated the claim protects it.
+                self.cache.assume_claim(obj)
+                return obj
             if entry["uid"] in {r.get("uid") for r in reserved} or (
                 # KEP-5194: a claim reserved for a workload serves any pod; pods are not listed.
-                self.features.reserved_for_workloads and any(not is_pod_reference(r) for r in reserved)
+                self.features.reserved_for_workloads and any(not is_pod_reference(r) and not is_group_reference(r) for r in reserved)
             ):
                 self.cache.assume_claim(obj)
                 return await self._protect(obj)
@@ -226,6 +250,16 @@ class Binder:
             self.cache.assume_claim(obj)
             return await self._protect(obj)
         raise _BindFailure(f"claim {_claim_name(claim)}: too many conflicts")
+
+    async def _group_allocation(self, claim: Obj, obj: Obj) -> Obj:
+        """The claim once the member of the group that allocates it has written the allocation."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + GROUP_ALLOCATION_WAIT
+        uid = meta(claim).get("uid", "")
+        while not (obj.get("status") or {}).get("allocation") and self.cache.allocating_pod(uid) is not None and loop.time() < deadline:
+            await asyncio.sleep(0.05)
+            obj = self.cache.claim(*object_key(claim)) or obj
+        return obj
 
     async def _protect(self, obj: Obj) -> Obj:
         """Add the delete-protection finalizer to a claim that is allocated and reserved.
@@ -253,9 +287,16 @@ class Binder:
             return obj
         raise _BindFailure(f"claim {_claim_name(obj)}: too many conflicts")
 
-    async def _drop_reservation(self, pod: Obj, claim: Obj) -> None:
-        """Undo: remove the pod from reservedFor; deallocate when nobody else reserves the claim."""
+    async def _drop_reservation(self, pod: Obj, claim: Obj, group_ref: Obj | None = None) -> None:
+        """Undo: remove the pod (or its group, when no other pod of the group is placed) from
+        reservedFor; deallocate when nobody else reserves the claim."""
         pod_uid = meta(pod).get("uid", "")
+        if group_ref is not None:
+            groups = self.cache.groups
+            ns = object_key(pod)[0]
+            if groups is None or groups.placed_count(ns, group_ref.get("name", ""), self.cache.is_binding) > 0:
+                return
+            pod_uid = group_ref.get("uid", "")
         for _ in range(CLAIM_WRITE_ATTEMPTS):
             try:
                 obj = await self.client.get(_claim_path(claim))

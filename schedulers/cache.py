@@ -15,16 +15,21 @@ effective allocations make up the allocated-device state the allocator works aga
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Mapping
 from fractions import Fraction
 from typing import Any
 
+from kube import podgroups
 from kube.client import KubeClient, resource_path
 from kube.informer import Informer, object_key
 from kube.pods import Resources, pod_requests
 from schedulers.allocator import AllocatedState, AllocatorFeatures, ResourceIndex, SearchCache
 from schedulers.nodefit import insufficient, node_allocatable
+from schedulers.podgroups import PodGroupView
 from schedulers.queue import SchedulingQueue
+
+log = logging.getLogger("scheduler")
 
 Obj = dict[str, Any]
 Key = tuple[str, str]  # (namespace, name)
@@ -87,6 +92,7 @@ class SchedulerCache:
         features: AllocatorFeatures | None = None,
         watch_timeout_seconds: int | None = None,
     ) -> None:
+        self.client = client
         self.queue = queue
         self.scheduler_name = scheduler_name
         self.features = features or AllocatorFeatures()
@@ -124,6 +130,20 @@ class SchedulerCache:
         self._allocations: dict[str, Mapping[str, Any]] = {}  # claim uid -> effective allocation
         self._state: AllocatedState | None = None
         self._wire()
+        # PodGroups exist only with GenericWorkload (the server does not serve them otherwise).
+        self.groups: PodGroupView | None = None
+        if self.features.generic_workload:
+            self.groups = PodGroupView(client, self.pods, queue.claim_ready, watch_timeout_seconds=watch_timeout_seconds)
+            self.informers.append(self.groups.groups)
+
+    async def check_served(self) -> None:
+        """PodGroups need GenericWorkload and a --runtime-config that serves them: without them the
+        scheduler treats pods as if they named no group."""
+        groups = self.groups
+        if groups is not None and not await self.client.serves(podgroups.GROUP, podgroups.VERSION, podgroups.PLURAL):
+            log.warning("the server does not serve %s/%s %s; pods are scheduled without their groups", podgroups.GROUP, podgroups.VERSION, podgroups.PLURAL)
+            self.informers.remove(groups.groups)
+            self.groups = None
 
     def _wire(self) -> None:
         self.pods.on_add(self._pod_added)
@@ -328,6 +348,10 @@ class SchedulerCache:
         if assumed is not None and (informed is None or _resource_version(assumed) > _resource_version(informed)):
             return assumed
         return informed
+
+    def effective_allocation(self, claim_uid: str) -> Mapping[str, Any] | None:
+        """The claim's allocation as this scheduler counts it: in flight, assumed or informed."""
+        return self._allocations.get(claim_uid)
 
     def allocating_pod(self, claim_uid: str) -> str | None:
         """The uid of the pod whose allocation of this claim is being written, if any."""

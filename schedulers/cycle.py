@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kube import podgroups
 from kube.informer import object_key
 from kube.labels import node_selector_matches
 from kube.pods import Resources, pod_requests
@@ -41,6 +42,7 @@ from schedulers.allocator import (
 )
 from schedulers.cache import Key, Obj, RequestsKey, SchedulerCache, is_pod_reference, meta
 from schedulers.nodefit import REASON_AFFINITY, fit_error_message, matches_node_selector_and_affinity, untolerated_taint
+from schedulers.podgroups import wait_key
 
 log = logging.getLogger("scheduler")
 
@@ -60,6 +62,10 @@ class Placement:
     allocations: dict[str, Mapping[str, Any]]  # claim uid -> new allocation, for claims allocated in this cycle
     requests: Resources  # what the pod charges the node
     statuses: list[Obj]  # the pod's status.nodeAllocatableResourceClaimStatuses (KEP-5517), may be empty
+    # KEP-5729: claim uid -> the PodGroup reference the claim is reserved for instead of the pod.
+    group_refs: dict[str, Obj] = field(default_factory=dict)
+    # (namespace, group, minCount) of a gang pod: it waits at Permit until its gang is placed.
+    gang: tuple[str, str, int] | None = None
 
 
 @dataclass
@@ -88,6 +94,8 @@ class _PodClaims:
     allocated: list[Obj] = field(default_factory=list)
     unallocated: list[Obj] = field(default_factory=list)
     entry_names: dict[str, str] = field(default_factory=dict)  # claim uid -> the pod's claim entry name
+    group_refs: dict[str, Obj] = field(default_factory=dict)  # claim uid -> PodGroup reference (group claims)
+    gang: tuple[str, str, int] | None = None
 
 
 class _PodFit:
@@ -215,6 +223,8 @@ class SchedulingCycle:
             allocations=dict(zip((meta(c).get("uid", "") for c in resolved.unallocated), allocations, strict=True)),
             requests=_requests_with(pod, statuses) if statuses else requests,
             statuses=statuses,
+            group_refs=resolved.group_refs,
+            gang=resolved.gang,
         )
 
     def _resolve_claims(self, pod: Obj) -> _PodClaims | WaitForClaims | str:
@@ -225,7 +235,20 @@ class SchedulingCycle:
         out = _PodClaims()
         waiting: list[Key] = []
         why = ""
+        group = self._pod_group(pod, out)
+        if isinstance(group, WaitForClaims):
+            return group
         for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
+            if group is not None and self.features.workload_resource_claims:
+                group_claim = podgroups.matching_group_claim(entry, group)
+                if group_claim is not None:
+                    outcome = self._group_claim(pod, entry, group, group_claim, out)
+                    if isinstance(outcome, str):
+                        return outcome
+                    if outcome is not None:
+                        waiting += outcome.claims
+                        why = outcome.why
+                    continue
             name = entry.get("resourceClaimName")
             template = not name and bool(entry.get("resourceClaimTemplateName"))
             if template:
@@ -266,6 +289,65 @@ class SchedulingCycle:
         if waiting:
             return WaitForClaims(waiting, why)
         return out
+
+    # --- PodGroups (GenericWorkload) and their claims (KEP-5729, DRAWorkloadResourceClaims) ---
+
+    def _pod_group(self, pod: Obj, out: _PodClaims) -> Obj | WaitForClaims | None:
+        """The pod's PodGroup; the pod waits until the group exists and, for a gang, has its minimum of pods."""
+        name = podgroups.pod_group_name(pod)
+        groups = self.cache.groups
+        if name is None or groups is None:
+            return None
+        ns, _ = object_key(pod)
+        group = groups.group(ns, name)
+        if group is None:
+            return WaitForClaims([wait_key(ns, name)], f'waiting for PodGroup "{name}" to be created')
+        need = podgroups.gang_min_count(group)
+        if need:
+            have = len(groups.member_uids(ns, name))
+            if have < need:
+                return WaitForClaims([wait_key(ns, name)], f"waiting for minCount pods of PodGroup {name!r}: {have} of {need}")
+            out.gang = (ns, name, need)
+        return group
+
+    def _group_claim(self, pod: Obj, entry: Obj, group: Obj, group_claim: Obj, out: _PodClaims) -> WaitForClaims | str | None:
+        """Resolve a pod claim entry that is its group's claim: None when resolved (added to ``out``),
+        what to wait for, or an unschedulable message."""
+        ns, _ = object_key(pod)
+        group_name = meta(group).get("name", "")
+        name = podgroups.group_claim_name(group_claim, group)
+        if name is None:
+            return WaitForClaims([wait_key(ns, group_name)], f"waiting for the claim of PodGroup {group_name!r} entry {entry.get('name')!r}")
+        if group_claim.get("resourceClaimTemplateName"):
+            # As for the pod's own template claims, the pod's status must name the claim first (the
+            # kubelet finds it there); the pod's update brings it back.
+            recorded = {s.get("name"): s.get("resourceClaimName") for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []}
+            if recorded.get(entry.get("name")) != name:
+                return WaitForClaims([(ns, f"<pod {meta(pod).get('uid', '')} entry {entry.get('name')}>")], f"waiting for resource claim of entry {entry.get('name')}")
+        claim = self.cache.claim(ns, name)
+        if claim is None:
+            return WaitForClaims([(ns, name)], f"waiting for resourceclaim {name!r} to be created")
+        claim_meta = meta(claim)
+        if claim_meta.get("deletionTimestamp"):
+            return f'resourceclaim "{name}" is being deleted'
+        if group_claim.get("resourceClaimTemplateName") and not podgroups.owned_by_pod_group(claim, pod):
+            return f"ResourceClaim {ns}/{name} was not created for PodGroup {group_name} (PodGroup is not owner)"
+        uid = claim_meta.get("uid", "")
+        allocating = self.cache.allocating_pod(uid)
+        groups = self.cache.groups
+        if allocating is not None and allocating != meta(pod).get("uid", ""):
+            if groups is None or allocating not in groups.member_uids(ns, group_name):
+                return WaitForClaims([(ns, name)], f"resource claim {ns}/{name} is in the process of being allocated")
+            # Another pod of the group is writing the allocation: the group shares it.
+            claim = {**claim, "status": {**(claim.get("status") or {}), "allocation": self.cache.effective_allocation(uid)}}
+        out.claims.append(claim)
+        out.entry_names[uid] = entry.get("name", "")
+        out.group_refs[uid] = podgroups.group_reference(group)
+        if (claim.get("status") or {}).get("allocation"):
+            out.allocated.append(claim)
+        else:
+            out.unallocated.append(claim)
+        return None
 
     def _filter(
         self,

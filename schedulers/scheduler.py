@@ -51,6 +51,7 @@ class Scheduler:
 
     async def run(self) -> None:
         """Sync the informers, then schedule until cancelled."""
+        await self.cache.check_served()
         informers = self.cache.informers
         for inf in informers:
             inf.start()

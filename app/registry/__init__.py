@@ -23,6 +23,7 @@ from app.registry.resource import (
     resourcepoolstatusrequest,
     resourceslice,
 )
+from app.registry.scheduling import podgroup, workload
 
 KINDS: tuple[KindStrategy, ...] = (
     namespace.STRATEGY,
@@ -47,6 +48,8 @@ KINDS: tuple[KindStrategy, ...] = (
     selfsubjectrulesreview.STRATEGY,
     subjectaccessreview.STRATEGY,
     localsubjectaccessreview.STRATEGY,
+    workload.STRATEGY,
+    podgroup.STRATEGY,
 )
 
 # The kind whose objects are the namespaces that namespaced objects live in.

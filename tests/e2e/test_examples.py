@@ -33,6 +33,8 @@ PLURALS = {
     "DeviceClass": "deviceclasses",
     "ResourceClaim": "resourceclaims",
     "ResourceClaimTemplate": "resourceclaimtemplates",
+    "Workload": "workloads",
+    "PodGroup": "podgroups",
 }
 CLUSTER_SCOPED = {"Namespace", "DeviceClass"}
 

@@ -45,9 +45,10 @@ Obj = dict[str, Any]
 class Stack:
     """The server and the workers, all started with ``gates``; :meth:`restart` starts them again with other gates."""
 
-    def __init__(self, start_server: Callable[..., ServerProcess], logs: Path) -> None:
+    def __init__(self, start_server: Callable[..., ServerProcess], logs: Path, server_flags: tuple[str, ...] = ()) -> None:
         self.start_server = start_server
         self.logs = logs
+        self.server_flags = server_flags  # the server's alone (e.g. --runtime-config), on every start
         self.server: ServerProcess | None = None
         self.workers: list[Worker] = []
         self.client = httpx.Client(timeout=60.0)
@@ -56,7 +57,7 @@ class Stack:
     def start(self, gates: str) -> None:
         flags = ["--feature-gates", gates] if gates else []
         database = self.server.database_url if self.server is not None else None
-        self.server = self.start_server("--bookmark-interval", "1", *flags, database_url=database, migrate_first=database is None)
+        self.server = self.start_server("--bookmark-interval", "1", *self.server_flags, *flags, database_url=database, migrate_first=database is None)
         url = self.server.url
         self.runs += 1
         run = f"{self.runs}-{'on' if gates else 'off'}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import uuid
 from pathlib import Path
 
@@ -211,6 +212,35 @@ def test_admission_of_template_claims() -> None:
     assert "not created for the pod" in _admit(resolved, {"c1": foreign}).message
     # resourceClaimName unset in the status: the controller decided no claim is needed.
     assert _admit(_pod(from_template, [{"name": "gpu"}]), {}).ok
+
+
+def test_admission_through_the_pods_group() -> None:
+    """DRAWorkloadResourceClaims: a claim reserved for the pod's PodGroup (by name) admits it,
+    and a claim generated for that group counts as the pod's own."""
+    group_ref = {"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "trainers", "uid": "g"}
+    by_name = [{"name": "gpu", "resourceClaimName": "c1"}]
+    member = _pod(by_name)
+    member["spec"]["schedulingGroup"] = {"podGroupName": "trainers"}  # type: ignore[index]
+    for_group = _claim(reserved=False)
+    for_group["status"]["reservedFor"] = [group_ref]  # type: ignore[index]
+    assert _admit(member, {"c1": for_group}, pod_group_claims=True).ok
+    # Not without the gate, not for a pod of another group (or of none), not through KEP-5194's rule.
+    assert "not reserved" in _admit(member, {"c1": for_group}).message
+    assert "not reserved" in _admit(member, {"c1": for_group}, reserved_for_workloads=True).message
+    stranger = _pod(by_name)
+    stranger["spec"]["schedulingGroup"] = {"podGroupName": "others"}  # type: ignore[index]
+    assert "not reserved" in _admit(stranger, {"c1": for_group}, pod_group_claims=True).message
+    assert "not reserved" in _admit(_pod(by_name), {"c1": for_group}, pod_group_claims=True).message
+    # A claim the controller made from the group's template: owned by the PodGroup, not the pod.
+    from_template = [{"name": "gpu", "resourceClaimTemplateName": "t"}]
+    templated = _pod(from_template, [{"name": "gpu", "resourceClaimName": "c1"}])
+    templated["spec"]["schedulingGroup"] = {"podGroupName": "trainers"}  # type: ignore[index]
+    owned = copy.deepcopy(for_group)
+    owned["metadata"]["ownerReferences"] = [  # type: ignore[index]
+        {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "name": "trainers", "uid": "g", "controller": True}
+    ]
+    assert _admit(templated, {"c1": owned}, pod_group_claims=True).ok
+    assert "not created for the pod" in _admit(templated, {"c1": owned}).message
 
 
 def test_device_status_prepare_and_unprepare() -> None:

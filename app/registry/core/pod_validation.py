@@ -290,6 +290,21 @@ def validate_scheduling_gates(gates: object, path: str) -> list[FieldError]:
     return errs
 
 
+def validate_scheduling_group(group: object, path: str) -> list[FieldError]:
+    """spec.schedulingGroup (GenericWorkload): a union with one member, podGroupName, a DNS subdomain.
+    The group need not exist yet; it is a name in the pod's own namespace."""
+    if group is None:
+        return []
+    if not isinstance(group, dict):
+        return [invalid(path, group, "must be an object")]
+    name = group.get("podGroupName")
+    if name is None:
+        return [invalid(path, "", "must specify one of: `podGroupName`")]
+    if not isinstance(name, str) or not name:
+        return [required(f"{path}.podGroupName")] if name == "" else [invalid(f"{path}.podGroupName", name, "must be a string")]
+    return validate_dns1123_subdomain(name, f"{path}.podGroupName")
+
+
 def validate_tolerations(tolerations: object, path: str) -> list[FieldError]:
     """ValidateTolerations: key, operator/value pairing, effect, tolerationSeconds needs NoExecute."""
     errs: list[FieldError] = []
@@ -338,6 +353,7 @@ def validate_pod_spec(spec_value: object, path: str = "spec") -> list[FieldError
     errs += _validate_enum(spec.get("dnsPolicy"), f"{path}.dnsPolicy", DNS_POLICIES)
     errs += validate_labels(spec.get("nodeSelector"), f"{path}.nodeSelector")
     errs += validate_scheduling_gates(spec.get("schedulingGates"), f"{path}.schedulingGates")
+    errs += validate_scheduling_group(spec.get("schedulingGroup"), f"{path}.schedulingGroup")
     for key in ("serviceAccountName", "nodeName", "priorityClassName"):
         value = as_str(spec.get(key), f"{path}.{key}", errs)
         if value:

@@ -1,0 +1,37 @@
+"""Workload (scheduling.k8s.io/v1beta1, namespaced, no status), served with GenericWorkload."""
+
+from __future__ import annotations
+
+from app.registry.base import KindStrategy, Obj, RequestContext
+from app.registry.columns import age_column, name_column
+from app.registry.scheduling.podgroupspec import GROUP, VERSION
+from app.registry.scheduling.workload_validation import (
+    drop_disabled_workload_fields,
+    validate_workload_spec,
+    validate_workload_update,
+)
+from kube.errors import FieldError
+
+
+class WorkloadStrategy(KindStrategy):
+    group = GROUP
+    version = VERSION
+    kind = "Workload"
+    plural = "workloads"
+    singular = "workload"
+    namespaced = True
+    feature_gate = "GenericWorkload"
+    create_example: Obj = {"spec": {"podGroupTemplates": [{"name": "workers", "schedulingPolicy": {"basic": {}}}]}}
+    printer_columns = (name_column(), age_column())
+
+    def drop_disabled_fields(self, obj: Obj, old: Obj | None, ctx: RequestContext) -> None:
+        drop_disabled_workload_fields(obj, old, ctx.feature_gates)
+
+    def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
+        return validate_workload_spec(obj.get("spec"))
+
+    def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
+        return validate_workload_update(new.get("spec"), old.get("spec"))
+
+
+STRATEGY = WorkloadStrategy()
