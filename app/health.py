@@ -21,6 +21,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.storage.probe import StorageProbe
 from app.storage.storage import Storage
+from kube.errors import go_quote
 from kube.query import query_pairs
 
 log = logging.getLogger("app.health")
@@ -101,7 +102,7 @@ class HealthEndpoints:
             else:
                 lines.append(f"[+]{check.name} ok\n")
         if excluded:
-            names = ",".join(_go_quote(name) for name in sorted(excluded))
+            names = ",".join(go_quote(name) for name in sorted(excluded))
             lines.append(f"warn: some health checks cannot be excluded: no matches for {names}\n")
             log.warning("cannot exclude some health checks, no health checks are installed matching %s", names)
         self._note(group, failures)
@@ -129,11 +130,6 @@ class HealthEndpoints:
             await _reply(send, 500, f"internal server error: {exc}\n", nosniff=True)
             return
         await _reply(send, 200, "ok", nosniff=False)
-
-
-def _go_quote(text: str) -> str:
-    """A name as Go's %q prints it (check names are printable ASCII)."""
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 async def _reply(send: Send, status: int, body: str, *, nosniff: bool) -> None:

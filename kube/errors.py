@@ -19,9 +19,39 @@ TYPE_INVALID = "FieldValueTypeInvalid"
 INTERNAL = "InternalError"
 
 
+class GoSyntax(str):
+    """A field error's value already written as Go prints it (``[]string{"x"}``): shown as it is."""
+
+
+# The escapes Go's strconv.Quote writes by name.
+_GO_ESCAPES = {'"': '\\"', "\\": "\\\\", "\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
+
+
+def go_quote(text: str) -> str:
+    """Go's ``%q`` for a string: printable runes kept, the rest escaped."""
+    out = ['"']
+    for ch in text:
+        code = ord(ch)
+        if ch in _GO_ESCAPES:
+            out.append(_GO_ESCAPES[ch])
+        elif ch == " " or ch.isprintable():
+            out.append(ch)
+        elif code < 0x80:
+            out.append(f"\\x{code:02x}")
+        elif code < 0x10000:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
+    out.append('"')
+    return "".join(out)
+
+
 def _render_value(value: Any) -> str:
+    """A field error's value as upstream's field.Error prints it (a string as Go's %q)."""
+    if isinstance(value, GoSyntax):
+        return str(value)
     if isinstance(value, str):
-        return json.dumps(value)
+        return go_quote(value)
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -70,7 +100,7 @@ class FieldError:
         if self.has_value:
             text = f"{text}: {_render_value(self.value)}"
         if self.reason == NOT_SUPPORTED and self.supported:
-            quoted = ", ".join(json.dumps(s) for s in self.supported)
+            quoted = ", ".join(go_quote(s) for s in self.supported)
             return f"{text}: supported values: {quoted}"
         if self.detail:
             text = f"{text}: {self.detail}"
@@ -219,8 +249,9 @@ def not_acceptable(message: str) -> ApiError:
     return ApiError(406, "NotAcceptable", message)
 
 
-def unsupported_media_type(content_type: str) -> ApiError:
-    return ApiError(415, "UnsupportedMediaType", f'the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf, application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml (got "{content_type}")')
+def unsupported_media_type(accepted: list[str] | tuple[str, ...]) -> ApiError:
+    """A body in a media type the endpoint does not read, listing those it does."""
+    return ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format - accepted media types include: {', '.join(accepted)}")
 
 
 def entity_too_large(limit: int) -> ApiError:

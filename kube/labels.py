@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kube.errors import bad_request
+from kube.errors import bad_request, go_quote
 
 # Operator spellings as upstream's selection package names them.
 IN = "in"
@@ -148,39 +148,6 @@ def label_value_errors(value: str) -> list[str]:
 
 
 # --- Go-style error rendering -----------------------------------------------------------------
-
-
-def go_quote(text: str) -> str:
-    """Go's ``%q`` for a string: printable runes kept, the rest escaped."""
-    out = ['"']
-    for ch in text:
-        code = ord(ch)
-        if ch in ('"', "\\"):
-            out.append("\\" + ch)
-        elif ch == "\a":
-            out.append("\\a")
-        elif ch == "\b":
-            out.append("\\b")
-        elif ch == "\f":
-            out.append("\\f")
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ch == "\v":
-            out.append("\\v")
-        elif ch == " " or ch.isprintable():
-            out.append(ch)
-        elif code < 0x80:
-            out.append(f"\\x{code:02x}")
-        elif code < 0x10000:
-            out.append(f"\\u{code:04x}")
-        else:
-            out.append(f"\\U{code:08x}")
-    out.append('"')
-    return "".join(out)
 
 
 def _go_string_slice(values: Sequence[str] | None) -> str:

@@ -1062,6 +1062,8 @@ def apply_patch(
     ``kind`` defaults to the live object's kind or the schema's; ``reset_fields`` are top-level
     paths the applier cannot own on this endpoint (e.g. ``("status",)`` on the main resource).
     """
+    if applied is None:
+        applied = {}  # YAML null decodes to an empty configuration, refused for its type below
     if not isinstance(applied, dict):
         raise bad_request(
             "error decoding YAML: error unmarshaling JSON: while decoding JSON: json: cannot unmarshal "
@@ -1086,7 +1088,8 @@ def apply_patch(
         where = f"{metadata.get('namespace') or ''}/{metadata.get('name') or ''}"
         detail = errors[0] if len(errors) == 1 else "errors:\n" + "\n".join("  " + e for e in errors)
         gvk = _gvk_string(applied.get("apiVersion"), applied.get("kind"))
-        raise ApiError(500, "", f"failed to create typed patch object ({where}; {gvk}): {detail}")
+        # A plain error upstream (a 500 with no reason); the configuration is the client's mistake.
+        raise bad_request(f"failed to create typed patch object ({where}; {gvk}): {detail}")
 
     before = _without_managed_fields(live) if live is not None else {}
     merged: dict[str, Any] = _merge(before, applied, schema)

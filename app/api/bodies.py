@@ -4,6 +4,8 @@ request gets is content negotiation's choice)."""
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,6 +72,70 @@ class DecodeFindings:
 
     duplicate_fields: list[str] = field(default_factory=list)
     out_of_range_numbers: bool = False
+    # A YAML body: go-yaml's lines for repeated keys ("line 5: key \"name\" already set in map"),
+    # and fields named in the order of the JSON upstream converts YAML to (keys sorted).
+    yaml: bool = False
+    yaml_duplicates: list[str] = field(default_factory=list)
+
+    def strict_errors(self, unknown: list[str], positions: dict[str, int] | None) -> list[str]:
+        """Upstream's strict decoding errors of a body: for YAML the repeated keys (one error
+        of go-yaml's lines) then the unknown fields by sorted keys; for JSON repeated and unknown
+        fields in document order (``positions``: each field's place before unknown ones were
+        dropped), a repeated unknown field named once, as unknown."""
+        if self.yaml:
+            errors = [YAML_UNMARSHAL_ERRORS + "\n  ".join(self.yaml_duplicates)] if self.yaml_duplicates else []
+            return errors + [f'unknown field "{path}"' for path in sorted(unknown, key=sorted_field_order)]
+        duplicates = [path for path in self.duplicate_fields if not any(_within(path, u) for u in unknown)]
+        events = [(path, f'duplicate field "{path}"') for path in duplicates] + [(path, f'unknown field "{path}"') for path in unknown]
+        if positions is not None and duplicates and unknown:
+            events.sort(key=lambda event: positions.get(event[0], len(positions)))
+        return [message for _path, message in events]
+
+
+YAML_UNMARSHAL_ERRORS = "yaml: unmarshal errors:\n  "
+
+
+def strict_warnings(errors: list[str]) -> list[str]:
+    """Strict decoding errors as upstream warns of them: go-yaml's error one line each."""
+    warnings: list[str] = []
+    for error in errors:
+        if error.startswith(YAML_UNMARSHAL_ERRORS):
+            warnings.extend(error[len(YAML_UNMARSHAL_ERRORS) :].split("\n  "))
+        else:
+            warnings.append(error)
+    return warnings
+
+
+def _within(path: str, ancestor: str) -> bool:
+    return path == ancestor or path.startswith((ancestor + ".", ancestor + "["))
+
+
+_PATH_SEGMENT = re.compile(r"\[(\d+)\]|([^.\[]+)")
+
+
+def sorted_field_order(path: str) -> tuple[tuple[int, int, bytes], ...]:
+    """A field path's place when every object's keys are sorted (as Go marshals maps):
+    list items by index, keys by their bytes."""
+    return tuple((0, int(m.group(1)), b"") if m.group(1) is not None else (1, 0, m.group(2).encode()) for m in _PATH_SEGMENT.finditer(path))
+
+
+def document_positions(value: Any) -> dict[str, int]:
+    """Each field path of a decoded body (as strict decoding names fields) and its place in the
+    document, for ordering repeated and unknown fields as upstream finds them."""
+    positions: dict[str, int] = {}
+    _number_paths(value, None, positions)
+    return positions
+
+
+def _number_paths(value: Any, path: FieldPath, positions: dict[str, int]) -> None:
+    if type(value) is dict:
+        for key, item in value.items():
+            child = (path, key)
+            positions[render_field_path(child)] = len(positions)
+            _number_paths(item, child, positions)
+    elif type(value) is list:
+        for index, item in enumerate(value):
+            _number_paths(item, (path, index), positions)
 
 
 # Set by decode_json for the request decoding the body (each request runs in its own task).
@@ -85,18 +151,47 @@ def take_decode_findings() -> DecodeFindings | None:
 
 
 def decode_json(raw: bytes, kind: str) -> Any:
+    """An object body; what strict decoding would report is kept for ``take_decode_findings``."""
+    return _decode(raw, lambda error: f"the object provided is unrecognized (must be of type {kind}): couldn't get version/kind; json parse error: {error}")
+
+
+def decode_patch_json(raw: bytes) -> Any:
+    """A JSON, merge or strategic merge patch; its repeated keys are kept for
+    ``take_decode_findings``. A number no float64 holds is refused, as Go decodes patches into
+    interface{} values; other numbers past int64 become floats."""
+    value = _decode(raw, lambda error: f"error decoding patch: {error}")
+    findings = _findings.get()
+    if findings is not None and findings.out_of_range_numbers:
+        value = _as_floats(value)
+    return value
+
+
+def _as_floats(value: Any) -> Any:
+    if type(value) is dict:
+        return {key: _as_floats(item) for key, item in value.items()}
+    if type(value) is list:
+        return [_as_floats(item) for item in value]
+    if type(value) is OutOfRangeNumber:
+        number = float(value)
+        if number in (float("inf"), float("-inf")):
+            raise bad_request(f"error decoding patch: json: cannot unmarshal number {value} into Go value of type float64")
+        return number
+    return value
+
+
+def _decode(raw: bytes, describe: Callable[[Exception], str]) -> Any:
     try:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         if "infinity" not in str(exc):
-            raise bad_request(f"the object provided is unrecognized (must be of type {kind}): couldn't get version/kind; json parse error: {exc}") from None
+            raise bad_request(describe(exc)) from None
     else:
         check_depth(value)
         # orjson keeps the last of repeated keys and turns numbers past int64 into floats; a body
         # it would write back byte for byte has neither (compact JSON from Go or orjson clients).
         if orjson.dumps(value) == raw:
             return value
-    value, findings = _decode_exactly(raw, kind)
+    value, findings = _decode_exactly(raw, describe)
     if findings.duplicate_fields or findings.out_of_range_numbers:
         _findings.set(findings)
     return value
@@ -120,13 +215,13 @@ def _no_constant(literal: str) -> Any:
     raise ValueError(f"invalid character '{literal[0]}' looking for beginning of value")
 
 
-def _decode_exactly(raw: bytes, kind: str) -> tuple[Any, DecodeFindings]:
+def _decode_exactly(raw: bytes, describe: Callable[[Exception], str]) -> tuple[Any, DecodeFindings]:
     """The slow, exact decoding: repeated keys are reported (the last one wins, as upstream) and
     numbers out of Go's range are kept as their literal."""
     try:
         members = json.loads(raw, object_pairs_hook=_Members, parse_int=_exact_int, parse_float=_exact_float, parse_constant=_no_constant)
     except (ValueError, RecursionError) as exc:
-        raise bad_request(f"the object provided is unrecognized (must be of type {kind}): couldn't get version/kind; json parse error: {exc}") from None
+        raise bad_request(describe(exc)) from None
     findings = DecodeFindings()
     value = _objects(members, None, findings)
     check_depth(value)
@@ -174,7 +269,9 @@ def _expanded_size(node: yaml.Node, memo: dict[int, int]) -> int:
     return total
 
 
-def decode_yaml(raw: bytes, kind: str) -> Any:
+def decode_yaml(raw: bytes, kind: str, apply: bool = False) -> Any:
+    """A YAML body (``apply``: a server-side apply configuration, whose errors upstream words
+    its own way); its repeated keys are kept for ``take_decode_findings``."""
     try:
         loader = _BoundedLoader(raw.decode("utf-8"))
         try:
@@ -183,20 +280,43 @@ def decode_yaml(raw: bytes, kind: str) -> Any:
                 return None
             if _expanded_size(node, {}) > MAX_YAML_NODES:
                 raise bad_request("the YAML document expands to too many nodes (aliases)")
+            findings = DecodeFindings(yaml=True)
+            _repeated_yaml_keys(node, findings.yaml_duplicates)
             value = loader.construct_document(node)
         finally:
             loader.dispose()
     except ApiError:
         raise
     except (yaml.YAMLError, UnicodeDecodeError, RecursionError, ValueError) as exc:
-        raise bad_request(f"the object provided is unrecognized (must be of type {kind}): error converting YAML to JSON: {exc}") from None
+        prefix = "error decoding YAML" if apply else f"the object provided is unrecognized (must be of type {kind})"
+        raise bad_request(f"{prefix}: error converting YAML to JSON: {exc}") from None
     # YAML may hold values JSON cannot (timestamps, binary); round-trip to find them.
     try:
         value = orjson.loads(orjson.dumps(value))
     except (TypeError, orjson.JSONEncodeError) as exc:
         raise bad_request(f"error converting YAML to JSON: {exc}") from None
     check_depth(value)
+    _findings.set(findings)
     return value
+
+
+def _repeated_yaml_keys(node: yaml.Node, found: list[str]) -> None:
+    """go-yaml's strict errors for keys a mapping repeats, in the order it decodes (a repeated
+    key's value is not looked into); the later value wins, as in the document upstream decodes."""
+    if isinstance(node, yaml.SequenceNode):
+        for child in node.value:
+            _repeated_yaml_keys(child, found)
+    elif isinstance(node, yaml.MappingNode):
+        seen: set[tuple[str, str]] = set()
+        for key, value in node.value:
+            if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+                identity = (key.tag, key.value)
+                if identity in seen:
+                    shown = json.dumps(key.value) if key.tag == "tag:yaml.org,2002:str" else key.value
+                    found.append(f"line {key.start_mark.line + 1}: key {shown} already set in map")
+                    continue
+                seen.add(identity)
+            _repeated_yaml_keys(value, found)
 
 
 def out_of_range_number_error(obj: dict[str, Any], node: SchemaNode | None) -> str | None:

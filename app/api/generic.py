@@ -50,9 +50,11 @@ log = logging.getLogger("app.api")
 NAMESPACES = NAMESPACE_KIND.qualified_resource
 GENERATE_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 GENERATE_NAME_ATTEMPTS = 8
+# A generated name is at most 63 characters: the prefix is cut to leave room for the suffix.
+GENERATED_NAME_PREFIX_MAX = 58
 UPDATE_ATTEMPTS = 16
-# Metadata a client may not change through a main-resource update; upstream keeps the stored values.
-SYSTEM_METADATA = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation")
+# Metadata an update cannot change: upstream's BeforeUpdate puts back the stored values.
+RESTORED_METADATA = ("uid", "creationTimestamp", "generation")
 
 
 @dataclass
@@ -135,13 +137,33 @@ class GenericStore:
         return errors.invalid_object(strategy.kind, name, strategy.group, errs)
 
     def _check_preconditions(self, strategy: KindStrategy, name: str, meta: Obj, uid: str | None, resource_version: str | None) -> None:
-        """A write that demands a uid or resourceVersion of the stored object conflicts when it has another."""
+        """A write that demands a uid or resourceVersion of the stored object conflicts when it has
+        another: upstream's storage refuses it (an invalid-object StorageError naming the key) and
+        the registry answers a Conflict carrying that error's text."""
         if uid is not None and uid != meta.get("uid"):
-            raise self._conflict(strategy, name, f"Precondition failed: UID in precondition: {uid}, UID in object meta: {meta.get('uid')}")
+            why = f"Precondition failed: UID in precondition: {uid}, UID in object meta: {meta.get('uid', '')}"
+        elif resource_version is not None and resource_version != meta.get("resourceVersion"):
+            why = f"Precondition failed: ResourceVersion in precondition: {resource_version}, ResourceVersion in object meta: {meta.get('resourceVersion', '')}"
+        else:
+            return
+        key = "/".join(("/registry", strategy.plural, *((meta["namespace"],) if meta.get("namespace") else ()), name))
+        raise self._conflict(strategy, name, f"StorageError: invalid object, Code: 4, Key: {key}, ResourceVersion: 0, AdditionalErrorMsg: {why}")
+
+    @staticmethod
+    def _check_delete_preconditions(strategy: KindStrategy, name: str, meta: Obj, dopts: DeleteOptions) -> None:
+        """upstream's rest.BeforeDelete checks a delete's preconditions early, in its own words,
+        naming the object by its kind (the storage's check, with the words above, only sees races)."""
+        kind = f"{strategy.kind}.{strategy.group}" if strategy.group else strategy.kind
+        uid, resource_version = dopts.preconditions_uid, dopts.preconditions_rv
+        if uid is not None and uid != meta.get("uid"):
+            why = f"the UID in the precondition ({uid}) does not match the UID in record ({meta.get('uid', '')}). The object might have been deleted and then recreated"
+            raise errors.conflict(kind, name, strategy.group, strategy.kind, why)
         if resource_version is not None and resource_version != meta.get("resourceVersion"):
-            raise self._conflict(
-                strategy, name, f"Precondition failed: ResourceVersion in precondition: {resource_version}, ResourceVersion in object meta: {meta.get('resourceVersion')}"
+            why = (
+                f"the ResourceVersion in the precondition ({resource_version}) does not match the ResourceVersion in record "
+                f"({meta.get('resourceVersion', '')}). The object might have been modified"
             )
+            raise errors.conflict(kind, name, strategy.group, strategy.kind, why)
 
     def _check_namespace_for_create(self, strategy: KindStrategy, namespace: str) -> None:
         # A review (never stored) may ask about a namespace that does not exist, as upstream's
@@ -267,7 +289,10 @@ class GenericStore:
 
     # ---- create ----------------------------------------------------------------
 
-    def _check_type_and_scope(self, strategy: KindStrategy, obj: Obj, namespace: str, name: str | None) -> None:
+    def _check_type_and_scope(self, strategy: KindStrategy, obj: Obj, namespace: str, name: str | None, *, replacing: bool = False) -> None:
+        """The body's type and place: its kind and apiVersion, namespace (filled in when absent)
+        and, for a write to a named object, its name, which must be the URL's (upstream's
+        checkName; a replace checks the namespace that way too, before the generic check)."""
         api_version = obj.get("apiVersion")
         kind = obj.get("kind")
         if api_version not in (None, "") and api_version != strategy.api_version:
@@ -289,22 +314,28 @@ class GenericStore:
         if not isinstance(metadata, dict):
             raise errors.bad_request("metadata must be an object")
         body_ns = metadata.get("namespace")
+        if replacing:
+            self._check_name(metadata, name)
+            if strategy.namespaced and body_ns not in (None, "") and body_ns != namespace:
+                raise errors.bad_request(f"the namespace of the object ({body_ns}) does not match the namespace on the request ({namespace})")
         if strategy.namespaced:
             if body_ns not in (None, "") and body_ns != namespace:
                 raise errors.bad_request("the namespace of the provided object does not match the namespace sent on the request")
             metadata["namespace"] = namespace
         else:
             metadata.pop("namespace", None)
-        if name is not None:
-            body_name = metadata.get("name")
-            if body_name not in (None, "") and body_name != name:
-                raise errors.bad_request(f"the name of the object ({body_name}) does not match the name on the URL ({name})")
-            if not body_name:
-                metadata["name"] = name
+        self._check_name(metadata, name)
+
+    @staticmethod
+    def _check_name(metadata: Obj, name: str | None) -> None:
+        """A write to a named object carries that name (an empty one is no exception)."""
+        if name is not None and (metadata.get("name") or "") != name:
+            raise errors.bad_request(f"the name of the object ({metadata.get('name') or ''}) does not match the name on the URL ({name})")
 
     def _field_validation(self, strategy: KindStrategy, obj: Obj, wopts: WriteOptions, warnings: list[str]) -> None:
-        """Drop fields the schema does not know; Strict refuses them and repeated keys of the body,
-        Warn reports them. A number no Go type holds is a decoding error, whatever the validation."""
+        """Drop fields the schema does not know; Strict refuses them and repeated keys of the body
+        (400, as upstream's decoder), Warn reports them. A number no Go type holds is a decoding
+        error, whatever the validation."""
         decoded = bodies.take_decode_findings()
         unmarshal: str | None = None
         if decoded is not None and decoded.out_of_range_numbers:
@@ -312,16 +343,45 @@ class GenericStore:
         for path in strategy.int32_fields if unmarshal is None else ():
             unmarshal = unmarshal or bodies.int32_overflow_error(obj, schemas.schema_for_kind(strategy.api_version, strategy.kind), path)
         if unmarshal is not None:
-            version = str(obj.get("apiVersion") or strategy.api_version).rsplit("/", 1)[-1]
-            raise errors.bad_request(f'{obj.get("kind") or strategy.kind} in version "{version}" cannot be handled as a {strategy.kind}: {unmarshal}')
+            raise errors.bad_request(f"{_cannot_handle(strategy, obj)}: {unmarshal}")
+        ordered = decoded is not None and bool(decoded.duplicate_fields) and wopts.field_validation != "Ignore"
+        positions = bodies.document_positions(obj) if ordered else None
         unknown = schemas.prune_unknown_fields(obj, strategy.api_version, strategy.kind)
-        strict = [f'duplicate field "{path}"' for path in (decoded.duplicate_fields if decoded is not None else ())]
-        strict += [f'unknown field "{path}"' for path in unknown]
-        if not strict or wopts.field_validation == "Ignore":
+        if wopts.field_validation == "Ignore" or (not unknown and decoded is None):
+            return
+        strict = (decoded or bodies.DecodeFindings()).strict_errors(unknown, positions)
+        if not strict:
             return
         if wopts.field_validation == "Strict":
-            raise errors.bad_request(f"strict decoding error: {', '.join(strict)}")
+            raise errors.bad_request(f"{_cannot_handle(strategy, obj)}: strict decoding error: {', '.join(strict)}")
+        warnings.extend(bodies.strict_warnings(strict))
+
+    def _patch_field_validation(self, strategy: KindStrategy, new: Obj, patch: Any, patch_type: str, decoded: bodies.DecodeFindings | None, wopts: WriteOptions, warnings: list[str]) -> None:
+        """A patched object's unknown fields are dropped; Strict refuses them and the repeated keys
+        of the patch (422 on the field "patch", as upstream's patchers), Warn reports them."""
+        snapshot = orjson.dumps(new, option=orjson.OPT_SORT_KEYS) if wopts.field_validation == "Strict" else b""
+        unknown = schemas.prune_unknown_fields(new, strategy.api_version, strategy.kind)
+        if wopts.field_validation == "Ignore":
+            return
+        strict = patches.patch_strict_errors(patch, patch_type, decoded.duplicate_fields if decoded is not None else [])
+        strict += [f'unknown field "{path}"' for path in sorted(unknown, key=bodies.sorted_field_order)]
+        if not strict:
+            return
+        if wopts.field_validation == "Strict":
+            shown = patches.go_format(patch) if patch_type == "strategic" else snapshot.decode()
+            raise patches.invalid_patch(shown, f"strict decoding error: {', '.join(strict)}")
         warnings.extend(strict)
+
+    @staticmethod
+    def _apply_field_validation(decoded: bodies.DecodeFindings | None, wopts: WriteOptions, warnings: list[str]) -> None:
+        """Upstream reads an applied configuration strictly only for repeated keys (unknown fields
+        fail the apply itself), after the apply: Strict refuses them (400), Warn reports them."""
+        if decoded is None or not decoded.yaml_duplicates or wopts.field_validation == "Ignore":
+            return
+        error = bodies.YAML_UNMARSHAL_ERRORS + "\n  ".join(decoded.yaml_duplicates)
+        if wopts.field_validation == "Strict":
+            raise errors.bad_request(f"error strict decoding YAML: error converting YAML to JSON: {error}")
+        warnings.extend(bodies.strict_warnings([error]))
 
     def _validate_meta(self, strategy: KindStrategy, obj: Obj, old: Obj | None = None) -> list[FieldError]:
         """Upstream's ObjectMeta rules (core/v1 Events are exempt upstream)."""
@@ -331,8 +391,10 @@ class GenericStore:
             return validate_object_meta(obj, strategy.namespaced, strategy.name_rule, kube_finalizers=strategy.object_meta_kube_finalizers)
         return validate_object_meta_update(obj, old, kube_finalizers=strategy.object_meta_kube_finalizers)
 
-    async def create(self, strategy: KindStrategy, namespace: str, obj: Obj, wopts: WriteOptions, applied: bool = False) -> WriteResult:
-        """Create ``obj``. ``applied``: it comes from a server-side apply, which recorded managedFields already."""
+    async def create(self, strategy: KindStrategy, namespace: str, obj: Obj, wopts: WriteOptions, applied: bool = False, replacing: bool = False) -> WriteResult:
+        """Create ``obj``. ``applied``: it comes from a server-side apply, which recorded managedFields
+        already; ``replacing``: from a PUT (both drop a resourceVersion the body carries, where a
+        POST is refused one)."""
         if not isinstance(obj, dict):
             raise errors.bad_request(f"the body of the request must be a {strategy.kind} object")
         self._check_type_and_scope(strategy, obj, namespace, None)
@@ -344,6 +406,9 @@ class GenericStore:
         generate = metadata.get("generateName") or ""
         if not isinstance(name, str) or not isinstance(generate, str):
             raise self._invalid(strategy, "", [errors.invalid("metadata.name", name, "must be a string")])
+        if not (applied or replacing or wopts.dry_run) and _numbered_revision(metadata.get("resourceVersion")):
+            # upstream's storage refuses this (a plain error there, a 500): the client's mistake.
+            raise errors.bad_request("resourceVersion should not be set on objects to be created")
         for key in ("uid", "resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
             metadata.pop(key, None)
         if not applied:
@@ -356,12 +421,18 @@ class GenericStore:
         else:
             metadata.pop("generation", None)
         ctx = self.context(namespace)
+        # Pods' admission runs here and names a pod by its generateName, as upstream's mutating
+        # admission does before the store generates the name.
         strategy.prepare_for_create(obj, ctx)
+        generated = not name and bool(generate)
+        if generated:
+            # After PrepareForCreate and before validation, which checks the name too (upstream's BeforeCreate).
+            metadata["name"] = _generated_name(generate)
         strategy.default(obj, ctx)
         strategy.drop_disabled_fields(obj, None, ctx)
         errs = self._validate_meta(strategy, obj) + strategy.validate_create(obj, ctx)
         if errs:
-            raise self._invalid(strategy, name or generate, errs)
+            raise self._invalid(strategy, metadata.get("name") or "", errs)
         warnings.extend(ctx.warnings)
         if not strategy.stored:
             return WriteResult(strategy.respond(obj, ctx), created=True, warnings=warnings)
@@ -369,12 +440,10 @@ class GenericStore:
         if not applied:
             ssa.update_managed_fields(None, obj, wopts.field_manager, "Update", strategy.api_version, now, reset_fields=strategy.reset_fields())
         if wopts.dry_run:
-            if not name:
-                metadata["name"] = generate + _random_suffix()
             return WriteResult(obj, created=True, warnings=warnings)
-        for _attempt in range(GENERATE_NAME_ATTEMPTS if not name else 1):
-            if not name:
-                metadata["name"] = generate + _random_suffix()
+        for attempt in range(GENERATE_NAME_ATTEMPTS if generated else 1):
+            if attempt:
+                metadata["name"] = _generated_name(generate)
             op = WriteOp(ADDED, strategy.qualified_resource, namespace if strategy.namespaced else "", metadata["name"], strategy.to_stored(obj))
             try:
                 stored = await self.storage.write(op)
@@ -457,18 +526,31 @@ class GenericStore:
         elif not strategy.allow_unconditional_update and operation == "Update":
             raise self._invalid(strategy, name, [errors.invalid("metadata.resourceVersion", 0, "must be specified for an update")])
         uid = metadata.get("uid")
-        if uid not in (None, "") and uid != old["metadata"].get("uid"):
-            raise self._conflict(strategy, name, f"Precondition failed: UID in precondition: {uid}, UID in object meta: {old['metadata'].get('uid')}")
-        for key in SYSTEM_METADATA:
-            if key in old["metadata"]:
-                metadata[key] = old["metadata"][key]
+        # An update naming a uid makes it a precondition (upstream's DefaultUpdatedObjectInfo).
+        self._check_preconditions(strategy, name, old["metadata"], uid or None, None)
+        old_meta = old["metadata"]
+        for key in RESTORED_METADATA:
+            if key in old_meta:
+                metadata[key] = old_meta[key]
             else:
                 metadata.pop(key, None)
+        # A deletion once started stays as it is; one a client starts by hand is refused by
+        # validation (the fields are immutable), as upstream refuses it.
+        if old_meta.get("deletionTimestamp"):
+            metadata["deletionTimestamp"] = old_meta["deletionTimestamp"]
+        if old_meta.get("deletionGracePeriodSeconds") is not None and metadata.get("deletionGracePeriodSeconds") is None:
+            metadata["deletionGracePeriodSeconds"] = old_meta["deletionGracePeriodSeconds"]
         metadata["resourceVersion"] = old["metadata"].get("resourceVersion")
         ctx = self.context(old["metadata"].get("namespace", ""))
         strategy.prepare_for_update(new, old, ctx)
         strategy.default(new, ctx)
         strategy.drop_disabled_fields(new, old, ctx)
+        if operation != "Apply":
+            # Before validation, as upstream's field manager runs first: managedFields a client
+            # sent that cannot be read give way to the stored ones, and what is left is validated.
+            ssa.update_managed_fields(
+                old, new, wopts.field_manager, operation, strategy.api_version, now_rfc3339(), strategy.subresource, reset_fields=strategy.reset_fields()
+            )
         errs = self._validate_meta(strategy, new, old) + strategy.validate_update(new, old, ctx)
         if strategy.tracks_generation and strategy.spec_changed(new, old):
             new["metadata"]["generation"] = int(old["metadata"].get("generation") or 0) + 1
@@ -476,10 +558,6 @@ class GenericStore:
             raise self._invalid(strategy, name, errs)
         warnings.extend(ctx.warnings)
         self._admit(UPDATE, strategy, old["metadata"].get("namespace", ""), name, new, old)
-        if operation != "Apply":
-            ssa.update_managed_fields(
-                old, new, wopts.field_manager, operation, strategy.api_version, now_rfc3339(), strategy.subresource, reset_fields=strategy.reset_fields()
-            )
         if _same_object(new, old):
             return None
         return new
@@ -487,7 +565,7 @@ class GenericStore:
     async def update(self, strategy: KindStrategy, namespace: str, name: str, obj: Obj, wopts: WriteOptions) -> WriteResult:
         if not isinstance(obj, dict):
             raise errors.bad_request(f"the body of the request must be a {strategy.kind} object")
-        self._check_type_and_scope(strategy, obj, namespace, name)
+        self._check_type_and_scope(strategy, obj, namespace, name, replacing=True)
         warnings: list[str] = []
         self._field_validation(strategy, obj, wopts, warnings)
         body = orjson.dumps(obj)
@@ -499,7 +577,7 @@ class GenericStore:
             return self._prepare_update(strategy, current, new, wopts, "Update", warnings)
 
         async def create(new: Obj) -> WriteResult:
-            return await self.create(strategy, namespace, new, wopts)
+            return await self.create(strategy, namespace, new, wopts, replacing=True)
 
         result = await self.guaranteed_update(strategy, namespace, name, mutate, dry_run=wopts.dry_run, create=create)
         result.warnings = warnings + result.warnings
@@ -517,23 +595,28 @@ class GenericStore:
         warnings: list[str] = []
         schema = schemas.schema_for_kind(strategy.api_version, strategy.kind)
         is_apply = patch_type == "apply"
-        if is_apply:
-            if not isinstance(patch_body, dict):
-                raise errors.bad_request("error decoding YAML: the apply configuration must be an object")
-            self._check_type_and_scope(strategy, patch_body, namespace, name)
-            # Unknown fields in an applied configuration follow fieldValidation like any body.
-            self._field_validation(strategy, patch_body, wopts, warnings)
+        # What decoding the patch found (repeated keys), reported once whatever the retries.
+        decoded = bodies.take_decode_findings()
+        if not is_apply and wopts.field_validation != "Ignore":
+            patches.check_patch_types(patch_body, patch_type)
 
         def mutate(current: StoredObject | None) -> Obj | None:
             now = now_rfc3339()
+            if is_apply and current is None and strategy.subresource:
+                return None  # a subresource is never created: upstream's 404 comes before the apply
             if is_apply:
                 applied = orjson.loads(orjson.dumps(patch_body))
                 live = current.copy() if current is not None else None
                 new = ssa.apply_patch(
                     live, applied, wopts.field_manager, wopts.force, schema, strategy.api_version, now, strategy.subresource,
-                    reset_fields=strategy.reset_fields(),
+                    kind=strategy.kind, reset_fields=strategy.reset_fields(),
                 )
+                self._apply_field_validation(decoded, wopts, warnings)
                 if current is None:
+                    uid = (new.get("metadata") or {}).get("uid")
+                    if uid:
+                        raise self._conflict(strategy, name, f"uid mismatch: the provided object specified uid {uid}, and no existing object was found")
+                    self._check_type_and_scope(strategy, new, namespace, name)
                     return new
             else:
                 if current is None:
@@ -545,10 +628,9 @@ class GenericStore:
                     new = patches.apply_merge_patch(doc, patch_body)
                 else:
                     new = patches.apply_strategic_merge_patch(doc, patch_body, schema)
-            if not isinstance(new, dict):
-                raise errors.bad_request("the patched object is not a JSON object")
             self._check_type_and_scope(strategy, new, namespace, name)
-            self._field_validation(strategy, new, wopts, warnings)
+            if not is_apply:
+                self._patch_field_validation(strategy, new, patch_body, patch_type, decoded, wopts, warnings)
             return self._prepare_update(strategy, current, new, wopts, "Apply" if is_apply else "Update", warnings)
 
         async def create(new: Obj) -> WriteResult:
@@ -570,7 +652,7 @@ class GenericStore:
             if current is None:
                 raise self._not_found(strategy, name)
             meta = current.obj["metadata"]
-            self._check_preconditions(strategy, name, meta, dopts.preconditions_uid, dopts.preconditions_rv)
+            self._check_delete_preconditions(strategy, name, meta, dopts)
             strategy.check_delete(current.obj)
             self._admit(DELETE, strategy, ns, name, None, current.obj)
             new = current.copy()
@@ -674,6 +756,18 @@ class GenericStore:
         return subresource.respond(strategy, current.obj, body, self.context(namespace))
 
 
+def _numbered_revision(value: Any) -> bool:
+    """Whether a resourceVersion names a revision (a positive number; storage ignores others)."""
+    return isinstance(value, str) and value.isascii() and value.isdigit() and int(value) > 0
+
+
+def _cannot_handle(strategy: KindStrategy, obj: Obj) -> str:
+    """The start of upstream's decoding errors (transformDecodeError): the kind and version the
+    body named, and the kind the endpoint takes."""
+    version = str(obj.get("apiVersion") or strategy.api_version).rsplit("/", 1)[-1]
+    return f'{obj.get("kind") or strategy.kind} in version "{version}" cannot be handled as a {strategy.kind}'
+
+
 def _converted(strategy: KindStrategy, stored: StoredObject) -> StoredObject:
     """A stored object in the version ``strategy`` serves (itself when that is the stored version)."""
     if not strategy.converts:
@@ -728,5 +822,6 @@ def _strip_times(entries: Any) -> Any:
     return [{k: v for k, v in e.items() if k != "time"} if isinstance(e, dict) else e for e in entries]
 
 
-def _random_suffix() -> str:
-    return "".join(random.choice(GENERATE_NAME_ALPHABET) for _ in range(5))
+def _generated_name(base: str) -> str:
+    """upstream's SimpleNameGenerator: the prefix cut to 58 characters, and 5 random ones."""
+    return base[:GENERATED_NAME_PREFIX_MAX] + "".join(random.choice(GENERATE_NAME_ALPHABET) for _ in range(5))

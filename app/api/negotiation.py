@@ -2,19 +2,24 @@
 what an Accept header asks for, and the writers of every answer on a resource path (objects,
 lists, watch streams, Status).
 
-Answers are JSON. An Accept header may ask for a ``meta.k8s.io`` conversion of it (a Table,
-PartialObjectMetadata, PartialObjectMetadataList; built by ``app.api.tables``); entries this
-server cannot produce (protobuf) are skipped. Request bodies are JSON, YAML, or protobuf for the
-few kinds ``app.api.protobuf`` reads; patches by their patch media type.
+Refusals are upstream's: an Accept header that allows none of JSON, YAML or protobuf (with
+parameters upstream honours) is a 406, a body in another media type a 415, a PATCH whose
+Content-Type is not a patch type a 415 before anything else is looked at.
+
+Answers are JSON, also where upstream would write YAML or protobuf. An Accept header may ask
+for a ``meta.k8s.io`` conversion (a Table, PartialObjectMetadata, PartialObjectMetadataList;
+built by ``app.api.tables``). Request bodies are JSON, YAML, or protobuf for the few kinds
+``app.api.protobuf`` reads; patches by their patch media type.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 from starlette.responses import Response, StreamingResponse
@@ -22,23 +27,27 @@ from starlette.responses import Response, StreamingResponse
 from app import metrics
 from app.api import bodies, discovery, protobuf, tables
 from app.api.generic import WriteResult
+from app.api.options import table_include_object
 from app.api.tables import Conversion
 from app.registry.base import KindStrategy, Obj
 from app.storage.cache import StoredObject
 from kube import errors
-from kube.errors import ApiError, bad_request, unsupported_media_type
+from kube.errors import ApiError, bad_request, not_acceptable, unsupported_media_type
 
 JSON = "application/json"
-YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml")
-# A create/update body in any of these is JSON (so is a body sent without a Content-Type).
-JSON_TYPES = ("", JSON, "*/*", "text/plain")
+YAML = "application/yaml"
 PROTOBUF = "application/vnd.kubernetes.protobuf"
+# What upstream's serializers read and write, in its order (CBOR sits behind a gate that is off):
+# the only request bodies a create, update, delete or review takes, the only answers there are.
+SERIALIZED_MEDIA_TYPES = (JSON, YAML, PROTOBUF)
+# Those with a stream framing, for watches.
+STREAM_MEDIA_TYPES = (JSON, PROTOBUF)
+# Patch media types, in upstream's order; the CBOR apply type is behind the same gate.
 PATCH_TYPES = {
     "application/json-patch+json": "json",
     "application/merge-patch+json": "merge",
     "application/strategic-merge-patch+json": "strategic",
     "application/apply-patch+yaml": "apply",
-    "application/apply-patch+cbor": None,
 }
 META_GROUP = "meta.k8s.io"
 
@@ -46,58 +55,101 @@ META_GROUP = "meta.k8s.io"
 # ---- request bodies ---------------------------------------------------------------------
 
 
-def media_type(content_type: str | None) -> str:
-    return (content_type or "").split(";", 1)[0].strip().lower()
+# Go's mime token characters: printable ASCII but for space and the tspecials.
+_TOKEN = r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"
+_MEDIA_TYPE = re.compile(rf"({_TOKEN})(?:/({_TOKEN}))?")
+_PARAMETER = re.compile(rf'\s*;\s*({_TOKEN})\s*=\s*({_TOKEN}|"(?:[^"\\]|\\.)*")')
+
+
+@functools.lru_cache(maxsize=64)  # clients send the same few Content-Types
+def go_media_type(content_type: str) -> str | None:
+    """The media type Go's mime.ParseMediaType finds in a Content-Type (lower case, without
+    parameters), or None where it reports an error: no type, junk after the subtype, a
+    malformed or repeated parameter (a trailing ';' is allowed)."""
+    base, _, _ = content_type.partition(";")
+    media = base.strip().lower()
+    if _MEDIA_TYPE.fullmatch(media) is None:
+        return None
+    rest = content_type[len(base) :]
+    seen: set[str] = set()
+    while rest.strip():
+        match = _PARAMETER.match(rest)
+        if match is None:
+            return media if rest.strip() == ";" else None
+        key = match.group(1).lower()
+        if key in seen:
+            return None
+        seen.add(key)
+        rest = rest[match.end() :]
+    return media
+
+
+def body_media_type(content_type: str | None) -> str:
+    """The serializer upstream's NegotiateInputSerializer picks for a body: JSON when no
+    Content-Type is sent, else one it serves (parameters such as charset are ignored); 415
+    for anything else."""
+    if not content_type:
+        return JSON
+    if content_type == JSON:
+        return JSON
+    media = go_media_type(content_type)
+    if media not in SERIALIZED_MEDIA_TYPES:
+        raise unsupported_media_type(SERIALIZED_MEDIA_TYPES)
+    return media
 
 
 def decode_object(raw: bytes, content_type: str | None, kind: str) -> Any:
     """A create/update body: JSON (also when no Content-Type is sent), YAML or protobuf."""
-    mt = media_type(content_type)
-    if mt in JSON_TYPES:
+    return decode_body(raw, body_media_type(content_type), kind)
+
+
+def decode_body(raw: bytes, media: str, kind: str) -> Any:
+    """A body in ``media`` (one ``body_media_type`` chose) as an object of ``kind``."""
+    if media == JSON:
         if not raw.strip():
             raise bad_request(f"the object provided is unrecognized (must be of type {kind}): no content")
         return bodies.decode_json(raw, kind)
-    if mt in YAML_TYPES:
+    if media == YAML:
         return bodies.decode_yaml(raw, kind)
-    if mt == PROTOBUF:
-        try:
-            value = protobuf.decode_k8s_protobuf(raw)
-        except ValueError:
-            raise unsupported_media_type(mt) from None
-        bodies.check_depth(value)
-        return value
-    raise unsupported_media_type(content_type or "")
+    try:
+        value = protobuf.decode_k8s_protobuf(raw)
+    except ValueError:
+        # Upstream reads every kind in protobuf; this server only the few kubectl sends so.
+        raise unsupported_media_type(SERIALIZED_MEDIA_TYPES) from None
+    bodies.check_depth(value)
+    return value
 
 
 def decode_delete_options(raw: bytes, content_type: str | None) -> Any:
-    """A DELETE body: None when empty, else DeleteOptions as YAML when it says so, JSON otherwise.
-
-    The OpenAPI documents offer JSON and YAML for DeleteOptions, as upstream's do; any other
-    Content-Type is read as JSON, as before (clients send DELETE bodies with odd types).
-    """
-    if not raw.strip():
+    """A DELETE body: None when empty (the options come from the query then), else
+    DeleteOptions in a media type upstream reads them in."""
+    if not raw:
         return None
-    if media_type(content_type) in YAML_TYPES:
-        return bodies.decode_yaml(raw, "DeleteOptions")
-    return bodies.decode_json(raw, "DeleteOptions")
+    return decode_object(raw, content_type, "DeleteOptions")
 
 
-def decode_patch(raw: bytes, content_type: str | None, kind: str) -> tuple[Any, str]:
-    """A PATCH body and its patch type (json, merge, strategic, apply) from the Content-Type."""
-    mt = media_type(content_type)
-    patch_type = PATCH_TYPES.get(mt)
-    if patch_type is None:
-        raise unsupported_media_type(content_type or "")
+def patch_type(content_type: str | None) -> str:
+    """The patch type a PATCH's Content-Type names; 415 for any other, as upstream's patch
+    handler answers before anything else (it cuts parameters off at the first ';' and
+    compares the rest as it is, case and spaces included)."""
+    media = content_type or ""
+    cut = media.find(";")
+    if cut > 0:
+        media = media[:cut]
+    found = PATCH_TYPES.get(media)
+    if found is None:
+        raise unsupported_media_type(tuple(PATCH_TYPES))
+    return found
+
+
+def decode_patch(raw: bytes, kind: str, patch: str) -> Any:
+    """A PATCH body of the type ``patch`` names (the apply configuration is YAML, where an empty
+    document is an empty configuration, refused later for its missing type)."""
+    if patch == "apply":
+        return bodies.decode_yaml(raw, kind, apply=True)
     if not raw.strip():
         raise bad_request("the body of the request was empty")
-    if patch_type == "apply":
-        return bodies.decode_yaml(raw, kind), patch_type
-    try:
-        value = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise bad_request(f"error decoding patch: {exc}") from None
-    bodies.check_depth(value)
-    return value, patch_type
+    return bodies.decode_patch_json(raw)
 
 
 # ---- Accept ----------------------------------------------------------------------------------
@@ -117,9 +169,9 @@ class MediaRange:
         return f"{self.type}/{self.subtype}"
 
     def matches(self, media_type: str) -> bool:
-        """Whether this range accepts the concrete ``media_type`` (wildcards allowed)."""
+        """Whether this range accepts the concrete ``media_type`` (``*/*`` or ``type/*``; case matters, as upstream)."""
         main, _, sub = media_type.partition("/")
-        return self.type in ("*", main) and self.subtype in ("*", sub)
+        return (self.type == main and self.subtype in ("*", sub)) or (self.type == "*" and self.subtype == "*")
 
     def asks_for(self, group: str, versions: Sequence[str], kinds: Sequence[str]) -> bool:
         """Whether this entry asks for JSON converted to one of ``kinds`` in ``group``/``versions``."""
@@ -131,57 +183,121 @@ class MediaRange:
         )
 
 
-def parse_accept(header: str | None) -> list[MediaRange]:
-    """Accept entries in the order a server must consider them.
+_GO_FLOAT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
-    Like apimachinery's negotiation: higher ``q`` first, then concrete types before
-    wildcards; otherwise the client's order is kept (a stable sort). Entries with
-    ``q=0`` are dropped; an empty header means ``*/*``.
+
+def _quality(value: str) -> float:
+    """Go's strconv.ParseFloat as goautoneg reads ``q``: 0 when it fails (spaces included)."""
+    return float(value) if _GO_FLOAT.fullmatch(value) else 0.0
+
+
+def _before(a: MediaRange, b: MediaRange) -> bool:
+    """goautoneg's ordering: higher q, or a concrete type or subtype before a wildcard."""
+    return a.q > b.q or (a.type != "*" and b.type == "*") or (a.subtype != "*" and b.subtype == "*")
+
+
+def parse_accept(header: str | None) -> list[MediaRange]:
+    """Accept entries in the order upstream considers them (goautoneg's ParseAccept).
+
+    Entries are compared as written (no case folding); ``q=0`` entries stay, last; a bare
+    ``*`` is ``*/*``; entries without a subtype are dropped. The order is goautoneg's, an
+    insertion sort with a comparison that is not a strict order, so the client's order shows
+    through in the odd places it does upstream.
     """
     ranges: list[MediaRange] = []
-    for raw in (header or "").split(","):
-        parts = [p.strip() for p in raw.split(";")]
-        if not parts[0]:
+    for part in (header or "").split(","):
+        pieces = part.strip(" ").split(";")
+        main, *subs = pieces[0].split("/")
+        main = main.strip(" ")
+        if not subs and main == "*":
+            sub = "*"
+        elif len(subs) == 1:
+            sub = subs[0].strip(" ")
+        else:
             continue
-        main, _, sub = parts[0].lower().partition("/")
-        if main == "*" and not sub:
-            sub = "*"  # a bare "*" is common enough to tolerate
         params: dict[str, str] = {}
         q = 1.0
-        for param in parts[1:]:
-            key, _, value = param.partition("=")
-            key, value = key.strip().lower(), value.strip().strip('"')
-            if not key:
+        for param in pieces[1:]:
+            key, sep, value = param.partition("=")
+            if not sep:
                 continue
+            key = key.strip(" ")
             if key == "q":
-                try:
-                    q = float(value)
-                except ValueError:
-                    q = 0.0
+                q = _quality(value)
             else:
-                params[key] = value
-        if q <= 0.0 or not sub:
-            continue
+                params[key] = value.strip(" ")
         ranges.append(MediaRange(main, sub, params, q))
-    if not ranges and not (header or "").strip():
-        ranges.append(MediaRange("*", "*"))
-    return sorted(ranges, key=lambda r: (-r.q, r.type == "*", r.subtype == "*"))
+    for i in range(1, len(ranges)):
+        j = i
+        while j > 0 and _before(ranges[j], ranges[j - 1]):
+            ranges[j], ranges[j - 1] = ranges[j - 1], ranges[j]
+            j -= 1
+    return ranges
+
+
+@dataclass(frozen=True)
+class Negotiated:
+    """What upstream's NegotiateOutputMediaType chose: a media type it serializes (this server
+    answers JSON whatever it is) and the ``meta.k8s.io`` conversion asked for, if any."""
+
+    media_type: str
+    conversion: Conversion | None
+
+
+def _not_acceptable(accepted: Sequence[str]) -> ApiError:
+    """upstream's errNotAcceptable."""
+    return not_acceptable(f"only the following media types are accepted: {', '.join(accepted)}")
+
+
+def _options_allowed(entry: MediaRange, media_type: str) -> Conversion | Literal[False] | None:
+    """upstream's acceptMediaTypeOptions for a resource endpoint: False when the entry's
+    parameters rule ``media_type`` out, else the conversion it asks for (None: none)."""
+    stream = entry.params.get("stream", "")
+    if stream and (stream != "watch" or media_type not in STREAM_MEDIA_TYPES):
+        return False
+    server_version = entry.params.get("sv", "")
+    if server_version and server_version != "v1":
+        return False
+    if not any(key in entry.params for key in ("as", "g", "v")):
+        return None
+    kind, group, version = entry.params.get("as", ""), entry.params.get("g", ""), entry.params.get("v", "")
+    if group != META_GROUP or version not in tables.TABLE_VERSIONS or kind not in tables.CONVERSIONS:
+        return False
+    if kind == tables.TABLE and media_type == PROTOBUF:
+        return False
+    return Conversion(kind, version)
 
 
 @functools.lru_cache(maxsize=256)  # clients send the same few Accept headers on every request
-def conversion(accept_header: str | None) -> Conversion | None:
-    """The conversion the preferred servable Accept entry asks for (None: the object as it is).
-
-    Entries asking for an unknown conversion, or for one in an encoding this server does not
-    produce (protobuf), are skipped, as upstream skips media types it cannot serve; the first
-    plain entry decides "no conversion".
-    """
+def _negotiate(accept_header: str) -> Negotiated | ApiError:
+    if not accept_header:
+        return Negotiated(JSON, None)
     for entry in parse_accept(accept_header):
-        if "as" not in entry.params:
-            return None
-        if entry.asks_for(META_GROUP, tables.TABLE_VERSIONS, tables.CONVERSIONS):
-            return Conversion(entry.params["as"], entry.params["v"])
-    return None
+        for media_type in SERIALIZED_MEDIA_TYPES:
+            if not entry.matches(media_type):
+                continue
+            wanted = _options_allowed(entry, media_type)
+            if wanted is not False:
+                return Negotiated(media_type, wanted)
+    return _not_acceptable(SERIALIZED_MEDIA_TYPES)
+
+
+def negotiate(accept_header: str | None) -> Negotiated:
+    """upstream's NegotiateOutputMediaType for a resource path: the first Accept entry (in
+    goautoneg's order) naming a media type the server serializes, with parameters it honours
+    (a known ``meta.k8s.io`` conversion, ``stream=watch`` where there is a stream framing);
+    406 when there is none. No header means JSON."""
+    negotiated = _negotiate(accept_header or "")
+    if isinstance(negotiated, ApiError):
+        raise negotiated
+    return negotiated
+
+
+def conversion(accept_header: str | None) -> Conversion | None:
+    """The conversion the Accept header asks for (None: the object as it is). The router has
+    refused a header that allows no answer; one that did not get here is read as no conversion."""
+    negotiated = _negotiate(accept_header or "")
+    return negotiated.conversion if isinstance(negotiated, Negotiated) else None
 
 
 def wants_aggregated_discovery(accept_header: str | None) -> bool:
@@ -248,7 +364,7 @@ def stored_response(strategy: KindStrategy, stored: StoredObject, accept: str, i
     wanted = conversion(accept)
     if wanted is None:
         return json_response(stored.raw)
-    return json_response(tables.convert_object(strategy, stored.obj, wanted, include_object))
+    return json_response(tables.convert_object(strategy, stored.obj, wanted, _include_object(wanted, include_object)))
 
 
 def written_response(strategy: KindStrategy, result: WriteResult, accept: str, code: int) -> Response:
@@ -288,13 +404,24 @@ def list_response(strategy: KindStrategy, items: Sequence[StoredObject | Obj], m
         raise refused
     objs = [_plain(i) for i in items]
     if wanted.kind == tables.TABLE:
-        return json_response(tables.table_for(strategy, objs, meta, include_object))
+        return json_response(tables.table_for(strategy, objs, meta, table_include_object(include_object)))
     return json_response(tables.partial_list(objs, meta, wanted.version))
 
 
-def check_watch_acceptable(strategy: KindStrategy, accept: str) -> None:
-    """Refuse (406) a conversion a watch cannot answer before the watch starts: each event carries one object."""
+def _include_object(wanted: Conversion, include_object: str) -> str:
+    """What a conversion puts in each row: only a Table reads (and refuses) includeObject."""
+    return table_include_object(include_object) if wanted.kind == tables.TABLE else include_object
+
+
+def check_watch_acceptable(strategy: KindStrategy, accept: str, include_object: str = "") -> None:
+    """Refuse what a watch cannot answer before it starts: a Table's bad includeObject (400), a
+    media type without a stream framing (406, upstream's NegotiateOutputMediaTypeStream; YAML
+    has none), or a list conversion (406: each event carries one object)."""
     wanted = conversion(accept)
+    if wanted is not None:
+        _include_object(wanted, include_object)
+    if negotiate(accept).media_type not in STREAM_MEDIA_TYPES:
+        raise _not_acceptable([f"{media_type};stream=watch" for media_type in STREAM_MEDIA_TYPES])
     if wanted is not None and (refused := tables.not_acceptable_for_object(strategy, wanted)) is not None:
         raise refused
 
@@ -310,6 +437,8 @@ def watch_response(strategy: KindStrategy, events: AsyncIterator[list[tuple[str,
     """A watch stream: each batch of events is written as one chunk of JSON lines."""
     wanted = conversion(accept)
     as_table = wanted is not None and wanted.kind == tables.TABLE
+    if wanted is not None:
+        include_object = _include_object(wanted, include_object)
 
     async def stream() -> AsyncIterator[bytes]:
         metrics.WATCHERS.inc()

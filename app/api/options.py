@@ -6,11 +6,14 @@ import base64
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
 from app.api.patch import go_json_type
-from kube.errors import ApiError, FieldError, bad_request, forbidden, invalid, invalid_object, not_supported
+from app.registry.objectmeta import field_manager_errors, go_string_list
+from kube.errors import ApiError, FieldError, GoSyntax, bad_request, forbidden, go_quote, invalid, invalid_object, not_supported, required
+from kube.query import query_pairs
 
 NOT_OLDER_THAN = "NotOlderThan"
 EXACT = "Exact"
@@ -34,19 +37,21 @@ _INT64_LIMIT = 1 << 63
 
 
 def parse_int(params: Mapping[str, str], name: str) -> int | None:
-    """Go's strconv.ParseInt(value, 10, 64): ASCII digits with an optional sign, in int64 range.
+    """upstream's parameter codec for an integer: Go's strconv.ParseInt(value, 10, 64), ASCII
+    digits with an optional sign, in int64 range; a present but empty value is refused too. The
+    400 carries strconv's error alone, as upstream's does.
 
     Python's int() is laxer (spaces, "1_000", other scripts' digits, any size), and an unbounded
     number once reached a timedelta and failed there with a 500.
     """
     value = params.get(name)
-    if value is None or value == "":
+    if value is None:
         return None
     if not _GO_INT.fullmatch(value):
-        raise bad_request(f'invalid value for {name}: strconv.ParseInt: parsing "{value}": invalid syntax')
+        raise bad_request(f"strconv.ParseInt: parsing {go_quote(value)}: invalid syntax")
     number = int(value)
     if not -_INT64_LIMIT <= number < _INT64_LIMIT:
-        raise bad_request(f'invalid value for {name}: strconv.ParseInt: parsing "{value}": value out of range')
+        raise bad_request(f"strconv.ParseInt: parsing {go_quote(value)}: value out of range")
     return number
 
 
@@ -71,7 +76,7 @@ class ListOptions:
     allow_watch_bookmarks: bool = False
     send_initial_events: bool | None = None
     timeout_seconds: int | None = None
-    include_object: str = "Metadata"
+    include_object: str = ""
 
     @classmethod
     def parse(cls, params: Mapping[str, str]) -> ListOptions:
@@ -86,40 +91,82 @@ class ListOptions:
             allow_watch_bookmarks=parse_bool(params, "allowWatchBookmarks"),
             send_initial_events=query_bool(params, "sendInitialEvents"),
             timeout_seconds=parse_int(params, "timeoutSeconds"),
-            include_object=params.get("includeObject", "Metadata") or "Metadata",
+            include_object=params.get("includeObject", ""),
         )
         opts.validate()
         return opts
 
     def validate(self) -> None:
-        """apimachinery's ValidateListOptions: errors are a 422 on kind ListOptions."""
-        errors: list[FieldError] = []
+        """apimachinery's ValidateListOptions (with the WatchList feature on): errors are a 422 on
+        kind ListOptions. ``includeObject`` is read only by a Table conversion (``table_include_object``)."""
         parse_resource_version(self.resource_version)
+        errors = self._watch_errors() if self.watch else self._list_errors()
+        if errors:
+            raise invalid_object("ListOptions", "", "meta.k8s.io", errors)
+
+    def _list_errors(self) -> list[FieldError]:
+        errors: list[FieldError] = []
         match = self.resource_version_match
         if match:
-            if match not in (NOT_OLDER_THAN, EXACT):
-                errors.append(not_supported("resourceVersionMatch", match, [EXACT, NOT_OLDER_THAN]))
-            if self.watch and self.send_initial_events is None:
-                errors.append(forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"))
-            if not self.resource_version and not (self.watch and self.send_initial_events):
+            if not self.resource_version:
                 errors.append(forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden unless resourceVersion is provided"))
             if self.continue_token:
                 errors.append(forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden when continue is provided"))
+            if match not in (EXACT, NOT_OLDER_THAN):
+                errors.append(not_supported("resourceVersionMatch", match, [EXACT, NOT_OLDER_THAN, ""]))
             if match == EXACT and self.resource_version == "0":
                 errors.append(forbidden("resourceVersionMatch", 'resourceVersionMatch "exact" is forbidden for resourceVersion "0"'))
         if self.send_initial_events is not None:
-            if not self.watch:
-                errors.append(forbidden("sendInitialEvents", "sendInitialEvents is forbidden for list"))
-            elif match != NOT_OLDER_THAN:
-                errors.append(
-                    forbidden("resourceVersionMatch", "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan")
-                )
-            if self.watch and not self.allow_watch_bookmarks and self.send_initial_events:
-                errors.append(forbidden("allowWatchBookmarks", "sendInitialEvents requires setting allowWatchBookmarks to true"))
-        if self.include_object not in ("None", "Metadata", "Object"):
-            errors.append(not_supported("includeObject", self.include_object, ["None", "Metadata", "Object"]))
-        if errors:
-            raise invalid_object("ListOptions", "", "meta.k8s.io", errors)
+            errors.append(forbidden("sendInitialEvents", "sendInitialEvents is forbidden for list"))
+        return errors
+
+    def _watch_errors(self) -> list[FieldError]:
+        errors: list[FieldError] = []
+        match = self.resource_version_match
+        if self.send_initial_events is not None and match != NOT_OLDER_THAN:
+            errors.append(forbidden("resourceVersionMatch", f"sendInitialEvents requires setting resourceVersionMatch to {NOT_OLDER_THAN}"))
+        if match:
+            if self.send_initial_events is None:
+                errors.append(forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"))
+            if match != NOT_OLDER_THAN:
+                errors.append(not_supported("resourceVersionMatch", match, [NOT_OLDER_THAN]))
+            if self.continue_token:
+                errors.append(forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden when continue is provided"))
+        return errors
+
+
+TABLE_INCLUDE_OBJECT = ("", "None", "Metadata", "Object")
+
+
+def table_include_object(value: str) -> str:
+    """upstream's ValidateTableOptions, read only when an answer is converted to a Table: 400
+    for a value other than Metadata, Object, None or empty (which means Metadata)."""
+    if value not in TABLE_INCLUDE_OBJECT:
+        error = invalid("includeObject", value, "must be 'Metadata', 'Object', 'None', or empty")
+        raise bad_request(f"Unable to convert to Table as requested: {error}")
+    return value or "Metadata"
+
+
+CREATE_OPTIONS = "CreateOptions"
+UPDATE_OPTIONS = "UpdateOptions"
+PATCH_OPTIONS = "PatchOptions"
+DRY_RUN_ALL = "All"
+FIELD_VALIDATIONS = ("Ignore", "Strict", "Warn")
+
+
+def dry_run_values(params: Mapping[str, str], query_string: bytes) -> list[str]:
+    """Every ``dryRun`` value of the query, as upstream's parameter codec reads a []string (the
+    query is parsed again only when there is one)."""
+    if "dryRun" not in params:
+        return []
+    return [value for key, value in query_pairs(query_string) if key == "dryRun"] or [params["dryRun"]]
+
+
+def _dry_run_errors(values: list[str]) -> list[FieldError]:
+    """upstream's ValidateDryRun: every value must be "All" (the value is shown as Go's []string)."""
+    if all(value == DRY_RUN_ALL for value in values):
+        return []
+    return [not_supported("dryRun", GoSyntax(go_string_list(values)), [DRY_RUN_ALL])]
 
 
 @dataclass
@@ -130,32 +177,39 @@ class WriteOptions:
     force: bool = False
 
     @classmethod
-    def parse(cls, params: Mapping[str, str], user_agent: str = "") -> WriteOptions:
-        dry_run_values = [v for k, v in _multi(params, "dryRun")]
-        for value in dry_run_values:
-            if value != "All":
-                raise invalid_object("CreateOptions", "", "meta.k8s.io", [not_supported("dryRun", value, ["All"])])
-        validation = params.get("fieldValidation", "") or "Warn"
-        lowered = {"strict": "Strict", "warn": "Warn", "ignore": "Ignore"}.get(validation.lower())
-        if lowered is None:
-            raise bad_request(f"fieldValidation parameter unsupported: {validation}; must be one of Strict, Warn, Ignore")
+    def parse(
+        cls,
+        params: Mapping[str, str],
+        user_agent: str = "",
+        kind: str = CREATE_OPTIONS,
+        patch_type: str | None = None,
+        dry_run: list[str] | None = None,
+    ) -> WriteOptions:
+        """Create, Update or PatchOptions from the query, refused (422 on ``kind``) as upstream's
+        ValidateCreateOptions, ValidateUpdateOptions and ValidatePatchOptions refuse them.
+        ``dry_run`` holds every dryRun value (default: the one in ``params``)."""
+        errors: list[FieldError] = []
         manager = params.get("fieldManager", "")
-        if len(manager) > 128:
-            raise invalid_object("CreateOptions", "", "meta.k8s.io", [invalid("fieldManager", manager, "must be no more than 128 characters")])
+        if kind == PATCH_OPTIONS:
+            if patch_type != "apply":
+                if "force" in params:
+                    errors.append(forbidden("force", "may not be specified for non-apply patch"))
+            elif not manager:
+                errors.append(required("fieldManager", "is required for apply patch"))
+        errors += field_manager_errors(manager)
+        values = dry_run if dry_run is not None else ([params["dryRun"]] if "dryRun" in params else [])
+        errors += _dry_run_errors(values)
+        validation = params.get("fieldValidation", "")
+        if validation and validation not in FIELD_VALIDATIONS:
+            errors.append(not_supported("fieldValidation", validation, ["", *FIELD_VALIDATIONS]))
+        if errors:
+            raise invalid_object(kind, "", "meta.k8s.io", errors)
         return cls(
-            dry_run=bool(dry_run_values),
+            dry_run=bool(values),
             field_manager=manager or default_field_manager(user_agent),
-            field_validation=lowered,
+            field_validation=validation or "Warn",
             force=parse_bool(params, "force"),
         )
-
-
-def _multi(params: Mapping[str, str], name: str) -> list[tuple[str, str]]:
-    getter = getattr(params, "getlist", None)
-    if getter is not None:
-        return [(name, v) for v in getter(name)]
-    value = params.get(name)
-    return [(name, value)] if value is not None else []
 
 
 def default_field_manager(user_agent: str) -> str:
@@ -208,48 +262,58 @@ class DeleteOptions:
     orphan_dependents: bool | None = None
 
     @classmethod
-    def parse(cls, params: Mapping[str, str], body: object) -> DeleteOptions:
-        """From the body when the request has one (``body`` not None), else from the query string:
-        upstream reads one or the other, never both."""
+    def parse(cls, params: Mapping[str, str], body: object, dry_run: list[str] | None = None) -> DeleteOptions:
+        """From the body when the request has one (``body`` not None), else from the query string
+        (``dry_run``: every dryRun value in it): upstream reads one or the other, never both.
+        Refused (422 on DeleteOptions) as upstream's ValidateDeleteOptions refuses them."""
         opts = cls()
         if body is not None:
-            if not isinstance(body, dict):
-                raise bad_request(f"json: cannot unmarshal {go_json_type(body)} into Go value of type v1.DeleteOptions")
-            kind = body.get("kind")
-            if kind not in (None, "DeleteOptions"):
-                raise bad_request(f"expected DeleteOptions, got {kind}")
-            grace = body.get("gracePeriodSeconds")
-            if grace is not None and not isinstance(grace, int):
-                raise bad_request("gracePeriodSeconds must be an integer")
-            opts.grace_period_seconds = grace
-            opts.propagation_policy = body.get("propagationPolicy")
-            pre = body.get("preconditions") or {}
-            if not isinstance(pre, dict):
-                raise bad_request("preconditions must be an object")
-            opts.preconditions_uid = pre.get("uid")
-            opts.preconditions_rv = pre.get("resourceVersion")
-            orphan = body.get("orphanDependents")
-            if orphan is not None and not isinstance(orphan, bool):
-                raise bad_request(f"json: cannot unmarshal {go_json_type(orphan)} into Go struct field DeleteOptions.orphanDependents of type bool")
-            opts.orphan_dependents = orphan
-            if body.get("dryRun"):
-                if body["dryRun"] != ["All"]:
-                    raise invalid_object("DeleteOptions", "", "meta.k8s.io", [not_supported("dryRun", body["dryRun"], ["All"])])
-                opts.dry_run = True
+            values = opts._read_body(body)
         else:
             opts.grace_period_seconds = parse_int(params, "gracePeriodSeconds")
-            if params.get("propagationPolicy"):
-                opts.propagation_policy = params["propagationPolicy"]
+            # Present, even empty, is a value (a pointer upstream), and an empty one is refused.
+            opts.propagation_policy = params.get("propagationPolicy")
             opts.orphan_dependents = query_bool(params, "orphanDependents")
-            if params.get("dryRun"):
-                if params["dryRun"] != "All":
-                    raise invalid_object("DeleteOptions", "", "meta.k8s.io", [not_supported("dryRun", params["dryRun"], ["All"])])
-                opts.dry_run = True
+            values = dry_run if dry_run is not None else ([params["dryRun"]] if "dryRun" in params else [])
         problems: list[FieldError] = []
         if opts.orphan_dependents is not None and opts.propagation_policy is not None:
             problems.append(invalid("propagationPolicy", opts.propagation_policy, "orphanDependents and deletionPropagation cannot be both set"))
         if opts.propagation_policy not in (None, "Orphan", "Background", "Foreground"):
             problems.append(not_supported("propagationPolicy", opts.propagation_policy, ["Foreground", "Background", "Orphan", "nil"]))
+        problems += _dry_run_errors(values)
         if problems:
             raise invalid_object("DeleteOptions", "", "meta.k8s.io", problems)
+        opts.dry_run = bool(values)
         return opts
+
+    def _read_body(self, body: object) -> list[str]:
+        """The options of a DeleteOptions body (Go's decoding errors for wrong JSON types); its dryRun values."""
+        if not isinstance(body, dict):
+            raise bad_request(f"json: cannot unmarshal {go_json_type(body)} into Go value of type v1.DeleteOptions")
+        kind = body.get("kind")
+        if kind not in (None, "", "DeleteOptions"):
+            raise bad_request(f"expected DeleteOptions, got {kind}")
+        self.grace_period_seconds = _typed(body, "gracePeriodSeconds", int, "DeleteOptions.gracePeriodSeconds", "int64")
+        self.propagation_policy = _typed(body, "propagationPolicy", str, "DeleteOptions.propagationPolicy", "v1.DeletionPropagation")
+        self.orphan_dependents = _typed(body, "orphanDependents", bool, "DeleteOptions.orphanDependents", "bool")
+        pre = _typed(body, "preconditions", dict, "DeleteOptions.preconditions", "v1.Preconditions") or {}
+        self.preconditions_uid = _typed(pre, "uid", str, "Preconditions.preconditions.uid", "types.UID")
+        self.preconditions_rv = _typed(pre, "resourceVersion", str, "Preconditions.preconditions.resourceVersion", "string")
+        values = _typed(body, "dryRun", list, "DeleteOptions.dryRun", "[]string") or []
+        for value in values:
+            if not isinstance(value, str):
+                raise bad_request(f"json: cannot unmarshal {go_json_type(value)} into Go struct field DeleteOptions.dryRun of type string")
+        return values
+
+
+def _typed(body: dict[str, Any], key: str, wanted: type, field: str, go_type: str) -> Any:
+    """``body[key]`` (None when absent or null), or Go's error decoding a value of another JSON type."""
+    value = body.get(key)
+    if value is None:
+        return None
+    fits = isinstance(value, wanted) and (wanted is bool or not isinstance(value, bool))
+    if not fits:
+        # Go names a number by its literal where an integer cannot hold it, else values by their JSON type.
+        shown = f"number {value}" if wanted is int and isinstance(value, float) else go_json_type(value)
+        raise bad_request(f"json: cannot unmarshal {shown} into Go struct field {field} of type {go_type}")
+    return value

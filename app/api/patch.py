@@ -7,8 +7,14 @@ for the first two and k8s.io/apimachinery's strategicpatch for the third:
 * a JSON patch operation that cannot be applied (failed ``test``, missing path, bad index, unknown
   op) answers 422 with reason Invalid and the generic message upstream uses, without causes;
 * malformed strategic-merge directives answer 400 (``invalid patch format of ...``) or 422
-  (``lists of lists are not supported``); other strategic-merge failures (missing merge key, unknown
-  ``$patch`` value) surface upstream as plain errors, i.e. 500 with an empty reason.
+  (``lists of lists are not supported``). Other strategic-merge failures (missing merge key, unknown
+  ``$patch`` value, element types that differ) surface upstream as plain errors, a 500 with an empty
+  reason; this server answers them 400 BadRequest with upstream's message: they are the client's
+  mistakes, and a server error would tell it to retry;
+* with fieldValidation Warn or Strict (Warn is the default) upstream first decodes a JSON patch into
+  its typed operations and a merge patch into an object: other shapes are a 400
+  (``check_patch_types``). Repeated keys of the patch and unknown fields of the result are strict
+  decoding errors (``patch_strict_errors``), a 422 on the field ``patch`` under Strict.
 
 Inputs are never modified: the document is copied once and patched in place, values taken from a
 patch are copied as they are inserted. The result therefore shares nothing with either input.
@@ -24,6 +30,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from app.api import bodies
 from app.api.schemas import SchemaNode
 from kube.errors import ApiError, bad_request
 
@@ -54,8 +61,8 @@ def _unprocessable(reason_text: str) -> ApiError:
 
 
 def _internal(message: str) -> ApiError:
-    """A non-Status error as kube-apiserver renders it: 500 with an empty (Unknown) reason."""
-    return ApiError(500, "", message)
+    """A plain (non-Status) error of upstream's strategic merge, a 500 there: a 400 here, with its message."""
+    return bad_request(message)
 
 
 def clone(value: Any) -> Any:
@@ -288,17 +295,62 @@ def apply_json_patch(doc: dict[str, Any], ops: Any) -> dict[str, Any]:
     return result
 
 
-def _invalid_patch_result(result: Any) -> ApiError:
-    """422 for a patched document that is not an object (upstream fails decoding it)."""
-    rendered = json.dumps(result, separators=(",", ":"))
-    detail = f"json: cannot unmarshal {go_json_type(result)} into Go value of type map[string]interface {{}}"
-    message = f"Invalid value: {json.dumps(rendered)}: {detail}"
+def invalid_patch(shown: str, detail: str) -> ApiError:
+    """upstream's 422 for a patched document it cannot decode: an Invalid error on the field
+    ``patch`` of no kind, the value being the patched document (or the patch) as text."""
+    message = f"Invalid value: {json.dumps(shown, ensure_ascii=False)}: {detail}"
     return ApiError(
         422,
         "Invalid",
         f' "" is invalid: patch: {message}',
         {"causes": [{"reason": "FieldValueInvalid", "message": message, "field": "patch"}]},
     )
+
+
+def _invalid_patch_result(result: Any) -> ApiError:
+    """422 for a patched document that is not an object (upstream fails decoding it)."""
+    rendered = json.dumps(result, separators=(",", ":"))
+    return invalid_patch(rendered, f"json: cannot unmarshal {go_json_type(result)} into Go value of type map[string]interface {{}}")
+
+
+_JSON_PATCH_FIELDS = ("op", "path", "from", "value")
+
+
+def check_patch_types(patch: Any, patch_type: str) -> None:
+    """The typed decoding upstream's patchers do first under fieldValidation Warn or Strict: a JSON
+    patch into a list of operations whose op, path and from are strings, a merge patch into an
+    object (400 ``error decoding patch: ...``)."""
+    if patch is None:
+        return
+    if patch_type == "json":
+        if not isinstance(patch, list):
+            raise bad_request(f"error decoding patch: json: cannot unmarshal {go_json_type(patch)} into Go value of type []handlers.jsonPatchOp")
+        for op in patch:
+            if op is not None and not isinstance(op, dict):
+                raise bad_request(f"error decoding patch: json: cannot unmarshal {go_json_type(op)} into Go value of type handlers.jsonPatchOp")
+            for field in ("op", "path", "from"):
+                value = (op or {}).get(field)
+                if value is not None and not isinstance(value, str):
+                    raise bad_request(f"error decoding patch: json: cannot unmarshal {go_json_type(value)} into Go struct field jsonPatchOp.{field} of type string")
+    elif patch_type == "merge" and not isinstance(patch, dict):
+        raise bad_request(f"error decoding patch: json: cannot unmarshal {go_json_type(patch)} into Go value of type map[string]interface {{}}")
+
+
+def patch_strict_errors(patch: Any, patch_type: str, duplicates: list[str]) -> list[str]:
+    """The strict decoding errors of the patch itself, in document order: its repeated keys, and
+    for a JSON patch the operations' unknown fields (both named ``json patch ...``)."""
+    if patch_type != "json":
+        return [f'duplicate field "{path}"' for path in duplicates]
+    unknown = [
+        f"[{index}].{key}"
+        for index, op in enumerate(patch if isinstance(patch, list) else [])
+        if isinstance(op, dict)
+        for key in op
+        if key not in _JSON_PATCH_FIELDS
+    ]
+    positions = bodies.document_positions(patch) if duplicates and unknown else None
+    found = bodies.DecodeFindings(duplicate_fields=duplicates).strict_errors(unknown, positions)
+    return [f"json patch {error}" for error in found]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -361,7 +413,7 @@ def _strip_added(value: Any) -> tuple[Any, bool]:
     """What upstream keeps of a patch value that has nothing to merge with.
 
     Null members are dropped, and so is every map carrying a ``$patch`` directive; other ``$``
-    directive keys are dropped too (the typed decode upstream performs afterwards ignores them).
+    keys stay, to be unknown fields of the result (warned of, refused by Strict, else dropped).
     The second item is False when the value itself is to be dropped.
     """
     if isinstance(value, dict):
@@ -369,7 +421,7 @@ def _strip_added(value: Any) -> tuple[Any, bool]:
             return None, False
         out: dict[str, Any] = {}
         for key, child in value.items():
-            if child is None or key.startswith("$"):
+            if child is None:
                 continue
             kept, keep = _strip_added(child)
             if keep:
@@ -386,15 +438,9 @@ def _strip_added(value: Any) -> tuple[Any, bool]:
 
 
 def _strip_children(value: dict[str, Any]) -> dict[str, Any]:
-    """A map used wholesale (``$patch: replace``, replace strategy) with its directives removed."""
-    out: dict[str, Any] = {}
-    for key, child in value.items():
-        if child is None or key.startswith("$"):
-            continue
-        kept, keep = _strip_added(child)
-        if keep:
-            out[key] = kept
-    return out
+    """A map used wholesale (``$patch: replace``, a replace strategy, a new list item): upstream
+    takes it as it is, but for the ``$patch`` directive itself."""
+    return {key: clone(child) for key, child in value.items() if key != _DIRECTIVE}
 
 
 def _no_merge_key(item: dict[str, Any], merge_key: str) -> ApiError:
@@ -583,10 +629,11 @@ def _merge_list_field(
     is_delete_list: bool,
 ) -> list[Any]:
     strategy, merge_key = _strategy(node)
-    if strategy == "merge":
+    # A deletion list is merged whatever the field's strategy; any other list is replaced by
+    # the patch's as it is.
+    if strategy == "merge" or is_delete_list:
         return _merge_list(original, patch, node, merge_key, is_delete_list)
-    stripped, _ = _strip_added(patch)
-    return list(stripped)
+    return clone(patch)
 
 
 def _extract_key(key: str, prefix: str, error: str) -> str:
@@ -645,6 +692,10 @@ def _apply_set_element_order(
         if not isinstance(order, list):
             raise _bad_arg_type("[]interface {}", order)
         field = _extract_key(key, _SET_ELEMENT_ORDER, ERR_BAD_SET_ELEMENT_ORDER)
+        if node is not None and node.has_properties and node.property(field) is None:
+            # upstream looks the list up in the Go struct before anything else.
+            struct = (node.definition_name or "").rsplit(".", 1)[-1]
+            raise _internal(f'unable to find api field in struct {struct} for the json field "{field}"')
         has_original = field in original and original[field] is not None
         has_patch = field in patch and patch[field] is not None
         original_list = original.get(field) if has_original else []
@@ -723,7 +774,7 @@ def _merge_map(original: dict[str, Any], patch: dict[str, Any], node: SchemaNode
         if isinstance(current, dict):
             strategy, _ = _strategy(child)
             if strategy == "replace":
-                original[key] = _strip_children(value)
+                original[key] = clone(value)
             else:
                 original[key] = _merge_map(current, value, child)
         elif isinstance(current, list):

@@ -178,6 +178,10 @@ class ResourceRouter:
             raise path_not_found()
         route, handler = self.route(target, scope["method"])
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        if scope["method"] == "PATCH":
+            negotiation.patch_type(headers.get("content-type"))  # upstream's patch handler refuses this first
+        accept = headers.get("accept", "")
+        negotiation.negotiate(accept)
         request = RequestScope(
             route.strategy,
             target.namespace,
@@ -188,7 +192,8 @@ class ResourceRouter:
             receive,
             self.body_limit,
             target.namespace or "",
-            headers.get("accept", ""),
+            accept,
+            scope["query_string"],
         )
         try:
             return await handler(self.store, request)

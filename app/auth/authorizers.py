@@ -5,12 +5,11 @@ A request nobody allows is forbidden, with upstream's message."""
 from __future__ import annotations
 
 import enum
-import json
 from collections.abc import Sequence
 from typing import Protocol
 
 from app.auth.attributes import Attributes
-from kube.errors import ApiError
+from kube.errors import ApiError, go_quote
 
 
 class Decision(enum.Enum):
@@ -75,20 +74,15 @@ class UnionAuthorizer:
         return NO_OPINION, ", ".join(reasons) if reasons else ""
 
 
-def _go_quote(text: str) -> str:
-    """A string quoted as Go's %q writes it (close enough for names: JSON escaping)."""
-    return json.dumps(text, ensure_ascii=False)
-
-
 def forbidden_message(attrs: Attributes, reason: str = "") -> str:
     """``User "u" cannot VERB resource "r/sub" in API group "g" in the namespace "ns"``."""
-    user = _go_quote(attrs.user.name)
+    user = go_quote(attrs.user.name)
     if not attrs.resource_request:
-        message = f"User {user} cannot {attrs.verb} path {_go_quote(attrs.path)}"
+        message = f"User {user} cannot {attrs.verb} path {go_quote(attrs.path)}"
     else:
         resource = attrs.resource + (f"/{attrs.subresource}" if attrs.subresource else "")
-        message = f"User {user} cannot {attrs.verb} resource {_go_quote(resource)} in API group {_go_quote(attrs.api_group)}"
-        message += f" in the namespace {_go_quote(attrs.namespace)}" if attrs.namespace else " at the cluster scope"
+        message = f"User {user} cannot {attrs.verb} resource {go_quote(resource)} in API group {go_quote(attrs.api_group)}"
+        message += f" in the namespace {go_quote(attrs.namespace)}" if attrs.namespace else " at the cluster scope"
     return f"{message}: {reason}" if reason else message
 
 
@@ -99,7 +93,7 @@ def forbidden(attrs: Attributes, reason: str = "") -> ApiError:
     if not attrs.resource_request or not qualified:
         message = f"forbidden: {detail}"
     elif attrs.name:
-        message = f"{qualified} {_go_quote(attrs.name)} is forbidden: {detail}"
+        message = f"{qualified} {go_quote(attrs.name)} is forbidden: {detail}"
     else:
         message = f"{qualified} is forbidden: {detail}"
     details: dict[str, object] = {}

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
-from kube.errors import REQUIRED, FieldError, forbidden, invalid, required, too_long
-from kube.labels import label_key_errors, label_value_errors, remember_valid
+from kube.errors import REQUIRED, FieldError, GoSyntax, forbidden, invalid, required, too_long
+from kube.labels import go_quote, label_key_errors, label_value_errors, remember_valid
 
 DNS1123_LABEL_MAX = 63
 DNS1123_SUBDOMAIN_MAX = 253
@@ -146,7 +145,7 @@ def is_int(value: object) -> bool:
 
 def go_string_list(values: list[str]) -> str:
     """Go's ``%#v`` of a []string, as upstream embeds it in some messages."""
-    return "[]string{" + ", ".join(json.dumps(v) for v in values) + "}"
+    return "[]string{" + ", ".join(go_quote(v) for v in values) + "}"
 
 
 def _is_string_map(value: object) -> bool:
@@ -253,7 +252,7 @@ def validate_finalizers(finalizers: object, path: str, kube_names: bool = True) 
         # apimachinery reports the qualified-name check at the list's path.
         errs += validate_qualified_name(finalizer, path)
     if "orphan" in finalizers and "foregroundDeletion" in finalizers:
-        errs.append(invalid(path, finalizers, "finalizer orphan and foregroundDeletion cannot be both set"))
+        errs.append(invalid(path, GoSyntax(go_string_list(finalizers)), "finalizer orphan and foregroundDeletion cannot be both set"))
     if kube_names:
         errs += _kube_finalizer_errors(finalizers, path)
     return errs
@@ -266,6 +265,24 @@ def _kube_finalizer_errors(finalizers: list[str], path: str) -> list[FieldError]
         for index, finalizer in enumerate(finalizers)
         if "/" not in finalizer and finalizer not in STANDARD_FINALIZERS
     ]
+
+
+FIELD_MANAGER_MAX_LENGTH = 128
+SUBRESOURCE_NAME_MAX_LENGTH = 256
+
+
+def field_manager_errors(manager: str, path: str = "fieldManager") -> list[FieldError]:
+    """upstream's ValidateFieldManager: at most 128 bytes, printable characters only (the
+    position is a byte offset, as Go ranges over a string)."""
+    errs: list[FieldError] = []
+    if len(manager.encode()) > FIELD_MANAGER_MAX_LENGTH:
+        errs.append(too_long(path, FIELD_MANAGER_MAX_LENGTH))
+    position = 0
+    for char in manager:
+        if not char.isprintable():
+            errs.append(invalid(path, manager, f"invalid character U+{ord(char):04X} (at position {position})"))
+        position += len(char.encode())
+    return errs
 
 
 def _validate_managed_fields(entries: object, path: str) -> list[FieldError]:
@@ -284,6 +301,12 @@ def _validate_managed_fields(entries: object, path: str) -> list[FieldError]:
         fields_type = entry.get("fieldsType")
         if fields_type and fields_type != "FieldsV1":
             errs.append(invalid(f"{path}[{index}].fieldsType", fields_type, "must be `FieldsV1`"))
+        manager = entry.get("manager")
+        if isinstance(manager, str):
+            errs += field_manager_errors(manager, f"{path}[{index}].manager")
+        subresource = entry.get("subresource")
+        if isinstance(subresource, str) and len(subresource.encode()) > SUBRESOURCE_NAME_MAX_LENGTH:
+            errs.append(too_long(f"{path}[{index}].subresource", SUBRESOURCE_NAME_MAX_LENGTH))
     return errs
 
 

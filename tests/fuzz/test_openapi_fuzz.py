@@ -8,7 +8,13 @@ generates requests for every operation (positive and negative data) and checks:
   (``status_code_conformance``, ``content_type_conformance``,
   ``response_headers_conformance``, ``response_schema_conformance``),
 * every JSON body validates against the official v1.37 schema
-  (``official_v137_schema``, which calls ``tests.contract.check_response_body``).
+  (``official_v137_schema``, which calls ``tests.contract.check_response_body``),
+* every refusal (4xx) is a Status carrying its code and a reason (``refusal_is_a_status``).
+
+Query options are also sent with values kube-apiserver refuses (``REFUSED_OPTION_VALUES``:
+dryRun, fieldValidation, fieldManager, propagationPolicy, gracePeriodSeconds,
+resourceVersionMatch, sendInitialEvents, allowWatchBookmarks, ...), so each run sends those
+shapes and must get a 4xx, never a 5xx, for them.
 
 A stateful run follows OpenAPI links added here (create -> get/put/patch/delete of the
 created name, and of its ``/status``; a put sends the created object back). Creates get past
@@ -46,8 +52,25 @@ STATEFUL_EXAMPLES = int(os.environ.get("DRA_FUZZ_STATEFUL_EXAMPLES", str(EXAMPLE
 GROUP_VERSIONS = ["api/v1", "apis/resource.k8s.io/v1", "apis/coordination.k8s.io/v1"]
 # Served only with --runtime-config (and ResourcePoolStatusRequest with its gate): a server of their own.
 OLDER_GROUP_VERSIONS = ["apis/resource.k8s.io/v1beta2", "apis/resource.k8s.io/v1alpha3"]
-# Query parameters that turn a list into a never-ending stream.
-WATCH_PARAMETERS = {"watch", "allowWatchBookmarks", "sendInitialEvents"}
+# The query parameter that turns a list into a never-ending stream. allowWatchBookmarks and
+# sendInitialEvents stay: without watch a list ignores the one and refuses the other (422).
+STREAM_PARAMETERS = {"watch"}
+# Values of options kube-apiserver refuses (option validation, the parameter codec), offered
+# beside each parameter's documented schema so that every run sends them, not only the rare
+# negative case that happens to hit them (issue 24, area 6).
+REFUSED_OPTION_VALUES: dict[str, list[Any]] = {
+    "dryRun": ["all", "", "None"],
+    "fieldValidation": ["strict", "Loose"],
+    "fieldManager": ["m" * 129, "a\tb"],
+    "propagationPolicy": ["background", "", "Sideways"],
+    "gracePeriodSeconds": ["soon", "1.5", ""],
+    "orphanDependents": ["maybe"],
+    "resourceVersionMatch": ["exact", "Newest", ""],
+    "sendInitialEvents": ["true", "false"],
+    "allowWatchBookmarks": ["maybe", ""],
+    "limit": ["ten", ""],
+    "timeoutSeconds": ["soon"],
+}
 CHECKS = [
     "not_a_server_error",
     "status_code_conformance",
@@ -55,6 +78,18 @@ CHECKS = [
     "response_headers_conformance",
     "response_schema_conformance",
 ]
+
+
+@schemathesis.check
+def refusal_is_a_status(ctx: Any, response: Any, case: Any) -> bool | None:
+    """A refused request (4xx) is answered as kube-apiserver answers one: a Status of kind Status,
+    status Failure, the HTTP code as its code, and a reason."""
+    if not 400 <= response.status_code < 500:
+        return None
+    status = _status(response)
+    if status.get("kind") != "Status" or status.get("status") != "Failure" or status.get("code") != response.status_code or not status.get("reason"):
+        raise AssertionError(f"{case.method} {case.formatted_path} answered {response.status_code} without a Status saying so: {response.content[:300]!r}")
+    return None
 
 
 @schemathesis.check
@@ -118,9 +153,12 @@ def _prepare(doc: dict[str, Any], namespace: str, favour_examples: bool = False)
 
     ``favour_examples`` (the stateful run) makes each create body "the kind's schema, or its
     example": schemathesis then sends the example about half the time instead of a fifth, so
-    most scenarios get past their create whatever the seed.
+    most scenarios get past their create whatever the seed. Otherwise (the stateless run) the
+    options also allow the values upstream refuses (``REFUSED_OPTION_VALUES``).
     """
     doc = copy.deepcopy(doc)
+    # The stateful run needs its creates to succeed: refused option values are for the stateless one.
+    widen = (lambda parameter: parameter) if favour_examples else _with_refused_values
     paths: dict[str, Any] = {}
     for path, item in doc["paths"].items():
         if "/watch/" not in path:
@@ -129,9 +167,9 @@ def _prepare(doc: dict[str, Any], namespace: str, favour_examples: bool = False)
     for item in paths.values():
         for key, op in list(item.items()):
             if key == "parameters":
-                item[key] = [p for p in op if _kept(p)]
+                item[key] = [widen(p) for p in op if _kept(p)]
             elif isinstance(op, dict) and "parameters" in op:
-                op["parameters"] = [p for p in op["parameters"] if _kept(p)]
+                op["parameters"] = [widen(p) for p in op["parameters"] if _kept(p)]
     for path, item in paths.items():
         create = item.get("post")
         if not create or "{name}" in path:
@@ -165,7 +203,15 @@ def _prepare(doc: dict[str, Any], namespace: str, favour_examples: bool = False)
 def _kept(parameter: dict[str, Any]) -> bool:
     if parameter.get("in") == "path" and parameter.get("name") == "namespace":
         return False
-    return parameter.get("name") not in WATCH_PARAMETERS
+    return parameter.get("name") not in STREAM_PARAMETERS
+
+
+def _with_refused_values(parameter: dict[str, Any]) -> dict[str, Any]:
+    """A query parameter whose schema also allows the values upstream refuses for it."""
+    refused = REFUSED_OPTION_VALUES.get(parameter.get("name", "")) if parameter.get("in") == "query" else None
+    if refused and "schema" in parameter:
+        parameter = {**parameter, "schema": {"anyOf": [parameter["schema"], {"enum": refused}]}}
+    return parameter
 
 
 def _config(base_url: str) -> Any:
@@ -212,7 +258,7 @@ def _schema(base_url: str, gv: str, favour_examples: bool = False) -> Any:
 def _validate(case: Any, response: Any) -> None:
     if _known_bug(case, response):
         return
-    checks = [c for c in _all_checks() if c.__name__ in CHECKS] + [official_v137_schema]
+    checks = [c for c in _all_checks() if c.__name__ in CHECKS] + [official_v137_schema, refusal_is_a_status]
     case.validate_response(response, checks=checks)
 
 
@@ -300,7 +346,7 @@ def _fuzz_stateful(base_url: str, gv: str) -> None:
         def validate_response(self, response: Any, case: Any, additional_checks: Any = None, **kwargs: Any) -> None:
             if _known_bug(case, response):
                 return
-            super().validate_response(response, case, additional_checks=[*(additional_checks or []), official_v137_schema], **kwargs)
+            super().validate_response(response, case, additional_checks=[*(additional_checks or []), official_v137_schema, refusal_is_a_status], **kwargs)
 
     Machine.run(
         settings=settings(

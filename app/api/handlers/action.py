@@ -7,6 +7,7 @@ from starlette.responses import Response
 from app.api import negotiation
 from app.api.generic import GenericStore
 from app.api.handlers.scope import RequestScope
+from app.api.options import CREATE_OPTIONS, UPDATE_OPTIONS
 from app.registry.base import ActionSubresource
 
 
@@ -15,8 +16,8 @@ async def act(store: GenericStore, scope: RequestScope) -> Response:
     assert isinstance(subresource, ActionSubresource)  # the router sends nothing else here
     strategy = scope.strategy
     code = 201 if "create" in subresource.verbs else 200
-    wopts = scope.write_options()
-    body = await scope.object_body(subresource.group_version_kind(strategy)[2])
+    options = CREATE_OPTIONS if "create" in subresource.verbs else UPDATE_OPTIONS
+    body, wopts = await scope.object_and_options(subresource.group_version_kind(strategy)[2], options)
     result = await store.write_subresource(strategy, subresource, scope.ns, scope.name, body, wopts)
     if subresource.answers_status:
         return negotiation.success_response(code)

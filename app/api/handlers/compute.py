@@ -8,12 +8,13 @@ from starlette.responses import Response
 from app.api import negotiation
 from app.api.generic import GenericStore
 from app.api.handlers.scope import RequestScope
+from app.api.options import CREATE_OPTIONS
 from app.registry.base import ComputedSubresource
 
 
 async def compute(store: GenericStore, scope: RequestScope) -> Response:
     subresource = scope.subresource
     assert isinstance(subresource, ComputedSubresource)  # the router sends nothing else here
-    body = await scope.object_body(subresource.group_version_kind(scope.strategy)[2])
+    body, _options = await scope.object_and_options(subresource.group_version_kind(scope.strategy)[2], CREATE_OPTIONS)
     answer = await store.compute_subresource(scope.strategy, subresource, scope.ns, scope.name, body)
     return negotiation.json_response(answer, 201)

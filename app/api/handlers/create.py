@@ -7,10 +7,10 @@ from starlette.responses import Response
 from app.api import negotiation
 from app.api.generic import GenericStore
 from app.api.handlers.scope import RequestScope
+from app.api.options import CREATE_OPTIONS
 
 
 async def create(store: GenericStore, scope: RequestScope) -> Response:
-    wopts = scope.write_options()
-    body = await scope.object_body(scope.strategy.kind)
+    body, wopts = await scope.object_and_options(scope.strategy.kind, CREATE_OPTIONS)
     result = await store.create(scope.strategy, scope.ns, body, wopts)
     return negotiation.written_response(scope.strategy, result, scope.accept, 201)

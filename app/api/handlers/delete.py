@@ -12,7 +12,7 @@ from app.api.options import DeleteOptions, ListOptions
 
 async def _delete_options(scope: RequestScope) -> DeleteOptions:
     raw = await scope.body()
-    return DeleteOptions.parse(scope.params, negotiation.decode_delete_options(raw, scope.content_type))
+    return DeleteOptions.parse(scope.params, negotiation.decode_delete_options(raw, scope.content_type), scope.dry_run())
 
 
 async def delete(store: GenericStore, scope: RequestScope) -> Response:

@@ -16,7 +16,7 @@ from kube import errors
 async def get(store: GenericStore, scope: RequestScope) -> Response:
     stored = await store.get(scope.strategy, scope.ns, scope.name, scope.params.get("resourceVersion", ""))
     # Converted after the read, as upstream: a missing object is a 404 before any 406.
-    return negotiation.stored_response(scope.strategy, stored, scope.accept, scope.params.get("includeObject", "Metadata") or "Metadata")
+    return negotiation.stored_response(scope.strategy, stored, scope.accept, scope.params.get("includeObject", ""))
 
 
 async def list_resource(store: GenericStore, scope: RequestScope) -> Response:

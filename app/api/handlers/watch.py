@@ -12,7 +12,7 @@ from app.storage.errors import RevisionCompacted
 
 
 async def watch(store: GenericStore, scope: RequestScope, opts: ListOptions) -> Response:
-    negotiation.check_watch_acceptable(scope.strategy, scope.accept)
+    negotiation.check_watch_acceptable(scope.strategy, scope.accept, opts.include_object)
     try:
         events = await store.watch(scope.strategy, scope.namespace, opts)
     except RevisionCompacted as exc:

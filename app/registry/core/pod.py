@@ -160,7 +160,8 @@ class PodStrategy(KindStrategy):
         if not dig(obj, "spec", "nodeName") or dig(obj, "status", "phase") in ("Succeeded", "Failed"):
             return 0
         if requested is not None:
-            return max(requested, 0)
+            # Upstream's BeforeDelete reads a negative grace period as one second.
+            return 1 if requested < 0 else requested
         grace = dig(obj, "spec", "terminationGracePeriodSeconds")
         return DEFAULT_GRACE_PERIOD_SECONDS if grace is None else int(grace)
 

@@ -395,7 +395,7 @@ REJECTED: list[tuple[str, Any, int, str]] = [
     (
         "unknown field",
         {**claim_config("r1"), "spec": {"devices": {}, "foo": 1}},
-        500,
+        400,
         "failed to create typed patch object (default/gpu; resource.k8s.io/v1, Kind=ResourceClaim): .spec.foo: field not declared in schema",
     ),
 ]
@@ -412,7 +412,7 @@ def test_apply_rejects(name: str, config: Any, code: int, message: str) -> None:
 def test_apply_rejects_list_item_without_key() -> None:
     with pytest.raises(ApiError) as info:
         apply(None, pod_config(containers=[{"image": "x"}]))
-    assert info.value.code == 500
+    assert info.value.code == 400
     assert info.value.message.endswith(
         '.spec.containers: element 0: associative list with keys has an element that omits key field "name" '
         "(and doesn't have default value)"

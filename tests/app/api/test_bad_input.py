@@ -79,7 +79,7 @@ def test_unknown_fields_strict(api: httpx.Client, ns: str, quiet_watch: list[dic
     body["spec"]["bogus"] = True
     response = api.post(claims_path(ns), params={"fieldValidation": "Strict"}, json=body)
     status = assert_status(response, 400, "BadRequest")
-    assert status["message"] == 'strict decoding error: unknown field "spec.bogus"'
+    assert status["message"] == 'ResourceClaim in version "v1" cannot be handled as a ResourceClaim: strict decoding error: unknown field "spec.bogus"'
 
 
 def test_unknown_fields_warn_and_drop(api: httpx.Client, ns: str) -> None:
@@ -194,7 +194,7 @@ def test_duplicate_keys(api: httpx.Client, ns: str, quiet_watch: list[dict[str, 
     body = b'{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":"twice","name":"twice"},"spec":{"devices":{"requests":[]}}}'
     response = api.post(claims_path(ns), params={"fieldValidation": "Strict"}, content=body, headers={"content-type": "application/json"})
     status = assert_status(response, 400, "BadRequest")
-    assert status["message"] == 'strict decoding error: duplicate field "metadata.name"'
+    assert status["message"] == 'ResourceClaim in version "v1" cannot be handled as a ResourceClaim: strict decoding error: duplicate field "metadata.name"'
 
 
 def test_duplicate_keys_warn_and_the_last_wins(api: httpx.Client, ns: str) -> None:

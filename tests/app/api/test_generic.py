@@ -195,9 +195,13 @@ async def test_delete_now_and_held_by_finalizers(store: GenericStore, store_ns: 
 async def test_delete_preconditions(store: GenericStore, store_ns: str) -> None:
     uid = _written(await store.create(CLAIMS, store_ns, claim("pre"), WRITER))["metadata"]["uid"]
     error = await _refused(store.delete(CLAIMS, store_ns, "pre", DeleteOptions(preconditions_uid="other")), 409, "Conflict")
-    assert error.message == f'Operation cannot be fulfilled on resourceclaims.resource.k8s.io "pre": Precondition failed: UID in precondition: other, UID in object meta: {uid}'
+    assert error.message == (
+        f'Operation cannot be fulfilled on ResourceClaim.resource.k8s.io "pre": the UID in the precondition (other) does not match the UID in record ({uid}). '
+        "The object might have been deleted and then recreated"
+    )
+    assert error.details == {"name": "pre", "group": "resource.k8s.io", "kind": "ResourceClaim"}
     error = await _refused(store.delete(CLAIMS, store_ns, "pre", DeleteOptions(preconditions_rv="1")), 409, "Conflict")
-    assert "Precondition failed: ResourceVersion in precondition: 1, ResourceVersion in object meta: " in error.message
+    assert "the ResourceVersion in the precondition (1) does not match the ResourceVersion in record (" in error.message
     assert (await store.delete(CLAIMS, store_ns, "pre", DeleteOptions(preconditions_uid=uid))).deleted_now
 
 

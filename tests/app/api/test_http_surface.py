@@ -167,4 +167,4 @@ def test_server_side_apply(api: httpx.Client, ns: str) -> None:
     )
     assert forced.status_code == 200
     assert forced.json()["metadata"]["labels"]["owner"] == "bob"
-    assert_status(api.patch(claims_path(ns, "ssa"), json=other, headers={"content-type": "application/apply-patch+yaml"}), 400, "BadRequest")
+    assert_status(api.patch(claims_path(ns, "ssa"), json=other, headers={"content-type": "application/apply-patch+yaml"}), 422, "Invalid")

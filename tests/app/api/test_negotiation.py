@@ -14,6 +14,7 @@ from app.api.negotiation import (
     decode_patch,
     list_response,
     parse_accept,
+    patch_type,
     wants_aggregated_discovery,
     wants_protobuf_only,
 )
@@ -56,8 +57,8 @@ assert CLAIMS is not None
         ("application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io,application/json", None),
         # unknown conversions and unknown Table versions are skipped too
         ("application/json;as=Unknown;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1;g=meta.k8s.io", "v1"),
-        ("application/json;as=Table;v=v2;g=meta.k8s.io", None),
-        ("application/json;as=Table;v=v1;g=meta.k8s.io;q=0", None),
+        # q=0 does not rule an entry out upstream: it only sorts last
+        ("application/json;as=Table;v=v1;g=meta.k8s.io;q=0", "v1"),
     ],
 )
 def test_table_negotiation(accept: str | None, expected: str | None) -> None:
@@ -80,17 +81,19 @@ def test_table_negotiation(accept: str | None, expected: str | None) -> None:
             Conversion("PartialObjectMetadataList", "v1beta1"),
         ),
         ("application/json;as=PartialObjectMetadata;g=example.com;v=v1,application/json", None),
-        ("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v2", None),
     ],
 )
 def test_metadata_only_negotiation(accept: str, expected: Conversion | None) -> None:
     assert conversion(accept) == expected
 
 
-def test_parse_accept_orders_by_quality_then_specificity() -> None:
+def test_parse_accept_orders_as_goautoneg() -> None:
+    # goautoneg's comparison is not a strict order: its insertion sort puts a concrete q=0.9
+    # type ahead of a q=1 wildcard it meets first.
     ranges = parse_accept("*/*;q=0.9, application/*, text/plain;q=0.9, application/json")
-    assert [r.media_type for r in ranges] == ["application/json", "application/*", "text/plain", "*/*"]
+    assert [r.media_type for r in ranges] == ["application/json", "text/plain", "application/*", "*/*"]
     assert parse_accept("application/json; charset=utf-8")[0].params == {"charset": "utf-8"}
+    assert [(r.media_type, r.q) for r in parse_accept("application/json;q=0, Application/YAML")] == [("Application/YAML", 1.0), ("application/json", 0.0)]
 
 
 @pytest.mark.parametrize(
@@ -128,12 +131,12 @@ def test_openapi_protobuf_only() -> None:
 # ---- request bodies -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("content_type", [None, "application/json", "application/json; charset=utf-8", "*/*", "text/plain"])
+@pytest.mark.parametrize("content_type", [None, "", "application/json", "application/json; charset=utf-8", "Application/JSON", "application/json;"])
 def test_objects_in_json(content_type: str | None) -> None:
     assert decode_object(b'{"kind": "ResourceClaim"}', content_type, "ResourceClaim") == {"kind": "ResourceClaim"}
 
 
-@pytest.mark.parametrize("content_type", ["application/yaml", "application/x-yaml", "text/yaml"])
+@pytest.mark.parametrize("content_type", ["application/yaml", "application/yaml; charset=utf-8"])
 def test_objects_in_yaml(content_type: str) -> None:
     assert decode_object(b"kind: ResourceClaim\nmetadata: {name: a}\n", content_type, "ResourceClaim") == {"kind": "ResourceClaim", "metadata": {"name": "a"}}
 
@@ -147,12 +150,15 @@ def _refusal(call: Any, *args: Any) -> ApiError:
 def test_unknown_body_types_are_415() -> None:
     error = _refusal(decode_object, b"<claim/>", "application/xml", "ResourceClaim")
     assert (error.code, error.reason) == (415, "UnsupportedMediaType")
-    assert "application/xml" in error.message
-    # CBOR apply patches are known upstream but not understood here.
-    error = _refusal(decode_patch, b"{}", "application/apply-patch+cbor", "ResourceClaim")
-    assert error.code == 415
-    # A patch needs a patch type: plain JSON is not one.
-    assert _refusal(decode_patch, b"{}", "application/json", "ResourceClaim").code == 415
+    assert error.message == "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf"
+    for content_type in ("*/*", "text/plain", "application/x-yaml", "application/json; charset", "application/json; a=1; a=2"):
+        assert _refusal(decode_object, b"{}", content_type, "ResourceClaim").code == 415, content_type
+    # CBOR apply patches are known upstream but behind a gate that is off.
+    error = _refusal(patch_type, "application/apply-patch+cbor")
+    assert error.message.endswith("include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml")
+    # A patch needs a patch type: plain JSON is not one; the type is compared as it is written.
+    for content_type in ("application/json", "Application/merge-patch+json", "application/merge-patch+json ;charset=utf-8", None):
+        assert _refusal(patch_type, content_type).code == 415, content_type
 
 
 def test_empty_and_broken_bodies_are_400() -> None:
@@ -163,7 +169,7 @@ def test_empty_and_broken_bodies_are_400() -> None:
 
 
 @pytest.mark.parametrize(
-    ("content_type", "patch_type"),
+    ("content_type", "expected"),
     [
         ("application/json-patch+json", "json"),
         ("application/merge-patch+json", "merge"),
@@ -171,16 +177,19 @@ def test_empty_and_broken_bodies_are_400() -> None:
         ("application/apply-patch+yaml", "apply"),
     ],
 )
-def test_patch_types(content_type: str, patch_type: str) -> None:
-    body = b"[]" if patch_type == "json" else b"{}"
-    assert decode_patch(body, content_type, "ResourceClaim") == ([] if patch_type == "json" else {}, patch_type)
+def test_patch_types(content_type: str, expected: str) -> None:
+    assert patch_type(content_type) == expected
+    assert patch_type(content_type + "; charset=utf-8") == expected
+    body = b"[]" if expected == "json" else b"{}"
+    assert decode_patch(body, "ResourceClaim", expected) == ([] if expected == "json" else {})
 
 
 def test_delete_options_bodies() -> None:
     assert decode_delete_options(b"", "application/json") is None
     assert decode_delete_options(b"gracePeriodSeconds: 5", "application/yaml") == {"gracePeriodSeconds": 5}
-    # Any other type is read as JSON, as clients send DELETE bodies with odd types.
-    assert decode_delete_options(b'{"gracePeriodSeconds": 5}', "application/octet-stream") == {"gracePeriodSeconds": 5}
+    assert decode_delete_options(b'{"gracePeriodSeconds": 5}', None) == {"gracePeriodSeconds": 5}
+    # Any other type is refused, as upstream's NegotiateInputSerializer refuses it.
+    assert _refusal(decode_delete_options, b'{"gracePeriodSeconds": 5}', "application/octet-stream").code == 415
 
 
 # ---- 406 --------------------------------------------------------------------------------------

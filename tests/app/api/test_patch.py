@@ -342,19 +342,19 @@ SMP_FAILURES: list[tuple[str, Any, int, str]] = [
     (
         "missing merge key",
         {"spec": {"containers": [{"image": "x"}]}},
-        500,
+        400,
         "map: map[image:x] does not contain declared merge key: name",
     ),
     (
         "unknown $patch",
         {"metadata": {"labels": {"$patch": "frob"}}},
-        500,
+        400,
         "unknown patch type: frob in map: map[$patch:frob]",
     ),
     (
         "mixed element types",
         {"metadata": {"finalizers": [1]}},
-        500,
+        400,
         "list element types are not identical: [[example.com/a example.com/b] [1]]",
     ),
 ]

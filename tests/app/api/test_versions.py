@@ -240,6 +240,7 @@ def test_a_field_an_older_release_of_v1alpha3_had_is_unknown_now(versioned: http
     collection = _collection("v1alpha3", "devicetaintrules", None)
     strict = versioned.post(collection, json=old, params={"fieldValidation": "Strict"})
     assert assert_status(strict, 400, "BadRequest")["message"] == (
+        'DeviceTaintRule in version "v1alpha3" cannot be handled as a DeviceTaintRule: '
         'strict decoding error: unknown field "spec.deviceSelector.deviceClassName", unknown field "spec.deviceSelector.selectors"'
     )
     warned = versioned.post(collection, json=old)
