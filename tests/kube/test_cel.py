@@ -46,6 +46,12 @@ TYPICAL = (
 PATH = "spec.selectors[0].cel.expression"
 
 
+# What the wall-clock checks below catch is runaway work (backtracking, evaluating what the cost
+# estimate should refuse): minutes or hours of it. The bound is loose so that a loaded machine
+# never trips it; these are not speed targets.
+RUNAWAY_SECONDS = 30.0
+
+
 def _errors(expr: str) -> list[str]:
     return [str(e) for e in validate_selector_expression(expr, PATH)]
 
@@ -194,7 +200,7 @@ def test_catastrophic_backtracking_patterns_answer_quickly() -> None:
     for pattern in ("^(a+)+$", "^(a|aa)+$", "^(a|a?)+$", "(x+x+)+y", "^(([a-z])+.)+[A-Z]([a-z])+$"):
         assert compile_selector(f'device.attributes["d"].s.matches("{pattern}")').evaluate(device) is False
         assert compile_selector(f'device.attributes["d"].s.findAll("{pattern}").size() == 0').evaluate(device) is True
-    assert time.perf_counter() - start < 1
+    assert time.perf_counter() - start < RUNAWAY_SECONDS
 
 
 def test_cost_explosion_refused_at_admission_quickly() -> None:
@@ -203,7 +209,7 @@ def test_cost_explosion_refused_at_admission_quickly() -> None:
     start = time.perf_counter()
     assert _errors(expr) == [f"{PATH}: Forbidden: too complex, exceeds cost limit"]
     assert _errors("lists.range(100000000).size() > 0") == [f"{PATH}: Forbidden: too complex, exceeds cost limit"]
-    assert time.perf_counter() - start < 0.5
+    assert time.perf_counter() - start < RUNAWAY_SECONDS
     with pytest.raises(CELCompileError) as info:
         compile_selector(expr)
     assert info.value.kind == "cost"
@@ -222,7 +228,7 @@ def test_stored_expensive_expressions_stop_at_the_runtime_cost_limit() -> None:
         with pytest.raises(CELRuntimeError) as info:
             program.evaluate({"device": DeviceView(DEVICE)})
         assert info.value.detail == "operation cancelled: actual cost limit exceeded"
-        assert time.perf_counter() - start < 3
+        assert time.perf_counter() - start < RUNAWAY_SECONDS
 
 
 def test_cost_just_under_the_limit_is_admitted_and_answered() -> None:
@@ -235,7 +241,7 @@ def test_cost_just_under_the_limit_is_admitted_and_answered() -> None:
     device = DeviceView({"driver": "x", "attributes": attributes})
     start = time.perf_counter()
     assert selector.evaluate(device) is True
-    assert time.perf_counter() - start < 3
+    assert time.perf_counter() - start < RUNAWAY_SECONDS
     _, actual = selector.program.evaluate_with_cost({"device": device})
     assert actual <= selector.max_cost
 
