@@ -34,23 +34,44 @@ BACKENDS = ["sqlite", "postgres"]
 os.environ.setdefault("DRA_KUBELET_ROOT_DIR", tempfile.mkdtemp(prefix="kr-", dir="/tmp"))
 
 
+class PostgresCluster:
+    """One throwaway Postgres for the whole session, started on first use.
+
+    It outlives the backend-parametrised fixtures: with xdist's ``--dist loadfile`` a worker
+    switches backend at every file, and starting a cluster each time cost seconds per file."""
+
+    def __init__(self, stack: ExitStack) -> None:
+        self.stack = stack
+        self._url: str | None = None
+        self._unavailable: PostgresNotAvailable | None = None
+
+    def url(self) -> str:
+        if self._unavailable is not None:
+            raise self._unavailable
+        if self._url is None:
+            try:
+                self._url = self.stack.enter_context(database_url_for_tests())
+            except PostgresNotAvailable as exc:
+                self._unavailable = exc
+                raise
+        return self._url
+
+
 class Databases:
     """Hands out empty databases of one backend."""
 
-    def __init__(self, backend: str, tmp: Path, stack: ExitStack) -> None:
+    def __init__(self, backend: str, tmp: Path, cluster: PostgresCluster) -> None:
         self.backend = backend
         self.tmp = tmp
-        self.stack = stack
-        self._pg_url: str | None = None
+        self.cluster = cluster
 
     def new(self) -> str:
         if self.backend == "sqlite":
             return f"sqlite+aiosqlite:///{self.tmp / f'dra-{uuid.uuid4().hex[:8]}.sqlite'}"
-        if self._pg_url is None:
-            self._pg_url = self.stack.enter_context(database_url_for_tests())
+        url = self.cluster.url()
         name = f"t_{uuid.uuid4().hex[:10]}"
-        asyncio.run(_create_database(self._pg_url, name))
-        return self._pg_url.rsplit("/", 1)[0] + "/" + name
+        asyncio.run(_create_database(url, name))
+        return url.rsplit("/", 1)[0] + "/" + name
 
 
 async def _create_database(url: str, name: str) -> None:
@@ -64,18 +85,23 @@ async def _create_database(url: str, name: str) -> None:
         await conn.close()
 
 
-@pytest.fixture(scope="session", params=BACKENDS)
-def databases(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Databases]:
+@pytest.fixture(scope="session")
+def postgres_cluster() -> Iterator[PostgresCluster]:
     with ExitStack() as stack:
-        dbs = Databases(request.param, tmp_path_factory.mktemp(request.param), stack)
-        if request.param == "postgres":
-            try:
-                dbs.new()
-            except PostgresNotAvailable as exc:
-                if os.environ.get("DRA_REQUIRE_POSTGRES"):
-                    pytest.fail(f"Postgres is required here but not available: {exc}")
-                pytest.skip(f"no Postgres available: {exc}")
-        yield dbs
+        yield PostgresCluster(stack)
+
+
+@pytest.fixture(scope="session", params=BACKENDS)
+def databases(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, postgres_cluster: PostgresCluster) -> Iterator[Databases]:
+    dbs = Databases(request.param, tmp_path_factory.mktemp(request.param), postgres_cluster)
+    if request.param == "postgres":
+        try:
+            dbs.new()
+        except PostgresNotAvailable as exc:
+            if os.environ.get("DRA_REQUIRE_POSTGRES"):
+                pytest.fail(f"Postgres is required here but not available: {exc}")
+            pytest.skip(f"no Postgres available: {exc}")
+    yield dbs
 
 
 @pytest.fixture(scope="session")
@@ -104,9 +130,26 @@ def start_server(databases: Databases, tmp_path_factory: pytest.TempPathFactory)
 
 
 @pytest.fixture(scope="session")
-def server(start_server: Callable[..., ServerProcess]) -> ServerProcess:
+def shared_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ServerProcess]]:
+    """The shared server of each backend, kept for the whole session, like the Postgres cluster:
+    a worker of ``--dist loadfile`` switches backend at every file, and tests already share
+    these servers across files when run without xdist."""
+    servers: dict[str, ServerProcess] = {}
+    yield servers
+    for proc in servers.values():
+        proc.stop()
+
+
+@pytest.fixture(scope="session")
+def server(databases: Databases, shared_servers: dict[str, ServerProcess], tmp_path_factory: pytest.TempPathFactory) -> ServerProcess:
     """The shared server of this backend (tests isolate themselves by namespace)."""
-    return start_server("--bookmark-interval", "1")
+    proc = shared_servers.get(databases.backend)
+    if proc is None:
+        url = databases.new()
+        migrate(url)
+        log = tmp_path_factory.mktemp("logs") / f"shared-{databases.backend}.log"
+        proc = shared_servers[databases.backend] = ServerProcess(url, "--bookmark-interval", "1", log_path=log).start()
+    return proc
 
 
 @pytest.fixture(scope="session")
