@@ -25,14 +25,14 @@ run: venv
 
 test: venv
 	$(BIN)/ruff check .
-	$(BIN)/python -m mypy app kube kubeletapi schedulers controllers kubeletsim exampledriver devtools kubectl_dra
+	$(BIN)/python -m mypy app kube kubeletapi schedulers controllers kubeletsim exampledriver devtools kubectl_dra bench
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 lint: venv
 	$(BIN)/ruff check .
 
 typecheck: venv
-	$(BIN)/python -m mypy app kube kubeletapi schedulers controllers kubeletsim exampledriver devtools kubectl_dra
+	$(BIN)/python -m mypy app kube kubeletapi schedulers controllers kubeletsim exampledriver devtools kubectl_dra bench
 
 # A longer schemathesis run than the one in `make test` (random seed, many examples per operation).
 fuzz: venv

@@ -223,7 +223,7 @@ async def phase(
     processes: dict[str, list[int]],
     profile: Path | None = None,
     priority_class: str | None = None,
-) -> dict[str, float]:
+) -> dict[str, Any]:
     """Create ``count`` pods in a fresh namespace and time them until bound."""
     ns_body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
     await create_all(client, [("/api/v1/namespaces", ns_body)])

@@ -742,7 +742,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.plain_kubelet:
         with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(plain_kubelet_main(*args.plain_kubelet, args.workers))
+            url, namespace = args.plain_kubelet
+            asyncio.run(plain_kubelet_main(url, namespace, args.workers))
         return 0
     keep = bool(os.environ.get("DRA_BENCH_KEEP_LOGS"))
     with tempfile.TemporaryDirectory(prefix="dra-sim-bench-") as scratch:
