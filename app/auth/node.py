@@ -16,6 +16,7 @@ from app.auth.attributes import Attributes
 from app.auth.authorizers import NO_OPINION, Decision
 from app.auth.rules import Rule
 from app.auth.user import node_identity
+from kube.claims import extended_resource_claim_name
 
 PODS = "pods"
 RESOURCE_SLICES = "resourceslices.resource.k8s.io"
@@ -81,6 +82,9 @@ class NodeGraph:
         for entry in (pod.get("status") or {}).get("resourceClaimStatuses") or ():
             if isinstance(entry, dict) and isinstance(entry.get("resourceClaimName"), str) and entry["resourceClaimName"]:
                 claims.add(entry["resourceClaimName"])
+        # So is the scheduler's claim for extended resources backed by devices.
+        if extended := extended_resource_claim_name(pod):
+            claims.add(extended)
         account = spec.get("serviceAccountName") or "default"
         entry = (node, tuple(sorted(claims)), str(account))
         self._pods[key] = entry

@@ -154,6 +154,8 @@ class NodeRestriction:
         if claim_statuses(request.obj) != claim_statuses(request.old):
             # (sic: upstream's wording)
             raise request.forbidden(f"node {quoted} cannot update resource claim statues")
+        if ((request.obj or {}).get("status") or {}).get("extendedResourceClaimStatus") != ((request.old or {}).get("status") or {}).get("extendedResourceClaimStatus"):
+            raise request.forbidden(f"node {quoted} cannot update extended resource claim status")
 
     def _node(self, node: str, request: AdmissionRequest) -> None:
         quoted = f'"{node}"'

@@ -145,3 +145,23 @@ def test_a_node_reads_only_the_claims_of_its_pods_and_writes_only_their_status(a
         expect_forbidden(other.patch(f"/api/v1/namespaces/{namespace}/pods/p/status", json=status, headers=merge), 'pods "p" is forbidden: node "n2" can only update pod status for pods with spec.nodeName set to itself')
         expect_forbidden(other.delete(f"/api/v1/namespaces/{namespace}/pods/p"), 'pods "p" is forbidden: node "n2" can only delete pods with spec.nodeName set to itself')
     assert admin.get(f"/api/v1/namespaces/{namespace}/pods/p").status_code == 200
+
+
+def test_a_node_reads_its_pods_extended_resource_claim_and_may_not_rename_it(auth_cluster: AuthCluster, admin: httpx.Client, namespace: str) -> None:
+    """The scheduler's claim for extended resources is named only in the pod's status; the Node
+    authorizer relates it to the pod's node, and NodeRestriction keeps the node from changing it."""
+    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "p-extended-resources-x"}, "spec": {"devices": {"requests": [{"name": "g", "exactly": {"deviceClassName": "gpu.example.com"}}]}}}
+    assert admin.post(f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims", json=claim).status_code == 201
+    path = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/p-extended-resources-x"
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "x"}]}}
+    assert admin.post(f"/api/v1/namespaces/{namespace}/pods", json=pod).status_code == 201
+    merge = {"Content-Type": "application/merge-patch+json"}
+    with auth_cluster.node("n1") as node:
+        assert node.get(path).status_code == 403
+        extended = {"status": {"extendedResourceClaimStatus": {"resourceClaimName": "p-extended-resources-x", "requestMappings": [{"containerName": "c", "resourceName": "example.com/gpu", "requestName": "container-0-request-0"}]}}}
+        assert admin.patch(f"/api/v1/namespaces/{namespace}/pods/p/status", json=extended, headers=merge).status_code == 200
+        assert node.get(path).status_code == 200
+        renamed = {"status": {"extendedResourceClaimStatus": {"resourceClaimName": "other", "requestMappings": extended["status"]["extendedResourceClaimStatus"]["requestMappings"]}}}
+        expect_forbidden(node.patch(f"/api/v1/namespaces/{namespace}/pods/p/status", json=renamed, headers=merge), 'pods "p" is forbidden: node "n1" cannot update extended resource claim status')
+    got = admin.get(f"/api/v1/namespaces/{namespace}/pods/p").json()
+    assert got["status"]["extendedResourceClaimStatus"]["resourceClaimName"] == "p-extended-resources-x"
