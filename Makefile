@@ -9,9 +9,11 @@ DATABASE_URL ?= sqlite:///./data/dra.sqlite
 # files go to one worker, so a module's tests keep the order they were written in.
 TEST_WORKERS ?= 2
 
-.PHONY: venv run test lint typecheck fuzz bench bench-scheduler bench-simulator bench-dradriver bench-faults clean
+.PHONY: venv run test test-pure lint typecheck fuzz bench bench-scheduler bench-simulator bench-dradriver bench-faults clean
 
-$(BIN)/.installed: pyproject.toml
+# The install compiles the hot modules with mypyc (setup.py; list in kube/compiled.py; about two
+# minutes of CPU). DRA_PURE_PYTHON=1 skips that, at install or at run time.
+$(BIN)/.installed: pyproject.toml setup.py kube/compiled.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'
@@ -27,6 +29,13 @@ test: venv
 	$(BIN)/ruff check .
 	$(BIN)/python -m mypy app kube kubeletapi schedulers controllers kubeletsim exampledriver devtools kubectl_dra bench
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
+
+# The compiled modules' unit tests again on their Python source (CI runs both; kube/compiled.py).
+PURE_TESTS := tests/kube/test_compiled.py tests/kube/test_labels.py tests/kube/test_fields.py \
+	tests/app/api/test_apply.py tests/app/api/test_schemas.py tests/app/api/test_routing.py \
+	tests/app/api/test_generic.py tests/app/registry/test_objectmeta.py
+test-pure: venv
+	DRA_PURE_PYTHON=1 $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile $(PURE_TESTS)
 
 lint: venv
 	$(BIN)/ruff check .
@@ -56,4 +65,5 @@ bench-faults: venv
 	$(BIN)/python -m bench.faults
 
 clean:
-	rm -rf $(VENV) data build *.egg-info
+	rm -rf $(VENV) data build *.egg-info *__mypyc*.so
+	find app kube -name "*.so" -delete

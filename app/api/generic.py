@@ -285,7 +285,7 @@ class GenericStore:
             )
         except ResourceVersionTooLarge as exc:
             raise _read_error(exc) from None
-        return _converted_batches(strategy, events) if strategy.converts else events
+        return _ConvertedBatches(strategy, events) if strategy.converts else events
 
     # ---- create ----------------------------------------------------------------
 
@@ -775,14 +775,26 @@ def _converted(strategy: KindStrategy, stored: StoredObject) -> StoredObject:
     return StoredObject(strategy.from_stored(stored.obj), stored.revision)
 
 
-async def _converted_batches(strategy: KindStrategy, batches: AsyncIterator[WatchBatch]) -> AsyncIterator[WatchBatch]:
-    """A watch's batches with each object in the version ``strategy`` serves (bookmarks as they are)."""
-    try:
-        async for batch in batches:
-            yield [(kind, _converted(strategy, obj) if isinstance(obj, StoredObject) else obj) for kind, obj in batch]
-    finally:
-        # The storage's stream unregisters its watcher when closed; close it with this one.
-        close = getattr(batches, "aclose", None)
+class _ConvertedBatches:
+    """A watch's batches with each object in the version ``strategy`` serves (bookmarks as they are).
+
+    A class rather than an async generator: mypyc (kube/compiled.py) compiles this module and has none."""
+
+    def __init__(self, strategy: KindStrategy, batches: AsyncIterator[WatchBatch]) -> None:
+        self._strategy = strategy
+        self._batches = batches
+
+    def __aiter__(self) -> _ConvertedBatches:
+        return self
+
+    async def __anext__(self) -> WatchBatch:
+        batch = await anext(self._batches)
+        strategy = self._strategy
+        return [(kind, _converted(strategy, obj) if isinstance(obj, StoredObject) else obj) for kind, obj in batch]
+
+    async def aclose(self) -> None:
+        """Close the storage's stream too: it unregisters its watcher when closed."""
+        close = getattr(self._batches, "aclose", None)
         if close is not None:
             await close()
 

@@ -1,0 +1,43 @@
+"""Build step of ``pip install``: compiles the hot modules with mypyc (list: kube/compiled.py).
+
+Everything else is in pyproject.toml. Compilation is best effort: with ``DRA_PURE_PYTHON=1``, without
+mypyc, or when mypyc or the C compiler fails, the project installs as plain Python (same behaviour,
+more CPU per request) and says so.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from setuptools import setup
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT))
+
+from kube.compiled import COMPILED_MODULES, PURE_ENV, source_path  # noqa: E402
+
+
+def extensions() -> list:
+    if os.environ.get(PURE_ENV, "") not in ("", "0"):
+        print(f"{PURE_ENV} is set: installing without compiled modules", file=sys.stderr)
+        return []
+    try:
+        from mypyc.build import mypycify
+    except ImportError:
+        print("mypyc is not available: installing without compiled modules", file=sys.stderr)
+        return []
+    try:
+        exts = mypycify([str(source_path(m).relative_to(ROOT)) for m in COMPILED_MODULES], opt_level="3", debug_level="0")
+    except (Exception, SystemExit) as exc:  # mypyc reports type errors by exiting
+        print(f"mypyc failed ({exc!r}): installing without compiled modules", file=sys.stderr)
+        return []
+    for ext in exts:
+        # A C compiler failure leaves the pure-Python modules in place instead of failing the install.
+        ext.optional = True
+    return exts
+
+
+# An editable install (the Makefile's) builds the extensions in place, next to their sources.
+setup(ext_modules=extensions())
