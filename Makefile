@@ -12,11 +12,13 @@ TEST_WORKERS ?= 2
 .PHONY: venv run test test-pure lint typecheck fuzz bench bench-scheduler bench-simulator bench-dradriver bench-faults clean
 
 # The install compiles the hot modules with mypyc (setup.py; list in kube/compiled.py; about two
-# minutes of CPU). DRA_PURE_PYTHON=1 skips that, at install or at run time.
+# minutes of CPU) once the dependencies are in. DRA_PURE_PYTHON=1 skips that, at install or at run time.
 $(BIN)/.installed: pyproject.toml setup.py kube/compiled.py
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet --upgrade pip 'setuptools>=68'
+	DRA_PURE_PYTHON=1 $(BIN)/pip install --quiet -e '.[test]'
+	# Now with every dependency's types in the venv, which mypyc needs to compile (mypy is a test dependency).
+	$(BIN)/pip install --quiet --no-build-isolation --no-deps -e .
 	touch $@
 
 venv: $(BIN)/.installed

@@ -11,7 +11,8 @@ import os
 import sys
 from pathlib import Path
 
-from setuptools import setup
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
@@ -29,7 +30,8 @@ def extensions() -> list:
         print("mypyc is not available: installing without compiled modules", file=sys.stderr)
         return []
     try:
-        exts = mypycify([str(source_path(m).relative_to(ROOT)) for m in COMPILED_MODULES], opt_level="3", debug_level="0")
+        # multi_file: one C file per module, so the C compiler runs on every core (build_ext's parallel).
+        exts = mypycify([str(source_path(m).relative_to(ROOT)) for m in COMPILED_MODULES], opt_level="3", debug_level="0", multi_file=True)
     except (Exception, SystemExit) as exc:  # mypyc reports type errors by exiting
         print(f"mypyc failed ({exc!r}): installing without compiled modules", file=sys.stderr)
         return []
@@ -39,5 +41,18 @@ def extensions() -> list:
     return exts
 
 
-# An editable install (the Makefile's) builds the extensions in place, next to their sources.
-setup(ext_modules=extensions())
+class MypycBuildExt(build_ext):
+    """Runs mypyc when the extensions are built, not each time pip asks setup.py for metadata."""
+
+    def run(self) -> None:
+        self.extensions = self.distribution.ext_modules = extensions()
+        super().run()
+
+
+# A placeholder, so that setuptools plans a build_ext step (which replaces it by mypyc's extensions).
+# An editable install (the Makefile's) builds them in place, next to their sources.
+setup(
+    ext_modules=[Extension("kube._mypyc_placeholder", sources=[])],
+    cmdclass={"build_ext": MypycBuildExt},
+    options={"build_ext": {"parallel": os.cpu_count() or 1}},
+)

@@ -255,15 +255,30 @@ async def ab_run(args: argparse.Namespace, opts: Options) -> dict[str, Any]:
                             print(f"-- round {r + 1}, {side}: {phase}", flush=True)
                             ok, elapsed, us, p99 = await measured_p99(bench, phase, opts.clients[0])
                             rounds[side][phase].append({"rate": ok / elapsed if elapsed else None, "cpu_us": us, "p99_ms": p99})
+                    # The server loads every claim into its watch cache at start: its RSS after the phases.
+                    rounds[side]["rss"].append({"rate": None, "cpu_us": None, "p99_ms": None, "rss_mib": _rss_mib(server.pid)})
                 finally:
                     server.stop()
     return {"clients": opts.clients[0], "duration_s": opts.duration, "rounds": args.ab_rounds,
             "sides": {side: dict(phases) for side, phases in rounds.items()}}
 
 
+def _rss_mib(pid: int | None) -> float | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except (OSError, ValueError):
+        pass
+    return None
+
+
 def _median(values: list[float | None]) -> float | None:
     known = sorted(v for v in values if v is not None)
-    return known[len(known) // 2] if known else None
+    if not known:
+        return None
+    mid = len(known) // 2
+    return known[mid] if len(known) % 2 else (known[mid - 1] + known[mid]) / 2
 
 
 def print_ab(report: dict[str, Any]) -> None:
@@ -281,6 +296,8 @@ def print_ab(report: dict[str, Any]) -> None:
         ratio = fig["c"]["cpu_us"] / fig["p"]["cpu_us"] if fig["c"]["cpu_us"] and fig["p"]["cpu_us"] else None
         print(f"| {phase} | {_f(fig['p']['cpu_us'])} | {_f(fig['c']['cpu_us'])} | {'-' if ratio is None else f'{ratio:.2f}'} "
               f"| {_f(fig['p']['rate'])} | {_f(fig['c']['rate'])} | {_f1(fig['p']['p99_ms'])} | {_f1(fig['c']['p99_ms'])} |")
+    rss = {side: _median([r["rss_mib"] for r in data.get("rss", [])]) for side, data in (("p", pure), ("c", comp))}
+    print(f"\nserver RSS after the phases (same objects stored): pure {_f1(rss['p'])} MiB, compiled {_f1(rss['c'])} MiB")
 
 
 def _f1(v: float | None) -> str:

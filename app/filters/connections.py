@@ -20,7 +20,6 @@ import urllib.parse
 from typing import Any
 
 import httptools
-from mypy_extensions import mypyc_attr
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 MAX_HEADER_BYTES = 1 << 20
@@ -39,7 +38,6 @@ class _Refused(Exception):
     """Raised from a parser callback to stop parsing a request that was refused."""
 
 
-@mypyc_attr(allow_interpreted_subclasses=True)  # compiled by mypyc (kube/compiled.py); app.tls subclasses it
 class GuardedHttpToolsProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol with Go's header limits, header timeout and framing rules."""
 
