@@ -46,6 +46,12 @@ class MypycBuildExt(build_ext):
 
     def run(self) -> None:
         self.extensions = self.distribution.ext_modules = extensions()
+        # What setuptools' finalize_options notes on each extension, for these ones made later.
+        for ext in self.extensions:
+            ext._full_name = self.get_ext_fullname(ext.name)
+            self.ext_map[ext._full_name] = ext
+            ext._links_to_dynamic = ext._needs_stub = False
+            ext._file_name = self.get_ext_filename(ext._full_name)
         super().run()
 
 
