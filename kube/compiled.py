@@ -68,6 +68,9 @@ def _usable() -> bool:
     """Every listed module has an extension no older than its source."""
     if os.environ.get(PURE_ENV, "") not in ("", "0"):
         return False
+    # The library holding the compiled code itself; each module's extension only loads it.
+    if not any(_ROOT.glob("*__mypyc.*")):
+        return False
     for module in COMPILED_MODULES:
         built = built_path(module)
         if built is None or built.stat().st_mtime < source_path(module).stat().st_mtime:
