@@ -146,17 +146,9 @@ def tls_check(tmp: Path) -> dict[str, str]:
 
 def api_app() -> Any:
     """The real application for granian's ``--factory``: the serve flags come from ``ARGS_ENV``."""
-    from app.config import add_server_arguments, settings_from_args
-    from app.server import create_app
-    from app.storage.db import prepare_database
-    from kube.logs import setup_logging
+    from app.__main__ import application
 
-    parser = argparse.ArgumentParser()
-    add_server_arguments(parser)
-    settings = settings_from_args(parser.parse_args(shlex.split(os.environ[ARGS_ENV])))
-    setup_logging(settings.log_level)
-    prepare_database(settings.database_url)
-    return create_app(settings)
+    return application(shlex.split(os.environ[ARGS_ENV]))
 
 
 class Server:
