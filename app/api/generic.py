@@ -391,10 +391,11 @@ class GenericStore:
             return validate_object_meta(obj, strategy.namespaced, strategy.name_rule, kube_finalizers=strategy.object_meta_kube_finalizers)
         return validate_object_meta_update(obj, old, kube_finalizers=strategy.object_meta_kube_finalizers)
 
-    async def create(self, strategy: KindStrategy, namespace: str, obj: Obj, wopts: WriteOptions, applied: bool = False, replacing: bool = False) -> WriteResult:
+    async def create(self, strategy: KindStrategy, namespace: str, obj: Any, wopts: WriteOptions, applied: bool = False, replacing: bool = False) -> WriteResult:
         """Create ``obj``. ``applied``: it comes from a server-side apply, which recorded managedFields
         already; ``replacing``: from a PUT (both drop a resourceVersion the body carries, where a
-        POST is refused one)."""
+        POST is refused one). ``obj`` is a decoded body, of any JSON type until checked here (typed
+        ``Any``: mypyc, kube/compiled.py, would refuse a list with a TypeError, a 500)."""
         if not isinstance(obj, dict):
             raise errors.bad_request(f"the body of the request must be a {strategy.kind} object")
         self._check_type_and_scope(strategy, obj, namespace, None)
@@ -562,7 +563,7 @@ class GenericStore:
             return None
         return new
 
-    async def update(self, strategy: KindStrategy, namespace: str, name: str, obj: Obj, wopts: WriteOptions) -> WriteResult:
+    async def update(self, strategy: KindStrategy, namespace: str, name: str, obj: Any, wopts: WriteOptions) -> WriteResult:
         if not isinstance(obj, dict):
             raise errors.bad_request(f"the body of the request must be a {strategy.kind} object")
         self._check_type_and_scope(strategy, obj, namespace, name, replacing=True)
