@@ -39,8 +39,8 @@ Transform = Callable[[Obj], Obj]
 
 log = logging.getLogger("informer")
 
-# Decoded objects a compact store keeps for repeated reads (handlers reading what they were just told about).
-DECODED_CACHE_SIZE = 64
+# Decoded objects a compact store keeps for repeated reads through ``get``.
+DECODED_CACHE_SIZE = 16
 # A compact informer lists in smaller pages: one page is decoded at a time.
 COMPACT_PAGE_SIZE = 100
 
@@ -66,6 +66,10 @@ class Store:
         self._objects: dict[Key, Obj] = {}
 
     def get(self, key: Key) -> Obj | None:
+        return self._objects.get(key)
+
+    def peek(self, key: Key) -> Obj | None:
+        """``get`` for the informer's own use (old versions for handlers): never cached."""
         return self._objects.get(key)
 
     def put(self, key: Key, obj: Obj) -> None:
@@ -117,12 +121,19 @@ class CompactStore(Store):
         self._decoded[key] = obj
         return obj
 
+    def peek(self, key: Key) -> Obj | None:
+        obj = self._decoded.get(key)
+        if obj is None:
+            entry = self._raw.get(key)
+            obj = None if entry is None else orjson.loads(entry[1])
+        return obj
+
     def put(self, key: Key, obj: Obj) -> None:
         self._raw[key] = (str((obj.get("metadata") or {}).get("resourceVersion") or ""), orjson.dumps(obj))
         self._decoded.pop(key, None)
 
     def pop(self, key: Key) -> Obj | None:
-        obj = self.get(key)
+        obj = self.peek(key)
         self._raw.pop(key, None)
         self._decoded.pop(key, None)
         return obj
@@ -247,6 +258,11 @@ class Informer:
         """The cached object, or None."""
         return self._store.get((namespace or "", name))
 
+    def peek(self, namespace: str, name: str) -> Obj | None:
+        """``get`` for one-off reads of large objects: a compact informer decodes the object without
+        keeping it in its decoded cache."""
+        return self._store.peek((namespace or "", name))
+
     def list(self) -> builtins.list[Obj]:
         """Every cached object (a compact informer decodes each one: prefer ``iter_objects``)."""
         return [*self._store.values()]
@@ -328,16 +344,16 @@ class Informer:
         for key in fresh:
             old_rv = old_store.resource_version(key)
             if old_rv is None:
-                obj = fresh.get(key)
+                obj = fresh.peek(key)
                 if obj is not None:
                     await self._fire_add(obj)
             elif old_rv != fresh.resource_version(key):
-                old, obj = old_store.get(key), fresh.get(key)
+                old, obj = old_store.peek(key), fresh.peek(key)
                 if old is not None and obj is not None:
                     await self._fire_update(old, obj)
         for key in old_store:
             if key not in fresh:
-                old = old_store.get(key)
+                old = old_store.peek(key)
                 if old is not None:
                     await self._fire_delete(old)
         self._synced.set()
@@ -367,7 +383,7 @@ class Informer:
             return
         key = object_key(obj)
         if kind == "ADDED" or kind == "MODIFIED":
-            old = self._store.get(key)
+            old = self._store.peek(key)
             self._store.put(key, obj)
             if rv:
                 self.resource_version = rv
