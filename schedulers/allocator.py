@@ -29,7 +29,7 @@ from __future__ import annotations
 import time
 import uuid
 from bisect import bisect_left
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -204,37 +204,89 @@ def _quantity(value: Any) -> Quantity:
     return value if isinstance(value, Quantity) else Quantity.parse(value)
 
 
+# CEL views (``DeviceView``, several times the device's JSON) are kept for the devices evaluated
+# last, process-wide: results stay cached per device, a view is rebuilt only for a new expression.
+VIEWS_KEPT = 4096
+_viewed: deque[_Device] = deque()
+
+# Shared by every device without the field; like everything prepared, never modified.
+_NO_LIST: list[Any] = []
+_NO_MAP: dict[str, Any] = {}
+
+
+def _freeze(value: Any) -> Any:
+    """A hashable stand-in for a JSON value (types kept apart: 1, 1.0 and true differ)."""
+    if isinstance(value, dict):
+        return ("d", tuple((k, _freeze(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return ("l", tuple(_freeze(v) for v in value))
+    return (type(value).__name__, value)
+
+
+class _SharedValues:
+    """Equal values among one slice's devices, kept once: a slice of identical GPUs repeats the
+    same model, version and capacity in every device, and each decoded copy costs several times
+    its JSON. Lives while one slice is prepared."""
+
+    def __init__(self) -> None:
+        self._values: dict[Any, Any] = {}
+        self._capacities: dict[int, tuple[dict[str, Quantity], dict[str, Mapping[str, Any]]]] = {}
+
+    def value(self, value: Any) -> Any:
+        """``value``, or an equal one seen before."""
+        if not value:
+            return value
+        return self._values.setdefault(_freeze(value), value)
+
+    def capacity(self, raw: Mapping[str, Any]) -> tuple[dict[str, Quantity], dict[str, Mapping[str, Any]]]:
+        """Capacity quantities and request policies of a (shared) ``capacity`` value."""
+        prepared = self._capacities.get(id(raw))
+        if prepared is None:
+            capacity: dict[str, Quantity] = {}
+            policies: dict[str, Mapping[str, Any]] = {}
+            for key, cap in raw.items():
+                capacity[key] = _quantity(cap.get("value", "0"))
+                if cap.get("requestPolicy"):
+                    policies[key] = cap["requestPolicy"]
+            prepared = self._capacities[id(raw)] = (capacity or _NO_MAP, policies or _NO_MAP)
+        return prepared
+
+
 class _Device:
-    """One published device, prepared once per slice version; caches CEL results."""
+    """One published device, prepared once per slice version; caches CEL results.
+
+    Keeps what allocation reads, not the decoded device: equal values of a slice's devices are
+    shared (``_SharedValues``) and absent fields share one empty list or map.
+    """
 
     __slots__ = (
         "all_nodes", "allow_multiple", "attributes", "binding_conditions", "binding_failure_conditions", "binds_to_node",
-        "capacity", "cel", "consumes", "data", "driver", "id", "name", "node_local", "node_name", "node_selector", "policies",
-        "pool", "slice_name", "taints", "view",
+        "capacity", "cel", "consumes", "driver", "id", "name", "node_allocatable", "node_local", "node_name", "node_selector",
+        "policies", "pool", "raw_capacity", "slice_name", "taints", "view",
     )
 
-    def __init__(self, spec: Mapping[str, Any], dev: Mapping[str, Any], slice_name: str, taints: list[dict[str, Any]]) -> None:
-        self.data = dev
+    def __init__(
+        self, spec: Mapping[str, Any], dev: Mapping[str, Any], slice_name: str, taints: list[dict[str, Any]], shared: _SharedValues | None = None
+    ) -> None:
+        shared = shared or _SharedValues()
         self.driver: str = spec.get("driver", "")
         self.pool: str = (spec.get("pool") or {}).get("name", "")
         self.name: str = dev.get("name", "")
         self.id: DeviceID = (self.driver, self.pool, self.name)
         self.slice_name = slice_name
-        self.attributes: Mapping[str, Any] = dev.get("attributes") or {}
-        self.capacity: dict[str, Quantity] = {}
-        self.policies: dict[str, Mapping[str, Any]] = {}
-        for key, cap in (dev.get("capacity") or {}).items():
-            self.capacity[key] = _quantity(cap.get("value", "0"))
-            if cap.get("requestPolicy"):
-                self.policies[key] = cap["requestPolicy"]
+        attributes = dev.get("attributes")
+        self.attributes: Mapping[str, Any] = {k: shared.value(v) for k, v in attributes.items()} if attributes else _NO_MAP
+        self.raw_capacity: Mapping[str, Any] = shared.value(dev.get("capacity")) or _NO_MAP
+        self.capacity, self.policies = shared.capacity(self.raw_capacity)
+        self.node_allocatable: Mapping[str, Any] = shared.value(dev.get("nodeAllocatableResources")) or _NO_MAP
         self.allow_multiple = bool(dev.get("allowMultipleAllocations"))
         self.consumes: list[tuple[str, dict[str, Quantity]]] = [
             (c.get("counterSet", ""), {k: _quantity(v.get("value", "0")) for k, v in (c.get("counters") or {}).items()})
             for c in dev.get("consumesCounters") or []
-        ]
-        self.taints = taints
-        self.binding_conditions: list[str] = list(dev.get("bindingConditions") or [])
-        self.binding_failure_conditions: list[str] = list(dev.get("bindingFailureConditions") or [])
+        ] or _NO_LIST
+        self.taints = taints or _NO_LIST
+        self.binding_conditions: list[str] = list(dev.get("bindingConditions") or []) or _NO_LIST
+        self.binding_failure_conditions: list[str] = list(dev.get("bindingFailureConditions") or []) or _NO_LIST
         self.binds_to_node = bool(dev.get("bindsToNode"))
         # The device's own node selection (per-device node selection), as published.
         self.node_name: str = dev.get("nodeName") or ""
@@ -247,22 +299,28 @@ class _Device:
             self.node_local = bool(spec.get("nodeName"))
             self.node_selector = spec.get("nodeSelector")
         self.view: DeviceView | None = None
-        self.cel: dict[str, bool | CELRuntimeError] = {}
+        self.cel: dict[str, bool | CELRuntimeError] | None = None  # made on the first evaluation
 
     def evaluate(self, selector: CompiledSelector) -> bool:
         """A selector's result for this device, cached by expression (errors too)."""
-        cached = self.cel.get(selector.expression)
+        results = self.cel
+        if results is None:
+            results = self.cel = {}
+        cached = results.get(selector.expression)
         if cached is None:
             if self.view is None:
                 self.view = DeviceView({
-                    "driver": self.driver, "attributes": self.attributes, "capacity": self.data.get("capacity") or {},
+                    "driver": self.driver, "attributes": self.attributes, "capacity": self.raw_capacity,
                     "allowMultipleAllocations": self.allow_multiple,
                 })
+                _viewed.append(self)
+                if len(_viewed) > VIEWS_KEPT:
+                    _viewed.popleft().view = None
             try:
                 cached = selector.evaluate(self.view)
             except CELRuntimeError as exc:
                 cached = exc
-            self.cel[selector.expression] = cached
+            results[selector.expression] = cached
         if isinstance(cached, CELRuntimeError):
             raise cached
         return cached
@@ -430,12 +488,13 @@ class ResourceIndex:
         driver, pool = record.driver, record.pool
         rules = list(self._rules.values()) if self.features.device_taint_rules else []
         devices = []
+        shared = _SharedValues()
         for dev in spec.get("devices") or []:
             taints = list(dev.get("taints") or []) if self.features.device_taints else []
             for rule in rules:
                 if rule_selects(rule, driver, pool, dev.get("name", "")):
                     taints.append((rule.get("spec") or {}).get("taint") or {})
-            devices.append(_Device(spec, dev, name, taints))
+            devices.append(_Device(spec, dev, name, taints, shared))
         self._devices[name] = (record, devices)
         return devices
 
@@ -1837,7 +1896,7 @@ def node_allocatable_claim_status(
         dev = lookup((r.get("driver", ""), r.get("pool", ""), r.get("device", "")))
         if dev is None:
             continue
-        for resource, spec in (dev.data.get("nodeAllocatableResources") or {}).items():
+        for resource, spec in (dev.node_allocatable).items():
             found = True
             mapped = spec.get("mapping") or {}
             if mapped.get("capacityKey"):
