@@ -2,9 +2,9 @@
 against the serialized size of what they watch (issue 25, point 4: at most 3x).
 
 For each cluster shape (``--clusters``, default ``5000x8,2000x128``: nodes x devices per node) it
-starts a server (embedded SQLite unless ``--postgres``), lets ``python -m kubeletsim --nodes N``
-register N nodes with one ResourceSlice each (the gpu profile's devices, 8 or repeated to 128:
-2,000 x 128 is about 52 MB of slices), stops it, then measures, one process at a time:
+starts a server (embedded SQLite unless ``--postgres``), registers N nodes with one ResourceSlice
+each as ``python -m kubeletsim --nodes N`` would (its own builders; the gpu profile's devices, 8 or
+repeated to 128: 2,000 x 128 is about 52 MB of slices), then measures, one process at a time:
 
 * **kubeletsim**: a restarted simulator for the same N nodes (it adopts what is there);
 * **scheduler**: ``python -m schedulers`` (no leader election).
@@ -25,6 +25,7 @@ measurements as callables, for ``bench/memory.py``.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import json
 import os
@@ -151,11 +152,6 @@ def watched_bytes(url: str, worker: str) -> tuple[int, int]:
     return total, count
 
 
-def _count(http: httpx.Client, path: str) -> int:
-    page = http.get(path, params={"limit": "1"}).json()
-    return len(page.get("items") or []) + int((page.get("metadata") or {}).get("remainingItemCount") or 0)
-
-
 def simulator_args(url: str, cluster: Cluster, tmp: Path) -> list[str]:
     profile = "gpu"
     if cluster.devices != 8:
@@ -169,18 +165,36 @@ def simulator_args(url: str, cluster: Cluster, tmp: Path) -> list[str]:
 
 
 def populate(url: str, cluster: Cluster, tmp: Path, timeout: float) -> float:
-    """Run a simulator until its N nodes and N slices exist; returns the seconds it took."""
+    """Register N nodes with their ResourceSlices as the simulator would (its own builders, so a
+    simulator started afterwards adopts them as they are); returns the seconds it took. A
+    simulator registering 5,000 nodes itself takes many minutes next to its heartbeats."""
+    from kube.client import KubeClient
+    from kubeletsim.nodes import build_node, node_status
+    from kubeletsim.profiles import build_pool_slices, load_profiles
+
+    args = simulator_args(url, cluster, tmp)
+    profile = load_profiles(args[args.index("--profile") + 1])
     t0 = time.monotonic()
-    with open(tmp / f"populate-{cluster.label}.log", "ab") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "kubeletsim", *simulator_args(url, cluster, tmp)], cwd=REPO_ROOT, stdout=log, stderr=log)
-    try:
-        with httpx.Client(base_url=url, timeout=60) as http:
-            while _count(http, f"{GROUP}/resourceslices") < cluster.nodes or _count(http, "/api/v1/nodes") < cluster.nodes:
-                if proc.poll() is not None or time.monotonic() - t0 > timeout:
-                    raise RuntimeError(f"kubeletsim did not register {cluster.nodes} nodes (see {tmp}/populate-{cluster.label}.log)")
-                time.sleep(2)
-    finally:
-        stop(proc)
+
+    async def one(client: KubeClient, index: int) -> None:
+        name = f"sim-{index}"
+        node = await client.create("/api/v1/nodes", build_node(name, index, profile.name))
+        await client.patch(f"/api/v1/nodes/{name}/status", {"status": node_status(name, index)})
+        for driver in profile.drivers:
+            for obj in build_pool_slices(driver, name, node_uid=node["metadata"]["uid"]):
+                await client.create(f"{GROUP}/resourceslices", obj)
+
+    async def run() -> None:
+        async with KubeClient(url, user_agent="bench-memory-workers", timeout=120) as client:
+            queue = list(range(cluster.nodes))
+
+            async def worker() -> None:
+                while queue:
+                    await one(client, queue.pop())
+
+            await asyncio.wait_for(asyncio.gather(*(worker() for _ in range(16))), timeout)
+
+    asyncio.run(run())
     return time.monotonic() - t0
 
 
