@@ -23,7 +23,11 @@ class Settings:
     # API versions and resources to serve besides (or instead of) the stable ones, upstream's syntax.
     runtime_config: str = ""
     log_level: str = "info"
-    watch_cache_size: int = 100_000
+    # Upstream's watch cache sizing: events of history per resource (0: none), and per resource
+    # as "resource[.group]#size"; plus a byte budget of old versions the history may keep.
+    default_watch_cache_size: int = 100
+    watch_cache_sizes: tuple[str, ...] = ()
+    watch_cache_history_bytes: int = 256 * 1024 * 1024
     compaction_interval: float = 60.0
     compaction_window: float = 300.0
     compaction_min_retain: int = 1000
@@ -91,10 +95,24 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--log-level", default=env("DRA_LOG_LEVEL", d.log_level), help="debug, info, warning, error (DRA_LOG_LEVEL)")
     parser.add_argument(
-        "--watch-cache-size",
+        "--default-watch-cache-size",
         type=int,
-        default=int(env("DRA_WATCH_CACHE_SIZE", str(d.watch_cache_size))),
-        help="events kept in memory for watch resumption (DRA_WATCH_CACHE_SIZE)",
+        default=int(env("DRA_DEFAULT_WATCH_CACHE_SIZE", str(d.default_watch_cache_size))),
+        help="events of history kept per resource at least (more while younger than 75 s, up to 102400); "
+        "0 keeps none: older watches read the event log (DRA_DEFAULT_WATCH_CACHE_SIZE)",
+    )
+    parser.add_argument(
+        "--watch-cache-sizes",
+        action="append",
+        default=[v for v in [env("DRA_WATCH_CACHE_SIZES", "")] if v],
+        help="history size per resource, comma-separated resource[.group]#size (DRA_WATCH_CACHE_SIZES)",
+    )
+    parser.add_argument(
+        "--watch-cache-history-bytes",
+        type=int,
+        default=int(env("DRA_WATCH_CACHE_HISTORY_BYTES", str(d.watch_cache_history_bytes))),
+        help="bytes of replaced and deleted versions the history may keep; the oldest events go first "
+        "(DRA_WATCH_CACHE_HISTORY_BYTES)",
     )
     parser.add_argument(
         "--compaction-interval",
@@ -231,7 +249,9 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         feature_gates=args.feature_gates,
         runtime_config=args.runtime_config,
         log_level=args.log_level,
-        watch_cache_size=args.watch_cache_size,
+        default_watch_cache_size=args.default_watch_cache_size,
+        watch_cache_sizes=tuple(args.watch_cache_sizes),
+        watch_cache_history_bytes=args.watch_cache_history_bytes,
         compaction_interval=args.compaction_interval,
         compaction_window=args.compaction_window,
         compaction_min_retain=args.compaction_min_retain,
