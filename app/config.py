@@ -44,6 +44,8 @@ class Settings:
     etcd_readycheck_timeout: float = 2.0
     # No upstream counterpart: open watches hold memory until they end.
     max_watches: int = 10_000
+    # No upstream counterpart: a client that takes nothing of a watch stream for this long is cut off.
+    stream_write_timeout: float = 60.0
     # Serving: HTTPS with these files, or a self-signed certificate made in cert_dir; plain HTTP
     # only when insecure_serving says so, and only on a loopback address.
     tls_cert_file: str = ""
@@ -113,6 +115,13 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
         default=int(env("DRA_WATCH_CACHE_HISTORY_BYTES", str(d.watch_cache_history_bytes))),
         help="bytes of replaced and deleted versions the history may keep; the oldest events go first "
         "(DRA_WATCH_CACHE_HISTORY_BYTES)",
+    )
+    parser.add_argument(
+        "--stream-write-timeout",
+        type=float,
+        default=float(env("DRA_STREAM_WRITE_TIMEOUT", str(d.stream_write_timeout))),
+        help="seconds a watch client may take nothing before it is cut off; a LIST is cut off at --request-timeout "
+        "(DRA_STREAM_WRITE_TIMEOUT)",
     )
     parser.add_argument(
         "--compaction-interval",
@@ -262,6 +271,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         request_timeout=args.request_timeout,
         min_request_timeout=float(args.min_request_timeout),
         max_watches=args.max_watches,
+        stream_write_timeout=args.stream_write_timeout,
         etcd_healthcheck_timeout=args.etcd_healthcheck_timeout,
         etcd_readycheck_timeout=args.etcd_readycheck_timeout,
         tls_cert_file=args.tls_cert_file,

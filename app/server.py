@@ -163,6 +163,7 @@ def create_app(settings: Settings) -> Any:
     """The ASGI application: resource paths on a lean path, everything else through FastAPI."""
     app = create_fastapi_app(settings)
     server: ApiServer = app.state.server
+    negotiation.STREAM_WRITE_TIMEOUT = settings.stream_write_timeout
     limited = RequestLimits(
         ResourcePaths(ResourceRouter(server.registry, settings.max_body_bytes), app),
         max_read_only=settings.max_requests_inflight,

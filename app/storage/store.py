@@ -29,8 +29,11 @@ log = logging.getLogger("app.storage")
 
 MAX_BATCH = 256
 POLL_BATCH = 1000
-# etcd's default --max-request-bytes: the most one write may store (here: the object's JSON).
-MAX_OBJECT_BYTES = 1536 * 1024
+# etcd's default --max-request-bytes (1.5 MiB) is the most one write may store. Upstream stores
+# protobuf and allows JSON bodies twice that size (3 MiB) for the difference; the JSON stored here
+# gets the same allowance.
+ETCD_MAX_REQUEST_BYTES = 1536 * 1024
+MAX_OBJECT_BYTES = 2 * ETCD_MAX_REQUEST_BYTES
 
 
 @dataclass(slots=True)
