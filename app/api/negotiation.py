@@ -411,7 +411,8 @@ class ChunkedResponse(StreamingResponse):
         try:
             async for chunk in chunks:
                 try:
-                    await asyncio.wait_for(send({"type": "http.response.body", "body": chunk, "more_body": True}), STREAM_WRITE_TIMEOUT)
+                    async with asyncio.timeout(STREAM_WRITE_TIMEOUT):
+                        await send({"type": "http.response.body", "body": chunk, "more_body": True})
                 except TimeoutError:
                     log.info("cut off a client that read nothing for %gs", STREAM_WRITE_TIMEOUT)
                     return  # uvicorn closes a connection whose response was not finished
@@ -443,17 +444,17 @@ class _Pieces:
 
 
 async def _list_chunks(strategy: KindStrategy, items: Sequence[StoredObject | Obj], meta: Obj) -> AsyncIterator[bytes]:
-    # The stored bytes of each item go out as they are (no decode and re-encode).
+    # The stored bytes of each item go out as they are (no decode and re-encode), in runs of about
+    # STREAM_CHUNK_BYTES joined at C speed (lists are long: no function call per item).
+    raws = [i.raw if isinstance(i, StoredObject) else orjson.dumps(i) for i in items]
     head = orjson.dumps({"kind": strategy.list_kind, "apiVersion": strategy.api_version, "metadata": meta})
-    pieces = _Pieces(head[:-1], b',"items":[')
-    separator = b""
-    for item in items:
-        piece = pieces.add(separator, item.raw if isinstance(item, StoredObject) else orjson.dumps(item))
-        separator = b","
-        if piece is not None:
-            yield piece
-    pieces.add(b"]}")
-    yield pieces.take()
+    sample = raws[:64]
+    per_piece = max(1, STREAM_CHUNK_BYTES * len(sample) // max(sum(map(len, sample)), 1))
+    for start in range(0, max(len(raws), 1), per_piece):
+        # The first piece opens the list, every other one starts with the comma after the last.
+        first = head[:-1] + b',"items":[' if start == 0 else b""
+        last = b"]}" if start + per_piece >= len(raws) else b""
+        yield first + b",".join([b"", *raws[start : start + per_piece]])[0 if start else 1 :] + last
 
 
 def _small_list(strategy: KindStrategy, items: Sequence[StoredObject | Obj], meta: Obj) -> bytes | None:
