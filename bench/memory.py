@@ -444,9 +444,12 @@ def print_report(results: list[Result], extra: list[dict[str, Any]]) -> None:
             print(f"    note: {note}")
     for item in extra:
         if isinstance(item, dict) and "ratio" in item and "target" in item:
+            # Either this module's names or the workers' (worker, cluster, watched_bytes, before, after, peak).
+            name = item.get("name") or f"{item.get('worker', '?')} {item.get('cluster', '')}"
+            serialized = item.get("serialized", item.get("watched_bytes", 0))
+            before, after, peak = (item.get(k, item.get(alt, 0)) for k, alt in (("rss_before", "before"), ("rss_after", "after"), ("rss_peak", "peak")))
             print(
-                f"{item.get('name', '?'):<24} {item.get('database', '-'):<9} {mb(item.get('serialized', 0)):>13} "
-                f"{mb(item.get('rss_before', 0)):>10} {mb(item.get('rss_after', 0)):>8} {'':>9} {mb(item.get('rss_peak', 0)):>8}  "
+                f"{name:<24} {item.get('database', '-'):<9} {mb(serialized):>13} {mb(before):>10} {mb(after):>8} {'':>9} {mb(peak):>8}  "
                 f"{item['ratio']:.2f}x (<= {item['target']:g}x) {verdict(item['ratio'], item['target'])}"
             )
         else:
