@@ -381,7 +381,9 @@ def scenarios(args: argparse.Namespace) -> list[Scenario]:
 @contextlib.contextmanager
 def databases(args: argparse.Namespace, tmp: Path) -> Iterator[list[tuple[str, Callable[[str], str]]]]:
     """(name, url for a scenario) for each database measured: a fresh database per scenario."""
-    out: list[tuple[str, Callable[[str], str]]] = [("sqlite", lambda tag: f"sqlite+aiosqlite:///{tmp / (tag + '.sqlite')}")]
+    out: list[tuple[str, Callable[[str], str]]] = []
+    if not args.postgres_only:
+        out.append(("sqlite", lambda tag: f"sqlite+aiosqlite:///{tmp / (tag + '.sqlite')}"))
     if args.sqlite_only:
         yield out
         return
@@ -464,6 +466,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--claims", type=int, default=100_000, help="small ResourceClaims (0: skip)")
     p.add_argument("--clients", type=int, default=10, help="clients that each LIST and watch from resourceVersion 0 after the load")
     p.add_argument("--sqlite-only", action="store_true", help="skip Postgres")
+    p.add_argument("--postgres-only", action="store_true", help="skip SQLite")
     p.add_argument("--no-workers", action="store_true", help="skip bench/memory_workers.py's scenarios")
     p.add_argument("--quick", action="store_true", help="small sizes for a run of a few minutes (500 slices, 2,000 large, 20,000 claims)")
     p.add_argument("--server-root", type=Path, default=ROOT, help="run the server from this checkout (e.g. main's, for a baseline)")
