@@ -784,6 +784,7 @@ async def _converted_batches(strategy: KindStrategy, batches: AsyncIterator[Watc
     try:
         async for batch in batches:
             yield [(kind, _converted(strategy, obj) if isinstance(obj, StoredObject) else obj) for kind, obj in batch]
+            batch = []  # not held while the watch waits for the next events
     finally:
         # The storage's stream unregisters its watcher when closed; close it with this one.
         close = getattr(batches, "aclose", None)

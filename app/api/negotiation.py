@@ -538,6 +538,7 @@ def watch_response(strategy: KindStrategy, events: AsyncIterator[list[tuple[str,
                         yield piece
                 if pieces.parts:
                     yield pieces.take()
+                batch = []  # not held while the watch waits for the next events
         finally:
             metrics.WATCHERS.dec()
             close = getattr(events, "aclose", None)

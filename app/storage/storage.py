@@ -267,11 +267,13 @@ class Storage:
         deadline = loop.time() + timeout
         last_revision = start
         try:
-            first: WatchBatch = list(replay)
+            first: WatchBatch = replay
             if initial_end:
                 first.append(("BOOKMARK", bookmark.at(start, initial_end=True)))
             if first:
                 yield first
+            # An open watch keeps nothing of its initial state once it is sent.
+            first = replay = []
             next_bookmark = loop.time() + self.bookmark_interval
             while True:
                 if not watcher.pending and not watcher.closed:
@@ -293,6 +295,7 @@ class Storage:
                     batch.append(("BOOKMARK", bookmark.at(max(last_revision, self._cache.revision))))
                 if batch:
                     yield batch
+                    batch = []
                 if watcher.closed and not watcher.pending:
                     return
                 if loop.time() >= deadline:
