@@ -9,7 +9,7 @@ DATABASE_URL ?= sqlite:///./data/dra.sqlite
 # files go to one worker, so a module's tests keep the order they were written in.
 TEST_WORKERS ?= 2
 
-.PHONY: venv run test lint typecheck fuzz bench bench-memory bench-scheduler bench-simulator bench-dradriver bench-faults clean
+.PHONY: venv run test lint typecheck fuzz bench bench-memory bench-scheduler bench-simulator bench-dradriver bench-faults bench-httpfloor clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -57,6 +57,11 @@ bench-dradriver: venv
 # SIGKILL under writers, a Postgres outage, 2,000 watches, idle and slowloris clients, a 20,000-claim LIST.
 bench-faults: venv
 	$(BIN)/python -m bench.faults
+
+# The HTTP layer's floor: uvicorn + httptools against granian, a bare app and the real one.
+bench-httpfloor: venv
+	$(BIN)/pip install --quiet -e '.[bench]'
+	$(BIN)/python -m bench.httpfloor
 
 clean:
 	rm -rf $(VENV) data build *.egg-info

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from typing import Any
 
 from app.config import DEFAULT_DATABASE_URL, Settings, add_server_arguments, env, settings_from_args
 from kube.features import FeatureGateError, FeatureGates
@@ -112,6 +113,20 @@ def serve_forever(settings: Settings) -> int:
     log.info("serving the Kubernetes API", extra={"listen": settings.listen, "https": ssl_context is not None, "database": _redact(settings.database_url)})
     server.run()
     return 0
+
+
+def application(argv: list[str]) -> Any:
+    """The ASGI application ``serve`` runs for the serve flags ``argv``, its database made ready,
+    for another ASGI server (``python -m bench.httpfloor`` runs it under granian)."""
+    from app.server import create_app
+    from app.storage.db import prepare_database
+
+    parser = argparse.ArgumentParser(prog="python -m app serve")
+    add_server_arguments(parser)
+    settings = settings_from_args(parser.parse_args(argv))
+    setup_logging(settings.log_level)
+    prepare_database(settings.database_url)
+    return create_app(settings)
 
 
 def _redact(url: str) -> str:

@@ -35,6 +35,7 @@ import orjson
 from bench.simulator import DEVICES_PER_NODE, DRIVER, Bench, Simulator, database, fmt, ratio
 from devtools.server import REPO_ROOT, ServerProcess, migrate, stop_process
 from exampledriver.driver import DEFAULT_DRIVER
+from kubeletsim.settings import Settings
 
 Obj = dict[str, Any]
 
@@ -169,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="write every figure to this file")
     args = parser.parse_args(argv)
     # What bench.simulator's simulator process takes besides.
-    args.sim_pythonpath, args.lease_interval, args.node_status_interval = "", 10.0, 60.0
+    args.sim_pythonpath, args.lease_interval, args.node_status_interval = "", 10.0, Settings.node_status_interval
     keep = bool(os.environ.get("DRA_BENCH_KEEP_LOGS"))
     with tempfile.TemporaryDirectory(prefix="dra-drv-bench-") as scratch:
         logs = Path(tempfile.mkdtemp(prefix="dra-drv-bench-logs-") if keep else scratch)

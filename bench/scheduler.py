@@ -71,9 +71,9 @@ def database(sqlite: bool, tmp: Path) -> Iterator[str]:
 class Worker:
     """A worker process (``python -m <module>``) logging to a file."""
 
-    def __init__(self, module: str, args: list[str], log: Path) -> None:
+    def __init__(self, module: str, args: list[str], log: Path, env: dict[str, str] | None = None) -> None:
         out = open(log, "ab")  # noqa: SIM115 - handed to the child
-        self.process = subprocess.Popen([sys.executable, "-m", module, *args], cwd=REPO_ROOT, stdout=out, stderr=out)
+        self.process = subprocess.Popen([sys.executable, "-m", module, *args], cwd=REPO_ROOT, stdout=out, stderr=out, env={**os.environ, **(env or {})})
         out.close()
 
     def stop(self) -> None:
@@ -282,16 +282,24 @@ async def phase(
     }
 
 
-async def run_one(args: argparse.Namespace, nodes: int, tmp: Path) -> dict[str, Any]:
-    """One cluster of ``nodes`` nodes: baseline and dra phases."""
+def tree_env(tree: str) -> dict[str, str]:
+    """Environment that runs ``python -m`` modules from another checkout (``--against``): its
+    directory first on the path, and the working directory (this checkout) not on it at all."""
+    return {"PYTHONPATH": tree, "PYTHONSAFEPATH": "1"} if tree else {}
+
+
+async def run_one(args: argparse.Namespace, nodes: int, tmp: Path, tree: str = "") -> dict[str, Any]:
+    """One cluster of ``nodes`` nodes: baseline and dra phases; server, controller and scheduler
+    from the checkout ``tree`` when given."""
+    env = tree_env(tree)
     with database(args.sqlite, tmp) as url:
         migrate(url)
-        server = ServerProcess(url, port=None, log_path=tmp / f"server-{nodes}.log").start()
+        server = ServerProcess(url, port=None, log_path=tmp / f"server-{nodes}.log", env=env).start()
         workers: list[Worker] = []
         try:
             common = ["--server", server.url, "--log-level", args.worker_log_level]
-            workers.append(Worker("controllers", [*common, "--lease-duration", "5"], tmp / f"controller-{nodes}.log"))
-            workers.append(Worker("schedulers", [*common, "--lease-duration", "5"], tmp / f"scheduler-{nodes}.log"))
+            workers.append(Worker("controllers", [*common, "--lease-duration", "5"], tmp / f"controller-{nodes}.log", env))
+            workers.append(Worker("schedulers", [*common, "--lease-duration", "5"], tmp / f"scheduler-{nodes}.log", env))
             # The load generator shares the two cores with the stack: the workers' lean client keeps its share small.
             async with KubeClient(server.url, user_agent="bench-scheduler", timeout=60) as client, httpx.AsyncClient(base_url=server.url) as metrics:
                 t = time.perf_counter()
@@ -357,6 +365,17 @@ def show(result: dict[str, Any]) -> None:
         print(f"  dra/baseline throughput ratio: {result['dra']['pods_per_s'] / result['baseline']['pods_per_s']:.2f}")
 
 
+def show_ratios(before: dict[str, Any], after: dict[str, Any]) -> None:
+    """This checkout's figures over ``--against``'s, per phase."""
+    for name in ("baseline", "dra", "fill", "preempt"):
+        old, new = before.get(name), after.get(name)
+        if not old or not new:
+            continue
+        keys = ["pods_per_s", *(k for k in new if k.startswith("cpu_ms_per_pod_"))]
+        ratios = "  ".join(f"{k.removeprefix('cpu_ms_per_pod_')}={new[k] / old[k]:.2f}" for k in keys if old.get(k))
+        print(f"  {name:8s} this ÷ --against: {ratios}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.scheduler", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", default="100", help="comma-separated node counts, e.g. 100,500,1000")
@@ -372,14 +391,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--worker-log-level", default="warning", help="log level of controller and scheduler")
     parser.add_argument("--json", help="write the figures to this file")
     parser.add_argument("--profile", help="py-spy the server and workers during each phase into this directory (skews CPU figures)")
+    parser.add_argument(
+        "--against", default="", help="another checkout (e.g. main's): each node count runs its stack first, then this one's, and prints the ratios"
+    )
     args = parser.parse_args(argv)
     results = []
     keep = bool(os.environ.get("DRA_BENCH_KEEP_LOGS"))
     with tempfile.TemporaryDirectory(prefix="dra-sched-bench-") as scratch:
         tmpdir = tempfile.mkdtemp(prefix="dra-sched-bench-logs-") if keep else scratch
         for n in (int(x) for x in args.nodes.split(",") if x):
+            before = None
+            if args.against:
+                print(f"--- {args.against}")
+                other = Path(tmpdir) / f"against-{n}"  # its own database and logs
+                other.mkdir(exist_ok=True)
+                before = asyncio.run(run_one(args, n, other, args.against))
+                show(before)
+                print("--- this checkout")
             result = asyncio.run(run_one(args, n, Path(tmpdir)))
             show(result)
+            if before is not None:
+                show_ratios(before, result)
+                result["against"] = before
             results.append(result)
         if keep:
             print(f"logs: {tmpdir}")

@@ -44,6 +44,7 @@ from bench.api import RawHTTP, _proc_table, _tree_cpu
 from devtools.server import REPO_ROOT, ServerProcess, migrate
 from kube.timeutil import now_micro, now_rfc3339
 from kubeletsim import pods as pods_mod
+from kubeletsim.settings import Settings
 
 Obj = dict[str, Any]
 
@@ -727,7 +728,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pods", type=int, default=1000, help="pods per pod phase (default 1000; capped at 8 per node)")
     parser.add_argument("--idle", type=float, default=30.0, help="seconds of heartbeats only (default 30)")
     parser.add_argument("--lease-interval", type=float, default=10.0, help="simulator's --lease-interval (default 10, as upstream)")
-    parser.add_argument("--node-status-interval", type=float, default=60.0, help="simulator's --node-status-interval (default 60)")
+    parser.add_argument("--node-status-interval", type=float, default=Settings.node_status_interval, help="simulator's --node-status-interval (default 300)")
     parser.add_argument("--profile", default="gpu", help="device profile (default gpu: 8 devices per node)")
     parser.add_argument("--baseline-duration", type=float, default=5.0, help="seconds of raw lease updates (default 5)")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for registration or a pod phase (default 300)")

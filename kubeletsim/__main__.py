@@ -57,7 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--binding-fail", action="store_true", help="report the binding failure conditions True instead (the scheduler then releases the claim and retries)"
     )
     parser.add_argument("--lease-interval", type=float, default=10.0, help="seconds between node Lease renewals (default 10)")
-    parser.add_argument("--node-status-interval", type=float, default=60.0, help="seconds between node status heartbeats (default 60)")
+    parser.add_argument(
+        "--node-status-interval", type=float, default=Settings.node_status_interval, help="seconds between node status heartbeats (default 300, as upstream)"
+    )
     parser.add_argument("--resync-interval", type=float, default=30.0, help="seconds between full re-checks (default 30)")
     parser.add_argument("--workers", type=int, default=64, help="concurrent reconcilers of each controller: nodes, slices, pods (default 64)")
     parser.add_argument(

@@ -16,7 +16,9 @@ class Settings:
     nodes: int = 10
     node_prefix: str = "sim-"
     lease_interval: float = 10.0
-    node_status_interval: float = 60.0
+    # Upstream's nodeStatusReportFrequency: with a Lease as the heartbeat, an unchanged node status
+    # is posted every 5 minutes (at 8,000 nodes, 27 writes/s instead of 133 with 60 s).
+    node_status_interval: float = 300.0
     resync_interval: float = 30.0
     # Concurrent reconcilers of each controller (nodes, slices, pods).
     workers: int = 64

@@ -69,6 +69,11 @@ def is_pod_reference(ref: Mapping[str, Any]) -> bool:
     return not ref.get("apiGroup") and ref.get("resource") == "pods"
 
 
+def _results(allocation: Mapping[str, Any]) -> Any:
+    """What of an allocation takes devices (all AllocatedState counts)."""
+    return (allocation.get("devices") or {}).get("results")
+
+
 def _resource_version(obj: Mapping[str, Any] | None) -> int:
     try:
         return int(meta(obj or {}).get("resourceVersion") or 0)
@@ -536,6 +541,10 @@ class SchedulerCache:
         else:
             self._allocations.pop(uid, None)
         if old == allocation or (not old and not allocation):
+            return
+        if old and allocation and _results(old) == _results(allocation):
+            # The same devices (the stored copy only adds fields such as allocationTimestamp):
+            # the state, and every free list and search cached against it, stay valid.
             return
         if not old and self._state is not None:
             self._state.add_allocation(allocation)  # only adds: cheap incremental update

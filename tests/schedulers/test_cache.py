@@ -187,6 +187,23 @@ async def test_in_flight_allocations_take_devices_and_belong_to_one_pod() -> Non
     assert cache.allocated_state().devices == set()
 
 
+async def test_the_stored_copy_of_an_allocation_keeps_the_device_state_and_its_caches() -> None:
+    """The server stamps allocationTimestamp on the allocation it stores: the same devices, so the
+    state (which every node's free list and cached search is keyed on) is not rebuilt per claim."""
+    cluster = Cluster()
+    cache = cluster.cache
+    b = await cluster.put(cache.claims, claim("b"))
+    cache.assume_allocation(b, allocation("n1", "dev-1"), "uid-pod")
+    state = cache.allocated_state()
+    stored = {**allocation("n1", "dev-1"), "allocationTimestamp": "2030-01-01T00:00:00Z"}
+    cache.assume_claim({**b, "metadata": {**b["metadata"], "resourceVersion": "10"}, "status": {"allocation": stored}})
+    assert cache.allocated_state() is state
+    assert cache.effective_allocation("uid-b") == stored
+    moved = {**b, "metadata": {**b["metadata"], "resourceVersion": "11"}, "status": {"allocation": allocation("n1", "dev-2")}}
+    await cache.claims._apply({"type": "MODIFIED", "object": moved})
+    assert cache.allocated_state().devices == {(DRIVER, "n1", "dev-2")}
+
+
 async def test_claim_events_wake_pods_waiting_for_them_and_freed_devices_move_parked_pods() -> None:
     cluster = Cluster()
     cache = cluster.cache
