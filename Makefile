@@ -9,7 +9,7 @@ DATABASE_URL ?= sqlite:///./data/dra.sqlite
 # files go to one worker, so a module's tests keep the order they were written in.
 TEST_WORKERS ?= 2
 
-.PHONY: venv run test lint typecheck fuzz bench bench-scheduler bench-simulator bench-dradriver bench-faults bench-httpfloor clean
+.PHONY: venv run test lint typecheck fuzz bench bench-memory bench-scheduler bench-simulator bench-dradriver bench-faults bench-httpfloor clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,9 @@ fuzz: venv
 
 bench: venv
 	$(BIN)/python -m bench.api
+
+bench-memory: venv
+	$(BIN)/python -m bench.memory
 
 bench-scheduler: venv
 	$(BIN)/python -m bench.scheduler

@@ -89,7 +89,7 @@ async def test_informer_list_watch_and_resume(server: ServerProcess, ns: str, co
 @pytest.fixture(scope="module")
 def compacting_server(start_server: Callable[..., ServerProcess]) -> ServerProcess:
     """A server that forgets history almost at once, so old resourceVersions get 410 (sync: Postgres setup runs its own loop)."""
-    return start_server("--compaction-interval", "0.5", "--compaction-window", "0", "--compaction-min-retain", "1", "--watch-cache-size", "2")
+    return start_server("--compaction-interval", "0.5", "--compaction-window", "0", "--compaction-min-retain", "1", "--default-watch-cache-size", "2")
 
 
 @pytest.mark.parametrize("compact", [False, True], ids=["decoded", "compact"])
