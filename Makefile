@@ -9,7 +9,7 @@ DATABASE_URL ?= sqlite:///./data/dra.sqlite
 # files go to one worker, so a module's tests keep the order they were written in.
 TEST_WORKERS ?= 2
 
-.PHONY: venv run test test-pure lint typecheck fuzz bench bench-scheduler bench-simulator bench-dradriver bench-faults bench-httpfloor clean
+.PHONY: venv run test test-pure lint typecheck fuzz bench bench-memory bench-scheduler bench-simulator bench-dradriver bench-faults bench-httpfloor clean
 
 # The install compiles the hot modules with mypyc (setup.py; list in kube/compiled.py; about two
 # minutes of CPU) once the dependencies are in. DRA_PURE_PYTHON=1 skips that, at install or at run time.
@@ -51,6 +51,9 @@ fuzz: venv
 
 bench: venv
 	$(BIN)/python -m bench.api
+
+bench-memory: venv
+	$(BIN)/python -m bench.memory
 
 bench-scheduler: venv
 	$(BIN)/python -m bench.scheduler

@@ -53,6 +53,13 @@ def main(argv: list[str] | None = None) -> int:
     except RuntimeConfigError as exc:
         print(f"error: invalid --runtime-config: {exc}", file=sys.stderr)
         return 2
+    from app.storage.cache import parse_watch_cache_sizes
+
+    try:
+        parse_watch_cache_sizes(settings.watch_cache_sizes)
+    except ValueError as exc:
+        print(f"error: invalid --watch-cache-sizes: {exc}", file=sys.stderr)
+        return 2
     return serve_forever(settings)
 
 

@@ -23,7 +23,11 @@ class Settings:
     # API versions and resources to serve besides (or instead of) the stable ones, upstream's syntax.
     runtime_config: str = ""
     log_level: str = "info"
-    watch_cache_size: int = 100_000
+    # Upstream's watch cache sizing: events of history per resource (0: none), and per resource
+    # as "resource[.group]#size"; plus a byte budget of old versions the history may keep.
+    default_watch_cache_size: int = 100
+    watch_cache_sizes: tuple[str, ...] = ()
+    watch_cache_history_bytes: int = 256 * 1024 * 1024
     compaction_interval: float = 60.0
     compaction_window: float = 300.0
     compaction_min_retain: int = 1000
@@ -40,6 +44,8 @@ class Settings:
     etcd_readycheck_timeout: float = 2.0
     # No upstream counterpart: open watches hold memory until they end.
     max_watches: int = 10_000
+    # No upstream counterpart: a client that takes nothing of a watch stream for this long is cut off.
+    stream_write_timeout: float = 60.0
     # Serving: HTTPS with these files, or a self-signed certificate made in cert_dir; plain HTTP
     # only when insecure_serving says so, and only on a loopback address.
     tls_cert_file: str = ""
@@ -91,10 +97,31 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--log-level", default=env("DRA_LOG_LEVEL", d.log_level), help="debug, info, warning, error (DRA_LOG_LEVEL)")
     parser.add_argument(
-        "--watch-cache-size",
+        "--default-watch-cache-size",
         type=int,
-        default=int(env("DRA_WATCH_CACHE_SIZE", str(d.watch_cache_size))),
-        help="events kept in memory for watch resumption (DRA_WATCH_CACHE_SIZE)",
+        default=int(env("DRA_DEFAULT_WATCH_CACHE_SIZE", str(d.default_watch_cache_size))),
+        help="events of history kept per resource at least (more while younger than 75 s, up to 102400); "
+        "0 keeps none: older watches read the event log (DRA_DEFAULT_WATCH_CACHE_SIZE)",
+    )
+    parser.add_argument(
+        "--watch-cache-sizes",
+        action="append",
+        default=[v for v in [env("DRA_WATCH_CACHE_SIZES", "")] if v],
+        help="history size per resource, comma-separated resource[.group]#size (DRA_WATCH_CACHE_SIZES)",
+    )
+    parser.add_argument(
+        "--watch-cache-history-bytes",
+        type=int,
+        default=int(env("DRA_WATCH_CACHE_HISTORY_BYTES", str(d.watch_cache_history_bytes))),
+        help="bytes of replaced and deleted versions the history may keep; the oldest events go first "
+        "(DRA_WATCH_CACHE_HISTORY_BYTES)",
+    )
+    parser.add_argument(
+        "--stream-write-timeout",
+        type=float,
+        default=float(env("DRA_STREAM_WRITE_TIMEOUT", str(d.stream_write_timeout))),
+        help="seconds a watch client may take nothing before it is cut off; a LIST is cut off at --request-timeout "
+        "(DRA_STREAM_WRITE_TIMEOUT)",
     )
     parser.add_argument(
         "--compaction-interval",
@@ -231,7 +258,9 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         feature_gates=args.feature_gates,
         runtime_config=args.runtime_config,
         log_level=args.log_level,
-        watch_cache_size=args.watch_cache_size,
+        default_watch_cache_size=args.default_watch_cache_size,
+        watch_cache_sizes=tuple(args.watch_cache_sizes),
+        watch_cache_history_bytes=args.watch_cache_history_bytes,
         compaction_interval=args.compaction_interval,
         compaction_window=args.compaction_window,
         compaction_min_retain=args.compaction_min_retain,
@@ -242,6 +271,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         request_timeout=args.request_timeout,
         min_request_timeout=float(args.min_request_timeout),
         max_watches=args.max_watches,
+        stream_write_timeout=args.stream_write_timeout,
         etcd_healthcheck_timeout=args.etcd_healthcheck_timeout,
         etcd_readycheck_timeout=args.etcd_readycheck_timeout,
         tls_cert_file=args.tls_cert_file,

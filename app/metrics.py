@@ -25,6 +25,13 @@ REVISION = Gauge("apiserver_storage_revision", "Newest revision applied to the w
 COMPACTED = Gauge("apiserver_storage_compacted_revision", "Revision below which the event log is compacted.", registry=REGISTRY)
 COMMITS = Gauge("apiserver_storage_group_commits", "Group commits since start.", registry=REGISTRY)
 OBJECTS = Gauge("apiserver_storage_objects", "Objects in the watch cache by resource.", ["resource"], registry=REGISTRY)
+# What the watch cache holds per resource (the names after upstream's apiserver_watch_cache_*).
+CACHE_BYTES = Gauge("apiserver_watch_cache_bytes", "Serialised bytes of the current objects in the watch cache by resource.", ["resource"], registry=REGISTRY)
+CACHE_EVENTS = Gauge("apiserver_watch_cache_events", "Events in the watch cache's history by resource.", ["resource"], registry=REGISTRY)
+CACHE_CAPACITY = Gauge("apiserver_watch_cache_capacity", "Capacity of the watch cache's history by resource.", ["resource"], registry=REGISTRY)
+CACHE_HISTORY_BYTES = Gauge(
+    "apiserver_watch_cache_history_bytes", "Bytes of replaced and deleted versions only the history keeps, by resource.", ["resource"], registry=REGISTRY
+)
 
 _storage: Storage | None = None
 
@@ -84,8 +91,13 @@ def render() -> tuple[bytes, str]:
         COMMITS.set(_storage.commits)
         from app.registry import KINDS
 
-        for kind in KINDS:
-            OBJECTS.labels(kind.qualified_resource).set(_storage.count(kind.qualified_resource))
+        for resource in dict.fromkeys(kind.qualified_resource for kind in KINDS):
+            objects, size, events, held = _storage.memory(resource)
+            OBJECTS.labels(resource).set(objects)
+            CACHE_BYTES.labels(resource).set(size)
+            CACHE_EVENTS.labels(resource).set(events)
+            CACHE_CAPACITY.labels(resource).set(max(_storage.history_capacity(resource), events))
+            CACHE_HISTORY_BYTES.labels(resource).set(held)
     return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
 
 

@@ -31,9 +31,9 @@ from app.controlplane.rbac import ClusterRoleAggregation, ensure_bootstrap_polic
 from app.controlplane.scheduling import ensure_system_priority_classes
 from app.filters.limits import RequestLimits
 from app.health import HealthEndpoints, storage_checks
-from app.registry import serve
+from app.registry import KINDS, serve
 from app.registry.runtimeconfig import enabled_kinds
-from app.storage.cache import WatchCache
+from app.storage.cache import WatchCache, parse_watch_cache_sizes
 from app.storage.db import check_schema, create_engine
 from app.storage.storage import Storage
 from app.storage.store import Store
@@ -115,9 +115,12 @@ class ApiServer:
         # Which kinds in which versions this server serves (RuntimeConfigError for a bad flag).
         serve(enabled_kinds(settings.runtime_config, self.gates))
         self.engine = create_engine(settings.database_url)
+        cache = WatchCache(settings.default_watch_cache_size, parse_watch_cache_sizes(settings.watch_cache_sizes), settings.watch_cache_history_bytes)
+        for kind in KINDS:
+            cache.register_fields(kind.qualified_resource, kind.field_selectors)
         store = Store(
             self.engine,
-            WatchCache(settings.watch_cache_size),
+            cache,
             poll_interval=settings.poll_interval,
             compaction_interval=settings.compaction_interval,
             compaction_window=settings.compaction_window,
@@ -160,6 +163,7 @@ def create_app(settings: Settings) -> Any:
     """The ASGI application: resource paths on a lean path, everything else through FastAPI."""
     app = create_fastapi_app(settings)
     server: ApiServer = app.state.server
+    negotiation.STREAM_WRITE_TIMEOUT = settings.stream_write_timeout
     limited = RequestLimits(
         ResourcePaths(ResourceRouter(server.registry, settings.max_body_bytes), app),
         max_read_only=settings.max_requests_inflight,

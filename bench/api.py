@@ -733,7 +733,8 @@ class SqliteRaw:
 class ServerProcess:
     """``python -m app serve`` as a subprocess on 127.0.0.1 (after ``python -m app migrate``)."""
 
-    def __init__(self, database_url: str, log_path: Path, extra_args: list[str]) -> None:
+    def __init__(self, database_url: str, log_path: Path, extra_args: list[str], root: Path = ROOT) -> None:
+        self.root = root  # the checkout whose server runs
         self.database_url = database_url
         self.log_path = log_path
         self.extra_args = extra_args
@@ -771,7 +772,7 @@ class ServerProcess:
         """Migrate, start the server and wait for /readyz."""
         mig = subprocess.run(
             [sys.executable, "-m", "app", "migrate", "--database-url", self.database_url],
-            cwd=ROOT,
+            cwd=self.root,
             capture_output=True,
             text=True,
             timeout=300,
@@ -782,7 +783,7 @@ class ServerProcess:
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - open for the server's lifetime
         self.proc = subprocess.Popen(
             self.command(),
-            cwd=ROOT,
+            cwd=self.root,
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,

@@ -282,6 +282,28 @@ class KubeClient:
         limit: int = 0,
     ) -> Obj:
         """LIST a collection; with ``limit`` the pages are followed and merged into one list."""
+        result: Obj = {}
+        items: list[Obj] = []
+        async for page in self.pages(path, label_selector=label_selector, field_selector=field_selector, resource_version=resource_version, limit=limit):
+            items.extend(page.get("items") or [])
+            if not result:
+                result = page
+            result["metadata"] = page.get("metadata") or {}
+        result["items"] = items
+        return result
+
+    async def pages(
+        self,
+        path: str,
+        *,
+        label_selector: str = "",
+        field_selector: str = "",
+        resource_version: str = "",
+        limit: int = 0,
+    ) -> AsyncIterator[Obj]:
+        """LIST a collection page by page (one page without ``limit``), so a caller that keeps a
+        compact form of the items never holds the whole list decoded. The last page's metadata
+        carries the list's resourceVersion; ``continue`` and ``remainingItemCount`` are dropped."""
         params: dict[str, str] = {}
         if label_selector:
             params["labelSelector"] = label_selector
@@ -291,19 +313,17 @@ class KubeClient:
             params["resourceVersion"] = resource_version
         if limit:
             params["limit"] = str(limit)
-        result = await self._expect("GET", path, params=params)
-        items: list[Obj] = list(result.get("items") or [])
-        meta = result.setdefault("metadata", {})
-        while limit and meta.get("continue"):
-            # Pages after the first are served from the first page's snapshot; resourceVersion must not be sent.
-            page_params = {k: v for k, v in params.items() if k != "resourceVersion"}
-            page_params["continue"] = meta["continue"]
-            page = await self._expect("GET", path, params=page_params)
-            items.extend(page.get("items") or [])
+        while True:
+            page = await self._expect("GET", path, params=params)
             meta = page.get("metadata") or {}
-        result["items"] = items
-        result["metadata"] = {k: v for k, v in meta.items() if k not in ("continue", "remainingItemCount")}
-        return result
+            following = meta.get("continue") if limit else None
+            page["metadata"] = {k: v for k, v in meta.items() if k not in ("continue", "remainingItemCount")}
+            yield page
+            if not following:
+                return
+            # Pages after the first are served from the first page's snapshot; resourceVersion must not be sent.
+            params = {k: v for k, v in params.items() if k != "resourceVersion"}
+            params["continue"] = following
 
     async def create(self, path: str, obj: Obj, *, field_manager: str = "") -> Obj:
         """POST a new object to a collection."""

@@ -4,6 +4,14 @@ The informer lists, then watches from the list's resourceVersion. When a watch e
 server's timeout) it resumes from the last resourceVersion it saw; when that is too old (410)
 it re-lists and reconciles the store, firing add/update/delete for the difference. On
 connection errors (the server may restart) it backs off and keeps trying.
+
+Memory: every object passes through a transform before it is stored or handed to handlers, as
+upstream's ``SetTransform``; the default drops ``metadata.managedFields``, which no worker reads
+and which is often half of a small object (upstream's ``TransformStripManagedFields``). With
+``compact=True`` the store keeps each object as its JSON bytes and decodes it when read (a small
+cache keeps the most recently read objects decoded): meant for large objects read now and then,
+such as ResourceSlices, whose decoded dicts take about seven times their JSON. Handlers always get
+decoded objects; objects from the store, decoded or not, must not be modified.
 """
 
 from __future__ import annotations
@@ -13,10 +21,11 @@ import builtins
 import inspect
 import logging
 import random
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
 import httpx
+import orjson
 
 from kube.client import KubeClient, WatchExpired
 from kube.errors import ApiError
@@ -26,14 +35,133 @@ Key = tuple[str, str]
 AddHandler = Callable[[Obj], Awaitable[None] | None]
 UpdateHandler = Callable[[Obj, Obj], Awaitable[None] | None]
 DeleteHandler = Callable[[Obj], Awaitable[None] | None]
+Transform = Callable[[Obj], Obj]
 
 log = logging.getLogger("informer")
+
+# Decoded objects a compact store keeps for repeated reads through ``get``.
+DECODED_CACHE_SIZE = 16
+# A compact informer lists in smaller pages: one page is decoded at a time.
+COMPACT_PAGE_SIZE = 100
+
+
+def strip_managed_fields(obj: Obj) -> Obj:
+    """Drop ``metadata.managedFields`` (in place: the object comes fresh from the wire)."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+    return obj
 
 
 def object_key(obj: Obj) -> Key:
     """The store key: (namespace, name); cluster-scoped objects have namespace ``""``."""
     meta = obj.get("metadata") or {}
     return str(meta.get("namespace") or ""), str(meta.get("name") or "")
+
+
+class Store:
+    """Objects by key, kept decoded."""
+
+    def __init__(self) -> None:
+        self._objects: dict[Key, Obj] = {}
+
+    def get(self, key: Key) -> Obj | None:
+        return self._objects.get(key)
+
+    def peek(self, key: Key) -> Obj | None:
+        """``get`` for the informer's own use (old versions for handlers): never cached."""
+        return self._objects.get(key)
+
+    def put(self, key: Key, obj: Obj) -> None:
+        self._objects[key] = obj
+
+    def pop(self, key: Key) -> Obj | None:
+        return self._objects.pop(key, None)
+
+    def __contains__(self, key: Key) -> bool:
+        return key in self._objects
+
+    def __len__(self) -> int:
+        return len(self._objects)
+
+    def keys(self) -> builtins.list[Key]:
+        return [*self._objects]
+
+    def __iter__(self) -> Iterator[Key]:
+        return iter(self.keys())
+
+    def values(self) -> Iterator[Obj]:
+        return iter([*self._objects.values()])
+
+    def resource_version(self, key: Key) -> str | None:
+        """The stored object's resourceVersion (None when absent), without decoding anything."""
+        obj = self._objects.get(key)
+        return None if obj is None else str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+class CompactStore(Store):
+    """Objects by key as JSON bytes (plus their resourceVersion), decoded when read; the last
+    ``cache_size`` objects read stay decoded."""
+
+    def __init__(self, cache_size: int = DECODED_CACHE_SIZE) -> None:
+        super().__init__()
+        self._raw: dict[Key, tuple[str, bytes]] = {}
+        self._decoded: dict[Key, Obj] = {}  # insertion order = recency
+        self._cache_size = cache_size
+
+    def get(self, key: Key) -> Obj | None:
+        obj = self._decoded.pop(key, None)
+        if obj is None:
+            entry = self._raw.get(key)
+            if entry is None:
+                return None
+            obj = orjson.loads(entry[1])
+            if len(self._decoded) >= self._cache_size:
+                del self._decoded[next(iter(self._decoded))]
+        self._decoded[key] = obj
+        return obj
+
+    def peek(self, key: Key) -> Obj | None:
+        obj = self._decoded.get(key)
+        if obj is None:
+            entry = self._raw.get(key)
+            obj = None if entry is None else orjson.loads(entry[1])
+        return obj
+
+    def put(self, key: Key, obj: Obj) -> None:
+        self._raw[key] = (str((obj.get("metadata") or {}).get("resourceVersion") or ""), orjson.dumps(obj))
+        self._decoded.pop(key, None)
+
+    def pop(self, key: Key) -> Obj | None:
+        obj = self.peek(key)
+        self._raw.pop(key, None)
+        self._decoded.pop(key, None)
+        return obj
+
+    def __contains__(self, key: Key) -> bool:
+        return key in self._raw
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    def keys(self) -> builtins.list[Key]:
+        return [*self._raw]
+
+    def values(self) -> Iterator[Obj]:
+        # Decoded one at a time and not cached: a full scan must not hold everything decoded.
+        for key in [*self._raw]:
+            entry = self._raw.get(key)
+            if entry is not None:
+                yield self._decoded.get(key) or orjson.loads(entry[1])
+
+    def resource_version(self, key: Key) -> str | None:
+        entry = self._raw.get(key)
+        return None if entry is None else entry[0]
+
+    def raw(self, key: Key) -> bytes | None:
+        """The stored JSON of the object."""
+        entry = self._raw.get(key)
+        return None if entry is None else entry[1]
 
 
 class Informer:
@@ -47,18 +175,22 @@ class Informer:
         label_selector: str = "",
         field_selector: str = "",
         watch_timeout_seconds: int | None = None,
-        page_size: int = 500,
+        page_size: int | None = None,
         name: str = "",
+        transform: Transform | None = strip_managed_fields,
+        compact: bool = False,
     ) -> None:
         self.client = client
         self.path = path
         self.label_selector = label_selector
         self.field_selector = field_selector
         self.watch_timeout_seconds = watch_timeout_seconds
-        self.page_size = page_size
+        self.page_size = page_size or (COMPACT_PAGE_SIZE if compact else 500)
         self.name = name or path
         self.resource_version = ""
-        self._store: dict[Key, Obj] = {}
+        self.transform = transform
+        self.compact = compact
+        self._store: Store = self._new_store()
         self._add: list[AddHandler] = []
         self._update: list[UpdateHandler] = []
         self._delete: list[DeleteHandler] = []
@@ -119,17 +251,37 @@ class Informer:
         """Wait until the first list has been applied."""
         await asyncio.wait_for(self._synced.wait(), timeout)
 
+    def _new_store(self) -> Store:
+        return CompactStore() if self.compact else Store()
+
     def get(self, namespace: str, name: str) -> Obj | None:
         """The cached object, or None."""
         return self._store.get((namespace or "", name))
 
+    def peek(self, namespace: str, name: str) -> Obj | None:
+        """``get`` for one-off reads of large objects: a compact informer decodes the object without
+        keeping it in its decoded cache."""
+        return self._store.peek((namespace or "", name))
+
     def list(self) -> builtins.list[Obj]:
-        """Every cached object."""
+        """Every cached object (a compact informer decodes each one: prefer ``iter_objects``)."""
         return [*self._store.values()]
+
+    def iter_objects(self) -> Iterator[Obj]:
+        """Every cached object, one at a time (a compact informer never holds them all decoded)."""
+        return self._store.values()
 
     def keys(self) -> builtins.list[Key]:
         """Every cached key."""
-        return [*self._store]
+        return self._store.keys()
+
+    def raw(self, namespace: str, name: str) -> bytes | None:
+        """A compact informer's stored JSON of the object (None when absent or not compact)."""
+        store = self._store
+        return store.raw((namespace or "", name)) if isinstance(store, CompactStore) else None
+
+    def _prepared(self, obj: Obj) -> Obj:
+        return self.transform(obj) if self.transform is not None and obj else obj
 
     # ---- loop ---------------------------------------------------------------
 
@@ -174,28 +326,36 @@ class Informer:
                 backoff = min(backoff * 2, 5.0)
 
     async def _relist(self) -> None:
-        result = await self.client.list(
+        fresh = self._new_store()
+        resource_version = ""
+        # Page by page: a compact store keeps bytes, so the decoded list never exists as a whole.
+        async for page in self.client.pages(
             self.path, label_selector=self.label_selector, field_selector=self.field_selector, limit=self.page_size
-        )
+        ):
+            for item in page.get("items") or []:
+                fresh.put(object_key(item), self._prepared(item))
+            resource_version = str((page.get("metadata") or {}).get("resourceVersion") or "")
         self.list_count += 1
-        items: list[Obj] = result.get("items") or []
-        fresh: dict[Key, Obj] = {}
-        for item in items:
-            fresh[object_key(item)] = item
         old_store = self._store
-        self._store = dict(fresh)
+        self._store = fresh
         self.error = None
-        self.resource_version = str((result.get("metadata") or {}).get("resourceVersion") or "")
+        self.resource_version = resource_version
         # Reconcile: on the first list everything is an add; on a re-list only the differences fire.
-        for key, obj in fresh.items():
-            old = old_store.get(key)
-            if old is None:
-                await self._fire_add(obj)
-            elif (old.get("metadata") or {}).get("resourceVersion") != (obj.get("metadata") or {}).get("resourceVersion"):
-                await self._fire_update(old, obj)
-        for key, obj in old_store.items():
+        for key in fresh:
+            old_rv = old_store.resource_version(key)
+            if old_rv is None:
+                obj = fresh.peek(key)
+                if obj is not None:
+                    await self._fire_add(obj)
+            elif old_rv != fresh.resource_version(key):
+                old, obj = old_store.peek(key), fresh.peek(key)
+                if old is not None and obj is not None:
+                    await self._fire_update(old, obj)
+        for key in old_store:
             if key not in fresh:
-                await self._fire_delete(obj)
+                old = old_store.peek(key)
+                if old is not None:
+                    await self._fire_delete(old)
         self._synced.set()
 
     async def _watch_once(self) -> None:
@@ -215,7 +375,7 @@ class Informer:
     async def _apply(self, event: Obj) -> None:
         self.error = None
         kind = event.get("type")
-        obj: Obj = event.get("object") or {}
+        obj: Obj = self._prepared(event.get("object") or {})
         rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
         if kind == "BOOKMARK":
             if rv:
@@ -223,8 +383,8 @@ class Informer:
             return
         key = object_key(obj)
         if kind == "ADDED" or kind == "MODIFIED":
-            old = self._store.get(key)
-            self._store[key] = obj
+            old = self._store.peek(key)
+            self._store.put(key, obj)
             if rv:
                 self.resource_version = rv
             if old is None:
@@ -232,7 +392,7 @@ class Informer:
             else:
                 await self._fire_update(old, obj)
         elif kind == "DELETED":
-            old = self._store.pop(key, None)
+            old = self._store.pop(key)
             if rv:
                 self.resource_version = rv
             await self._fire_delete(obj if obj else (old or {}))

@@ -61,8 +61,10 @@ class Simulator:
         gates = gates or FeatureGates()
         self.profile = profile
         node_names = settings.node_names
-        self.nodes = Informer(client, resource_path("", "v1", "nodes"), name="nodes")
-        self.slices = Informer(client, resource_path("resource.k8s.io", "v1", "resourceslices"), name="resourceslices")
+        # Nodes and slices are kept as JSON (a fraction of their decoded size) and decoded when one
+        # node is reconciled: each is read a few times a minute at most.
+        self.nodes = Informer(client, resource_path("", "v1", "nodes"), name="nodes", compact=True)
+        self.slices = Informer(client, resource_path("resource.k8s.io", "v1", "resourceslices"), name="resourceslices", compact=True)
         # One watch over every bound pod; upstream kubelets watch one node each, which at
         # simulator scale would mean thousands of watches.
         self.pods = Informer(client, resource_path("", "v1", "pods"), field_selector="spec.nodeName!=", name="pods")

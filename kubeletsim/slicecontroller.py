@@ -16,6 +16,8 @@ import copy
 import logging
 from typing import Any
 
+import orjson
+
 from kube.client import KubeClient, resource_path
 from kube.features import FeatureGates
 from kube.informer import Informer, resource_version_number
@@ -82,13 +84,16 @@ class SliceController:
         self.profile = profile if gates.enabled(NODE_ALLOCATABLE_FEATURE) else without_device_field(profile, "nodeAllocatableResources")
         self.drivers = set(profile.driver_names)
         self.queue: WorkQueue[str] = WorkQueue(backoff)
-        self._desired: dict[tuple[str, str], list[Obj]] = {}
+        # (node, driver) -> (node uid, the pool's slices as JSON): rendering a profile is slow, and
+        # decoded slices would take several times the memory of the informer's compact copies.
+        self._desired: dict[tuple[str, str], tuple[str, bytes]] = {}
         self._generations: dict[tuple[str, str], int] = {}
         # node -> resourceVersion of our last slice write: until the slice cache has caught up with
         # it, the cache shows a half-published pool, and acting on that would publish again and again.
         self._slices_written: dict[str, int] = {}
-        # node -> slice name -> slice, so a node's pools are found without scanning every slice.
-        self._node_slices: dict[str, dict[str, Obj]] = {}
+        # node -> names of its slices, so a node's pools are found without scanning every slice
+        # (the slices themselves are read from the informer).
+        self._node_slices: dict[str, set[str]] = {}
         # Nodes whose other drivers' slices were wiped at the start, and drivers to wipe per node.
         self._started: set[str] = set()
         self._wipes: dict[str, set[str]] = {}
@@ -104,11 +109,11 @@ class SliceController:
         if node not in self.node_names:
             return
         name = _meta(slice_).get("name", "")
-        ours = self._node_slices.setdefault(node, {})
+        ours = self._node_slices.setdefault(node, set())
         if deleted:
-            ours.pop(name, None)
+            ours.discard(name)
         else:
-            ours[name] = slice_
+            ours.add(name)
         self.queue.add(node)
 
     def _node_event(self, node: Obj, old: Obj | None = None) -> None:
@@ -129,11 +134,12 @@ class SliceController:
     def _desired_slices(self, node: str, driver: DriverProfile, uid: str) -> list[Obj]:
         key = (node, driver.name)
         cached = self._desired.get(key)
-        owner = cached[0]["metadata"].get("ownerReferences", [{}])[0].get("uid") if cached else None
-        if cached is None or owner != uid:
-            cached = build_pool_slices(driver, node, node_uid=uid)
-            self._desired[key] = cached
-        return cached
+        if cached is None or cached[0] != uid:
+            slices = build_pool_slices(driver, node, node_uid=uid)
+            self._desired[key] = (uid, orjson.dumps(slices))
+            return slices
+        desired: list[Obj] = orjson.loads(cached[1])
+        return desired
 
     async def sync(self, name: str) -> None:
         """Make the node's pools match the profile; bump the pool generation whenever a pool changes."""
@@ -146,7 +152,7 @@ class SliceController:
                 return  # the watch event of our own write is on its way and queues the node again
             del self._slices_written[name]
         uid = _meta(node).get("uid", "")
-        ours = list(self._node_slices.get(name, {}).values())
+        ours = [s for s in (self.slices.peek("", n) for n in sorted(self._node_slices.get(name, ()))) if s is not None]
         last_rv = 0
         kubelet = self.identities.node(name)
         for driver in self.profile.drivers:

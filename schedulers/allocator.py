@@ -29,7 +29,7 @@ from __future__ import annotations
 import time
 import uuid
 from bisect import bisect_left
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -204,38 +204,93 @@ def _quantity(value: Any) -> Quantity:
     return value if isinstance(value, Quantity) else Quantity.parse(value)
 
 
+# CEL views (``DeviceView``, several times the device's JSON) are kept for the devices evaluated
+# last, process-wide: results stay cached per device, a view is rebuilt only for a new expression.
+VIEWS_KEPT = 4096
+_viewed: deque[_Device] = deque()
+
+# Shared by every device without the field; like everything prepared, never modified.
+_NO_LIST: list[Any] = []
+_NO_MAP: dict[str, Any] = {}
+
+
+def _freeze(value: Any) -> Any:
+    """A hashable stand-in for a JSON value (types kept apart: 1, 1.0 and true differ)."""
+    if isinstance(value, dict):
+        return ("d", tuple((k, _freeze(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return ("l", tuple(_freeze(v) for v in value))
+    return (type(value).__name__, value)
+
+
+class _SharedValues:
+    """Equal values among one slice's devices, kept once: a slice of identical GPUs repeats the
+    same model, version and capacity in every device, and each decoded copy costs several times
+    its JSON. Lives while one slice is prepared."""
+
+    def __init__(self) -> None:
+        self._values: dict[Any, Any] = {}
+        self._capacities: dict[int, tuple[dict[str, Quantity], dict[str, Mapping[str, Any]]]] = {}
+
+    def value(self, value: Any) -> Any:
+        """``value``, or an equal one seen before."""
+        if not value:
+            return value
+        return self._values.setdefault(_freeze(value), value)
+
+    def capacity(self, raw: Mapping[str, Any]) -> tuple[dict[str, Quantity], dict[str, Mapping[str, Any]]]:
+        """Capacity quantities and request policies of a (shared) ``capacity`` value."""
+        prepared = self._capacities.get(id(raw))
+        if prepared is None:
+            capacity: dict[str, Quantity] = {}
+            policies: dict[str, Mapping[str, Any]] = {}
+            for key, cap in raw.items():
+                capacity[key] = _quantity(cap.get("value", "0"))
+                if cap.get("requestPolicy"):
+                    policies[key] = cap["requestPolicy"]
+            prepared = self._capacities[id(raw)] = (capacity or _NO_MAP, policies or _NO_MAP)
+        return prepared
+
+
 class _Device:
-    """One published device, prepared once per slice version; caches CEL results."""
+    """One published device, prepared once per slice version; caches CEL results.
+
+    Keeps what allocation reads, not the decoded device: equal values of a slice's devices are
+    shared (``_SharedValues``) and absent fields share one empty list or map.
+    """
 
     __slots__ = (
-        "allow_multiple", "attributes", "binding_conditions", "binding_failure_conditions", "binds_to_node",
-        "capacity", "cel", "consumes", "data", "driver", "id", "name", "node_local", "node_selector", "policies",
-        "pool", "slice_name", "taints", "view",
+        "all_nodes", "allow_multiple", "attributes", "binding_conditions", "binding_failure_conditions", "binds_to_node",
+        "capacity", "cel", "consumes", "driver", "id", "name", "node_allocatable", "node_local", "node_name", "node_selector",
+        "policies", "pool", "raw_capacity", "slice_name", "taints", "view",
     )
 
-    def __init__(self, spec: Mapping[str, Any], dev: Mapping[str, Any], slice_name: str, taints: list[dict[str, Any]]) -> None:
-        self.data = dev
+    def __init__(
+        self, spec: Mapping[str, Any], dev: Mapping[str, Any], slice_name: str, taints: list[dict[str, Any]], shared: _SharedValues | None = None
+    ) -> None:
+        shared = shared or _SharedValues()
         self.driver: str = spec.get("driver", "")
         self.pool: str = (spec.get("pool") or {}).get("name", "")
         self.name: str = dev.get("name", "")
         self.id: DeviceID = (self.driver, self.pool, self.name)
         self.slice_name = slice_name
-        self.attributes: Mapping[str, Any] = dev.get("attributes") or {}
-        self.capacity: dict[str, Quantity] = {}
-        self.policies: dict[str, Mapping[str, Any]] = {}
-        for key, cap in (dev.get("capacity") or {}).items():
-            self.capacity[key] = _quantity(cap.get("value", "0"))
-            if cap.get("requestPolicy"):
-                self.policies[key] = cap["requestPolicy"]
+        attributes = dev.get("attributes")
+        self.attributes: Mapping[str, Any] = {k: shared.value(v) for k, v in attributes.items()} if attributes else _NO_MAP
+        self.raw_capacity: Mapping[str, Any] = shared.value(dev.get("capacity")) or _NO_MAP
+        self.capacity, self.policies = shared.capacity(self.raw_capacity)
+        self.node_allocatable: Mapping[str, Any] = shared.value(dev.get("nodeAllocatableResources")) or _NO_MAP
         self.allow_multiple = bool(dev.get("allowMultipleAllocations"))
         self.consumes: list[tuple[str, dict[str, Quantity]]] = [
             (c.get("counterSet", ""), {k: _quantity(v.get("value", "0")) for k, v in (c.get("counters") or {}).items()})
             for c in dev.get("consumesCounters") or []
-        ]
-        self.taints = taints
-        self.binding_conditions: list[str] = list(dev.get("bindingConditions") or [])
-        self.binding_failure_conditions: list[str] = list(dev.get("bindingFailureConditions") or [])
+        ] or _NO_LIST
+        self.taints = taints or _NO_LIST
+        self.binding_conditions: list[str] = list(dev.get("bindingConditions") or []) or _NO_LIST
+        self.binding_failure_conditions: list[str] = list(dev.get("bindingFailureConditions") or []) or _NO_LIST
         self.binds_to_node = bool(dev.get("bindsToNode"))
+        # The device's own node selection (per-device node selection), as published.
+        self.node_name: str = dev.get("nodeName") or ""
+        self.all_nodes = bool(dev.get("allNodes"))
         # Node selection that ends up in the allocation result.
         if spec.get("perDeviceNodeSelection"):
             self.node_local = bool(dev.get("nodeName"))
@@ -244,35 +299,69 @@ class _Device:
             self.node_local = bool(spec.get("nodeName"))
             self.node_selector = spec.get("nodeSelector")
         self.view: DeviceView | None = None
-        self.cel: dict[str, bool | CELRuntimeError] = {}
+        self.cel: dict[str, bool | CELRuntimeError] | None = None  # made on the first evaluation
 
     def evaluate(self, selector: CompiledSelector) -> bool:
         """A selector's result for this device, cached by expression (errors too)."""
-        cached = self.cel.get(selector.expression)
+        results = self.cel
+        if results is None:
+            results = self.cel = {}
+        cached = results.get(selector.expression)
         if cached is None:
             if self.view is None:
                 self.view = DeviceView({
-                    "driver": self.driver, "attributes": self.attributes, "capacity": self.data.get("capacity") or {},
+                    "driver": self.driver, "attributes": self.attributes, "capacity": self.raw_capacity,
                     "allowMultipleAllocations": self.allow_multiple,
                 })
+                _viewed.append(self)
+                if len(_viewed) > VIEWS_KEPT:
+                    _viewed.popleft().view = None
             try:
                 cached = selector.evaluate(self.view)
             except CELRuntimeError as exc:
                 cached = exc
-            self.cel[selector.expression] = cached
+            results[selector.expression] = cached
         if isinstance(cached, CELRuntimeError):
             raise cached
         return cached
 
 
-def _device_matches_node(dev: Mapping[str, Any], node: Mapping[str, Any], node_name: str) -> bool:
-    if dev.get("nodeName"):
-        return bool(dev["nodeName"] == node_name)
-    if dev.get("allNodes"):
+def _device_matches_node(dev: _Device, node: Mapping[str, Any], node_name: str) -> bool:
+    """Per-device node selection: whether the device is reachable from ``node``."""
+    if dev.node_name:
+        return dev.node_name == node_name
+    if dev.all_nodes:
         return True
-    if dev.get("nodeSelector") is not None:
-        return node_selector_matches(dev["nodeSelector"], node)
+    if dev.node_selector is not None:
+        return node_selector_matches(dev.node_selector, node)
     return False
+
+
+class _Slice:
+    """What the index keeps of one ResourceSlice: the fields pools and node views are built from,
+    and the object itself, or a loader when the caller keeps it compactly (read only to prepare
+    the devices, once per slice version)."""
+
+    __slots__ = ("all_nodes", "count", "driver", "generation", "load", "node_name", "node_selector", "obj", "per_device", "pool", "shared_counters")
+
+    def __init__(self, obj: Mapping[str, Any], load: Callable[[], Mapping[str, Any] | None] | None) -> None:
+        spec = obj.get("spec") or {}
+        pool = spec.get("pool") or {}
+        self.driver: str = spec.get("driver", "")
+        self.pool: str = pool.get("name", "")
+        self.generation = int(pool.get("generation", 0))
+        self.count = int(pool.get("resourceSliceCount", 0))
+        self.node_name: str = spec.get("nodeName") or ""
+        self.all_nodes = bool(spec.get("allNodes"))
+        self.node_selector: Mapping[str, Any] | None = spec.get("nodeSelector")
+        self.per_device = bool(spec.get("perDeviceNodeSelection"))
+        self.shared_counters: list[Mapping[str, Any]] = spec.get("sharedCounters") or []
+        self.obj = obj if load is None else None
+        self.load = load
+
+    def spec(self) -> Mapping[str, Any]:
+        obj = self.obj if self.obj is not None else self.load() if self.load is not None else None
+        return (obj or {}).get("spec") or {}
 
 
 @dataclass
@@ -311,11 +400,11 @@ class ResourceIndex:
         features: AllocatorFeatures | None = None,
     ) -> None:
         self.features = features or AllocatorFeatures()
-        self._slices: dict[str, Mapping[str, Any]] = {}
+        self._slices: dict[str, _Slice] = {}
         self.classes: dict[str, Mapping[str, Any]] = {}
         self.classes_version = 0  # bumped on every class change (SearchCache entries depend on classes)
         self._rules: dict[str, Mapping[str, Any]] = {}
-        self._devices: dict[str, tuple[Any, list[_Device]]] = {}
+        self._devices: dict[str, tuple[_Slice, list[_Device]]] = {}
         self._by_node: dict[str, list[str]] = {}
         self._other: list[str] = []  # slices without spec.nodeName
         self._by_pool: dict[PoolID, list[str]] = {}
@@ -323,7 +412,7 @@ class ResourceIndex:
         self._pool_devices: dict[PoolID, tuple[dict[str, _Device], dict[str, dict[str, Quantity]], str | None]] = {}
         self._dirty = True
         for s in slices:
-            self._slices[s["metadata"]["name"]] = s
+            self.set_slice(s)
         for c in classes:
             self.set_class(c)
         for r in taint_rules:
@@ -331,9 +420,11 @@ class ResourceIndex:
 
     # --- incremental updates ---
 
-    def set_slice(self, obj: Mapping[str, Any]) -> None:
-        """Add or replace a ResourceSlice."""
-        self._slices[obj["metadata"]["name"]] = obj
+    def set_slice(self, obj: Mapping[str, Any], load: Callable[[], Mapping[str, Any] | None] | None = None) -> None:
+        """Add or replace a ResourceSlice. With ``load`` (which returns this version of the object)
+        the index keeps only what it indexes by, and reads the devices through ``load`` when it
+        prepares them."""
+        self._slices[obj["metadata"]["name"]] = _Slice(obj, load)
         self._dirty = True
 
     def remove_slice(self, name: str) -> None:
@@ -366,9 +457,9 @@ class ResourceIndex:
 
     # --- derived structures ---
 
-    def _usable(self, spec: Mapping[str, Any]) -> bool:
+    def _usable(self, record: _Slice) -> bool:
         # With partitionable devices off, upstream skips these slices entirely.
-        return self.features.partitionable_devices or not (spec.get("perDeviceNodeSelection") or spec.get("sharedCounters"))
+        return self.features.partitionable_devices or not (record.per_device or record.shared_counters)
 
     def _rebuild(self) -> None:
         self._by_node = {}
@@ -377,36 +468,34 @@ class ResourceIndex:
         self._views = {}
         self._pool_devices = {}
         for name in sorted(self._slices):
-            spec = self._slices[name].get("spec") or {}
-            if not self._usable(spec):
+            record = self._slices[name]
+            if not self._usable(record):
                 continue
-            if spec.get("nodeName"):
-                self._by_node.setdefault(spec["nodeName"], []).append(name)
+            if record.node_name:
+                self._by_node.setdefault(record.node_name, []).append(name)
             else:
                 self._other.append(name)
-            self._by_pool.setdefault((spec.get("driver", ""), (spec.get("pool") or {}).get("name", "")), []).append(name)
+            self._by_pool.setdefault((record.driver, record.pool), []).append(name)
         self._dirty = False
 
     def slice_devices(self, name: str) -> list[_Device]:
-        """Prepared devices of a slice (cached per uid/generation/resourceVersion)."""
-        obj = self._slices[name]
-        meta = obj.get("metadata") or {}
-        key = (meta.get("uid"), meta.get("generation"), meta.get("resourceVersion"), id(obj))
+        """Prepared devices of a slice (cached per slice version)."""
+        record = self._slices[name]
         cached = self._devices.get(name)
-        if cached is not None and cached[0] == key:
+        if cached is not None and cached[0] is record:
             return cached[1]
-        spec = obj.get("spec") or {}
-        driver = spec.get("driver", "")
-        pool = (spec.get("pool") or {}).get("name", "")
+        spec = record.spec()
+        driver, pool = record.driver, record.pool
         rules = list(self._rules.values()) if self.features.device_taint_rules else []
         devices = []
+        shared = _SharedValues()
         for dev in spec.get("devices") or []:
             taints = list(dev.get("taints") or []) if self.features.device_taints else []
             for rule in rules:
                 if rule_selects(rule, driver, pool, dev.get("name", "")):
                     taints.append((rule.get("spec") or {}).get("taint") or {})
-            devices.append(_Device(spec, dev, name, taints))
-        self._devices[name] = (key, devices)
+            devices.append(_Device(spec, dev, name, taints, shared))
+        self._devices[name] = (record, devices)
         return devices
 
     def _pool_generation(self, names: list[str]) -> tuple[int, list[str]]:
@@ -414,7 +503,7 @@ class ResourceIndex:
         best = -1
         chosen: list[str] = []
         for n in names:
-            gen = int(((self._slices[n].get("spec") or {}).get("pool") or {}).get("generation", 0))
+            gen = self._slices[n].generation
             if gen > best:
                 best, chosen = gen, [n]
             elif gen == best:
@@ -430,8 +519,7 @@ class ResourceIndex:
         counters: dict[str, dict[str, Quantity]] = {}
         problem: str | None = None
         for n in names:
-            spec = self._slices[n].get("spec") or {}
-            for cs in spec.get("sharedCounters") or []:
+            for cs in self._slices[n].shared_counters:
                 if cs.get("name") in counters and problem is None:
                     problem = f"duplicate counter set name {cs.get('name')}"
                 counters[cs.get("name", "")] = {k: _quantity(v.get("value", "0")) for k, v in (cs.get("counters") or {}).items()}
@@ -490,26 +578,26 @@ class ResourceIndex:
         relevant: dict[PoolID, list[str]] = {}
         per_device: set[str] = set()
         for name in self._by_node.get(node_name, []):
-            spec = self._slices[name]["spec"]
-            relevant.setdefault((spec.get("driver", ""), spec["pool"].get("name", "")), []).append(name)
+            record = self._slices[name]
+            relevant.setdefault((record.driver, record.pool), []).append(name)
         for name in self._other:
-            spec = self._slices[name].get("spec") or {}
-            if spec.get("allNodes"):
+            record = self._slices[name]
+            if record.all_nodes:
                 ok = True
-            elif spec.get("perDeviceNodeSelection"):
-                ok = any(_device_matches_node(d, node, node_name) for d in spec.get("devices") or [])
+            elif record.per_device:
+                ok = any(_device_matches_node(d, node, node_name) for d in self.slice_devices(name))
                 # A counter-only slice carries no devices; it is pulled in via the pool instead.
                 per_device.add(name)
-            elif spec.get("nodeSelector") is not None:
-                ok = node_selector_matches(spec["nodeSelector"], node)
+            elif record.node_selector is not None:
+                ok = node_selector_matches(record.node_selector, node)
             else:
                 ok = False  # unknown future node selection mode
             if ok:
-                relevant.setdefault((spec.get("driver", ""), (spec.get("pool") or {}).get("name", "")), []).append(name)
+                relevant.setdefault((record.driver, record.pool), []).append(name)
         pools: list[_PoolView] = []
         for pool_id, names in relevant.items():
             gen, chosen = self._pool_generation(names)
-            count = int((self._slices[chosen[0]]["spec"].get("pool") or {}).get("resourceSliceCount", 0))
+            count = self._slices[chosen[0]].count
             pool = _PoolView(pool_id, [])
             all_gen, all_chosen = self._pool_generation(self._by_pool.get(pool_id, []))
             if len(chosen) != count:
@@ -517,10 +605,8 @@ class ResourceIndex:
                     continue  # obsolete: a newer generation is being published elsewhere
                 pool.incomplete = len(all_chosen) != count
             for name in sorted(chosen):
-                spec = self._slices[name]["spec"]
-                raw = spec.get("devices") or []
-                for i, dev in enumerate(self.slice_devices(name)):
-                    if name in per_device and not _device_matches_node(raw[i], node, node_name):
+                for dev in self.slice_devices(name):
+                    if name in per_device and not _device_matches_node(dev, node, node_name):
                         continue
                     pool.devices.append(dev)
                     if dev.binding_conditions:
@@ -1810,7 +1896,7 @@ def node_allocatable_claim_status(
         dev = lookup((r.get("driver", ""), r.get("pool", ""), r.get("device", "")))
         if dev is None:
             continue
-        for resource, spec in (dev.data.get("nodeAllocatableResources") or {}).items():
+        for resource, spec in (dev.node_allocatable).items():
             found = True
             mapped = spec.get("mapping") or {}
             if mapped.get("capacityKey"):

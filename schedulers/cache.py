@@ -124,13 +124,15 @@ class SchedulerCache:
         self.index = ResourceIndex(features=self.features)
         self.search_cache = SearchCache()  # successful device searches per node, reused across cycles
 
-        def informer(group: str, plural: str) -> Informer:
-            return Informer(client, resource_path(group, "v1", plural), name=plural, watch_timeout_seconds=watch_timeout_seconds)
+        def informer(group: str, plural: str, compact: bool = False) -> Informer:
+            return Informer(client, resource_path(group, "v1", plural), name=plural, watch_timeout_seconds=watch_timeout_seconds, compact=compact)
 
         self.pods = informer("", "pods")
         self.nodes = informer("", "nodes")
         self.claims = informer(RESOURCE, "resourceclaims")
-        self.slices = informer(RESOURCE, "resourceslices")
+        # Slices are the largest objects by far: kept as JSON, read only when the index prepares
+        # their devices (the index keeps what it selects pools and nodes by).
+        self.slices = informer(RESOURCE, "resourceslices", compact=True)
         self.classes = informer(RESOURCE, "deviceclasses")
         self.taint_rules = informer(RESOURCE, "devicetaintrules")
         # Admin access is only for namespaces with the admin-access label, checked again at allocation.
@@ -405,7 +407,8 @@ class SchedulerCache:
     # ------------------------------------------------------------------ slices, classes, rules, namespaces
 
     def _slice_set(self, obj: Obj) -> None:
-        self.index.set_slice(obj)
+        name = meta(obj).get("name", "")
+        self.index.set_slice(obj, load=lambda: self.slices.peek("", name))
         self.queue.move_all()
 
     def _class_set(self, obj: Obj) -> None:

@@ -39,6 +39,7 @@ import orjson
 
 from app.api.patch import clone, go_json_type
 from app.api.schemas import SchemaNode, schema_for_kind
+from app.storage.cache import DECODED
 from kube.errors import ApiError, bad_request
 
 FieldSet = dict[str, Any]
@@ -729,7 +730,9 @@ def _print_manager(manager_id: ManagerId) -> str:
 # Decoded managers of recently stored managedFields lists, by the list's identity (the list is
 # kept too, so its id is not reused while remembered). Stored objects are never mutated, and the
 # next write to an object starts from its stored list: decoding it again would give the same.
-_DECODED_CAPACITY = 4096
+# The watch cache keeps only its most recently read objects decoded: a list of any other object is
+# a new one at each read, so remembering more would only hold memory.
+_DECODED_CAPACITY = DECODED.max_items
 _decoded: dict[int, tuple[list[Any], dict[ManagerId, _Entry]]] = {}
 
 

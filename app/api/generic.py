@@ -36,7 +36,7 @@ from app.registry.base import ActionSubresource, ComputedSubresource, KindStrate
 from app.registry.objectmeta import validate_object_meta, validate_object_meta_update
 from app.storage.cache import ADDED, DELETED, MODIFIED, StoredObject
 from app.storage.errors import ContinueExpired, KeyExists, ResourceVersionTooLarge, RevisionCompacted, RevisionMismatch, StorageError
-from app.storage.storage import Storage, WatchBatch
+from app.storage.storage import Predicate, Storage, WatchBatch
 from app.storage.store import WriteOp
 from kube import errors
 from kube.errors import ApiError, FieldError
@@ -206,25 +206,29 @@ class GenericStore:
                     raise unsupported_field_error(name, gvk)
         return labels, fields
 
-    def _predicate(self, strategy: KindStrategy, labels: LabelSelector | None, fields: FieldSelector | None) -> Callable[[Obj], bool] | None:
+    def _predicate(self, strategy: KindStrategy, labels: LabelSelector | None, fields: FieldSelector | None) -> Predicate | None:
+        """A filter over what the cache extracted from each version: no object is decoded."""
         if labels is None and fields is None:
             return None
         getters = strategy.field_selectors
+        extracted = self.storage.field_names(strategy.qualified_resource)
 
-        def field_value(obj: Obj) -> Callable[[str], str]:
+        def field_value(stored: StoredObject) -> Callable[[str], str]:
             def get(name: str) -> str:
                 if name == "metadata.name":
-                    return str(obj["metadata"].get("name", ""))
+                    return stored.name
                 if name == "metadata.namespace":
-                    return str(obj["metadata"].get("namespace", ""))
-                return getters[name](obj)
+                    return stored.namespace
+                if stored.fields is not None and name in extracted:
+                    return stored.fields[extracted.index(name)]
+                return getters[name](stored.obj)
 
             return get
 
-        def predicate(obj: Obj) -> bool:
-            if labels is not None and not labels.matches(obj["metadata"].get("labels") or {}):
+        def predicate(stored: StoredObject) -> bool:
+            if labels is not None and not labels.matches(stored.labels or {}):
                 return False
-            return fields is None or fields.matches(field_value(obj))
+            return fields is None or fields.matches(field_value(stored))
 
         return predicate
 

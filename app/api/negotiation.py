@@ -14,8 +14,10 @@ built by ``app.api.tables``). Request bodies are JSON, YAML, or protobuf for the
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
+import logging
 import re
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -30,7 +32,7 @@ from app.api.generic import WriteResult
 from app.api.options import table_include_object
 from app.api.tables import Conversion
 from app.registry.base import KindStrategy, Obj
-from app.storage.cache import StoredObject
+from app.storage.cache import StoredObject, event_line_parts
 from kube import errors
 from kube.errors import ApiError, bad_request, not_acceptable, unsupported_media_type
 
@@ -50,6 +52,8 @@ PATCH_TYPES = {
     "application/apply-patch+yaml": "apply",
 }
 META_GROUP = "meta.k8s.io"
+
+log = logging.getLogger("app.api")
 
 
 # ---- request bodies ---------------------------------------------------------------------
@@ -386,19 +390,94 @@ def deleted_response(strategy: KindStrategy, obj: StoredObject | Obj | None, acc
     return json_response(obj.raw if isinstance(obj, StoredObject) else orjson.dumps(obj), code)
 
 
-def _list_bytes(strategy: KindStrategy, items: Sequence[StoredObject | Obj], meta: Obj) -> bytes:
-    # The stored bytes of each item go out as they are: no decode and re-encode per item (and no
-    # function call per item either: lists are long).
+# A streamed answer goes out in pieces of about this size: the whole list is never one buffer.
+STREAM_CHUNK_BYTES = 256 * 1024
+# A client that takes no piece of a streamed answer (a watch; a list is cut at its request
+# deadline) for this long is cut off rather than buffered for: --stream-write-timeout.
+STREAM_WRITE_TIMEOUT = 60.0
+
+
+class ChunkedResponse(StreamingResponse):
+    """A 200 whose body is written piece by piece as the client takes it (uvicorn waits while the
+    connection's buffer is full), and abandoned (the connection closed) when the client takes
+    nothing for ``STREAM_WRITE_TIMEOUT`` seconds."""
+
+    def __init__(self, chunks: AsyncIterator[bytes], headers: dict[str, str] | None = None) -> None:
+        super().__init__(chunks, 200, headers, JSON)
+
+    async def stream_response(self, send: Any) -> None:
+        await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+        chunks = self.body_iterator
+        try:
+            async for chunk in chunks:
+                try:
+                    async with asyncio.timeout(STREAM_WRITE_TIMEOUT):
+                        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                except TimeoutError:
+                    log.info("cut off a client that read nothing for %gs", STREAM_WRITE_TIMEOUT)
+                    return  # uvicorn closes a connection whose response was not finished
+        finally:
+            close = getattr(chunks, "aclose", None)
+            if close is not None:
+                await close()
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+class _Pieces:
+    """Bytes gathered into pieces of about STREAM_CHUNK_BYTES: at most one piece is built at a time."""
+
+    def __init__(self, *start: bytes) -> None:
+        self.parts: list[bytes] = list(start)
+        self.size = 0
+
+    def add(self, *parts: bytes) -> bytes | None:
+        """Append ``parts``; the piece to write when it is full."""
+        self.parts.extend(parts)
+        self.size += sum(map(len, parts))
+        return self.take() if self.size >= STREAM_CHUNK_BYTES else None
+
+    def take(self) -> bytes:
+        piece = b"".join(self.parts)
+        self.parts = []
+        self.size = 0
+        return piece
+
+
+async def _list_chunks(strategy: KindStrategy, items: Sequence[StoredObject | Obj], meta: Obj) -> AsyncIterator[bytes]:
+    # The stored bytes of each item go out as they are (no decode and re-encode), in runs of about
+    # STREAM_CHUNK_BYTES joined at C speed (lists are long: no function call per item).
     raws = [i.raw if isinstance(i, StoredObject) else orjson.dumps(i) for i in items]
     head = orjson.dumps({"kind": strategy.list_kind, "apiVersion": strategy.api_version, "metadata": meta})
-    return head[:-1] + b',"items":[' + b",".join(raws) + b"]}"
+    sample = raws[:64]
+    per_piece = max(1, STREAM_CHUNK_BYTES * len(sample) // max(sum(map(len, sample)), 1))
+    for start in range(0, max(len(raws), 1), per_piece):
+        # The first piece opens the list, every other one starts with the comma after the last.
+        first = head[:-1] + b',"items":[' if start == 0 else b""
+        last = b"]}" if start + per_piece >= len(raws) else b""
+        yield first + b",".join([b"", *raws[start : start + per_piece]])[0 if start else 1 :] + last
+
+
+def _small_list(strategy: KindStrategy, items: Sequence[StoredObject | Obj], meta: Obj) -> bytes | None:
+    """A list small enough to answer in one piece (with a Content-Length), None otherwise."""
+    total = 0
+    for item in items:
+        if not isinstance(item, StoredObject):
+            return None
+        total += len(item.raw)
+        if total > STREAM_CHUNK_BYTES:
+            return None
+    head = orjson.dumps({"kind": strategy.list_kind, "apiVersion": strategy.api_version, "metadata": meta})
+    return head[:-1] + b',"items":[' + b",".join([i.raw for i in items]) + b"]}"  # type: ignore[union-attr]
 
 
 def list_response(strategy: KindStrategy, items: Sequence[StoredObject | Obj], meta: Obj, accept: str, include_object: str) -> Response:
     """A list (or the objects a deletecollection removed), as the Accept header asks."""
     wanted = conversion(accept)
     if wanted is None:
-        return json_response(_list_bytes(strategy, items, meta))
+        small = _small_list(strategy, items, meta)
+        if small is not None:
+            return json_response(small)
+        return ChunkedResponse(_list_chunks(strategy, items, meta))
     refused = tables.not_acceptable_for_list(strategy, wanted)
     if refused is not None:
         raise refused
@@ -429,12 +508,13 @@ def check_watch_acceptable(strategy: KindStrategy, accept: str, include_object: 
 def event_line(kind: str, item: StoredObject | Obj) -> bytes:
     """One watch event on the wire: a JSON object and a newline."""
     if isinstance(item, StoredObject):
-        return item.watch_line(kind)
+        return b"".join(event_line_parts(kind, item))
     return b'{"type":"' + kind.encode() + b'","object":' + orjson.dumps(item) + b"}\n"
 
 
 def watch_response(strategy: KindStrategy, events: AsyncIterator[list[tuple[str, StoredObject | Obj]]], accept: str, include_object: str) -> Response:
-    """A watch stream: each batch of events is written as one chunk of JSON lines."""
+    """A watch stream: the events ready at each wake-up are written together, in pieces of about
+    STREAM_CHUNK_BYTES (an initial state of many objects is never one buffer)."""
     wanted = conversion(accept)
     as_table = wanted is not None and wanted.kind == tables.TABLE
     if wanted is not None:
@@ -444,19 +524,28 @@ def watch_response(strategy: KindStrategy, events: AsyncIterator[list[tuple[str,
         metrics.WATCHERS.inc()
         try:
             async for batch in events:
-                lines: list[bytes] = []
+                pieces = _Pieces()
                 for kind, item in batch:
                     if as_table and kind == "BOOKMARK":
-                        lines.append(event_line(kind, tables.table_bookmark(item["metadata"]["resourceVersion"])))  # type: ignore[index]
+                        piece = pieces.add(event_line(kind, tables.table_bookmark(item["metadata"]["resourceVersion"])))  # type: ignore[index]
                     elif wanted is not None:
-                        lines.append(event_line(kind, tables.convert_object(strategy, _plain(item), wanted, include_object)))
+                        piece = pieces.add(event_line(kind, tables.convert_object(strategy, _plain(item), wanted, include_object)))
+                    elif isinstance(item, StoredObject):
+                        piece = pieces.add(*event_line_parts(kind, item))
                     else:
-                        lines.append(event_line(kind, item))
-                yield b"".join(lines)
+                        piece = pieces.add(event_line(kind, item))
+                    if piece is not None:
+                        yield piece
+                if pieces.parts:
+                    yield pieces.take()
+                batch = []  # not held while the watch waits for the next events
         finally:
             metrics.WATCHERS.dec()
+            close = getattr(events, "aclose", None)
+            if close is not None:
+                await close()
 
-    return StreamingResponse(stream(), media_type=JSON, headers={"Cache-Control": "no-cache, private"})
+    return ChunkedResponse(stream(), headers={"Cache-Control": "no-cache, private"})
 
 
 def expired_watch_response(exc: Exception) -> Response:

@@ -29,7 +29,7 @@ from app.api.requestinfo import request_verb
 from app.api.storagestatus import storage_status
 from app.registry import served_kinds
 from app.registry.base import ActionSubresource, ComputedSubresource, KindStrategy, StatusSubresource, Subresource
-from app.storage.errors import StorageFailure, StorageUnavailable
+from app.storage.errors import RequestTooLarge, StorageFailure, StorageUnavailable
 from kube import errors
 from kube.errors import ApiError
 from kube.query import query_params
@@ -199,3 +199,6 @@ class ResourceRouter:
             return await handler(self.store, request)
         except (StorageUnavailable, StorageFailure) as exc:
             raise storage_status(exc, route.strategy, request_verb(scope), target.namespace) from None
+        except RequestTooLarge as exc:
+            # Not a Status from storage: upstream answers it as any unknown error (500, no reason).
+            raise ApiError(500, "", str(exc)) from None

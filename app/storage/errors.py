@@ -52,3 +52,11 @@ class StorageUnavailable(StorageError):
 class StorageFailure(StorageError):
     """The database refused the operation for a reason of its own: a full disk, a read-only or a
     damaged file. Nothing of the operation was written."""
+
+
+class RequestTooLarge(StorageError):
+    """An object larger than the storage takes in one request (etcd's --max-request-bytes)."""
+
+    def __init__(self) -> None:
+        # etcd's own words, which kube-apiserver passes on unchanged.
+        super().__init__("etcdserver: request is too large")

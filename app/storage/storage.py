@@ -19,7 +19,8 @@ from app.storage.errors import ContinueExpired, ResourceVersionTooLarge, Revisio
 from app.storage.store import Store, WriteOp
 
 Obj = dict[str, Any]
-Predicate = Callable[[Obj], bool]
+# Selectors read what the cache extracted from each version (name, namespace, labels, fields).
+Predicate = Callable[[StoredObject], bool]
 # (event type, object) pairs; a BOOKMARK's object is a plain dict.
 WatchBatch = list[tuple[str, StoredObject | Obj]]
 
@@ -85,6 +86,21 @@ class Storage:
     def count(self, resource: str) -> int:
         return self._cache.count(resource)
 
+    def field_names(self, resource: str) -> tuple[str, ...]:
+        """The selectable fields the cache extracts from each version of ``resource``, in the
+        order of ``StoredObject.fields``."""
+        return self._cache.field_names(resource)
+
+    def history_capacity(self, resource: str) -> int:
+        """The configured history size of ``resource`` (--default-watch-cache-size, --watch-cache-sizes)."""
+        return self._cache.capacity(resource)
+
+    def memory(self, resource: str) -> tuple[int, int, int, int]:
+        """What the cache holds for ``resource``: objects, their serialised bytes, history
+        events, and the bytes of versions only the history keeps."""
+        cache = self._cache
+        return cache.count(resource), cache.size_bytes(resource), cache.history_length(resource), cache.history_held_bytes(resource)
+
     # ---- reads ---------------------------------------------------------------------
 
     async def _wait_for(self, revision: int | None) -> None:
@@ -101,7 +117,7 @@ class Storage:
 
     def cached_all(self, resource: str) -> list[StoredObject]:
         """Every object of ``resource`` as this server holds it now, without waiting."""
-        return [stored for _ns, _name, stored in self._cache.items(resource, None)]
+        return self._cache.items(resource, None)
 
     async def get(self, resource: str, namespace: str, name: str, revision: int | None = None) -> StoredObject | None:
         """One object, not older than ``revision`` (None: the newest; 0: any)."""
@@ -127,15 +143,18 @@ class Storage:
         start_key = ""
         if continue_from is not None:
             at, start_key = continue_from
-            rows = self._cache.items_at(resource, namespace, at)
+            # As etcd: a revision the log no longer holds is gone even where memory still has it.
+            rows = self._cache.items_at(resource, namespace, at) if at >= self._store.compacted_revision else None
             if rows is None:
                 raise ContinueExpired(at)
         elif exact:
             at = revision or 0
             await self._wait_for(revision)
+            if at < self._store.compacted_revision:
+                raise RevisionCompacted(at, self._store.compacted_revision)
             rows = self._cache.items_at(resource, namespace, at)
             if rows is None:
-                raise RevisionCompacted(at, self._cache.oldest_history_revision() - 1)
+                raise RevisionCompacted(at, self._cache.history_floor(resource))
         else:
             await self._wait_for(revision)
             at = self._cache.revision
@@ -146,16 +165,19 @@ class Storage:
             # Keys are "namespace/name"; resume after the last one sent. Compare (namespace, name) as the
             # rows are sorted: as strings, "a/x" sorts after "a-b/x" and the list would start over forever.
             start = tuple(start_key.split("/", 1))
-            while index < len(rows) and (rows[index][0], rows[index][1]) <= start:
+            while index < len(rows) and (rows[index].namespace, rows[index].name) <= start:
                 index += 1
+        if not start_key and predicate is None and not limit:
+            result.items = rows
+            return result
         items = result.items
         for position in range(index, len(rows)):
-            _ns, _name, stored = rows[position]
-            if predicate is not None and not predicate(stored.obj):
+            stored = rows[position]
+            if predicate is not None and not predicate(stored):
                 continue
             if limit and len(items) >= limit:
-                last = items[-1].obj["metadata"]
-                result.continue_after = f"{last.get('namespace', '')}/{last['name']}"
+                last = items[-1]
+                result.continue_after = f"{last.namespace}/{last.name}"
                 if predicate is None:
                     result.remaining = len(rows) - position
                 break
@@ -198,8 +220,8 @@ class Storage:
             self._cache.add_watcher(watcher)
             start = self._cache.revision
             watcher.sent_up_to = start
-            for _ns, _name, stored in self._cache.items(resource, namespace):
-                if predicate is None or predicate(stored.obj):
+            for stored in self._cache.items(resource, namespace):
+                if predicate is None or predicate(stored):
                     replay.append((ADDED, stored))
         else:
             assert revision is not None
@@ -209,7 +231,7 @@ class Storage:
             start = self._cache.revision
             watcher.sent_up_to = start
             events: list[Event]
-            if revision >= self._cache.oldest_history_revision() - 1:
+            if revision >= self._cache.history_floor(resource):
                 events = self._cache.history_after(resource, revision)
             else:
                 try:
@@ -218,6 +240,8 @@ class Storage:
                 except BaseException:
                     self._cache.remove_watcher(watcher)
                     raise
+                for event in events:
+                    self._cache.index(event.resource, event.namespace, event.name, event.obj)
             for event in events:
                 if event.revision > start:
                     break
@@ -243,11 +267,13 @@ class Storage:
         deadline = loop.time() + timeout
         last_revision = start
         try:
-            first: WatchBatch = list(replay)
+            first: WatchBatch = replay
             if initial_end:
                 first.append(("BOOKMARK", bookmark.at(start, initial_end=True)))
             if first:
                 yield first
+            # An open watch keeps nothing of its initial state once it is sent.
+            first = replay = []
             next_bookmark = loop.time() + self.bookmark_interval
             while True:
                 if not watcher.pending and not watcher.closed:
@@ -269,6 +295,7 @@ class Storage:
                     batch.append(("BOOKMARK", bookmark.at(max(last_revision, self._cache.revision))))
                 if batch:
                     yield batch
+                    batch = []
                 if watcher.closed and not watcher.pending:
                     return
                 if loop.time() >= deadline:
@@ -279,7 +306,7 @@ class Storage:
     def follow(self, resource: str, on_change: Callable[[bool, Obj], None]) -> None:
         """Call ``on_change(deleted, object)`` for every current object of ``resource`` and then
         for every change: in-memory indexes (authorization's) stay exactly as current as reads."""
-        for _ns, _name, stored in self._cache.items(resource, None):
+        for stored in self._cache.items(resource, None):
             on_change(False, stored.obj)
         self._cache.add_follower(resource, lambda event: on_change(event.type == DELETED, event.obj.obj))
 

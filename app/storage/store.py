@@ -21,14 +21,19 @@ import orjson
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.storage.cache import Event, StoredObject, WatchCache
+from app.storage.cache import DELETED, Event, StoredObject, WatchCache
 from app.storage.dialects import GroupCommit, dialect_for
-from app.storage.errors import RevisionCompacted, StorageError, StorageUnavailable
+from app.storage.errors import RequestTooLarge, RevisionCompacted, StorageError, StorageUnavailable
 
 log = logging.getLogger("app.storage")
 
 MAX_BATCH = 256
 POLL_BATCH = 1000
+# etcd's default --max-request-bytes (1.5 MiB) is the most one write may store. Upstream stores
+# protobuf and allows JSON bodies twice that size (3 MiB) for the difference; the JSON stored here
+# gets the same allowance.
+ETCD_MAX_REQUEST_BYTES = 1536 * 1024
+MAX_OBJECT_BYTES = 2 * ETCD_MAX_REQUEST_BYTES
 
 
 @dataclass(slots=True)
@@ -138,6 +143,8 @@ class Store:
         """Queue a write for the next group commit and wait for its outcome."""
         if not self.ready:
             raise RuntimeError("storage is not running")
+        if op.type != DELETED and len(orjson.dumps(op.obj)) > MAX_OBJECT_BYTES:
+            raise RequestTooLarge()
         self._queue.put_nowait(op)
         return await op.future
 
@@ -243,7 +250,7 @@ class Store:
             first = int(rows[0][0])
             if first != self.cache.revision + 1 and self.cache.revision < self.compacted_revision:
                 log.warning("cache fell behind compaction (%d < %d); reloading", self.cache.revision, first)
-            events = [Event(int(r[0]), r[4], r[1], r[2], r[3], StoredObject(orjson.loads(r[5]), int(r[0]), r[5].encode())) for r in rows]
+            events = [Event(int(r[0]), r[4], r[1], r[2], r[3], StoredObject(None, int(r[0]), r[5].encode())) for r in rows]
             self.cache.apply(events)
             applied += len(events)
             if len(rows) < POLL_BATCH:
@@ -304,7 +311,7 @@ class Store:
         if after < compacted:
             self.compacted_revision = compacted
             raise RevisionCompacted(after, compacted)
-        return [Event(int(r[0]), r[4], r[1], r[2], r[3], StoredObject(orjson.loads(r[5]), int(r[0]), r[5].encode())) for r in rows]
+        return [Event(int(r[0]), r[4], r[1], r[2], r[3], StoredObject(None, int(r[0]), r[5].encode())) for r in rows]
 
     async def read_object(self, resource: str, namespace: str, name: str) -> StoredObject | None:
         """Read one object straight from the database (used to retry after a conflict)."""
@@ -315,7 +322,7 @@ class Store:
             raise self.failed(exc, "reading an object") from exc
         if row is None:
             return None
-        return StoredObject(orjson.loads(row[1]), int(row[0]), row[1].encode())
+        return StoredObject(None, int(row[0]), row[1].encode())
 
     # ---- compaction --------------------------------------------------------------
 

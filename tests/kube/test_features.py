@@ -56,5 +56,5 @@ def test_server_refuses_to_start_with_a_locked_gate_off() -> None:
 def test_top_level_help_lists_the_server_flags() -> None:
     result = subprocess.run([sys.executable, "-m", "app", "--help"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0
-    for flag in ("--listen", "--database-url", "--feature-gates", "--log-level", "--watch-cache-size", "--compaction-window"):
+    for flag in ("--listen", "--database-url", "--feature-gates", "--log-level", "--default-watch-cache-size", "--compaction-window"):
         assert flag in result.stdout

@@ -11,6 +11,7 @@ import pytest
 
 from devtools.server import ServerProcess
 from kube.client import KubeClient, resource_path
+from kube.indexer import Index
 from kube.informer import Informer
 
 
@@ -47,13 +48,15 @@ class Recorder:
         self.calls.append(("delete", obj["metadata"]["name"]))
 
 
-async def test_informer_list_watch_and_resume(server: ServerProcess, ns: str) -> None:
+# compact: the store keeps JSON bytes and decodes on read; everything seen from outside is the same.
+@pytest.mark.parametrize("compact", [False, True], ids=["decoded", "compact"])
+async def test_informer_list_watch_and_resume(server: ServerProcess, ns: str, compact: bool) -> None:
     client = KubeClient(server.url, user_agent="test-informer")
     path = resource_path("resource.k8s.io", "v1", "resourceclaims", ns)
     await client.create(path, _cm_claim("before", app="x"))
     await client.create(path, _cm_claim("other", app="y"))
     # A 1-second server-side watch timeout makes the informer resume several times during the test.
-    informer = Informer(client, path, label_selector="app=x", watch_timeout_seconds=1)
+    informer = Informer(client, path, label_selector="app=x", watch_timeout_seconds=1, compact=compact)
     rec = Recorder(informer)
     informer.start()
     try:
@@ -86,10 +89,11 @@ async def test_informer_list_watch_and_resume(server: ServerProcess, ns: str) ->
 @pytest.fixture(scope="module")
 def compacting_server(start_server: Callable[..., ServerProcess]) -> ServerProcess:
     """A server that forgets history almost at once, so old resourceVersions get 410 (sync: Postgres setup runs its own loop)."""
-    return start_server("--compaction-interval", "0.5", "--compaction-window", "0", "--compaction-min-retain", "1", "--watch-cache-size", "2")
+    return start_server("--compaction-interval", "0.5", "--compaction-window", "0", "--compaction-min-retain", "1", "--default-watch-cache-size", "2")
 
 
-async def test_informer_relists_after_410(compacting_server: ServerProcess) -> None:
+@pytest.mark.parametrize("compact", [False, True], ids=["decoded", "compact"])
+async def test_informer_relists_after_410(compacting_server: ServerProcess, compact: bool) -> None:
     server = compacting_server
     client = KubeClient(server.url, user_agent="test-informer")
     ns = f"t-{uuid.uuid4().hex[:8]}"
@@ -97,7 +101,8 @@ async def test_informer_relists_after_410(compacting_server: ServerProcess) -> N
     path = resource_path("resource.k8s.io", "v1", "resourceclaims", ns)
     await client.create(path, _cm_claim("keep"))
     await client.create(path, _cm_claim("gone"))
-    informer = Informer(client, path)
+    # Pages of 2 items: the re-list is assembled page by page.
+    informer = Informer(client, path, compact=compact, page_size=2)
     rec = Recorder(informer)
     informer.start()
     try:
@@ -115,6 +120,70 @@ async def test_informer_relists_after_410(compacting_server: ServerProcess) -> N
         await _eventually(lambda: ("add", "filler-4") in rec.calls)
         assert ("delete", "gone") in rec.calls and ("add", "new") in rec.calls and ("update", "keep") in rec.calls
         assert sorted(o["metadata"]["name"] for o in informer.list()) == sorted(["keep", "new", *(f"filler-{i}" for i in range(5))])
+    finally:
+        await informer.stop()
+        await client.close()
+
+
+async def test_informer_strips_managed_fields_and_applies_its_transform(server: ServerProcess, ns: str) -> None:
+    """By default cached objects and handler arguments lack metadata.managedFields (upstream's
+    TransformStripManagedFields); a custom transform sees every object before store and handlers."""
+    client = KubeClient(server.url, user_agent="test-informer")
+    path = resource_path("resource.k8s.io", "v1", "resourceclaims", ns)
+    created = await client.create(path, _cm_claim("listed", app="x"))
+    assert created["metadata"].get("managedFields"), "the server tracks managers"
+
+    def mark(obj: dict[str, Any]) -> dict[str, Any]:
+        obj.setdefault("metadata", {}).setdefault("annotations", {})["seen"] = "yes"
+        return obj
+
+    plain = Informer(client, path)
+    custom = Informer(client, path, transform=mark, compact=True)
+    kept = Informer(client, path, transform=None)
+    handed: list[dict[str, Any]] = []
+    plain.on_add(handed.append)
+    plain.on_update(lambda _old, new: handed.append(new))
+    marked: list[dict[str, Any]] = []
+    custom.on_add(marked.append)
+    for informer in (plain, custom, kept):
+        informer.start()
+    try:
+        for informer in (plain, custom, kept):
+            await informer.wait_synced(10)
+        await client.create(path, _cm_claim("watched", app="x"))
+        await _eventually(lambda: len(handed) == 2 and len(marked) == 2)
+        assert all("managedFields" not in obj["metadata"] for obj in handed)
+        assert all("managedFields" not in obj["metadata"] for obj in plain.list())
+        assert [obj["metadata"]["annotations"]["seen"] for obj in marked] == ["yes", "yes"]
+        assert custom.get(ns, "watched")["metadata"]["annotations"] == {"seen": "yes"}  # type: ignore[index]
+        assert custom.get(ns, "watched")["metadata"].get("managedFields")  # type: ignore[index]
+        assert kept.get(ns, "listed")["metadata"].get("managedFields")  # type: ignore[index]
+        assert plain.get(ns, "listed") == {**created, "metadata": {k: v for k, v in created["metadata"].items() if k != "managedFields"}}
+    finally:
+        for informer in (plain, custom, kept):
+            await informer.stop()
+        await client.close()
+
+
+async def test_index_over_a_compact_informer(server: ServerProcess, ns: str) -> None:
+    """An index answers from a compact store as from a decoded one, and follows updates and deletes."""
+    client = KubeClient(server.url, user_agent="test-informer")
+    path = resource_path("resource.k8s.io", "v1", "resourceclaims", ns)
+    for name, app in (("a", "x"), ("b", "x"), ("c", "y")):
+        await client.create(path, _cm_claim(name, app=app))
+    informer = Informer(client, path, compact=True)
+    by_app: Index[str] = Index(informer, lambda obj: [obj["metadata"].get("labels", {}).get("app", "")])
+    informer.start()
+    try:
+        await informer.wait_synced(10)
+        assert [o["metadata"]["name"] for o in by_app.get("x")] == ["a", "b"]
+        await client.patch(f"{path}/b", {"metadata": {"labels": {"app": "y"}}})
+        await client.delete(f"{path}/c")
+        await _eventually(lambda: [o["metadata"]["name"] for o in by_app.get("y")] == ["b"])
+        assert [o["metadata"]["name"] for o in by_app.get("x")] == ["a"]
+        assert informer.get(ns, "b")["metadata"]["labels"] == {"app": "y"}  # type: ignore[index]
+        assert sorted(informer.keys()) == [(ns, "a"), (ns, "b")]
+        assert [o["metadata"]["name"] for o in sorted(informer.iter_objects(), key=lambda o: o["metadata"]["name"])] == ["a", "b"]
     finally:
         await informer.stop()
         await client.close()

@@ -6,6 +6,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 import pytest
 
 from kube.features import FeatureGates
@@ -580,6 +581,40 @@ def test_allocate_through_search_cache(case: Case) -> None:
     )
     # Searches, failed ones too, are reused, except with admin access (namespace labels decide) or nothing to search.
     assert cache.hits == (1 if case.claims and not admin else 0)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_slices_read_through_a_loader_allocate_the_same(case: Case) -> None:
+    """An index that keeps only what it indexes by and reads each slice's devices through a loader
+    (as the scheduler does over its compact informer) decides exactly as one given the objects."""
+    stored = {s["metadata"]["name"]: orjson.dumps(s) for s in case.slices}
+    loads: list[str] = []
+
+    def loader(name: str) -> Any:
+        def load() -> Any:
+            loads.append(name)
+            return orjson.loads(stored[name])
+
+        return load
+
+    index = ResourceIndex([], case.classes, case.rules, case.features)
+    for s in case.slices:
+        index.set_slice(orjson.loads(stored[s["metadata"]["name"]]), load=loader(s["metadata"]["name"]))
+    state = AllocatedState.from_claims(case.allocated, case.in_flight)
+    outcomes = []
+    for _cycle in range(2):
+        counter = itertools.count()
+        allocator = Allocator(index, state, case.features, case.namespaces, lambda c=counter: f"share-{next(c)}")
+        try:
+            outcomes.append(allocator.allocate(case.node, case.claims, case.timestamp))
+        except AllocationError as exc:
+            outcomes.append(str(exc))
+    expect = case.expect if not isinstance(case.expect, list) else Allocated(case.expect)
+    if isinstance(case.expect, str):
+        assert all(isinstance(o, str) and case.expect in o for o in outcomes)
+    else:
+        assert outcomes == [expect, expect]
+    assert len(loads) == len(set(loads)), "each slice is read once, when its devices are first prepared"
 
 
 def test_search_cache_is_invalidated_by_allocations_classes_and_slices() -> None:

@@ -41,7 +41,7 @@ def short_revision_wait(monkeypatch: pytest.MonkeyPatch) -> None:
 async def running(url: str, *, history: int = 10_000, bookmark_interval: float = 60.0) -> AsyncIterator[tuple[Storage, Store]]:
     """A started Storage (and its Store, for compaction) on ``url``."""
     engine = create_engine(url)
-    store = Store(engine, WatchCache(history), compaction_interval=0, compaction_window=0, compaction_min_retain=0)
+    store = Store(engine, WatchCache(history, fresh_seconds=0), compaction_interval=0, compaction_window=0, compaction_min_retain=0)
     storage = Storage(store, bookmark_interval=bookmark_interval)
     await storage.start()
     try:
@@ -156,7 +156,7 @@ async def test_pages_continue_at_the_first_pages_revision(url: str) -> None:
         rest = await storage.list(CLAIMS, None, continue_from=(page.revision, page.continue_after), limit=2)
         assert names(rest.items) == ["a-b/x", "b/x"] and rest.revision == page.revision
         assert rest.continue_after == ""
-        filtered = await storage.list(CLAIMS, None, limit=1, predicate=lambda obj: obj["metadata"]["name"] == "x")
+        filtered = await storage.list(CLAIMS, None, limit=1, predicate=lambda stored: stored.name == "x")
         assert names(filtered.items) == ["a/x"] and filtered.continue_after == "a/x" and filtered.remaining is None
 
 
@@ -231,7 +231,7 @@ async def test_a_watch_ends_at_its_timeout_and_when_storage_stops(url: str) -> N
 async def test_a_filtered_watch_sees_objects_enter_and_leave_the_selection(url: str) -> None:
     async with running(url) as (storage, _store):
         a = await create(storage, "a", app="demo")
-        stream = await storage.watch(CLAIMS, None, **KIND, revision=a.revision, predicate=lambda obj: (obj["metadata"].get("labels") or {}).get("app") == "demo", timeout=5)
+        stream = await storage.watch(CLAIMS, None, **KIND, revision=a.revision, predicate=lambda stored: (stored.labels or {}).get("app") == "demo", timeout=5)
         out = await relabel(storage, a, app="other")
         back = await relabel(storage, out, app="demo")
         await create(storage, "b", app="other")

@@ -132,7 +132,7 @@ def test_watchers_resume_across_restart(start_server: Callable[..., ServerProces
 
 
 def test_compaction_expires_old_revisions(start_server: Callable[..., ServerProcess]) -> None:
-    proc = start_server("--compaction-interval", "0.5", "--compaction-window", "0", "--compaction-min-retain", "2", "--watch-cache-size", "3")
+    proc = start_server("--compaction-interval", "0.5", "--compaction-window", "0", "--compaction-min-retain", "2", "--default-watch-cache-size", "3")
     with httpx.Client(base_url=proc.url) as client:
         _ns(client, "compact")
         old = client.post(claims_path("compact"), json=claim("c0")).json()["metadata"]["resourceVersion"]
