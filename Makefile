@@ -9,12 +9,16 @@ DATABASE_URL ?= sqlite:///./data/dra.sqlite
 # files go to one worker, so a module's tests keep the order they were written in.
 TEST_WORKERS ?= 2
 
-.PHONY: venv run test lint typecheck fuzz bench bench-memory bench-scheduler bench-simulator bench-dradriver bench-faults bench-httpfloor clean
+.PHONY: venv run test test-pure lint typecheck fuzz bench bench-memory bench-scheduler bench-simulator bench-dradriver bench-faults bench-httpfloor clean
 
-$(BIN)/.installed: pyproject.toml
+# The install compiles the hot modules with mypyc (setup.py; list in kube/compiled.py; about two
+# minutes of CPU) once the dependencies are in. DRA_PURE_PYTHON=1 skips that, at install or at run time.
+$(BIN)/.installed: pyproject.toml setup.py kube/compiled.py
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet --upgrade pip 'setuptools>=68'
+	DRA_PURE_PYTHON=1 $(BIN)/pip install --quiet -e '.[test]'
+	# Now with every dependency's types in the venv, which mypyc needs to compile (mypy is a test dependency).
+	$(BIN)/pip install --quiet --no-build-isolation --no-deps -e .
 	touch $@
 
 venv: $(BIN)/.installed
@@ -27,6 +31,13 @@ test: venv
 	$(BIN)/ruff check .
 	$(BIN)/python -m mypy app kube kubeletapi schedulers controllers kubeletsim exampledriver devtools kubectl_dra bench
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
+
+# The compiled modules' unit tests again on their Python source (CI runs both; kube/compiled.py).
+PURE_TESTS := tests/kube/test_compiled.py tests/kube/test_labels.py tests/kube/test_fields.py \
+	tests/app/api/test_apply.py tests/app/api/test_schemas.py tests/app/api/test_routing.py \
+	tests/app/api/test_generic.py tests/app/registry/test_objectmeta.py
+test-pure: venv
+	DRA_PURE_PYTHON=1 $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile $(PURE_TESTS)
 
 lint: venv
 	$(BIN)/ruff check .
@@ -64,4 +75,5 @@ bench-httpfloor: venv
 	$(BIN)/python -m bench.httpfloor
 
 clean:
-	rm -rf $(VENV) data build *.egg-info
+	rm -rf $(VENV) data build *.egg-info *__mypyc*.so
+	find app kube -name "*.so" -delete

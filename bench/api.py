@@ -1019,11 +1019,10 @@ class Bench:
         """POST claims back-to-back."""
         clients = self.clients(n)
         await self.prime(clients)
-        counter = [0]
 
         def make_ops() -> list[Op]:
-            counter[0] += 1
-            round_ = counter[0]
+            # Unique across calls: bench.profile runs the phase twice against one server.
+            round_ = next(self.serial)
 
             def op_for(w: int, c: ApiClient) -> Op:
                 seq = 0

@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 import yaml
+from mypy_extensions import mypyc_attr
 from starlette.requests import ClientDisconnect
 from starlette.types import Receive
 
@@ -60,6 +61,7 @@ def _within_depth(container: dict[str, Any] | list[Any], remaining: int) -> bool
     return True
 
 
+@mypyc_attr(native_class=False)  # compiled by mypyc (kube/compiled.py), which cannot subclass str natively
 class OutOfRangeNumber(str):
     """A JSON number no Go number holds (``1e400``, ``18446744073709551616``), kept as its literal:
     upstream's typed decoding names it in the error (app.api.generic reports it)."""
@@ -197,6 +199,7 @@ def _decode(raw: bytes, describe: Callable[[Exception], str]) -> Any:
     return value
 
 
+@mypyc_attr(native_class=False)
 class _Members(list[tuple[str, Any]]):
     """The members of a JSON object in document order, repeated keys included."""
 

@@ -289,7 +289,7 @@ class GenericStore:
             )
         except ResourceVersionTooLarge as exc:
             raise _read_error(exc) from None
-        return _converted_batches(strategy, events) if strategy.converts else events
+        return _ConvertedBatches(strategy, events) if strategy.converts else events
 
     # ---- create ----------------------------------------------------------------
 
@@ -395,10 +395,11 @@ class GenericStore:
             return validate_object_meta(obj, strategy.namespaced, strategy.name_rule, kube_finalizers=strategy.object_meta_kube_finalizers)
         return validate_object_meta_update(obj, old, kube_finalizers=strategy.object_meta_kube_finalizers)
 
-    async def create(self, strategy: KindStrategy, namespace: str, obj: Obj, wopts: WriteOptions, applied: bool = False, replacing: bool = False) -> WriteResult:
+    async def create(self, strategy: KindStrategy, namespace: str, obj: Any, wopts: WriteOptions, applied: bool = False, replacing: bool = False) -> WriteResult:
         """Create ``obj``. ``applied``: it comes from a server-side apply, which recorded managedFields
         already; ``replacing``: from a PUT (both drop a resourceVersion the body carries, where a
-        POST is refused one)."""
+        POST is refused one). ``obj`` is a decoded body, of any JSON type until checked here (typed
+        ``Any``: mypyc, kube/compiled.py, would refuse a list with a TypeError, a 500)."""
         if not isinstance(obj, dict):
             raise errors.bad_request(f"the body of the request must be a {strategy.kind} object")
         self._check_type_and_scope(strategy, obj, namespace, None)
@@ -566,7 +567,7 @@ class GenericStore:
             return None
         return new
 
-    async def update(self, strategy: KindStrategy, namespace: str, name: str, obj: Obj, wopts: WriteOptions) -> WriteResult:
+    async def update(self, strategy: KindStrategy, namespace: str, name: str, obj: Any, wopts: WriteOptions) -> WriteResult:
         if not isinstance(obj, dict):
             raise errors.bad_request(f"the body of the request must be a {strategy.kind} object")
         self._check_type_and_scope(strategy, obj, namespace, name, replacing=True)
@@ -779,15 +780,26 @@ def _converted(strategy: KindStrategy, stored: StoredObject) -> StoredObject:
     return StoredObject(strategy.from_stored(stored.obj), stored.revision)
 
 
-async def _converted_batches(strategy: KindStrategy, batches: AsyncIterator[WatchBatch]) -> AsyncIterator[WatchBatch]:
-    """A watch's batches with each object in the version ``strategy`` serves (bookmarks as they are)."""
-    try:
-        async for batch in batches:
-            yield [(kind, _converted(strategy, obj) if isinstance(obj, StoredObject) else obj) for kind, obj in batch]
-            batch = []  # not held while the watch waits for the next events
-    finally:
-        # The storage's stream unregisters its watcher when closed; close it with this one.
-        close = getattr(batches, "aclose", None)
+class _ConvertedBatches:
+    """A watch's batches with each object in the version ``strategy`` serves (bookmarks as they are).
+
+    A class rather than an async generator: mypyc (kube/compiled.py) compiles this module and has none."""
+
+    def __init__(self, strategy: KindStrategy, batches: AsyncIterator[WatchBatch]) -> None:
+        self._strategy = strategy
+        self._batches = batches
+
+    def __aiter__(self) -> _ConvertedBatches:
+        return self
+
+    async def __anext__(self) -> WatchBatch:
+        batch = await anext(self._batches)
+        strategy = self._strategy
+        return [(kind, _converted(strategy, obj) if isinstance(obj, StoredObject) else obj) for kind, obj in batch]
+
+    async def aclose(self) -> None:
+        """Close the storage's stream too: it unregisters its watcher when closed."""
+        close = getattr(self._batches, "aclose", None)
         if close is not None:
             await close()
 

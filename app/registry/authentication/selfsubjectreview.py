@@ -18,4 +18,4 @@ class SelfSubjectReviewStrategy(ReviewStrategy):
         return {"userInfo": ctx.requester.user.to_api()}
 
 
-STRATEGY = SelfSubjectReviewStrategy()
+STRATEGY: SelfSubjectReviewStrategy = SelfSubjectReviewStrategy()

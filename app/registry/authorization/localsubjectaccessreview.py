@@ -32,4 +32,4 @@ class LocalSubjectAccessReviewStrategy(ReviewStrategy):
         return answer
 
 
-STRATEGY = LocalSubjectAccessReviewStrategy()
+STRATEGY: LocalSubjectAccessReviewStrategy = LocalSubjectAccessReviewStrategy()

@@ -23,4 +23,4 @@ class SelfSubjectAccessReviewStrategy(ReviewStrategy):
         return dict(ctx.requester.access_review(obj.get("spec") or {}))
 
 
-STRATEGY = SelfSubjectAccessReviewStrategy()
+STRATEGY: SelfSubjectAccessReviewStrategy = SelfSubjectAccessReviewStrategy()

@@ -19,4 +19,4 @@ class SelfSubjectRulesReviewStrategy(ReviewStrategy):
         return dict(ctx.requester.rules_review(namespace))
 
 
-STRATEGY = SelfSubjectRulesReviewStrategy()
+STRATEGY: SelfSubjectRulesReviewStrategy = SelfSubjectRulesReviewStrategy()

@@ -25,4 +25,4 @@ class SubjectAccessReviewStrategy(ReviewStrategy):
         return dict(ctx.requester.access_review(spec, of_subject=True))
 
 
-STRATEGY = SubjectAccessReviewStrategy()
+STRATEGY: SubjectAccessReviewStrategy = SubjectAccessReviewStrategy()

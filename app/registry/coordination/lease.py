@@ -33,4 +33,4 @@ class LeaseStrategy(KindStrategy):
         return validate_lease_spec(new)
 
 
-STRATEGY = LeaseStrategy()
+STRATEGY: LeaseStrategy = LeaseStrategy()

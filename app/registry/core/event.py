@@ -91,4 +91,4 @@ class EventStrategy(KindStrategy):
         return validate_event(new)
 
 
-STRATEGY = EventStrategy()
+STRATEGY: EventStrategy = EventStrategy()

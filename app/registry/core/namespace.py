@@ -99,4 +99,4 @@ class NamespaceFinalize(ActionSubresource):
 
 STATUS_STRATEGY = NamespaceStatusStrategy()
 FINALIZE = NamespaceFinalize()
-STRATEGY = NamespaceStrategy(subresources=(StatusSubresource(STATUS_STRATEGY), FINALIZE))
+STRATEGY: NamespaceStrategy = NamespaceStrategy(subresources=(StatusSubresource(STATUS_STRATEGY), FINALIZE))

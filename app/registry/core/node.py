@@ -78,4 +78,4 @@ class NodeStatusStrategy(StatusStrategy, NodeStrategy):
 
 
 STATUS_STRATEGY = NodeStatusStrategy()
-STRATEGY = NodeStrategy(subresources=(StatusSubresource(STATUS_STRATEGY),))
+STRATEGY: NodeStrategy = NodeStrategy(subresources=(StatusSubresource(STATUS_STRATEGY),))

@@ -239,4 +239,4 @@ class PodBinding(ActionSubresource):
 
 STATUS_STRATEGY = PodStatusStrategy()
 BINDING = PodBinding()
-STRATEGY = PodStrategy(subresources=(StatusSubresource(STATUS_STRATEGY), BINDING))
+STRATEGY: PodStrategy = PodStrategy(subresources=(StatusSubresource(STATUS_STRATEGY), BINDING))

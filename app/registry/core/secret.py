@@ -73,4 +73,4 @@ class SecretStrategy(KindStrategy):
         return validate_secret_update(new, old)
 
 
-STRATEGY = SecretStrategy()
+STRATEGY: SecretStrategy = SecretStrategy()

@@ -97,4 +97,4 @@ class ServiceAccountStrategy(KindStrategy):
     )
 
 
-STRATEGY = ServiceAccountStrategy(subresources=(TokenSubresource(),))
+STRATEGY: ServiceAccountStrategy = ServiceAccountStrategy(subresources=(TokenSubresource(),))

@@ -32,4 +32,4 @@ class ClusterRoleStrategy(RoleKindStrategy):
         check_role_grant(self, obj, ctx, "", aggregation=obj.get("aggregationRule") is not None)
 
 
-STRATEGY = ClusterRoleStrategy()
+STRATEGY: ClusterRoleStrategy = ClusterRoleStrategy()

@@ -14,4 +14,4 @@ class ClusterRoleBindingStrategy(BindingKindStrategy):
     role_kinds = ("ClusterRole",)
 
 
-STRATEGY = ClusterRoleBindingStrategy()
+STRATEGY: ClusterRoleBindingStrategy = ClusterRoleBindingStrategy()

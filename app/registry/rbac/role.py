@@ -14,4 +14,4 @@ class RoleStrategy(RoleKindStrategy):
     printer_columns = (name_column(), age_column())
 
 
-STRATEGY = RoleStrategy()
+STRATEGY: RoleStrategy = RoleStrategy()

@@ -14,4 +14,4 @@ class RoleBindingStrategy(BindingKindStrategy):
     role_kinds = ("Role", "ClusterRole")
 
 
-STRATEGY = RoleBindingStrategy()
+STRATEGY: RoleBindingStrategy = RoleBindingStrategy()

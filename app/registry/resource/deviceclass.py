@@ -30,4 +30,4 @@ class DeviceClassStrategy(KindStrategy):
         return validate_device_class_spec(new.get("spec"), old_spec, ctx.feature_gates)
 
 
-STRATEGY = DeviceClassStrategy()
+STRATEGY: DeviceClassStrategy = DeviceClassStrategy()

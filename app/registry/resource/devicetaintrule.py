@@ -66,4 +66,4 @@ class DeviceTaintRuleStatusStrategy(StatusStrategy, DeviceTaintRuleStrategy):
 
 
 STATUS_STRATEGY = DeviceTaintRuleStatusStrategy()
-STRATEGY = DeviceTaintRuleStrategy(subresources=(StatusSubresource(STATUS_STRATEGY),))
+STRATEGY: DeviceTaintRuleStrategy = DeviceTaintRuleStrategy(subresources=(StatusSubresource(STATUS_STRATEGY),))

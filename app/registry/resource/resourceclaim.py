@@ -98,4 +98,4 @@ class ResourceClaimStatusStrategy(StatusStrategy, ResourceClaimStrategy):
 
 
 STATUS_STRATEGY = ResourceClaimStatusStrategy()
-STRATEGY = ResourceClaimStrategy(subresources=(StatusSubresource(STATUS_STRATEGY),))
+STRATEGY: ResourceClaimStrategy = ResourceClaimStrategy(subresources=(StatusSubresource(STATUS_STRATEGY),))

@@ -49,4 +49,4 @@ class ResourceClaimTemplateStrategy(KindStrategy):
         return []
 
 
-STRATEGY = ResourceClaimTemplateStrategy()
+STRATEGY: ResourceClaimTemplateStrategy = ResourceClaimTemplateStrategy()

@@ -49,4 +49,4 @@ class ResourcePoolStatusRequestStatusStrategy(StatusStrategy, ResourcePoolStatus
 
 
 STATUS_STRATEGY = ResourcePoolStatusRequestStatusStrategy()
-STRATEGY = ResourcePoolStatusRequestStrategy(subresources=(StatusSubresource(STATUS_STRATEGY),))
+STRATEGY: ResourcePoolStatusRequestStrategy = ResourcePoolStatusRequestStrategy(subresources=(StatusSubresource(STATUS_STRATEGY),))

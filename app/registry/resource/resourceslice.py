@@ -64,4 +64,4 @@ class ResourceSliceStrategy(KindStrategy):
         return validate_slice_spec(new.get("spec"), old_spec, ctx.feature_gates)
 
 
-STRATEGY = ResourceSliceStrategy()
+STRATEGY: ResourceSliceStrategy = ResourceSliceStrategy()

@@ -53,4 +53,4 @@ class PodGroupStatusStrategy(StatusStrategy, PodGroupStrategy):
 
 
 STATUS_STRATEGY = PodGroupStatusStrategy()
-STRATEGY = PodGroupStrategy(subresources=(StatusSubresource(STATUS_STRATEGY),))
+STRATEGY: PodGroupStrategy = PodGroupStrategy(subresources=(StatusSubresource(STATUS_STRATEGY),))

@@ -147,4 +147,4 @@ def keep_pod_priority(new: Obj, old: Obj) -> None:
             new_spec[key] = old_spec[key]
 
 
-STRATEGY = PriorityClassStrategy()
+STRATEGY: PriorityClassStrategy = PriorityClassStrategy()

@@ -34,4 +34,4 @@ class WorkloadStrategy(KindStrategy):
         return validate_workload_update(new.get("spec"), old.get("spec"))
 
 
-STRATEGY = WorkloadStrategy()
+STRATEGY: WorkloadStrategy = WorkloadStrategy()

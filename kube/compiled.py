@@ -1,0 +1,92 @@
+"""The modules ``pip install`` compiles with mypyc, and the switch back to their Python source.
+
+setup.py compiles :data:`COMPILED_MODULES` into C extensions next to their ``.py`` files (an
+editable install builds them in place), where Python's import system prefers them. They are
+used only when all of them are at least as new as their source: after an edit, the interpreter
+runs the source until the next ``pip install -e .``, so a change is never hidden behind a stale
+build (compiled modules of one build call each other directly, hence all or none).
+
+``DRA_PURE_PYTHON=1`` forces the source: set while installing, nothing is compiled; set at run
+time, the compiled modules are ignored. :data:`ACTIVE` says which way this process went.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import sys
+from collections.abc import Sequence
+from importlib.machinery import ModuleSpec
+from pathlib import Path
+from types import ModuleType
+
+PURE_ENV = "DRA_PURE_PYTHON"
+
+# Chosen from `python -m bench.profile` (bench/README.md): the request path's own Python.
+COMPILED_MODULES: tuple[str, ...] = (
+    "app.api.apply",
+    "app.api.bodies",
+    "app.api.generic",
+    "app.api.handlers.scope",
+    "app.api.options",
+    "app.api.requestinfo",
+    "app.api.routing",
+    "app.api.schemas",
+    "app.auth.attributes",
+    "app.auth.system",
+    "app.filters.limits",
+    "app.metrics",
+    "app.registry.accessors",
+    "app.registry.objectmeta",
+    "app.registry.resource.claimspec",
+    "app.registry.resource.common",
+    "kube.fields",
+    "kube.labels",
+)
+
+_ROOT = Path(__file__).resolve().parent.parent
+
+
+def source_path(module: str) -> Path:
+    """The ``.py`` file of a listed module."""
+    return _ROOT.joinpath(*module.split(".")).with_suffix(".py")
+
+
+def built_path(module: str) -> Path | None:
+    """The compiled extension of a listed module, if one was built next to its source."""
+    src = source_path(module)
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        candidate = src.with_suffix(suffix)
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def _usable() -> bool:
+    """Every listed module has an extension no older than its source."""
+    if os.environ.get(PURE_ENV, "") not in ("", "0"):
+        return False
+    # The library holding the compiled code itself; each module's extension only loads it.
+    if not any(_ROOT.glob("*__mypyc.*")):
+        return False
+    for module in COMPILED_MODULES:
+        built = built_path(module)
+        if built is None or built.stat().st_mtime < source_path(module).stat().st_mtime:
+            return False
+    return True
+
+
+class _SourceFinder(importlib.abc.MetaPathFinder):
+    """Finds the listed modules' ``.py`` files ahead of the extensions beside them."""
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None) -> ModuleSpec | None:
+        if fullname not in COMPILED_MODULES:
+            return None
+        return importlib.util.spec_from_file_location(fullname, source_path(fullname))
+
+
+ACTIVE = _usable()
+if not ACTIVE and not any(isinstance(f, _SourceFinder) for f in sys.meta_path):
+    sys.meta_path.insert(0, _SourceFinder())
