@@ -13,9 +13,11 @@ from app.api.handlers.action import act
 from app.api.handlers.get import get, list_resource
 from app.api.handlers.update import update
 from app.api.routing import ResourceRouter, split_api_path
+from app.config import Settings
 from app.registry import NAMESPACE_KIND
 from app.registry.core import pod as pod_kind
 from app.registry.resource import resourceclaim
+from app.server import ApiServer
 from kube.errors import ApiError
 from tests.helpers import claim, pod
 
@@ -27,8 +29,9 @@ TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
 
 @pytest.fixture(scope="module")
 def offline() -> ResourceRouter:
-    """A router for parsing and routing only: nothing here reaches the store."""
-    return ResourceRouter(None, LIMIT)  # type: ignore[arg-type]
+    """A router for parsing and routing only: the server is never started, so nothing here reaches
+    a database (a real store object all the same: the compiled router checks its argument's type)."""
+    return ResourceRouter(ApiServer(Settings(database_url="sqlite:///:memory:")).registry, LIMIT)
 
 
 @pytest.fixture
