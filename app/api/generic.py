@@ -79,6 +79,24 @@ def _name_of(obj: Obj) -> str:
     return str(obj.get("metadata", {}).get("name") or "")
 
 
+
+# Whether each recently seen version of a namespace is terminating, by the version (a version is
+# never changed): creates in a namespace read it without decoding it from the watch cache's bytes.
+_TERMINATING: dict[StoredObject, bool] = {}
+_TERMINATING_CAPACITY = 1024
+
+
+def _terminating(ns: StoredObject) -> bool:
+    known = _TERMINATING.get(ns)
+    if known is None:
+        obj = ns.obj
+        known = bool(obj["metadata"].get("deletionTimestamp")) or (obj.get("status") or {}).get("phase") == "Terminating"
+        if len(_TERMINATING) >= _TERMINATING_CAPACITY:
+            _TERMINATING.clear()
+        _TERMINATING[ns] = known
+    return known
+
+
 class GenericStore:
     """The REST operations, bound to one storage and one set of feature gates."""
 
@@ -173,7 +191,7 @@ class GenericStore:
         ns = self.storage.cached(NAMESPACES, "", namespace)
         if ns is None:
             raise errors.not_found(NAMESPACES, namespace, NAMESPACE_KIND.group, NAMESPACE_KIND.plural)
-        if ns.obj["metadata"].get("deletionTimestamp") or (ns.obj.get("status") or {}).get("phase") == "Terminating":
+        if _terminating(ns):
             raise ApiError(
                 403,
                 "Forbidden",
