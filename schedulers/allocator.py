@@ -59,8 +59,11 @@ _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 class AllocationError(Exception):
     """The input cannot be allocated on any node (bad CEL, unknown class, disabled feature...).
 
-    Upstream aborts the scheduling attempt with an Error status for these.
+    Upstream aborts the scheduling attempt with an Error status for these. ``device`` names the
+    device a failing selector was evaluated on (not part of upstream's message; for logs and tests).
     """
+
+    device: str | None = None
 
 
 class Allocated:
@@ -1123,8 +1126,11 @@ class Allocator:
                             ok = False
                             break
                     except CELRuntimeError as exc:
-                        where = f"class {req.class_name}" if of_class else f"claim {req.claim_ref}, request {req.name}"
-                        raise AllocationError(f"{where}: selector #{i} on device {'/'.join(dev.id)}: CEL runtime error: {exc}") from None
+                        # Upstream's text: the class or the claim (not the request), cel-go's error alone.
+                        where = f"class {req.class_name}" if of_class else f"claim {req.claim_ref}"
+                        error = AllocationError(f"{where}: selector #{i}: CEL runtime error: {exc.detail}")
+                        error.device = "/".join(dev.id)
+                        raise error from None
                 if not ok:
                     break
         req.match[dev] = ok

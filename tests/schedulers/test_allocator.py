@@ -251,7 +251,7 @@ CASES: list[Case] = [
          [rslice("slice-1", [device("device-1", capacity={"memory": "1Gi"}), device("device-2", capacity={"memory": "4Gi"})])],
          [alloc(result("req-0", "device-2"))]),
     Case("selector-runtime-error", [claim("claim-0", req(selectors=('device.attributes["driver-a"].missing == 1',)))],
-         [one_device_slice()], "claim default/claim-0, request req-0: selector #0 on device driver-a/pool-1/device-1: CEL runtime error"),
+         [one_device_slice()], "claim default/claim-0: selector #0: CEL runtime error: no such key: missing"),
     Case("class-rejects-before-faulty-request-selector",
          [claim("claim-0", req(selectors=('device.attributes["driver-a"].x == 1',)))],
          [rslice("slice-1", [device("device-1"), device("device-2", {"x": 1})])], [alloc(result("req-0", "device-2"))],
@@ -658,11 +658,16 @@ def test_case_count() -> None:
     assert len(CASES) >= 60
 
 
-def test_runtime_error_names_expression() -> None:
+def test_runtime_error_is_upstreams_message() -> None:
+    """Upstream's Filter status text: the claim (or class) and selector index, then cel-go's error."""
     expr = 'device.attributes["driver-a"].missing == 1'
     with pytest.raises(AllocationError) as info:
         allocate_claims([claim("claim-0", req(selectors=(expr,)))], node(), classes=[dclass()], slices=[one_device_slice()])
-    assert expr in str(info.value)
+    assert str(info.value) == "claim default/claim-0: selector #0: CEL runtime error: no such key: missing"
+    assert info.value.device == "driver-a/pool-1/device-1"
+    with pytest.raises(AllocationError) as info:
+        allocate_claims([claim("claim-0", req())], node(), classes=[dclass(selectors=(expr,))], slices=[one_device_slice()])
+    assert str(info.value) == "class class-a: selector #1: CEL runtime error: no such key: missing"
 
 
 def test_selector_results_cached_per_device() -> None:
