@@ -24,6 +24,9 @@ from schedulers.allocator import (
     SearchCache,
     Unschedulable,
 )
+from schedulers.cycle import SchedulingCycle
+from tests.schedulers.cluster import Cluster, node, pod
+from tests.schedulers.test_cycle import failed, failure, placed
 
 FILTER_TIMEOUT = 10.0  # upstream's DynamicResources filterTimeout
 CASES = {case.name: case for case in worst.worst_cases()}
@@ -112,3 +115,26 @@ def test_benchmark_prints_every_case(capsys: pytest.CaptureFixture[str]) -> None
     for name in (*CASES, "baseline"):
         assert name in out
     assert TIMED_OUT in out
+
+
+async def test_scheduling_cycle_answers_slow_and_broken_claims_and_serves_the_next_pod() -> None:
+    """In the scheduler's cycle: the claim whose search outlasts the filter timeout and the claim
+    whose selector fails at runtime get upstream's statuses; the next pod is placed right after."""
+    case = CASES["distinct-pair-no-matching"]
+    cluster = Cluster()
+    await cluster.put(cluster.cache.classes, worst.CLASS)
+    await cluster.put(cluster.cache.nodes, node("node-1"))
+    for s in case.slices:
+        await cluster.put(cluster.cache.slices, s)
+    broken = worst.claim("broken", [worst.exactly("r", 1, f'device.attributes["{worst.DRIVER}"].missing == 1')])
+    for c in [*case.claims, broken, worst.claim("other", [worst.exactly("r", 1)])]:
+        await cluster.put(cluster.cache.claims, c)
+    cycle = SchedulingCycle(cluster.cache, filter_timeout=0.05)
+
+    slow = failed(cycle.schedule(await cluster.put(cluster.cache.pods, pod("slow", claims=["c"]))))
+    assert slow.reason == "Unschedulable"
+    assert slow.message == failure(1, f"1 {TIMED_OUT}")
+    error = failed(cycle.schedule(await cluster.put(cluster.cache.pods, pod("broken", claims=["broken"]))))
+    assert error.reason == "SchedulerError"
+    assert error.message == 'running "DynamicResources" filter plugin: claim default/broken: selector #0: CEL runtime error: no such key: missing'
+    assert placed(cycle.schedule(await cluster.put(cluster.cache.pods, pod("next", claims=["other"])))).node == "node-1"
