@@ -2,7 +2,8 @@
 
 The public API:
 
-* ``Environment(...)`` declares variables and libraries; ``env.compile(expr)`` parses,
+* ``Environment(...)`` declares variables (typed with ``INT``, ``STRING``, ``list_of``, ``map_of``...
+  from this module) and libraries; ``env.compile(expr)`` parses,
   type-checks and validates an expression and returns a ``Program`` (or raises
   ``CELCompileError`` with cel-go's message);
 * ``program.estimated_cost()`` is cel-go's worst-case estimate with the environment's rules;
@@ -86,12 +87,17 @@ from kube.cel_runtime import CostLimitExceeded, Fn, Interrupted, PlanError, Runt
 from kube.cel_time import parse_duration, parse_timestamp, time_library
 from kube.cel_types import (
     BOOL,
+    BYTES,
+    DOUBLE,
     DYN,
+    INT,
     LIST_K,
     OPTIONAL,
     STRING,
+    UINT,
     EvalError,
     Type,
+    list_of,
     map_of,
     struct,
     type_name,
@@ -106,10 +112,18 @@ MAX_COST = 1_000_000  # CELSelectorExpressionMaxCost: estimated at admission, en
 PER_CALL_LIMIT = 1_000_000  # Kubernetes' default runtime cost limit (celconfig.PerCallLimit)
 CACHE_SIZE = 256
 
+# The types of declared variables are exported too (``Environment(libs, {"names": list_of(STRING)})``).
 __all__ = [
+    "BOOL",
+    "BYTES",
+    "DOUBLE",
     "DRA_ENVIRONMENT",
+    "DYN",
+    "INT",
     "MAX_COST",
     "MAX_EXPRESSION_LENGTH",
+    "STRING",
+    "UINT",
     "CELCompileError",
     "CELError",
     "CELRuntimeError",
@@ -118,8 +132,11 @@ __all__ = [
     "Environment",
     "Library",
     "Program",
+    "Type",
     "compile_selector",
     "kubernetes_environment",
+    "list_of",
+    "map_of",
     "validate_selector_expression",
 ]
 

@@ -10,21 +10,25 @@ from typing import Any
 
 import pytest
 
+import bench.cel
 from kube.cel import (
     DRA_ENVIRONMENT,
+    INT,
     MAX_COST,
     MAX_EXPRESSION_LENGTH,
+    STRING,
     CELCompileError,
     CELRuntimeError,
     DeviceView,
     Environment,
     compile_selector,
     kubernetes_environment,
+    list_of,
+    map_of,
     optionals,
     standard,
     validate_selector_expression,
 )
-from kube.cel_types import INT, STRING, list_of, map_of
 from kube.quantity import Quantity
 
 DEVICE: dict[str, Any] = {
@@ -344,3 +348,10 @@ def test_device_with_an_unusable_attribute_fails_every_selector() -> None:
     assert info.value.detail.startswith("attribute v: parse semantic version: Invalid character(s) found in minor number")
     with pytest.raises(CELRuntimeError, match="attribute d/e: unsupported attribute value"):
         compile_selector("true").evaluate({"driver": "d", "attributes": {"d": {"e": {"ints": None}}}})
+
+
+def test_cel_benchmark_runs_without_cel_expr_python(capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench.cel.main(["--loops", "1", "--repeat", "1", "--cel-expr-python", ""]) == 0
+    out = capsys.readouterr().out
+    assert "cel-expr-python skipped: no interpreter at ''" in out
+    assert all(name in out for name in bench.cel.SELECTORS)
