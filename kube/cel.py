@@ -650,8 +650,10 @@ def check_result_type(program: Program, result_type: str) -> None:
         )
 
 
-def compile_expression(expression: str, result_type: str = "bool", cost_limit: int = MAX_COST) -> CompiledSelector:
-    """Compile a DRA expression (``bool`` selectors; ``any`` for derived attributes)."""
+def compile_expression(expression: str, result_type: str = "bool", cost_limit: int | None = MAX_COST) -> CompiledSelector:
+    """Compile a DRA expression (``bool`` selectors; ``any`` for derived attributes).
+
+    ``cost_limit`` bounds the estimated cost (admission's check); ``None`` skips it."""
     key = (expression, result_type)
     cached = _cache.get(key)
     if cached is None:
@@ -668,14 +670,15 @@ def compile_expression(expression: str, result_type: str = "bool", cost_limit: i
         _cache.move_to_end(key)
     if isinstance(cached, CELCompileError):
         raise cached
-    if cached.max_cost > cost_limit:
+    if cost_limit is not None and cached.max_cost > cost_limit:
         raise CELCompileError("too complex, exceeds cost limit", "cost")
     return cached
 
 
-def compile_selector(expression: str) -> CompiledSelector:
-    """A device selector: must evaluate to bool."""
-    return compile_expression(expression, "bool")
+def compile_selector(expression: str, *, cost_limit: int | None = MAX_COST) -> CompiledSelector:
+    """A device selector: must evaluate to bool. ``cost_limit=None`` compiles what is stored as
+    upstream's scheduler does: the estimate is admission's business, the runtime limit still applies."""
+    return compile_expression(expression, "bool", cost_limit)
 
 
 def validate_selector_expression(expression: str, path: str, result_type: str = "bool") -> list[FieldError]:

@@ -919,7 +919,9 @@ class Allocator:
 
     def _compile(self, expression: str, where: str, i: int) -> CompiledSelector:
         try:
-            return compile_selector(expression)
+            # Stored expressions are not re-checked against the estimated cost (upstream's
+            # scheduler does not either); evaluation stops at the runtime cost limit.
+            return compile_selector(expression, cost_limit=None)
         except CELCompileError as exc:
             raise AllocationError(f"{where}: selector #{i}: CEL compile error: {exc}") from None
 

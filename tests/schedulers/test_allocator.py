@@ -670,6 +670,19 @@ def test_runtime_error_is_upstreams_message() -> None:
     assert str(info.value) == "class class-a: selector #1: CEL runtime error: no such key: missing"
 
 
+def test_stored_selectors_over_the_estimated_cost_are_evaluated_under_the_runtime_limit() -> None:
+    """Admission refuses these by their estimate; one stored anyway (an older server, a direct
+    write) is evaluated as upstream's scheduler does, stopped only by the runtime cost limit."""
+    ten = "[" + ",".join(str(i) for i in range(10)) + "]"
+    cheap = "".join(f"{ten}.all(x{i}, " for i in range(7)) + "x0 > 100" + ")" * 7  # false at the first element
+    costly = "".join(f"{ten}.all(x{i}, " for i in range(7)) + "x0 >= 0" + ")" * 7
+    outcome = allocate_claims([claim("claim-0", req(selectors=(f"!({cheap})",)))], node(), classes=[dclass()], slices=[one_device_slice()])
+    assert outcome == Allocated([alloc(result("req-0"))])
+    with pytest.raises(AllocationError) as info:
+        allocate_claims([claim("claim-0", req(selectors=(costly,)))], node(), classes=[dclass()], slices=[one_device_slice()])
+    assert str(info.value) == "claim default/claim-0: selector #0: CEL runtime error: operation cancelled: actual cost limit exceeded"
+
+
 def test_selector_results_cached_per_device() -> None:
     index = ResourceIndex([rslice("slice-1", TWO)], [dclass()])
     allocator = Allocator(index)
