@@ -154,12 +154,14 @@ class CELCompileError(CELError):
 
 
 class CELRuntimeError(CELError):
-    """Evaluation failed; the message is cel-go's, followed by the expression."""
+    """Evaluation failed; the message is cel-go's, followed by the expression. ``interrupted``:
+    the evaluation passed its deadline (the failure says nothing about the input)."""
 
-    def __init__(self, expression: str, message: str) -> None:
+    def __init__(self, expression: str, message: str, *, interrupted: bool = False) -> None:
         super().__init__(f"{message} (expression: {expression!r})")
         self.expression = expression
         self.detail = message
+        self.interrupted = interrupted
 
 
 # --- environments -------------------------------------------------------------------------------
@@ -399,7 +401,9 @@ class Program:
         tracker = Tracker(self.env.cost_limit if cost_limit is None else cost_limit, deadline)
         try:
             return evaluate(self._program, self._frame_size, activation, tracker), tracker.cost
-        except (EvalError, CostLimitExceeded, Interrupted) as exc:
+        except Interrupted as exc:
+            raise CELRuntimeError(self.expression, str(exc), interrupted=True) from None
+        except (EvalError, CostLimitExceeded) as exc:
             raise CELRuntimeError(self.expression, str(exc)) from None
         except RecursionError:
             raise CELRuntimeError(self.expression, "expression recursion limit exceeded") from None

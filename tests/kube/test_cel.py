@@ -252,8 +252,11 @@ def test_cost_just_under_the_limit_is_admitted_and_answered() -> None:
 
 def test_deadline_interrupts_evaluation() -> None:
     program = DRA_ENVIRONMENT.compile("lists.range(10000).all(i, lists.range(50).all(j, i >= 0))")
-    with pytest.raises(CELRuntimeError, match="operation interrupted"):
+    with pytest.raises(CELRuntimeError, match="operation interrupted") as info:
         program.evaluate({"device": DeviceView(DEVICE)}, cost_limit=float("inf"), deadline=time.monotonic())
+    assert info.value.interrupted
+    # As in cel-go, only comprehension loops are interrupted: a finished evaluation stands.
+    assert DRA_ENVIRONMENT.compile('device.driver != ""').evaluate({"device": DeviceView(DEVICE)}, deadline=time.monotonic() - 1) is True
 
 
 def test_environment_api_with_declared_variables() -> None:

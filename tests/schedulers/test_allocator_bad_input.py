@@ -14,11 +14,13 @@ from typing import Any
 import pytest
 
 import bench.allocator as worst
+from kube.cel import MAX_COST, compile_selector
 from schedulers.allocator import (
     BOUND_AFTER_STEPS,
     TIMED_OUT,
     Allocated,
     AllocatedState,
+    AllocationError,
     Allocator,
     ResourceIndex,
     SearchCache,
@@ -107,6 +109,24 @@ def test_search_past_its_deadline_ends_and_other_pods_are_served() -> None:
     outcome = alloc.allocate(worst.NODE, [other])
     assert isinstance(outcome, Allocated)
     assert outcome.allocations[0]["devices"]["results"][0]["device"] == "gpu-0-0"
+
+
+def test_slow_selectors_stop_at_the_filter_timeout() -> None:
+    """A selector admission accepts (estimated cost under the limit) that takes a good part of a
+    second per device: on a node of 128 devices the evaluation stops at the deadline with cel-go's
+    "operation interrupted", which upstream's filter reports as the claim's CEL runtime error."""
+    expr = "!lists.range(300).all(i, lists.range(300).all(j, i + j >= 0))"
+    assert compile_selector(expr).max_cost <= MAX_COST
+    case = worst.Case("slow-selector", [worst.claim("c", [worst.exactly("r", 1, expr)])], [worst.resource_slice([worst.device(f"gpu-{i}") for i in range(128)])])
+    alloc = allocator(case, timeout=0.1)
+    started = time.monotonic()
+    with pytest.raises(AllocationError) as info:
+        alloc.allocate(worst.NODE, case.claims)
+    assert time.monotonic() - started < 5  # every device evaluated: a minute or more
+    assert str(info.value) == "claim default/c: selector #0: CEL runtime error: operation interrupted"
+    # The interrupted evaluation is not remembered as the device's result.
+    devices = alloc.index.slice_devices("pool-slice")
+    assert all(expr not in (d.cel or {}) or d.cel[expr] is False for d in devices)
 
 
 def test_benchmark_prints_every_case(capsys: pytest.CaptureFixture[str]) -> None:
