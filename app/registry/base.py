@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Self
 
-from kube.errors import FieldError
+from kube.errors import ApiError, FieldError
 
 Obj = dict[str, Any]
 
@@ -264,6 +264,24 @@ class StatusStrategy(KindStrategy):
 
     def reset_fields(self) -> list[tuple[str, ...]]:
         return [(name,) for name in self.spec_fields]
+
+
+class ScopeStrategy(KindStrategy):
+    """A kind whose objects are the scopes namespaced objects live in (upstream's Namespace).
+
+    The generic store asks the scope kind the registry names (``app.registry.SCOPE_KIND``) what a
+    request in a scope learns from it and whether the scope takes new objects, so that it names
+    no kind itself.
+    """
+
+    def labels_of(self, scope: Obj | None) -> dict[str, str]:
+        """The labels strategies see for a request in ``scope`` (None: there is no such scope)."""
+        return dict(((scope or {}).get("metadata") or {}).get("labels") or {})
+
+    def refuse_new_content(self, scope: Obj | None, name: str, creating: KindStrategy) -> ApiError | None:
+        """Why an object of ``creating`` may not be created in the scope ``name`` (stored as
+        ``scope``, None when there is none), or None when it may."""
+        return None
 
 
 def reset_metadata_for_status(new: Obj, old: Obj) -> None:

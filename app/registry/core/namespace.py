@@ -8,19 +8,20 @@ from app.registry.base import (
     Obj,
     PrinterColumn,
     RequestContext,
+    ScopeStrategy,
     StatusStrategy,
     StatusSubresource,
 )
 from app.registry.columns import age_column, dig, name_column
 from app.registry.core.namespace_validation import validate_namespace_finalizers, validate_namespace_status
-from kube.errors import FieldError
+from kube.errors import ApiError, FieldError, not_found
 
 # The finalizer the server's namespace lifecycle removes once the contents are gone.
 NAMESPACE_FINALIZER = "kubernetes"
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
-class NamespaceStrategy(KindStrategy):
+class NamespaceStrategy(ScopeStrategy):
     group = ""
     kind = "Namespace"
     plural = "namespaces"
@@ -70,6 +71,20 @@ class NamespaceStrategy(KindStrategy):
 
     def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
         return validate_namespace_finalizers(obj)
+
+    def refuse_new_content(self, scope: Obj | None, name: str, creating: KindStrategy) -> ApiError | None:
+        """Upstream's NamespaceLifecycle admission: no new objects in a namespace that does not
+        exist or is being terminated."""
+        if scope is None:
+            return not_found(self.qualified_resource, name, self.group, self.plural)
+        if scope["metadata"].get("deletionTimestamp") or (scope.get("status") or {}).get("phase") == "Terminating":
+            return ApiError(
+                403,
+                "Forbidden",
+                f"{creating.plural} is forbidden: unable to create new content in namespace {name} because it is being terminated",
+                {"name": name, "kind": creating.plural, "causes": [{"reason": "NamespaceTerminating", "message": f"namespace {name} is being terminated", "field": "metadata.namespace"}]},
+            )
+        return None
 
     def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
         # spec comes from the stored object (prepare_for_update), so only metadata can change.
