@@ -59,8 +59,11 @@ _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 class AllocationError(Exception):
     """The input cannot be allocated on any node (bad CEL, unknown class, disabled feature...).
 
-    Upstream aborts the scheduling attempt with an Error status for these.
+    Upstream aborts the scheduling attempt with an Error status for these. ``device`` names the
+    device a failing selector was evaluated on (not part of upstream's message; for logs and tests).
     """
+
+    device: str | None = None
 
 
 class Allocated:
@@ -301,8 +304,9 @@ class _Device:
         self.view: DeviceView | None = None
         self.cel: dict[str, bool | CELRuntimeError] | None = None  # made on the first evaluation
 
-    def evaluate(self, selector: CompiledSelector) -> bool:
-        """A selector's result for this device, cached by expression (errors too)."""
+    def evaluate(self, selector: CompiledSelector, deadline: float | None = None) -> bool:
+        """A selector's result for this device, cached by expression (errors too, but not an
+        evaluation interrupted at ``deadline``)."""
         results = self.cel
         if results is None:
             results = self.cel = {}
@@ -317,8 +321,10 @@ class _Device:
                 if len(_viewed) > VIEWS_KEPT:
                     _viewed.popleft().view = None
             try:
-                cached = selector.evaluate(self.view)
+                cached = selector.evaluate(self.view, deadline=deadline)
             except CELRuntimeError as exc:
+                if exc.interrupted:
+                    raise
                 cached = exc
             results[selector.expression] = cached
         if isinstance(cached, CELRuntimeError):
@@ -886,6 +892,9 @@ class Allocator:
         # Upstream's filterTimeout (DRASchedulerFilterTimeout): one node's search is abandoned
         # after this many seconds, so a pathological claim cannot stall the scheduler.
         self.timeout = timeout
+        # The running search's deadline: selector evaluations stop there too, as cel-go's do
+        # under upstream's filter context ("operation interrupted").
+        self.deadline: float | None = None
         self.allocated = allocated or AllocatedState()
         self.features = features or index.features
         # None: admission already checked the admin-access label (not re-checked here).
@@ -916,7 +925,9 @@ class Allocator:
 
     def _compile(self, expression: str, where: str, i: int) -> CompiledSelector:
         try:
-            return compile_selector(expression)
+            # Stored expressions are not re-checked against the estimated cost (upstream's
+            # scheduler does not either); evaluation stops at the runtime cost limit.
+            return compile_selector(expression, cost_limit=None)
         except CELCompileError as exc:
             raise AllocationError(f"{where}: selector #{i}: CEL compile error: {exc}") from None
 
@@ -1026,11 +1037,13 @@ class Allocator:
                     return _allocated(hit, allocation_timestamp, self.share_id)
                 return self._no_solution(prepared, view, hit.deepest)
         search = _Search(self, prepared, view, node_name)
+        self.deadline = search.deadline
         try:
             search.found = search.run()
         except _TimedOut:
             return Unschedulable(TIMED_OUT)
         finally:
+            self.deadline = None
             self.last_steps = search.steps
         if self.cache is not None and signature is not None:
             self.cache.put(node_name, view, self.allocated, stamp, self.index.classes_version, signature, search)
@@ -1119,12 +1132,15 @@ class Allocator:
             for of_class, sels in ((True, req.class_selectors), (False, req.selectors)):
                 for i, sel in enumerate(sels):
                     try:
-                        if not dev.evaluate(sel):
+                        if not dev.evaluate(sel, self.deadline):
                             ok = False
                             break
                     except CELRuntimeError as exc:
-                        where = f"class {req.class_name}" if of_class else f"claim {req.claim_ref}, request {req.name}"
-                        raise AllocationError(f"{where}: selector #{i} on device {'/'.join(dev.id)}: CEL runtime error: {exc}") from None
+                        # Upstream's text: the class or the claim (not the request), cel-go's error alone.
+                        where = f"class {req.class_name}" if of_class else f"claim {req.claim_ref}"
+                        error = AllocationError(f"{where}: selector #{i}: CEL runtime error: {exc.detail}")
+                        error.device = "/".join(dev.id)
+                        raise error from None
                 if not ok:
                     break
         req.match[dev] = ok
