@@ -72,6 +72,11 @@ class _Decoded:
             old, _ = self._items.popitem(last=False)
             self._bytes -= len(old.raw)
 
+    def discard(self, stored: StoredObject) -> None:
+        obj = self._items.pop(stored, None)
+        if obj is not None:
+            self._bytes -= len(stored.raw)
+
     def clear(self) -> None:
         self._items.clear()
         self._bytes = 0
@@ -348,6 +353,10 @@ class WatchCache:
             by_ns = self._objects.setdefault(resource, {})
             names = by_ns.setdefault(event.namespace, {})
             event.prev = names.get(event.name)
+            if event.prev is not None:
+                # A replaced version is seldom read again: its decoded form gives way to the new
+                # one's, so objects written in turn keep one decoded version each, not two.
+                DECODED.discard(event.prev)
             size = self._bytes.get(resource, 0) - (len(event.prev.raw) if event.prev is not None else 0)
             if event.type == DELETED:
                 if names.pop(event.name, None) is not None:
