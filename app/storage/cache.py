@@ -48,9 +48,10 @@ DEFAULT_HISTORY_BYTES = 256 * 1024 * 1024
 class _Decoded:
     """The decoded forms of the most recently read versions, bounded by count and bytes."""
 
-    # The byte budget holds max_items versions of ordinary objects (claims, pods: 1-4 KiB of JSON);
-    # a smaller one made a few dozen objects written in turn miss every time (bench.api's update).
-    def __init__(self, max_items: int = 64, max_bytes: int = 256 * 1024) -> None:
+    # The byte budget holds max_items versions of ordinary objects (claims, pods: 1-4 KiB of JSON).
+    # Objects written in turn all miss once there are more of them than it holds (bench.api's
+    # update writes 64 in turn, and each create or write also reads its namespace).
+    def __init__(self, max_items: int = 128, max_bytes: int = 512 * 1024) -> None:
         self.max_items = max_items
         self.max_bytes = max_bytes
         self._items: OrderedDict[StoredObject, Obj] = OrderedDict()
