@@ -26,6 +26,7 @@ filter timeout stays the last resort.
 
 from __future__ import annotations
 
+import sys
 import time
 import uuid
 from bisect import bisect_left
@@ -204,14 +205,19 @@ def _quantity(value: Any) -> Quantity:
     return value if isinstance(value, Quantity) else Quantity.parse(value)
 
 
-# CEL views (``DeviceView``, several times the device's JSON) are kept for the devices evaluated
-# last, process-wide: results stay cached per device, a view is rebuilt only for a new expression.
+# A device's attributes are not kept: they are read from its slice (the informer's compact copy)
+# when a CEL view or a constraint needs them. Decoded attributes and CEL views (``DeviceView``,
+# several times the device's JSON) are kept for the devices read last, process-wide; CEL results
+# stay cached per device, so a view is rebuilt only for a new expression.
 VIEWS_KEPT = 4096
 _viewed: deque[_Device] = deque()
+# The devices of the slice read last (record, its devices): a search reads one slice's devices in a row.
+_last_read: list[tuple[_Slice, Sequence[Mapping[str, Any]]]] = []
 
 # Shared by every device without the field; like everything prepared, never modified.
 _NO_LIST: list[Any] = []
 _NO_MAP: dict[str, Any] = {}
+_UNSET = object()
 
 
 def _freeze(value: Any) -> Any:
@@ -225,7 +231,7 @@ def _freeze(value: Any) -> Any:
 
 class _SharedValues:
     """Equal values among one slice's devices, kept once: a slice of identical GPUs repeats the
-    same model, version and capacity in every device, and each decoded copy costs several times
+    same capacity, counters and taints in every device, and each decoded copy costs several times
     its JSON. Lives while one slice is prepared."""
 
     def __init__(self) -> None:
@@ -237,6 +243,16 @@ class _SharedValues:
         if not value:
             return value
         return self._values.setdefault(_freeze(value), value)
+
+    def derived(self, raw: Any, build: Callable[[Any], Any]) -> Any:
+        """``build(raw)``, once per distinct ``raw`` value."""
+        if not raw:
+            return None
+        key = ("derived", _freeze(raw))
+        made = self._values.get(key)
+        if made is None:
+            made = self._values[key] = build(raw)
+        return made
 
     def capacity(self, raw: Mapping[str, Any]) -> tuple[dict[str, Quantity], dict[str, Mapping[str, Any]]]:
         """Capacity quantities and request policies of a (shared) ``capacity`` value."""
@@ -252,41 +268,26 @@ class _SharedValues:
         return prepared
 
 
-class _Device:
-    """One published device, prepared once per slice version; caches CEL results.
+def _consumes(raw: list[Mapping[str, Any]]) -> list[tuple[str, dict[str, Quantity]]]:
+    return [(c.get("counterSet", ""), {k: _quantity(v.get("value", "0")) for k, v in (c.get("counters") or {}).items()}) for c in raw]
 
-    Keeps what allocation reads, not the decoded device: equal values of a slice's devices are
-    shared (``_SharedValues``) and absent fields share one empty list or map.
-    """
+
+class _Placement:
+    """What a device shares with others of its slice (one instance per distinct combination): its
+    slice, the node selection it was published with and the one its allocation carries, and the
+    fields allocation reads rarely."""
 
     __slots__ = (
-        "all_nodes", "allow_multiple", "attributes", "binding_conditions", "binding_failure_conditions", "binds_to_node",
-        "capacity", "cel", "consumes", "driver", "id", "name", "node_allocatable", "node_local", "node_name", "node_selector",
-        "policies", "pool", "raw_capacity", "slice_name", "taints", "view",
-    )
+        "all_nodes", "binding_failure_conditions", "binds_to_node", "node_allocatable", "node_local", "node_name", "node_selector",
+        "policies", "raw_capacity", "record",
+    )  # fmt: skip
 
-    def __init__(
-        self, spec: Mapping[str, Any], dev: Mapping[str, Any], slice_name: str, taints: list[dict[str, Any]], shared: _SharedValues | None = None
-    ) -> None:
-        shared = shared or _SharedValues()
-        self.driver: str = spec.get("driver", "")
-        self.pool: str = (spec.get("pool") or {}).get("name", "")
-        self.name: str = dev.get("name", "")
-        self.id: DeviceID = (self.driver, self.pool, self.name)
-        self.slice_name = slice_name
-        attributes = dev.get("attributes")
-        self.attributes: Mapping[str, Any] = {k: shared.value(v) for k, v in attributes.items()} if attributes else _NO_MAP
+    def __init__(self, record: _Slice, spec: Mapping[str, Any], dev: Mapping[str, Any], shared: _SharedValues) -> None:
+        self.record = record
         self.raw_capacity: Mapping[str, Any] = shared.value(dev.get("capacity")) or _NO_MAP
-        self.capacity, self.policies = shared.capacity(self.raw_capacity)
+        self.policies = shared.capacity(self.raw_capacity)[1]
         self.node_allocatable: Mapping[str, Any] = shared.value(dev.get("nodeAllocatableResources")) or _NO_MAP
-        self.allow_multiple = bool(dev.get("allowMultipleAllocations"))
-        self.consumes: list[tuple[str, dict[str, Quantity]]] = [
-            (c.get("counterSet", ""), {k: _quantity(v.get("value", "0")) for k, v in (c.get("counters") or {}).items()})
-            for c in dev.get("consumesCounters") or []
-        ] or _NO_LIST
-        self.taints = taints or _NO_LIST
-        self.binding_conditions: list[str] = list(dev.get("bindingConditions") or []) or _NO_LIST
-        self.binding_failure_conditions: list[str] = list(dev.get("bindingFailureConditions") or []) or _NO_LIST
+        self.binding_failure_conditions: list[str] = shared.value(list(dev.get("bindingFailureConditions") or [])) or _NO_LIST
         self.binds_to_node = bool(dev.get("bindsToNode"))
         # The device's own node selection (per-device node selection), as published.
         self.node_name: str = dev.get("nodeName") or ""
@@ -294,36 +295,148 @@ class _Device:
         # Node selection that ends up in the allocation result.
         if spec.get("perDeviceNodeSelection"):
             self.node_local = bool(dev.get("nodeName"))
-            self.node_selector = None if dev.get("allNodes") else dev.get("nodeSelector")
+            self.node_selector = None if dev.get("allNodes") else shared.value(dev.get("nodeSelector"))
         else:
             self.node_local = bool(spec.get("nodeName"))
             self.node_selector = spec.get("nodeSelector")
+
+    def key(self) -> tuple[Any, ...]:
+        return (
+            id(self.raw_capacity), id(self.node_allocatable), id(self.binding_failure_conditions), self.binds_to_node, self.node_name,
+            self.all_nodes, self.node_local, id(self.node_selector),
+        )  # fmt: skip
+
+
+class _Device:
+    """One published device, prepared once per slice version; caches CEL results.
+
+    Keeps what the search reads on every device (equal values of a slice's devices shared, absent
+    fields one empty list or map) and a ``_Placement`` shared with the slice's like devices; the
+    attributes are read from the slice when needed (see ``VIEWS_KEPT``).
+    """
+
+    __slots__ = (
+        "allow_multiple", "attrs", "binding_conditions", "capacity", "cel", "cel_expression", "cel_result", "consumes", "id", "name",
+        "placement", "position", "taints", "view",
+    )  # fmt: skip
+
+    def __init__(
+        self, spec: Mapping[str, Any], dev: Mapping[str, Any], record: _Slice, position: int, taints: list[dict[str, Any]],
+        shared: _SharedValues | None = None, placements: dict[tuple[Any, ...], _Placement] | None = None,
+    ) -> None:  # fmt: skip
+        shared = shared or _SharedValues()
+        name = dev.get("name", "")
+        self.name: str = sys.intern(name) if type(name) is str else name
+        self.id: DeviceID = (record.driver, record.pool, self.name)
+        placement = _Placement(record, spec, dev, shared)
+        if placements is not None:
+            placement = placements.setdefault(placement.key(), placement)
+        self.placement = placement
+        self.position = position
+        self.capacity = shared.capacity(placement.raw_capacity)[0]
+        self.allow_multiple = bool(dev.get("allowMultipleAllocations"))
+        self.consumes: list[tuple[str, dict[str, Quantity]]] = shared.derived(dev.get("consumesCounters"), _consumes) or _NO_LIST
+        self.taints = shared.value(taints) or _NO_LIST
+        self.binding_conditions: list[str] = shared.value(list(dev.get("bindingConditions") or [])) or _NO_LIST
+        self.attrs: Mapping[str, Any] | None = None  # decoded while the device is among the VIEWS_KEPT read last
         self.view: DeviceView | None = None
-        self.cel: dict[str, bool | CELRuntimeError] | None = None  # made on the first evaluation
+        self.cel_expression: str | None = None  # the first expression evaluated and its result, then ``cel``
+        self.cel_result: bool | CELRuntimeError = False
+        self.cel: dict[str, bool | CELRuntimeError] | None = None
+
+    @property
+    def driver(self) -> str:
+        return self.id[0]
+
+    @property
+    def pool(self) -> str:
+        return self.id[1]
+
+    @property
+    def raw_capacity(self) -> Mapping[str, Any]:
+        return self.placement.raw_capacity
+
+    @property
+    def policies(self) -> Mapping[str, Mapping[str, Any]]:
+        return self.placement.policies
+
+    @property
+    def node_allocatable(self) -> Mapping[str, Any]:
+        return self.placement.node_allocatable
+
+    @property
+    def binding_failure_conditions(self) -> list[str]:
+        return self.placement.binding_failure_conditions
+
+    @property
+    def binds_to_node(self) -> bool:
+        return self.placement.binds_to_node
+
+    @property
+    def node_name(self) -> str:
+        return self.placement.node_name
+
+    @property
+    def all_nodes(self) -> bool:
+        return self.placement.all_nodes
+
+    @property
+    def node_local(self) -> bool:
+        return self.placement.node_local
+
+    @property
+    def node_selector(self) -> Mapping[str, Any] | None:
+        return self.placement.node_selector
+
+    @property
+    def attributes(self) -> Mapping[str, Any]:
+        """The device's attributes as published (read from its slice, kept while recently used)."""
+        attrs = self.attrs
+        if attrs is None:
+            record = self.placement.record
+            if _last_read and _last_read[0][0] is record:
+                devices = _last_read[0][1]
+            else:
+                devices = record.spec().get("devices") or _NO_LIST
+                _last_read[:] = [(record, devices)]
+            dev = devices[self.position] if self.position < len(devices) else _NO_MAP
+            if dev.get("name") != self.name:  # the slice changed since (its new version replaces this device soon)
+                dev = next((d for d in devices if d.get("name") == self.name), _NO_MAP)
+            attrs = self.attrs = dev.get("attributes") or _NO_MAP
+            _viewed.append(self)  # a device is there while its attributes are kept
+            if len(_viewed) > VIEWS_KEPT:
+                old = _viewed.popleft()
+                old.view = old.attrs = None
+        return attrs
 
     def evaluate(self, selector: CompiledSelector) -> bool:
         """A selector's result for this device, cached by expression (errors too)."""
-        results = self.cel
-        if results is None:
-            results = self.cel = {}
-        cached = results.get(selector.expression)
-        if cached is None:
-            if self.view is None:
-                self.view = DeviceView({
-                    "driver": self.driver, "attributes": self.attributes, "capacity": self.raw_capacity,
-                    "allowMultipleAllocations": self.allow_multiple,
-                })
-                _viewed.append(self)
-                if len(_viewed) > VIEWS_KEPT:
-                    _viewed.popleft().view = None
-            try:
-                cached = selector.evaluate(self.view)
-            except CELRuntimeError as exc:
-                cached = exc
-            results[selector.expression] = cached
+        expression = selector.expression
+        if self.cel_expression == expression:
+            cached: Any = self.cel_result
+        else:
+            cached = self.cel.get(expression, _UNSET) if self.cel is not None else _UNSET
+            if cached is _UNSET:
+                view = self.view
+                if view is None:
+                    view = DeviceView({
+                        "driver": self.id[0], "attributes": self.attributes, "capacity": self.placement.raw_capacity,
+                        "allowMultipleAllocations": self.allow_multiple,
+                    })  # fmt: skip
+                    self.view = view
+                try:
+                    cached = selector.evaluate(view)
+                except CELRuntimeError as exc:
+                    cached = exc
+                if self.cel_expression is None:
+                    self.cel_expression, self.cel_result = expression, cached
+                else:
+                    if self.cel is None:
+                        self.cel = {}
+                    self.cel[expression] = cached
         if isinstance(cached, CELRuntimeError):
             raise cached
-        return cached
+        return bool(cached)
 
 
 def _device_matches_node(dev: _Device, node: Mapping[str, Any], node_name: str) -> bool:
@@ -489,13 +602,15 @@ class ResourceIndex:
         rules = list(self._rules.values()) if self.features.device_taint_rules else []
         devices = []
         shared = _SharedValues()
-        for dev in spec.get("devices") or []:
+        placements: dict[tuple[Any, ...], _Placement] = {}
+        for position, dev in enumerate(spec.get("devices") or []):
             taints = list(dev.get("taints") or []) if self.features.device_taints else []
             for rule in rules:
                 if rule_selects(rule, driver, pool, dev.get("name", "")):
                     taints.append((rule.get("spec") or {}).get("taint") or {})
-            devices.append(_Device(spec, dev, name, taints, shared))
+            devices.append(_Device(spec, dev, record, position, taints, shared, placements))
         self._devices[name] = (record, devices)
+        _last_read[:] = [(record, spec.get("devices") or _NO_LIST)]  # CEL views of these devices come next
         return devices
 
     def _pool_generation(self, names: list[str]) -> tuple[int, list[str]]:

@@ -602,6 +602,7 @@ def test_slices_read_through_a_loader_allocate_the_same(case: Case) -> None:
         index.set_slice(orjson.loads(stored[s["metadata"]["name"]]), load=loader(s["metadata"]["name"]))
     state = AllocatedState.from_claims(case.allocated, case.in_flight)
     outcomes = []
+    first_cycle_loads = 0
     for _cycle in range(2):
         counter = itertools.count()
         allocator = Allocator(index, state, case.features, case.namespaces, lambda c=counter: f"share-{next(c)}")
@@ -609,12 +610,16 @@ def test_slices_read_through_a_loader_allocate_the_same(case: Case) -> None:
             outcomes.append(allocator.allocate(case.node, case.claims, case.timestamp))
         except AllocationError as exc:
             outcomes.append(str(exc))
+        first_cycle_loads = first_cycle_loads or len(loads)
     expect = case.expect if not isinstance(case.expect, list) else Allocated(case.expect)
     if isinstance(case.expect, str):
         assert all(isinstance(o, str) and case.expect in o for o in outcomes)
     else:
         assert outcomes == [expect, expect]
-    assert len(loads) == len(set(loads)), "each slice is read once, when its devices are first prepared"
+    # Read to prepare the devices, and again for attributes (a CEL view, a constraint) when another
+    # slice was read in between; the second cycle reads nothing (devices, attributes, results kept).
+    assert all(loads.count(name) <= 2 for name in loads)
+    assert len(loads) == first_cycle_loads
 
 
 def test_search_cache_is_invalidated_by_allocations_classes_and_slices() -> None:
@@ -671,7 +676,7 @@ def test_selector_results_cached_per_device() -> None:
     first = allocator.allocate(node(), [claim()])
     assert isinstance(first, Allocated)
     devices = index.slice_devices("slice-1")
-    assert devices[0].cel == {'device.driver == "driver-a"': True}
+    assert (devices[0].cel_expression, devices[0].cel_result) == ('device.driver == "driver-a"', True)
     # The same device object (same slice version) is reused by a new allocator: no re-evaluation.
     assert Allocator(index).allocate(node(), [claim()]) == first
     assert index.slice_devices("slice-1") is devices
