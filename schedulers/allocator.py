@@ -734,7 +734,9 @@ class ResourceIndex:
                     pool.invalid = self._validate_only(chosen)
             pools.append(pool)
         pools.sort(key=lambda p: (p.has_binding, p.id))
-        candidates = [d for p in pools if not p.incomplete and p.invalid is None for d in p.devices]
+        usable = [p for p in pools if not p.incomplete and p.invalid is None]
+        # Lists here are never changed once built: one pool's list serves as the candidates too.
+        candidates = usable[0].devices if len(usable) == 1 else [d for p in usable for d in p.devices]
         return _NodeView(pools, candidates)
 
     def _validate_only(self, names: list[str]) -> str | None:
@@ -839,6 +841,8 @@ class AllocatedState:
             return cached[2]
         taken = self.devices
         free = [d for d in view.candidates if d.id not in taken]
+        if len(free) == len(view.candidates):
+            free = view.candidates  # nothing taken: the same list, not a copy
         view.free = (self, stamp, free)
         return free
 
