@@ -34,6 +34,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from operator import attrgetter
 from typing import Any
 
 import orjson
@@ -344,49 +345,18 @@ class _Device:
         self.cel_result: bool | CELRuntimeError = False
         self.cel: dict[str, bool | CELRuntimeError] | None = None
 
-    @property
-    def driver(self) -> str:
-        return self.id[0]
-
-    @property
-    def pool(self) -> str:
-        return self.id[1]
-
-    @property
-    def raw_capacity(self) -> Mapping[str, Any]:
-        return self.placement.raw_capacity
-
-    @property
-    def policies(self) -> Mapping[str, Mapping[str, Any]]:
-        return self.placement.policies
-
-    @property
-    def node_allocatable(self) -> Mapping[str, Any]:
-        return self.placement.node_allocatable
-
-    @property
-    def binding_failure_conditions(self) -> list[str]:
-        return self.placement.binding_failure_conditions
-
-    @property
-    def binds_to_node(self) -> bool:
-        return self.placement.binds_to_node
-
-    @property
-    def node_name(self) -> str:
-        return self.placement.node_name
-
-    @property
-    def all_nodes(self) -> bool:
-        return self.placement.all_nodes
-
-    @property
-    def node_local(self) -> bool:
-        return self.placement.node_local
-
-    @property
-    def node_selector(self) -> Mapping[str, Any] | None:
-        return self.placement.node_selector
+    driver = property(lambda self: self.id[0])
+    pool = property(lambda self: self.id[1])
+    # Read where the search rarely looks: shared with the slice's like devices.
+    raw_capacity = property(attrgetter("placement.raw_capacity"))
+    policies = property(attrgetter("placement.policies"))
+    node_allocatable = property(attrgetter("placement.node_allocatable"))
+    binding_failure_conditions = property(attrgetter("placement.binding_failure_conditions"))
+    binds_to_node = property(attrgetter("placement.binds_to_node"))
+    node_name = property(attrgetter("placement.node_name"))
+    all_nodes = property(attrgetter("placement.all_nodes"))
+    node_local = property(attrgetter("placement.node_local"))
+    node_selector = property(attrgetter("placement.node_selector"))
 
     @property
     def attributes(self) -> Mapping[str, Any]:
