@@ -16,6 +16,10 @@ every structure built), when all its informers have synced, and ``--settle`` sec
 peak (VmHWM). *watched* = the JSON bytes of every object the worker's
 informers list (same paths and selectors, compact JSON as on the wire). Ratio = (after - before)
 / watched, PASS when at most 3; "at sync" = (at sync - before) / watched, the informers' share.
+The scheduler then gets a claim no device satisfies (``PREPARE_OBJECTS``): once its pod is
+reported unschedulable it has prepared every node's devices and run a CEL selector on each, and
+"prepared" = (RSS ``--settle`` seconds later - before) / watched, also at most 3 (``--no-prepare``
+skips it).
 
 ``--baseline DIR`` runs the same workers from another checkout (e.g. ``/work/main``) against the
 same server right after, so before/after figures come from one run. ``scenarios()`` returns the
