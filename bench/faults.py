@@ -7,6 +7,8 @@ Scenarios (``--scenarios``, all by default; each prints its figures):
 - ``outage`` (Postgres only): the database stopped for ``--outage`` seconds under the same load,
   with ``--outage-watchers`` watches open; the errors clients saw, how soon readiness failed and
   recovered, how soon writes succeeded again, and the events the watchers missed (must be 0).
+  The writers see each answer as the server gave it; one more create, sent as the database goes,
+  retries as client-go does (Retry-After, up to 10 times): how it ended, and after how long.
 - ``watches``: ``--watches`` watches open at once; the server's RSS, the p99 of ordinary
   requests (a GET, a LIST of 100 claims, a create, in another namespace) with and without
   them, and how long one write takes to reach all of them.
@@ -41,7 +43,7 @@ import orjson
 from bench.api import claim, claims_path, percentile
 from devtools.postgres import ThrowawayPostgres
 from devtools.server import ServerProcess, migrate
-from kube.client import KubeClient, WatchExpired
+from kube.client import MAX_RETRIES, KubeClient, WatchExpired
 from kube.errors import ApiError
 
 SCENARIOS = ("kill", "outage", "watches", "slow", "list")
@@ -143,8 +145,10 @@ def running_server(url: str, log: Path, *flags: str) -> Iterator[ServerProcess]:
 # ----------------------------------------------------------------------------- clients
 
 
-def new_client(server: ServerProcess) -> KubeClient:
-    return KubeClient(server.url, user_agent="bench-faults", timeout=30)
+def new_client(server: ServerProcess, *, retrying: bool = False) -> KubeClient:
+    """A client that sees each answer as the server gave it; ``retrying``: one that sends a request
+    again when asked to (Retry-After on a 429 or 5xx), up to 10 times, as client-go does."""
+    return KubeClient(server.url, user_agent="bench-faults", timeout=30, max_retries=MAX_RETRIES if retrying else 0)
 
 
 async def ensure_namespace(client: KubeClient, name: str) -> None:
@@ -313,6 +317,17 @@ async def poll_readiness(url: str, every: float, until: Callable[[], bool]) -> l
     return changes
 
 
+async def create_with_retries(server: ServerProcess, namespace: str) -> str:
+    """One create sent as client-go sends it, honouring Retry-After: how it ended, and when."""
+    started = time.perf_counter()
+    async with new_client(server, retrying=True) as client:
+        try:
+            await client.create(claims_path(namespace), claim("retried", namespace, 0))
+        except FAILURES as exc:
+            return f"{failure_kind(exc)} after {time.perf_counter() - started:.1f} s"
+    return f"201 after {time.perf_counter() - started:.1f} s"
+
+
 async def scenario_outage(server: ServerProcess, backend: Backend, args: argparse.Namespace) -> Figures:
     assert backend.postgres is not None
     namespace = "faults-outage"
@@ -327,6 +342,7 @@ async def scenario_outage(server: ServerProcess, backend: Backend, args: argpars
         await asyncio.sleep(3)
         backend.postgres.pause()
         down = time.perf_counter()
+        retried = asyncio.create_task(create_with_retries(server, namespace))
         await asyncio.sleep(args.outage)
         await asyncio.to_thread(backend.postgres.resume)
         up = time.perf_counter()
@@ -344,6 +360,7 @@ async def scenario_outage(server: ServerProcess, backend: Backend, args: argpars
         stored = await stored_names(client, namespace)
         for watcher in watchers:
             await watcher.stop()
+        retried_outcome = await retried
     failed_at = next((at for at, status in changes if at > down and status != 200), None)
     ready_at = next((at for at, status in changes if at > up and status == 200), None)
     during = [(kind, latency) for at, kind, latency in writers.failures if down <= at <= first_write]
@@ -356,6 +373,7 @@ async def scenario_outage(server: ServerProcess, backend: Backend, args: argpars
         "p50 / max latency of a failed request (ms)": _ms_pair([latency for _, latency in during]),
         "ready again after the database (s)": None if ready_at is None else round(ready_at - up, 2),
         "first acknowledged write after the database (s)": round(first_write - up, 2),
+        "a create sent with client-go's retries when it went": retried_outcome,
         "acknowledged creates": len(acknowledged),
         "acknowledged creates lost": len(acknowledged - stored),
         "events missed by watchers (total)": sum(missed),

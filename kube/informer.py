@@ -404,11 +404,19 @@ async def run_with_informers(informers: Sequence[Informer], *work: Awaitable[Any
     unique = list({id(i): i for i in informers}.values())
     for informer in unique:
         informer.start()
+    running = False
     try:
         for informer in unique:
             await informer.wait_synced()
+        running = True
         await asyncio.gather(*work)
     finally:
+        if not running:
+            # Cancelled before the informers synced (a leadership term lost in an outage): the work's
+            # coroutines never ran, and are closed rather than left to warn "never awaited".
+            for item in work:
+                if inspect.iscoroutine(item):
+                    item.close()
         for informer in unique:
             await informer.stop()
 

@@ -14,7 +14,7 @@ from kube.delegation import DelegatedAuth
 from kube.explanations import SCHEDULER_LEASE_NAME, SCHEDULER_LEASE_NAMESPACE
 from kube.features import FeatureGates
 from kube.httpserve import is_loopback, serve_http, server_tls_context
-from kube.process import add_connection_arguments, client_from_args, connection_from_args, run_leader_elected, worker_main
+from kube.process import client_from_args, connection_from_args, run_leader_elected, worker_main, worker_parser
 from schedulers.allocator import AllocatorFeatures
 from schedulers.binder import DEFAULT_BINDING_TIMEOUT
 from schedulers.cycle import DEFAULT_FILTER_TIMEOUT, DEFAULT_NODES_TO_FIND
@@ -29,21 +29,13 @@ LEASE_NAMESPACE = SCHEDULER_LEASE_NAMESPACE
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """Flags, each with an environment variable of the same meaning where one is common."""
-    parser = argparse.ArgumentParser(prog="python -m schedulers", description="DRA-aware pod scheduler")
-    add_connection_arguments(parser)
+    """The common worker flags (kube.process) and the scheduler's own."""
+    parser = worker_parser("python -m schedulers", "DRA-aware pod scheduler", leader_elected=True)
     parser.add_argument("--scheduler-name", default="default-scheduler", help="schedule pods with this spec.schedulerName")
-    parser.add_argument("--feature-gates", default=os.environ.get("DRA_FEATURE_GATES", ""), help="Gate=true|false,... (DRA_FEATURE_GATES)")
-    parser.add_argument("--log-level", default=os.environ.get("DRA_LOG_LEVEL", "info"), help="debug, info, warning, error (DRA_LOG_LEVEL)")
-    parser.add_argument("--health-port", type=int, default=int(os.environ.get("DRA_HEALTH_PORT", "0")), help="serve /healthz here; 0: off")
-    parser.add_argument("--identity", default="", help="leader election identity (default: host_pid_random)")
-    parser.add_argument("--lease-duration", type=float, default=15.0, help="seconds a standby waits before taking over")
-    parser.add_argument("--no-leader-elect", action="store_true", help="run without leader election")
     parser.add_argument(
         "--nodes-to-find", type=int, default=DEFAULT_NODES_TO_FIND,
         help="stop filtering after this many feasible nodes (upstream's minimum for percentageOfNodesToScore)",
     )
-    parser.add_argument("--qps", type=float, default=0, help="client-side rate limit for API requests; 0: none")
     parser.add_argument(
         "--filter-timeout", type=float, default=DEFAULT_FILTER_TIMEOUT,
         help="seconds one node's device search may take before the node counts as unschedulable "

@@ -31,7 +31,7 @@ from app.api.options import (
 )
 from app.auth import context as requests
 from app.auth.admission import CREATE, DELETE, UPDATE
-from app.registry import NAMESPACE_KIND
+from app.registry import SCOPE_KIND
 from app.registry.base import ActionSubresource, ComputedSubresource, KindStrategy, Obj, RequestContext
 from app.registry.objectmeta import validate_object_meta, validate_object_meta_update
 from app.storage.cache import ADDED, DELETED, MODIFIED, StoredObject
@@ -47,7 +47,6 @@ from kube.timeutil import now_rfc3339
 
 log = logging.getLogger("app.api")
 
-NAMESPACES = NAMESPACE_KIND.qualified_resource
 GENERATE_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 GENERATE_NAME_ATTEMPTS = 8
 # A generated name is at most 63 characters: the prefix is cut to leave room for the suffix.
@@ -101,11 +100,7 @@ class GenericStore:
     # ---- helpers ---------------------------------------------------------------
 
     def context(self, namespace: str = "") -> RequestContext:
-        labels: dict[str, str] = {}
-        if namespace:
-            ns = self.storage.cached(NAMESPACES, "", namespace)
-            if ns is not None:
-                labels = dict(ns.obj["metadata"].get("labels") or {})
+        labels = SCOPE_KIND.labels_of(self._scope(namespace)) if namespace else {}
         return RequestContext(self.gates, labels, requester=requests.current(), tokens=self.tokens, lookup=self.lookup, lookup_all=self.lookup_all)
 
     @staticmethod
@@ -165,21 +160,18 @@ class GenericStore:
             )
             raise errors.conflict(kind, name, strategy.group, strategy.kind, why)
 
+    def _scope(self, namespace: str) -> Obj | None:
+        """The stored object of the scope (namespace) ``namespace``, None if there is none."""
+        return self.lookup(SCOPE_KIND.group, SCOPE_KIND.plural, "", namespace)
+
     def _check_namespace_for_create(self, strategy: KindStrategy, namespace: str) -> None:
         # A review (never stored) may ask about a namespace that does not exist, as upstream's
         # namespace lifecycle lets access reviews through.
         if not strategy.namespaced or not strategy.stored:
             return
-        ns = self.storage.cached(NAMESPACES, "", namespace)
-        if ns is None:
-            raise errors.not_found(NAMESPACES, namespace, NAMESPACE_KIND.group, NAMESPACE_KIND.plural)
-        if ns.obj["metadata"].get("deletionTimestamp") or (ns.obj.get("status") or {}).get("phase") == "Terminating":
-            raise ApiError(
-                403,
-                "Forbidden",
-                f"{strategy.plural} is forbidden: unable to create new content in namespace {namespace} because it is being terminated",
-                {"name": namespace, "kind": strategy.plural, "causes": [{"reason": "NamespaceTerminating", "message": f"namespace {namespace} is being terminated", "field": "metadata.namespace"}]},
-            )
+        refusal = SCOPE_KIND.refuse_new_content(self._scope(namespace), namespace, strategy)
+        if refusal is not None:
+            raise refusal
 
     # ---- reads -----------------------------------------------------------------
 

@@ -1,5 +1,6 @@
-"""The small protobuf subset kubectl sends: ``kubectl create namespace NAME``, and the reviews of
-``kubectl auth whoami`` and ``kubectl auth can-i`` (with ``--list``).
+"""The small protobuf subset kubectl sends (``kubectl create namespace NAME``, and the reviews of
+``kubectl auth whoami`` and ``kubectl auth can-i`` with or without ``--list``): each such kind
+describes its message (``KindStrategy.protobuf``), which this module decodes.
 
 A body is ``k8s\\x00`` followed by a ``runtime.Unknown`` envelope
 ``{1: TypeMeta{1: apiVersion, 2: kind}, 2: raw, 3: contentEncoding, 4: contentType}``
@@ -10,8 +11,11 @@ server answers 415 instead of storing a partial object.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
+
+from app.registry import KINDS
+from app.registry.base import PROTOBUF_OBJECT_META, PROTOBUF_STRINGS, ProtobufMessage
 
 Obj = dict[str, Any]
 
@@ -125,96 +129,39 @@ def _object_meta(data: bytes) -> Obj:
     return meta
 
 
-def _namespace_spec(data: bytes) -> Obj:
-    spec: Obj = {}
-    for number, wire, value in _fields(data):
-        if number == 1:
-            spec.setdefault("finalizers", []).append(_text(wire, value))
-        else:
-            _require_empty(f"spec field {number}", wire, value)
-    return spec
-
-
-def _namespace_status(data: bytes) -> Obj:
-    status: Obj = {}
-    for number, wire, value in _fields(data):
-        if number == 1:
-            phase = _text(wire, value)
-            if phase:
-                status["phase"] = phase
-        else:
-            _require_empty(f"status field {number}", wire, value)
-    return status
-
-
-def _namespace(data: bytes) -> Obj:
-    obj: Obj = {}
-    for number, wire, value in _fields(data):
-        if number == 1:
-            obj["metadata"] = _object_meta(_message(wire, value))
-        elif number == 2:
-            obj["spec"] = _namespace_spec(_message(wire, value))
-        elif number == 3:
-            obj["status"] = _namespace_status(_message(wire, value))
-        else:
-            _require_empty(f"Namespace field {number}", wire, value)
-    return obj
-
-
-def _strings(data: bytes, names: dict[int, str], what: str) -> Obj:
-    """A message of string fields only (empty strings left out, as JSON omits them)."""
+def _decode(data: bytes, message: ProtobufMessage, what: str) -> Obj:
+    """A message the way its kind describes it (``ProtobufMessage``)."""
     out: Obj = {}
     for number, wire, value in _fields(data):
-        if number in names:
+        if number in message.ignored:
+            continue
+        field = message.fields.get(number)
+        if field is None:
+            _require_empty(f"{what} field {number}", wire, value)
+            continue
+        name, kind = field
+        if isinstance(kind, ProtobufMessage):
+            out[name] = _decode(_message(wire, value), kind, name)
+        elif kind == PROTOBUF_OBJECT_META:
+            out[name] = _object_meta(_message(wire, value))
+        elif kind == PROTOBUF_STRINGS:
+            out.setdefault(name, []).append(_text(wire, value))
+        else:
             text = _text(wire, value)
             if text:
-                out[names[number]] = text
-        else:
-            _require_empty(f"{what} field {number}", wire, value)
+                out[name] = text
     return out
 
 
-_RESOURCE_ATTRIBUTES = {1: "namespace", 2: "verb", 3: "group", 4: "version", 5: "resource", 6: "subresource", 7: "name"}
-_NON_RESOURCE_ATTRIBUTES = {1: "path", 2: "verb"}
+def _messages() -> dict[tuple[str, str], ProtobufMessage]:
+    """The kinds that describe their protobuf message, by apiVersion and kind."""
+    global _MESSAGES
+    if _MESSAGES is None:
+        _MESSAGES = {(k.api_version, k.kind): k.protobuf for k in KINDS if k.protobuf is not None}
+    return _MESSAGES
 
 
-def _access_review_spec(data: bytes) -> Obj:
-    spec: Obj = {}
-    for number, wire, value in _fields(data):
-        if number == 1:
-            spec["resourceAttributes"] = _strings(_message(wire, value), _RESOURCE_ATTRIBUTES, "resourceAttributes")
-        elif number == 2:
-            spec["nonResourceAttributes"] = _strings(_message(wire, value), _NON_RESOURCE_ATTRIBUTES, "nonResourceAttributes")
-        else:
-            _require_empty(f"spec field {number}", wire, value)
-    return spec
-
-
-def _review(spec: Callable[[bytes], Obj] | None) -> Callable[[bytes], Obj]:
-    """A review kind: metadata (1), its spec (2, when it has one), and a status the server fills in."""
-
-    def decode(data: bytes) -> Obj:
-        obj: Obj = {}
-        for number, wire, value in _fields(data):
-            if number == 1:
-                obj["metadata"] = _object_meta(_message(wire, value))
-            elif number == 2 and spec is not None:
-                obj["spec"] = spec(_message(wire, value))
-            elif number == (3 if spec is not None else 2):
-                continue  # status: the server's answer, whatever the client sent
-            else:
-                _require_empty(f"field {number}", wire, value)
-        return obj
-
-    return decode
-
-
-_DECODERS: dict[tuple[str, str], Callable[[bytes], Obj]] = {
-    ("v1", "Namespace"): _namespace,
-    ("authentication.k8s.io/v1", "SelfSubjectReview"): _review(None),
-    ("authorization.k8s.io/v1", "SelfSubjectAccessReview"): _review(_access_review_spec),
-    ("authorization.k8s.io/v1", "SelfSubjectRulesReview"): _review(lambda data: _strings(data, {1: "namespace"}, "spec")),
-}
+_MESSAGES: dict[tuple[str, str], ProtobufMessage] | None = None
 
 
 def decode_k8s_protobuf(body: bytes) -> Obj:
@@ -239,8 +186,8 @@ def decode_k8s_protobuf(body: bytes) -> Obj:
             content_type = _text(wire, value)
             if content_type not in ("", PROTOBUF_CONTENT_TYPE):
                 raise ValueError(f"unsupported embedded content type {content_type!r}")
-    decoder = _DECODERS.get((api_version, kind))
-    if decoder is None:
+    message = _messages().get((api_version, kind))
+    if message is None:
         raise ValueError(f"protobuf decoding of {api_version or '?'}/{kind or '?'} is not supported")
-    obj = decoder(raw or b"")
+    obj = _decode(raw or b"", message, kind)
     return {"apiVersion": api_version, "kind": kind, **obj}

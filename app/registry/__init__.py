@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 from app.registry.authentication import selfsubjectreview
 from app.registry.authorization import localsubjectaccessreview, selfsubjectaccessreview, selfsubjectrulesreview, subjectaccessreview
-from app.registry.base import KindStrategy
+from app.registry.base import KindStrategy, ScopeStrategy
 from app.registry.coordination import lease
 from app.registry.core import event, namespace, node, pod, secret, serviceaccount
 from app.registry.rbac import clusterrole, clusterrolebinding, role, rolebinding
@@ -54,7 +54,9 @@ KINDS: tuple[KindStrategy, ...] = (
 )
 
 # The kind whose objects are the namespaces that namespaced objects live in.
-NAMESPACE_KIND: KindStrategy = namespace.STRATEGY
+NAMESPACE_KIND: ScopeStrategy = namespace.STRATEGY
+# What the generic store asks about a request's namespace: the same kind, by its role.
+SCOPE_KIND: ScopeStrategy = NAMESPACE_KIND
 
 # Every kind in every version it can be served in: the stored versions (``KINDS``) first, then the
 # older ones in the order each kind lists them (upstream's version priority within a group).

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Self
 
-from kube.errors import FieldError
+from kube.errors import ApiError, FieldError
 
 Obj = dict[str, Any]
 
@@ -43,6 +43,23 @@ class OlderVersion:
     # Behaviour upstream's registry gives requests in this version, where it differs.
     allow_unconditional_update: bool | None = None
     return_deleted_object: bool | None = None
+
+
+# The protobuf field types a kind's message description uses (``ProtobufMessage``).
+PROTOBUF_STRING = "string"  # an empty one is left out, as JSON omits it
+PROTOBUF_STRINGS = "repeated string"
+PROTOBUF_OBJECT_META = "ObjectMeta"
+
+
+@dataclass(frozen=True)
+class ProtobufMessage:
+    """The protobuf message of a kind (or of one of its fields), as far as this server reads it:
+    field number -> (JSON name, type), where the type is one of the ``PROTOBUF_*`` names or a
+    nested ``ProtobufMessage``. Fields numbered in ``ignored`` are skipped whatever they hold (what
+    the server fills in itself); any other field must be empty, or the body is refused."""
+
+    fields: dict[int, tuple[str, str | ProtobufMessage]]
+    ignored: frozenset[int] = frozenset()
 
 
 @dataclass
@@ -106,6 +123,9 @@ class KindStrategy:
     # The fields (besides apiVersion, kind, metadata) of a minimal object that creating succeeds
     # for any number of times (generateName) and in any namespace; the OpenAPI documents offer it.
     create_example: Obj | None = None
+    # The kind's protobuf message, for the bodies clients send in protobuf (kubectl does for a few
+    # kinds); None: protobuf bodies of this kind are refused (415).
+    protobuf: ProtobufMessage | None = None
     # Verbs of the main resource, as discovery lists them.
     verbs: tuple[str, ...] = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
     # False for a kind nothing is stored of (a review): a create answers ``respond``'s object.
@@ -264,6 +284,24 @@ class StatusStrategy(KindStrategy):
 
     def reset_fields(self) -> list[tuple[str, ...]]:
         return [(name,) for name in self.spec_fields]
+
+
+class ScopeStrategy(KindStrategy):
+    """A kind whose objects are the scopes namespaced objects live in (upstream's Namespace).
+
+    The generic store asks the scope kind the registry names (``app.registry.SCOPE_KIND``) what a
+    request in a scope learns from it and whether the scope takes new objects, so that it names
+    no kind itself.
+    """
+
+    def labels_of(self, scope: Obj | None) -> dict[str, str]:
+        """The labels strategies see for a request in ``scope`` (None: there is no such scope)."""
+        return dict(((scope or {}).get("metadata") or {}).get("labels") or {})
+
+    def refuse_new_content(self, scope: Obj | None, name: str, creating: KindStrategy) -> ApiError | None:
+        """Why an object of ``creating`` may not be created in the scope ``name`` (stored as
+        ``scope``, None when there is none), or None when it may."""
+        return None
 
 
 def reset_metadata_for_status(new: Obj, old: Obj) -> None:

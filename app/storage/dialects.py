@@ -327,7 +327,10 @@ class PostgresDialect(Dialect):
             | asyncpg.CrashShutdownError
             | asyncpg.TooManyConnectionsError,
         ) or (isinstance(cause, asyncpg.InterfaceError) and "closed" in str(cause))
-        if unreachable:
+        # A connection the server hung up on mid-operation (its goodbye as it shut down) refuses the
+        # next statement; a request that met one in the first moments of an outage was a 500
+        # InternalError instead of an unreachable database's ServerTimeout.
+        if unreachable or _refused_before_sending(cause):
             return StorageUnavailable(f"{type(cause).__name__}: {cause}".rstrip(": "))
         if isinstance(cause, asyncpg.DiskFullError | asyncpg.ReadOnlySQLTransactionError):
             return StorageFailure(str(cause))

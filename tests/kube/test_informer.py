@@ -12,7 +12,7 @@ import pytest
 from devtools.server import ServerProcess
 from kube.client import KubeClient, resource_path
 from kube.indexer import Index
-from kube.informer import Informer
+from kube.informer import Informer, run_with_informers
 
 
 def _cm_claim(name: str, **labels: str) -> dict[str, Any]:
@@ -187,3 +187,31 @@ async def test_index_over_a_compact_informer(server: ServerProcess, ns: str) -> 
     finally:
         await informer.stop()
         await client.close()
+
+
+class NeverSynced:
+    """An informer whose list never succeeds (the database is down)."""
+
+    def start(self) -> None:
+        pass
+
+    async def wait_synced(self) -> None:
+        await asyncio.Event().wait()
+
+    async def stop(self) -> None:
+        pass
+
+
+async def test_work_cancelled_before_the_informers_synced_is_closed_not_left_unawaited() -> None:
+    ran: list[str] = []
+
+    async def work() -> None:
+        ran.append("work")
+
+    coroutine = work()
+    task = asyncio.create_task(run_with_informers([NeverSynced()], coroutine))  # type: ignore[list-item]
+    await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert ran == [] and coroutine.cr_frame is None, "closed without running"

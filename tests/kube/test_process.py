@@ -26,9 +26,21 @@ def test_every_worker_spells_the_health_port_the_same_and_reads_it_from_the_envi
 
 
 def test_the_old_spelling_still_works_but_is_not_shown() -> None:
-    parser = simulator_parser()
-    assert parser.parse_args(["--healthz-port=10248"]).health_port == 10248
-    assert "--healthz-port" not in parser.format_help() and "--healthz-port" not in parser.format_usage()
+    for build in (scheduler_parser, controller_parser, simulator_parser):
+        parser = build()
+        assert parser.parse_args(["--healthz-port=10248"]).health_port == 10248
+        assert "--healthz-port" not in parser.format_help() and "--healthz-port" not in parser.format_usage()
+
+
+def test_every_worker_has_the_common_flags() -> None:
+    """The scaffold's flags, spelled alike in every worker; leader election where a worker is elected."""
+    common = {a.dest: a.option_strings for a in worker_parser("w", "", leader_elected=True)._actions}
+    for build in (scheduler_parser, controller_parser):
+        flags = {a.dest: a.option_strings for a in build()._actions}
+        assert {dest: flags.get(dest) for dest in common} == common
+    simulator = {a.dest: a.option_strings for a in simulator_parser()._actions}
+    plain = {a.dest: a.option_strings for a in worker_parser("w", "", leader_elected=False)._actions}
+    assert {dest: simulator.get(dest) for dest in plain} == plain
 
 
 def test_leader_election_flags_only_for_leader_elected_workers() -> None:

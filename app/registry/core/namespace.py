@@ -3,24 +3,29 @@
 from __future__ import annotations
 
 from app.registry.base import (
+    PROTOBUF_OBJECT_META,
+    PROTOBUF_STRING,
+    PROTOBUF_STRINGS,
     ActionSubresource,
     KindStrategy,
     Obj,
     PrinterColumn,
+    ProtobufMessage,
     RequestContext,
+    ScopeStrategy,
     StatusStrategy,
     StatusSubresource,
 )
 from app.registry.columns import age_column, dig, name_column
 from app.registry.core.namespace_validation import validate_namespace_finalizers, validate_namespace_status
-from kube.errors import FieldError
+from kube.errors import ApiError, FieldError, not_found
 
 # The finalizer the server's namespace lifecycle removes once the contents are gone.
 NAMESPACE_FINALIZER = "kubernetes"
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
-class NamespaceStrategy(KindStrategy):
+class NamespaceStrategy(ScopeStrategy):
     group = ""
     kind = "Namespace"
     plural = "namespaces"
@@ -33,6 +38,14 @@ class NamespaceStrategy(KindStrategy):
     name_rule = "label"
     # Upstream's namespace storage has no DeleteCollection.
     verbs = ("create", "delete", "get", "list", "patch", "update", "watch")
+    # ``kubectl create namespace`` sends protobuf.
+    protobuf = ProtobufMessage(
+        {
+            1: ("metadata", PROTOBUF_OBJECT_META),
+            2: ("spec", ProtobufMessage({1: ("finalizers", PROTOBUF_STRINGS)})),
+            3: ("status", ProtobufMessage({1: ("phase", PROTOBUF_STRING)})),
+        }
+    )
     field_selectors = {"status.phase": lambda o: dig(o, "status", "phase", default="") or ""}
     printer_columns = (
         name_column(),
@@ -70,6 +83,20 @@ class NamespaceStrategy(KindStrategy):
 
     def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
         return validate_namespace_finalizers(obj)
+
+    def refuse_new_content(self, scope: Obj | None, name: str, creating: KindStrategy) -> ApiError | None:
+        """Upstream's NamespaceLifecycle admission: no new objects in a namespace that does not
+        exist or is being terminated."""
+        if scope is None:
+            return not_found(self.qualified_resource, name, self.group, self.plural)
+        if scope["metadata"].get("deletionTimestamp") or (scope.get("status") or {}).get("phase") == "Terminating":
+            return ApiError(
+                403,
+                "Forbidden",
+                f"{creating.plural} is forbidden: unable to create new content in namespace {name} because it is being terminated",
+                {"name": name, "kind": creating.plural, "causes": [{"reason": "NamespaceTerminating", "message": f"namespace {name} is being terminated", "field": "metadata.namespace"}]},
+            )
+        return None
 
     def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
         # spec comes from the stored object (prepare_for_update), so only metadata can change.

@@ -188,6 +188,7 @@ def test_ten_thousand_query_parameters(api: httpx.Client, ns: str) -> None:
     # One more and Go's query parser gives up: upstream reads no parameter at all, not even watch.
     status_line, ignored = _get_raw(api, f"{claims_path(ns)}?watch=true&{junk}&one=more")
     assert status_line == b"HTTP/1.1 200 OK" and ignored["kind"] == "ResourceClaimList"
+    assert api.get("/readyz").status_code == 200
 
 
 def test_duplicate_keys(api: httpx.Client, ns: str, quiet_watch: list[dict[str, Any]]) -> None:

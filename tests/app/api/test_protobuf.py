@@ -80,3 +80,18 @@ def test_labels_annotations_generate_name_and_finalizers() -> None:
 def test_rejects_what_it_cannot_decode(body: bytes) -> None:
     with pytest.raises(ValueError):
         decode_k8s_protobuf(body)
+
+
+def test_a_review_body_keeps_its_spec_and_drops_the_status_the_client_sent() -> None:
+    attributes = _field(2, "get") + _field(5, "pods") + _field(1, "")
+    spec = _field(1, attributes) + _field(2, _field(1, "/healthz") + _field(2, "get"))
+    status = _field(1, "anything")
+    body = _envelope(_field(1, b"") + _field(2, spec) + _field(3, status), "authorization.k8s.io/v1", "SelfSubjectAccessReview")
+    assert decode_k8s_protobuf(body) == {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectAccessReview",
+        "metadata": {},
+        "spec": {"resourceAttributes": {"verb": "get", "resource": "pods"}, "nonResourceAttributes": {"path": "/healthz", "verb": "get"}},
+    }
+    whoami = _envelope(_field(1, b"") + _field(2, _field(1, "ignored")), "authentication.k8s.io/v1", "SelfSubjectReview")
+    assert decode_k8s_protobuf(whoami) == {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview", "metadata": {}}

@@ -1,11 +1,13 @@
 """What a client sees when the database cannot serve its request: upstream's interpretation of an
-unreachable storage per operation, a watch's 503, and a refused write's InternalError."""
+unreachable storage per operation, a watch's 503, and a refused write's InternalError; which
+driver errors mean an unreachable database."""
 
 from __future__ import annotations
 
 from app.api.negotiation import status_response
 from app.api.storagestatus import storage_status
 from app.registry import lookup
+from app.storage.dialects import PostgresDialect
 from app.storage.errors import StorageFailure, StorageUnavailable
 
 CLAIMS = lookup("resource.k8s.io", "v1", "resourceclaims")
@@ -59,3 +61,15 @@ def test_a_refused_write_is_an_internal_error_naming_the_reason() -> None:
         "details": {"causes": [{"message": "database or disk is full (SQLITE_FULL)"}]},
         "code": 500,
     }
+
+
+def test_a_connection_the_database_hung_up_on_mid_operation_is_an_unreachable_database() -> None:
+    """What asyncpg raises for a statement on a connection that got Postgres's goodbye (seen as an
+    outage begins): a ServerTimeout to retry, not an InternalError."""
+    import asyncpg
+
+    assert CLAIMS is not None
+    error = PostgresDialect.interpret(asyncpg.InternalClientError("cannot switch to state 11; another operation (2) is in progress"))
+    assert isinstance(error, StorageUnavailable)
+    assert (storage_status(error, CLAIMS, "list", "ns").reason, storage_status(error, CLAIMS, "list", "ns").code) == ("ServerTimeout", 500)
+    assert PostgresDialect.interpret(asyncpg.InternalClientError("something else")) is None, "other client errors stay internal errors"

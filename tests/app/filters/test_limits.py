@@ -1,9 +1,12 @@
 """Upstream's request limits in process, around an application whose requests wait until released:
-in-flight limits per kind of request, the request deadline and its ``?timeout=``, the watch limit."""
+in-flight limits per kind of request, the request deadline and its ``?timeout=``, the watch limit;
+then the watch flags on a real server."""
 
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
 
 import httpx
 import orjson
@@ -12,6 +15,8 @@ from starlette.types import Receive, Scope, Send
 
 from app.api.requestinfo import request_verb
 from app.filters.limits import RequestLimits
+from devtools.server import ServerProcess
+from tests.processes import eventually
 
 CLAIMS = "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims"
 
@@ -155,3 +160,24 @@ async def test_watches_have_no_deadline_but_a_limit(held: Held) -> None:
         held.release.set()
         assert [r.status_code for r in await asyncio.gather(*watches)] == [200, 200]
 
+
+def test_the_servers_flags_bound_watches_and_their_default_length(start_server: Callable[..., ServerProcess]) -> None:
+    """On a real server: ``--max-watches`` refuses the watch beyond it, and a watch without
+    timeoutSeconds ends by itself between ``--min-request-timeout`` and twice that."""
+    server = start_server("--max-watches", "1", "--min-request-timeout", "1")
+    with httpx.Client(base_url=server.url, timeout=30) as api:
+        api.post("/api/v1/namespaces", json={"metadata": {"name": "limits"}})
+        path = "/apis/resource.k8s.io/v1/namespaces/limits/resourceclaims"
+        started = time.monotonic()
+        with api.stream("GET", path, params={"watch": "true"}) as watch:
+            assert watch.status_code == 200
+            refused = api.get(path, params={"watch": "true"})
+            assert refused.status_code == 429 and refused.headers["retry-after"] == "1"
+            assert refused.json()["reason"] == "TooManyRequests"
+            assert api.get(path).status_code == 200, "a LIST takes no watch slot"
+            assert [line for line in watch.iter_lines() if line] == [], "the stream ends by itself, without an event"
+        assert time.monotonic() - started >= 1.0, "not before --min-request-timeout"
+        # The slot is given back as the handler returns, just after the stream's last chunk.
+        eventually(
+            lambda: api.get(path, params={"watch": "true", "timeoutSeconds": "1"}).status_code == 200, "the ended watch gave its slot back"
+        )

@@ -1,5 +1,5 @@
 """The embedded SQLite database under faults: a damaged or read-only file stops the server with a
-clear message; a full disk or a file turned read-only while serving refuses the write with a
+clear message (a full disk at start too); a full disk or a file turned read-only while serving refuses the write with a
 StorageFailure, writes nothing, and the next write succeeds once the fault is gone."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -16,9 +17,11 @@ from typing import Any
 
 import pytest
 from sqlalchemy import event
+from sqlalchemy.engine import make_url
 
 from app.storage.cache import ADDED
 from app.storage.db import run_migrations
+from app.storage.dialects import SQLiteDialect
 from app.storage.errors import StorageFailure
 from app.storage.storage import Storage
 from app.storage.store import Store, WriteOp
@@ -138,3 +141,19 @@ async def test_a_refused_write_writes_nothing(sqlite_url: str, pragma: Callable[
     async with running(url) as (storage, _store):
         names = [item.obj["metadata"]["name"] for item in (await storage.list(CLAIMS, "default")).items]
         assert names == ["after", "before"], "nothing of the refused write reached the file"
+
+
+def test_a_full_disk_at_start_is_explained(tmp_path: Path) -> None:
+    """What the server says when starting hits a full disk (made here with a page limit)."""
+    database = tmp_path / "dra.sqlite"
+    conn = sqlite3.connect(database)
+    try:
+        conn.execute("CREATE TABLE t (x)")
+        conn.execute(f"PRAGMA max_page_count = {conn.execute('PRAGMA page_count').fetchone()[0]}")
+        with pytest.raises(sqlite3.OperationalError) as full:
+            conn.execute("INSERT INTO t VALUES (?)", ("x" * 100_000,))
+    finally:
+        conn.close()
+    assert SQLiteDialect.explain(make_url(f"sqlite:///{database}"), full.value) == (
+        f"the disk holding the database file {database} is full (database or disk is full (SQLITE_FULL)); free some space"
+    )

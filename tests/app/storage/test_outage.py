@@ -1,6 +1,7 @@
 """A Postgres outage under a running server: readiness fails and recovers by itself, liveness
 stays, requests get upstream's Status with Retry-After, reads served from the watch cache go on,
-watches and an informer stay open and see every change made after the database is back."""
+watches and an informer stay open and see every change made after the database is back; a worker
+rides it out without a restart."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -19,10 +21,12 @@ from devtools.postgres import ThrowawayPostgres, find_postgres_bin
 from devtools.server import ServerProcess, migrate
 from kube.client import KubeClient
 from kube.informer import Informer
+from tests.controllers.test_resourceclaim import ControllerProcess
 from tests.helpers import assert_status, claim, claims_path
 from tests.processes import eventually
 
 NS = "outage"
+LEASE = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/dra-controller"
 
 
 @pytest.fixture(scope="module")
@@ -134,3 +138,40 @@ def test_a_database_outage(server: ServerProcess, postgres: ThrowawayPostgres) -
     assert informer.lists == 1, "the informer resumed its watch instead of listing again"
     assert_status(api.get(claims_path(NS, "during")), 404, "NotFound")
 
+
+def test_a_worker_rides_out_an_outage_without_a_restart(server: ServerProcess, postgres: ThrowawayPostgres, tmp_path: Path) -> None:
+    """The claim controller, leading with a 2 s lease, through an outage longer than its lease: it
+    keeps running, leads again once the database is back, and makes the claim of a pod created then."""
+    api = httpx.Client(base_url=server.url, timeout=30)
+    namespace = "outage-worker"
+    api.post("/api/v1/namespaces", json={"metadata": {"name": namespace}})
+    log = tmp_path / "controller.log"
+    controller = ControllerProcess(server.url, log).start()
+    assert controller.process is not None
+    try:
+        eventually(lambda: api.get(LEASE).status_code == 200, "the controller leads")
+        postgres.pause()
+        try:
+            eventually(lambda: api.get("/readyz").status_code == 500, "readiness failed", timeout=15)
+            time.sleep(4)  # two lease durations: the renewals fail meanwhile
+        finally:
+            postgres.resume()
+        eventually(lambda: api.get("/readyz").status_code == 200, "readiness recovered", timeout=30)
+        template = {
+            "metadata": {"name": "gpu"},
+            "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}}},
+        }
+        assert api.post(f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaimtemplates", json=template).status_code == 201
+        pod = {
+            "metadata": {"name": "after"},
+            "spec": {
+                "containers": [{"name": "main", "image": "pause"}],
+                "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "gpu"}],
+            },
+        }
+        assert api.post(f"/api/v1/namespaces/{namespace}/pods", json=pod).status_code == 201
+        claims = eventually(lambda: api.get(claims_path(namespace)).json()["items"], "the controller made the pod's claim", timeout=60)
+        assert claims[0]["metadata"]["ownerReferences"][0]["name"] == "after"
+        assert controller.process.poll() is None, "the controller never exited"
+    finally:
+        controller.stop()
