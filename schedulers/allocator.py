@@ -210,7 +210,8 @@ def _quantity(value: Any) -> Quantity:
 # when a CEL view or a constraint needs them. Decoded attributes and CEL views (``DeviceView``,
 # several times the device's JSON) are kept for the devices read last, process-wide; CEL results
 # stay cached per device, so a view is rebuilt only for a new expression.
-VIEWS_KEPT = 4096
+VIEWS_KEPT = 1024
+SHARED_KEPT = 4096  # distinct device values (capacities, counters, taints...) shared across slices
 _viewed: deque[_Device] = deque()
 # The devices of the slice read last (record, its devices): a search reads one slice's devices in a row.
 _last_read: list[tuple[_Slice, Sequence[Mapping[str, Any]]]] = []
@@ -231,19 +232,28 @@ def _freeze(value: Any) -> Any:
 
 
 class _SharedValues:
-    """Equal values among one slice's devices, kept once: a slice of identical GPUs repeats the
-    same capacity, counters and taints in every device, and each decoded copy costs several times
-    its JSON. Lives while one slice is prepared."""
+    """Equal values among devices, kept once: a fleet of identical GPUs repeats the same capacity,
+    counters and taints in every device of every slice, and each decoded copy costs several times
+    its JSON. One per index; best effort and bounded (forgets everything past ``SHARED_KEPT``
+    distinct values; values already shared stay so). Shared values are never modified."""
 
     def __init__(self) -> None:
         self._values: dict[Any, Any] = {}
-        self._capacities: dict[int, tuple[dict[str, Quantity], dict[str, Mapping[str, Any]]]] = {}
+        self._capacities: dict[int, tuple[Mapping[str, Any], dict[str, Quantity], dict[str, Mapping[str, Any]]]] = {}
+
+    def _remember(self, key: Any, value: Any) -> Any:
+        if len(self._values) >= SHARED_KEPT:
+            self._values.clear()
+            self._capacities.clear()
+        return self._values.setdefault(key, value)
 
     def value(self, value: Any) -> Any:
         """``value``, or an equal one seen before."""
         if not value:
             return value
-        return self._values.setdefault(_freeze(value), value)
+        key = _freeze(value)
+        found = self._values.get(key)
+        return found if found is not None else self._remember(key, value)
 
     def derived(self, raw: Any, build: Callable[[Any], Any]) -> Any:
         """``build(raw)``, once per distinct ``raw`` value."""
@@ -251,22 +261,20 @@ class _SharedValues:
             return None
         key = ("derived", _freeze(raw))
         made = self._values.get(key)
-        if made is None:
-            made = self._values[key] = build(raw)
-        return made
+        return made if made is not None else self._remember(key, build(raw))
 
     def capacity(self, raw: Mapping[str, Any]) -> tuple[dict[str, Quantity], dict[str, Mapping[str, Any]]]:
         """Capacity quantities and request policies of a (shared) ``capacity`` value."""
         prepared = self._capacities.get(id(raw))
-        if prepared is None:
+        if prepared is None or prepared[0] is not raw:
             capacity: dict[str, Quantity] = {}
             policies: dict[str, Mapping[str, Any]] = {}
             for key, cap in raw.items():
                 capacity[key] = _quantity(cap.get("value", "0"))
                 if cap.get("requestPolicy"):
                     policies[key] = cap["requestPolicy"]
-            prepared = self._capacities[id(raw)] = (capacity or _NO_MAP, policies or _NO_MAP)
-        return prepared
+            prepared = self._capacities[id(raw)] = (raw, capacity or _NO_MAP, policies or _NO_MAP)
+        return prepared[1], prepared[2]
 
 
 def _consumes(raw: list[Mapping[str, Any]]) -> list[tuple[str, dict[str, Quantity]]]:
@@ -493,6 +501,7 @@ class ResourceIndex:
         self._by_pool: dict[PoolID, list[str]] = {}
         self._views: dict[str, tuple[Mapping[str, Any], Any, _NodeView]] = {}  # node name -> (node, labels, view)
         self._pool_devices: dict[PoolID, tuple[dict[str, _Device], dict[str, dict[str, Quantity]], str | None]] = {}
+        self._shared = _SharedValues()
         self._dirty = True
         for s in slices:
             self.set_slice(s)
@@ -571,7 +580,7 @@ class ResourceIndex:
         driver, pool = record.driver, record.pool
         rules = list(self._rules.values()) if self.features.device_taint_rules else []
         devices = []
-        shared = _SharedValues()
+        shared = self._shared
         placements: dict[tuple[Any, ...], _Placement] = {}
         for position, dev in enumerate(spec.get("devices") or []):
             taints = list(dev.get("taints") or []) if self.features.device_taints else []
@@ -656,7 +665,7 @@ class ResourceIndex:
             self._views[node_name] = (node, cached[1], cached[2])
             return cached[2]
         view = self._build_view(node, node_name)
-        self._views[node_name] = (node, dict(labels), view)
+        self._views[node_name] = (node, labels, view)  # informer objects are never changed in place: no copy
         return view
 
     def _build_view(self, node: Mapping[str, Any], node_name: str) -> _NodeView:
