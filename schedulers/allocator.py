@@ -391,30 +391,35 @@ class _Device:
         """A selector's result for this device, cached by expression (errors too)."""
         expression = selector.expression
         if self.cel_expression == expression:
-            cached: Any = self.cel_result
+            cached: bool | CELRuntimeError = self.cel_result
         else:
-            cached = self.cel.get(expression, _UNSET) if self.cel is not None else _UNSET
-            if cached is _UNSET:
-                view = self.view
-                if view is None:
-                    view = DeviceView({
-                        "driver": self.id[0], "attributes": self.attributes, "capacity": self.placement.raw_capacity,
-                        "allowMultipleAllocations": self.allow_multiple,
-                    })  # fmt: skip
-                    self.view = view
-                try:
-                    cached = selector.evaluate(view)
-                except CELRuntimeError as exc:
-                    cached = exc
-                if self.cel_expression is None:
-                    self.cel_expression, self.cel_result = expression, cached
-                else:
-                    if self.cel is None:
-                        self.cel = {}
-                    self.cel[expression] = cached
-        if isinstance(cached, CELRuntimeError):
-            raise cached
-        return bool(cached)
+            cel = self.cel
+            found = cel.get(expression, _UNSET) if cel is not None else _UNSET
+            cached = self._evaluate(selector, expression) if found is _UNSET else found  # type: ignore[assignment]
+        if cached is True or cached is False:
+            return cached
+        raise cached
+
+    def _evaluate(self, selector: CompiledSelector, expression: str) -> bool | CELRuntimeError:
+        """Evaluate and remember a selector not evaluated on this device before."""
+        view = self.view
+        if view is None:
+            view = self.view = DeviceView({
+                "driver": self.id[0], "attributes": self.attributes, "capacity": self.placement.raw_capacity,
+                "allowMultipleAllocations": self.allow_multiple,
+            })  # fmt: skip
+        result: bool | CELRuntimeError
+        try:
+            result = bool(selector.evaluate(view))
+        except CELRuntimeError as exc:
+            result = exc
+        if self.cel_expression is None:
+            self.cel_expression, self.cel_result = expression, result
+        else:
+            if self.cel is None:
+                self.cel = {}
+            self.cel[expression] = result
+        return result
 
 
 def _device_matches_node(dev: _Device, node: Mapping[str, Any], node_name: str) -> bool:
@@ -1328,6 +1333,7 @@ class _Search:
         self.capacity: dict[DeviceID, dict[str, Quantity]] = {}
         self.counters: dict[PoolID, dict[tuple[str, str], Fraction]] = {}
         self.results: list[list[_Pick]] = [[] for _ in claims]
+        self._attributes: dict[tuple[DeviceID, str], frozenset[Any] | None] = {}
         self.selected: dict[tuple[int, int], int] = {}
         # Constraints keep per-search state; claims without any share one empty list (never appended to).
         self.constraints = [[_Constraint(r, a, d) for r, a, d in c.constraints] if c.constraints else _NO_CONSTRAINTS for c in claims]
@@ -1359,6 +1365,8 @@ class _Search:
             self._restart()
             self._bound()
             return self._request(0, 0) == _FOUND
+        finally:
+            self._attributes = {}  # a search kept by SearchCache keeps no attribute values
 
     # --- before the search: what upstream validates per node ---
 
@@ -1573,12 +1581,11 @@ class _Search:
     def _still_possible(self, ci: int, req: _Request) -> list[_Device]:
         """A cheap superset of ``_takeable(ci, req, 0)``: possible at the start, not in use, constraints still met."""
         constraints = [con for con in self.constraints[ci] if con.values and con.applies(req)]
-        lists = self.features.list_attributes
         out = []
         for dev in self._possible[id(req)]:
             if self._in_use(ci, req, dev):
                 continue
-            if all(con.admits(_attribute_value(dev, con.attribute, lists)) for con in constraints):
+            if all(con.admits(self._attribute(dev, con.attribute)) for con in constraints):
                 out.append(dev)
         return out
 
@@ -1648,11 +1655,22 @@ class _Search:
         """Whether each constraint on ``req`` leaves ``need`` of ``devices`` (see ``_values_allow``)."""
         return all(self._values_allow(con, devices, need) for con in self.constraints[ci] if con.applies(req))
 
+    def _attribute(self, dev: _Device, name: str) -> frozenset[Any] | None:
+        """``_attribute_value``, once per device and attribute in this search: a device keeps its
+        attributes only while among the last ``VIEWS_KEPT`` read, and a search over more devices
+        than that must not read slices again and again."""
+        key = (dev.id, name)
+        try:
+            return self._attributes[key]
+        except KeyError:
+            value = self._attributes[key] = _attribute_value(dev, name, self.features.list_attributes)
+            return value
+
     def _values_allow(self, con: _Constraint, devices: list[_Device], need: int) -> bool:
         """Enough distinct values for a distinctAttribute, a large enough group of one value for a matchAttribute."""
         if con.values and not con.distinct:
             return len(devices) >= need  # the fixed value already filtered the devices
-        values = [_attribute_value(dev, con.attribute, self.features.list_attributes) for dev in devices]
+        values = [self._attribute(dev, con.attribute) for dev in devices]
         if any(v is None or len(v) != 1 for v in values):
             return True  # list attributes: sets intersect in ways counting does not capture
         if con.distinct:
@@ -1694,7 +1712,7 @@ class _Search:
         for dev in takeable:
             if self._shared(dev) and (dev.id in self.allocated.shared_devices or self.shares.get(dev.id)):
                 continue  # its counters are consumed already
-            pool_id = (dev.driver, dev.pool)
+            pool_id = (dev.id[0], dev.id[1])
             per_device: dict[tuple[PoolID, tuple[str, str]], Fraction] = {}
             for set_name, counters in dev.consumes:
                 for c, q in counters.items():
@@ -1757,7 +1775,7 @@ class _Search:
         if dev.consumes and not (shared and (dev.id in self.allocated.shared_devices or self.shares.get(dev.id))):
             if not self.features.partitionable_devices:
                 return None
-            pool_id = (dev.driver, dev.pool)
+            pool_id = (dev.id[0], dev.id[1])
             available = self.alloc.available_counters(pool_id)
             used = self.counters.get(pool_id) or {}
             counter_delta = []
@@ -1777,7 +1795,7 @@ class _Search:
         for con in constraints:
             if not con.applies(req):
                 continue
-            value = _attribute_value(dev, con.attribute, self.features.list_attributes)
+            value = self._attribute(dev, con.attribute)
             if value is None or not con.admits(value):
                 if must:
                     raise AllocationError(
