@@ -2,7 +2,8 @@
 
 The public API:
 
-* ``Environment(...)`` declares variables and libraries; ``env.compile(expr)`` parses,
+* ``Environment(...)`` declares variables (typed with ``INT``, ``STRING``, ``list_of``, ``map_of``...
+  from this module) and libraries; ``env.compile(expr)`` parses,
   type-checks and validates an expression and returns a ``Program`` (or raises
   ``CELCompileError`` with cel-go's message);
 * ``program.estimated_cost()`` is cel-go's worst-case estimate with the environment's rules;
@@ -86,12 +87,17 @@ from kube.cel_runtime import CostLimitExceeded, Fn, Interrupted, PlanError, Runt
 from kube.cel_time import parse_duration, parse_timestamp, time_library
 from kube.cel_types import (
     BOOL,
+    BYTES,
+    DOUBLE,
     DYN,
+    INT,
     LIST_K,
     OPTIONAL,
     STRING,
+    UINT,
     EvalError,
     Type,
+    list_of,
     map_of,
     struct,
     type_name,
@@ -106,10 +112,18 @@ MAX_COST = 1_000_000  # CELSelectorExpressionMaxCost: estimated at admission, en
 PER_CALL_LIMIT = 1_000_000  # Kubernetes' default runtime cost limit (celconfig.PerCallLimit)
 CACHE_SIZE = 256
 
+# The types of declared variables are exported too (``Environment(libs, {"names": list_of(STRING)})``).
 __all__ = [
+    "BOOL",
+    "BYTES",
+    "DOUBLE",
     "DRA_ENVIRONMENT",
+    "DYN",
+    "INT",
     "MAX_COST",
     "MAX_EXPRESSION_LENGTH",
+    "STRING",
+    "UINT",
     "CELCompileError",
     "CELError",
     "CELRuntimeError",
@@ -118,8 +132,11 @@ __all__ = [
     "Environment",
     "Library",
     "Program",
+    "Type",
     "compile_selector",
     "kubernetes_environment",
+    "list_of",
+    "map_of",
     "validate_selector_expression",
 ]
 
@@ -137,12 +154,14 @@ class CELCompileError(CELError):
 
 
 class CELRuntimeError(CELError):
-    """Evaluation failed; the message is cel-go's, followed by the expression."""
+    """Evaluation failed; the message is cel-go's, followed by the expression. ``interrupted``:
+    the evaluation passed its deadline (the failure says nothing about the input)."""
 
-    def __init__(self, expression: str, message: str) -> None:
+    def __init__(self, expression: str, message: str, *, interrupted: bool = False) -> None:
         super().__init__(f"{message} (expression: {expression!r})")
         self.expression = expression
         self.detail = message
+        self.interrupted = interrupted
 
 
 # --- environments -------------------------------------------------------------------------------
@@ -382,7 +401,9 @@ class Program:
         tracker = Tracker(self.env.cost_limit if cost_limit is None else cost_limit, deadline)
         try:
             return evaluate(self._program, self._frame_size, activation, tracker), tracker.cost
-        except (EvalError, CostLimitExceeded, Interrupted) as exc:
+        except Interrupted as exc:
+            raise CELRuntimeError(self.expression, str(exc), interrupted=True) from None
+        except (EvalError, CostLimitExceeded) as exc:
             raise CELRuntimeError(self.expression, str(exc)) from None
         except RecursionError:
             raise CELRuntimeError(self.expression, "expression recursion limit exceeded") from None
@@ -633,8 +654,10 @@ def check_result_type(program: Program, result_type: str) -> None:
         )
 
 
-def compile_expression(expression: str, result_type: str = "bool", cost_limit: int = MAX_COST) -> CompiledSelector:
-    """Compile a DRA expression (``bool`` selectors; ``any`` for derived attributes)."""
+def compile_expression(expression: str, result_type: str = "bool", cost_limit: int | None = MAX_COST) -> CompiledSelector:
+    """Compile a DRA expression (``bool`` selectors; ``any`` for derived attributes).
+
+    ``cost_limit`` bounds the estimated cost (admission's check); ``None`` skips it."""
     key = (expression, result_type)
     cached = _cache.get(key)
     if cached is None:
@@ -651,14 +674,15 @@ def compile_expression(expression: str, result_type: str = "bool", cost_limit: i
         _cache.move_to_end(key)
     if isinstance(cached, CELCompileError):
         raise cached
-    if cached.max_cost > cost_limit:
+    if cost_limit is not None and cached.max_cost > cost_limit:
         raise CELCompileError("too complex, exceeds cost limit", "cost")
     return cached
 
 
-def compile_selector(expression: str) -> CompiledSelector:
-    """A device selector: must evaluate to bool."""
-    return compile_expression(expression, "bool")
+def compile_selector(expression: str, *, cost_limit: int | None = MAX_COST) -> CompiledSelector:
+    """A device selector: must evaluate to bool. ``cost_limit=None`` compiles what is stored as
+    upstream's scheduler does: the estimate is admission's business, the runtime limit still applies."""
+    return compile_expression(expression, "bool", cost_limit)
 
 
 def validate_selector_expression(expression: str, path: str, result_type: str = "bool") -> list[FieldError]:

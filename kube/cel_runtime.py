@@ -842,5 +842,7 @@ def evaluate(program: Fn, frame_size: int, activation: Mapping[str, Any], tracke
     frame[0] = activation
     frame[1] = tracker
     result = program(frame)
-    tracker.check()
+    # Only comprehension loops are interrupted (as in cel-go); what finished in time stands.
+    if tracker.cost > tracker.limit:
+        raise CostLimitExceeded(COST_LIMIT_MESSAGE)
     return result

@@ -61,8 +61,11 @@ _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 class AllocationError(Exception):
     """The input cannot be allocated on any node (bad CEL, unknown class, disabled feature...).
 
-    Upstream aborts the scheduling attempt with an Error status for these.
+    Upstream aborts the scheduling attempt with an Error status for these. ``device`` names the
+    device a failing selector was evaluated on (not part of upstream's message; for logs and tests).
     """
+
+    device: str | None = None
 
 
 class Allocated:
@@ -387,20 +390,27 @@ class _Device:
                 old.view = old.attrs = None
         return attrs
 
-    def evaluate(self, selector: CompiledSelector) -> bool:
-        """A selector's result for this device, cached by expression (errors too)."""
+    def evaluate(self, selector: CompiledSelector, deadline: float | None = None) -> bool:
+        """A selector's result for this device, cached by expression (errors too, but not an
+        evaluation interrupted at ``deadline``)."""
         expression = selector.expression
         if self.cel_expression == expression:
             cached: bool | CELRuntimeError = self.cel_result
         else:
             cel = self.cel
             found = cel.get(expression, _UNSET) if cel is not None else _UNSET
-            cached = self._evaluate(selector, expression) if found is _UNSET else found  # type: ignore[assignment]
+            cached = self._evaluate(selector, expression, deadline) if found is _UNSET else found  # type: ignore[assignment]
         if cached is True or cached is False:
             return cached
         raise cached
 
-    def _evaluate(self, selector: CompiledSelector, expression: str) -> bool | CELRuntimeError:
+    def cached_result(self, expression: str) -> bool | CELRuntimeError | None:
+        """The remembered result of ``expression`` on this device, if any."""
+        if self.cel_expression == expression:
+            return self.cel_result
+        return self.cel.get(expression) if self.cel is not None else None
+
+    def _evaluate(self, selector: CompiledSelector, expression: str, deadline: float | None) -> bool | CELRuntimeError:
         """Evaluate and remember a selector not evaluated on this device before."""
         view = self.view
         if view is None:
@@ -410,8 +420,10 @@ class _Device:
             })  # fmt: skip
         result: bool | CELRuntimeError
         try:
-            result = bool(selector.evaluate(view))
+            result = bool(selector.evaluate(view, deadline=deadline))
         except CELRuntimeError as exc:
+            if exc.interrupted:
+                raise
             result = exc
         if self.cel_expression is None:
             self.cel_expression, self.cel_result = expression, result
@@ -989,6 +1001,9 @@ class Allocator:
         # Upstream's filterTimeout (DRASchedulerFilterTimeout): one node's search is abandoned
         # after this many seconds, so a pathological claim cannot stall the scheduler.
         self.timeout = timeout
+        # The running search's deadline: selector evaluations stop there too, as cel-go's do
+        # under upstream's filter context ("operation interrupted").
+        self.deadline: float | None = None
         self.allocated = allocated or AllocatedState()
         self.features = features or index.features
         # None: admission already checked the admin-access label (not re-checked here).
@@ -1019,7 +1034,9 @@ class Allocator:
 
     def _compile(self, expression: str, where: str, i: int) -> CompiledSelector:
         try:
-            return compile_selector(expression)
+            # Stored expressions are not re-checked against the estimated cost (upstream's
+            # scheduler does not either); evaluation stops at the runtime cost limit.
+            return compile_selector(expression, cost_limit=None)
         except CELCompileError as exc:
             raise AllocationError(f"{where}: selector #{i}: CEL compile error: {exc}") from None
 
@@ -1129,11 +1146,13 @@ class Allocator:
                     return _allocated(hit, allocation_timestamp, self.share_id)
                 return self._no_solution(prepared, view, hit.deepest)
         search = _Search(self, prepared, view, node_name)
+        self.deadline = search.deadline
         try:
             search.found = search.run()
         except _TimedOut:
             return Unschedulable(TIMED_OUT)
         finally:
+            self.deadline = None
             self.last_steps = search.steps
         if self.cache is not None and signature is not None:
             self.cache.put(node_name, view, self.allocated, stamp, self.index.classes_version, signature, search)
@@ -1222,12 +1241,15 @@ class Allocator:
             for of_class, sels in ((True, req.class_selectors), (False, req.selectors)):
                 for i, sel in enumerate(sels):
                     try:
-                        if not dev.evaluate(sel):
+                        if not dev.evaluate(sel, self.deadline):
                             ok = False
                             break
                     except CELRuntimeError as exc:
-                        where = f"class {req.class_name}" if of_class else f"claim {req.claim_ref}, request {req.name}"
-                        raise AllocationError(f"{where}: selector #{i} on device {'/'.join(dev.id)}: CEL runtime error: {exc}") from None
+                        # Upstream's text: the class or the claim (not the request), cel-go's error alone.
+                        where = f"class {req.class_name}" if of_class else f"claim {req.claim_ref}"
+                        error = AllocationError(f"{where}: selector #{i}: CEL runtime error: {exc.detail}")
+                        error.device = "/".join(dev.id)
+                        raise error from None
                 if not ok:
                     break
         req.match[dev] = ok

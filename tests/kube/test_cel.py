@@ -10,21 +10,25 @@ from typing import Any
 
 import pytest
 
+import bench.cel
 from kube.cel import (
     DRA_ENVIRONMENT,
+    INT,
     MAX_COST,
     MAX_EXPRESSION_LENGTH,
+    STRING,
     CELCompileError,
     CELRuntimeError,
     DeviceView,
     Environment,
     compile_selector,
     kubernetes_environment,
+    list_of,
+    map_of,
     optionals,
     standard,
     validate_selector_expression,
 )
-from kube.cel_types import INT, STRING, list_of, map_of
 from kube.quantity import Quantity
 
 DEVICE: dict[str, Any] = {
@@ -248,8 +252,11 @@ def test_cost_just_under_the_limit_is_admitted_and_answered() -> None:
 
 def test_deadline_interrupts_evaluation() -> None:
     program = DRA_ENVIRONMENT.compile("lists.range(10000).all(i, lists.range(50).all(j, i >= 0))")
-    with pytest.raises(CELRuntimeError, match="operation interrupted"):
+    with pytest.raises(CELRuntimeError, match="operation interrupted") as info:
         program.evaluate({"device": DeviceView(DEVICE)}, cost_limit=float("inf"), deadline=time.monotonic())
+    assert info.value.interrupted
+    # As in cel-go, only comprehension loops are interrupted: a finished evaluation stands.
+    assert DRA_ENVIRONMENT.compile('device.driver != ""').evaluate({"device": DeviceView(DEVICE)}, deadline=time.monotonic() - 1) is True
 
 
 def test_environment_api_with_declared_variables() -> None:
@@ -344,3 +351,10 @@ def test_device_with_an_unusable_attribute_fails_every_selector() -> None:
     assert info.value.detail.startswith("attribute v: parse semantic version: Invalid character(s) found in minor number")
     with pytest.raises(CELRuntimeError, match="attribute d/e: unsupported attribute value"):
         compile_selector("true").evaluate({"driver": "d", "attributes": {"d": {"e": {"ints": None}}}})
+
+
+def test_cel_benchmark_runs_without_cel_expr_python(capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench.cel.main(["--loops", "1", "--repeat", "1", "--cel-expr-python", ""]) == 0
+    out = capsys.readouterr().out
+    assert "cel-expr-python skipped: no interpreter at ''" in out
+    assert all(name in out for name in bench.cel.SELECTORS)

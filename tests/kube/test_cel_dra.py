@@ -70,6 +70,7 @@ CASES: dict[str, Case] = {
     "qualified-attribute-name": Case(
         'device.attributes["other.example.com"].name', match=True, cost=4, driver=D, attributes={"other.example.com/name": {"bool": True}}
     ),
+    "bool": Case(f'device.attributes["{D}"].name', match=True, cost=4, driver=D, attributes={"name": {"bool": True}}),
     "int": Case(f'device.attributes["{D}"].name > 0', match=True, cost=5, driver=D, attributes={"name": {"int": 1}}),
     "string": Case(f'device.attributes["{D}"].name == "fish"', match=True, cost=5, driver=D, attributes={"name": {"string": "fish"}}),
     "macro-exists-on-int": Case(
@@ -165,6 +166,39 @@ CASES: dict[str, Case] = {
     "includes-semver-list": Case(
         f'device.attributes["{D}"].name.includes(semver("3.0.0"))',
         match=False,
+        cost=4 + 48 + 1,
+        driver=D,
+        attributes={"name": {"versions": ["1.0.0", "2.0.0"]}},
+    ),
+    # The other halves of upstream's positive/negative includes() pairs.
+    "includes-bool-scalar-positive": Case(
+        f'device.attributes["{D}"].name.includes(true)', match=True, cost=4 + 48, driver=D, attributes={"name": {"bool": True}}
+    ),
+    "includes-bool-list-negative": Case(
+        f'device.attributes["{D}"].name.includes(false)', match=False, cost=4 + 48, driver=D, attributes={"name": {"bools": [True, True]}}
+    ),
+    "includes-int-scalar-negative": Case(
+        f'device.attributes["{D}"].name.includes(1)', match=False, cost=4 + 48, driver=D, attributes={"name": {"int": 2}}
+    ),
+    "includes-int-list-positive": Case(
+        f'device.attributes["{D}"].name.includes(1)', match=True, cost=4 + 48, driver=D, attributes={"name": {"ints": [1, 2]}}
+    ),
+    "includes-string-scalar-positive": Case(
+        f'device.attributes["{D}"].name.includes("fish")', match=True, cost=4 + 48, driver=D, attributes={"name": {"string": "fish"}}
+    ),
+    "includes-string-list-negative": Case(
+        f'device.attributes["{D}"].name.includes("cat")', match=False, cost=4 + 48, driver=D, attributes={"name": {"strings": ["fish", "bird"]}}
+    ),
+    "includes-semver-scalar-negative": Case(
+        f'device.attributes["{D}"].name.includes(semver("2.0.0"))',
+        match=False,
+        cost=4 + 48 + 1,
+        driver=D,
+        attributes={"name": {"version": "1.0.0"}},
+    ),
+    "includes-semver-list-positive": Case(
+        f'device.attributes["{D}"].name.includes(semver("1.0.0"))',
+        match=True,
         cost=4 + 48 + 1,
         driver=D,
         attributes={"name": {"versions": ["1.0.0", "2.0.0"]}},
@@ -283,6 +317,7 @@ device.attributes["{D}"]["version"].isGreaterThan(semver("0.0.1"))
     "expensive": Case(_EXPENSIVE, match_error="actual cost limit exceeded", cost=85555551, driver=D, attributes=_MANY_ATTRIBUTES),
     "allow_multiple_allocations": Case("device.allowMultipleAllocations == true", match=True, cost=3, driver=D, allow_multiple=True),
     "allow_multiple_allocations_default": Case("device.allowMultipleAllocations == false", match=True, cost=3, driver=D),
+    "allow_multiple_allocations_false": Case("device.allowMultipleAllocations == false", match=True, cost=3, driver=D, allow_multiple=False),
 }
 
 

@@ -252,7 +252,7 @@ CASES: list[Case] = [
          [rslice("slice-1", [device("device-1", capacity={"memory": "1Gi"}), device("device-2", capacity={"memory": "4Gi"})])],
          [alloc(result("req-0", "device-2"))]),
     Case("selector-runtime-error", [claim("claim-0", req(selectors=('device.attributes["driver-a"].missing == 1',)))],
-         [one_device_slice()], "claim default/claim-0, request req-0: selector #0 on device driver-a/pool-1/device-1: CEL runtime error"),
+         [one_device_slice()], "claim default/claim-0: selector #0: CEL runtime error: no such key: missing"),
     Case("class-rejects-before-faulty-request-selector",
          [claim("claim-0", req(selectors=('device.attributes["driver-a"].x == 1',)))],
          [rslice("slice-1", [device("device-1"), device("device-2", {"x": 1})])], [alloc(result("req-0", "device-2"))],
@@ -679,11 +679,29 @@ def test_case_count() -> None:
     assert len(CASES) >= 60
 
 
-def test_runtime_error_names_expression() -> None:
+def test_runtime_error_is_upstreams_message() -> None:
+    """Upstream's Filter status text: the claim (or class) and selector index, then cel-go's error."""
     expr = 'device.attributes["driver-a"].missing == 1'
     with pytest.raises(AllocationError) as info:
         allocate_claims([claim("claim-0", req(selectors=(expr,)))], node(), classes=[dclass()], slices=[one_device_slice()])
-    assert expr in str(info.value)
+    assert str(info.value) == "claim default/claim-0: selector #0: CEL runtime error: no such key: missing"
+    assert info.value.device == "driver-a/pool-1/device-1"
+    with pytest.raises(AllocationError) as info:
+        allocate_claims([claim("claim-0", req())], node(), classes=[dclass(selectors=(expr,))], slices=[one_device_slice()])
+    assert str(info.value) == "class class-a: selector #1: CEL runtime error: no such key: missing"
+
+
+def test_stored_selectors_over_the_estimated_cost_are_evaluated_under_the_runtime_limit() -> None:
+    """Admission refuses these by their estimate; one stored anyway (an older server, a direct
+    write) is evaluated as upstream's scheduler does, stopped only by the runtime cost limit."""
+    ten = "[" + ",".join(str(i) for i in range(10)) + "]"
+    cheap = "".join(f"{ten}.all(x{i}, " for i in range(7)) + "x0 > 100" + ")" * 7  # false at the first element
+    costly = "".join(f"{ten}.all(x{i}, " for i in range(7)) + "x0 >= 0" + ")" * 7
+    outcome = allocate_claims([claim("claim-0", req(selectors=(f"!({cheap})",)))], node(), classes=[dclass()], slices=[one_device_slice()])
+    assert outcome == Allocated([alloc(result("req-0"))])
+    with pytest.raises(AllocationError) as info:
+        allocate_claims([claim("claim-0", req(selectors=(costly,)))], node(), classes=[dclass()], slices=[one_device_slice()])
+    assert str(info.value) == "claim default/claim-0: selector #0: CEL runtime error: operation cancelled: actual cost limit exceeded"
 
 
 def test_selector_results_cached_per_device() -> None:
@@ -692,7 +710,7 @@ def test_selector_results_cached_per_device() -> None:
     first = allocator.allocate(node(), [claim()])
     assert isinstance(first, Allocated)
     devices = index.slice_devices("slice-1")
-    assert (devices[0].cel_expression, devices[0].cel_result) == ('device.driver == "driver-a"', True)
+    assert devices[0].cached_result('device.driver == "driver-a"') is True
     # The same device object (same slice version) is reused by a new allocator: no re-evaluation.
     assert Allocator(index).allocate(node(), [claim()]) == first
     assert index.slice_devices("slice-1") is devices

@@ -14,16 +14,21 @@ from typing import Any
 import pytest
 
 import bench.allocator as worst
+from kube.cel import MAX_COST, compile_selector
 from schedulers.allocator import (
     BOUND_AFTER_STEPS,
     TIMED_OUT,
     Allocated,
     AllocatedState,
+    AllocationError,
     Allocator,
     ResourceIndex,
     SearchCache,
     Unschedulable,
 )
+from schedulers.cycle import SchedulingCycle
+from tests.schedulers.cluster import Cluster, node, pod
+from tests.schedulers.test_cycle import failed, failure, placed
 
 FILTER_TIMEOUT = 10.0  # upstream's DynamicResources filterTimeout
 CASES = {case.name: case for case in worst.worst_cases()}
@@ -106,9 +111,50 @@ def test_search_past_its_deadline_ends_and_other_pods_are_served() -> None:
     assert outcome.allocations[0]["devices"]["results"][0]["device"] == "gpu-0-0"
 
 
+def test_slow_selectors_stop_at_the_filter_timeout() -> None:
+    """A selector admission accepts (estimated cost under the limit) that takes a good part of a
+    second per device: on a node of 128 devices the evaluation stops at the deadline with cel-go's
+    "operation interrupted", which upstream's filter reports as the claim's CEL runtime error."""
+    expr = "!lists.range(300).all(i, lists.range(300).all(j, i + j >= 0))"
+    assert compile_selector(expr).max_cost <= MAX_COST
+    case = worst.Case("slow-selector", [worst.claim("c", [worst.exactly("r", 1, expr)])], [worst.resource_slice([worst.device(f"gpu-{i}") for i in range(128)])])
+    alloc = allocator(case, timeout=0.1)
+    started = time.monotonic()
+    with pytest.raises(AllocationError) as info:
+        alloc.allocate(worst.NODE, case.claims)
+    assert time.monotonic() - started < 5  # every device evaluated: a minute or more
+    assert str(info.value) == "claim default/c: selector #0: CEL runtime error: operation interrupted"
+    # The interrupted evaluation is not remembered as the device's result.
+    devices = alloc.index.slice_devices("pool-slice")
+    assert all(d.cached_result(expr) in (None, False) for d in devices)
+
+
 def test_benchmark_prints_every_case(capsys: pytest.CaptureFixture[str]) -> None:
     assert worst.main(["--repeat", "1", "--timeout", "0.05"]) == 0
     out = capsys.readouterr().out
     for name in (*CASES, "baseline"):
         assert name in out
     assert TIMED_OUT in out
+
+
+async def test_scheduling_cycle_answers_slow_and_broken_claims_and_serves_the_next_pod() -> None:
+    """In the scheduler's cycle: the claim whose search outlasts the filter timeout and the claim
+    whose selector fails at runtime get upstream's statuses; the next pod is placed right after."""
+    case = CASES["distinct-pair-no-matching"]
+    cluster = Cluster()
+    await cluster.put(cluster.cache.classes, worst.CLASS)
+    await cluster.put(cluster.cache.nodes, node("node-1"))
+    for s in case.slices:
+        await cluster.put(cluster.cache.slices, s)
+    broken = worst.claim("broken", [worst.exactly("r", 1, f'device.attributes["{worst.DRIVER}"].missing == 1')])
+    for c in [*case.claims, broken, worst.claim("other", [worst.exactly("r", 1)])]:
+        await cluster.put(cluster.cache.claims, c)
+    cycle = SchedulingCycle(cluster.cache, filter_timeout=0.05)
+
+    slow = failed(cycle.schedule(await cluster.put(cluster.cache.pods, pod("slow", claims=["c"]))))
+    assert slow.reason == "Unschedulable"
+    assert slow.message == failure(1, f"1 {TIMED_OUT}")
+    error = failed(cycle.schedule(await cluster.put(cluster.cache.pods, pod("broken", claims=["broken"]))))
+    assert error.reason == "SchedulerError"
+    assert error.message == 'running "DynamicResources" filter plugin: claim default/broken: selector #0: CEL runtime error: no such key: missing'
+    assert placed(cycle.schedule(await cluster.put(cluster.cache.pods, pod("next", claims=["other"])))).node == "node-1"

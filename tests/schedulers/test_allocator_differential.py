@@ -311,7 +311,7 @@ class Reference:
                 if not self._evaluate(expr, cand, f"class {req.body['deviceClassName']}: selector #{i}"):
                     return False
             for i, sel in enumerate(req.body.get("selectors") or []):
-                if not self._evaluate(sel["cel"]["expression"], cand, f"claim {req.ref}, request {req.name}: selector #{i}"):
+                if not self._evaluate(sel["cel"]["expression"], cand, f"claim {req.ref}: selector #{i}"):
                     return False
             return True
 
@@ -497,7 +497,8 @@ def _ours(sc: Scenario, bound_after: int) -> list[list[dict[str, Any]]] | str | 
     try:
         outcome = allocator.allocate(node(), sc.claims)
     except AllocationError as exc:
-        return str(exc).split(": CEL runtime error")[0]
+        text = str(exc).split(": CEL runtime error")[0]
+        return f"{text} on device {exc.device}" if exc.device else text
     if not isinstance(outcome, Allocated):
         return None
     out = []
