@@ -16,6 +16,10 @@ every structure built), when all its informers have synced, and ``--settle`` sec
 peak (VmHWM). *watched* = the JSON bytes of every object the worker's
 informers list (same paths and selectors, compact JSON as on the wire). Ratio = (after - before)
 / watched, PASS when at most 3; "at sync" = (at sync - before) / watched, the informers' share.
+The scheduler then gets a claim no device satisfies (``PREPARE_OBJECTS``): once its pod is
+reported unschedulable it has prepared every node's devices and run a CEL selector on each, and
+"prepared" = (RSS ``--settle`` seconds later - before) / watched, also at most 3 (``--no-prepare``
+skips it).
 
 ``--baseline DIR`` runs the same workers from another checkout (e.g. ``/work/main``) against the
 same server right after, so before/after figures come from one run. ``scenarios()`` returns the
@@ -99,6 +103,12 @@ def watch():
     with open(out + ".tmp", "w") as f:
         json.dump(state, f)
     os.replace(out + ".tmp", out)
+    # Second phase, on request: the bench touches out + ".go" once the worker has done its work.
+    while not os.path.exists(out + ".go"):
+        time.sleep(0.1)
+    with open(out + ".tmp", "w") as f:
+        json.dump({"prepared": rss(), "prepared_peak": peak()}, f)
+    os.replace(out + ".tmp", out + ".done")
 
 threading.Thread(target=watch, daemon=True).start()
 runpy.run_module(module, run_name="__main__", alter_sys=True)
@@ -198,6 +208,54 @@ def populate(url: str, cluster: Cluster, tmp: Path, timeout: float) -> float:
     return time.monotonic() - t0
 
 
+# The prepare phase: a claim no device satisfies (its class's CEL selector matches no model), so
+# the scheduler filters every node, preparing all of its devices and evaluating the selector on each.
+PREPARE_CLASS: dict[str, Any] = {
+    "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "bench-memory-none"},
+    "spec": {"selectors": [{"cel": {"expression": 'device.driver == "gpu.example.com" && device.attributes["gpu.example.com"].model == "NO-SUCH-MODEL"'}}]},
+}
+PREPARE_CLAIM: dict[str, Any] = {
+    "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "bench-memory-none"},
+    "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "bench-memory-none"}}]}},
+}
+PREPARE_POD: dict[str, Any] = {
+    "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bench-memory-none"},
+    "spec": {"containers": [{"name": "c", "image": "pause"}], "resourceClaims": [{"name": "gpu", "resourceClaimName": "bench-memory-none"}]},
+}  # fmt: skip
+PREPARE_OBJECTS: list[tuple[str, dict[str, Any]]] = [
+    (f"{GROUP}/deviceclasses", PREPARE_CLASS), (f"{GROUP}/namespaces/default/resourceclaims", PREPARE_CLAIM), ("/api/v1/namespaces/default/pods", PREPARE_POD),
+]  # fmt: skip
+
+
+def prepare_every_node(url: str, timeout: float) -> Callable[[], None]:
+    """Drives the scheduler over every node: creates PREPARE_OBJECTS and waits until the pod is
+    reported unschedulable (every node filtered)."""
+
+    def run() -> None:
+        with httpx.Client(base_url=url, timeout=120) as http:
+            for path, body in PREPARE_OBJECTS:
+                http.post(path, json=body).raise_for_status()
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                pod = http.get(f"/api/v1/namespaces/default/pods/{PREPARE_POD['metadata']['name']}").json()
+                conditions = (pod.get("status") or {}).get("conditions") or []
+                for c in conditions:
+                    if c.get("type") == "PodScheduled" and c.get("status") == "False":
+                        print(f"  the bench pod: {c.get('message')}", flush=True)
+                        return
+                time.sleep(0.5)
+            raise RuntimeError("the scheduler did not report the bench pod unschedulable in time")
+
+    return run
+
+
+def clean_prepared(url: str) -> None:
+    """Remove PREPARE_OBJECTS (before the next worker starts)."""
+    with httpx.Client(base_url=url, timeout=120) as http:
+        for path, body in reversed(PREPARE_OBJECTS):
+            http.delete(f"{path}/{body['metadata']['name']}", params={"gracePeriodSeconds": "0"})
+
+
 def stop(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
         proc.terminate()
@@ -208,10 +266,16 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
             proc.wait()
 
 
-def probe(code_root: str, module: str, args: list[str], settle: float, tmp: Path, tag: str, timeout: float) -> dict[str, Any]:
-    """Run ``python -m module args`` from ``code_root`` under the RSS probe; its figures."""
+def probe(
+    code_root: str, module: str, args: list[str], settle: float, tmp: Path, tag: str, timeout: float, then: Callable[[], None] | None = None
+) -> dict[str, Any]:
+    """Run ``python -m module args`` from ``code_root`` under the RSS probe; its figures. With
+    ``then``: once synced and settled, run it (it drives the worker), wait ``settle`` seconds and
+    add the RSS then (``prepared``) and the peak."""
     out = tmp / f"probe-{tag}.json"
-    out.unlink(missing_ok=True)
+    go, done = Path(f"{out}.go"), Path(f"{out}.done")
+    for stale in (out, go, done):
+        stale.unlink(missing_ok=True)
     env = {**os.environ, "PYTHONPATH": code_root}
     with open(tmp / f"{tag}.log", "ab") as log:
         proc = subprocess.Popen([sys.executable, "-c", PROBE, code_root, str(out), str(settle), module, *args], cwd=code_root, stdout=log, stderr=log, env=env)
@@ -222,25 +286,46 @@ def probe(code_root: str, module: str, args: list[str], settle: float, tmp: Path
                 raise RuntimeError(f"{module} under the probe ended or timed out (see {tmp}/{tag}.log)")
             time.sleep(0.5)
         result: dict[str, Any] = json.loads(out.read_text())
+        if then is not None:
+            then()
+            time.sleep(settle)
+            go.touch()
+            while not done.exists():
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"{module} under the probe ended or timed out (see {tmp}/{tag}.log)")
+                time.sleep(0.2)
+            result.update(json.loads(done.read_text()))
         return result
     finally:
         stop(proc)
 
 
-def measure(url: str, worker: str, cluster: Cluster, code_root: str, settle: float, tmp: Path, timeout: float) -> dict[str, Any]:
-    """One worker on one cluster from one checkout: RSS figures, watched bytes, ratio."""
+def measure(
+    url: str, worker: str, cluster: Cluster, code_root: str, settle: float, tmp: Path, timeout: float, prepare: bool = True
+) -> dict[str, Any]:
+    """One worker on one cluster from one checkout: RSS figures, watched bytes, ratio; for the
+    scheduler (unless ``prepare`` is off) also after it has prepared every node's devices."""
     scheduler_args = ["--server", url, "--no-leader-elect", "--log-level", "warning"]
     args = simulator_args(url, cluster, tmp) if worker == "kubeletsim" else scheduler_args
     tag = f"{worker}-{cluster.label}-{'this' if code_root == str(REPO_ROOT) else 'baseline'}"
-    figures = probe(code_root, worker, args, settle, tmp, tag, timeout)
+    then = prepare_every_node(url, timeout) if prepare and worker == "schedulers" else None
+    try:
+        figures = probe(code_root, worker, args, settle, tmp, tag, timeout, then)
+    finally:
+        if then is not None:
+            clean_prepared(url)
     watched, objects = watched_bytes(url, worker)
     growth = figures["after"] - figures["before"]
     ratio = growth / watched if watched else 0.0
     at_sync = (figures["at_sync"] - figures["before"]) / watched if watched else 0.0
-    return {
+    result = {
         "worker": worker, "cluster": cluster.label, "code": code_root, "watched_bytes": watched, "objects": objects,
         **figures, "growth": growth, "ratio": ratio, "ratio_at_sync": at_sync, "target": TARGET, "pass": ratio <= TARGET,
     }  # fmt: skip
+    if "prepared" in figures:
+        result["ratio_prepared"] = (figures["prepared"] - figures["before"]) / watched if watched else 0.0
+        result["pass"] = result["pass"] and result["ratio_prepared"] <= TARGET
+    return result
 
 
 def show(r: dict[str, Any]) -> None:
@@ -251,6 +336,12 @@ def show(r: dict[str, Any]) -> None:
         f"growth {rss_mb(r['growth'])} MB  ratio {r['ratio']:5.2f} (at sync {r['ratio_at_sync']:4.2f})  (target <= {TARGET:g}) {verdict}  sync {r['sync_s']:.1f}s",
         flush=True,
     )
+    if "ratio_prepared" in r:
+        print(
+            f"{'':10s} {r['cluster']:9s} {Path(r['code']).name or r['code']:12s} every node's devices prepared: RSS {rss_mb(r['prepared'])}  "
+            f"peak {rss_mb(r['prepared_peak'])} MB  growth {rss_mb(r['prepared'] - r['before'])} MB  ratio {r['ratio_prepared']:5.2f}",
+            flush=True,
+        )
 
 
 @contextlib.contextmanager
@@ -270,7 +361,8 @@ def cluster_server(cluster: Cluster, tmp: Path, postgres: bool) -> Iterator[Serv
 
 
 def run_cluster(
-    cluster: Cluster, workers: list[str], baseline: str | None, settle: float, tmp: Path, postgres: bool = False, timeout: float = 900
+    cluster: Cluster, workers: list[str], baseline: str | None, settle: float, tmp: Path, postgres: bool = False, timeout: float = 900,
+    prepare: bool = True,
 ) -> list[dict[str, Any]]:
     """Populate one cluster, then measure each worker (this checkout, then the baseline's)."""
     results = []
@@ -279,7 +371,7 @@ def run_cluster(
         print(f"cluster {cluster.label}: {cluster.nodes} nodes and slices registered in {seconds:.0f}s", flush=True)
         for worker in workers:
             for root in [str(REPO_ROOT), *([baseline] if baseline else [])]:
-                result = measure(server.url, worker, cluster, root, settle, tmp, timeout)
+                result = measure(server.url, worker, cluster, root, settle, tmp, timeout, prepare)
                 show(result)
                 results.append(result)
     return results
@@ -307,6 +399,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settle", type=float, default=5.0, help="seconds after sync before the 'after' RSS (default 5)")
     parser.add_argument("--postgres", action="store_true", help="a throwaway Postgres instead of SQLite")
     parser.add_argument("--timeout", type=float, default=900, help="seconds for a registration or a worker to sync")
+    parser.add_argument("--no-prepare", action="store_true", help="skip the scheduler's second phase (every node's devices prepared)")
     parser.add_argument("--json", help="write the figures to this file")
     args = parser.parse_args(argv)
     results: list[dict[str, Any]] = []
@@ -315,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
         tmp = Path(tempfile.mkdtemp(prefix="dra-mem-workers-logs-") if keep else scratch)
         for spec in (s for s in args.clusters.split(",") if s):
             nodes, devices = (int(x) for x in spec.split("x"))
-            results += run_cluster(Cluster(nodes, devices), [w for w in args.workers.split(",") if w], args.baseline, args.settle, tmp, args.postgres, args.timeout)
+            results += run_cluster(Cluster(nodes, devices), [w for w in args.workers.split(",") if w], args.baseline, args.settle, tmp, args.postgres, args.timeout, not args.no_prepare)
         if keep:
             print(f"logs: {tmp}")
     if args.json:

@@ -26,6 +26,7 @@ filter timeout stays the last resort.
 
 from __future__ import annotations
 
+import sys
 import time
 import uuid
 from bisect import bisect_left
@@ -33,6 +34,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from operator import attrgetter
 from typing import Any
 
 import orjson
@@ -207,14 +209,20 @@ def _quantity(value: Any) -> Quantity:
     return value if isinstance(value, Quantity) else Quantity.parse(value)
 
 
-# CEL views (``DeviceView``, several times the device's JSON) are kept for the devices evaluated
-# last, process-wide: results stay cached per device, a view is rebuilt only for a new expression.
-VIEWS_KEPT = 4096
+# A device's attributes are not kept: they are read from its slice (the informer's compact copy)
+# when a CEL view or a constraint needs them. Decoded attributes and CEL views (``DeviceView``,
+# several times the device's JSON) are kept for the devices read last, process-wide; CEL results
+# stay cached per device, so a view is rebuilt only for a new expression.
+VIEWS_KEPT = 1024
+SHARED_KEPT = 4096  # distinct device values (capacities, counters, taints...) shared across slices
 _viewed: deque[_Device] = deque()
+# The devices of the slice read last (record, its devices): a search reads one slice's devices in a row.
+_last_read: list[tuple[_Slice, Sequence[Mapping[str, Any]]]] = []
 
 # Shared by every device without the field; like everything prepared, never modified.
 _NO_LIST: list[Any] = []
 _NO_MAP: dict[str, Any] = {}
+_UNSET = object()
 
 
 def _freeze(value: Any) -> Any:
@@ -227,69 +235,71 @@ def _freeze(value: Any) -> Any:
 
 
 class _SharedValues:
-    """Equal values among one slice's devices, kept once: a slice of identical GPUs repeats the
-    same model, version and capacity in every device, and each decoded copy costs several times
-    its JSON. Lives while one slice is prepared."""
+    """Equal values among devices, kept once: a fleet of identical GPUs repeats the same capacity,
+    counters and taints in every device of every slice, and each decoded copy costs several times
+    its JSON. One per index; best effort and bounded (forgets everything past ``SHARED_KEPT``
+    distinct values; values already shared stay so). Shared values are never modified."""
 
     def __init__(self) -> None:
         self._values: dict[Any, Any] = {}
-        self._capacities: dict[int, tuple[dict[str, Quantity], dict[str, Mapping[str, Any]]]] = {}
+        self._capacities: dict[int, tuple[Mapping[str, Any], dict[str, Quantity], dict[str, Mapping[str, Any]]]] = {}
+
+    def _remember(self, key: Any, value: Any) -> Any:
+        if len(self._values) >= SHARED_KEPT:
+            self._values.clear()
+            self._capacities.clear()
+        return self._values.setdefault(key, value)
 
     def value(self, value: Any) -> Any:
         """``value``, or an equal one seen before."""
         if not value:
             return value
-        return self._values.setdefault(_freeze(value), value)
+        key = _freeze(value)
+        found = self._values.get(key)
+        return found if found is not None else self._remember(key, value)
+
+    def derived(self, raw: Any, build: Callable[[Any], Any]) -> Any:
+        """``build(raw)``, once per distinct ``raw`` value."""
+        if not raw:
+            return None
+        key = ("derived", _freeze(raw))
+        made = self._values.get(key)
+        return made if made is not None else self._remember(key, build(raw))
 
     def capacity(self, raw: Mapping[str, Any]) -> tuple[dict[str, Quantity], dict[str, Mapping[str, Any]]]:
         """Capacity quantities and request policies of a (shared) ``capacity`` value."""
         prepared = self._capacities.get(id(raw))
-        if prepared is None:
+        if prepared is None or prepared[0] is not raw:
             capacity: dict[str, Quantity] = {}
             policies: dict[str, Mapping[str, Any]] = {}
             for key, cap in raw.items():
                 capacity[key] = _quantity(cap.get("value", "0"))
                 if cap.get("requestPolicy"):
                     policies[key] = cap["requestPolicy"]
-            prepared = self._capacities[id(raw)] = (capacity or _NO_MAP, policies or _NO_MAP)
-        return prepared
+            prepared = self._capacities[id(raw)] = (raw, capacity or _NO_MAP, policies or _NO_MAP)
+        return prepared[1], prepared[2]
 
 
-class _Device:
-    """One published device, prepared once per slice version; caches CEL results.
+def _consumes(raw: list[Mapping[str, Any]]) -> list[tuple[str, dict[str, Quantity]]]:
+    return [(c.get("counterSet", ""), {k: _quantity(v.get("value", "0")) for k, v in (c.get("counters") or {}).items()}) for c in raw]
 
-    Keeps what allocation reads, not the decoded device: equal values of a slice's devices are
-    shared (``_SharedValues``) and absent fields share one empty list or map.
-    """
+
+class _Placement:
+    """What a device shares with others of its slice (one instance per distinct combination): its
+    slice, the node selection it was published with and the one its allocation carries, and the
+    fields allocation reads rarely."""
 
     __slots__ = (
-        "all_nodes", "allow_multiple", "attributes", "binding_conditions", "binding_failure_conditions", "binds_to_node",
-        "capacity", "cel", "consumes", "driver", "id", "name", "node_allocatable", "node_local", "node_name", "node_selector",
-        "policies", "pool", "raw_capacity", "slice_name", "taints", "view",
-    )
+        "all_nodes", "binding_failure_conditions", "binds_to_node", "node_allocatable", "node_local", "node_name", "node_selector",
+        "policies", "raw_capacity", "record",
+    )  # fmt: skip
 
-    def __init__(
-        self, spec: Mapping[str, Any], dev: Mapping[str, Any], slice_name: str, taints: list[dict[str, Any]], shared: _SharedValues | None = None
-    ) -> None:
-        shared = shared or _SharedValues()
-        self.driver: str = spec.get("driver", "")
-        self.pool: str = (spec.get("pool") or {}).get("name", "")
-        self.name: str = dev.get("name", "")
-        self.id: DeviceID = (self.driver, self.pool, self.name)
-        self.slice_name = slice_name
-        attributes = dev.get("attributes")
-        self.attributes: Mapping[str, Any] = {k: shared.value(v) for k, v in attributes.items()} if attributes else _NO_MAP
+    def __init__(self, record: _Slice, spec: Mapping[str, Any], dev: Mapping[str, Any], shared: _SharedValues) -> None:
+        self.record = record
         self.raw_capacity: Mapping[str, Any] = shared.value(dev.get("capacity")) or _NO_MAP
-        self.capacity, self.policies = shared.capacity(self.raw_capacity)
+        self.policies = shared.capacity(self.raw_capacity)[1]
         self.node_allocatable: Mapping[str, Any] = shared.value(dev.get("nodeAllocatableResources")) or _NO_MAP
-        self.allow_multiple = bool(dev.get("allowMultipleAllocations"))
-        self.consumes: list[tuple[str, dict[str, Quantity]]] = [
-            (c.get("counterSet", ""), {k: _quantity(v.get("value", "0")) for k, v in (c.get("counters") or {}).items()})
-            for c in dev.get("consumesCounters") or []
-        ] or _NO_LIST
-        self.taints = taints or _NO_LIST
-        self.binding_conditions: list[str] = list(dev.get("bindingConditions") or []) or _NO_LIST
-        self.binding_failure_conditions: list[str] = list(dev.get("bindingFailureConditions") or []) or _NO_LIST
+        self.binding_failure_conditions: list[str] = shared.value(list(dev.get("bindingFailureConditions") or [])) or _NO_LIST
         self.binds_to_node = bool(dev.get("bindsToNode"))
         # The device's own node selection (per-device node selection), as published.
         self.node_name: str = dev.get("nodeName") or ""
@@ -297,39 +307,131 @@ class _Device:
         # Node selection that ends up in the allocation result.
         if spec.get("perDeviceNodeSelection"):
             self.node_local = bool(dev.get("nodeName"))
-            self.node_selector = None if dev.get("allNodes") else dev.get("nodeSelector")
+            self.node_selector = None if dev.get("allNodes") else shared.value(dev.get("nodeSelector"))
         else:
             self.node_local = bool(spec.get("nodeName"))
             self.node_selector = spec.get("nodeSelector")
+
+    def key(self) -> tuple[Any, ...]:
+        return (
+            id(self.raw_capacity), id(self.node_allocatable), id(self.binding_failure_conditions), self.binds_to_node, self.node_name,
+            self.all_nodes, self.node_local, id(self.node_selector),
+        )  # fmt: skip
+
+
+class _Device:
+    """One published device, prepared once per slice version; caches CEL results.
+
+    Keeps what the search reads on every device (equal values of a slice's devices shared, absent
+    fields one empty list or map) and a ``_Placement`` shared with the slice's like devices; the
+    attributes are read from the slice when needed (see ``VIEWS_KEPT``).
+    """
+
+    __slots__ = (
+        "allow_multiple", "attrs", "binding_conditions", "capacity", "cel", "cel_expression", "cel_result", "consumes", "id", "name",
+        "placement", "position", "taints", "view",
+    )  # fmt: skip
+
+    def __init__(
+        self, spec: Mapping[str, Any], dev: Mapping[str, Any], record: _Slice, position: int, taints: list[dict[str, Any]],
+        shared: _SharedValues | None = None, placements: dict[tuple[Any, ...], _Placement] | None = None,
+    ) -> None:  # fmt: skip
+        shared = shared or _SharedValues()
+        name = dev.get("name", "")
+        self.name: str = sys.intern(name) if type(name) is str else name
+        self.id: DeviceID = (record.driver, record.pool, self.name)
+        placement = _Placement(record, spec, dev, shared)
+        if placements is not None:
+            placement = placements.setdefault(placement.key(), placement)
+        self.placement = placement
+        self.position = position
+        self.capacity = shared.capacity(placement.raw_capacity)[0]
+        self.allow_multiple = bool(dev.get("allowMultipleAllocations"))
+        self.consumes: list[tuple[str, dict[str, Quantity]]] = shared.derived(dev.get("consumesCounters"), _consumes) or _NO_LIST
+        self.taints = shared.value(taints) or _NO_LIST
+        self.binding_conditions: list[str] = shared.value(list(dev.get("bindingConditions") or [])) or _NO_LIST
+        self.attrs: Mapping[str, Any] | None = None  # decoded while the device is among the VIEWS_KEPT read last
         self.view: DeviceView | None = None
-        self.cel: dict[str, bool | CELRuntimeError] | None = None  # made on the first evaluation
+        self.cel_expression: str | None = None  # the first expression evaluated and its result, then ``cel``
+        self.cel_result: bool | CELRuntimeError = False
+        self.cel: dict[str, bool | CELRuntimeError] | None = None
+
+    driver = property(lambda self: self.id[0])
+    pool = property(lambda self: self.id[1])
+    # Read where the search rarely looks: shared with the slice's like devices.
+    raw_capacity = property(attrgetter("placement.raw_capacity"))
+    policies = property(attrgetter("placement.policies"))
+    node_allocatable = property(attrgetter("placement.node_allocatable"))
+    binding_failure_conditions = property(attrgetter("placement.binding_failure_conditions"))
+    binds_to_node = property(attrgetter("placement.binds_to_node"))
+    node_name = property(attrgetter("placement.node_name"))
+    all_nodes = property(attrgetter("placement.all_nodes"))
+    node_local = property(attrgetter("placement.node_local"))
+    node_selector = property(attrgetter("placement.node_selector"))
+
+    @property
+    def attributes(self) -> Mapping[str, Any]:
+        """The device's attributes as published (read from its slice, kept while recently used)."""
+        attrs = self.attrs
+        if attrs is None:
+            record = self.placement.record
+            if _last_read and _last_read[0][0] is record:
+                devices = _last_read[0][1]
+            else:
+                devices = record.spec().get("devices") or _NO_LIST
+                _last_read[:] = [(record, devices)]
+            dev = devices[self.position] if self.position < len(devices) else _NO_MAP
+            if dev.get("name") != self.name:  # the slice changed since (its new version replaces this device soon)
+                dev = next((d for d in devices if d.get("name") == self.name), _NO_MAP)
+            attrs = self.attrs = dev.get("attributes") or _NO_MAP
+            _viewed.append(self)  # a device is there while its attributes are kept
+            if len(_viewed) > VIEWS_KEPT:
+                old = _viewed.popleft()
+                old.view = old.attrs = None
+        return attrs
 
     def evaluate(self, selector: CompiledSelector, deadline: float | None = None) -> bool:
         """A selector's result for this device, cached by expression (errors too, but not an
         evaluation interrupted at ``deadline``)."""
-        results = self.cel
-        if results is None:
-            results = self.cel = {}
-        cached = results.get(selector.expression)
-        if cached is None:
-            if self.view is None:
-                self.view = DeviceView({
-                    "driver": self.driver, "attributes": self.attributes, "capacity": self.raw_capacity,
-                    "allowMultipleAllocations": self.allow_multiple,
-                })
-                _viewed.append(self)
-                if len(_viewed) > VIEWS_KEPT:
-                    _viewed.popleft().view = None
-            try:
-                cached = selector.evaluate(self.view, deadline=deadline)
-            except CELRuntimeError as exc:
-                if exc.interrupted:
-                    raise
-                cached = exc
-            results[selector.expression] = cached
-        if isinstance(cached, CELRuntimeError):
-            raise cached
-        return cached
+        expression = selector.expression
+        if self.cel_expression == expression:
+            cached: bool | CELRuntimeError = self.cel_result
+        else:
+            cel = self.cel
+            found = cel.get(expression, _UNSET) if cel is not None else _UNSET
+            cached = self._evaluate(selector, expression, deadline) if found is _UNSET else found  # type: ignore[assignment]
+        if cached is True or cached is False:
+            return cached
+        raise cached
+
+    def cached_result(self, expression: str) -> bool | CELRuntimeError | None:
+        """The remembered result of ``expression`` on this device, if any."""
+        if self.cel_expression == expression:
+            return self.cel_result
+        return self.cel.get(expression) if self.cel is not None else None
+
+    def _evaluate(self, selector: CompiledSelector, expression: str, deadline: float | None) -> bool | CELRuntimeError:
+        """Evaluate and remember a selector not evaluated on this device before."""
+        view = self.view
+        if view is None:
+            view = self.view = DeviceView({
+                "driver": self.id[0], "attributes": self.attributes, "capacity": self.placement.raw_capacity,
+                "allowMultipleAllocations": self.allow_multiple,
+            })  # fmt: skip
+        result: bool | CELRuntimeError
+        try:
+            result = bool(selector.evaluate(view, deadline=deadline))
+        except CELRuntimeError as exc:
+            if exc.interrupted:
+                raise
+            result = exc
+        if self.cel_expression is None:
+            self.cel_expression, self.cel_result = expression, result
+        else:
+            if self.cel is None:
+                self.cel = {}
+            self.cel[expression] = result
+        return result
 
 
 def _device_matches_node(dev: _Device, node: Mapping[str, Any], node_name: str) -> bool:
@@ -416,6 +518,7 @@ class ResourceIndex:
         self._by_pool: dict[PoolID, list[str]] = {}
         self._views: dict[str, tuple[Mapping[str, Any], Any, _NodeView]] = {}  # node name -> (node, labels, view)
         self._pool_devices: dict[PoolID, tuple[dict[str, _Device], dict[str, dict[str, Quantity]], str | None]] = {}
+        self._shared = _SharedValues()
         self._dirty = True
         for s in slices:
             self.set_slice(s)
@@ -494,14 +597,16 @@ class ResourceIndex:
         driver, pool = record.driver, record.pool
         rules = list(self._rules.values()) if self.features.device_taint_rules else []
         devices = []
-        shared = _SharedValues()
-        for dev in spec.get("devices") or []:
+        shared = self._shared
+        placements: dict[tuple[Any, ...], _Placement] = {}
+        for position, dev in enumerate(spec.get("devices") or []):
             taints = list(dev.get("taints") or []) if self.features.device_taints else []
             for rule in rules:
                 if rule_selects(rule, driver, pool, dev.get("name", "")):
                     taints.append((rule.get("spec") or {}).get("taint") or {})
-            devices.append(_Device(spec, dev, name, taints, shared))
+            devices.append(_Device(spec, dev, record, position, taints, shared, placements))
         self._devices[name] = (record, devices)
+        _last_read[:] = [(record, spec.get("devices") or _NO_LIST)]  # CEL views of these devices come next
         return devices
 
     def _pool_generation(self, names: list[str]) -> tuple[int, list[str]]:
@@ -577,7 +682,7 @@ class ResourceIndex:
             self._views[node_name] = (node, cached[1], cached[2])
             return cached[2]
         view = self._build_view(node, node_name)
-        self._views[node_name] = (node, dict(labels), view)
+        self._views[node_name] = (node, labels, view)  # informer objects are never changed in place: no copy
         return view
 
     def _build_view(self, node: Mapping[str, Any], node_name: str) -> _NodeView:
@@ -625,7 +730,9 @@ class ResourceIndex:
                     pool.invalid = self._validate_only(chosen)
             pools.append(pool)
         pools.sort(key=lambda p: (p.has_binding, p.id))
-        candidates = [d for p in pools if not p.incomplete and p.invalid is None for d in p.devices]
+        usable = [p for p in pools if not p.incomplete and p.invalid is None]
+        # Lists here are never changed once built: one pool's list serves as the candidates too.
+        candidates = usable[0].devices if len(usable) == 1 else [d for p in usable for d in p.devices]
         return _NodeView(pools, candidates)
 
     def _validate_only(self, names: list[str]) -> str | None:
@@ -730,6 +837,8 @@ class AllocatedState:
             return cached[2]
         taken = self.devices
         free = [d for d in view.candidates if d.id not in taken]
+        if len(free) == len(view.candidates):
+            free = view.candidates  # nothing taken: the same list, not a copy
         view.free = (self, stamp, free)
         return free
 
@@ -1246,6 +1355,7 @@ class _Search:
         self.capacity: dict[DeviceID, dict[str, Quantity]] = {}
         self.counters: dict[PoolID, dict[tuple[str, str], Fraction]] = {}
         self.results: list[list[_Pick]] = [[] for _ in claims]
+        self._attributes: dict[tuple[DeviceID, str], frozenset[Any] | None] = {}
         self.selected: dict[tuple[int, int], int] = {}
         # Constraints keep per-search state; claims without any share one empty list (never appended to).
         self.constraints = [[_Constraint(r, a, d) for r, a, d in c.constraints] if c.constraints else _NO_CONSTRAINTS for c in claims]
@@ -1277,6 +1387,8 @@ class _Search:
             self._restart()
             self._bound()
             return self._request(0, 0) == _FOUND
+        finally:
+            self._attributes = {}  # a search kept by SearchCache keeps no attribute values
 
     # --- before the search: what upstream validates per node ---
 
@@ -1491,12 +1603,11 @@ class _Search:
     def _still_possible(self, ci: int, req: _Request) -> list[_Device]:
         """A cheap superset of ``_takeable(ci, req, 0)``: possible at the start, not in use, constraints still met."""
         constraints = [con for con in self.constraints[ci] if con.values and con.applies(req)]
-        lists = self.features.list_attributes
         out = []
         for dev in self._possible[id(req)]:
             if self._in_use(ci, req, dev):
                 continue
-            if all(con.admits(_attribute_value(dev, con.attribute, lists)) for con in constraints):
+            if all(con.admits(self._attribute(dev, con.attribute)) for con in constraints):
                 out.append(dev)
         return out
 
@@ -1566,11 +1677,22 @@ class _Search:
         """Whether each constraint on ``req`` leaves ``need`` of ``devices`` (see ``_values_allow``)."""
         return all(self._values_allow(con, devices, need) for con in self.constraints[ci] if con.applies(req))
 
+    def _attribute(self, dev: _Device, name: str) -> frozenset[Any] | None:
+        """``_attribute_value``, once per device and attribute in this search: a device keeps its
+        attributes only while among the last ``VIEWS_KEPT`` read, and a search over more devices
+        than that must not read slices again and again."""
+        key = (dev.id, name)
+        try:
+            return self._attributes[key]
+        except KeyError:
+            value = self._attributes[key] = _attribute_value(dev, name, self.features.list_attributes)
+            return value
+
     def _values_allow(self, con: _Constraint, devices: list[_Device], need: int) -> bool:
         """Enough distinct values for a distinctAttribute, a large enough group of one value for a matchAttribute."""
         if con.values and not con.distinct:
             return len(devices) >= need  # the fixed value already filtered the devices
-        values = [_attribute_value(dev, con.attribute, self.features.list_attributes) for dev in devices]
+        values = [self._attribute(dev, con.attribute) for dev in devices]
         if any(v is None or len(v) != 1 for v in values):
             return True  # list attributes: sets intersect in ways counting does not capture
         if con.distinct:
@@ -1612,7 +1734,7 @@ class _Search:
         for dev in takeable:
             if self._shared(dev) and (dev.id in self.allocated.shared_devices or self.shares.get(dev.id)):
                 continue  # its counters are consumed already
-            pool_id = (dev.driver, dev.pool)
+            pool_id = (dev.id[0], dev.id[1])
             per_device: dict[tuple[PoolID, tuple[str, str]], Fraction] = {}
             for set_name, counters in dev.consumes:
                 for c, q in counters.items():
@@ -1675,7 +1797,7 @@ class _Search:
         if dev.consumes and not (shared and (dev.id in self.allocated.shared_devices or self.shares.get(dev.id))):
             if not self.features.partitionable_devices:
                 return None
-            pool_id = (dev.driver, dev.pool)
+            pool_id = (dev.id[0], dev.id[1])
             available = self.alloc.available_counters(pool_id)
             used = self.counters.get(pool_id) or {}
             counter_delta = []
@@ -1695,7 +1817,7 @@ class _Search:
         for con in constraints:
             if not con.applies(req):
                 continue
-            value = _attribute_value(dev, con.attribute, self.features.list_attributes)
+            value = self._attribute(dev, con.attribute)
             if value is None or not con.admits(value):
                 if must:
                     raise AllocationError(
