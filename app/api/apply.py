@@ -732,7 +732,9 @@ def _print_manager(manager_id: ManagerId) -> str:
 # next write to an object starts from its stored list: decoding it again would give the same.
 # The watch cache keeps only its most recently read objects decoded: a list of any other object is
 # a new one at each read, so remembering more would only hold memory.
-_DECODED_CAPACITY = DECODED.max_items
+# Twice the watch cache's count: a write remembers the list it stores, and a read of a version the
+# cache no longer holds decoded remembers the one it decodes.
+_DECODED_CAPACITY = 2 * DECODED.max_items
 _decoded: dict[int, tuple[list[Any], dict[ManagerId, _Entry]]] = {}
 
 

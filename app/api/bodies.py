@@ -188,7 +188,10 @@ def _decode(raw: bytes, describe: Callable[[Exception], str]) -> Any:
         if "infinity" not in str(exc):
             raise bad_request(describe(exc)) from None
     else:
-        check_depth(value)
+        # A body with no more opening brackets than the limit (strings' included: counted in C)
+        # cannot nest deeper than it, and is not walked.
+        if raw.count(b"{") + raw.count(b"[") > MAX_DEPTH:
+            check_depth(value)
         # orjson keeps the last of repeated keys and turns numbers past int64 into floats; a body
         # it would write back byte for byte has neither (compact JSON from Go or orjson clients).
         if orjson.dumps(value) == raw:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.auth.admission import AdmissionPlugin, AdmissionRequest
-from app.auth.attributes import Attributes
+from app.auth.attributes import Attributes, request_attributes
 from app.auth.authorizers import Authorizer, Decision, forbidden
 from app.auth.rbac import RBACIndex, aggregate_errors
 from app.auth.rules import Rule, compact, compact_string, covers
@@ -26,7 +26,8 @@ class Requester:
     """Who makes the request being served, and the authorizers and admission that judge it."""
 
     user: UserInfo
-    attributes: Attributes
+    # The request's method, path and undecoded query, which ``attributes`` are read off.
+    request: tuple[str, str, str]
     authorizer: Authorizer
     rbac: RBACIndex | None
     admission: Sequence[AdmissionPlugin] = ()
@@ -34,6 +35,16 @@ class Requester:
     audit: dict[str, Any] = field(default_factory=dict)
     # The configured authorization modes, in order (what a rules review asks of each).
     modes: tuple[str, ...] = ()
+    _attributes: Attributes | None = None
+
+    @property
+    def attributes(self) -> Attributes:
+        """What the request asks to do, as the authorizers see it (read off the request when first
+        needed: under AlwaysAllow most requests never need it)."""
+        attributes = self._attributes
+        if attributes is None:
+            attributes = self._attributes = request_attributes(self.user, *self.request)
+        return attributes
 
     @property
     def privileged(self) -> bool:

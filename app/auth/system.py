@@ -166,11 +166,11 @@ class AuthSystem:
             audit["impersonated"] = impersonated
             user = impersonated
         query = scope.get("query_string", b"").decode("latin-1")
-        attrs = request_attributes(user, scope["method"], scope["path"], query)
-        requester = context.Requester(user, attrs, self.authorizer, self.rbac, self.admission, audit, self.modes)
+        requester = context.Requester(user, (scope["method"], scope["path"], query), self.authorizer, self.rbac, self.admission, audit, self.modes)
         if self.allow_all:
             audit["decision"] = ("allow", "")
             return requester
+        attrs = requester.attributes
         decision, reason = self.authorizer.authorize(attrs)
         if decision is not ALLOW:
             audit["decision"] = ("forbid", reason)

@@ -48,7 +48,10 @@ DEFAULT_HISTORY_BYTES = 256 * 1024 * 1024
 class _Decoded:
     """The decoded forms of the most recently read versions, bounded by count and bytes."""
 
-    def __init__(self, max_items: int = 64, max_bytes: int = 128 * 1024) -> None:
+    # The byte budget holds max_items versions of ordinary objects (claims, pods: 1-4 KiB of JSON).
+    # Objects written in turn all miss once there are more of them than it holds (bench.api's
+    # update writes 64 in turn, and each create or write also reads its namespace).
+    def __init__(self, max_items: int = 128, max_bytes: int = 512 * 1024) -> None:
         self.max_items = max_items
         self.max_bytes = max_bytes
         self._items: OrderedDict[StoredObject, Obj] = OrderedDict()
@@ -69,6 +72,11 @@ class _Decoded:
         while len(self._items) > self.max_items or self._bytes > self.max_bytes:
             old, _ = self._items.popitem(last=False)
             self._bytes -= len(old.raw)
+
+    def discard(self, stored: StoredObject) -> None:
+        obj = self._items.pop(stored, None)
+        if obj is not None:
+            self._bytes -= len(stored.raw)
 
     def clear(self) -> None:
         self._items.clear()
@@ -346,6 +354,10 @@ class WatchCache:
             by_ns = self._objects.setdefault(resource, {})
             names = by_ns.setdefault(event.namespace, {})
             event.prev = names.get(event.name)
+            if event.prev is not None:
+                # A replaced version is seldom read again: its decoded form gives way to the new
+                # one's, so objects written in turn keep one decoded version each, not two.
+                DECODED.discard(event.prev)
             size = self._bytes.get(resource, 0) - (len(event.prev.raw) if event.prev is not None else 0)
             if event.type == DELETED:
                 if names.pop(event.name, None) is not None:

@@ -23,8 +23,8 @@ from sqlalchemy import event, text
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from app.storage.cache import ADDED, MODIFIED, Event, StoredObject
-from app.storage.errors import KeyExists, RevisionMismatch, StorageError, StorageFailure, StorageUnavailable
+from app.storage.cache import ADDED, DELETED, MODIFIED, Event, StoredObject
+from app.storage.errors import KeyExists, RequestTooLarge, RevisionMismatch, StorageError, StorageFailure, StorageUnavailable
 
 if TYPE_CHECKING:
     from app.storage.store import WriteOp
@@ -45,6 +45,25 @@ class CommitLog(Protocol):
     def request_poll(self) -> None:
         """Read the event log now instead of at the next poll."""
         ...
+
+
+# etcd's default --max-request-bytes (1.5 MiB) is the most one write may store. Upstream stores
+# protobuf and allows JSON bodies twice that size (3 MiB) for the difference; the JSON stored here
+# gets the same allowance.
+ETCD_MAX_REQUEST_BYTES = 1536 * 1024
+MAX_OBJECT_BYTES = 2 * ETCD_MAX_REQUEST_BYTES
+
+
+def serialised(op: WriteOp, revision: int) -> bytes:
+    """``op``'s object as stored at ``revision``."""
+    op.obj["metadata"]["resourceVersion"] = str(revision)
+    return orjson.dumps(op.obj)
+
+
+def too_large(op: WriteOp, raw: bytes) -> bool:
+    """Whether storage refuses ``op`` (its object serialised, ``raw``) as larger than it takes;
+    deletes never are. Checked on the bytes a commit sends, so that no write is serialised twice."""
+    return len(raw) > MAX_OBJECT_BYTES and op.type != DELETED
 
 
 @dataclass(slots=True)
@@ -232,6 +251,22 @@ class PostgresDialect(Dialect):
         is then committed inside a transaction that first locks the revision row, so the guess
         is exact and a writer always gets through however busy the other replicas are.
         """
+        base = self._base
+        # Serialised for the revisions guessed; a write larger than storage takes is refused here
+        # and leaves no revision behind.
+        first: list[bytes] = []
+        kept: list[WriteOp] = []
+        refused: list[tuple[WriteOp, StorageError]] = []
+        for op in batch:
+            raw = serialised(op, base + len(kept) + 1)
+            if too_large(op, raw):
+                refused.append((op, RequestTooLarge()))
+            else:
+                kept.append(op)
+                first.append(raw)
+        if not kept:
+            return GroupCommit(base, base, [], refused)
+        batch = kept
         kinds = [op.type for op in batch]
         resources = [op.resource for op in batch]
         namespaces = [op.namespace for op in batch]
@@ -239,12 +274,10 @@ class PostgresDialect(Dialect):
         expected = [op.expected_revision for op in batch]
         own_before = self._own_committed
 
-        async def attempt(base: int) -> tuple[list[int], list[bytes]]:
+        async def attempt(base: int, raws: list[bytes] | None = None) -> tuple[list[int], list[bytes]]:
             """dra_commit's answer, and the objects as serialised for revisions from ``base``."""
-            raws = []
-            for index, op in enumerate(batch):
-                op.obj["metadata"]["resourceVersion"] = str(base + index + 1)
-                raws.append(orjson.dumps(op.obj))
+            if raws is None:
+                raws = [serialised(op, base + index + 1) for index, op in enumerate(batch)]
             # Our own notification may arrive before the result: don't poll the log for it.
             self._own_committed = max(own_before, base + len(batch))
             result: list[int] = await conn.fetchval(
@@ -252,8 +285,7 @@ class PostgresDialect(Dialect):
             )
             return result, raws
 
-        base = self._base
-        result, raws = await attempt(base)
+        result, raws = await attempt(base, first)
         attempted_twice = result[0] != base
         if attempted_twice:
             async with conn.transaction():
@@ -273,7 +305,7 @@ class PostgresDialect(Dialect):
             (batch[i], Event(base + i + 1, batch[i].type, batch[i].resource, batch[i].namespace, batch[i].name, StoredObject(batch[i].obj, base + i + 1, raws[i])))
             for i in sorted(succeeded)
         ]
-        failed: list[tuple[WriteOp, StorageError]] = [(op, KeyExists() if op.type == ADDED else RevisionMismatch()) for i, op in enumerate(batch) if i not in succeeded]
+        failed = refused + [(op, KeyExists() if op.type == ADDED else RevisionMismatch()) for i, op in enumerate(batch) if i not in succeeded]
         return GroupCommit(base, revision, committed, failed)
 
     async def current_revision(self) -> int:
@@ -415,8 +447,10 @@ class SQLiteDialect(Dialect):
             revision = base
             for op in batch:
                 candidate = revision + 1
-                op.obj["metadata"]["resourceVersion"] = str(candidate)
-                raw = orjson.dumps(op.obj)
+                raw = serialised(op, candidate)
+                if too_large(op, raw):
+                    failed.append((op, RequestTooLarge()))
+                    continue
                 data = raw.decode()
                 params = {"resource": op.resource, "namespace": op.namespace, "name": op.name, "revision": candidate, "data": data, "expected": op.expected_revision}
                 if op.type == ADDED:

@@ -17,23 +17,17 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.storage.cache import DELETED, Event, StoredObject, WatchCache
+from app.storage.cache import Event, StoredObject, WatchCache
 from app.storage.dialects import GroupCommit, dialect_for
-from app.storage.errors import RequestTooLarge, RevisionCompacted, StorageError, StorageUnavailable
+from app.storage.errors import RevisionCompacted, StorageError, StorageUnavailable
 
 log = logging.getLogger("app.storage")
 
 MAX_BATCH = 256
 POLL_BATCH = 1000
-# etcd's default --max-request-bytes (1.5 MiB) is the most one write may store. Upstream stores
-# protobuf and allows JSON bodies twice that size (3 MiB) for the difference; the JSON stored here
-# gets the same allowance.
-ETCD_MAX_REQUEST_BYTES = 1536 * 1024
-MAX_OBJECT_BYTES = 2 * ETCD_MAX_REQUEST_BYTES
 
 
 @dataclass(slots=True)
@@ -143,8 +137,6 @@ class Store:
         """Queue a write for the next group commit and wait for its outcome."""
         if not self.ready:
             raise RuntimeError("storage is not running")
-        if op.type != DELETED and len(orjson.dumps(op.obj)) > MAX_OBJECT_BYTES:
-            raise RequestTooLarge()
         self._queue.put_nowait(op)
         return await op.future
 

@@ -57,6 +57,23 @@ def test_deeply_nested_json(api: httpx.Client, ns: str, quiet_watch: list[dict[s
     assert_status(_post(api, ns, body), 400, "BadRequest")
 
 
+def _nested(levels: int) -> bytes:
+    """A claim whose body nests ``levels`` objects deep (the body itself is the first)."""
+    inner = levels - 2
+    return b'{"metadata":{"name":"deep"},"spec":' + b'{"a":' * inner + b"1" + b"}" * inner + b"}"
+
+
+def test_json_past_the_depth_limit_within_the_decoders_is_refused(api: httpx.Client, ns: str, quiet_watch: list[dict[str, Any]]) -> None:
+    response = _post(api, ns, _nested(101))
+    assert_status(response, 400, "BadRequest")
+    assert response.json()["message"] == "the request body is nested deeper than 100 levels"
+
+
+def test_json_at_the_depth_limit_is_not_refused_for_its_depth(api: httpx.Client, ns: str) -> None:
+    response = _post(api, ns, _nested(100))
+    assert "nested deeper" not in response.json().get("message", "")
+
+
 def test_ten_megabyte_string(api: httpx.Client, ns: str, quiet_watch: list[dict[str, Any]]) -> None:
     body = claim("big")
     body["metadata"]["annotations"] = {"x": "y" * (10 * 1024 * 1024)}
