@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import grpc
 import grpc.aio
 
+from kube.tasks import cancel_and_wait
 from kubeletapi.dra.v1 import api_pb2 as dra_v1
 from kubeletapi.dra.v1 import api_pb2_grpc as dra_v1_grpc
 from kubeletapi.dra.v1beta1 import api_pb2 as dra_v1beta1
@@ -134,10 +135,7 @@ class DRAPlugin:
             await self.channel.wait_for_state_change(state)
 
     async def close(self) -> None:
-        if self._watch is not None:
-            self._watch.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watch
+        await cancel_and_wait(self._watch)
         await self.channel.close()
 
     async def node_prepare_resources(self, claims: Sequence[dra_v1.Claim]) -> dra_v1.NodePrepareResourcesResponse:

@@ -9,7 +9,6 @@ plugin stays registered.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -18,6 +17,7 @@ from dataclasses import dataclass
 import grpc
 import grpc.aio
 
+from kube.tasks import cancel_and_wait
 from kubeletapi.dra_health.v1 import api_pb2 as health_v1
 from kubeletsim.plugins.draplugin import DRAPlugin, rpc_error_text
 
@@ -134,8 +134,4 @@ class HealthStreams:
     async def close(self) -> None:
         tasks = list(self._tasks.values())
         self._tasks.clear()
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_and_wait(*tasks)

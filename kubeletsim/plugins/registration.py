@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import grpc
 import grpc.aio
 
+from kube.tasks import cancel_and_wait
 from kubeletapi.layout import NodeDirs, check_socket_path
 from kubeletapi.pluginregistration.v1 import api_pb2 as registration
 from kubeletapi.pluginregistration.v1 import api_pb2_grpc as registration_grpc
@@ -102,12 +103,7 @@ class PluginWatcher:
             await self.stop()
 
     async def stop(self) -> None:
-        tasks = [*self._attempts.values(), *self._monitors.values()]
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_and_wait(*self._attempts.values(), *self._monitors.values())
         self._attempts.clear()
         self._monitors.clear()
 
