@@ -203,7 +203,8 @@ class GenericStore:
         if labels is None and fields is None:
             return None
         getters = strategy.field_selectors
-        extracted = self.storage.field_names(strategy.qualified_resource)
+        # Field name -> its position in each version's extracted ``fields``.
+        extracted = {name: position for position, name in enumerate(self.storage.field_names(strategy.qualified_resource))}
 
         def field_value(stored: StoredObject) -> Callable[[str], str]:
             def get(name: str) -> str:
@@ -211,8 +212,9 @@ class GenericStore:
                     return stored.name
                 if name == "metadata.namespace":
                     return stored.namespace
-                if stored.fields is not None and name in extracted:
-                    return stored.fields[extracted.index(name)]
+                position = extracted.get(name)
+                if stored.fields is not None and position is not None:
+                    return stored.fields[position]
                 return getters[name](stored.obj)
 
             return get

@@ -213,8 +213,7 @@ class Watcher:
     def take(self, limit: int = 0) -> list[tuple[str, StoredObject]]:
         """What is buffered (at most ``limit`` events when given): one write instead of one per event."""
         if limit and len(self.pending) > limit:
-            batch = [self.pending.popleft() for _ in range(limit)]
-            return batch
+            return [self.pending.popleft() for _ in range(limit)]
         batch = list(self.pending)
         self.pending.clear()
         self.wakeup.clear()
@@ -396,9 +395,9 @@ class WatchCache:
         upper = max(size, UPPER_BOUND_CAPACITY)
         while history:
             oldest = history[0]
-            if len(history) > upper or self.history_bytes > self.history_budget:
-                pass
-            elif len(history) <= size or now - oldest.at < self.fresh_seconds:
+            over_bounds = len(history) > upper or self.history_bytes > self.history_budget
+            # Within the bounds, the configured size is kept, and more while the oldest is fresh.
+            if not over_bounds and (len(history) <= size or now - oldest.at < self.fresh_seconds):
                 break
             history.popleft()
             held = oldest.held_bytes()
