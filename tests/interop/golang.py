@@ -1,0 +1,26 @@
+"""Go programs for the interop tests: skipped where Go is missing, unless ``DRA_REQUIRE_GO=1``
+(CI), where that is an error."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from devtools import gobuild
+
+REQUIRED = bool(os.environ.get("DRA_REQUIRE_GO"))
+needs_go = pytest.mark.skipif(gobuild.go_binary() is None and not REQUIRED, reason="the interop tests need a Go toolchain (go)")
+
+
+def go_program(module: str, name: str | None = None, package: str = ".") -> Path:
+    """The built binary of ``interop/<module>`` (built now if its sources changed); the test fails
+    with Go's own output when the build does."""
+    if gobuild.go_binary() is None:
+        pytest.fail("DRA_REQUIRE_GO is set but there is no Go toolchain (go) on this machine")
+    try:
+        return gobuild.build_go_program(gobuild.INTEROP / module, name or module, package)
+    except subprocess.CalledProcessError as exc:
+        pytest.fail(f"go build of interop/{module} failed:\n{exc.stdout}\n{exc.stderr}")
