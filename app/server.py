@@ -22,7 +22,7 @@ from starlette.types import Receive, Scope, Send
 from app import metrics
 from app.api import discovery, negotiation, openapi
 from app.api.generic import GenericStore
-from app.api.negotiation import json_response, status_response
+from app.api.negotiation import accept_header, json_response, status_body, status_response
 from app.api.routing import METHODS, ResourceRouter, path_not_found
 from app.auth.system import AuthFilter, AuthSystem
 from app.config import Settings
@@ -173,7 +173,12 @@ def create_app(settings: Settings) -> Any:
     )
     checks = storage_checks(server.storage, settings.etcd_healthcheck_timeout, settings.etcd_readycheck_timeout)
     # Health probes answer before authentication, as load balancers and compose call them without credentials.
-    return ObserveMiddleware(HealthEndpoints(AuthFilter(limited, server.auth), checks))
+    return ObserveMiddleware(HealthEndpoints(AuthFilter(limited, server.auth, negotiated_status), checks))
+
+
+def negotiated_status(exc: ApiError, scope: Any) -> tuple[str, bytes]:
+    """A refusal of the authentication filter, in the media type the request asks for."""
+    return status_body(exc, accept_header(scope))
 
 
 class ResourcePaths:
@@ -205,8 +210,8 @@ def create_fastapi_app(settings: Settings) -> FastAPI:
     app.state.server = server
 
     @app.exception_handler(ApiError)
-    async def _api_error(_request: Request, exc: ApiError) -> Response:
-        return status_response(exc)
+    async def _api_error(request: Request, exc: ApiError) -> Response:
+        return status_response(exc, accept=request.headers.get("accept", ""))
 
     # ---- version, metrics ---------------------------------------------------------
 

@@ -6,10 +6,11 @@ Refusals are upstream's: an Accept header that allows none of JSON, YAML or prot
 parameters upstream honours) is a 406, a body in another media type a 415, a PATCH whose
 Content-Type is not a patch type a 415 before anything else is looked at.
 
-Answers are JSON, also where upstream would write YAML or protobuf. An Accept header may ask
-for a ``meta.k8s.io`` conversion (a Table, PartialObjectMetadata, PartialObjectMetadataList;
-built by ``app.api.tables``). Request bodies are JSON, YAML, or protobuf for the few kinds
-``app.api.protobuf`` reads; patches by their patch media type.
+Answers are JSON, or protobuf when the Accept header chooses it (``app.api.protobuf``: objects,
+lists, Status errors, watch frames); JSON also where upstream would write YAML. An Accept header
+may ask for a ``meta.k8s.io`` conversion (a Table, PartialObjectMetadata,
+PartialObjectMetadataList; built by ``app.api.tables``). Request bodies are JSON, YAML or
+protobuf; patches by their patch media type.
 """
 
 from __future__ import annotations
@@ -107,19 +108,16 @@ def decode_object(raw: bytes, content_type: str | None, kind: str) -> Any:
     return decode_body(raw, body_media_type(content_type), kind)
 
 
-def decode_body(raw: bytes, media: str, kind: str) -> Any:
-    """A body in ``media`` (one ``body_media_type`` chose) as an object of ``kind``."""
+def decode_body(raw: bytes, media: str, kind: str, api_version: str = "") -> Any:
+    """A body in ``media`` (one ``body_media_type`` chose) as an object of ``kind`` (a protobuf
+    envelope that names no type is read as ``api_version`` and ``kind``)."""
     if media == JSON:
         if not raw.strip():
             raise bad_request(f"the object provided is unrecognized (must be of type {kind}): no content")
         return bodies.decode_json(raw, kind)
     if media == YAML:
         return bodies.decode_yaml(raw, kind)
-    try:
-        value = protobuf.decode_k8s_protobuf(raw)
-    except ValueError:
-        # Upstream reads every kind in protobuf; this server only the few kubectl sends so.
-        raise unsupported_media_type(SERIALIZED_MEDIA_TYPES) from None
+    value = protobuf.decode_body(raw, api_version or "v1", kind)
     bodies.check_depth(value)
     return value
 
@@ -129,7 +127,7 @@ def decode_delete_options(raw: bytes, content_type: str | None) -> Any:
     DeleteOptions in a media type upstream reads them in."""
     if not raw:
         return None
-    return decode_object(raw, content_type, "DeleteOptions")
+    return decode_body(raw, body_media_type(content_type), "DeleteOptions", "meta.k8s.io/v1")
 
 
 def patch_type(content_type: str | None) -> str:
@@ -332,13 +330,53 @@ def json_response(body: Any, status: int = 200, headers: dict[str, str] | None =
     return Response(raw, status_code=status, media_type=media_type, headers=headers)
 
 
-def status_response(exc: ApiError, headers: dict[str, str] | None = None) -> Response:
+def _media_type(accept: str) -> str:
+    """The media type an answer is written in: what the Accept header chose, else JSON (a
+    refused header's 406 is itself JSON, as upstream writes it)."""
+    negotiated = _negotiate(accept)
+    return negotiated.media_type if isinstance(negotiated, Negotiated) else JSON
+
+
+def _wants_protobuf(accept: str) -> bool:
+    return bool(accept) and _media_type(accept) == PROTOBUF
+
+
+def protobuf_response(body: bytes, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(body, status_code=status, media_type=PROTOBUF, headers=headers)
+
+
+def object_response(obj: StoredObject | Obj, accept: str, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    """One object (with its apiVersion and kind) in the media type the Accept header chose."""
+    if _wants_protobuf(accept):
+        return protobuf_response(protobuf.object_bytes(obj), status, headers)
+    return json_response(obj.raw if isinstance(obj, StoredObject) else obj, status, headers)
+
+
+def status_body(exc: ApiError, accept: str) -> tuple[str, bytes]:
+    """(Content-Type, body) of ``exc``'s Status in the media type the Accept header chose, for
+    the filters that write their refusals themselves."""
+    if _wants_protobuf(accept):
+        return PROTOBUF, protobuf.status_bytes(exc)
+    return JSON, orjson.dumps(exc.status())
+
+
+def accept_header(scope: Any) -> str:
+    """The Accept header of an ASGI request."""
+    for key, value in scope["headers"]:
+        if key == b"accept":
+            return str(value.decode("latin-1"))
+    return ""
+
+
+def status_response(exc: ApiError, headers: dict[str, str] | None = None, accept: str = "") -> Response:
     if exc.retry_after_seconds:
         headers = {**(headers or {}), "Retry-After": str(exc.retry_after_seconds)}
+    if _wants_protobuf(accept):
+        return protobuf_response(protobuf.status_bytes(exc), exc.code, headers)
     return json_response(exc.status(), exc.code, headers)
 
 
-def success_response(code: int | None = None, details: Obj | None = None) -> Response:
+def success_response(code: int | None = None, details: Obj | None = None, accept: str = "") -> Response:
     """A Success Status: the answer of a write with no object to show (a binding, or a delete
     that removed an object of a kind that does not answer the deleted object)."""
     body: Obj = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}
@@ -346,7 +384,7 @@ def success_response(code: int | None = None, details: Obj | None = None) -> Res
         body["details"] = details
     if code is not None:
         body["code"] = code
-    return json_response(body, code or 200)
+    return object_response(body, accept, code or 200)
 
 
 def warning_headers(warnings: list[str]) -> dict[str, str]:
@@ -367,8 +405,8 @@ def stored_response(strategy: KindStrategy, stored: StoredObject, accept: str, i
     """A read object, as the Accept header asks."""
     wanted = conversion(accept)
     if wanted is None:
-        return json_response(stored.raw)
-    return json_response(tables.convert_object(strategy, stored.obj, wanted, _include_object(wanted, include_object)))
+        return object_response(stored, accept)
+    return object_response(tables.convert_object(strategy, stored.obj, wanted, _include_object(wanted, include_object)), accept)
 
 
 def written_response(strategy: KindStrategy, result: WriteResult, accept: str, code: int) -> Response:
@@ -376,9 +414,9 @@ def written_response(strategy: KindStrategy, result: WriteResult, accept: str, c
     headers = warning_headers(result.warnings)
     wanted = conversion(accept)
     if wanted is None:
-        return json_response(result.raw, code, headers)
+        return object_response(result.obj, accept, code, headers)
     # Converted after the write, as upstream: a list conversion fails with the write done.
-    return json_response(tables.convert_object(strategy, _plain(result.obj), wanted), code, headers)
+    return object_response(tables.convert_object(strategy, _plain(result.obj), wanted), accept, code, headers)
 
 
 def deleted_response(strategy: KindStrategy, obj: StoredObject | Obj | None, accept: str, code: int) -> Response:
@@ -387,7 +425,9 @@ def deleted_response(strategy: KindStrategy, obj: StoredObject | Obj | None, acc
     wanted = conversion(accept)
     if obj is not None and wanted is not None and wanted.kind != tables.TABLE:
         obj = tables.convert_object(strategy, _plain(obj), wanted)
-    return json_response(obj.raw if isinstance(obj, StoredObject) else orjson.dumps(obj), code)
+    if obj is None:
+        return json_response(b"null", code)
+    return object_response(obj, accept, code)
 
 
 # A streamed answer goes out in pieces of about this size: the whole list is never one buffer.
@@ -402,8 +442,8 @@ class ChunkedResponse(StreamingResponse):
     connection's buffer is full), and abandoned (the connection closed) when the client takes
     nothing for ``STREAM_WRITE_TIMEOUT`` seconds."""
 
-    def __init__(self, chunks: AsyncIterator[bytes], headers: dict[str, str] | None = None) -> None:
-        super().__init__(chunks, 200, headers, JSON)
+    def __init__(self, chunks: AsyncIterator[bytes], headers: dict[str, str] | None = None, media_type: str = JSON) -> None:
+        super().__init__(chunks, 200, headers, media_type)
 
     async def stream_response(self, send: Any) -> None:
         await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
@@ -473,6 +513,11 @@ def _small_list(strategy: KindStrategy, items: Sequence[StoredObject | Obj], met
 def list_response(strategy: KindStrategy, items: Sequence[StoredObject | Obj], meta: Obj, accept: str, include_object: str) -> Response:
     """A list (or the objects a deletecollection removed), as the Accept header asks."""
     wanted = conversion(accept)
+    if wanted is None and _wants_protobuf(accept):
+        pieces = list(protobuf.list_pieces(strategy, items, meta, STREAM_CHUNK_BYTES))
+        if len(pieces) == 1:
+            return protobuf_response(pieces[0])
+        return ChunkedResponse(_aiter(pieces), media_type=PROTOBUF)
     if wanted is None:
         small = _small_list(strategy, items, meta)
         if small is not None:
@@ -484,7 +529,12 @@ def list_response(strategy: KindStrategy, items: Sequence[StoredObject | Obj], m
     objs = [_plain(i) for i in items]
     if wanted.kind == tables.TABLE:
         return json_response(tables.table_for(strategy, objs, meta, table_include_object(include_object)))
-    return json_response(tables.partial_list(objs, meta, wanted.version))
+    return object_response(tables.partial_list(objs, meta, wanted.version), accept)
+
+
+async def _aiter(pieces: list[bytes]) -> AsyncIterator[bytes]:
+    for piece in pieces:
+        yield piece
 
 
 def _include_object(wanted: Conversion, include_object: str) -> str:
@@ -519,6 +569,9 @@ def watch_response(strategy: KindStrategy, events: AsyncIterator[list[tuple[str,
     as_table = wanted is not None and wanted.kind == tables.TABLE
     if wanted is not None:
         include_object = _include_object(wanted, include_object)
+    in_protobuf = _wants_protobuf(accept)
+    # JSON lines, or protobuf's length-prefixed WatchEvent frames.
+    encode = protobuf.watch_frame if in_protobuf else event_line
 
     async def stream() -> AsyncIterator[bytes]:
         metrics.WATCHERS.inc()
@@ -529,7 +582,9 @@ def watch_response(strategy: KindStrategy, events: AsyncIterator[list[tuple[str,
                     if as_table and kind == "BOOKMARK":
                         piece = pieces.add(event_line(kind, tables.table_bookmark(item["metadata"]["resourceVersion"])))  # type: ignore[index]
                     elif wanted is not None:
-                        piece = pieces.add(event_line(kind, tables.convert_object(strategy, _plain(item), wanted, include_object)))
+                        piece = pieces.add(encode(kind, tables.convert_object(strategy, _plain(item), wanted, include_object)))
+                    elif in_protobuf:
+                        piece = pieces.add(encode(kind, item))
                     elif isinstance(item, StoredObject):
                         piece = pieces.add(*event_line_parts(kind, item))
                     else:
@@ -545,12 +600,15 @@ def watch_response(strategy: KindStrategy, events: AsyncIterator[list[tuple[str,
             if close is not None:
                 await close()
 
-    return ChunkedResponse(stream(), headers={"Cache-Control": "no-cache, private"})
+    media_type = protobuf.WATCH_CONTENT_TYPE if in_protobuf else JSON
+    return ChunkedResponse(stream(), headers={"Cache-Control": "no-cache, private"}, media_type=media_type)
 
 
-def expired_watch_response(exc: Exception) -> Response:
+def expired_watch_response(exc: Exception, accept: str = "") -> Response:
     """A watch from a compacted revision: one ERROR event (410 Gone) on a 200 stream."""
     error = errors.gone(str(exc)).status()
+    if _wants_protobuf(accept):
+        return StreamingResponse(protobuf.single_frame(protobuf.watch_frame("ERROR", error)), media_type=protobuf.WATCH_CONTENT_TYPE)
 
     async def expired() -> AsyncIterator[bytes]:
         yield orjson.dumps({"type": "ERROR", "object": error}) + b"\n"

@@ -1,193 +1,132 @@
-"""The small protobuf subset kubectl sends (``kubectl create namespace NAME``, and the reviews of
-``kubectl auth whoami`` and ``kubectl auth can-i`` with or without ``--list``): each such kind
-describes its message (``KindStrategy.protobuf``), which this module decodes.
+"""The API's protobuf answers and request bodies (``application/vnd.kubernetes.protobuf``), on top
+of the codec in ``kube.protobuf``: objects, lists, Status errors and watch frames, as upstream's
+apiserver writes them, and request bodies refused with upstream's decode errors.
 
-A body is ``k8s\\x00`` followed by a ``runtime.Unknown`` envelope
-``{1: TypeMeta{1: apiVersion, 2: kind}, 2: raw, 3: contentEncoding, 4: contentType}``
-whose ``raw`` is the typed object. Only those kinds are understood; anything else,
-or any field whose data this decoder would have to drop, raises ValueError so the
-server answers 415 instead of storing a partial object.
+A stored version's message is encoded once and kept among the recently encoded ones
+(``ENCODED``): a watch fans the same version out to every watcher, and a LIST after a watch's
+events finds most items encoded already.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import AsyncIterator, Iterable, Sequence
 
-from app.registry import KINDS
-from app.registry.base import PROTOBUF_OBJECT_META, PROTOBUF_STRINGS, ProtobufMessage
+from app.registry.base import KindStrategy, Obj
+from app.storage.cache import RecentVersions, StoredObject
+from kube import errors, protobuf
+from kube.errors import ApiError
+from kube.protobuf import CONTENT_TYPE, WATCH_CONTENT_TYPE, EncodeError, Message, ProtobufError
 
-Obj = dict[str, Any]
+__all__ = ["CONTENT_TYPE", "WATCH_CONTENT_TYPE", "decode_body"]
 
-PROTOBUF_CONTENT_TYPE = "application/vnd.kubernetes.protobuf"
-MAGIC = b"k8s\x00"
-
-_VARINT = 0
-_I64 = 1
-_LEN = 2
-_I32 = 5
+# Encoded messages of recent versions; about as many as a watch cache holds of ordinary objects.
+ENCODED: RecentVersions[bytes] = RecentVersions(max_items=4096, max_bytes=16 * 1024 * 1024)
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    while True:
-        if pos >= len(data):
-            raise ValueError("truncated varint")
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
-        if shift >= 64:
-            raise ValueError("varint too long")
+def _summary(body: bytes) -> str:
+    """upstream's summarizeData: the first 30 bytes, as text when the body looks like JSON, else hex."""
+    if not body:
+        return "<empty>"
+    head = body[:30]
+    text = head.decode("utf-8", "replace") if body[:1] == b"{" else head.hex()
+    return text + " ..." if len(body) > 30 else text
 
 
-def _fields(data: bytes) -> Iterator[tuple[int, int, int | bytes]]:
-    """(field number, wire type, value) for each field; LEN values are bytes, others ints."""
-    pos = 0
-    while pos < len(data):
-        key, pos = _varint(data, pos)
-        number, wire = key >> 3, key & 7
-        if number == 0:
-            raise ValueError("field number 0")
-        if wire == _VARINT:
-            value, pos = _varint(data, pos)
-            yield number, wire, value
-        elif wire == _LEN:
-            length, pos = _varint(data, pos)
-            if pos + length > len(data):
-                raise ValueError("truncated length-delimited field")
-            yield number, wire, data[pos : pos + length]
-            pos += length
-        elif wire in (_I64, _I32):
-            size = 8 if wire == _I64 else 4
-            if pos + size > len(data):
-                raise ValueError("truncated fixed-width field")
-            yield number, wire, int.from_bytes(data[pos : pos + size], "little")
-            pos += size
-        else:
-            raise ValueError(f"unsupported wire type {wire}")
-
-
-def _text(wire: int, value: int | bytes) -> str:
-    if wire != _LEN or not isinstance(value, bytes):
-        raise ValueError("expected a string field")
+def decode_body(raw: bytes, api_version: str, kind: str) -> Obj:
+    """A protobuf request body for an endpoint of ``api_version`` and ``kind`` (the defaults of an
+    envelope without its type), as JSON; 400 with upstream's transformDecodeError text when it
+    cannot be read."""
     try:
-        return value.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValueError("string field is not UTF-8") from exc
-
-
-def _message(wire: int, value: int | bytes) -> bytes:
-    if wire != _LEN or not isinstance(value, bytes):
-        raise ValueError("expected an embedded message")
-    return value
-
-
-def _map_entry(data: bytes) -> tuple[str, str]:
-    key = value = ""
-    for number, wire, raw in _fields(data):
-        if number == 1:
-            key = _text(wire, raw)
-        elif number == 2:
-            value = _text(wire, raw)
-        else:
-            raise ValueError(f"unexpected field {number} in a map entry")
-    return key, value
-
-
-def _require_empty(what: str, wire: int, value: int | bytes) -> None:
-    """Fields this decoder does not represent are fine only when they carry nothing."""
-    if value not in (0, b""):
-        raise ValueError(f"cannot decode {what}")
-
-
-# ObjectMeta fields the server sets itself (selfLink, generation, timestamps, grace period):
-# their content is ignored, exactly as the server ignores them in a JSON create.
-_SERVER_SET_META = frozenset({4, 7, 8, 9, 10})
-_META_STRINGS = {1: "name", 2: "generateName", 3: "namespace", 5: "uid", 6: "resourceVersion"}
-
-
-def _object_meta(data: bytes) -> Obj:
-    meta: Obj = {}
-    for number, wire, value in _fields(data):
-        if number in _META_STRINGS:
-            text = _text(wire, value)
-            if text:
-                meta[_META_STRINGS[number]] = text
-        elif number in (11, 12):
-            key, item = _map_entry(_message(wire, value))
-            meta.setdefault("labels" if number == 11 else "annotations", {})[key] = item
-        elif number == 14:
-            meta.setdefault("finalizers", []).append(_text(wire, value))
-        elif number in _SERVER_SET_META:
-            continue
-        else:
-            _require_empty(f"metadata field {number}", wire, value)
-    return meta
-
-
-def _decode(data: bytes, message: ProtobufMessage, what: str) -> Obj:
-    """A message the way its kind describes it (``ProtobufMessage``)."""
-    out: Obj = {}
-    for number, wire, value in _fields(data):
-        if number in message.ignored:
-            continue
-        field = message.fields.get(number)
-        if field is None:
-            _require_empty(f"{what} field {number}", wire, value)
-            continue
-        name, kind = field
-        if isinstance(kind, ProtobufMessage):
-            out[name] = _decode(_message(wire, value), kind, name)
-        elif kind == PROTOBUF_OBJECT_META:
-            out[name] = _object_meta(_message(wire, value))
-        elif kind == PROTOBUF_STRINGS:
-            out.setdefault(name, []).append(_text(wire, value))
-        else:
-            text = _text(wire, value)
-            if text:
-                out[name] = text
-    return out
-
-
-def _messages() -> dict[tuple[str, str], ProtobufMessage]:
-    """The kinds that describe their protobuf message, by apiVersion and kind."""
-    global _MESSAGES
-    if _MESSAGES is None:
-        _MESSAGES = {(k.api_version, k.kind): k.protobuf for k in KINDS if k.protobuf is not None}
-    return _MESSAGES
-
-
-_MESSAGES: dict[tuple[str, str], ProtobufMessage] | None = None
-
-
-def decode_k8s_protobuf(body: bytes) -> Obj:
-    """The JSON-equivalent object of a Kubernetes protobuf request body; ValueError if unsupported."""
-    if not body.startswith(MAGIC):
-        raise ValueError("missing k8s protobuf magic prefix")
-    api_version = kind = ""
-    raw: bytes | None = None
-    for number, wire, value in _fields(body[len(MAGIC) :]):
-        if number == 1:
-            for sub, sub_wire, sub_value in _fields(_message(wire, value)):
-                if sub == 1:
-                    api_version = _text(sub_wire, sub_value)
-                elif sub == 2:
-                    kind = _text(sub_wire, sub_value)
-        elif number == 2:
-            raw = _message(wire, value)
-        elif number == 3:
-            if _text(wire, value):
-                raise ValueError("content encodings are not supported")
-        elif number == 4:
-            content_type = _text(wire, value)
-            if content_type not in ("", PROTOBUF_CONTENT_TYPE):
-                raise ValueError(f"unsupported embedded content type {content_type!r}")
-    message = _messages().get((api_version, kind))
+        named_version, named_kind, message_bytes = protobuf.open_envelope(raw)
+    except ProtobufError as exc:
+        raise errors.bad_request(f"the object provided is unrecognized (must be of type {kind}): {exc} ({_summary(raw)})") from None
+    api_version = named_version or api_version
+    named_kind = named_kind or kind
+    message = protobuf.schema().message_for(api_version, named_kind)
+    version = api_version.rsplit("/", 1)[-1]
     if message is None:
-        raise ValueError(f"protobuf decoding of {api_version or '?'}/{kind or '?'} is not supported")
-    obj = _decode(raw or b"", message, kind)
-    return {"apiVersion": api_version, "kind": kind, **obj}
+        raise errors.bad_request(f'{named_kind} in version "{version}" cannot be handled as a {kind}: no kind "{named_kind}" is registered for version "{api_version}"')
+    try:
+        obj = protobuf.decode(message_bytes, message)
+    except ProtobufError as exc:
+        raise errors.bad_request(f'{named_kind} in version "{version}" cannot be handled as a {kind}: {exc}') from None
+    return {"apiVersion": api_version, "kind": named_kind, **obj}
+
+
+def _message(api_version: str, kind: str) -> Message:
+    message = protobuf.schema().message_for(api_version, kind)
+    if message is None and api_version.startswith("meta.k8s.io/"):
+        message = protobuf.schema().message_for("meta.k8s.io/v1", kind)  # v1beta1's are v1's
+    if message is None:
+        raise errors.internal_error(f"no protobuf message for {api_version}/{kind}")
+    return message
+
+
+def _encode(message: Message, obj: Obj) -> bytes:
+    try:
+        return protobuf.encode(obj, message)
+    except EncodeError as exc:
+        # Only an object this server stored could get here: it stored something upstream could not.
+        raise errors.internal_error(f"object cannot be written as protobuf: {exc}") from None
+
+
+def stored_message(message: Message, item: StoredObject | Obj) -> bytes:
+    """The message bytes of a stored version (kept for the next reader) or of a built object."""
+    if not isinstance(item, StoredObject):
+        return _encode(message, item)
+    found = ENCODED.get(item)
+    if found is None:
+        found = _encode(message, item.obj)
+        ENCODED.put(item, found)
+    return found
+
+
+def object_bytes(item: StoredObject | Obj) -> bytes:
+    """One enveloped object, typed by its own apiVersion and kind."""
+    obj = item.obj if isinstance(item, StoredObject) else item
+    api_version, kind = obj.get("apiVersion") or "", obj.get("kind") or ""
+    return protobuf.envelope(api_version, kind, stored_message(_message(api_version, kind), item))
+
+
+def status_bytes(exc: ApiError) -> bytes:
+    return object_bytes(exc.status())
+
+
+def list_pieces(strategy: KindStrategy, items: Sequence[StoredObject | Obj], meta: Obj, piece_bytes: int) -> Iterable[bytes]:
+    """A ``<Kind>List`` in its envelope, in pieces of about ``piece_bytes`` (the items are encoded
+    first: the envelope's length comes before them)."""
+    list_message = _message(strategy.api_version, strategy.list_kind)
+    by_name = {f.json: f for f in list_message.fields}
+    item_message = _message(strategy.api_version, strategy.kind)
+    encoded = [stored_message(item_message, item) for item in items]
+    head = bytearray()
+    meta_field = by_name["metadata"]
+    assert meta_field.message is not None
+    head += meta_field.tag
+    meta_bytes = protobuf.encode(meta, meta_field.message)
+    protobuf.put_varint(head, len(meta_bytes))
+    head += meta_bytes
+    items_tag = by_name["items"].tag
+    body_size = len(head) + sum(len(items_tag) + protobuf.varint_size(len(e)) + len(e) for e in encoded)
+    opening = protobuf.envelope_head(strategy.api_version, strategy.list_kind, body_size)
+    piece = bytearray(opening)
+    piece += head
+    for item in encoded:
+        piece += items_tag
+        protobuf.put_varint(piece, len(item))
+        piece += item
+        if len(piece) >= piece_bytes:
+            yield bytes(piece)
+            piece = bytearray()
+    piece += protobuf.ENVELOPE_TAIL
+    yield bytes(piece)
+
+
+def watch_frame(event_type: str, item: StoredObject | Obj) -> bytes:
+    """One framed watch event."""
+    return protobuf.watch_event(event_type, object_bytes(item))
+
+
+async def single_frame(frame: bytes) -> AsyncIterator[bytes]:
+    """A stream of one frame (a watch that ends with its first event)."""
+    yield frame

@@ -168,7 +168,7 @@ class ResourceRouter:
         try:
             response = await self._dispatch(scope, receive, *api_path)
         except ApiError as exc:
-            response = negotiation.status_response(exc)
+            response = negotiation.status_response(exc, accept=negotiation.accept_header(scope))
         await response(scope, receive, send)
         return True
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from typing import Any
 
 import orjson
@@ -181,12 +181,21 @@ class AuthSystem:
         return requester
 
 
-def _error_response(exc: ApiError) -> tuple[dict[str, Any], bytes]:
-    body = orjson.dumps(exc.status())
+def json_status(exc: ApiError, _scope: MutableMapping[str, Any]) -> tuple[str, bytes]:
+    return "application/json", orjson.dumps(exc.status())
+
+
+# (Content-Type, body) of a refusal's Status for a request: the server's writes it in the media
+# type the request's Accept header chose.
+StatusWriter = Callable[[ApiError, MutableMapping[str, Any]], tuple[str, bytes]]
+
+
+def _error_response(exc: ApiError, scope: MutableMapping[str, Any], write: StatusWriter) -> tuple[dict[str, Any], bytes]:
+    content_type, body = write(exc, scope)
     start = {
         "type": "http.response.start",
         "status": exc.code,
-        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        "headers": [(b"content-type", content_type.encode()), (b"content-length", str(len(body)).encode())],
     }
     return start, body
 
@@ -194,9 +203,10 @@ def _error_response(exc: ApiError) -> tuple[dict[str, Any], bytes]:
 class AuthFilter:
     """The ASGI middleware that authenticates, authorizes and audits every HTTP request."""
 
-    def __init__(self, app: Any, auth: AuthSystem) -> None:
+    def __init__(self, app: Any, auth: AuthSystem, write_status: StatusWriter = json_status) -> None:
         self.app = app
         self.auth = auth
+        self.write_status = write_status
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -218,7 +228,7 @@ class AuthFilter:
                 requester = self.auth.requester(scope)
             except ApiError as exc:
                 requester = getattr(exc, "requester", None)
-                start, body = _error_response(exc)
+                start, body = _error_response(exc, scope, self.write_status)
                 code = exc.code
                 await send(start)
                 await send({"type": "http.response.body", "body": body})

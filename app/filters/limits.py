@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from app.api.negotiation import accept_header, status_body
 from app.api.requestinfo import READ_ONLY_VERBS, request_verb
 from kube.errors import ApiError, bad_request
 from kube.query import query_params
@@ -59,7 +60,7 @@ class RequestLimits:
         try:
             timeout = self._timeout(scope["query_string"])
         except ApiError as exc:
-            await send_status(send, exc)
+            await send_status(send, exc, accept_header(scope))
             return
         slots = self.read_only if verb in READ_ONLY_VERBS else self.mutating
         if not slots.take():
@@ -113,7 +114,7 @@ class RequestLimits:
     async def _watch(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.max_watches and self.watches >= self.max_watches:
             message = f"too many watches are open on this server (the limit is {self.max_watches}), please try again later"
-            await send_status(send, ApiError(429, "TooManyRequests", message, {"retryAfterSeconds": 1}))
+            await send_status(send, ApiError(429, "TooManyRequests", message, {"retryAfterSeconds": 1}), accept_header(scope))
             return
         self.watches += 1
         try:
@@ -183,10 +184,11 @@ async def _too_many_requests(send: Send) -> None:
     await send({"type": "http.response.body", "body": TOO_MANY_REQUESTS})
 
 
-async def send_status(send: Send, error: ApiError) -> None:
-    """``error`` as a JSON Status, with Retry-After when it asks the client to wait."""
-    body = orjson.dumps(error.status())
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+async def send_status(send: Send, error: ApiError, accept: str = "") -> None:
+    """``error`` as a Status in the media type the Accept header chose, with Retry-After when it
+    asks the client to wait."""
+    content_type, body = status_body(error, accept)
+    headers = [(b"content-type", content_type.encode()), (b"content-length", str(len(body)).encode())]
     if error.retry_after_seconds:
         headers.append((b"retry-after", str(error.retry_after_seconds).encode()))
     await send({"type": "http.response.start", "status": error.code, "headers": headers})

@@ -45,23 +45,6 @@ class OlderVersion:
     return_deleted_object: bool | None = None
 
 
-# The protobuf field types a kind's message description uses (``ProtobufMessage``).
-PROTOBUF_STRING = "string"  # an empty one is left out, as JSON omits it
-PROTOBUF_STRINGS = "repeated string"
-PROTOBUF_OBJECT_META = "ObjectMeta"
-
-
-@dataclass(frozen=True)
-class ProtobufMessage:
-    """The protobuf message of a kind (or of one of its fields), as far as this server reads it:
-    field number -> (JSON name, type), where the type is one of the ``PROTOBUF_*`` names or a
-    nested ``ProtobufMessage``. Fields numbered in ``ignored`` are skipped whatever they hold (what
-    the server fills in itself); any other field must be empty, or the body is refused."""
-
-    fields: dict[int, tuple[str, str | ProtobufMessage]]
-    ignored: frozenset[int] = frozenset()
-
-
 @dataclass
 class RequestContext:
     """What a strategy hook may need to know about the request besides the object."""
@@ -123,9 +106,6 @@ class KindStrategy:
     # The fields (besides apiVersion, kind, metadata) of a minimal object that creating succeeds
     # for any number of times (generateName) and in any namespace; the OpenAPI documents offer it.
     create_example: Obj | None = None
-    # The kind's protobuf message, for the bodies clients send in protobuf (kubectl does for a few
-    # kinds); None: protobuf bodies of this kind are refused (415).
-    protobuf: ProtobufMessage | None = None
     # Verbs of the main resource, as discovery lists them.
     verbs: tuple[str, ...] = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
     # False for a kind nothing is stored of (a review): a create answers ``respond``'s object.
@@ -325,6 +305,11 @@ class Subresource:
     def group_version_kind(self, owner: KindStrategy) -> tuple[str, str, str]:
         """What it accepts and answers: its own kind, or else the owning kind."""
         return self.kind or (owner.group, owner.version, owner.kind)
+
+    def api_version_and_kind(self, owner: KindStrategy) -> tuple[str, str]:
+        """``group_version_kind`` as an object names it: (apiVersion, kind)."""
+        group, version, kind = self.group_version_kind(owner)
+        return (f"{group}/{version}" if group else version), kind
 
 
 class StatusSubresource(Subresource):

@@ -4,16 +4,8 @@ answered with a status."""
 
 from __future__ import annotations
 
-from app.registry.base import PROTOBUF_OBJECT_META, KindStrategy, Obj, ProtobufMessage, RequestContext
+from app.registry.base import KindStrategy, Obj, RequestContext
 from kube.errors import ApiError
-
-
-def review_protobuf(spec: ProtobufMessage | None) -> ProtobufMessage:
-    """A review's protobuf message: metadata (1), its spec (2, when it has one), and a status
-    the server fills in, whatever the client sent."""
-    if spec is None:
-        return ProtobufMessage({1: ("metadata", PROTOBUF_OBJECT_META)}, ignored=frozenset({2}))
-    return ProtobufMessage({1: ("metadata", PROTOBUF_OBJECT_META), 2: ("spec", spec)}, ignored=frozenset({3}))
 
 
 class ReviewStrategy(KindStrategy):

@@ -26,12 +26,13 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import orjson
 
 Obj = dict[str, Any]
 FieldGetter = Callable[[Obj], str]
+T = TypeVar("T")
 
 ADDED = "ADDED"
 MODIFIED = "MODIFIED"
@@ -45,8 +46,9 @@ DEFAULT_WATCH_CACHE_SIZE = 100
 DEFAULT_HISTORY_BYTES = 256 * 1024 * 1024
 
 
-class _Decoded:
-    """The decoded forms of the most recently read versions, bounded by count and bytes."""
+class RecentVersions(Generic[T]):
+    """A derived form (decoded, encoded) of the most recently read versions, bounded by count
+    and by the versions' stored bytes."""
 
     # The byte budget holds max_items versions of ordinary objects (claims, pods: 1-4 KiB of JSON).
     # Objects written in turn all miss once there are more of them than it holds (bench.api's
@@ -54,16 +56,16 @@ class _Decoded:
     def __init__(self, max_items: int = 128, max_bytes: int = 512 * 1024) -> None:
         self.max_items = max_items
         self.max_bytes = max_bytes
-        self._items: OrderedDict[StoredObject, Obj] = OrderedDict()
+        self._items: OrderedDict[StoredObject, T] = OrderedDict()
         self._bytes = 0
 
-    def get(self, stored: StoredObject) -> Obj | None:
+    def get(self, stored: StoredObject) -> T | None:
         obj = self._items.get(stored)
         if obj is not None:
             self._items.move_to_end(stored)
         return obj
 
-    def put(self, stored: StoredObject, obj: Obj) -> None:
+    def put(self, stored: StoredObject, obj: T) -> None:
         size = len(stored.raw)
         if size > self.max_bytes or stored in self._items:
             return
@@ -83,7 +85,7 @@ class _Decoded:
         self._bytes = 0
 
 
-DECODED = _Decoded()
+DECODED: RecentVersions[Obj] = RecentVersions()
 
 
 class StoredObject:

@@ -17,8 +17,9 @@ async def act(store: GenericStore, scope: RequestScope) -> Response:
     strategy = scope.strategy
     code = 201 if "create" in subresource.verbs else 200
     options = CREATE_OPTIONS if "create" in subresource.verbs else UPDATE_OPTIONS
-    body, wopts = await scope.object_and_options(subresource.group_version_kind(strategy)[2], options)
+    api_version, kind = subresource.api_version_and_kind(strategy)
+    body, wopts = await scope.object_and_options(kind, options, api_version)
     result = await store.write_subresource(strategy, subresource, scope.ns, scope.name, body, wopts)
     if subresource.answers_status:
-        return negotiation.success_response(code)
+        return negotiation.success_response(code, accept=scope.accept)
     return negotiation.written_response(strategy, result, scope.accept, code)

@@ -15,6 +15,7 @@ from app.registry.base import ComputedSubresource
 async def compute(store: GenericStore, scope: RequestScope) -> Response:
     subresource = scope.subresource
     assert isinstance(subresource, ComputedSubresource)  # the router sends nothing else here
-    body, _options = await scope.object_and_options(subresource.group_version_kind(scope.strategy)[2], CREATE_OPTIONS)
+    api_version, kind = subresource.api_version_and_kind(scope.strategy)
+    body, _options = await scope.object_and_options(kind, CREATE_OPTIONS, api_version)
     answer = await store.compute_subresource(scope.strategy, subresource, scope.ns, scope.name, body)
-    return negotiation.json_response(answer, 201)
+    return negotiation.object_response(answer, scope.accept, 201)

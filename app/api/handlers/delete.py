@@ -19,7 +19,7 @@ async def delete(store: GenericStore, scope: RequestScope) -> Response:
     dopts = await _delete_options(scope)
     outcome = await store.delete(scope.strategy, scope.ns, scope.name, dopts)
     if outcome.deleted_now and not scope.strategy.return_deleted_object:
-        return negotiation.success_response(details=outcome.details)
+        return negotiation.success_response(details=outcome.details, accept=scope.accept)
     # Upstream answers 202 only for a pending deletion that asked for cascading with the
     # deprecated orphanDependents=false (always doing so would break old clients).
     accepted = not outcome.deleted_now and dopts.orphan_dependents is False

@@ -27,5 +27,5 @@ async def list_resource(store: GenericStore, scope: RequestScope) -> Response:
         items, meta = await store.list_objects(scope.strategy, scope.namespace, opts)
     except RevisionCompacted as exc:
         # A watch says so in an ERROR event on its stream; a list answers 410.
-        return negotiation.status_response(errors.gone(str(exc)))
+        return negotiation.status_response(errors.gone(str(exc)), accept=scope.accept)
     return negotiation.list_response(scope.strategy, items, meta, scope.accept, opts.include_object)

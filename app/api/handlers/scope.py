@@ -52,15 +52,16 @@ class RequestScope:
         """Create, Update or PatchOptions (``kind``) from the query, refused as upstream refuses them."""
         return WriteOptions.parse(self.params, self.headers.get("user-agent", ""), kind, patch_type, self.dry_run())
 
-    async def object_and_options(self, kind: str, options_kind: str) -> tuple[Any, WriteOptions]:
-        """The body decoded as an object of ``kind`` (the name decode errors give) and the write
-        options, refused in upstream's order: a create checks the Content-Type (415) before it
-        reads the body (413) and its options (422), an update after them."""
+    async def object_and_options(self, kind: str, options_kind: str, api_version: str = "") -> tuple[Any, WriteOptions]:
+        """The body decoded as an object of ``kind`` (the name decode errors give; with
+        ``api_version``, default the strategy's, what a protobuf envelope without its type is
+        read as) and the write options, refused in upstream's order: a create checks the
+        Content-Type (415) before it reads the body (413) and its options (422), an update after them."""
         media = negotiation.body_media_type(self.content_type) if options_kind == CREATE_OPTIONS else ""
         raw = await self.body()
         wopts = self.write_options(options_kind)
         media = media or negotiation.body_media_type(self.content_type)
-        return negotiation.decode_body(raw, media, kind), wopts
+        return negotiation.decode_body(raw, media, kind, api_version or self.strategy.api_version), wopts
 
 
 Handler = Callable[[GenericStore, RequestScope], Awaitable[Response]]

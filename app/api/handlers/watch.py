@@ -16,5 +16,5 @@ async def watch(store: GenericStore, scope: RequestScope, opts: ListOptions) -> 
     try:
         events = await store.watch(scope.strategy, scope.namespace, opts)
     except RevisionCompacted as exc:
-        return negotiation.expired_watch_response(exc)
+        return negotiation.expired_watch_response(exc, scope.accept)
     return negotiation.watch_response(scope.strategy, events, scope.accept, opts.include_object)

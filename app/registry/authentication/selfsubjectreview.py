@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from app.registry.base import Obj, RequestContext
-from app.registry.reviews import ReviewStrategy, review_protobuf
+from app.registry.reviews import ReviewStrategy
 
 
 class SelfSubjectReviewStrategy(ReviewStrategy):
@@ -13,8 +13,6 @@ class SelfSubjectReviewStrategy(ReviewStrategy):
     plural = "selfsubjectreviews"
     singular = "selfsubjectreview"
     create_example: Obj = {}
-    # ``kubectl auth whoami`` sends protobuf.
-    protobuf = review_protobuf(None)
 
     def review(self, obj: Obj, ctx: RequestContext) -> Obj:
         return {"userInfo": ctx.requester.user.to_api()}

@@ -3,8 +3,8 @@ namespace? (``kubectl auth can-i --list``)."""
 
 from __future__ import annotations
 
-from app.registry.base import PROTOBUF_STRING, Obj, ProtobufMessage, RequestContext
-from app.registry.reviews import ReviewStrategy, review_protobuf
+from app.registry.base import Obj, RequestContext
+from app.registry.reviews import ReviewStrategy
 
 
 class SelfSubjectRulesReviewStrategy(ReviewStrategy):
@@ -13,8 +13,6 @@ class SelfSubjectRulesReviewStrategy(ReviewStrategy):
     plural = "selfsubjectrulesreviews"
     singular = "selfsubjectrulesreview"
     create_example: Obj = {"spec": {"namespace": "default"}}
-    # ``kubectl auth can-i --list`` sends protobuf.
-    protobuf = review_protobuf(ProtobufMessage({1: ("namespace", PROTOBUF_STRING)}))
 
     def review(self, obj: Obj, ctx: RequestContext) -> Obj:
         namespace = str((obj.get("spec") or {}).get("namespace") or "")

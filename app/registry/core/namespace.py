@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 from app.registry.base import (
-    PROTOBUF_OBJECT_META,
-    PROTOBUF_STRING,
-    PROTOBUF_STRINGS,
     ActionSubresource,
     KindStrategy,
     Obj,
     PrinterColumn,
-    ProtobufMessage,
     RequestContext,
     ScopeStrategy,
     StatusStrategy,
@@ -38,14 +34,6 @@ class NamespaceStrategy(ScopeStrategy):
     name_rule = "label"
     # Upstream's namespace storage has no DeleteCollection.
     verbs = ("create", "delete", "get", "list", "patch", "update", "watch")
-    # ``kubectl create namespace`` sends protobuf.
-    protobuf = ProtobufMessage(
-        {
-            1: ("metadata", PROTOBUF_OBJECT_META),
-            2: ("spec", ProtobufMessage({1: ("finalizers", PROTOBUF_STRINGS)})),
-            3: ("status", ProtobufMessage({1: ("phase", PROTOBUF_STRING)})),
-        }
-    )
     field_selectors = {"status.phase": lambda o: dig(o, "status", "phase", default="") or ""}
     printer_columns = (
         name_column(),

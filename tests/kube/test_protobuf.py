@@ -1,0 +1,239 @@
+"""The protobuf codec on its own: Go's mapping between JSON and protobuf, and Go's refusals of bad
+bytes. ``tests/interop/test_protobuf_go.py`` compares the same with upstream's serializers."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from kube import protobuf
+from kube.protobuf import MAGIC, EncodeError, ProtobufError
+
+# What kubectl 1.37 sends for `kubectl create namespace foo-29281` (captured on the wire).
+KUBECTL_NAMESPACE = (
+    b'k8s\x00\n\x0f\n\x02v1\x12\tNamespace\x12!\n\x19\n\tfoo-29281\x12\x00\x1a\x00"\x00*\x002\x008\x00B\x00'
+    b'\x12\x00\x1a\x02\n\x00\x1a\x00"\x00'
+)
+
+CLAIM: dict[str, Any] = {
+    "apiVersion": "resource.k8s.io/v1",
+    "kind": "ResourceClaim",
+    "metadata": {
+        "name": "gpu",
+        "namespace": "default",
+        "uid": "0b6f5a3c-1d2e-4f50-8a9b-0c1d2e3f4a5b",
+        "resourceVersion": "42",
+        "generation": 1,
+        "creationTimestamp": "2026-11-29T06:25:57Z",
+        "labels": {"b": "2", "a": "1"},
+        "managedFields": [
+            {
+                "manager": "kubectl",
+                "operation": "Update",
+                "apiVersion": "resource.k8s.io/v1",
+                "time": "2026-11-29T06:25:57Z",
+                "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:spec": {"f:devices": {".": {}, "f:requests": {}}}},
+            }
+        ],
+    },
+    "spec": {
+        "devices": {
+            "requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com", "allocationMode": "ExactCount", "count": 2}}],
+            "config": [{"requests": ["gpu"], "opaque": {"driver": "gpu.example.com", "parameters": {"sharing": {"strategy": "TimeSlicing"}}}}],
+        }
+    },
+    "status": {
+        "allocation": {
+            "devices": {"results": [{"request": "gpu", "driver": "gpu.example.com", "pool": "node-1", "device": "gpu-0", "consumedCapacity": {"memory": "40Gi"}}]},
+            "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-1"]}]}]},
+        },
+        "reservedFor": [{"resource": "pods", "name": "trainer", "uid": "1b6f5a3c-1d2e-4f50-8a9b-0c1d2e3f4a5b"}],
+    },
+}
+
+
+def _message(api_version: str, kind: str) -> protobuf.Message:
+    message = protobuf.schema().message_for(api_version, kind)
+    assert message is not None
+    return message
+
+
+def test_kubectls_namespace_body_reads_as_its_json() -> None:
+    assert protobuf.decode_object(KUBECTL_NAMESPACE) == {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": "foo-29281"},
+        "spec": {},
+        "status": {},
+    }
+
+
+def test_an_object_survives_a_round_trip_with_gos_defaults_filled_in() -> None:
+    decoded = protobuf.decode_object(protobuf.encode_object(CLAIM))
+    expected = copy.deepcopy(CLAIM)
+    # Go writes every non-pointer field; read back, those that JSON does not omit show up.
+    expected["spec"]["devices"]["config"][0]["requests"] = ["gpu"]
+    assert decoded == expected
+
+
+def test_map_entries_are_written_in_key_order_as_go_writes_them() -> None:
+    one = protobuf.encode_object(CLAIM)
+    other = copy.deepcopy(CLAIM)
+    other["metadata"]["labels"] = {"a": "1", "b": "2"}
+    assert protobuf.encode_object(other) == one
+
+
+def test_quantities_are_written_canonical_and_times_in_whole_seconds() -> None:
+    claim = copy.deepcopy(CLAIM)
+    claim["status"]["allocation"]["devices"]["results"][0]["consumedCapacity"] = {"memory": "40960Mi", "cores": 0.5}
+    claim["metadata"]["creationTimestamp"] = "2026-11-29T07:25:57.123+01:00"
+    decoded = protobuf.decode_object(protobuf.encode_object(claim))
+    assert decoded["status"]["allocation"]["devices"]["results"][0]["consumedCapacity"] == {"memory": "40Gi", "cores": "500m"}
+    assert decoded["metadata"]["creationTimestamp"] == "2026-11-29T06:25:57Z"
+
+
+def test_micro_times_keep_microseconds() -> None:
+    lease = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": "l"},
+        "spec": {"holderIdentity": "a", "renewTime": "2026-11-29T06:25:57.123456Z", "leaseDurationSeconds": 15},
+    }
+    assert protobuf.decode_object(protobuf.encode_object(lease))["spec"] == lease["spec"]
+
+
+def test_null_and_absent_are_the_same_unset_field() -> None:
+    with_nulls = copy.deepcopy(CLAIM)
+    with_nulls["status"] = {"allocation": None, "reservedFor": None, "devices": None}
+    without = copy.deepcopy(CLAIM)
+    without["status"] = {}
+    assert protobuf.encode_object(with_nulls) == protobuf.encode_object(without)
+    assert protobuf.decode_object(protobuf.encode_object(without))["status"] == {}
+
+
+def test_bytes_and_int_or_string() -> None:
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "data": {"a": "YQ==", "empty": ""}, "type": "Opaque"}
+    assert protobuf.decode_object(protobuf.encode_object(secret))["data"] == {"a": "YQ==", "empty": ""}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "i", "readinessProbe": {"httpGet": {"port": "http"}}, "livenessProbe": {"httpGet": {"port": 8080}}}]},
+    }
+    container = protobuf.decode_object(protobuf.encode_object(pod))["spec"]["containers"][0]
+    assert container["readinessProbe"]["httpGet"]["port"] == "http"
+    assert container["livenessProbe"]["httpGet"]["port"] == 8080
+
+
+def test_named_list_values_are_wrapped() -> None:
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "metadata": {},
+        "spec": {"user": "u", "extra": {"scopes": ["a", "b"]}, "resourceAttributes": {"verb": "get", "resource": "pods"}},
+    }
+    assert protobuf.decode_object(protobuf.encode_object(review))["spec"]["extra"] == {"scopes": ["a", "b"]}
+
+
+def test_unknown_fields_are_dropped_as_go_drops_them() -> None:
+    message = _message("v1", "Namespace")
+    raw = protobuf.encode({"metadata": {"name": "n"}}, message)
+    # field 99 (a varint), field 98 (bytes) and a group: none of them a Namespace's.
+    extra = bytes([99 << 3 & 0x7F | 0x80, (99 << 3) >> 7]) + b"\x05" + bytes([0x92, 0x06, 0x03]) + b"abc"
+    assert protobuf.decode(raw + extra, message) == protobuf.decode(raw, message)
+
+
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        (b"", "empty data"),
+        (b'{"kind":"Namespace"}', "provided data does not appear to be a protobuf message, expected prefix [107 56 115 0]"),
+        (MAGIC, "empty body"),
+        (KUBECTL_NAMESPACE[:-3], "unexpected EOF"),  # cut inside a field
+        (MAGIC + b"\x0a\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", "proto: integer overflow"),  # endless varint
+        (MAGIC + b"\x12\x40abc", "unexpected EOF"),  # a length past the body
+        (MAGIC + b"\x00", "proto: Unknown: illegal tag 0 (wire type 0)"),
+        (MAGIC + b"\x0c", "proto: Unknown: wiretype end group for non-group"),
+        (MAGIC + b"\x0f", "proto: illegal wireType 7"),
+        (MAGIC + b"\x08\x01", "proto: wrong wireType = 0 for field TypeMeta"),
+    ],
+)
+def test_bad_envelopes_fail_with_gos_words(body: bytes, error: str) -> None:
+    with pytest.raises(ProtobufError) as failure:
+        protobuf.decode_object(body)
+    assert str(failure.value) == error
+
+
+@pytest.mark.parametrize(
+    ("raw", "error"),
+    [
+        (b"\x08\x01", "proto: wrong wireType = 0 for field Namespace.metadata"),  # metadata as a varint
+        (b"\x0a\x02\x08\x01", "proto: wrong wireType = 0 for field ObjectMeta.name"),
+        (b"\x0a\x05\x0a\x09abc", "unexpected EOF"),  # a name longer than its message
+    ],
+)
+def test_bad_messages_fail_with_gos_words(raw: bytes, error: str) -> None:
+    with pytest.raises(ProtobufError) as failure:
+        protobuf.decode(raw, _message("v1", "Namespace"))
+    assert str(failure.value) == error
+
+
+def test_a_message_nested_ten_thousand_deep_is_refused_or_skipped_never_a_crash() -> None:
+    # Ten thousand levels of field 1 inside field 1: metadata, then its name, whose bytes are the
+    # rest (no message of the schema nests itself, so depth past it is in bytes Go does not read).
+    nested = b""
+    for _ in range(10_000):
+        nested = b"\x0a" + _varint(len(nested)) + nested
+    decoded = protobuf.decode(nested, _message("v1", "Namespace"))
+    assert set(decoded) == {"metadata", "spec", "status"}
+    assert len(decoded["metadata"]["name"]) > 9_990
+    # The same depth in a RawExtension's JSON: a decode error, not a RecursionError.
+    deep_json = b"[" * 10_000 + b"]" * 10_000
+    opaque = b"\x0a\x01d" + b"\x12" + _varint(len(deep_json) + 4) + b"\x0a" + _varint(len(deep_json)) + deep_json
+    with pytest.raises(ProtobufError, match="RawExtension"):
+        protobuf.decode(opaque, protobuf.schema().messages["k8s.io/api/resource/v1.OpaqueDeviceConfiguration"])
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    protobuf.put_varint(out, value)
+    return bytes(out)
+
+
+@pytest.mark.parametrize(
+    ("obj", "error"),
+    [
+        ({"metadata": {"labels": "a=b"}}, "json: cannot unmarshal string into Go struct field ObjectMeta.labels of type map"),
+        ({"spec": {"devices": {"requests": [{"name": "a", "exactly": {"count": "2"}}]}}}, "json: cannot unmarshal string into Go struct field ExactDeviceRequest.count of type int64"),
+        ({"spec": {"devices": {"requests": [{"name": "a", "exactly": {"count": 1.5}}]}}}, "json: cannot unmarshal number into Go struct field ExactDeviceRequest.count of type int64"),
+        ({"status": {"allocation": {"devices": {"results": [{"consumedCapacity": {"m": "lots"}}]}}}}, "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"),
+    ],
+)
+def test_objects_go_could_not_decode_are_refused(obj: dict[str, Any], error: str) -> None:
+    with pytest.raises(EncodeError) as failure:
+        protobuf.encode(obj, _message("resource.k8s.io/v1", "ResourceClaim"))
+    assert str(failure.value) == error
+
+
+def test_watch_frames_are_length_prefixed_watch_events() -> None:
+    first = protobuf.watch_event("ADDED", protobuf.encode_object(CLAIM))
+    stream = first + protobuf.watch_event("DELETED", protobuf.encode_object(CLAIM))
+    assert int.from_bytes(first[:4], "big") == len(first) - 4
+    events = protobuf.read_watch_events(stream)
+    assert [kind for kind, _ in events] == ["ADDED", "DELETED"]
+    assert protobuf.decode_object(events[0][1])["metadata"]["name"] == "gpu"
+    with pytest.raises(ProtobufError, match="unexpected EOF"):
+        protobuf.read_watch_events(stream[:-1])
+
+
+@pytest.mark.parametrize(
+    ("text", "nanos"),
+    [("0s", 0), ("1h30m", 5_400_000_000_000), ("-2.5s", -2_500_000_000), ("1.5ms", 1_500_000), ("300µs", 300_000), ("10ns", 10)],
+)
+def test_go_durations(text: str, nanos: int) -> None:
+    assert protobuf.parse_go_duration(text) == nanos
+    assert protobuf.parse_go_duration(protobuf.go_duration(nanos)) == nanos
+    assert protobuf.go_duration(5_400_000_000_000) == "1h30m0s"
