@@ -14,6 +14,8 @@ from typing import Any
 import orjson
 from jsonschema import Draft202012Validator
 
+from kube import protobuf
+
 # Fields the official schema lacks because they come from this project's proposals.
 PROPOSAL_FIELDS: dict[str, list[tuple[str, ...]]] = {
     "ResourceClaim": [("spec", "reservedFor"), ("status", "allocation", "reservedForAnyPod")],
@@ -95,6 +97,9 @@ def check_object(obj: Any, where: str = "") -> None:
 
 
 def check_response_body(content: bytes, content_type: str, where: str) -> None:
+    if content and content_type == protobuf.CONTENT_TYPE:
+        check_object(protobuf.decode_object(content), where)
+        return
     if not content or "json" not in content_type:
         return
     try:

@@ -15,6 +15,7 @@ import orjson
 import pytest
 
 from devtools.server import REPO_ROOT, ServerProcess, free_port
+from kube import protobuf
 from tests.conftest import Databases
 from tests.helpers import assert_status, claim, claims_path, watch_lines
 
@@ -145,6 +146,13 @@ def test_compaction_expires_old_revisions(start_server: Callable[..., ServerProc
         assert status["code"] == 410 and status["reason"] == "Expired"
         assert status["message"].startswith("too old resource version")
         assert_status(client.get(claims_path("compact"), params={"resourceVersion": old, "resourceVersionMatch": "Exact"}), 410, "Expired")
+        # The same in protobuf: one ERROR frame carrying the Status.
+        params = {"watch": "true", "resourceVersion": old, "timeoutSeconds": "2"}
+        with client.stream("GET", claims_path("compact"), params=params, headers={"accept": protobuf.CONTENT_TYPE}) as response:
+            assert response.headers["content-type"] == protobuf.WATCH_CONTENT_TYPE
+            [(kind, raw)] = protobuf.read_watch_events(response.read())
+        assert kind == "ERROR"
+        assert protobuf.decode_object(raw) == status
 
 
 def test_two_servers_share_one_ordered_stream(backend: str, databases: Databases, start_server: Callable[..., ServerProcess]) -> None:
