@@ -9,7 +9,7 @@ DATABASE_URL ?= sqlite:///./data/dra.sqlite
 # files go to one worker, so a module's tests keep the order they were written in.
 TEST_WORKERS ?= 2
 
-.PHONY: venv run test test-pure lint typecheck fuzz bench bench-memory bench-scheduler bench-simulator bench-dradriver bench-faults bench-httpfloor clean
+.PHONY: venv run test test-pure lint typecheck fuzz protobuf-schema bench bench-memory bench-scheduler bench-simulator bench-dradriver bench-faults bench-httpfloor clean
 
 # The install compiles the hot modules with mypyc (setup.py; list in kube/compiled.py; about two
 # minutes of CPU) once the dependencies are in. DRA_PURE_PYTHON=1 skips that, at install or at run time.
@@ -73,6 +73,10 @@ bench-faults: venv
 bench-httpfloor: venv
 	$(BIN)/pip install --quiet -e '.[bench]'
 	$(BIN)/python -m bench.httpfloor
+
+# The protobuf messages of every Kubernetes kind, from the Go types (needs Go and the module proxy).
+protobuf-schema: venv
+	$(BIN)/python -m devtools.protobufschema
 
 clean:
 	rm -rf $(VENV) data build *.egg-info *__mypyc*.so

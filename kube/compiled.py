@@ -44,6 +44,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "app.registry.resource.common",
     "kube.fields",
     "kube.labels",
+    "kube.protobuf",
 )
 
 _ROOT = Path(__file__).resolve().parent.parent

@@ -450,8 +450,8 @@ def _read_message(message: Message, data: bytes, start: int, end: int, depth: in
             if wire == LEN and field.elem_wire == VARINT:  # packed
                 pos = value
                 while pos < stop:
-                    item, pos = _get_varint(data, pos, stop)
-                    items.append(_read_value(field, data, VARINT, item, -1, depth))
+                    element, pos = _get_varint(data, pos, stop)
+                    items.append(_read_value(field, data, VARINT, element, -1, depth))
             elif field.wrapped:
                 items.append(_read_wrapped(field, data, wire, value, stop, depth))
             else:
@@ -459,8 +459,8 @@ def _read_message(message: Message, data: bytes, start: int, end: int, depth: in
         elif label == MAP:
             if wire != LEN:
                 raise ProtobufError(f"proto: wrong wireType = {wire} for field {field.name}")
-            key, item = _read_entry(field, data, value, stop, depth)
-            values.setdefault(number, {})[key] = item
+            key, entry = _read_entry(field, data, value, stop, depth)
+            values.setdefault(number, {})[key] = entry
         elif field.type == "message" or field.type in _SPECIAL_TYPES:
             if wire != LEN:
                 raise ProtobufError(f"proto: wrong wireType = {wire} for field {field.name}")

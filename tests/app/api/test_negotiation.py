@@ -53,7 +53,7 @@ assert CLAIMS is not None
         ("application/json, application/json;as=Table;v=v1;g=meta.k8s.io", None),
         # q-values reorder
         ("application/json;q=0.5, application/json;as=Table;v=v1;g=meta.k8s.io", "v1"),
-        # protobuf Tables are not produced here: skipped, then plain JSON decides
+        # a protobuf Table is not served (upstream neither): skipped, then plain JSON decides
         ("application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io,application/json", None),
         # unknown conversions and unknown Table versions are skipped too
         ("application/json;as=Unknown;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1;g=meta.k8s.io", "v1"),
@@ -69,7 +69,7 @@ def test_table_negotiation(accept: str | None, expected: str | None) -> None:
     ("accept", "expected"),
     [
         ("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1", Conversion("PartialObjectMetadata", "v1")),
-        # client-go's metadata client: protobuf first (not produced here), then JSON
+        # client-go's metadata client: protobuf first (a protobuf PartialObjectMetadataList), then JSON
         (
             "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,"
             "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json",
