@@ -64,7 +64,7 @@ def running_stack(tmp: Path, *, nodes: int = 2, profile: str = "gpu", explain: b
     stack = Stack(server, credentials, tmp, free_port() if explain else 0, kubelet_root)
     try:
         for name, command in worker_commands(server, "", nodes, profile, stack.explain_port):
-            stack.commands[name] = [*command, "--root-dir", str(kubelet_root), "--log-level", "debug"] if name == "kubeletsim" else command
+            stack.commands[name] = [*command, "--root-dir", str(kubelet_root)] if name == "kubeletsim" else command
             stack.start_worker(name)
         with stack.admin() as admin:
 
