@@ -153,6 +153,15 @@ func run(ctx context.Context, c *config) error {
 	if dataDir == "" {
 		dataDir = filepath.Join(c.pluginsDir, c.driverName)
 	}
+	// Absolute: the endpoint announced at registration is dialled from the kubelet's working
+	// directory, not ours.
+	for _, dir := range []*string{&c.registrarDir, &dataDir} {
+		absolute, err := filepath.Abs(*dir)
+		if err != nil {
+			return err
+		}
+		*dir = absolute
+	}
 	// The helper expects both directories to exist, as a kubelet host would provide them.
 	for _, dir := range []string{c.registrarDir, dataDir} {
 		if err := os.MkdirAll(dir, 0o750); err != nil {
