@@ -52,6 +52,7 @@ type config struct {
 	grpcVerbosity   int
 	serializeCalls  bool
 	nodeUIDOverride string
+	podUID          string
 }
 
 // envOr lets a DaemonSet pass the node-side settings as environment variables, as drivers usually do.
@@ -88,6 +89,8 @@ func parseFlags() *config {
 	flag.IntVar(&c.grpcVerbosity, "grpc-verbosity", 4, "klog verbosity at which the helper logs gRPC calls and responses")
 	flag.BoolVar(&c.serializeCalls, "serialize", true, "let the helper serialize prepare and unprepare calls")
 	flag.StringVar(&c.nodeUIDOverride, "node-uid", "", "the Node's UID, if known; otherwise the ResourceSlice controller looks it up")
+	flag.StringVar(&c.podUID, "pod-uid", envOr("POD_UID", ""),
+		"the driver pod's UID; when set, the helper supports rolling updates (sockets named after it, calls serialized by a file lock) (env POD_UID)")
 	klog.InitFlags(nil)
 	flag.Parse()
 	return c
@@ -194,6 +197,9 @@ func run(ctx context.Context, c *config) error {
 		kubeletplugin.GRPCVerbosity(c.grpcVerbosity),
 		kubeletplugin.Serialize(c.serializeCalls),
 		kubeletplugin.GRPCInterceptor(registrationLogger(d)),
+	}
+	if c.podUID != "" {
+		options = append(options, kubeletplugin.RollingUpdate(types.UID(c.podUID)))
 	}
 	if c.nodeUIDOverride != "" {
 		options = append(options, kubeletplugin.NodeUID(types.UID(c.nodeUIDOverride)))

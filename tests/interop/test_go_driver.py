@@ -16,6 +16,7 @@ import json
 import re
 import subprocess
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,11 +59,18 @@ class GoDriver:
     dirs: NodeDirs
     kubeconfig: Path
     work: Path
+    # Set: the helper's rolling updates (this instance's sockets are named after it).
+    pod_uid: str = ""
+    log_name: str = "driver.log"
     process: subprocess.Popen[bytes] | None = None
 
     @property
     def log_path(self) -> Path:
-        return self.work / "driver.log"
+        return self.work / self.log_name
+
+    @property
+    def endpoint(self) -> Path:
+        return self.dirs.plugin_dir(DRIVER) / (f"dra-{self.pod_uid}.sock" if self.pod_uid else "dra.sock")
 
     @property
     def state_file(self) -> Path:
@@ -77,7 +85,7 @@ class GoDriver:
             str(self.binary), "--node-name", self.node, "--kubeconfig", str(self.kubeconfig),
             "--kubelet-registrar-directory-path", str(self.dirs.registry), "--kubelet-plugins-directory-path", str(self.dirs.plugins),
             "--num-devices", "2", "--unhealthy", "gpu-1", "--cdi-root", str(self.cdi_root), "--state-file", str(self.state_file),
-            "--health-interval", "2s", *API_CONTENT_TYPE_FLAGS,
+            "--health-interval", "2s", *(["--pod-uid", self.pod_uid] if self.pod_uid else []), *API_CONTENT_TYPE_FLAGS,
         ]  # fmt: skip
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=log)
@@ -101,6 +109,10 @@ class GoDriver:
     def cdi_specs(self) -> list[str]:
         return sorted(p.name for p in self.cdi_root.glob("*.json"))
 
+    def logged(self, msg: str, uid: str) -> bool:
+        """Whether this instance logged ``msg`` (``Prepared claim``, ``Unprepared claim``) for the claim."""
+        return any(f'"{msg}"' in line and f'uid="{uid}"' in line for line in self.log_path.read_text(errors="replace").splitlines())
+
     def error_lines(self) -> list[str]:
         """klog's error lines (``E<date> ...``) of the driver's log."""
         return [line for line in self.log_path.read_text(errors="replace").splitlines() if line.startswith("E")]
@@ -111,6 +123,8 @@ class Cluster:
     stack: Stack
     api: httpx.Client
     drivers: dict[str, GoDriver]
+    # Instances replaced by a rolling update, stopped.
+    retired: list[GoDriver]
 
     def sim_records(self, msg: str) -> list[dict[str, Any]]:
         records = []
@@ -137,10 +151,11 @@ class Cluster:
         [status] = pod["status"]["resourceClaimStatuses"]
         return dict(self.api.get(f"{RESOURCE}/namespaces/{NS}/resourceclaims/{status['resourceClaimName']}").json())
 
-    def create_pod(self, name: str, template: str) -> None:
-        body = {
+    def create_pod(self, name: str, template: str, node: str = "") -> None:
+        body: dict[str, Any] = {
             "metadata": {"name": name},
             "spec": {
+                "nodeSelector": {"kubernetes.io/hostname": node} if node else {},
                 "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10", "resources": {"claims": [{"name": "gpu"}]}}],
                 "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}],
             },
@@ -184,13 +199,16 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             work = tmp / f"driver-{node}"
             work.mkdir()
             kubeconfig = node_bound_kubeconfig(admin, stack.server, EXAMPLE_DRIVER_ACCOUNT, node, work / "kubeconfig")
-            drivers[node] = GoDriver(binary, node, NodeDirs(stack.kubelet_root, node), kubeconfig, work)
+            # sim-1's driver runs with the helper's rolling updates, as a DaemonSet with maxSurge would.
+            pod_uid = str(uuid.uuid4()) if node == "sim-1" else ""
+            drivers[node] = GoDriver(binary, node, NodeDirs(stack.kubelet_root, node), kubeconfig, work, pod_uid)
         try:
             for driver in drivers.values():
                 driver.start()
-            yield Cluster(stack, admin, drivers)
+            cluster = Cluster(stack, admin, drivers, [])
+            yield cluster
         finally:
-            for driver in drivers.values():
+            for driver in [*drivers.values(), *cluster.retired]:
                 driver.stop()
 
 
@@ -215,7 +233,7 @@ def test_the_library_publishes_each_nodes_devices_and_the_driver_registers(clust
     assert sorted(r["node"] for r in registered) == list(NODES)
     assert {r["service"] for r in registered} == {"v1.DRAPlugin"}
     for node, driver in cluster.drivers.items():
-        assert [r["endpoint"] for r in registered if r["node"] == node] == [str(driver.dirs.plugin_dir(DRIVER) / "dra.sock")]
+        assert [r["endpoint"] for r in registered if r["node"] == node] == [str(driver.endpoint)]
         eventually(lambda d=driver: d.records("registration"), f"the driver on {node} hears it is registered")  # type: ignore[misc]
         assert [r["registered"] for r in driver.records("registration")] == [True]
 
@@ -274,6 +292,38 @@ def test_a_device_the_driver_reports_unhealthy_shows_in_the_pod_status(cluster: 
     assert len(driver.records("prepare", uid)) == 1 and len(driver.records("unprepare", uid)) == 1
 
 
+def test_a_rolling_update_hands_the_node_over_to_the_new_instance(cluster: Cluster) -> None:
+    node = "sim-1"
+    old = cluster.drivers[node]
+    cluster.create_pod("handover", "godriver-gpu", node)
+    first = cluster.claim_of(eventually(lambda: cluster.running("handover"), "the pod Running", timeout=60))["metadata"]["uid"]
+    assert old.logged("Prepared claim", first)
+
+    # The new instance starts beside the old one, in the same plugin data directory, with its own sockets.
+    new = GoDriver(old.binary, node, old.dirs, old.kubeconfig, old.work, str(uuid.uuid4()), "driver-2.log")
+    new.start()
+    cluster.drivers[node], cluster.retired = new, [*cluster.retired, old]
+    [both] = eventually(lambda: [r for r in cluster.sim_records("registered DRA plugin") if r["endpoint"] == str(new.endpoint)],
+                        "the node registers the new instance")  # fmt: skip
+    assert both["instances"] == 2
+    # Calls go to the newest instance (the other device: the first pod holds gpu-0).
+    cluster.create_pod("second", "godriver-gpu1", node)
+    second = cluster.claim_of(eventually(lambda: cluster.running("second"), "the second pod Running", timeout=60))["metadata"]["uid"]
+    assert new.logged("Prepared claim", second) and not old.logged("Prepared claim", second)
+
+    old.stop()  # SIGTERM: the helper removes its sockets, the node deregisters it
+    [gone] = eventually(lambda: [r for r in cluster.sim_records("deregistered DRA plugin") if r["endpoint"] == str(old.endpoint)],
+                        "the node deregisters the old instance")  # fmt: skip
+    assert gone["instances"] == 1
+    cluster.delete_pod("handover")
+    cluster.delete_pod("second")
+    # The new instance unprepares what the old one prepared; each claim once.
+    assert new.logged("Unprepared claim", first) and new.logged("Unprepared claim", second)
+    for uid in (first, second):
+        assert len(new.records("prepare", uid)) == 1 and len(new.records("unprepare", uid)) == 1
+    assert new.cdi_specs() == []
+
+
 def test_a_crashed_driver_restarts_registers_again_and_adopts_its_slice(cluster: Cluster) -> None:
     cluster.create_pod("survivor", "godriver-gpu")
     pod = eventually(lambda: cluster.running("survivor"), "the pod Running", timeout=60)
@@ -303,6 +353,7 @@ def test_after_a_simulator_restart_the_driver_registers_again_and_its_slices_com
     pod = eventually(lambda: cluster.running("steady"), "the pod Running", timeout=60)
     uid = cluster.claim_of(pod)["metadata"]["uid"]
     driver = cluster.drivers[pod["spec"]["nodeName"]]
+    before = {s["metadata"]["uid"] for s in cluster.slices()}
     registrations = len(cluster.sim_records("registered DRA plugin"))
     heard = {node: len(each.records("registration")) for node, each in cluster.drivers.items()}
     cluster.stack.stop_worker("kubeletsim")
@@ -311,8 +362,10 @@ def test_after_a_simulator_restart_the_driver_registers_again_and_its_slices_com
     eventually(lambda: len(cluster.sim_records("registered DRA plugin")) == registrations + 2, "both nodes register the driver again", timeout=60)
     for node, each in cluster.drivers.items():
         eventually(lambda d=each, n=heard[node]: len(d.records("registration")) == n + 1, f"the driver on {node} hears it again")  # type: ignore[misc]
-    # A starting kubelet wipes the slices of drivers not registered yet; the library publishes them again.
-    eventually(lambda: {s["spec"]["nodeName"] for s in cluster.slices()} == set(NODES), "the driver's slices published again", timeout=60)
+    # A starting kubelet wipes the node's slices of every driver (none has registered yet); the
+    # library publishes them again (after its sync delay: 30 s).
+    eventually(lambda: {s["spec"]["nodeName"] for s in cluster.slices() if s["metadata"]["uid"] not in before} == set(NODES),
+               "the driver's slices published again", timeout=90)  # fmt: skip
     assert cluster.running("steady") and len(driver.records("prepare", uid)) == 1, "a running pod's claim is not prepared again"
     cluster.delete_pod("steady")
     assert len(driver.records("unprepare", uid)) == 1 and driver.cdi_specs() == []
@@ -320,5 +373,5 @@ def test_after_a_simulator_restart_the_driver_registers_again_and_its_slices_com
 
 def test_the_driver_logged_no_errors(cluster: Cluster) -> None:
     """Anything the library logged as an error is a place where this stack answers unlike Kubernetes."""
-    for driver in cluster.drivers.values():
+    for driver in [*cluster.drivers.values(), *cluster.retired]:
         assert driver.error_lines() == [], driver.log_path.read_text(errors="replace")[-6000:]
