@@ -7,7 +7,8 @@ per node, each as a service account whose token is bound to its node. The tests 
 order on that stack and look at what a user or a driver author sees: the ResourceSlices the
 library publishes, pods going Running, the driver's own record of every prepare and unprepare
 call (its state file), its CDI spec files, the node's PodResources socket and the pods' device
-health; the last test restarts the simulator.
+health. Later tests hand a node over to a new instance (the helper's rolling update), crash a
+driver and restart the simulator; the last runs a driver on client-go's default content type.
 """
 
 from __future__ import annotations
