@@ -36,7 +36,9 @@ from tests.interop.golang import go_program, needs_go
 from tests.processes import eventually
 from tests.stack import Stack, running_stack
 
-pytestmark = [pytest.mark.slow, needs_go]
+# Whichever test comes first builds the driver in the module's fixture: on a cold Go cache
+# (modules downloaded, client-go and k8s.io/api compiled) that alone takes minutes on 2 cores.
+pytestmark = [pytest.mark.slow, needs_go, pytest.mark.timeout(900)]
 
 DRIVER = "godriver.example.com"
 CDI_KIND = f"k8s.{DRIVER}/gpu"
