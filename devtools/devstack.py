@@ -112,37 +112,46 @@ def apply_manifest(client: httpx.Client, path: Path) -> None:
             raise RuntimeError(f"{path.name}: {doc['kind']} {doc['metadata']['name']}: {response.status_code} {response.text}")
 
 
+def node_bound_kubeconfig(admin: httpx.Client, server: ServerProcess, account: tuple[str, str], node: str, path: Path, timeout: float = 60.0) -> Path:
+    """A kubeconfig at ``path`` for the service account ``account`` (namespace, name) with a token
+    bound to ``node`` (once the node exists), as a DaemonSet's pod on that node would get it."""
+    credentials = server.credentials
+    if credentials is None:
+        raise ValueError("a driver's identity needs a server with credentials")
+    namespace, name = account
+    deadline = time.monotonic() + timeout
+    while (found := admin.get(resource_path("", "v1", "nodes", name=node))).status_code == 404 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    found.raise_for_status()
+    request = {
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenRequest",
+        "spec": {
+            "expirationSeconds": EXAMPLE_DRIVER_TOKEN_SECONDS,
+            "boundObjectRef": {"apiVersion": "v1", "kind": "Node", "name": node, "uid": found.json()["metadata"]["uid"]},
+        },
+    }
+    answer = admin.post(resource_path("", "v1", "serviceaccounts", namespace, name, "token"), json=request)
+    answer.raise_for_status()
+    text = kubeconfig_text(
+        server.url, credentials.ca_cert.read_bytes(), token=answer.json()["status"]["token"], user=f"system:serviceaccount:{namespace}:{name}"
+    )
+    write_private(path, text.encode())
+    return path
+
+
 def example_driver_commands(server: ServerProcess, nodes: list[str], timeout: float = 60.0) -> list[tuple[str, list[str]]]:
     """``python -m exampledriver`` for each node (as (name, argv)), each with a kubeconfig of the
     driver's service account whose token is bound to that node, once the nodes exist."""
     credentials = server.credentials
     if credentials is None:
         raise ValueError("the example driver's identity needs a server with credentials")
-    namespace, account = EXAMPLE_DRIVER_ACCOUNT
     commands = []
     with httpx.Client(**server.httpx_options(), timeout=30.0) as admin:  # type: ignore[arg-type]
         apply_manifest(admin, EXAMPLE_DRIVER_MANIFESTS / "rbac.yaml")
         apply_manifest(admin, EXAMPLE_DRIVER_MANIFESTS / "deviceclass.yaml")
-        deadline = time.monotonic() + timeout
         for node in nodes:
-            while (found := admin.get(resource_path("", "v1", "nodes", name=node))).status_code == 404 and time.monotonic() < deadline:
-                time.sleep(0.2)
-            found.raise_for_status()
-            request = {
-                "apiVersion": "authentication.k8s.io/v1",
-                "kind": "TokenRequest",
-                "spec": {
-                    "expirationSeconds": EXAMPLE_DRIVER_TOKEN_SECONDS,
-                    "boundObjectRef": {"apiVersion": "v1", "kind": "Node", "name": node, "uid": found.json()["metadata"]["uid"]},
-                },
-            }
-            answer = admin.post(resource_path("", "v1", "serviceaccounts", namespace, account, "token"), json=request)
-            answer.raise_for_status()
-            text = kubeconfig_text(
-                server.url, credentials.ca_cert.read_bytes(), token=answer.json()["status"]["token"], user=f"system:serviceaccount:{namespace}:{account}"
-            )
-            kubeconfig = credentials.directory / f"exampledriver-{node}.kubeconfig"
-            write_private(kubeconfig, text.encode())
+            kubeconfig = node_bound_kubeconfig(admin, server, EXAMPLE_DRIVER_ACCOUNT, node, credentials.directory / f"exampledriver-{node}.kubeconfig", timeout)
             commands.append((f"exampledriver-{node}", [sys.executable, "-m", "exampledriver", "--kubeconfig", str(kubeconfig), "--node-name", node]))
     return commands
 

@@ -4,7 +4,9 @@ scheduler's explanation port), in a temporary directory, for tests that drive it
 from __future__ import annotations
 
 import contextlib
+import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +27,10 @@ class Stack:
     credentials: ClusterCredentials
     tmp: Path
     explain_port: int
-    workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    # The simulator's --root-dir: the nodes' plugins_registry, plugins and pod-resources sockets.
+    kubelet_root: Path
+    commands: dict[str, list[str]] = field(default_factory=dict)
+    workers: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
     @property
     def admin_kubeconfig(self) -> Path:
@@ -33,6 +38,13 @@ class Stack:
 
     def admin(self) -> httpx.Client:
         return httpx.Client(**self.server.httpx_options("admin"), timeout=30.0)  # type: ignore[arg-type]
+
+    def start_worker(self, name: str) -> None:
+        with open(self.tmp / f"{name}.log", "ab") as log:
+            self.workers[name] = subprocess.Popen(self.commands[name], cwd=REPO_ROOT, stdout=log, stderr=log)
+
+    def stop_worker(self, name: str) -> None:
+        stop_process(self.workers.pop(name))
 
     def log(self, name: str) -> str:
         path = self.tmp / f"{name}.log"
@@ -47,11 +59,13 @@ def running_stack(tmp: Path, *, nodes: int = 2, profile: str = "gpu", explain: b
     credentials = ClusterCredentials.ensure(tmp / "pki")
     credentials.ensure_node_tokens(node_names(nodes))
     server = ServerProcess(database_url, log_path=tmp / "apiserver.log", credentials=credentials).start()
-    stack = Stack(server, credentials, tmp, free_port() if explain else 0)
+    # Its own kubelet root, not the checkout's data/kubelet, and short: unix socket paths are limited.
+    kubelet_root = Path(tempfile.mkdtemp(prefix="ks-", dir="/tmp"))
+    stack = Stack(server, credentials, tmp, free_port() if explain else 0, kubelet_root)
     try:
         for name, command in worker_commands(server, "", nodes, profile, stack.explain_port):
-            with open(tmp / f"{name}.log", "ab") as log:
-                stack.workers.append(subprocess.Popen(command, cwd=REPO_ROOT, stdout=log, stderr=log))
+            stack.commands[name] = [*command, "--root-dir", str(kubelet_root)] if name == "kubeletsim" else command
+            stack.start_worker(name)
         with stack.admin() as admin:
 
             def ready() -> Any:
@@ -62,6 +76,7 @@ def running_stack(tmp: Path, *, nodes: int = 2, profile: str = "gpu", explain: b
             eventually(ready, "the scheduler leads and every node published its devices", timeout=60)
         yield stack
     finally:
-        for worker in stack.workers:
-            stop_process(worker)
+        for name in list(stack.workers):
+            stack.stop_worker(name)
         server.stop()
+        shutil.rmtree(kubelet_root, ignore_errors=True)
