@@ -177,7 +177,7 @@ class GenericStore:
 
     async def get(self, strategy: KindStrategy, namespace: str, name: str, resource_version: str = "") -> StoredObject:
         try:
-            stored = await self.storage.get(strategy.qualified_resource, namespace, name, parse_resource_version(resource_version))
+            stored = await self.storage.get(strategy.stored_resource, namespace, name, parse_resource_version(resource_version))
         except ResourceVersionTooLarge as exc:
             raise _read_error(exc) from None
         if stored is None:
@@ -204,7 +204,7 @@ class GenericStore:
             return None
         getters = strategy.field_selectors
         # Field name -> its position in each version's extracted ``fields``.
-        extracted = {name: position for position, name in enumerate(self.storage.field_names(strategy.qualified_resource))}
+        extracted = {name: position for position, name in enumerate(self.storage.field_names(strategy.stored_resource))}
 
         def field_value(stored: StoredObject) -> Callable[[str], str]:
             def get(name: str) -> str:
@@ -241,7 +241,7 @@ class GenericStore:
             revision = parse_resource_version(opts.resource_version)
         try:
             result = await self.storage.list(
-                strategy.qualified_resource,
+                strategy.stored_resource,
                 namespace,
                 revision=revision,
                 exact=opts.resource_version_match == EXACT,
@@ -271,7 +271,7 @@ class GenericStore:
             timeout = int(self.min_request_timeout * (1 + random.random()))
         try:
             events = await self.storage.watch(
-                strategy.qualified_resource,
+                strategy.stored_resource,
                 namespace,
                 kind=strategy.kind,
                 api_version=strategy.api_version,
@@ -443,7 +443,7 @@ class GenericStore:
         for attempt in range(GENERATE_NAME_ATTEMPTS if generated else 1):
             if attempt:
                 metadata["name"] = _generated_name(generate)
-            op = WriteOp(ADDED, strategy.qualified_resource, namespace if strategy.namespaced else "", metadata["name"], strategy.to_stored(obj))
+            op = WriteOp(ADDED, strategy.stored_resource, namespace if strategy.namespaced else "", metadata["name"], strategy.to_stored(obj))
             try:
                 stored = await self.storage.write(op)
             except KeyExists:
@@ -457,7 +457,7 @@ class GenericStore:
 
     async def _current(self, strategy: KindStrategy, namespace: str, name: str, fresh: bool) -> StoredObject | None:
         """The stored object to change, in the request's version."""
-        current = await self.storage.read_for_update(strategy.qualified_resource, namespace, name, fresh)
+        current = await self.storage.read_for_update(strategy.stored_resource, namespace, name, fresh)
         return _converted(strategy, current) if current is not None else None
 
     async def guaranteed_update(
@@ -490,7 +490,7 @@ class GenericStore:
             deleting = bool(new["metadata"].get("deletionTimestamp")) and not strategy.blocks_deletion(new) and not new["metadata"].get("deletionGracePeriodSeconds")
             if dry_run:
                 return WriteResult(new)
-            op = WriteOp(DELETED if deleting else MODIFIED, strategy.qualified_resource, ns, name, strategy.to_stored(new), current.revision)
+            op = WriteOp(DELETED if deleting else MODIFIED, strategy.stored_resource, ns, name, strategy.to_stored(new), current.revision)
             try:
                 stored = await self.storage.write(op)
             except RevisionMismatch:
@@ -685,7 +685,7 @@ class GenericStore:
                 strategy.prepare_for_delete(new)
                 if dopts.dry_run:
                     return DeleteResult(new, False)
-                op = WriteOp(MODIFIED, strategy.qualified_resource, ns, name, strategy.to_stored(new), current.revision)
+                op = WriteOp(MODIFIED, strategy.stored_resource, ns, name, strategy.to_stored(new), current.revision)
                 deleted_now = False
             else:
                 if dopts.dry_run:
@@ -693,7 +693,7 @@ class GenericStore:
                 if not new_meta.get("deletionTimestamp"):
                     new_meta["deletionTimestamp"] = now_rfc3339()
                     new_meta["deletionGracePeriodSeconds"] = 0
-                op = WriteOp(DELETED, strategy.qualified_resource, ns, name, strategy.to_stored(new), current.revision)
+                op = WriteOp(DELETED, strategy.stored_resource, ns, name, strategy.to_stored(new), current.revision)
                 deleted_now = True
             try:
                 stored = await self.storage.write(op)
@@ -748,7 +748,7 @@ class GenericStore:
         kind = subresource.group_version_kind(strategy)[2]
         if not isinstance(body, dict):
             raise errors.bad_request(f"the body of the request must be a {kind} object")
-        current = self.storage.cached(strategy.qualified_resource, namespace if strategy.namespaced else "", name)
+        current = self.storage.cached(strategy.stored_resource, namespace if strategy.namespaced else "", name)
         if current is None:
             raise self._not_found(strategy, name)
         self._admit(CREATE, strategy, namespace, name, body, current.obj, subresource.name)

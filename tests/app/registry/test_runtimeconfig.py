@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from app.__main__ import main
-from app.registry import KINDS
+from app.registry import KINDS, SHARED_STORAGE
 from app.registry.runtimeconfig import RuntimeConfigError, enabled_kinds, parse_configuration_map
 from kube.features import FeatureGates
 
@@ -21,7 +21,7 @@ BETA2 = {f"v1beta2/{p}" for p in ("deviceclasses", "resourceclaims", "resourcecl
 
 
 def test_without_the_flag_only_the_stable_versions_are_served() -> None:
-    assert enabled_kinds("") == tuple(k for k in KINDS if k.version == "v1")
+    assert enabled_kinds("") == tuple(k for k in KINDS + SHARED_STORAGE if k.version == "v1")
 
 
 @pytest.mark.parametrize(
