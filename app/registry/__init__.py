@@ -10,12 +10,26 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from app.registry.apps import replicaset, statefulset
 from app.registry.authentication import selfsubjectreview
 from app.registry.authorization import localsubjectaccessreview, selfsubjectaccessreview, selfsubjectrulesreview, subjectaccessreview
 from app.registry.base import KindStrategy, ScopeStrategy
 from app.registry.coordination import lease
-from app.registry.core import event, namespace, node, pod, secret, serviceaccount
+from app.registry.core import (
+    configmap,
+    event,
+    namespace,
+    node,
+    persistentvolume,
+    persistentvolumeclaim,
+    pod,
+    replicationcontroller,
+    secret,
+    service,
+    serviceaccount,
+)
 from app.registry.events import event as events_event
+from app.registry.policy import poddisruptionbudget
 from app.registry.rbac import clusterrole, clusterrolebinding, role, rolebinding
 from app.registry.resource import (
     deviceclass,
@@ -26,6 +40,7 @@ from app.registry.resource import (
     resourceslice,
 )
 from app.registry.scheduling import podgroup, priorityclass, workload
+from app.registry.storage import csidriver, csinode, csistoragecapacity, storageclass, volumeattachment
 
 KINDS: tuple[KindStrategy, ...] = (
     namespace.STRATEGY,
@@ -53,6 +68,20 @@ KINDS: tuple[KindStrategy, ...] = (
     localsubjectaccessreview.STRATEGY,
     workload.STRATEGY,
     podgroup.STRATEGY,
+    # Served as storage only (app.registry.storageonly): upstream's components watch them.
+    persistentvolume.STRATEGY,
+    persistentvolumeclaim.STRATEGY,
+    service.STRATEGY,
+    replicationcontroller.STRATEGY,
+    configmap.STRATEGY,
+    replicaset.STRATEGY,
+    statefulset.STRATEGY,
+    poddisruptionbudget.STRATEGY,
+    storageclass.STRATEGY,
+    csinode.STRATEGY,
+    csidriver.STRATEGY,
+    csistoragecapacity.STRATEGY,
+    volumeattachment.STRATEGY,
 )
 
 # Kinds served from another kind's storage, in another group (``KindStrategy.storage_group``):
