@@ -6,20 +6,23 @@ and its place in discovery."""
 from __future__ import annotations
 
 import copy
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 
 from app.api.openapi import create_example
 from app.registry import lookup
 from app.registry.base import KindStrategy
-from tests.helpers import assert_status, watch_lines
+from tests.helpers import assert_status, new_namespace, watch_lines
 
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 ALL_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 
@@ -111,6 +114,11 @@ def test_create_get_list_watch_delete(api: httpx.Client, ns: str, case: Case) ->
     assert_status(api.get(f"{path}/{name}"), 404, "NotFound")
     events = watch_lines(api, path, {"resourceVersion": rv, "labelSelector": f"test={label['test']}", "timeoutSeconds": "5"}, limit=1)
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("DELETED", name)]
+    # The garbage collector's metadata informer watches too.
+    params = {"watch": "true", "resourceVersion": rv, "labelSelector": f"test={label['test']}", "timeoutSeconds": "5"}
+    with api.stream("GET", path, params=params, headers={"Accept": METADATA}) as stream:
+        first = orjson.loads(next(line for line in stream.iter_lines() if line))
+    assert (first["type"], first["object"]["kind"], first["object"]["metadata"]["name"]) == ("DELETED", "PartialObjectMetadata", name)
 
 
 @pytest.mark.parametrize("case", CASES, ids=str)
@@ -164,3 +172,17 @@ def test_names_follow_upstream_rules(api: httpx.Client, ns: str) -> None:
     body = assert_status(api.post(services, json=_body(CASES[2], "a.b")), 422, "Invalid")
     assert body["details"]["causes"][0]["field"] == "metadata.name"
     assert api.post(_collection(CASES[4], ns), json=_body(CASES[4], "a.b")).status_code == 201
+
+
+def test_deleting_a_namespace_empties_it_of_these_kinds(api: httpx.Client) -> None:
+    ns = new_namespace(api)
+    paths = [f"{_collection(case, ns)}/kept" for case in CASES if _strategy(case).namespaced]
+    for case in CASES:
+        if _strategy(case).namespaced:
+            assert api.post(_collection(case, ns), json=_body(case, "kept")).status_code == 201
+    assert api.delete(f"/api/v1/namespaces/{ns}").status_code == 200
+    deadline = time.monotonic() + 20
+    while api.get(f"/api/v1/namespaces/{ns}").status_code != 404:
+        assert time.monotonic() < deadline, [p for p in paths if api.get(p).status_code == 200]
+        time.sleep(0.2)
+    assert all(api.get(p).status_code == 404 for p in paths)
