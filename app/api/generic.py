@@ -340,6 +340,8 @@ class GenericStore:
             unmarshal = bodies.out_of_range_number_error(obj, schemas.schema_for_kind(strategy.api_version, strategy.kind))
         for path in strategy.int32_fields if unmarshal is None else ():
             unmarshal = unmarshal or bodies.int32_overflow_error(obj, schemas.schema_for_kind(strategy.api_version, strategy.kind), path)
+        if unmarshal is None and strategy.checks_json_types:
+            unmarshal = bodies.type_mismatch_error(obj, schemas.schema_for_kind(strategy.api_version, strategy.kind))
         if unmarshal is not None:
             raise errors.bad_request(f"{_cannot_handle(strategy, obj)}: {unmarshal}")
         ordered = decoded is not None and bool(decoded.duplicate_fields) and wopts.field_validation != "Ignore"
@@ -357,7 +359,11 @@ class GenericStore:
     def _patch_field_validation(self, strategy: KindStrategy, new: Obj, patch: Any, patch_type: str, decoded: bodies.DecodeFindings | None, wopts: WriteOptions, warnings: list[str]) -> None:
         """A patched object's unknown fields are dropped; Strict refuses them and the repeated keys
         of the patch (422 on the field "patch", as upstream's patchers), Warn reports them."""
-        snapshot = orjson.dumps(new, option=orjson.OPT_SORT_KEYS) if wopts.field_validation == "Strict" else b""
+        snapshot = orjson.dumps(new, option=orjson.OPT_SORT_KEYS) if wopts.field_validation == "Strict" or strategy.checks_json_types else b""
+        mismatch = bodies.type_mismatch_error(new, schemas.schema_for_kind(strategy.api_version, strategy.kind)) if strategy.checks_json_types else None
+        if mismatch is not None:
+            # A patched object Go cannot decode (upstream's 422 on "patch", as for strict errors).
+            raise patches.invalid_patch(patches.go_format(patch) if patch_type == "strategic" else snapshot.decode(), mismatch)
         unknown = schemas.prune_unknown_fields(new, strategy.api_version, strategy.kind)
         if wopts.field_validation == "Ignore":
             return

@@ -186,3 +186,30 @@ def test_deleting_a_namespace_empties_it_of_these_kinds(api: httpx.Client) -> No
         assert time.monotonic() < deadline, [p for p in paths if api.get(p).status_code == 200]
         time.sleep(0.2)
     assert all(api.get(p).status_code == 404 for p in paths)
+
+
+def test_values_go_cannot_decode_are_refused(api: httpx.Client, ns: str) -> None:
+    """Nothing validates these kinds' fields, but a value of the wrong JSON type is refused as Go's
+    decoding refuses it: 400 on create and update, 422 on the field "patch" for a patch."""
+    replicasets, services, configmaps = _collection(CASES[5], ns), _collection(CASES[2], ns), _collection(CASES[4], ns)
+    cases = [
+        (replicasets, {**_body(CASES[5], "rs"), "spec": {"replicas": "two"}},
+         'ReplicaSet in version "v1" cannot be handled as a ReplicaSet: json: cannot unmarshal string into Go struct field ReplicaSetSpec.spec.replicas of type int32'),
+        (services, {**_body(CASES[2], "svc"), "spec": {"ports": [{"port": 80, "nodePort": 1.5}]}},
+         'Service in version "v1" cannot be handled as a Service: json: cannot unmarshal number 1.5 into Go struct field ServicePort.spec.ports.nodePort of type int32'),
+        (configmaps, {**_body(CASES[4], "cm"), "data": ["x"]},
+         'ConfigMap in version "v1" cannot be handled as a ConfigMap: json: cannot unmarshal array into Go struct field ConfigMap.data of type map[string]string'),
+        (configmaps, {**_body(CASES[4], "cm"), "data": {"key": 5}},
+         'ConfigMap in version "v1" cannot be handled as a ConfigMap: json: cannot unmarshal number into Go struct field ConfigMap.data of type string'),
+    ]  # fmt: skip
+    for path, body, message in cases:
+        assert assert_status(api.post(path, json=body), 400, "BadRequest")["message"] == message
+    assert api.post(replicasets, json=_body(CASES[5], "rs")).status_code == 201
+    put = {**api.get(f"{replicasets}/rs").json(), "spec": {"replicas": [1]}}
+    assert "cannot unmarshal array into Go struct field ReplicaSetSpec.spec.replicas of type int32" in assert_status(api.put(f"{replicasets}/rs", json=put), 400, "BadRequest")["message"]
+    patched = assert_status(api.patch(f"{replicasets}/rs", json={"spec": {"replicas": "two"}}, headers={"Content-Type": "application/merge-patch+json"}), 422, "Invalid")
+    assert patched["details"]["causes"][0]["field"] == "patch"
+    assert patched["message"].endswith("json: cannot unmarshal string into Go struct field ReplicaSetSpec.spec.replicas of type int32")
+    # Quantities and int-or-strings decode numbers and strings alike.
+    pdbs = _collection(CASES[7], ns)
+    assert api.post(pdbs, json={**_body(CASES[7], "p"), "spec": {"maxUnavailable": "50%"}}).status_code == 201
