@@ -325,6 +325,103 @@ def _repeated_yaml_keys(node: yaml.Node, found: list[str]) -> None:
             _repeated_yaml_keys(value, found)
 
 
+def go_json_type(value: Any) -> str:
+    """How Go's encoding/json names a JSON value's kind in unmarshal errors."""
+    if isinstance(value, dict):
+        return "object"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "bool"
+    if value is None:
+        return "null"
+    return "number"
+
+
+def type_mismatch_error(obj: dict[str, Any], node: SchemaNode | None) -> str | None:
+    """Go's error decoding the first value of ``obj`` whose JSON type the Go type ``node``
+    describes cannot hold (``json: cannot unmarshal string into Go struct field
+    ReplicaSetSpec.spec.replicas of type int32``); None when every value fits. Named scalar types
+    (v1.PersistentVolumeAccessMode) are named by their underlying type, all the schema knows, and
+    types with decoders of their own (IntOrString, Quantity) are left to them."""
+    return _mismatch(obj, node, "", ())
+
+
+_GO_SCALARS = {"string": "string", "boolean": "bool", "number": "float64"}
+
+
+def _declared_type(node: SchemaNode) -> str | None:
+    declared = node.raw.get("type")
+    if isinstance(declared, list):  # ["integer", "null"]: a pointer in Go
+        declared = next((t for t in declared if t != "null"), None)
+    return declared if isinstance(declared, str) else None
+
+
+def _go_type(node: SchemaNode | None) -> str:
+    declared = _declared_type(node) if node is not None else None
+    if node is None or declared is None:
+        return "interface {}"
+    if declared == "integer":
+        return "int32" if node.raw.get("format") == "int32" else "int64"
+    if declared == "array":
+        return "[]" + _go_type(node.items())
+    if declared == "object":
+        if node.has_properties and node.definition_name:
+            package, name = node.definition_name.rsplit(".", 2)[-2:]
+            return f"{package}.{name}"
+        return "map[string]" + _go_type(node.additional_properties())
+    return _GO_SCALARS.get(declared, "interface {}")
+
+
+def _fits(value: Any, declared: str) -> bool:
+    kind = type(value)
+    if declared == "object":
+        return kind is dict
+    if declared == "array":
+        return kind is list
+    if declared == "string":
+        return kind is str
+    if declared == "boolean":
+        return kind is bool
+    if declared == "integer":
+        return kind is int
+    if declared == "number":
+        return kind is int or kind is float
+    return True
+
+
+def _mismatch(value: Any, node: SchemaNode | None, struct: str, fields: tuple[str, ...]) -> str | None:
+    if value is None or node is None or node.is_free_form:
+        return None  # null decodes into anything; free-form fields take any JSON
+    declared = _declared_type(node)
+    if declared is None:
+        return None
+    if not _fits(value, declared):
+        number = declared == "integer" and type(value) is float
+        shown = f"number {value}" if number else go_json_type(value)
+        if struct:
+            return f"json: cannot unmarshal {shown} into Go struct field {struct}.{'.'.join(fields)} of type {_go_type(node)}"
+        return f"json: cannot unmarshal {shown} into Go value of type {_go_type(node)}"
+    if type(value) is dict:
+        # Go names the innermost struct and the struct fields leading to it (not map keys).
+        is_struct = node.has_properties
+        here = (node.definition_name or "").rsplit(".", 1)[-1] if is_struct else struct
+        for key, item in value.items():
+            child = node.property(key) if is_struct else node.additional_properties()
+            error = _mismatch(item, child, here, (*fields, key) if is_struct else fields)
+            if error is not None:
+                return error
+    elif type(value) is list:
+        items = node.items()
+        for item in value:
+            error = _mismatch(item, items, struct, fields)
+            if error is not None:
+                return error
+    return None
+
+
 def out_of_range_number_error(obj: dict[str, Any], node: SchemaNode | None) -> str | None:
     """Go's error decoding the first out-of-range number of ``obj`` into the Go types ``node``
     describes (``json: cannot unmarshal number 1e400 into Go struct field ExactDeviceRequest.spec.devices.requests.exactly.count of type int64``).

@@ -33,9 +33,9 @@ def subresource_info(strategy: KindStrategy, subresource: Subresource) -> tuple[
 
 def storage_version_hash(strategy: KindStrategy) -> str:
     """Upstream's opaque storage version hash: base64 of the first 8 bytes of sha256("g/v/Kind") of the
-    version objects are stored in, the same in every version the kind is served in."""
+    version objects are stored in, the same in every version and group the kind is served in."""
     stored_version = strategy.storage_version or strategy.version
-    digest = hashlib.sha256(f"{strategy.group}/{stored_version}/{strategy.kind}".encode()).digest()
+    digest = hashlib.sha256(f"{strategy.stored_group}/{stored_version}/{strategy.kind}".encode()).digest()
     return base64.b64encode(digest[:8]).decode()
 
 

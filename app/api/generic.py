@@ -177,7 +177,7 @@ class GenericStore:
 
     async def get(self, strategy: KindStrategy, namespace: str, name: str, resource_version: str = "") -> StoredObject:
         try:
-            stored = await self.storage.get(strategy.qualified_resource, namespace, name, parse_resource_version(resource_version))
+            stored = await self.storage.get(strategy.stored_resource, namespace, name, parse_resource_version(resource_version))
         except ResourceVersionTooLarge as exc:
             raise _read_error(exc) from None
         if stored is None:
@@ -204,7 +204,7 @@ class GenericStore:
             return None
         getters = strategy.field_selectors
         # Field name -> its position in each version's extracted ``fields``.
-        extracted = {name: position for position, name in enumerate(self.storage.field_names(strategy.qualified_resource))}
+        extracted = {name: position for position, name in enumerate(self.storage.field_names(strategy.stored_resource))}
 
         def field_value(stored: StoredObject) -> Callable[[str], str]:
             def get(name: str) -> str:
@@ -241,7 +241,7 @@ class GenericStore:
             revision = parse_resource_version(opts.resource_version)
         try:
             result = await self.storage.list(
-                strategy.qualified_resource,
+                strategy.stored_resource,
                 namespace,
                 revision=revision,
                 exact=opts.resource_version_match == EXACT,
@@ -271,7 +271,7 @@ class GenericStore:
             timeout = int(self.min_request_timeout * (1 + random.random()))
         try:
             events = await self.storage.watch(
-                strategy.qualified_resource,
+                strategy.stored_resource,
                 namespace,
                 kind=strategy.kind,
                 api_version=strategy.api_version,
@@ -340,6 +340,8 @@ class GenericStore:
             unmarshal = bodies.out_of_range_number_error(obj, schemas.schema_for_kind(strategy.api_version, strategy.kind))
         for path in strategy.int32_fields if unmarshal is None else ():
             unmarshal = unmarshal or bodies.int32_overflow_error(obj, schemas.schema_for_kind(strategy.api_version, strategy.kind), path)
+        if unmarshal is None and strategy.checks_json_types:
+            unmarshal = bodies.type_mismatch_error(obj, schemas.schema_for_kind(strategy.api_version, strategy.kind))
         if unmarshal is not None:
             raise errors.bad_request(f"{_cannot_handle(strategy, obj)}: {unmarshal}")
         ordered = decoded is not None and bool(decoded.duplicate_fields) and wopts.field_validation != "Ignore"
@@ -357,7 +359,11 @@ class GenericStore:
     def _patch_field_validation(self, strategy: KindStrategy, new: Obj, patch: Any, patch_type: str, decoded: bodies.DecodeFindings | None, wopts: WriteOptions, warnings: list[str]) -> None:
         """A patched object's unknown fields are dropped; Strict refuses them and the repeated keys
         of the patch (422 on the field "patch", as upstream's patchers), Warn reports them."""
-        snapshot = orjson.dumps(new, option=orjson.OPT_SORT_KEYS) if wopts.field_validation == "Strict" else b""
+        snapshot = orjson.dumps(new, option=orjson.OPT_SORT_KEYS) if wopts.field_validation == "Strict" or strategy.checks_json_types else b""
+        mismatch = bodies.type_mismatch_error(new, schemas.schema_for_kind(strategy.api_version, strategy.kind)) if strategy.checks_json_types else None
+        if mismatch is not None:
+            # A patched object Go cannot decode (upstream's 422 on "patch", as for strict errors).
+            raise patches.invalid_patch(patches.go_format(patch) if patch_type == "strategic" else snapshot.decode(), mismatch)
         unknown = schemas.prune_unknown_fields(new, strategy.api_version, strategy.kind)
         if wopts.field_validation == "Ignore":
             return
@@ -443,7 +449,7 @@ class GenericStore:
         for attempt in range(GENERATE_NAME_ATTEMPTS if generated else 1):
             if attempt:
                 metadata["name"] = _generated_name(generate)
-            op = WriteOp(ADDED, strategy.qualified_resource, namespace if strategy.namespaced else "", metadata["name"], strategy.to_stored(obj))
+            op = WriteOp(ADDED, strategy.stored_resource, namespace if strategy.namespaced else "", metadata["name"], strategy.to_stored(obj))
             try:
                 stored = await self.storage.write(op)
             except KeyExists:
@@ -457,7 +463,7 @@ class GenericStore:
 
     async def _current(self, strategy: KindStrategy, namespace: str, name: str, fresh: bool) -> StoredObject | None:
         """The stored object to change, in the request's version."""
-        current = await self.storage.read_for_update(strategy.qualified_resource, namespace, name, fresh)
+        current = await self.storage.read_for_update(strategy.stored_resource, namespace, name, fresh)
         return _converted(strategy, current) if current is not None else None
 
     async def guaranteed_update(
@@ -490,7 +496,7 @@ class GenericStore:
             deleting = bool(new["metadata"].get("deletionTimestamp")) and not strategy.blocks_deletion(new) and not new["metadata"].get("deletionGracePeriodSeconds")
             if dry_run:
                 return WriteResult(new)
-            op = WriteOp(DELETED if deleting else MODIFIED, strategy.qualified_resource, ns, name, strategy.to_stored(new), current.revision)
+            op = WriteOp(DELETED if deleting else MODIFIED, strategy.stored_resource, ns, name, strategy.to_stored(new), current.revision)
             try:
                 stored = await self.storage.write(op)
             except RevisionMismatch:
@@ -685,7 +691,7 @@ class GenericStore:
                 strategy.prepare_for_delete(new)
                 if dopts.dry_run:
                     return DeleteResult(new, False)
-                op = WriteOp(MODIFIED, strategy.qualified_resource, ns, name, strategy.to_stored(new), current.revision)
+                op = WriteOp(MODIFIED, strategy.stored_resource, ns, name, strategy.to_stored(new), current.revision)
                 deleted_now = False
             else:
                 if dopts.dry_run:
@@ -693,7 +699,7 @@ class GenericStore:
                 if not new_meta.get("deletionTimestamp"):
                     new_meta["deletionTimestamp"] = now_rfc3339()
                     new_meta["deletionGracePeriodSeconds"] = 0
-                op = WriteOp(DELETED, strategy.qualified_resource, ns, name, strategy.to_stored(new), current.revision)
+                op = WriteOp(DELETED, strategy.stored_resource, ns, name, strategy.to_stored(new), current.revision)
                 deleted_now = True
             try:
                 stored = await self.storage.write(op)
@@ -748,7 +754,7 @@ class GenericStore:
         kind = subresource.group_version_kind(strategy)[2]
         if not isinstance(body, dict):
             raise errors.bad_request(f"the body of the request must be a {kind} object")
-        current = self.storage.cached(strategy.qualified_resource, namespace if strategy.namespaced else "", name)
+        current = self.storage.cached(strategy.stored_resource, namespace if strategy.namespaced else "", name)
         if current is None:
             raise self._not_found(strategy, name)
         self._admit(CREATE, strategy, namespace, name, body, current.obj, subresource.name)

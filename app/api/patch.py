@@ -31,6 +31,7 @@ import json
 from typing import Any
 
 from app.api import bodies
+from app.api.bodies import go_json_type
 from app.api.schemas import SchemaNode
 from kube.errors import ApiError, bad_request
 
@@ -72,21 +73,6 @@ def clone(value: Any) -> Any:
     if type(value) is list:
         return [clone(v) for v in value]
     return value
-
-
-def go_json_type(value: Any) -> str:
-    """How Go's encoding/json names a JSON value's kind in unmarshal errors."""
-    if isinstance(value, dict):
-        return "object"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, bool):
-        return "bool"
-    if value is None:
-        return "null"
-    return "number"
 
 
 def _go_type_name(value: Any) -> str:

@@ -81,6 +81,12 @@ def definition(name: str) -> dict[str, Any] | None:
     return _load().get(name)
 
 
+def property_description(definition_name: str, prop: str) -> str:
+    """The official documentation of one property of a definition ("" when there is none)."""
+    schema = definition(definition_name) or {}
+    return str(((schema.get("properties") or {}).get(prop) or {}).get("description") or "")
+
+
 def _definition_node(name: str) -> SchemaNode | None:
     node = _nodes.get(name)
     if node is None:

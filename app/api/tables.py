@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from app.api.schemas import property_description
 from app.registry.base import KindStrategy
 from kube.errors import ApiError, not_acceptable
 
@@ -96,7 +97,7 @@ def column_definitions(strategy: KindStrategy) -> list[Obj]:
             "name": column.name,
             "type": column.type,
             "format": column.format,
-            "description": column.description,
+            "description": column.description or (property_description(*column.doc) if column.doc else ""),
             "priority": column.priority,
         }
         for column in strategy.printer_columns

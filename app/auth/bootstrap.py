@@ -1,6 +1,11 @@
 """The default roles and bindings the server ensures at start, after upstream's bootstrap
 policy for what this server serves, plus the roles of this project's own scheduler and
-controller (modelled on ``system:kube-scheduler`` and the resource claim controller's role)."""
+controller (modelled on ``system:kube-scheduler`` and the resource claim controller's role).
+
+Upstream's kube-scheduler and kube-controller-manager run against this server as the same users
+(docs/upstream-components.md), so those roles also grant what upstream's grant them on the kinds
+this server serves, and the controller roles are bound, as upstream binds them, to the service
+accounts kube-controller-manager acts as with ``--use-service-account-credentials``."""
 
 from __future__ import annotations
 
@@ -25,6 +30,9 @@ CONTROLLER_USER = "system:kube-controller-manager"
 KUBELETSIM_USER = "system:kubeletsim"
 # The service account a simulated node's DRA drivers act as.
 DRIVER_NAMESPACE = "kube-system"
+SYSTEM_NAMESPACE = "kube-system"
+# The configmap components with delegated authentication read (and its reader role).
+AUTHENTICATION_CONFIGMAP = "extension-apiserver-authentication"
 DRIVER_SERVICE_ACCOUNT = "dra-kubeletsim-driver"
 
 
@@ -66,6 +74,13 @@ def _binding(name: str, role: str, subjects: list[dict[str, str]]) -> dict[str, 
         "roleRef": {"apiGroup": GROUP, "kind": "ClusterRole", "name": role},
         "subjects": subjects,
     }
+
+
+def _controller_binding(controller: str) -> dict[str, Any]:
+    """A controller role's binding: to this project's controller, and to the service account
+    upstream's kube-controller-manager runs that controller as."""
+    name = f"system:controller:{controller}"
+    return _binding(name, name, [_user(CONTROLLER_USER), {"kind": "ServiceAccount", "name": controller, "namespace": SYSTEM_NAMESPACE}])
 
 
 def _group(name: str) -> dict[str, str]:
@@ -147,6 +162,28 @@ def cluster_roles() -> list[dict[str, Any]]:
                 rule(["patch", "update"], ["resource.k8s.io"], ["resourceclaims/binding"]),
                 # Its explanation port asks the server whether a caller may see the pod (as upstream's secure port does).
                 rule(["create"], ["authorization.k8s.io"], ["subjectaccessreviews"]),
+                # Upstream kube-scheduler's: its leader election, what selects pods (default
+                # topology spreading), what preemption respects, and what volume plugins read.
+                rule(["get", "update", "list", "watch"], ["coordination.k8s.io"], ["leases"], names=["kube-scheduler"]),
+                rule(READ, [""], ["services", "replicationcontrollers"]),
+                rule(READ, ["apps", "extensions"], ["replicasets"]),
+                rule(READ, ["apps"], ["statefulsets"]),
+                rule(READ, ["policy"], ["poddisruptionbudgets"]),
+                rule(READ, [""], ["persistentvolumeclaims", "persistentvolumes"]),
+                rule(READ, ["storage.k8s.io"], ["csinodes"]),
+                rule(["get", "list", "watch"], ["storage.k8s.io"], ["volumeattachments"]),
+                rule(READ, ["storage.k8s.io"], ["csidrivers"]),
+                rule(READ, ["storage.k8s.io"], ["csistoragecapacities"]),
+                rule(["update"], [""], ["pods/finalizers"]),
+            ],
+        ),
+        # Bound to the scheduler: volume binding reads classes and binds claims to volumes.
+        _role(
+            "system:volume-scheduler",
+            [
+                rule([*READ, "update", "patch"], [""], ["persistentvolumes"]),
+                rule(READ, ["storage.k8s.io"], ["storageclasses"]),
+                rule([*READ, "update", "patch"], [""], ["persistentvolumeclaims"]),
             ],
         ),
         _role(
@@ -173,7 +210,17 @@ def cluster_roles() -> list[dict[str, Any]]:
             ],
         ),
         # Upstream's garbage collector reads, patches and deletes every kind.
-        _role("system:controller:generic-garbage-collector", [rule(["get", "list", "watch", "patch", "update", "delete"], ["*"], ["*"])]),
+        _role("system:controller:generic-garbage-collector", [rule(["get", "list", "watch", "patch", "update", "delete"], ["*"], ["*"]), _events()]),
+        # Upstream's namespace controller empties a deleted namespace of every resource (this server
+        # does that itself; upstream's kube-controller-manager does it again).
+        _role(
+            "system:controller:namespace-controller",
+            [
+                rule(["get", "list", "watch", "delete"], [""], ["namespaces"]),
+                rule(["update"], [""], ["namespaces/finalize", "namespaces/status"]),
+                rule(["get", "list", "watch", "delete", "deletecollection"], ["*"], ["*"]),
+            ],
+        ),
         # The simulator watches every simulated node's objects at once (a kubelet watches its own
         # only) and gets its nodes' drivers tokens bound to their node.
         _role(
@@ -191,6 +238,15 @@ def cluster_roles() -> list[dict[str, Any]]:
                 rule(["create"], ["coordination.k8s.io"], ["leases"]),
                 rule(["get", "update", "patch"], ["coordination.k8s.io"], ["leases"], names=["dra-controller"]),
                 rule(READ, [""], ["namespaces"]),
+                # Upstream kube-controller-manager's: its leader election, and the service accounts
+                # (with their tokens) it acts as for each controller.
+                rule(["get", "update"], ["coordination.k8s.io"], ["leases"], names=["kube-controller-manager"]),
+                rule(["create"], [""], ["secrets", "serviceaccounts"]),
+                rule(["delete"], [""], ["secrets"]),
+                rule(["get"], [""], ["namespaces", "secrets", "serviceaccounts", "configmaps"]),
+                rule(["update"], [""], ["secrets", "serviceaccounts"]),
+                rule(["create"], ["authorization.k8s.io"], ["subjectaccessreviews"]),
+                rule(["create"], [""], ["serviceaccounts/token"]),
             ],
         ),
         # A node's DRA drivers: device status of the claims allocated on their own node.
@@ -213,10 +269,12 @@ def cluster_role_bindings() -> list[dict[str, Any]]:
         _binding("system:public-info-viewer", "system:public-info-viewer", [_group(ALL_AUTHENTICATED), _group(ALL_UNAUTHENTICATED)]),
         _binding("system:monitoring", "system:monitoring", [_group("system:monitoring")]),
         _binding("system:kube-scheduler", "system:kube-scheduler", [_user(SCHEDULER_USER)]),
+        _binding("system:volume-scheduler", "system:volume-scheduler", [_user(SCHEDULER_USER)]),
         _binding("system:kube-controller-manager", "system:kube-controller-manager", [_user(CONTROLLER_USER)]),
-        _binding("system:controller:resource-claim-controller", "system:controller:resource-claim-controller", [_user(CONTROLLER_USER)]),
-        _binding("system:controller:device-taint-eviction-controller", "system:controller:device-taint-eviction-controller", [_user(CONTROLLER_USER)]),
-        _binding("system:controller:generic-garbage-collector", "system:controller:generic-garbage-collector", [_user(CONTROLLER_USER)]),
+        _controller_binding("resource-claim-controller"),
+        _controller_binding("device-taint-eviction-controller"),
+        _controller_binding("generic-garbage-collector"),
+        _controller_binding("namespace-controller"),
         _binding("system:kubeletsim", "system:kubeletsim", [_user(KUBELETSIM_USER)]),
         _binding(
             "system:dra-kubeletsim-driver",
@@ -224,3 +282,21 @@ def cluster_role_bindings() -> list[dict[str, Any]]:
             [{"kind": "ServiceAccount", "name": DRIVER_SERVICE_ACCOUNT, "namespace": DRIVER_NAMESPACE}],
         ),
     ]
+
+
+def roles() -> list[dict[str, Any]]:
+    """Namespaced bootstrap roles: the reader of the configmap delegated authentication reads."""
+    role = _role("extension-apiserver-authentication-reader", [rule(READ, [""], ["configmaps"], names=[AUTHENTICATION_CONFIGMAP])])
+    role["kind"] = "Role"
+    role["metadata"]["namespace"] = SYSTEM_NAMESPACE
+    return [role]
+
+
+def role_bindings() -> list[dict[str, Any]]:
+    """Namespaced bootstrap bindings: the scheduler and the controller manager read the
+    authentication configmap (for their own secure ports' delegated authentication)."""
+    binding = _binding("system::extension-apiserver-authentication-reader", "extension-apiserver-authentication-reader", [_user(CONTROLLER_USER), _user(SCHEDULER_USER)])
+    binding["kind"] = "RoleBinding"
+    binding["roleRef"]["kind"] = "Role"
+    binding["metadata"]["namespace"] = SYSTEM_NAMESPACE
+    return [binding]

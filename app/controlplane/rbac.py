@@ -15,7 +15,8 @@ from app.api.options import WriteOptions
 from app.auth import bootstrap
 from app.controlplane.loop import ControlLoop
 from app.registry.core import serviceaccount
-from app.registry.rbac import clusterrole, clusterrolebinding
+from app.registry.rbac import clusterrole, clusterrolebinding, rolebinding
+from app.registry.rbac import role as namespace_role
 from kube.errors import ApiError
 from kube.labels import selector_from_label_selector_object
 
@@ -30,8 +31,9 @@ def _missing(wanted: list[Any], have: list[Any]) -> list[Any]:
 
 
 async def ensure_bootstrap_policy(registry: GenericStore) -> None:
-    """Create the default ClusterRoles and ClusterRoleBindings (and the service accounts they
-    name), and add back what was removed from those still marked for auto-update."""
+    """Create the default ClusterRoles, ClusterRoleBindings, Roles and RoleBindings (and the
+    service accounts they name), and add back what was removed from those still marked for
+    auto-update."""
     for account in bootstrap.service_accounts():
         meta = account["metadata"]
         if registry.storage.cached(serviceaccount.STRATEGY.qualified_resource, meta["namespace"], meta["name"]) is None:
@@ -40,20 +42,23 @@ async def ensure_bootstrap_policy(registry: GenericStore) -> None:
     for strategy, objects, field in (
         (clusterrole.STRATEGY, bootstrap.cluster_roles(), "rules"),
         (clusterrolebinding.STRATEGY, bootstrap.cluster_role_bindings(), "subjects"),
+        (namespace_role.STRATEGY, bootstrap.roles(), "rules"),
+        (rolebinding.STRATEGY, bootstrap.role_bindings(), "subjects"),
     ):
         for obj in objects:
             name = obj["metadata"]["name"]
-            stored = registry.storage.cached(strategy.qualified_resource, "", name)
+            namespace = obj["metadata"].get("namespace", "")
+            stored = registry.storage.cached(strategy.qualified_resource, namespace, name)
             try:
                 if stored is None:
-                    await registry.create(strategy, "", obj, SYSTEM_MANAGER)
+                    await registry.create(strategy, namespace, obj, SYSTEM_MANAGER)
                     continue
                 current = stored.obj
                 if (current["metadata"].get("annotations") or {}).get(AUTOUPDATE) != "true" or "aggregationRule" in obj:
                     continue
                 missing = _missing(obj.get(field) or [], current.get(field) or [])
                 if missing:
-                    await registry.patch(strategy, "", name, {field: [*(current.get(field) or []), *missing]}, "merge", SYSTEM_MANAGER)
+                    await registry.patch(strategy, namespace, name, {field: [*(current.get(field) or []), *missing]}, "merge", SYSTEM_MANAGER)
             except ApiError as exc:
                 if exc.code != 409:
                     raise

@@ -1,7 +1,8 @@
 """Every served kind, registered once. Adding a kind = adding its module to ``KINDS``.
 
-A kind may also be served in older versions (``KindStrategy.older_versions``); which of those a
-server serves is its ``--runtime-config`` (``app.registry.runtimeconfig``), applied with ``serve``.
+A kind may also be served in older versions (``KindStrategy.older_versions``), and in another group
+from the same storage (``SHARED_STORAGE``); which of those a server serves is its
+``--runtime-config`` (``app.registry.runtimeconfig``), applied with ``serve``.
 """
 
 from __future__ import annotations
@@ -9,11 +10,26 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from app.registry.apps import replicaset, statefulset
 from app.registry.authentication import selfsubjectreview
 from app.registry.authorization import localsubjectaccessreview, selfsubjectaccessreview, selfsubjectrulesreview, subjectaccessreview
 from app.registry.base import KindStrategy, ScopeStrategy
 from app.registry.coordination import lease
-from app.registry.core import event, namespace, node, pod, secret, serviceaccount
+from app.registry.core import (
+    configmap,
+    event,
+    namespace,
+    node,
+    persistentvolume,
+    persistentvolumeclaim,
+    pod,
+    replicationcontroller,
+    secret,
+    service,
+    serviceaccount,
+)
+from app.registry.events import event as events_event
+from app.registry.policy import poddisruptionbudget
 from app.registry.rbac import clusterrole, clusterrolebinding, role, rolebinding
 from app.registry.resource import (
     deviceclass,
@@ -24,6 +40,7 @@ from app.registry.resource import (
     resourceslice,
 )
 from app.registry.scheduling import podgroup, priorityclass, workload
+from app.registry.storage import csidriver, csinode, csistoragecapacity, storageclass, volumeattachment
 
 KINDS: tuple[KindStrategy, ...] = (
     namespace.STRATEGY,
@@ -51,16 +68,34 @@ KINDS: tuple[KindStrategy, ...] = (
     localsubjectaccessreview.STRATEGY,
     workload.STRATEGY,
     podgroup.STRATEGY,
+    # Served as storage only (app.registry.storageonly): upstream's components watch them.
+    persistentvolume.STRATEGY,
+    persistentvolumeclaim.STRATEGY,
+    service.STRATEGY,
+    replicationcontroller.STRATEGY,
+    configmap.STRATEGY,
+    replicaset.STRATEGY,
+    statefulset.STRATEGY,
+    poddisruptionbudget.STRATEGY,
+    storageclass.STRATEGY,
+    csinode.STRATEGY,
+    csidriver.STRATEGY,
+    csistoragecapacity.STRATEGY,
+    volumeattachment.STRATEGY,
 )
+
+# Kinds served from another kind's storage, in another group (``KindStrategy.storage_group``):
+# what is written in one is read in the other. ``KINDS`` holds each storage's own kind.
+SHARED_STORAGE: tuple[KindStrategy, ...] = (events_event.STRATEGY,)
 
 # The kind whose objects are the namespaces that namespaced objects live in.
 NAMESPACE_KIND: ScopeStrategy = namespace.STRATEGY
 # What the generic store asks about a request's namespace: the same kind, by its role.
 SCOPE_KIND: ScopeStrategy = NAMESPACE_KIND
 
-# Every kind in every version it can be served in: the stored versions (``KINDS``) first, then the
-# older ones in the order each kind lists them (upstream's version priority within a group).
-ALL_KINDS: tuple[KindStrategy, ...] = KINDS + tuple(k.at_version(v) for k in KINDS for v in k.older_versions)
+# Every kind in every version it can be served in: the stored versions (``KINDS``) first, the kinds
+# sharing their storage, then the older ones in the order each kind lists them (upstream's version priority within a group).
+ALL_KINDS: tuple[KindStrategy, ...] = KINDS + SHARED_STORAGE + tuple(k.at_version(v) for k in KINDS for v in k.older_versions)
 
 
 class _Served:
@@ -90,7 +125,7 @@ def version_priority(version: str) -> tuple[int, int, int]:
     return (stability, -int(match.group(1)), -int(match.group(3) or 0))
 
 
-_served = _Served(k for k in KINDS if version_priority(k.version)[0] == 0)
+_served = _Served(k for k in KINDS + SHARED_STORAGE if version_priority(k.version)[0] == 0)
 
 
 def serve(kinds: Iterable[KindStrategy]) -> None:

@@ -31,6 +31,10 @@ class PrinterColumn:
     cell: Callable[[Obj], Any]
     format: str = ""
     priority: int = 0
+    # (definition, property) of the official schema whose description describes the column, for a
+    # column that describes itself as upstream does, by the documentation of the field it shows
+    # (used when ``description`` is empty).
+    doc: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -77,7 +81,7 @@ class KindStrategy:
     subresource: str = ""
     short_names: tuple[str, ...] = ()
     categories: tuple[str, ...] = ()
-    # Field selectors beyond metadata.name / metadata.namespace: name -> getter.
+    # Field selectors beyond metadata.name / metadata.namespace: name -> getter of the stored object.
     field_selectors: dict[str, Callable[[Obj], str]] = {}
     # Whether an unsupported field selector error names the kind (upstream does for ResourceSlice only).
     field_selector_error_names_kind: bool = False
@@ -110,6 +114,10 @@ class KindStrategy:
     verbs: tuple[str, ...] = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
     # False for a kind nothing is stored of (a review): a create answers ``respond``'s object.
     stored: bool = True
+    # Whether a body whose values have other JSON types than the official schema's is refused as
+    # Go's decoding refuses it (400), before anything else: for kinds with no validation of their
+    # own to find such values (app.registry.storageonly).
+    checks_json_types: bool = False
     # Paths of int32 fields: a number past int32 there is a decoding error, as in Go.
     int32_fields: tuple[tuple[str, ...], ...] = ()
     # The feature gate the kind is served under ("" for none): off, the kind is not served at all.
@@ -118,6 +126,9 @@ class KindStrategy:
     older_versions: tuple[OlderVersion, ...] = ()
     # The version objects are stored in; "" for the kind's own ``version`` (see ``at_version``).
     storage_version: str = ""
+    # The group whose storage holds the objects, when it is not the kind's own: upstream serves a
+    # kind of one group from another's objects (events.k8s.io/v1 Event from core/v1 Event's).
+    storage_group: str | None = None
 
     def __init__(self, subresources: tuple[Subresource, ...] = ()) -> None:
         self.subresources = subresources
@@ -137,12 +148,28 @@ class KindStrategy:
     def list_kind(self) -> str:
         return f"{self.kind}List"
 
+    @property
+    def stored_group(self) -> str:
+        return self.group if self.storage_group is None else self.storage_group
+
+    @property
+    def stored_resource(self) -> str:
+        """The resource the objects are stored as: ``qualified_resource`` unless another group's
+        storage holds them."""
+        return f"{self.plural}.{self.stored_group}" if self.stored_group else self.plural
+
+    @property
+    def stored_api_version(self) -> str:
+        """The apiVersion stored objects carry."""
+        version = self.storage_version or self.version
+        return f"{self.stored_group}/{version}" if self.stored_group else version
+
     # ---- versions -----------------------------------------------------------
 
     @property
     def converts(self) -> bool:
         """Whether requests in this version are converted to and from the stored one."""
-        return bool(self.storage_version) and self.storage_version != self.version
+        return self.stored_api_version != self.api_version
 
     def at_version(self, older: OlderVersion) -> Self:
         """This kind as served in ``older``: the same hooks, another version on the wire."""
@@ -161,25 +188,25 @@ class KindStrategy:
         view.older_versions = ()
         return view
 
-    def convert_fields(self, obj: Obj, from_version: str, to_version: str) -> Obj:
-        """``obj`` (a private copy) with its fields converted between two served versions of the
-        kind; a kind whose versions differ in shape overrides this, keeping what the target version
-        cannot express so that a round trip loses nothing."""
+    def convert_fields(self, obj: Obj, from_api_version: str, to_api_version: str) -> Obj:
+        """``obj`` (a private copy) with its fields converted between the served and the stored
+        apiVersion (either way); a kind whose versions differ in shape overrides this, keeping what
+        the target version cannot express so that a round trip loses nothing."""
         return obj
 
     def to_stored(self, obj: Obj) -> Obj:
         """An object of this version as the stored version holds it (``obj`` itself when they agree)."""
         if not self.converts:
             return obj
-        converted = self.convert_fields(copy.deepcopy(obj), self.version, self.storage_version)
-        converted["apiVersion"] = f"{self.group}/{self.storage_version}" if self.group else self.storage_version
+        converted = self.convert_fields(copy.deepcopy(obj), self.api_version, self.stored_api_version)
+        converted["apiVersion"] = self.stored_api_version
         return converted
 
     def from_stored(self, obj: Obj) -> Obj:
         """A stored object as this version shows it (``obj`` itself when they agree)."""
         if not self.converts:
             return obj
-        converted = self.convert_fields(copy.deepcopy(obj), self.storage_version, self.version)
+        converted = self.convert_fields(copy.deepcopy(obj), self.stored_api_version, self.api_version)
         converted["apiVersion"] = self.api_version
         return converted
 

@@ -10,6 +10,7 @@ Each kubectl gets a temp kubeconfig (``user: {}``, plain http), a temp HOME and 
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import queue
@@ -29,6 +30,8 @@ import httpx
 import pytest
 import yaml
 
+from app.api.openapi import create_example
+from app.registry import lookup
 from devtools.server import ServerProcess
 from tests.helpers import RESOURCE, claim, claims_path, device_class, pod
 
@@ -346,6 +349,25 @@ def build_priority_class(name: str, ns: str, labels: dict[str, str]) -> Obj:
     return _with({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "value": 100}, name, labels)
 
 
+def build_example(group: str, plural: str) -> Callable[[str, str, dict[str, str]], Obj]:
+    """A builder of the kind's OpenAPI create example (the kinds served as storage only)."""
+
+    def build(name: str, ns: str, labels: dict[str, str]) -> Obj:
+        strategy = lookup(group, "v1", plural)
+        assert strategy is not None
+        example = create_example(strategy)
+        assert example is not None
+        return _with(copy.deepcopy(example), name, labels)
+
+    return build
+
+
+def storage_only(group: str, plural: str, namespaced: bool, columns: tuple[str, ...], wide: tuple[str, ...] = ()) -> Kind:
+    ref = f"{plural[:-3]}y" if plural.endswith("ies") else plural[:-2] if plural.endswith("sses") else plural[:-1]
+    prefix = f"/apis/{group}/v1" if group else "/api/v1"
+    return Kind(plural, f"{ref}.{group}" if group else ref, prefix, namespaced, build_example(group, plural), columns, wide or columns)
+
+
 @dataclass(frozen=True)
 class Kind:
     plural: str
@@ -412,7 +434,32 @@ KINDS = [
         ("NAME", "VALUE", "GLOBAL-DEFAULT", "AGE", "PREEMPTIONPOLICY"),
         ("NAME", "VALUE", "GLOBAL-DEFAULT", "AGE", "PREEMPTIONPOLICY"),
     ),
-]
+    # Served as storage only, with upstream's columns (docs/upstream-components.md).
+    storage_only(
+        "", "persistentvolumes", False,
+        ("NAME", "CAPACITY", "ACCESS MODES", "RECLAIM POLICY", "STATUS", "CLAIM", "STORAGECLASS", "VOLUMEATTRIBUTESCLASS", "REASON", "AGE"),
+        ("NAME", "CAPACITY", "ACCESS MODES", "RECLAIM POLICY", "STATUS", "CLAIM", "STORAGECLASS", "VOLUMEATTRIBUTESCLASS", "REASON", "AGE", "VOLUMEMODE"),
+    ),
+    storage_only(
+        "", "persistentvolumeclaims", True,
+        ("NAME", "STATUS", "VOLUME", "CAPACITY", "ACCESS MODES", "STORAGECLASS", "VOLUMEATTRIBUTESCLASS", "AGE"),
+        ("NAME", "STATUS", "VOLUME", "CAPACITY", "ACCESS MODES", "STORAGECLASS", "VOLUMEATTRIBUTESCLASS", "AGE", "VOLUMEMODE"),
+    ),
+    storage_only("", "services", True, ("NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)", "AGE"), ("NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)", "AGE", "SELECTOR")),
+    storage_only("", "replicationcontrollers", True, ("NAME", "DESIRED", "CURRENT", "READY", "AGE"), ("NAME", "DESIRED", "CURRENT", "READY", "AGE", "CONTAINERS", "IMAGES", "SELECTOR")),
+    storage_only("", "configmaps", True, ("NAME", "DATA", "AGE")),
+    storage_only("apps", "replicasets", True, ("NAME", "DESIRED", "CURRENT", "READY", "AGE"), ("NAME", "DESIRED", "CURRENT", "READY", "AGE", "CONTAINERS", "IMAGES", "SELECTOR")),
+    storage_only("apps", "statefulsets", True, ("NAME", "READY", "AGE"), ("NAME", "READY", "AGE", "CONTAINERS", "IMAGES")),
+    storage_only("policy", "poddisruptionbudgets", True, ("NAME", "MIN AVAILABLE", "MAX UNAVAILABLE", "ALLOWED DISRUPTIONS", "AGE")),
+    storage_only("storage.k8s.io", "storageclasses", False, ("NAME", "PROVISIONER", "RECLAIMPOLICY", "VOLUMEBINDINGMODE", "ALLOWVOLUMEEXPANSION", "AGE")),
+    storage_only("storage.k8s.io", "csinodes", False, ("NAME", "DRIVERS", "AGE")),
+    storage_only(
+        "storage.k8s.io", "csidrivers", False,
+        ("NAME", "ATTACHREQUIRED", "PODINFOONMOUNT", "STORAGECAPACITY", "TOKENREQUESTS", "REQUIRESREPUBLISH", "MODES", "AGE"),
+    ),
+    storage_only("storage.k8s.io", "csistoragecapacities", True, ("NAME", "STORAGECLASSNAME", "CAPACITY")),
+    storage_only("storage.k8s.io", "volumeattachments", False, ("NAME", "ATTACHER", "PV", "NODE", "ATTACHED", "AGE")),
+]  # fmt: skip
 
 
 # ---- discovery -------------------------------------------------------------------------
@@ -434,6 +481,11 @@ def test_api_resources_and_versions(kubectl: Kubectl) -> None:
         ("events", "v1"): ("true", "Event"),
         ("leases", "coordination.k8s.io/v1"): ("true", "Lease"),
         ("priorityclasses", "scheduling.k8s.io/v1"): ("false", "PriorityClass"),
+        ("events", "events.k8s.io/v1"): ("true", "Event"),
+        ("services", "v1"): ("true", "Service"),
+        ("statefulsets", "apps/v1"): ("true", "StatefulSet"),
+        ("poddisruptionbudgets", "policy/v1"): ("true", "PodDisruptionBudget"),
+        ("csinodes", "storage.k8s.io/v1"): ("false", "CSINode"),
     }
     for key, (namespaced, kind) in expected.items():
         assert key in by_name, f"{key} missing from api-resources:\n{rows}"
@@ -442,6 +494,7 @@ def test_api_resources_and_versions(kubectl: Kubectl) -> None:
     assert by_name[("namespaces", "v1")]["SHORTNAMES"] == "ns"
     assert by_name[("events", "v1")]["SHORTNAMES"] == "ev"
     assert by_name[("priorityclasses", "scheduling.k8s.io/v1")]["SHORTNAMES"] == "pc"
+    assert (by_name[("events", "events.k8s.io/v1")]["SHORTNAMES"], by_name[("services", "v1")]["SHORTNAMES"]) == ("ev", "svc")
 
     names = kubectl.ok("api-resources", "--api-group=resource.k8s.io", "-o", "name").split()
     assert sorted(names) == sorted(
@@ -458,6 +511,22 @@ def test_api_resources_and_versions(kubectl: Kubectl) -> None:
     assert info["serverVersion"]["major"] == "1"
     assert info["serverVersion"]["minor"] == "37"
     assert info["serverVersion"]["gitVersion"].startswith("v1.37")
+
+
+def test_get_events_shows_what_the_events_api_recorded(kubectl: Kubectl, api: httpx.Client, ns: str) -> None:
+    """kube-scheduler records through events.k8s.io/v1; `kubectl get events` reads core/v1."""
+    event = {
+        "apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "trainer.1"},
+        "eventTime": "2026-01-01T00:00:00.000000Z", "reportingController": "default-scheduler", "reportingInstance": "default-scheduler-a",
+        "action": "Binding", "reason": "Scheduled", "type": "Normal", "note": f"Successfully assigned {ns}/trainer to sim-0",
+        "regarding": {"apiVersion": "v1", "kind": "Pod", "namespace": ns, "name": "trainer"},
+    }  # fmt: skip
+    created(api, f"/apis/events.k8s.io/v1/namespaces/{ns}/events", event)
+    for resource in ("events", "events.events.k8s.io"):
+        columns, rows = parse_table(kubectl.ok("get", resource, "-n", ns))
+        assert tuple(columns) == EVENT_COLUMNS
+        assert [(r["TYPE"], r["REASON"], r["OBJECT"], r["MESSAGE"]) for r in rows] == [("Normal", "Scheduled", "pod/trainer", f"Successfully assigned {ns}/trainer to sim-0")]
+
 
 
 def test_short_names_resolve(kubectl: Kubectl, api: httpx.Client, ns: str) -> None:

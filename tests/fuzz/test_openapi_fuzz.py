@@ -49,7 +49,7 @@ EXAMPLES = int(os.environ.get("DRA_FUZZ_EXAMPLES", "25"))
 # api/v1 serves many kinds (ServiceAccount and its token request among them): each run of the state
 # machine spreads its examples over every operation, so it needs as many as the stateless runs.
 STATEFUL_EXAMPLES = int(os.environ.get("DRA_FUZZ_STATEFUL_EXAMPLES", str(EXAMPLES)))
-GROUP_VERSIONS = ["api/v1", "apis/resource.k8s.io/v1", "apis/coordination.k8s.io/v1"]
+GROUP_VERSIONS = ["api/v1", "apis/resource.k8s.io/v1", "apis/coordination.k8s.io/v1", "apis/events.k8s.io/v1"]
 # Served only with --runtime-config (and ResourcePoolStatusRequest with its gate): a server of their own.
 OLDER_GROUP_VERSIONS = ["apis/resource.k8s.io/v1beta2", "apis/resource.k8s.io/v1alpha3"]
 # The query parameter that turns a list into a never-ending stream. allowWatchBookmarks and
@@ -180,7 +180,7 @@ def _prepare(doc: dict[str, Any], namespace: str, favour_examples: bool = False)
             example = media.get("example")
             if isinstance(example, dict) and example.get("kind") == "Event":
                 # An Event must name its involved object's namespace; the document's is "default".
-                example["involvedObject"]["namespace"] = namespace
+                example["regarding" if "regarding" in example else "involvedObject"]["namespace"] = namespace  # events.k8s.io or core
             if example is not None and favour_examples:
                 media["schema"] = {"anyOf": [media["schema"], {"enum": [example]}]}
         links: dict[str, Any] = {}

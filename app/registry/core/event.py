@@ -11,7 +11,8 @@ from kube.errors import FieldError
 from kube.timeutil import human_age
 
 
-def _involved(name: str) -> Callable[[Obj], str]:
+def involved_field(name: str) -> Callable[[Obj], str]:
+    """A getter of one field of the event's involvedObject (a field selector, a column)."""
     return lambda o: str(dig(o, "involvedObject", name, default="") or "")
 
 
@@ -55,24 +56,24 @@ class EventStrategy(KindStrategy):
     tracks_generation = False
     allow_create_on_update = True
     field_selectors = {
-        "involvedObject.kind": _involved("kind"),
-        "involvedObject.namespace": _involved("namespace"),
-        "involvedObject.name": _involved("name"),
-        "involvedObject.uid": _involved("uid"),
-        "involvedObject.apiVersion": _involved("apiVersion"),
-        "involvedObject.resourceVersion": _involved("resourceVersion"),
-        "involvedObject.fieldPath": _involved("fieldPath"),
+        "involvedObject.kind": involved_field("kind"),
+        "involvedObject.namespace": involved_field("namespace"),
+        "involvedObject.name": involved_field("name"),
+        "involvedObject.uid": involved_field("uid"),
+        "involvedObject.apiVersion": involved_field("apiVersion"),
+        "involvedObject.resourceVersion": involved_field("resourceVersion"),
+        "involvedObject.fieldPath": involved_field("fieldPath"),
         "reason": lambda o: str(o.get("reason") or ""),
         "reportingComponent": lambda o: str(o.get("reportingComponent") or ""),
         "source": lambda o: str(dig(o, "source", "component", default="") or ""),
         "type": lambda o: str(o.get("type") or ""),
     }
-    printer_columns = (
+    printer_columns: tuple[PrinterColumn, ...] = (
         PrinterColumn("Last Seen", "string", "Time since the event was last seen", last_seen),
         PrinterColumn("Type", "string", "Type of this event (Normal, Warning)", lambda o: o.get("type", "")),
         PrinterColumn("Reason", "string", "Why the action was taken", lambda o: o.get("reason", "")),
         PrinterColumn("Object", "string", "The object this event is about", event_object),
-        PrinterColumn("Subobject", "string", "The subobject this event is about", _involved("fieldPath"), priority=1),
+        PrinterColumn("Subobject", "string", "The subobject this event is about", involved_field("fieldPath"), priority=1),
         PrinterColumn("Source", "string", "The component reporting this event", event_source, priority=1),
         PrinterColumn("Message", "string", "A human-readable description of the status", lambda o: o.get("message", "")),
         PrinterColumn("First Seen", "string", "Time since the event was first seen", first_seen, priority=1),
@@ -85,10 +86,10 @@ class EventStrategy(KindStrategy):
     object_meta_kube_finalizers = False
 
     def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
-        return validate_event(obj)
+        return validate_event(obj, self.api_version)
 
     def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
-        return validate_event(new)
+        return validate_event(new, self.api_version)
 
 
 STRATEGY: EventStrategy = EventStrategy()

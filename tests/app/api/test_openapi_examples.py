@@ -97,7 +97,8 @@ def test_examples_create_patch_and_delete(examples_server: httpx.Client, content
         if example["kind"] == "Event":  # valid in its involved object's namespace, "default"
             as_is = _send(examples_server, "POST", template.replace("{namespace}", "default"), example, content_type)
             assert as_is.status_code == 201, as_is.text
-            example = {**example, "involvedObject": {**example["involvedObject"], "namespace": namespace}}
+            involved = "regarding" if "regarding" in example else "involvedObject"  # events.k8s.io / core
+            example = {**example, involved: {**example[involved], "namespace": namespace}}
         if example["kind"] == "LocalSubjectAccessReview":  # its spec names the namespace it asks about, "default"
             path = template.replace("{namespace}", "default")
         if item_ops is None:  # a review: answered, not stored

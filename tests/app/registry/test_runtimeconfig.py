@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from app.__main__ import main
-from app.registry import KINDS
+from app.registry import KINDS, SHARED_STORAGE
 from app.registry.runtimeconfig import RuntimeConfigError, enabled_kinds, parse_configuration_map
 from kube.features import FeatureGates
 
@@ -21,7 +21,7 @@ BETA2 = {f"v1beta2/{p}" for p in ("deviceclasses", "resourceclaims", "resourcecl
 
 
 def test_without_the_flag_only_the_stable_versions_are_served() -> None:
-    assert enabled_kinds("") == tuple(k for k in KINDS if k.version == "v1")
+    assert enabled_kinds("") == tuple(k for k in KINDS + SHARED_STORAGE if k.version == "v1")
 
 
 @pytest.mark.parametrize(
@@ -66,7 +66,7 @@ def test_core_v1_keys_address_the_core_group() -> None:
         ("api/all=false", "invalid key with only api/all=false"),
         ("resource.k8s.io", "runtime-config invalid key resource.k8s.io"),
         ("a/b/c/d=true", "runtime-config invalid key a/b/c/d"),
-        ("apps/v1=true", "unknown api groups apps"),
+        ("batch/v1=true", "unknown api groups batch"),
         ("resource.k8s.io/v1beta1=true", "group version resource.k8s.io/v1beta1 that has not been registered"),
         ("resource.k8s.io/v1beta2=maybe", 'invalid value of resource.k8s.io/v1beta2: maybe, err: strconv.ParseBool: parsing "maybe": invalid syntax'),
         ("api/beta=1", "invalid value api/beta=1"),

@@ -1,0 +1,1 @@
+"""policy/v1 kinds served as storage only (``app.registry.storageonly``): PodDisruptionBudget."""
