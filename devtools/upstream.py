@@ -80,7 +80,8 @@ def _wanted_stamp() -> dict[str, str]:
     }
 
 
-def _built() -> bool:
+def built() -> bool:
+    """Whether the binaries are built, from what this checkout pins."""
     try:
         stamp = json.loads(STAMP.read_text())
     except (OSError, ValueError):
@@ -95,12 +96,12 @@ def build(force: bool = False) -> Path:
     go = gobuild.go_binary()
     if go is None:
         raise gobuild.GoMissing("no Go toolchain (go) on this machine")
-    if not force and _built():
+    if not force and built():
         return BIN_DIR
     gobuild.GO_BIN_DIR.mkdir(exist_ok=True)
     with (gobuild.GO_BIN_DIR / ".upstream.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building them right now
-        if not force and _built():
+        if not force and built():
             return BIN_DIR
         partial = BIN_DIR.with_name(BIN_DIR.name + ".partial")
         shutil.rmtree(partial, ignore_errors=True)

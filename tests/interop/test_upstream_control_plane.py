@@ -12,11 +12,10 @@ import httpx
 import pytest
 
 from devtools import upstream
-from tests.interop.golang import needs_go
-from tests.interop.upstream import upstream_binaries
+from tests.interop.upstream import needs_upstream, upstream_binaries
 from tests.processes import eventually
 
-pytestmark = needs_go
+pytestmark = needs_upstream
 
 
 @pytest.fixture(scope="module")

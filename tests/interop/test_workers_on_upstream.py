@@ -15,8 +15,7 @@ import yaml
 
 from devtools import upstream
 from devtools.server import REPO_ROOT, stop_process
-from tests.interop.golang import needs_go
-from tests.interop.upstream import upstream_binaries
+from tests.interop.upstream import needs_upstream, upstream_binaries
 from tests.processes import eventually
 
 NODES = ["sim-0", "sim-1"]
@@ -37,7 +36,7 @@ POD = {
     },
 }
 
-pytestmark = needs_go
+pytestmark = needs_upstream
 
 
 class Cluster:

@@ -1,5 +1,7 @@
-"""Upstream's binaries for the interop tests: built once (``devtools.upstream``), or the test fails
-with Go's own output; skipped where Go is missing unless ``DRA_REQUIRE_GO=1`` (``golang.needs_go``)."""
+"""Upstream's binaries for the interop tests (``devtools.upstream``). Their build takes a quarter
+of an hour of two cores, so a test run never starts it unasked: the tests that need them are
+skipped until ``make upstream`` (or ``make interop``) has built them, except under
+``DRA_REQUIRE_GO=1`` (CI), where they are built if need be and a missing Go is an error."""
 
 from __future__ import annotations
 
@@ -9,6 +11,18 @@ from pathlib import Path
 import pytest
 
 from devtools import gobuild, upstream
+from tests.interop.golang import REQUIRED, needs_go
+
+# Building from an empty module cache under DRA_REQUIRE_GO may take a while on a busy machine.
+BUILD_TIMEOUT = 3600
+needs_upstream = [
+    needs_go,
+    pytest.mark.skipif(
+        not REQUIRED and (gobuild.go_binary() is None or not upstream.built()),
+        reason="upstream's binaries are not built: make upstream (needs Go), or make interop",
+    ),
+    pytest.mark.timeout(BUILD_TIMEOUT),
+]
 
 
 def upstream_binaries() -> Path:
