@@ -5,7 +5,8 @@ benchmarks and for running this project's workers against a real kube-apiserver.
 ``python -m devtools.upstream build`` (``make upstream``) builds the binaries into
 ``.gobin/upstream-v1.37.2/`` once; a stamp file names what they were built from, so a second run
 is a no-op. ``python -m devtools.upstream control-plane`` starts etcd and kube-apiserver with a
-cluster's credentials and prints how to point kubectl and the workers at them.
+cluster's credentials and prints how to point kubectl and the workers at them; with ``--workers``
+it runs the workers too, next to the two kube-controller-manager controllers they need.
 """
 
 from __future__ import annotations
@@ -126,7 +127,6 @@ def upstream_binary(name: str) -> Path:
     return build() / name
 
 
-
 class _Process:
     """A started binary with its output in a log file, stopped by ``stop()``."""
 
@@ -141,14 +141,14 @@ class _Process:
     def log_tail(self, chars: int = 3000) -> str:
         return self.log_path.read_text(errors="replace")[-chars:] if self.log_path.exists() else ""
 
-    def wait_healthy(self, url: str, timeout: float, verify: ssl.SSLContext | bool, **options: object) -> None:
+    def wait_healthy(self, url: str, timeout: float, verify: ssl.SSLContext | bool) -> None:
         """Until ``url`` answers 200 (or the process exits, or ``timeout`` passes: then an error with the log's end)."""
         deadline = time.monotonic() + timeout
         while True:
             if self.process.poll() is not None:
                 raise RuntimeError(f"{self.name} exited with code {self.process.returncode}; log {self.log_path}:\n{self.log_tail()}")
             try:
-                if httpx.get(url, timeout=2.0, verify=verify, **options).status_code == 200:  # type: ignore[arg-type]
+                if httpx.get(url, timeout=2.0, verify=verify).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass
@@ -297,6 +297,7 @@ class UpstreamControlPlane:
     def __exit__(self, *_exc: object) -> None:
         self.stop()
 
+
 def _component(name: str, kubeconfig: str | Path, args: list[str], log_path: Path | None, timeout: float) -> _Process:
     port = free_port()
     log = log_path or Path(kubeconfig).with_name(f"{name}.log")
@@ -325,7 +326,6 @@ def start_kube_controller_manager(
     ``*`` is its default set) against the API server ``kubeconfig`` names, otherwise in its default
     configuration, once its /healthz answers; a context manager that stops it."""
     return _component("kube-controller-manager", kubeconfig, ["--controllers", ",".join(controllers), *extra_args], log_path, timeout)
-
 
 
 # What a node's life needs from kube-controller-manager that this project's controller does not do:
