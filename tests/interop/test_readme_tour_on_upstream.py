@@ -1,6 +1,6 @@
-"""The README's kubectl tour, as tests/e2e/test_readme_tour.py runs it against this project's
-stack, against upstream's kube-apiserver v1.37.2 instead, with this project's workers: the same
-commands give the same answers on a real control plane."""
+"""The README's tours (kubectl, then Python), as tests/e2e/test_readme_tour.py runs them against
+this project's stack, against upstream's kube-apiserver v1.37.2 instead, with this project's
+workers: the same commands give the same answers on a real control plane."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import pytest
 
 from devtools import upstream
 from devtools.server import REPO_ROOT, stop_process
-from tests.e2e.test_readme_tour import NODES, PROFILE, README, SH_STEPS, Background, check, problems, run_sh
+from tests.e2e.test_readme_tour import NODES, PROFILE, PYTHON_STEPS, README, SH_STEPS, Background, check, problems, run_python, run_sh
 from tests.interop.upstream import needs_upstream, upstream_binaries
 
 pytestmark = needs_upstream
@@ -87,3 +87,13 @@ def test_the_kubectl_tour_runs_on_upstream(tour_env: tuple[dict[str, str], Path]
         output = background.out.read_text()
         found = problems(background.step, output)
         assert not found, f"{background.step}: {'; '.join(found)}\n--- output\n{output}"
+
+
+def test_the_python_tour_runs_on_upstream(tour_env: tuple[dict[str, str], Path], tmp_path: Path) -> None:
+    """It expects the kubectl tour's DeviceClass (applied here if that tour did not run)."""
+    env, _directory = tour_env
+    if shutil.which("kubectl", path=env["PATH"]) is None:
+        pytest.skip("kubectl is not on PATH")
+    subprocess.run(["kubectl", "apply", "-f", "examples/gpu-deviceclass.yaml"], cwd=REPO_ROOT, env=env, check=True, capture_output=True)
+    for step in PYTHON_STEPS:
+        check(step, lambda step=step: run_python(step, env, tmp_path))
