@@ -78,6 +78,16 @@ bench-httpfloor: venv
 protobuf-schema: venv
 	$(BIN)/python -m devtools.protobufschema
 
+# Upstream's etcd v3.7.3 and kube-apiserver, kube-scheduler, kube-controller-manager v1.37.2, built
+# from the Go module proxy into .gobin/upstream-v1.37.2/ once (devtools/upstream.py; needs Go).
+.PHONY: upstream interop
+upstream: venv
+	$(BIN)/python -m devtools.upstream build
+
+# The interop tests (tests/interop) against upstream's binaries; without Go they fail here, not skip.
+interop: upstream
+	DRA_REQUIRE_GO=1 $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile tests/interop
+
 clean:
 	rm -rf $(VENV) data build *.egg-info *__mypyc*.so
 	find app kube -name "*.so" -delete

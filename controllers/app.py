@@ -4,10 +4,12 @@ garbage collection, device taint eviction and (gate DRAResourcePoolStatus) pool 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from controllers.credentials import ServiceAccountClients
 from controllers.devicetainteviction import DEFAULT_RULE_STATUS_PERIOD, DeviceTaintEvictionController
 from controllers.garbagecollector import GarbageCollector
 from controllers.podgroups import PodGroupController
@@ -17,12 +19,20 @@ from kube import podgroups
 from kube.client import KubeClient
 from kube.features import FeatureGates
 from kube.informer import run_with_informers
-from kube.process import client_from_args, run_leader_elected, worker_main, worker_parser
+from kube.process import client_from_args, connection_from_args, run_leader_elected, worker_main, worker_parser
 
 log = logging.getLogger("controllers")
 
 LEASE_NAME = "dra-controller"
 LEASE_NAMESPACE = "kube-system"
+# The service account of each controller under --use-service-account-credentials: upstream's names,
+# which its bootstrap policy binds the controllers' roles to.
+ACCOUNTS = {
+    "claims": "resource-claim-controller",
+    "gc": "generic-garbage-collector",
+    "eviction": "device-taint-eviction-controller",
+    "pool-status": "resourcepoolstatusrequest-controller",
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,27 +43,36 @@ def build_parser() -> argparse.ArgumentParser:
         "--device-taint-rule-status-period", type=float, default=DEFAULT_RULE_STATUS_PERIOD,
         help="seconds between DeviceTaintRule status updates while an eviction runs (upstream: 10)",
     )  # fmt: skip
+    parser.add_argument(
+        "--use-service-account-credentials", action="store_true",
+        help="each controller as its own service account kube-system/<controller> (made when missing, tokens renewed), as "
+        "kube-controller-manager's flag of the same name does; what upstream kube-apiserver's bootstrap RBAC grants",
+    )  # fmt: skip
     return parser
 
 
-def new_controllers(client: KubeClient, args: argparse.Namespace, gates: FeatureGates) -> Callable[[], Coroutine[Any, Any, None]]:
-    """Fresh controllers sharing the pod and claim informers, for one leadership term."""
-    claims = ClaimController(client, workers=args.workers)
-    collector = GarbageCollector(client, pods=claims.pods, claims=claims.claims, claims_by_owner=claims.claims_by_owner, workers=args.workers)
+def new_controllers(
+    client: KubeClient, args: argparse.Namespace, gates: FeatureGates, clients: dict[str, KubeClient] | None = None
+) -> Callable[[], Coroutine[Any, Any, None]]:
+    """Fresh controllers sharing the pod and claim informers, for one leadership term; each
+    controller's requests go through ``clients[<ACCOUNTS key>]`` when given, else ``client``."""
+    clients = clients or {}
+    claims = ClaimController(clients.get("claims", client), workers=args.workers)
+    collector = GarbageCollector(clients.get("gc", client), pods=claims.pods, claims=claims.claims, claims_by_owner=claims.claims_by_owner, workers=args.workers)
     informers = [*claims.informers, *collector.informers]
     work = [claims.process, collector.process]
     # Upstream starts the eviction controller only with DynamicResourceAllocation and DRADeviceTaints,
     # and watches DeviceTaintRules only with DRADeviceTaintRules.
     if gates.enabled("DynamicResourceAllocation") and gates.enabled("DRADeviceTaints"):
         evictor = DeviceTaintEvictionController(
-            client, pods=claims.pods, claims=claims.claims, pods_by_claim=claims.pods_by_claim,
+            clients.get("eviction", client), pods=claims.pods, claims=claims.claims, pods_by_claim=claims.pods_by_claim,
             rules_enabled=gates.enabled("DRADeviceTaintRules"), rule_status_period=args.device_taint_rule_status_period,
         )  # fmt: skip
         informers += evictor.informers
         work.append(evictor.process)
     if gates.enabled("DRAResourcePoolStatus"):
         # Its own informers start once the server is known to serve the requests (see process).
-        pool_status = PoolStatusController(client, claims.claims, rules_enabled=gates.enabled("DRADeviceTaintRules"))
+        pool_status = PoolStatusController(clients.get("pool-status", client), claims.claims, rules_enabled=gates.enabled("DRADeviceTaintRules"))
         work.append(pool_status.process)
 
     async def run_all() -> None:
@@ -87,9 +106,29 @@ def new_pod_group_controller(claims: ClaimController, collector: GarbageCollecto
 async def run(args: argparse.Namespace, gates: FeatureGates) -> None:
     """Run until SIGTERM/SIGINT."""
     client = client_from_args(args, user_agent="dra-controller/0.1")
-    await run_leader_elected(
-        client, args, lease_name=LEASE_NAME, lease_namespace=LEASE_NAMESPACE, new_worker=lambda: new_controllers(client, args, gates)
-    )
+    if not args.use_service_account_credentials:
+        await run_leader_elected(
+            client, args, lease_name=LEASE_NAME, lease_namespace=LEASE_NAMESPACE, new_worker=lambda: new_controllers(client, args, gates)
+        )
+        return
+    accounts = ServiceAccountClients(client, connection_from_args(args), user_agent="dra-controller/0.1", qps=args.qps or None)
+    try:
+        # Only the accounts of the controllers that run (as kube-controller-manager makes them).
+        wanted = {"claims", "gc"}
+        if gates.enabled("DynamicResourceAllocation") and gates.enabled("DRADeviceTaints"):
+            wanted.add("eviction")
+        if gates.enabled("DRAResourcePoolStatus"):
+            wanted.add("pool-status")
+        clients = {key: await accounts.client(ACCOUNTS[key]) for key in sorted(wanted)}
+        renewals = asyncio.create_task(accounts.renew_forever(), name="token-renewal")
+        try:
+            await run_leader_elected(
+                client, args, lease_name=LEASE_NAME, lease_namespace=LEASE_NAMESPACE, new_worker=lambda: new_controllers(client, args, gates, clients)
+            )
+        finally:
+            renewals.cancel()
+    finally:
+        await accounts.close()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,6 +12,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from cryptography.hazmat.primitives import serialization
+
 from kube.kubeconfig import kubeconfig_text
 from kube.pki import Authority, cert_pem, key_pem, new_key, write_private
 
@@ -49,6 +51,10 @@ class ClusterCredentials:
         return self.directory / "service-account.key"
 
     @property
+    def service_account_public_key(self) -> Path:
+        return self.directory / "service-account.pub"
+
+    @property
     def scheduler_serving_cert(self) -> Path:
         return self.directory / "scheduler-serving.crt"
 
@@ -75,6 +81,7 @@ class ClusterCredentials:
         creds = cls(Path(directory))
         if creds.ca_cert.exists():
             creds._ensure_scheduler_serving()  # directories made before the scheduler served explanations
+            creds._ensure_service_account_public_key()  # and before upstream's kube-apiserver ran on them
             return creds
         creds.directory.mkdir(parents=True, exist_ok=True)
         creds.directory.chmod(0o700)
@@ -84,6 +91,7 @@ class ClusterCredentials:
         creds.serving_cert.write_bytes(cert_pem(cert))
         write_private(creds.serving_key, key_pem(key))
         write_private(creds.service_account_key, key_pem(new_key()))
+        creds._ensure_service_account_public_key()
         for identity, (user, groups) in IDENTITIES.items():
             cert, key = authority.client(user, groups)
             creds.client_cert(identity).write_bytes(cert_pem(cert))
@@ -102,6 +110,15 @@ class ClusterCredentials:
         cert, key = Authority.load(self.ca_cert, self.directory / "ca.key").serving(list(DEFAULT_HOSTS))
         self.scheduler_serving_cert.write_bytes(cert_pem(cert))
         write_private(self.scheduler_serving_key, key_pem(key))
+
+    def _ensure_service_account_public_key(self) -> None:
+        """The signing key's public half, which verifies tokens: kube-apiserver's
+        --service-account-key-file reads no PKCS#8 EC private key, only public keys (or SEC1/PKCS#1 private keys)."""
+        if self.service_account_public_key.exists():
+            return
+        key = serialization.load_pem_private_key(self.service_account_key.read_bytes(), password=None)
+        public = key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        self.service_account_public_key.write_bytes(public)
 
     def token(self, user: str) -> str:
         """The bearer token of ``user`` in the token file."""
@@ -131,7 +148,7 @@ class ClusterCredentials:
             "--client-ca-file", str(self.ca_cert),
             "--token-auth-file", str(self.node_tokens),
             "--service-account-signing-key-file", str(self.service_account_key),
-            "--service-account-key-file", str(self.service_account_key),
+            "--service-account-key-file", str(self.service_account_public_key),
             "--authorization-mode", "Node,RBAC",
             "--enable-admission-plugins", "NodeRestriction",
         ]  # fmt: skip

@@ -160,6 +160,12 @@ class KubeClient:
             token=connection.token, ssl_context=connection.ssl_context() if transport is None else None,
         )  # fmt: skip
 
+    def set_token(self, token: str) -> None:
+        """Send ``token`` as the bearer token from the next request on (a rotated, short-lived token)."""
+        self._headers = [header for header in self._headers if header[0] != b"Authorization"]
+        self._headers.append((b"Authorization", b"Bearer " + token.encode()))
+        self._lean_headers = b"".join(name + b": " + value + b"\r\n" for name, value in self._headers)
+
     def as_user(self, token: str, user_agent: str = "") -> KubeClient:
         """A client acting as another user (named by a bearer token) on this client's connections;
         closing it leaves them to this client."""
