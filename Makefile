@@ -30,7 +30,7 @@ run: venv
 test: venv
 	$(BIN)/ruff check .
 	$(BIN)/python -m mypy app kube kubeletapi schedulers controllers kubeletsim exampledriver devtools kubectl_dra bench
-	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --ignore=tests/interop
 
 # The compiled modules' unit tests again on their Python source (CI runs both; kube/compiled.py).
 PURE_TESTS := tests/kube/test_compiled.py tests/kube/test_labels.py tests/kube/test_fields.py \
@@ -84,7 +84,8 @@ protobuf-schema: venv
 upstream: venv
 	$(BIN)/python -m devtools.upstream build
 
-# The interop tests (tests/interop) against upstream's binaries; without Go they fail here, not skip.
+# The interop tests (tests/interop: Go programs and upstream's binaries, so not in `make test`);
+# without Go they fail here, not skip.
 interop: upstream
 	DRA_REQUIRE_GO=1 $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile tests/interop
 

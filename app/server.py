@@ -26,6 +26,7 @@ from app.api.negotiation import accept_header, json_response, status_body, statu
 from app.api.routing import METHODS, ResourceRouter, path_not_found
 from app.auth.system import AuthFilter, AuthSystem
 from app.config import Settings
+from app.controlplane.authentication import ensure_authentication_configmap
 from app.controlplane.namespaces import NamespaceLifecycle, ensure_system_namespaces
 from app.controlplane.rbac import ClusterRoleAggregation, ensure_bootstrap_policy
 from app.controlplane.scheduling import ensure_system_priority_classes
@@ -141,6 +142,7 @@ class ApiServer:
         self.auth.start()
         await ensure_bootstrap_policy(self.registry)
         await ensure_system_priority_classes(self.registry)
+        await ensure_authentication_configmap(self.registry, self.settings.client_ca_file)
         self.namespaces.start()
         self.aggregation.start()
         metrics.bind_storage(self.storage)

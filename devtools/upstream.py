@@ -301,7 +301,10 @@ class UpstreamControlPlane:
 def _component(name: str, kubeconfig: str | Path, args: list[str], log_path: Path | None, timeout: float) -> _Process:
     port = free_port()
     log = log_path or Path(kubeconfig).with_name(f"{name}.log")
-    command = [str(upstream_binary(name)), "--kubeconfig", str(kubeconfig), "--bind-address", "127.0.0.1", "--secure-port", str(port), *args]
+    # Delegated authentication and authorization of its own port against the same server, as a
+    # cluster's manifests set them (without them it logs that both are off).
+    delegated = ["--authentication-kubeconfig", str(kubeconfig), "--authorization-kubeconfig", str(kubeconfig)]
+    command = [str(upstream_binary(name)), "--kubeconfig", str(kubeconfig), *delegated, "--bind-address", "127.0.0.1", "--secure-port", str(port), *args]
     process = _Process(name, command, log)
     try:
         process.wait_healthy(f"https://127.0.0.1:{port}/healthz", timeout, verify=_insecure_loopback())

@@ -899,6 +899,21 @@ def decode_object(body: bytes, default_api_version: str = "", default_kind: str 
     return {"apiVersion": api_version, "kind": kind, **decode(raw, message)}
 
 
+def same_in_go(a: Any, b: Any, message_name: str) -> bool:
+    """Whether two JSON values of a message are one Go value: equal, or equal once each has gone
+    through the Go type (``"key": ""`` and no key are the same omitempty string; ``"1000m"`` and
+    ``"1"`` the same quantity). What upstream compares when a field is immutable."""
+    if a == b:
+        return True
+    message = schema().messages.get(message_name)
+    if message is None or not isinstance(a, dict) or not isinstance(b, dict):
+        return False
+    try:
+        return decode(encode(a, message), message) == decode(encode(b, message), message)
+    except ValueError:
+        return False
+
+
 def frame(message: bytes) -> bytes:
     """One frame of a protobuf stream: a four-byte big-endian length, then the bytes."""
     return len(message).to_bytes(4, "big") + message

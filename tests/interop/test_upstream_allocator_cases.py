@@ -49,8 +49,9 @@ def _plain(obj: Obj) -> Obj:
 
 @pytest.fixture(scope="module")
 def mixed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MixedStack]:
-    # No simulator: the cases' nodes are created by the test and nothing runs the pods.
-    with mixed_stack(tmp_path_factory.mktemp("upstream-allocator"), (), upstream_scheduler=True, upstream_controllers=False) as running:
+    # No simulator (the cases' nodes are created by the test, nothing runs the pods) and no
+    # controller (it would release the cases' allocated claims, which no pod reserved).
+    with mixed_stack(tmp_path_factory.mktemp("upstream-allocator"), (), upstream_scheduler=True, controllers=False) as running:
         yield running
 
 
@@ -96,6 +97,8 @@ def _setup(client: httpx.Client, case: Case) -> list[str]:
         response = client.put(f"{RESOURCE}/namespaces/{NS}/resourceclaims/{claim['metadata']['name']}/status", json=stored)
         if response.status_code != 200:
             raise _Refused(f"allocated claim {claim['metadata']['name']}: {response.json().get('message')}")
+    if case.allocated:
+        time.sleep(0.5)  # the scheduler's informers see the allocations before the pod asks
     names = []
     for claim in case.claims:
         _create(client, f"{RESOURCE}/namespaces/{NS}/resourceclaims", _plain(claim))
@@ -106,8 +109,13 @@ def _setup(client: httpx.Client, case: Case) -> list[str]:
 def _cleanup(client: httpx.Client, case: Case) -> None:
     client.delete(f"/api/v1/namespaces/{NS}/pods/case-pod", params={"gracePeriodSeconds": "0"})
     eventually(lambda: client.get(f"/api/v1/namespaces/{NS}/pods/case-pod").status_code == 404, "the case's pod gone")
-    for plural in ("resourceclaims",):
-        client.request("DELETE", f"{RESOURCE}/namespaces/{NS}/{plural}")
+    # The scheduler's finalizer on the claims it allocated is the claim controller's to remove;
+    # with no controller here, the test removes it.
+    for claim in client.get(f"{RESOURCE}/namespaces/{NS}/resourceclaims").json()["items"]:
+        if claim["metadata"].get("finalizers"):
+            path = f"{RESOURCE}/namespaces/{NS}/resourceclaims/{claim['metadata']['name']}"
+            client.patch(path, content=b'{"metadata":{"finalizers":null}}', headers={"content-type": "application/merge-patch+json"})
+    client.request("DELETE", f"{RESOURCE}/namespaces/{NS}/resourceclaims")
     for plural in ("resourceslices", "deviceclasses", "devicetaintrules"):
         client.request("DELETE", f"{RESOURCE}/{plural}")
     client.request("DELETE", "/api/v1/nodes")
@@ -172,6 +180,7 @@ def test_case(mixed: MixedStack, case: Case) -> None:
 
 
 def test_the_table_ran(mixed: MixedStack) -> None:
-    """Runs after the cases: enough ran, and kube-scheduler logged nothing this server caused."""
+    """Runs after the cases: enough ran, and kube-scheduler logged nothing this server caused
+    (the allocator's own refusals, which the table asks for, are its verdicts, not findings)."""
     assert Outcome.run >= MINIMUM_RUN, (Outcome.run, Outcome.refused)
-    assert mixed.upstream_findings() == []
+    assert [line for line in mixed.upstream_findings() if "DynamicResources\\\" filter plugin:" not in line] == []

@@ -12,7 +12,7 @@ from app.registry.resource.claimspec import (
     drop_claim_spec_fields,
     validate_claim_spec,
 )
-from app.registry.resource.common import V1BETA2
+from app.registry.resource.common import CLAIM_SPEC_MESSAGE, V1BETA2
 from app.registry.resource.resourceclaim_authorization import granular_status_errors
 from app.registry.resource.resourceclaim_validation import (
     ALLOCATION_SCHEMA_PROPERTIES,
@@ -22,6 +22,7 @@ from app.registry.resource.resourceclaim_validation import (
     validate_claim_status,
 )
 from kube.errors import FieldError, invalid
+from kube.protobuf import same_in_go
 
 
 def claim_state(claim: Obj) -> str:
@@ -77,7 +78,7 @@ class ResourceClaimStrategy(KindStrategy):
 
     def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
         # The spec is immutable; upstream reports only that, nothing else about the spec.
-        if new.get("spec") != old.get("spec"):
+        if not same_in_go(new.get("spec"), old.get("spec"), CLAIM_SPEC_MESSAGE):
             return [invalid("spec", new.get("spec"), "field is immutable")]
         return []
 

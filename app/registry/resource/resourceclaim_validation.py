@@ -38,6 +38,7 @@ from app.registry.resource.claimspec import (
     validate_request_refs,
 )
 from app.registry.resource.common import (
+    ALLOCATION_MESSAGE,
     ATTRIBUTE_KEY_TRUNCATE,
     CONFIG_MAX,
     pop_all,
@@ -52,6 +53,7 @@ from app.registry.resource.common import (
     validate_tolerations,
 )
 from kube.errors import duplicate, forbidden, invalid, not_supported, required, too_long, too_many
+from kube.protobuf import same_in_go
 
 # --- limits (k8s.io/api/resource/v1/types.go) -------------------------------------------------
 
@@ -259,7 +261,7 @@ def validate_claim_status(new: Obj, old: Obj) -> Errs:
 
     old_alloc = old_status.get("allocation")
     if old_alloc is not None and alloc is not None:
-        if alloc != old_alloc:
+        if not same_in_go(alloc, old_alloc, ALLOCATION_MESSAGE):
             errs.append(invalid("status.allocation", alloc, "field is immutable"))
     elif alloc is not None:
         errs.extend(validate_allocation(alloc, "status.allocation", names))

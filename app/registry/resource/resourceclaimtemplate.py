@@ -12,9 +12,10 @@ from app.registry.resource.claimspec import (
     drop_claim_spec_fields,
     validate_claim_spec,
 )
-from app.registry.resource.common import V1BETA2
+from app.registry.resource.common import TEMPLATE_SPEC_MESSAGE, V1BETA2
 from app.registry.resource.resourceclaimtemplate_validation import template_claim_spec, validate_template_metadata
 from kube.errors import FieldError, invalid
+from kube.protobuf import same_in_go
 
 
 class ResourceClaimTemplateStrategy(KindStrategy):
@@ -44,7 +45,7 @@ class ResourceClaimTemplateStrategy(KindStrategy):
         return errs + validate_claim_spec(template_claim_spec(obj), "spec.spec", ClaimOptions(ctx.feature_gates))
 
     def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
-        if new.get("spec") != old.get("spec"):
+        if not same_in_go(new.get("spec"), old.get("spec"), TEMPLATE_SPEC_MESSAGE):
             return [invalid("spec", new.get("spec"), "field is immutable")]
         return []
 

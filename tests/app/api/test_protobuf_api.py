@@ -206,3 +206,24 @@ def test_unknown_fields_are_dropped_as_upstream_drops_them(api: httpx.Client, ns
     response = api.post(claims_path(ns), params={"fieldValidation": "Strict"}, content=_bad(GOOD + extra), headers=PB_HEADERS)
     assert response.status_code == 201, response.content
     assert _read(response)["metadata"]["name"] == "bad"
+
+
+def test_an_update_from_a_go_client_is_the_same_spec(api: httpx.Client, ns: str) -> None:
+    # kube-scheduler adds its finalizer to a claim by updating the object it holds: decoded into
+    # Go types, a toleration's empty key (omitempty) is gone. Upstream compares Go values, so the
+    # immutable spec is unchanged; this server did refuse it ("spec: field is immutable").
+    created = _claim(ns, "go-update")
+    created["spec"]["devices"]["requests"][0]["exactly"]["tolerations"] = [{"key": "", "operator": "Equal", "value": "v"}]
+    assert api.post(claims_path(ns), json=created).status_code == 201
+    held = _read(api.get(claims_path(ns, "go-update"), headers={"accept": PROTOBUF}))
+    assert "key" not in held["spec"]["devices"]["requests"][0]["exactly"]["tolerations"][0]
+    held["metadata"]["finalizers"] = ["resource.kubernetes.io/delete-protection"]
+    updated = api.put(claims_path(ns, "go-update"), content=protobuf.encode_object(held), headers=PB_HEADERS)
+    assert updated.status_code == 200, updated.content
+    assert _read(updated)["metadata"]["finalizers"] == ["resource.kubernetes.io/delete-protection"]
+    # A real change of the spec is still refused.
+    held = _read(updated)
+    held["spec"]["devices"]["requests"][0]["exactly"]["count"] = 2
+    refused = _read(api.put(claims_path(ns, "go-update"), content=protobuf.encode_object(held), headers=PB_HEADERS))
+    assert (refused["code"], refused["reason"]) == (422, "Invalid")
+    assert refused["message"].endswith("spec: Invalid value: \"object\": field is immutable") or "field is immutable" in refused["message"]
