@@ -17,6 +17,7 @@ from starlette.requests import ClientDisconnect
 from starlette.types import Receive
 
 from app.api.schemas import FieldPath, SchemaNode, render_field_path
+from kube import protobuf
 from kube.errors import ApiError, bad_request, entity_too_large
 
 MAX_DEPTH = 100
@@ -499,3 +500,19 @@ def _number_into(literal: OutOfRangeNumber, node: SchemaNode | None, struct: str
     if struct:
         return f"json: cannot unmarshal {shown} into Go struct field {struct}.{'.'.join(fields)} of type {go_type}"
     return f"json: cannot unmarshal {shown} into Go value of type {go_type}"
+
+
+# The scheme upstream's decoders look kinds up in (its errors name it).
+LEGACY_SCHEME = "pkg/api/legacyscheme/scheme.go:30"
+
+
+def unconvertible_kind(kind: str, api_version: str, group: str, target: str) -> str:
+    """Why upstream's decoder cannot turn a body of another ``kind`` (in the endpoint's group
+    version) into the endpoint's kind: no such kind there, or no conversion from the one there
+    is (Go's type names: the versioned package, and the internal one the endpoint stores)."""
+    message = protobuf.schema().kinds.get((api_version, kind))
+    if message is None:
+        return f'no kind "{kind}" is registered for version "{api_version}" in scheme "{LEGACY_SCHEME}"'
+    source = message.name.rsplit("/", 1)[-1]
+    internal = "core" if group in ("", "events.k8s.io") else group.split(".")[0]
+    return f"converting ({source}) to ({internal}.{target}): unknown conversion"

@@ -298,7 +298,7 @@ class GenericStore:
                 f"the API version in the data ({api_version}) does not match the expected API version ({strategy.api_version})"
             )
         if kind not in (None, "") and kind != strategy.kind:
-            raise errors.bad_request(f"the kind in the data ({kind}) does not match the expected kind ({strategy.kind})")
+            raise errors.bad_request(f"{_cannot_handle(strategy, obj)}: {bodies.unconvertible_kind(str(kind), strategy.api_version, strategy.group, strategy.kind)}")
         # Upstream serialises kind, apiVersion and metadata first; keep that order for readers.
         rest = {k: obj.pop(k) for k in list(obj) if k not in ("kind", "apiVersion", "metadata")}
         metadata = obj.pop("metadata", None)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Sequence
 
+from app.api.bodies import LEGACY_SCHEME
 from app.registry.base import KindStrategy, Obj
 from app.storage.cache import RecentVersions, StoredObject
 from kube import errors, protobuf
@@ -45,7 +46,7 @@ def decode_body(raw: bytes, api_version: str, kind: str) -> Obj:
     message = protobuf.schema().message_for(api_version, named_kind)
     version = api_version.rsplit("/", 1)[-1]
     if message is None:
-        raise errors.bad_request(f'{named_kind} in version "{version}" cannot be handled as a {kind}: no kind "{named_kind}" is registered for version "{api_version}"')
+        raise errors.bad_request(f'{named_kind} in version "{version}" cannot be handled as a {kind}: no kind "{named_kind}" is registered for version "{api_version}" in scheme "{LEGACY_SCHEME}"')
     try:
         obj = protobuf.decode(message_bytes, message)
     except ProtobufError as exc:
