@@ -84,10 +84,10 @@ protobuf-schema: venv
 upstream: venv
 	$(BIN)/python -m devtools.upstream build
 
-# The interop tests (tests/interop: Go programs and upstream's binaries, so not in `make test`);
-# without Go they fail here, not skip.
+# The interop tests (tests/interop: Go programs and upstream's binaries, so not in `make test`),
+# and kubectl's protobuf-speaking create commands again; without Go they fail here, not skip.
 interop: upstream
-	DRA_REQUIRE_GO=1 $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile tests/interop
+	DRA_REQUIRE_GO=1 $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile tests/interop tests/clients/test_kubectl_create.py
 
 clean:
 	rm -rf $(VENV) data build *.egg-info *__mypyc*.so

@@ -10,7 +10,7 @@ from app.registry.storageonly import EXAMPLE_POD_TEMPLATE, StorageOnlyKind, Stor
 SPEC = "io.k8s.api.apps.v1.ReplicaSetSpec"
 STATUS = "io.k8s.api.apps.v1.ReplicaSetStatus"
 
-STRATEGY = StorageOnlyStrategy(
+STRATEGY: StorageOnlyStrategy = StorageOnlyStrategy(
     StorageOnlyKind(
         group="apps", kind="ReplicaSet", plural="replicasets", namespaced=True, short_names=("rs",), categories=("all",),
         status=True, tracks_generation=True,

@@ -12,7 +12,7 @@ def _ready(obj: Obj) -> str:
     return f"{dig(obj, 'status', 'readyReplicas', default=0) or 0}/{dig(obj, 'spec', 'replicas', default=0) or 0}"
 
 
-STRATEGY = StorageOnlyStrategy(
+STRATEGY: StorageOnlyStrategy = StorageOnlyStrategy(
     StorageOnlyKind(
         group="apps", kind="StatefulSet", plural="statefulsets", namespaced=True, short_names=("sts",), categories=("all",),
         status=True, tracks_generation=True,

@@ -12,7 +12,7 @@ def _entries(obj: Obj) -> int:
     return sum(len(obj[key]) for key in ("data", "binaryData") if isinstance(obj.get(key), dict))
 
 
-STRATEGY = StorageOnlyStrategy(
+STRATEGY: StorageOnlyStrategy = StorageOnlyStrategy(
     StorageOnlyKind(
         group="", kind="ConfigMap", plural="configmaps", namespaced=True, short_names=("cm",),
         create_example={"data": {"key": "value"}},

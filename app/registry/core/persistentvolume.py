@@ -32,7 +32,7 @@ def _claim(obj: Obj) -> str:
     return f"{ref.get('namespace') or ''}/{ref.get('name') or ''}" if isinstance(ref, dict) else ""
 
 
-STRATEGY = StorageOnlyStrategy(
+STRATEGY: StorageOnlyStrategy = StorageOnlyStrategy(
     StorageOnlyKind(
         group="", kind="PersistentVolume", plural="persistentvolumes", namespaced=False, short_names=("pv",), status=True,
         create_example={"spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/tmp/example"}}},

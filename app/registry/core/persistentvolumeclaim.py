@@ -15,7 +15,7 @@ def _bound(obj: Obj) -> bool:
     return bool(dig(obj, "spec", "volumeName", default=""))
 
 
-STRATEGY = StorageOnlyStrategy(
+STRATEGY: StorageOnlyStrategy = StorageOnlyStrategy(
     StorageOnlyKind(
         group="", kind="PersistentVolumeClaim", plural="persistentvolumeclaims", namespaced=True, short_names=("pvc",), status=True,
         create_example={"spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}},

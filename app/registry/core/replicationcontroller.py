@@ -11,7 +11,7 @@ SPEC = "io.k8s.api.core.v1.ReplicationControllerSpec"
 STATUS = "io.k8s.api.core.v1.ReplicationControllerStatus"
 
 
-STRATEGY = StorageOnlyStrategy(
+STRATEGY: StorageOnlyStrategy = StorageOnlyStrategy(
     StorageOnlyKind(
         group="", kind="ReplicationController", plural="replicationcontrollers", namespaced=True, short_names=("rc",),
         categories=("all",), status=True, tracks_generation=True,

@@ -57,7 +57,7 @@ def ports(obj: Obj) -> str:
     return ",".join(pieces) or "<none>"
 
 
-STRATEGY = StorageOnlyStrategy(
+STRATEGY: StorageOnlyStrategy = StorageOnlyStrategy(
     StorageOnlyKind(
         group="", kind="Service", plural="services", namespaced=True, short_names=("svc",), categories=("all",), status=True,
         # Service names are DNS labels (upstream's RelaxedServiceNameValidation, on by default).

@@ -15,7 +15,7 @@ def _int_or_string(value: Any) -> str:
     return "N/A" if value is None else str(value)
 
 
-STRATEGY = StorageOnlyStrategy(
+STRATEGY: StorageOnlyStrategy = StorageOnlyStrategy(
     StorageOnlyKind(
         group="policy", kind="PodDisruptionBudget", plural="poddisruptionbudgets", namespaced=True, short_names=("pdb",),
         status=True, tracks_generation=True,

@@ -27,7 +27,7 @@ def _modes(obj: Obj) -> str:
     return ",".join(str(m) for m in modes) if isinstance(modes, list) and modes else "<none>"
 
 
-STRATEGY = StorageOnlyStrategy(
+STRATEGY: StorageOnlyStrategy = StorageOnlyStrategy(
     StorageOnlyKind(
         group="storage.k8s.io", kind="CSIDriver", plural="csidrivers", namespaced=False,
         create_example={"spec": {}},

@@ -7,7 +7,7 @@ from app.registry.base import PrinterColumn
 from app.registry.columns import age_column, dig, name_column
 from app.registry.storageonly import StorageOnlyKind, StorageOnlyStrategy
 
-STRATEGY = StorageOnlyStrategy(
+STRATEGY: StorageOnlyStrategy = StorageOnlyStrategy(
     StorageOnlyKind(
         group="storage.k8s.io", kind="CSINode", plural="csinodes", namespaced=False,
         create_example={"spec": {"drivers": []}},

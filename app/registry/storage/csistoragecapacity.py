@@ -9,7 +9,7 @@ from app.registry.storageonly import StorageOnlyKind, StorageOnlyStrategy
 
 CAPACITY = "io.k8s.api.storage.v1.CSIStorageCapacity"
 
-STRATEGY = StorageOnlyStrategy(
+STRATEGY: StorageOnlyStrategy = StorageOnlyStrategy(
     StorageOnlyKind(
         group="storage.k8s.io", kind="CSIStorageCapacity", plural="csistoragecapacities", namespaced=True,
         create_example={"storageClassName": "example"},

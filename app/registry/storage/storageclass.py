@@ -9,7 +9,7 @@ from app.registry.storageonly import StorageOnlyKind, StorageOnlyStrategy
 
 CLASS = "io.k8s.api.storage.v1.StorageClass"
 
-STRATEGY = StorageOnlyStrategy(
+STRATEGY: StorageOnlyStrategy = StorageOnlyStrategy(
     StorageOnlyKind(
         group="storage.k8s.io", kind="StorageClass", plural="storageclasses", namespaced=False, short_names=("sc",),
         create_example={"provisioner": "example.com/example"},

@@ -9,7 +9,7 @@ from app.registry.storageonly import StorageOnlyKind, StorageOnlyStrategy
 
 SPEC = "io.k8s.api.storage.v1.VolumeAttachmentSpec"
 
-STRATEGY = StorageOnlyStrategy(
+STRATEGY: StorageOnlyStrategy = StorageOnlyStrategy(
     StorageOnlyKind(
         group="storage.k8s.io", kind="VolumeAttachment", plural="volumeattachments", namespaced=False, status=True,
         create_example={"spec": {"attacher": "example.com/example", "nodeName": "example", "source": {"persistentVolumeName": "example"}}},

@@ -49,8 +49,8 @@ def test_the_scheduler_records_events_through_the_events_api(auth_cluster: AuthC
 
 def test_the_controller_manager_reads_configmaps_and_does_not_write_them(auth_cluster: AuthCluster) -> None:
     with auth_cluster.as_user("system:kube-controller-manager") as manager:
-        # Allowed, and not there: 404, not 403.
-        assert manager.get("/api/v1/namespaces/kube-system/configmaps/extension-apiserver-authentication").status_code == 404
+        # Allowed: the server publishes it (app/controlplane/authentication.py).
+        assert manager.get("/api/v1/namespaces/kube-system/configmaps/extension-apiserver-authentication").status_code == 200
         assert manager.get("/api/v1/namespaces/kube-system/configmaps/other").status_code == 404  # upstream's "get configmaps"
         body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "mine"}}
         assert manager.post("/api/v1/namespaces/kube-system/configmaps", json=body).status_code == 403
@@ -58,7 +58,7 @@ def test_the_controller_manager_reads_configmaps_and_does_not_write_them(auth_cl
 
 def test_the_scheduler_reads_the_authentication_configmap_through_its_role(auth_cluster: AuthCluster) -> None:
     with auth_cluster.as_user("system:kube-scheduler") as scheduler:
-        assert scheduler.get("/api/v1/namespaces/kube-system/configmaps/extension-apiserver-authentication").status_code == 404
+        assert scheduler.get("/api/v1/namespaces/kube-system/configmaps/extension-apiserver-authentication").status_code == 200
         assert scheduler.get("/api/v1/namespaces/kube-system/configmaps/other").status_code == 403
 
 
