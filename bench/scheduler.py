@@ -58,7 +58,7 @@ import orjson
 from bench.api import _proc_table
 from devtools.credentials import ClusterCredentials
 from devtools.server import REPO_ROOT, ServerProcess, migrate
-from kube.client import KubeClient
+from kube.client import KubeClient, WatchExpired
 
 GROUP = "/apis/resource.k8s.io/v1"
 DRIVER = "test-driver.cdi.k8s.io"
@@ -255,16 +255,36 @@ async def phase(
     bound: dict[str, float] = {}
     finished = asyncio.Event()
 
+    restarts = 0
+
+    def seen(obj: dict[str, Any]) -> None:
+        name = (obj.get("metadata") or {}).get("name")
+        if name and (obj.get("spec") or {}).get("nodeName") and name not in bound:
+            bound[name] = time.perf_counter()
+            if len(bound) == count:
+                finished.set()
+
     async def watch() -> None:
-        events = client.watch(f"/api/v1/namespaces/{namespace}/pods", resource_version=rv, timeout_seconds=int(timeout) + 60, allow_bookmarks=False)
-        async for event in events:
-            obj = event.get("object") or {}
-            name = (obj.get("metadata") or {}).get("name")
-            if name and (obj.get("spec") or {}).get("nodeName") and name not in bound:
-                bound[name] = time.perf_counter()
-                if len(bound) == count:
-                    finished.set()
-                    return
+        # As an informer does: a stream the server ends (kube-apiserver closes a watcher that
+        # reads too slowly while this process is busy creating pods) resumes from the last
+        # version seen, and an expired version is relisted.
+        nonlocal restarts
+        version = rv
+        while not finished.is_set():
+            try:
+                path = f"/api/v1/namespaces/{namespace}/pods"
+                async for event in client.watch(path, resource_version=version, timeout_seconds=int(timeout) + 60, allow_bookmarks=False):
+                    obj = event.get("object") or {}
+                    version = (obj.get("metadata") or {}).get("resourceVersion") or version
+                    seen(obj)
+                    if finished.is_set():
+                        return
+            except WatchExpired:
+                pods = await client.get(f"/api/v1/namespaces/{namespace}/pods")
+                for obj in pods["items"]:
+                    seen(obj)
+                version = pods["metadata"]["resourceVersion"]
+            restarts += 1
 
     watcher = asyncio.create_task(watch())
     await asyncio.sleep(0.2)  # the watch is open before the first pod exists
@@ -300,6 +320,7 @@ async def phase(
         "p99_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] if latencies else float("nan"),
         **cpu_ms,
         "requests_per_pod": {k: round(v, 2) for k, v in sorted(per_pod.items()) if v >= 0.01},
+        "watch_restarts": restarts,
     }
 
 
@@ -491,6 +512,8 @@ def show(result: dict[str, Any]) -> None:
         cpu = "  ".join(f"{k.removeprefix('cpu_ms_per_pod_')}={v:.1f}" for k, v in r.items() if k.startswith("cpu_ms_per_pod_"))
         print(f"  {'':8s} CPU ms per pod: {cpu}")
         print(f"  {'':8s} requests per pod: {'  '.join(f'{k}={v:g}' for k, v in r['requests_per_pod'].items())}")
+        if r.get("watch_restarts"):
+            print(f"  {'':8s} the benchmark's pod watch was resumed {r['watch_restarts']} time(s) (the server ended it)")
     if "baseline" in result and result["baseline"]["pods_per_s"]:
         print(f"  dra/baseline throughput ratio: {result['dra']['pods_per_s'] / result['baseline']['pods_per_s']:.2f}")
 
@@ -514,6 +537,7 @@ def storage_ms(r: dict[str, Any]) -> float:
 def show_stacks(runs: dict[str, dict[str, Any]]) -> None:
     """--against-upstream: each stack's pods/s and CPU per pod, and their ratio to upstream's whole stack."""
     base = runs["upstream"]
+    print(f"  load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     for name in ("baseline", "dra"):
         if name not in base:
             continue
@@ -564,7 +588,11 @@ def main(argv: list[str] | None = None) -> int:
         "--against-upstream", action="store_true",
         help="each node count on three stacks over HTTPS: this project's, upstream's kube-scheduler on this server, upstream's whole (needs make upstream)",
     )  # fmt: skip
+    parser.add_argument("--stacks", default=",".join(STACKS), help=f"--against-upstream: which of {', '.join(STACKS)} (default all)")
     args = parser.parse_args(argv)
+    stacks = [name for name in args.stacks.split(",") if name]
+    if not stacks or set(stacks) - set(STACKS):
+        parser.error(f"--stacks takes a comma-separated subset of {', '.join(STACKS)}")
     if args.against_upstream and (args.against or args.preemption or args.profile):
         parser.error("--against-upstream runs the baseline and dra phases on its three stacks: no --against, --preemption or --profile")
     results = []
@@ -574,13 +602,14 @@ def main(argv: list[str] | None = None) -> int:
         for n in (int(x) for x in args.nodes.split(",") if x):
             if args.against_upstream:
                 runs: dict[str, dict[str, Any]] = {}
-                for stack, description in STACKS.items():
-                    print(f"--- {description}", flush=True)
+                for stack in stacks:
+                    print(f"--- {STACKS[stack]}", flush=True)
                     directory = Path(tmpdir) / f"{stack}-{n}"  # its own database, credentials and logs
                     directory.mkdir(exist_ok=True)
                     runs[stack] = asyncio.run(run_one(args, n, directory, stack=stack))
                     show(runs[stack])
-                show_stacks(runs)
+                if "upstream" in runs:
+                    show_stacks(runs)
                 results.append({"nodes": n, "load_average": os.getloadavg(), "stacks": runs})
                 continue
             before = None
