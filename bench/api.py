@@ -43,6 +43,8 @@ NS_CRUD = "bench"
 NS_LIST = "bench-list"
 NS_WATCH = "bench-watch"
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+JSON = "application/json"
+PROTOBUF = "application/vnd.kubernetes.protobuf"
 MAX_OPS_PER_PHASE = 5_000_000
 REQUEST_TIMEOUT = 30.0
 ERROR_PAUSE = 0.01
@@ -270,12 +272,15 @@ class ApiClient(Protocol):
 class RawHTTP:
     """Minimal HTTP/1.1 keep-alive client on asyncio streams (one connection, one request at a time)."""
 
-    def __init__(self, host: str, port: int, headers: dict[str, str], ssl_context: ssl.SSLContext | None = None) -> None:
+    def __init__(
+        self, host: str, port: int, headers: dict[str, str], ssl_context: ssl.SSLContext | None = None, media_type: str = JSON
+    ) -> None:
         self.host = host
         self.port = port
         self.ssl_context = ssl_context  # HTTPS (with a client certificate when the context holds one)
         extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-        self._common = f"Host: {host}:{port}\r\nAccept: application/json\r\n{extra}".encode()
+        self._common = f"Host: {host}:{port}\r\nAccept: {media_type}\r\n{extra}".encode()
+        self._content_type = f"Content-Type: {media_type}\r\n".encode()
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
 
@@ -288,7 +293,7 @@ class RawHTTP:
         line = f"{method} {path} HTTP/1.1\r\n".encode()
         if body is None:
             return line + self._common + b"\r\n"
-        return line + self._common + b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+        return line + self._common + self._content_type + b"Content-Length: %d\r\n\r\n" % len(body)
 
     @staticmethod
     async def _read_head(reader: asyncio.StreamReader) -> tuple[int, dict[bytes, bytes]]:
@@ -368,13 +373,15 @@ class HttpxApi:
 
 
 def make_clients(
-    kind: str, base_url: str, n: int, headers: dict[str, str], ssl_context: ssl.SSLContext | None = None
+    kind: str, base_url: str, n: int, headers: dict[str, str], ssl_context: ssl.SSLContext | None = None, media_type: str = JSON
 ) -> list[ApiClient]:
     """``n`` clients; raw = one connection each, httpx = one shared keep-alive pool of ``n``."""
     parts = urlsplit(base_url)
     if kind == "raw":
         port = parts.port or (443 if parts.scheme == "https" else 80)
-        return [RawHTTP(parts.hostname or "127.0.0.1", port, headers, ssl_context) for _ in range(n)]
+        return [RawHTTP(parts.hostname or "127.0.0.1", port, headers, ssl_context, media_type) for _ in range(n)]
+    if media_type != JSON:
+        raise ValueError("the httpx client sends JSON only")
     import httpx
 
     pool = httpx.AsyncClient(
@@ -921,6 +928,7 @@ class Options:
     headers: dict[str, str]
     server_args: list[str]
     ssl_context: ssl.SSLContext | None = None  # HTTPS clients (--against-upstream: both servers, client certificates)
+    protobuf: bool = False  # request and response bodies in Kubernetes' protobuf instead of JSON
 
 
 class Bench:
@@ -944,12 +952,24 @@ class Bench:
         self.serial = itertools.count()
         self.tag = f"{int(time.time()) % 1_000_000:06d}"
         self.notes: list[str] = []
+        # Bodies as the server is asked to take and give them: JSON, or protobuf (kube/protobuf.py).
+        self.media_type = PROTOBUF if opts.protobuf else JSON
+        self.encode: Callable[[dict[str, Any]], bytes] = orjson.dumps
+        self.decode: Callable[[bytes], Any] = orjson.loads
+        if opts.protobuf:
+            from kube import protobuf
+
+            self.encode, self.decode = protobuf.encode_object, protobuf.decode_object
+
+    def claim_body(self, name: str, namespace: str, seq: int) -> bytes:
+        """:func:`claim` in the phase's media type."""
+        return self.encode(claim(name, namespace, seq))
 
     # --------------------------------------------------------------- helpers
 
     def clients(self, n: int) -> list[ApiClient]:
         """Fresh client connections for a phase."""
-        return make_clients(self.o.client_kind, self.base_url, n, self.o.headers, self.o.ssl_context)
+        return make_clients(self.o.client_kind, self.base_url, n, self.o.headers, self.o.ssl_context, self.media_type)
 
     async def prime(self, clients: list[ApiClient]) -> None:
         """Open every connection before the clock starts."""
@@ -994,11 +1014,11 @@ class Bench:
         [c] = self.clients(1)
         try:
             for ns in (NS_CRUD, NS_LIST, NS_WATCH):
-                body = orjson.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+                body = self.encode({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
                 status, data = await c.request("POST", "/api/v1/namespaces", body)
                 if status not in (200, 201, 409):
                     raise RuntimeError(f"creating namespace {ns}: HTTP {status} {data[:300]!r}")
-            status, data = await c.request("POST", claims_path(NS_CRUD), claim_bytes(f"probe-{self.tag}", NS_CRUD, 0))
+            status, data = await c.request("POST", claims_path(NS_CRUD), self.claim_body(f"probe-{self.tag}", NS_CRUD, 0))
             if status not in (201, 409):
                 raise RuntimeError(f"creating a ResourceClaim: HTTP {status} {data[:500]!r}")
             if status == 201:
@@ -1018,7 +1038,7 @@ class Bench:
                 if now() > deadline:
                     return
                 name = f"{prefix}-{i}"
-                status, _ = await c.request("POST", claims_path(namespace, None), claim_bytes(name, namespace, i))
+                status, _ = await c.request("POST", claims_path(namespace, None), self.claim_body(name, namespace, i))
                 if status in (201, 409):
                     names.append(name)
 
@@ -1046,7 +1066,7 @@ class Bench:
                     nonlocal seq
                     seq += 1
                     name = f"c{self.tag}-{n}-{round_}-{w}-{seq}"
-                    status, _ = await c.request("POST", claims_path(NS_CRUD), claim_bytes(name, NS_CRUD, seq))
+                    status, _ = await c.request("POST", claims_path(NS_CRUD), self.claim_body(name, NS_CRUD, seq))
                     if status == 201:
                         self.created.append(name)
                     return status_label(status, 201)
@@ -1074,7 +1094,7 @@ class Bench:
         async def refresh(c: ApiClient, name: str) -> None:
             status, data = await c.request("GET", claims_path(NS_CRUD, name))
             if status == 200:
-                objs[name] = orjson.loads(data)
+                objs[name] = self.decode(data)
 
         try:
             for i in range(0, len(names), n):
@@ -1092,9 +1112,9 @@ class Bench:
                     k += 1
                     obj = objs[name]
                     obj["metadata"].setdefault("annotations", {})["bench.example.com/seq"] = str(k)
-                    status, data = await c.request("PUT", claims_path(NS_CRUD, name), orjson.dumps(obj))
+                    status, data = await c.request("PUT", claims_path(NS_CRUD, name), self.encode(obj))
                     if status == 200:
-                        objs[name] = orjson.loads(data)
+                        objs[name] = self.decode(data)
                     elif status == 409:
                         await refresh(c, name)
                     return status_label(status, 200)
@@ -1130,11 +1150,11 @@ class Bench:
         [c] = self.clients(1)
         try:
             status, data = await c.request("GET", claims_path(NS_LIST))
-            have = len(orjson.loads(data).get("items") or []) if status == 200 else 0
+            have = len(self.decode(data).get("items") or []) if status == 200 else 0
             if have < self.o.list_size:
                 await self.create_many(NS_LIST, "l", self.o.list_size)
                 status, data = await c.request("GET", claims_path(NS_LIST))
-                have = len(orjson.loads(data).get("items") or []) if status == 200 else 0
+                have = len(self.decode(data).get("items") or []) if status == 200 else 0
             if have != self.o.list_size:
                 self.notes.append(f"LIST returned {have} items, expected {self.o.list_size} (HTTP {status})")
         finally:
@@ -1520,7 +1540,8 @@ async def against_upstream(args: argparse.Namespace, opts: Options) -> dict[str,
     descriptions: dict[str, str] = {}
     notes: list[str] = []
     meta: dict[str, Any] = {"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "load_average_start": load_average(),
-                            "cpus": os.cpu_count(), "duration_s": opts.duration, "rounds": args.rounds, "clients": opts.clients}  # fmt: skip
+                            "cpus": os.cpu_count(), "duration_s": opts.duration, "rounds": args.rounds, "clients": opts.clients,
+                            "media_type": PROTOBUF if opts.protobuf else JSON}  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="dra-bench-upstream-") as tmpdir:
         for round_ in range(args.rounds):
             for side in SIDES if round_ % 2 == 0 else SIDES[::-1]:
@@ -1568,9 +1589,9 @@ def print_side_by_side(meta: dict[str, Any], rows: list[dict[str, Any]]) -> None
     print()
     print("=" * 118)
     print(f"this server beside upstream, one run: {meta['sides'].get('this')}  vs  {meta['sides'].get('upstream')}")
-    print(f"  HTTPS with the admin's client certificate, Node,RBAC, JSON on both; {meta['rounds']} round(s) of "
+    print(f"  HTTPS with the admin's client certificate, Node,RBAC, {meta['media_type']} on both; {meta['rounds']} round(s) of "
           f"{meta['duration_s']} s per phase; load average {meta['load_average_start']} -> {meta['load_average_end']}")  # fmt: skip
-    print("  CPU per request = server + database process trees (kube-apiserver + etcd; server + Postgres)")
+    print("  CPU per request = the server's and its storage's processes (upstream: kube-apiserver + etcd)")
     print("=" * 118)
     print(f"{'phase':<8}{'clients':>8}{'upstream/s':>12}{'this/s':>10}{'this÷up':>9}{'up µs/req':>11}{'this µs/req':>13}"
           f"{'this÷up':>9}{'p99 ms up/this':>18}{'errors up/this':>16}")  # fmt: skip
@@ -1848,6 +1869,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Optio
         "both over HTTPS with client certificates, side by side (needs make upstream)",
     )
     ap.add_argument("--rounds", type=int, default=1, help="--against-upstream: rounds, the sides' order alternating (default 1)")
+    ap.add_argument(
+        "--protobuf", action="store_true", help="claims sent and read as Kubernetes protobuf instead of JSON (no watch phase)"
+    )
     ap.add_argument("--settle", type=float, default=10.0, help="--against-upstream: idle seconds after a server starts (default 10)")
     args = ap.parse_args(argv)
     if args.sqlite and args.database_url:
@@ -1866,6 +1890,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Optio
     unknown = phases - {"raw", "create", "update", "get", "list", "watch", "auth"}
     if unknown:
         ap.error(f"unknown phases: {sorted(unknown)}")
+    if args.protobuf:
+        phases.discard("watch")  # the watchers read JSON lines
     if args.duration <= 0 or args.duration > 3600 or args.watch_rate <= 0 or not 0 < args.watchers <= 10_000:
         ap.error("duration must be in (0, 3600], watch-rate > 0, watchers in 1..10000")
     headers = {"Authorization": f"Bearer {args.token}"} if args.token else {}
@@ -1881,6 +1907,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Optio
         phases=phases,
         headers=headers,
         server_args=args.server_arg,
+        protobuf=args.protobuf,
     )
     return args, opts
 

@@ -14,16 +14,18 @@ import orjson
 import pytest
 
 from devtools.server import REPO_ROOT
+from tests.e2e.test_benchmark_runs import run_benchmark
 from tests.interop.upstream import needs_upstream, upstream_binaries
 
 pytestmark = [*needs_upstream, pytest.mark.slow]
 
 
-def bench(tmp_path: Path, module: str, *args: str) -> Any:
+def api_benchmark(tmp_path: Path, *args: str) -> Any:
+    """``bench.api --against-upstream`` on SQLite with these flags: its figures."""
     upstream_binaries()  # built first under DRA_REQUIRE_GO, as the other interop tests do
-    out = tmp_path / f"{module}.json"
+    out = tmp_path / "api.json"
     run = subprocess.run(
-        [sys.executable, "-m", module, "--against-upstream", "--sqlite", *args, "--json", str(out)],
+        [sys.executable, "-m", "bench.api", "--against-upstream", "--sqlite", *args, "--json", str(out)],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
@@ -33,18 +35,22 @@ def bench(tmp_path: Path, module: str, *args: str) -> Any:
     return orjson.loads(out.read_bytes())
 
 
-def test_api_phases_run_on_both_servers_without_errors(tmp_path: Path) -> None:
-    figures = bench(tmp_path, "bench.api", "--clients", "2", "--duration", "0.5", "--warmup", "0", "--list-size", "10", "--settle", "0")
+@pytest.mark.parametrize("media", ["json", "protobuf"])
+def test_api_phases_run_on_both_servers_without_errors(tmp_path: Path, media: str) -> None:
+    sizes = ["--clients", "2", "--duration", "0.5", "--warmup", "0", "--list-size", "10", "--settle", "0"]
+    figures = api_benchmark(tmp_path, *sizes, *(["--protobuf"] if media == "protobuf" else []))
     assert [row["phase"] for row in figures["rows"]] == ["create", "update", "get", "list"]
     for row in figures["rows"]:
         assert row["upstream_per_s"] > 0 and row["this_per_s"] > 0, row
         assert row["upstream_errors"] == row["this_errors"] == 0, row
         assert row["upstream_cpu_us"] and row["this_cpu_us"], row
     assert figures["meta"]["sides"]["upstream"].startswith("kube-apiserver v1.37.2 + etcd")
+    assert figures["meta"]["media_type"] == {"json": "application/json", "protobuf": "application/vnd.kubernetes.protobuf"}[media]
 
 
 def test_scheduler_binds_every_pod_on_all_three_stacks(tmp_path: Path) -> None:
-    (result,) = bench(tmp_path, "bench.scheduler", "--nodes", "2", "--pods", "10", "--timeout", "120")
+    upstream_binaries()
+    _run, result = run_benchmark(tmp_path, "--against-upstream", "--nodes", "2", "--pods", "10")
     assert set(result["stacks"]) == {"this", "upstream-scheduler", "upstream"}
     for stack, run in result["stacks"].items():
         for phase in ("baseline", "dra"):
