@@ -343,8 +343,9 @@ class Stack:
 # --against-upstream's stacks, in the order they run; the last is the one the others are divided by.
 STACKS = {
     "this": "this server + this project's scheduler and controller",
-    "upstream-scheduler": "this server + upstream's kube-scheduler + this project's controller",
-    "upstream": "kube-apiserver + etcd + kube-scheduler + kube-controller-manager (resourceclaim controller)",
+    "upstream-scheduler": "this server + upstream's kube-scheduler (client limit raised) + this project's controller",
+    "upstream": "kube-apiserver (TaintNodesByCondition admission off) + etcd + kube-scheduler + kube-controller-manager"
+    " (resourceclaim controller; client limits raised)",
 }
 # Upstream's components rate-limit their own requests (kube-scheduler 50/s, kube-controller-manager
 # 20/s by default), this project's workers do not: raised out of the way, as scheduler_perf does, so
