@@ -459,7 +459,8 @@ async def run_one(args: argparse.Namespace, nodes: int, tmp: Path, tree: str = "
         # The load generator shares the two cores with the stack: the workers' lean client keeps its share small.
         async with (
             KubeClient(cluster.url, user_agent="bench-scheduler", timeout=60, ssl_context=cluster.ssl_context) as client,
-            httpx.AsyncClient(base_url=cluster.url, verify=cluster.ssl_context or True) as metrics,
+            # The load generator's timeout: a TLS handshake with a server busy binding 1,000 pods took over httpx's default 5 s.
+            httpx.AsyncClient(base_url=cluster.url, verify=cluster.ssl_context or True, timeout=60) as metrics,
         ):
             t = time.perf_counter()
             await setup_nodes(client, nodes)
