@@ -84,6 +84,15 @@ protobuf-schema: venv
 upstream: venv
 	$(BIN)/python -m devtools.upstream build
 
+# This project beside upstream's binaries, each figure from the same run: bench.api at 16
+# clients against kube-apiserver + etcd and this server + Postgres (JSON, then protobuf), then bench.scheduler at 500 nodes x
+# 10 devices and 1,000 pods on three stacks (bench/README.md, "Side by side with upstream").
+.PHONY: bench-upstream
+bench-upstream: upstream
+	$(BIN)/python -m bench.api --against-upstream --clients 16 --duration 5 --rounds 2
+	$(BIN)/python -m bench.api --against-upstream --clients 16 --duration 5 --rounds 2 --protobuf
+	$(BIN)/python -m bench.scheduler --against-upstream --nodes 500 --pods 1000
+
 # The interop tests (tests/interop: Go programs and upstream's binaries, so not in `make test`),
 # and kubectl's protobuf-speaking create commands again; without Go they fail here, not skip.
 interop: upstream

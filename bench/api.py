@@ -21,6 +21,7 @@ import os
 import platform
 import random
 import signal
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -42,6 +43,8 @@ NS_CRUD = "bench"
 NS_LIST = "bench-list"
 NS_WATCH = "bench-watch"
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+JSON = "application/json"
+PROTOBUF = "application/vnd.kubernetes.protobuf"
 MAX_OPS_PER_PHASE = 5_000_000
 REQUEST_TIMEOUT = 30.0
 ERROR_PAUSE = 0.01
@@ -269,24 +272,28 @@ class ApiClient(Protocol):
 class RawHTTP:
     """Minimal HTTP/1.1 keep-alive client on asyncio streams (one connection, one request at a time)."""
 
-    def __init__(self, host: str, port: int, headers: dict[str, str]) -> None:
+    def __init__(
+        self, host: str, port: int, headers: dict[str, str], ssl_context: ssl.SSLContext | None = None, media_type: str = JSON
+    ) -> None:
         self.host = host
         self.port = port
+        self.ssl_context = ssl_context  # HTTPS (with a client certificate when the context holds one)
         extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-        self._common = f"Host: {host}:{port}\r\nAccept: application/json\r\n{extra}".encode()
+        self._common = f"Host: {host}:{port}\r\nAccept: {media_type}\r\n{extra}".encode()
+        self._content_type = f"Content-Type: {media_type}\r\n".encode()
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
 
     async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         if self._reader is None or self._writer is None:
-            self._reader, self._writer = await asyncio.open_connection(self.host, self.port, limit=1 << 20)
+            self._reader, self._writer = await asyncio.open_connection(self.host, self.port, limit=1 << 20, ssl=self.ssl_context)
         return self._reader, self._writer
 
     def _head(self, method: str, path: str, body: bytes | None) -> bytes:
         line = f"{method} {path} HTTP/1.1\r\n".encode()
         if body is None:
             return line + self._common + b"\r\n"
-        return line + self._common + b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+        return line + self._common + self._content_type + b"Content-Length: %d\r\n\r\n" % len(body)
 
     @staticmethod
     async def _read_head(reader: asyncio.StreamReader) -> tuple[int, dict[bytes, bytes]]:
@@ -365,11 +372,16 @@ class HttpxApi:
             await self.client.aclose()
 
 
-def make_clients(kind: str, base_url: str, n: int, headers: dict[str, str]) -> list[ApiClient]:
+def make_clients(
+    kind: str, base_url: str, n: int, headers: dict[str, str], ssl_context: ssl.SSLContext | None = None, media_type: str = JSON
+) -> list[ApiClient]:
     """``n`` clients; raw = one connection each, httpx = one shared keep-alive pool of ``n``."""
     parts = urlsplit(base_url)
     if kind == "raw":
-        return [RawHTTP(parts.hostname or "127.0.0.1", parts.port or 80, headers) for _ in range(n)]
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        return [RawHTTP(parts.hostname or "127.0.0.1", port, headers, ssl_context, media_type) for _ in range(n)]
+    if media_type != JSON:
+        raise ValueError("the httpx client sends JSON only")
     import httpx
 
     pool = httpx.AsyncClient(
@@ -379,6 +391,7 @@ def make_clients(kind: str, base_url: str, n: int, headers: dict[str, str]) -> l
         timeout=REQUEST_TIMEOUT,
         http1=True,
         http2=False,
+        verify=ssl_context or True,
     )
     return [HttpxApi(pool, owner=(i == 0)) for i in range(n)]
 
@@ -500,15 +513,23 @@ class Watcher:
             except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
                 self.types["unparsable"] += 1
 
-    async def run(self, kind: str, base_url: str, path: str, headers: dict[str, str], deadline: float) -> None:
+    async def run(
+        self,
+        kind: str,
+        base_url: str,
+        path: str,
+        headers: dict[str, str],
+        deadline: float,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
         """Hold the stream open until ``deadline`` (or until the server ends it)."""
         try:
             if kind == "raw":
                 parts = urlsplit(base_url)
-                host, port = parts.hostname or "127.0.0.1", parts.port or 80
+                host, port = parts.hostname or "127.0.0.1", parts.port or (443 if parts.scheme == "https" else 80)
                 loop = asyncio.get_running_loop()
                 transport, proto = await loop.create_connection(
-                    lambda: _WatchProtocol(self.on_head, self.on_data), host, port
+                    lambda: _WatchProtocol(self.on_head, self.on_data), host, port, ssl=ssl_context
                 )
                 try:
                     extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
@@ -524,7 +545,7 @@ class Watcher:
 
                 timeout = httpx.Timeout(REQUEST_TIMEOUT, read=max(1.0, deadline - now() + 5))
                 async with (
-                    httpx.AsyncClient(base_url=base_url, headers=headers, timeout=timeout) as client,
+                    httpx.AsyncClient(base_url=base_url, headers=headers, timeout=timeout, verify=ssl_context or True) as client,
                     client.stream("GET", path) as resp,
                 ):
                     self.on_head(resp.status_code)
@@ -906,6 +927,8 @@ class Options:
     phases: set[str]
     headers: dict[str, str]
     server_args: list[str]
+    ssl_context: ssl.SSLContext | None = None  # HTTPS clients (--against-upstream: both servers, client certificates)
+    protobuf: bool = False  # request and response bodies in Kubernetes' protobuf instead of JSON
 
 
 class Bench:
@@ -929,12 +952,24 @@ class Bench:
         self.serial = itertools.count()
         self.tag = f"{int(time.time()) % 1_000_000:06d}"
         self.notes: list[str] = []
+        # Bodies as the server is asked to take and give them: JSON, or protobuf (kube/protobuf.py).
+        self.media_type = PROTOBUF if opts.protobuf else JSON
+        self.encode: Callable[[dict[str, Any]], bytes] = orjson.dumps
+        self.decode: Callable[[bytes], Any] = orjson.loads
+        if opts.protobuf:
+            from kube import protobuf
+
+            self.encode, self.decode = protobuf.encode_object, protobuf.decode_object
+
+    def claim_body(self, name: str, namespace: str, seq: int) -> bytes:
+        """:func:`claim` in the phase's media type."""
+        return self.encode(claim(name, namespace, seq))
 
     # --------------------------------------------------------------- helpers
 
     def clients(self, n: int) -> list[ApiClient]:
         """Fresh client connections for a phase."""
-        return make_clients(self.o.client_kind, self.base_url, n, self.o.headers)
+        return make_clients(self.o.client_kind, self.base_url, n, self.o.headers, self.o.ssl_context, self.media_type)
 
     async def prime(self, clients: list[ApiClient]) -> None:
         """Open every connection before the clock starts."""
@@ -979,11 +1014,11 @@ class Bench:
         [c] = self.clients(1)
         try:
             for ns in (NS_CRUD, NS_LIST, NS_WATCH):
-                body = orjson.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+                body = self.encode({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
                 status, data = await c.request("POST", "/api/v1/namespaces", body)
                 if status not in (200, 201, 409):
                     raise RuntimeError(f"creating namespace {ns}: HTTP {status} {data[:300]!r}")
-            status, data = await c.request("POST", claims_path(NS_CRUD), claim_bytes(f"probe-{self.tag}", NS_CRUD, 0))
+            status, data = await c.request("POST", claims_path(NS_CRUD), self.claim_body(f"probe-{self.tag}", NS_CRUD, 0))
             if status not in (201, 409):
                 raise RuntimeError(f"creating a ResourceClaim: HTTP {status} {data[:500]!r}")
             if status == 201:
@@ -1003,7 +1038,7 @@ class Bench:
                 if now() > deadline:
                     return
                 name = f"{prefix}-{i}"
-                status, _ = await c.request("POST", claims_path(namespace, None), claim_bytes(name, namespace, i))
+                status, _ = await c.request("POST", claims_path(namespace, None), self.claim_body(name, namespace, i))
                 if status in (201, 409):
                     names.append(name)
 
@@ -1031,7 +1066,7 @@ class Bench:
                     nonlocal seq
                     seq += 1
                     name = f"c{self.tag}-{n}-{round_}-{w}-{seq}"
-                    status, _ = await c.request("POST", claims_path(NS_CRUD), claim_bytes(name, NS_CRUD, seq))
+                    status, _ = await c.request("POST", claims_path(NS_CRUD), self.claim_body(name, NS_CRUD, seq))
                     if status == 201:
                         self.created.append(name)
                     return status_label(status, 201)
@@ -1059,7 +1094,7 @@ class Bench:
         async def refresh(c: ApiClient, name: str) -> None:
             status, data = await c.request("GET", claims_path(NS_CRUD, name))
             if status == 200:
-                objs[name] = orjson.loads(data)
+                objs[name] = self.decode(data)
 
         try:
             for i in range(0, len(names), n):
@@ -1077,9 +1112,9 @@ class Bench:
                     k += 1
                     obj = objs[name]
                     obj["metadata"].setdefault("annotations", {})["bench.example.com/seq"] = str(k)
-                    status, data = await c.request("PUT", claims_path(NS_CRUD, name), orjson.dumps(obj))
+                    status, data = await c.request("PUT", claims_path(NS_CRUD, name), self.encode(obj))
                     if status == 200:
-                        objs[name] = orjson.loads(data)
+                        objs[name] = self.decode(data)
                     elif status == 409:
                         await refresh(c, name)
                     return status_label(status, 200)
@@ -1115,11 +1150,11 @@ class Bench:
         [c] = self.clients(1)
         try:
             status, data = await c.request("GET", claims_path(NS_LIST))
-            have = len(orjson.loads(data).get("items") or []) if status == 200 else 0
+            have = len(self.decode(data).get("items") or []) if status == 200 else 0
             if have < self.o.list_size:
                 await self.create_many(NS_LIST, "l", self.o.list_size)
                 status, data = await c.request("GET", claims_path(NS_LIST))
-                have = len(orjson.loads(data).get("items") or []) if status == 200 else 0
+                have = len(self.decode(data).get("items") or []) if status == 200 else 0
             if have != self.o.list_size:
                 self.notes.append(f"LIST returned {have} items, expected {self.o.list_size} (HTTP {status})")
         finally:
@@ -1247,7 +1282,7 @@ class Bench:
         watchers = [Watcher(f'"name":"{prefix}'.encode()) for _ in range(o.watchers)]
         stream_deadline = now() + o.watch_duration + 60
         tasks = [
-            asyncio.create_task(w.run(o.client_kind, self.base_url, path, o.headers, stream_deadline)) for w in watchers
+            asyncio.create_task(w.run(o.client_kind, self.base_url, path, o.headers, stream_deadline, o.ssl_context)) for w in watchers
         ]
         result: dict[str, Any] = {"watchers": o.watchers, "target_rate": o.watch_rate, "duration_s": o.watch_duration}
         writers = self.clients(min(64, max(16, int(o.watch_rate / 20))))
@@ -1438,6 +1473,142 @@ async def auth_cost(opts: Options, bench: Bench, db_url: str, tmp: Path, plain_p
         line.append(f"{_fmt(cost_on and cost_on * 1e6, 0)} us as {side} ({_fmt(share and share * 100, 1)}% of the request, x{_fmt(cost_on / cost_off if cost_on and cost_off else None, 3)} of off)")
     print(", ".join(line), flush=True)
     return figures
+
+
+# ----------------------------------------------------------------------------- against upstream
+
+# --against-upstream: these phases against upstream's kube-apiserver + etcd and against this server
+# + its database, each started fresh per round, both over HTTPS as the admin (a client certificate
+# in system:masters) with Node,RBAC on, so transport, authentication and authorization cost alike.
+UPSTREAM_PHASES = ("create", "update", "get", "list")
+SIDES = ("upstream", "this")
+
+# (base URL, client TLS context, server pid, database pid, description)
+SideStack = tuple[str, ssl.SSLContext, int | None, int | None, str]
+
+
+@contextlib.contextmanager
+def _upstream_stack(directory: Path) -> Iterator[SideStack]:
+    """kube-apiserver on etcd; etcd syncs its writes as Postgres does here (fsync on)."""
+    from devtools.upstream import ETCD_VERSION, KUBERNETES_VERSION, UpstreamControlPlane
+
+    with UpstreamControlPlane(directory, workers=False, etcd_fsync=True) as plane:
+        assert plane.apiserver is not None and plane.etcd is not None
+        context = plane.credentials.httpx_options("admin")["verify"]
+        assert isinstance(context, ssl.SSLContext)
+        desc = f"kube-apiserver {KUBERNETES_VERSION} + etcd {ETCD_VERSION} (fsync on)"
+        yield plane.url, context, plane.apiserver.process.pid, plane.etcd.process.pid, desc
+
+
+@contextlib.contextmanager
+def _this_stack(directory: Path, args: argparse.Namespace, server_args: list[str]) -> Iterator[SideStack]:
+    """``python -m app serve`` with the same kind of credentials, on a throwaway Postgres (fsync on) or SQLite."""
+    from devtools.credentials import ClusterCredentials
+    from devtools.server import ServerProcess as SecureServer
+    from devtools.server import migrate
+
+    credentials = ClusterCredentials.ensure(directory / "pki")
+    context = credentials.httpx_options("admin")["verify"]
+    assert isinstance(context, ssl.SSLContext)
+    with _database(args, directory) as (db_url, _raw, db_pid):
+        assert db_url is not None
+        migrate(db_url)
+        server = SecureServer(db_url, *server_args, log_path=directory / "server.log", credentials=credentials)
+        with server:
+            assert server.process is not None
+            desc = "this server + " + ("SQLite (in process)" if args.sqlite else "Postgres (fsync on)")
+            yield server.url, context, server.process.pid, db_pid, desc
+
+
+def _cpu_us_per_request(result: PhaseResult) -> float | None:
+    """Server + database CPU per successful request, in µs: both sides pay for their storage."""
+    cores = [result.cpu_cores.get(k) for k in ("server", "db")]
+    if cores[0] is None or not result.ok:
+        return None
+    return sum(c or 0.0 for c in cores) * result.elapsed_s / result.ok * 1e6
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 3) if a is not None and b else None
+
+
+async def against_upstream(args: argparse.Namespace, opts: Options) -> dict[str, Any]:
+    """Every phase at every concurrency on both stacks, ``--rounds`` times with the order of the
+    sides alternating; returns the JSON document and prints this server's figures beside upstream's."""
+    phases = [p for p in UPSTREAM_PHASES if p in opts.phases]
+    runs: dict[str, list[PhaseResult]] = {side: [] for side in SIDES}
+    descriptions: dict[str, str] = {}
+    notes: list[str] = []
+    meta: dict[str, Any] = {"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "load_average_start": load_average(),
+                            "cpus": os.cpu_count(), "duration_s": opts.duration, "rounds": args.rounds, "clients": opts.clients,
+                            "media_type": PROTOBUF if opts.protobuf else JSON}  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="dra-bench-upstream-") as tmpdir:
+        for round_ in range(args.rounds):
+            for side in SIDES if round_ % 2 == 0 else SIDES[::-1]:
+                directory = Path(tmpdir) / f"{side}-{round_}"
+                directory.mkdir()
+                stack = _upstream_stack(directory) if side == "upstream" else _this_stack(directory, args, opts.server_args)
+                with stack as (url, context, server_pid, db_pid, desc):
+                    descriptions[side] = desc
+                    print(f"-- round {round_ + 1}: {desc} at {url}", flush=True)
+                    # kube-apiserver keeps busy for a while after /readyz (post-start hooks, bootstrap
+                    # policy, API discovery): both sides get the same idle time before the clock runs.
+                    await asyncio.sleep(args.settle)
+                    bench = Bench(dataclasses.replace(opts, ssl_context=context), url, None, CpuMeter(server_pid, db_pid))
+                    await bench.ensure_namespaces()
+                    if "list" in phases:
+                        await bench.prepare_list()
+                    steps = {"create": bench.server_create, "update": bench.server_update, "get": bench.server_get, "list": bench.server_list}
+                    for n in opts.clients:
+                        for phase in phases:
+                            await steps[phase](n)
+                    runs[side] += bench.results
+                    notes += [f"{side}: {note}" for note in bench.notes]
+    meta.update(sides=descriptions, notes=notes, load_average_end=load_average())
+    rows: list[dict[str, Any]] = []
+    for n in opts.clients:
+        for phase in phases:
+            merged = {side: _merged([r for r in runs[side] if r.phase == phase and r.clients == n], phase) for side in SIDES}
+            cpu = {side: _cpu_us_per_request(merged[side]) for side in SIDES}
+            rows.append({
+                "phase": phase, "clients": n,
+                **{f"{side}_per_s": merged[side].rate for side in SIDES},
+                **{f"{side}_cpu_us": None if (us := cpu[side]) is None else round(us, 1) for side in SIDES},
+                **{f"{side}_p99_ms": merged[side].p99_ms for side in SIDES},
+                **{f"{side}_errors": sum(merged[side].errors.values()) + merged[side].conflicts for side in SIDES},
+                "rate_ratio": _ratio(merged["this"].rate, merged["upstream"].rate),
+                "cpu_ratio": _ratio(cpu["this"], cpu["upstream"]),
+                "other_cores": max(merged[side].cpu_cores.get("other") or 0.0 for side in SIDES),
+            })  # fmt: skip
+    print_side_by_side(meta, rows)
+    return {"meta": meta, "rows": rows, "results": {side: [asdict(r) for r in runs[side]] for side in SIDES}}
+
+
+def print_side_by_side(meta: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+    """The comparison table: this server's rate and CPU per request beside upstream's."""
+    print()
+    print("=" * 118)
+    print(f"this server beside upstream, one run: {meta['sides'].get('this')}  vs  {meta['sides'].get('upstream')}")
+    print(f"  HTTPS with the admin's client certificate, Node,RBAC, {meta['media_type']} on both; {meta['rounds']} round(s) of "
+          f"{meta['duration_s']} s per phase; load average {meta['load_average_start']} -> {meta['load_average_end']}")  # fmt: skip
+    print("  CPU per request = the server's and its storage's processes (upstream: kube-apiserver + etcd)")
+    print("=" * 118)
+    print(f"{'phase':<8}{'clients':>8}{'upstream/s':>12}{'this/s':>10}{'this÷up':>9}{'up µs/req':>11}{'this µs/req':>13}"
+          f"{'this÷up':>9}{'p99 ms up/this':>18}{'errors up/this':>16}")  # fmt: skip
+    print("-" * 118)
+    for r in rows:
+        p99 = f"{_fmt(r['upstream_p99_ms'], 1)}/{_fmt(r['this_p99_ms'], 1)}"
+        print(
+            f"{r['phase']:<8}{r['clients']:>8}{_fmt(r['upstream_per_s']):>12}{_fmt(r['this_per_s']):>10}{_fmt(r['rate_ratio'], 2):>9}"
+            f"{_fmt(r['upstream_cpu_us'], 0):>11}{_fmt(r['this_cpu_us'], 0):>13}{_fmt(r['cpu_ratio'], 2):>9}{p99:>18}"
+            f"{str(r['upstream_errors']) + '/' + str(r['this_errors']):>16}"
+        )
+    print("-" * 118)
+    others = max((r["other_cores"] for r in rows), default=0.0)
+    if others > 0.3:
+        print(f"  WARNING: other processes used up to {others:.2f} cores during a phase (loaded machine); figures are noisy.")
+    for note in meta["notes"]:
+        print(f"  note: {note}")
 
 
 def evaluate_targets(results: list[PhaseResult], watch: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -1691,9 +1862,24 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Optio
     )
     ap.add_argument("--token", default=None, help="bearer token sent with every request")
     ap.add_argument("--json", dest="json_path", default=None, help="write all figures to this JSON file")
+    ap.add_argument(
+        "--against-upstream",
+        action="store_true",
+        help="the create,update,get,list phases against upstream's kube-apiserver + etcd and against this server, "
+        "both over HTTPS with client certificates, side by side (needs make upstream)",
+    )
+    ap.add_argument("--rounds", type=int, default=1, help="--against-upstream: rounds, the sides' order alternating (default 1)")
+    ap.add_argument(
+        "--protobuf", action="store_true", help="claims sent and read as Kubernetes protobuf instead of JSON (no watch phase)"
+    )
+    ap.add_argument("--settle", type=float, default=10.0, help="--against-upstream: idle seconds after a server starts (default 10)")
     args = ap.parse_args(argv)
     if args.sqlite and args.database_url:
         ap.error("--sqlite and --database-url are exclusive")
+    if args.against_upstream and (args.server_url or args.database_url or args.token):
+        ap.error("--against-upstream starts both servers itself: no --server-url, --database-url or --token")
+    if not 1 <= args.rounds <= 100:
+        ap.error("--rounds must be between 1 and 100")
     try:
         clients = [int(x) for x in args.clients.split(",") if x.strip()]
     except ValueError:
@@ -1704,6 +1890,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Optio
     unknown = phases - {"raw", "create", "update", "get", "list", "watch", "auth"}
     if unknown:
         ap.error(f"unknown phases: {sorted(unknown)}")
+    if args.protobuf:
+        phases.discard("watch")  # the watchers read JSON lines
     if args.duration <= 0 or args.duration > 3600 or args.watch_rate <= 0 or not 0 < args.watchers <= 10_000:
         ap.error("duration must be in (0, 3600], watch-rate > 0, watchers in 1..10000")
     headers = {"Authorization": f"Bearer {args.token}"} if args.token else {}
@@ -1719,6 +1907,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Optio
         phases=phases,
         headers=headers,
         server_args=args.server_arg,
+        protobuf=args.protobuf,
     )
     return args, opts
 
@@ -1739,7 +1928,7 @@ def main(argv: list[str] | None = None) -> int:
     args, opts = parse_args(argv)
     try:
         with asyncio.Runner(loop_factory=_loop_factory(args.uvloop)) as runner:
-            doc = runner.run(run(args, opts))
+            doc = runner.run(against_upstream(args, opts) if args.against_upstream else run(args, opts))
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
@@ -1749,6 +1938,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.json_path:
         Path(args.json_path).write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
         print(f"figures written to {args.json_path}")
+    # A side that served none of a phase's requests is a broken comparison, not a slow one.
+    failed = [f"{r['phase']} at {r['clients']}" for r in doc.get("rows", []) if not (r["upstream_per_s"] and r["this_per_s"])]
+    if failed:
+        print(f"error: a side served no requests in: {', '.join(failed)}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -24,6 +24,13 @@ workers' lean client so it takes little of the machine), which a busy machine di
 less than pods/s. The dra/baseline ratio says what device allocation (plus the controller
 creating claims) costs on this machine.
 
+``--against-upstream`` runs the same phases, for each node count, on three stacks in one run, all
+over HTTPS with client certificates and Node,RBAC: this project's whole stack (server, scheduler,
+controller), upstream's kube-scheduler on this server (with this project's controller making the
+claims from templates), and upstream's whole stack (kube-apiserver + etcd, kube-scheduler,
+kube-controller-manager with the resourceclaim controller), and prints each one's figures over the
+last one's. The command exits non-zero when a phase ends before every pod is bound.
+
 Run ``python -m bench.scheduler --help``; e.g. ``--nodes 100,500 --pods 1000``.
 """
 
@@ -34,20 +41,24 @@ import asyncio
 import contextlib
 import os
 import signal
+import ssl
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import orjson
 
+from bench.api import _proc_table
+from devtools.credentials import ClusterCredentials
 from devtools.server import REPO_ROOT, ServerProcess, migrate
-from kube.client import KubeClient
+from kube.client import KubeClient, WatchExpired
 
 GROUP = "/apis/resource.k8s.io/v1"
 DRIVER = "test-driver.cdi.k8s.io"
@@ -59,13 +70,20 @@ DEVICES_PER_NODE = 10
 @contextlib.contextmanager
 def database(sqlite: bool, tmp: Path) -> Iterator[str]:
     """A fresh database URL (throwaway Postgres unless ``sqlite``)."""
+    with database_and_pid(sqlite, tmp) as (url, _pid):
+        yield url
+
+
+@contextlib.contextmanager
+def database_and_pid(sqlite: bool, tmp: Path) -> Iterator[tuple[str, int | None]]:
+    """A fresh database URL and its server's pid (None for SQLite, which runs in the API server)."""
     if sqlite:
-        yield f"sqlite+aiosqlite:///{tmp / 'bench.sqlite'}"
+        yield f"sqlite+aiosqlite:///{tmp / 'bench.sqlite'}", None
         return
     from devtools.postgres import ThrowawayPostgres
 
     with ThrowawayPostgres(database="dra_sched_bench") as pg:
-        yield pg.url
+        yield pg.url, pg.pid
 
 
 class Worker:
@@ -168,16 +186,15 @@ def cpu_seconds(pid: int) -> float:
     return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
-def postgres_pids() -> list[int]:
-    """Every postgres process on the machine (the benchmark's cluster is the busy one)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if (entry / "comm").read_text().strip() in ("postgres", "postmaster"):
-                    pids.append(int(entry.name))
-            except OSError:
-                continue
+def process_tree(root: int) -> list[int]:
+    """``root`` and its living descendants (Postgres: the postmaster and its backends; the
+    postmaster's CPU includes that of the backends it has reaped)."""
+    table = _proc_table()
+    pids, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        pids.append(pid)
+        todo += [child for child, (parent, _cpu) in table.items() if parent == pid]
     return pids
 
 
@@ -227,6 +244,10 @@ async def phase(
     """Create ``count`` pods in a fresh namespace and time them until bound."""
     ns_body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
     await create_all(client, [("/api/v1/namespaces", ns_body)])
+    # kube-apiserver's ServiceAccount admission refuses pods whose account does not exist yet (no
+    # service account controller runs here); made on every server alike.
+    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}
+    await create_all(client, [(f"/api/v1/namespaces/{namespace}/serviceaccounts", account)])
     if with_claim:
         await create_all(client, [(f"{GROUP}/namespaces/{namespace}/resourceclaimtemplates", template("tpl", cel))])
     listing = await client.get(f"/api/v1/namespaces/{namespace}/pods")
@@ -234,16 +255,36 @@ async def phase(
     bound: dict[str, float] = {}
     finished = asyncio.Event()
 
+    restarts = 0
+
+    def seen(obj: dict[str, Any]) -> None:
+        name = (obj.get("metadata") or {}).get("name")
+        if name and (obj.get("spec") or {}).get("nodeName") and name not in bound:
+            bound[name] = time.perf_counter()
+            if len(bound) == count:
+                finished.set()
+
     async def watch() -> None:
-        events = client.watch(f"/api/v1/namespaces/{namespace}/pods", resource_version=rv, timeout_seconds=int(timeout) + 60, allow_bookmarks=False)
-        async for event in events:
-            obj = event.get("object") or {}
-            name = (obj.get("metadata") or {}).get("name")
-            if name and (obj.get("spec") or {}).get("nodeName") and name not in bound:
-                bound[name] = time.perf_counter()
-                if len(bound) == count:
-                    finished.set()
-                    return
+        # As an informer does: a stream the server ends (kube-apiserver closes a watcher that
+        # reads too slowly while this process is busy creating pods) resumes from the last
+        # version seen, and an expired version is relisted.
+        nonlocal restarts
+        version = rv
+        while not finished.is_set():
+            try:
+                path = f"/api/v1/namespaces/{namespace}/pods"
+                async for event in client.watch(path, resource_version=version, timeout_seconds=int(timeout) + 60, allow_bookmarks=False):
+                    obj = event.get("object") or {}
+                    version = (obj.get("metadata") or {}).get("resourceVersion") or version
+                    seen(obj)
+                    if finished.is_set():
+                        return
+            except WatchExpired:
+                pods = await client.get(f"/api/v1/namespaces/{namespace}/pods")
+                for obj in pods["items"]:
+                    seen(obj)
+                version = pods["metadata"]["resourceVersion"]
+            restarts += 1
 
     watcher = asyncio.create_task(watch())
     await asyncio.sleep(0.2)  # the watch is open before the first pod exists
@@ -279,6 +320,7 @@ async def phase(
         "p99_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] if latencies else float("nan"),
         **cpu_ms,
         "requests_per_pod": {k: round(v, 2) for k, v in sorted(per_pod.items()) if v >= 0.01},
+        "watch_restarts": restarts,
     }
 
 
@@ -288,44 +330,155 @@ def tree_env(tree: str) -> dict[str, str]:
     return {"PYTHONPATH": tree, "PYTHONSAFEPATH": "1"} if tree else {}
 
 
-async def run_one(args: argparse.Namespace, nodes: int, tmp: Path, tree: str = "") -> dict[str, Any]:
-    """One cluster of ``nodes`` nodes: baseline and dra phases; server, controller and scheduler
-    from the checkout ``tree`` when given."""
+@dataclass
+class Stack:
+    """A running stack: its API server, how to reach it, and the processes whose CPU is counted."""
+
+    url: str
+    ssl_context: ssl.SSLContext | None
+    processes: dict[str, list[int]]
+    leases: tuple[str, ...]  # kube-system Leases whose holder must be set before the pods come
+
+
+# --against-upstream's stacks, in the order they run; the last is the one the others are divided by.
+STACKS = {
+    "this": "this server + this project's scheduler and controller",
+    "upstream-scheduler": "this server + upstream's kube-scheduler (client limit raised) + this project's controller",
+    "upstream": "kube-apiserver (TaintNodesByCondition admission off) + etcd + kube-scheduler + kube-controller-manager"
+    " (resourceclaim controller; client limits raised)",
+}
+# Upstream's components rate-limit their own requests (kube-scheduler 50/s, kube-controller-manager
+# 20/s by default), this project's workers do not: raised out of the way, as scheduler_perf does, so
+# the servers and the scheduling are measured, not a client-side limit.
+UPSTREAM_CLIENT_FLAGS = ["--kube-api-qps", "5000", "--kube-api-burst", "5000"]
+# kube-apiserver's TaintNodesByCondition admission gives every new Node the not-ready taint, which
+# only a kubelet's Ready condition and the node lifecycle controller lift; this server has no such
+# admission. Off for the benchmark, so both servers hold the same untainted nodes and the same pods.
+UPSTREAM_APISERVER_FLAGS = ["--disable-admission-plugins", "TaintNodesByCondition"]
+
+
+@contextlib.contextmanager
+def project_stack(
+    args: argparse.Namespace, nodes: int, tmp: Path, tree: str = "", *, secure: bool = False, upstream_scheduler: bool = False
+) -> Iterator[Stack]:
+    """This project's server and controller, and its scheduler or upstream's kube-scheduler (which
+    needs ``secure``: HTTPS, client certificates, Node,RBAC; plain HTTP without)."""
     env = tree_env(tree)
-    with database(args.sqlite, tmp) as url:
+    with database_and_pid(args.sqlite, tmp) as (url, db_pid):
         migrate(url)
-        server = ServerProcess(url, port=None, log_path=tmp / f"server-{nodes}.log", env=env).start()
+        credentials = ClusterCredentials.ensure(tmp / "pki") if secure or upstream_scheduler else None
+        server = ServerProcess(url, port=None, log_path=tmp / f"server-{nodes}.log", env=env, credentials=credentials).start()
+        assert server.process is not None
         workers: list[Worker] = []
+        kube_scheduler = None
         try:
-            common = ["--server", server.url, "--log-level", args.worker_log_level]
-            workers.append(Worker("controllers", [*common, "--lease-duration", "5"], tmp / f"controller-{nodes}.log", env))
-            workers.append(Worker("schedulers", [*common, "--lease-duration", "5"], tmp / f"scheduler-{nodes}.log", env))
-            # The load generator shares the two cores with the stack: the workers' lean client keeps its share small.
-            async with KubeClient(server.url, user_agent="bench-scheduler", timeout=60) as client, httpx.AsyncClient(base_url=server.url) as metrics:
-                t = time.perf_counter()
-                await setup_nodes(client, nodes)
-                setup_s = time.perf_counter() - t
-                pods = min(args.pods, nodes * DEVICES_PER_NODE)
-                result: dict[str, Any] = {"nodes": nodes, "setup_s": setup_s}
-                processes = {
-                    "server": [server.process.pid] if server.process else [],
-                    "controller": [workers[0].process.pid],
-                    "scheduler": [workers[1].process.pid],
-                    "postgres": [] if args.sqlite else postgres_pids(),
-                    "bench": [os.getpid()],  # this load generator (creates pods, watches them bind)
-                }
-                profile = Path(args.profile) if args.profile else None
-                if args.preemption:
-                    result.update(await preemption_phases(client, metrics, nodes, args, processes, profile))
-                    return result
-                if not args.no_baseline:
-                    result["baseline"] = await phase(client, metrics, "bench-base", pods, False, False, args.timeout, processes, profile)
-                result["dra"] = await phase(client, metrics, "bench-dra", pods, True, args.cel, args.timeout, processes, profile)
-                return result
+            level = ["--log-level", args.worker_log_level]
+            workers.append(Worker("controllers", [*server.worker_flags("controller"), *level, "--lease-duration", "5"], tmp / f"controller-{nodes}.log", env))
+            if upstream_scheduler:
+                from devtools.upstream import start_kube_scheduler
+
+                assert credentials is not None
+                kube_scheduler = start_kube_scheduler(
+                    credentials.kubeconfig("scheduler"), extra_args=UPSTREAM_CLIENT_FLAGS, log_path=tmp / f"kube-scheduler-{nodes}.log"
+                )
+                scheduler_pid = kube_scheduler.process.pid
+            else:
+                workers.append(Worker("schedulers", [*server.worker_flags("scheduler"), *level, "--lease-duration", "5"], tmp / f"scheduler-{nodes}.log", env))
+                scheduler_pid = workers[-1].process.pid
+            context = credentials.httpx_options("admin")["verify"] if credentials else None
+            assert context is None or isinstance(context, ssl.SSLContext)
+            processes = {
+                "server": [server.process.pid],
+                "controller": [workers[0].process.pid],
+                "scheduler": [scheduler_pid],
+                "postgres": process_tree(db_pid) if db_pid else [],
+                "bench": [os.getpid()],  # this load generator (creates pods, watches them bind)
+            }
+            leases = ("dra-controller", "kube-scheduler" if upstream_scheduler else "dra-scheduler")
+            yield Stack(server.url, context, processes, leases)
         finally:
+            if kube_scheduler is not None:
+                kube_scheduler.stop()
             for w in workers:
                 w.stop()
             server.stop()
+
+
+@contextlib.contextmanager
+def upstream_stack(nodes: int, tmp: Path) -> Iterator[Stack]:
+    """kube-apiserver on etcd (fsync on, as the Postgres above), kube-scheduler and
+    kube-controller-manager running the resourceclaim controller as its service account."""
+    from devtools.upstream import UpstreamControlPlane, start_kube_controller_manager, start_kube_scheduler
+
+    directory = tmp / f"upstream-{nodes}"
+    with (
+        UpstreamControlPlane(directory, workers=False, etcd_fsync=True, extra_args=UPSTREAM_APISERVER_FLAGS) as plane,
+        start_kube_scheduler(plane.kubeconfig("scheduler"), extra_args=UPSTREAM_CLIENT_FLAGS, log_path=directory / "kube-scheduler.log") as scheduler,
+        start_kube_controller_manager(
+            plane.kubeconfig("controller-manager"), controllers=["resourceclaim-controller"],
+            extra_args=[*UPSTREAM_CLIENT_FLAGS, "--use-service-account-credentials"], log_path=directory / "kube-controller-manager.log",
+        ) as manager,
+    ):  # fmt: skip
+        assert plane.apiserver is not None and plane.etcd is not None
+        context = plane.credentials.httpx_options("admin")["verify"]
+        assert isinstance(context, ssl.SSLContext)
+        processes = {
+            "server": [plane.apiserver.process.pid],
+            "controller": [manager.process.pid],
+            "scheduler": [scheduler.process.pid],
+            "etcd": [plane.etcd.process.pid],
+            "bench": [os.getpid()],
+        }
+        yield Stack(plane.url, context, processes, ("kube-scheduler", "kube-controller-manager"))
+
+
+async def wait_for_leases(client: KubeClient, names: tuple[str, ...], timeout: float = 120) -> None:
+    """Until the scheduler and the controller lead (each holds its kube-system Lease), so that the
+    clock starts on a working stack; a stack that never gets there is an error, not a slow run."""
+    deadline = time.monotonic() + timeout
+    for name in names:
+        while True:
+            with contextlib.suppress(Exception):
+                lease = await client.get(f"/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/{name}")
+                if (lease.get("spec") or {}).get("holderIdentity"):
+                    break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no holder of the Lease kube-system/{name} after {timeout:.0f}s")
+            await asyncio.sleep(0.5)
+
+
+async def run_one(args: argparse.Namespace, nodes: int, tmp: Path, tree: str = "", stack: str = "") -> dict[str, Any]:
+    """One cluster of ``nodes`` nodes: baseline and dra phases; server, controller and scheduler
+    from the checkout ``tree`` when given; ``stack`` one of STACKS (--against-upstream), else this
+    project's over plain HTTP."""
+    if stack == "upstream":
+        running = upstream_stack(nodes, tmp)
+    else:
+        running = project_stack(args, nodes, tmp, tree, secure=bool(stack), upstream_scheduler=stack == "upstream-scheduler")
+    with running as cluster:
+        # The load generator shares the two cores with the stack: the workers' lean client keeps its share small.
+        async with (
+            KubeClient(cluster.url, user_agent="bench-scheduler", timeout=60, ssl_context=cluster.ssl_context) as client,
+            # The load generator's timeout: a TLS handshake with a server busy binding 1,000 pods took over httpx's default 5 s.
+            httpx.AsyncClient(base_url=cluster.url, verify=cluster.ssl_context or True, timeout=60) as metrics,
+        ):
+            t = time.perf_counter()
+            await setup_nodes(client, nodes)
+            setup_s = time.perf_counter() - t
+            await wait_for_leases(client, cluster.leases)
+            pods = min(args.pods, nodes * DEVICES_PER_NODE)
+            result: dict[str, Any] = {"nodes": nodes, "setup_s": setup_s}
+            if stack:
+                result["stack"] = STACKS[stack]
+            processes = cluster.processes
+            profile = Path(args.profile) if args.profile else None
+            if args.preemption:
+                result.update(await preemption_phases(client, metrics, nodes, args, processes, profile))
+                return result
+            if not args.no_baseline:
+                result["baseline"] = await phase(client, metrics, "bench-base", pods, False, False, args.timeout, processes, profile)
+            result["dra"] = await phase(client, metrics, "bench-dra", pods, True, args.cel, args.timeout, processes, profile)
+            return result
 
 
 async def preemption_phases(
@@ -361,6 +514,8 @@ def show(result: dict[str, Any]) -> None:
         cpu = "  ".join(f"{k.removeprefix('cpu_ms_per_pod_')}={v:.1f}" for k, v in r.items() if k.startswith("cpu_ms_per_pod_"))
         print(f"  {'':8s} CPU ms per pod: {cpu}")
         print(f"  {'':8s} requests per pod: {'  '.join(f'{k}={v:g}' for k, v in r['requests_per_pod'].items())}")
+        if r.get("watch_restarts"):
+            print(f"  {'':8s} the benchmark's pod watch was resumed {r['watch_restarts']} time(s) (the server ended it)")
     if "baseline" in result and result["baseline"]["pods_per_s"]:
         print(f"  dra/baseline throughput ratio: {result['dra']['pods_per_s'] / result['baseline']['pods_per_s']:.2f}")
 
@@ -374,6 +529,43 @@ def show_ratios(before: dict[str, Any], after: dict[str, Any]) -> None:
         keys = ["pods_per_s", *(k for k in new if k.startswith("cpu_ms_per_pod_"))]
         ratios = "  ".join(f"{k.removeprefix('cpu_ms_per_pod_')}={new[k] / old[k]:.2f}" for k in keys if old.get(k))
         print(f"  {name:8s} this ÷ --against: {ratios}")
+
+
+def storage_ms(r: dict[str, Any]) -> float:
+    """CPU ms per pod of the server process and its storage (Postgres or etcd; SQLite runs inside the server)."""
+    return float(r["cpu_ms_per_pod_server"] + r.get("cpu_ms_per_pod_postgres", 0.0) + r.get("cpu_ms_per_pod_etcd", 0.0))
+
+
+def show_stacks(runs: dict[str, dict[str, Any]]) -> None:
+    """--against-upstream: each stack's pods/s and CPU per pod, and their ratio to upstream's whole stack."""
+    base = runs["upstream"]
+    print(f"  load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    for name in ("baseline", "dra"):
+        if name not in base:
+            continue
+        print(f"  {name}: pods/s, server and server+storage CPU ms per pod; ratios to upstream's whole stack")
+        for stack, result in runs.items():
+            r, u = result[name], base[name]
+            rate = r["pods_per_s"] / u["pods_per_s"] if u["pods_per_s"] else float("nan")
+            server = r["cpu_ms_per_pod_server"] / u["cpu_ms_per_pod_server"] if u["cpu_ms_per_pod_server"] else float("nan")
+            stored = storage_ms(r) / storage_ms(u) if storage_ms(u) else float("nan")
+            print(
+                f"    {stack:<19s} {r['pods_per_s']:7.1f} pods/s (x{rate:.2f})  server {r['cpu_ms_per_pod_server']:5.1f} ms (x{server:.2f})"
+                f"  server+storage {storage_ms(r):5.1f} ms (x{stored:.2f})  scheduler {r['cpu_ms_per_pod_scheduler']:5.1f} ms"
+                f"  controller {r['cpu_ms_per_pod_controller']:5.1f} ms  p50/p99 {r['p50_ms']:.0f}/{r['p99_ms']:.0f} ms"
+            )
+
+
+def unbound(results: list[dict[str, Any]]) -> list[str]:
+    """Every phase that ended before all its pods were bound (a timeout, a stack that broke)."""
+    missing = []
+    for result in results:
+        for run in [result, *result.get("stacks", {}).values(), *([result["against"]] if "against" in result else [])]:
+            for name in ("baseline", "dra", "fill", "preempt"):
+                r = run.get(name)
+                if r is not None and r["bound"] < r["pods"]:
+                    missing.append(f"{run.get('stack', 'this')} at {result['nodes']} nodes, {name}: {r['bound']} of {r['pods']} bound")
+    return missing
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -394,12 +586,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--against", default="", help="another checkout (e.g. main's): each node count runs its stack first, then this one's, and prints the ratios"
     )
+    parser.add_argument(
+        "--against-upstream", action="store_true",
+        help="each node count on three stacks over HTTPS: this project's, upstream's kube-scheduler on this server, upstream's whole (needs make upstream)",
+    )  # fmt: skip
+    parser.add_argument("--stacks", default=",".join(STACKS), help=f"--against-upstream: which of {', '.join(STACKS)} (default all)")
     args = parser.parse_args(argv)
+    stacks = [name for name in args.stacks.split(",") if name]
+    if not stacks or set(stacks) - set(STACKS):
+        parser.error(f"--stacks takes a comma-separated subset of {', '.join(STACKS)}")
+    if args.against_upstream and (args.against or args.preemption or args.profile):
+        parser.error("--against-upstream runs the baseline and dra phases on its three stacks: no --against, --preemption or --profile")
     results = []
     keep = bool(os.environ.get("DRA_BENCH_KEEP_LOGS"))
     with tempfile.TemporaryDirectory(prefix="dra-sched-bench-") as scratch:
         tmpdir = tempfile.mkdtemp(prefix="dra-sched-bench-logs-") if keep else scratch
         for n in (int(x) for x in args.nodes.split(",") if x):
+            if args.against_upstream:
+                runs: dict[str, dict[str, Any]] = {}
+                for stack in stacks:
+                    print(f"--- {STACKS[stack]}", flush=True)
+                    directory = Path(tmpdir) / f"{stack}-{n}"  # its own database, credentials and logs
+                    directory.mkdir(exist_ok=True)
+                    runs[stack] = asyncio.run(run_one(args, n, directory, stack=stack))
+                    show(runs[stack])
+                if "upstream" in runs:
+                    show_stacks(runs)
+                results.append({"nodes": n, "load_average": os.getloadavg(), "stacks": runs})
+                continue
             before = None
             if args.against:
                 print(f"--- {args.against}")
@@ -418,6 +632,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"logs: {tmpdir}")
     if args.json:
         Path(args.json).write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
+    if missing := unbound(results):
+        print("error: not every pod was bound:\n  " + "\n  ".join(missing), file=sys.stderr)
+        return 1
     return 0
 
 

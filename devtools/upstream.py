@@ -174,9 +174,10 @@ def _insecure_loopback() -> ssl.SSLContext:
     return context
 
 
-def start_etcd(directory: Path, timeout: float = 60.0) -> tuple[_Process, str]:
+def start_etcd(directory: Path, timeout: float = 60.0, fsync: bool = False) -> tuple[_Process, str]:
     """etcd serving clients on a free loopback port (plain HTTP: loopback only), its data under
-    ``directory``; returns the process and its client URL once it is healthy."""
+    ``directory``; returns the process and its client URL once it is healthy. Without ``fsync``
+    (tests) its writes are not synced to disk; benchmarks sync, as the Postgres they compare with does."""
     client_url = f"http://127.0.0.1:{free_port()}"
     peer_url = f"http://127.0.0.1:{free_port()}"
     command = [
@@ -184,8 +185,9 @@ def start_etcd(directory: Path, timeout: float = 60.0) -> tuple[_Process, str]:
         "--listen-client-urls", client_url, "--advertise-client-urls", client_url,
         "--listen-peer-urls", peer_url, "--initial-advertise-peer-urls", peer_url,
         "--initial-cluster", f"default={peer_url}",
-        "--unsafe-no-fsync",  # a throwaway cluster: losing the last writes on a crash is fine, slow disks are not
     ]  # fmt: skip
+    if not fsync:
+        command.append("--unsafe-no-fsync")  # a throwaway cluster: losing the last writes on a crash is fine, slow disks are not
     process = _Process("etcd", command, directory / "etcd.log")
     try:
         process.wait_healthy(f"{client_url}/health", timeout, verify=False)
@@ -210,13 +212,14 @@ class UpstreamControlPlane:
 
     def __init__(
         self, directory: str | Path, *, nodes: list[str] | tuple[str, ...] = (), feature_gates: str = "", extra_args: list[str] | tuple[str, ...] = (),
-        workers: bool = True, port: int = 0,
+        workers: bool = True, port: int = 0, etcd_fsync: bool = False,
     ) -> None:  # fmt: skip
         self.directory = Path(directory)
         self.nodes = list(nodes)
         self.feature_gates = feature_gates
         self.extra_args = list(extra_args)
         self.workers = workers
+        self.etcd_fsync = etcd_fsync
         self.port = port or free_port()
         self.url = f"https://127.0.0.1:{self.port}"
         self.credentials = ClusterCredentials(self.directory / "pki")
@@ -244,7 +247,7 @@ class UpstreamControlPlane:
         self.credentials = ClusterCredentials.ensure(self.directory / "pki")
         self.credentials.ensure_node_tokens(self.nodes)  # before the server reads the token file
         try:
-            self.etcd, etcd_url = start_etcd(self.directory, timeout)
+            self.etcd, etcd_url = start_etcd(self.directory, timeout, fsync=self.etcd_fsync)
             self.apiserver = _Process("kube-apiserver", [str(binary), *self.apiserver_flags(etcd_url)], self.directory / "kube-apiserver.log")
             options = self.credentials.httpx_options("admin")
             self.apiserver.wait_healthy(f"{self.url}/readyz", timeout, verify=options["verify"])  # type: ignore[arg-type]

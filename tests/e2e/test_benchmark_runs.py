@@ -47,6 +47,20 @@ def test_scheduler_benchmark_preemption_preempts_a_victim_per_pod(tmp_path: Path
     assert "preemptions/s" in run.stdout
 
 
+def test_scheduler_benchmark_exits_nonzero_when_pods_stay_unbound() -> None:
+    """A phase that ends before its pods are bound is an error, not a lower rate: with --timeout 0
+    it stops waiting as soon as its pods are created, before any can be bound."""
+    run = subprocess.run(
+        [sys.executable, "-m", "bench.scheduler", "--sqlite", "--nodes", "1", "--pods", "10", "--no-baseline", "--timeout", "0"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "not every pod was bound" in run.stderr
+
+
 def test_dra_driver_benchmark_starts_every_pod_both_ways(tmp_path: Path) -> None:
     out = tmp_path / "figures.json"
     run = subprocess.run(
