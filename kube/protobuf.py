@@ -543,13 +543,14 @@ def _as_int(field: Field, value: Any, bits: int) -> int:
     elif type(value) is float and value.is_integer():
         number = int(value)
     else:
-        raise EncodeError(f"json: cannot unmarshal {_json_type(value)} into Go struct field {field.name} of type int{bits}")
+        raise EncodeError(f"json: cannot unmarshal {go_json_type(value)} into Go struct field {field.name} of type int{bits}")
     if not -(1 << (bits - 1)) <= number < (1 << (bits - 1)):
         raise EncodeError(f"json: cannot unmarshal number {number} into Go struct field {field.name} of type int{bits}")
     return number
 
 
-def _json_type(value: Any) -> str:
+def go_json_type(value: Any) -> str:
+    """How Go's encoding/json names a JSON value's kind in unmarshal errors."""
     if isinstance(value, bool):
         return "bool"
     if isinstance(value, (int, float)):
@@ -568,7 +569,7 @@ def _timestamp(text: Any, field: Field, micro: bool) -> bytes:
     if text is None:
         return b""
     if not isinstance(text, str):
-        raise EncodeError(f"json: cannot unmarshal {_json_type(text)} into Go struct field {field.name} of type string")
+        raise EncodeError(f"json: cannot unmarshal {go_json_type(text)} into Go struct field {field.name} of type string")
     seconds, nanos = _parse_time(text)
     out = bytearray(b"\x08")
     _put_varint(out, seconds)
@@ -640,7 +641,7 @@ def _canonical_quantity(field: Field, value: Any) -> str:
     if value is None:
         return "0"
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        raise EncodeError(f"json: cannot unmarshal {_json_type(value)} into Go struct field {field.name} of type resource.Quantity")
+        raise EncodeError(f"json: cannot unmarshal {go_json_type(value)} into Go struct field {field.name} of type resource.Quantity")
     try:
         return _canonical_text(value if isinstance(value, str) else orjson.dumps(value).decode())
     except QuantityError as exc:
@@ -654,20 +655,20 @@ def _put_value(out: bytearray, tag: bytes, field: Field, value: Any, depth: int)
         if value is None:
             value = ""
         elif not isinstance(value, str):
-            raise EncodeError(f"json: cannot unmarshal {_json_type(value)} into Go struct field {field.name} of type string")
+            raise EncodeError(f"json: cannot unmarshal {go_json_type(value)} into Go struct field {field.name} of type string")
         _put_bytes(out, tag, value.encode())
     elif kind == "message":
         assert field.message is not None
         if value is None:
             value = {}
         elif not isinstance(value, dict):
-            raise EncodeError(f"json: cannot unmarshal {_json_type(value)} into Go struct field {field.name} of type {field.message_name.rsplit('/', 1)[-1]}")
+            raise EncodeError(f"json: cannot unmarshal {go_json_type(value)} into Go struct field {field.name} of type {field.message_name.rsplit('/', 1)[-1]}")
         _put_bytes(out, tag, _write_message(field.message, value, depth + 1))
     elif kind in _SPECIAL_TYPES:
         _put_bytes(out, tag, _special(kind, field, value))
     elif kind == "bool":
         if value is not None and not isinstance(value, bool):
-            raise EncodeError(f"json: cannot unmarshal {_json_type(value)} into Go struct field {field.name} of type bool")
+            raise EncodeError(f"json: cannot unmarshal {go_json_type(value)} into Go struct field {field.name} of type bool")
         out += tag
         out.append(1 if value else 0)
     elif kind == "bytes":
@@ -679,7 +680,7 @@ def _put_value(out: bytearray, tag: bytes, field: Field, value: Any, depth: int)
             except ValueError as exc:
                 raise EncodeError(f"illegal base64 data: {exc}") from None
         else:
-            raise EncodeError(f"json: cannot unmarshal {_json_type(value)} into Go struct field {field.name} of type []uint8")
+            raise EncodeError(f"json: cannot unmarshal {go_json_type(value)} into Go struct field {field.name} of type []uint8")
         _put_bytes(out, tag, raw)
     else:
         out += tag
@@ -701,7 +702,7 @@ def _write_message(message: Message, obj: Obj, depth: int = 0) -> bytearray:
             if value is None:
                 continue
             if not isinstance(value, list):
-                raise EncodeError(f"json: cannot unmarshal {_json_type(value)} into Go struct field {field.name} of type []")
+                raise EncodeError(f"json: cannot unmarshal {go_json_type(value)} into Go struct field {field.name} of type []")
             if field.packed:
                 packed = bytearray()
                 for item in value:
@@ -717,7 +718,7 @@ def _write_message(message: Message, obj: Obj, depth: int = 0) -> bytearray:
             if value is None:
                 continue
             if not isinstance(value, dict):
-                raise EncodeError(f"json: cannot unmarshal {_json_type(value)} into Go struct field {field.name} of type map")
+                raise EncodeError(f"json: cannot unmarshal {go_json_type(value)} into Go struct field {field.name} of type map")
             for key in sorted(value):
                 entry = bytearray()
                 _put_bytes(entry, field.key_tag, key.encode())
@@ -741,7 +742,7 @@ def _wrapped(field: Field, items: Any, depth: int) -> bytearray:
     if items is None:
         return out
     if not isinstance(items, list):
-        raise EncodeError(f"json: cannot unmarshal {_json_type(items)} into Go struct field {field.name} of type []string")
+        raise EncodeError(f"json: cannot unmarshal {go_json_type(items)} into Go struct field {field.name} of type []string")
     for item in items:
         _put_value(out, b"\x0a", field, item, depth)
     return out
@@ -756,7 +757,7 @@ _DURATION_PART = re.compile(r"([0-9]*(?:\.[0-9]*)?)(ns|us|µs|μs|ms|s|m|h)")
 def parse_go_duration(text: Any) -> int:
     """Nanoseconds of a Go duration string (``1h30m``, ``-2.5s``)."""
     if not isinstance(text, str):
-        raise EncodeError(f"json: cannot unmarshal {_json_type(text)} into Go value of type string")
+        raise EncodeError(f"json: cannot unmarshal {go_json_type(text)} into Go value of type string")
     body = text.lstrip("+-")
     negative = text.startswith("-")
     if body == "0":

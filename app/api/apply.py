@@ -37,10 +37,11 @@ from typing import Any
 
 import orjson
 
-from app.api.patch import clone, go_json_type
+from app.api.patch import clone
 from app.api.schemas import SchemaNode, schema_for_kind
 from app.storage.cache import DECODED
 from kube.errors import ApiError, bad_request
+from kube.protobuf import go_json_type
 
 FieldSet = dict[str, Any]
 

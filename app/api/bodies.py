@@ -19,6 +19,7 @@ from starlette.types import Receive
 from app.api.schemas import FieldPath, SchemaNode, render_field_path
 from kube import protobuf
 from kube.errors import ApiError, bad_request, entity_too_large
+from kube.protobuf import go_json_type
 
 MAX_DEPTH = 100
 MAX_YAML_NODES = 1_000_000
@@ -324,21 +325,6 @@ def _repeated_yaml_keys(node: yaml.Node, found: list[str]) -> None:
                     continue
                 seen.add(identity)
             _repeated_yaml_keys(value, found)
-
-
-def go_json_type(value: Any) -> str:
-    """How Go's encoding/json names a JSON value's kind in unmarshal errors."""
-    if isinstance(value, dict):
-        return "object"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, bool):
-        return "bool"
-    if value is None:
-        return "null"
-    return "number"
 
 
 def type_mismatch_error(obj: dict[str, Any], node: SchemaNode | None) -> str | None:

@@ -31,9 +31,9 @@ import json
 from typing import Any
 
 from app.api import bodies
-from app.api.bodies import go_json_type
 from app.api.schemas import SchemaNode
 from kube.errors import ApiError, bad_request
+from kube.protobuf import go_json_type
 
 MAX_JSON_PATCH_OPERATIONS = 10000
 
