@@ -608,9 +608,5 @@ def expired_watch_response(exc: Exception, accept: str = "") -> Response:
     """A watch from a compacted revision: one ERROR event (410 Gone) on a 200 stream."""
     error = errors.gone(str(exc)).status()
     if _wants_protobuf(accept):
-        return StreamingResponse(protobuf.single_frame(protobuf.watch_frame("ERROR", error)), media_type=protobuf.WATCH_CONTENT_TYPE)
-
-    async def expired() -> AsyncIterator[bytes]:
-        yield orjson.dumps({"type": "ERROR", "object": error}) + b"\n"
-
-    return StreamingResponse(expired(), media_type=JSON)
+        return StreamingResponse(_aiter([protobuf.watch_frame("ERROR", error)]), media_type=protobuf.WATCH_CONTENT_TYPE)
+    return StreamingResponse(_aiter([orjson.dumps({"type": "ERROR", "object": error}) + b"\n"]), media_type=JSON)

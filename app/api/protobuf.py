@@ -9,7 +9,7 @@ events finds most items encoded already.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from app.api.bodies import LEGACY_SCHEME
 from app.registry.base import KindStrategy, Obj
@@ -126,8 +126,3 @@ def list_pieces(strategy: KindStrategy, items: Sequence[StoredObject | Obj], met
 def watch_frame(event_type: str, item: StoredObject | Obj) -> bytes:
     """One framed watch event."""
     return protobuf.watch_event(event_type, object_bytes(item))
-
-
-async def single_frame(frame: bytes) -> AsyncIterator[bytes]:
-    """A stream of one frame (a watch that ends with its first event)."""
-    yield frame

@@ -227,7 +227,7 @@ def test_an_update_from_a_go_client_is_the_same_spec(api: httpx.Client, ns: str)
     held["spec"]["devices"]["requests"][0]["exactly"]["count"] = 2
     refused = _read(api.put(claims_path(ns, "go-update"), content=protobuf.encode_object(held), headers=PB_HEADERS))
     assert (refused["code"], refused["reason"]) == (422, "Invalid")
-    assert refused["message"].endswith("spec: Invalid value: \"object\": field is immutable") or "field is immutable" in refused["message"]
+    assert "spec: Invalid value" in refused["message"] and refused["message"].endswith("field is immutable")
 
 
 @pytest.mark.parametrize("in_protobuf", [False, True], ids=["json", "protobuf"])
