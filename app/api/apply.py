@@ -40,6 +40,7 @@ import orjson
 from app.api.patch import clone
 from app.api.schemas import SchemaNode, schema_for_kind
 from app.storage.cache import DECODED
+from kube import protobuf
 from kube.errors import ApiError, bad_request
 from kube.protobuf import go_json_type
 
@@ -913,6 +914,27 @@ def _decode_live_or_new(old: dict[str, Any] | None, new: dict[str, Any], subreso
         return {}
 
 
+def zero_structs(api_version: str, kind: str) -> dict[str, Any]:
+    """The structs of the Go zero value of ``kind`` as upstream's converter writes it: every
+    struct field that is not a pointer, empty, nested (its other fields, zero or null, hold no
+    structure). Empty for a kind the Go schema does not know."""
+    message = protobuf.schema().kinds.get((api_version, kind))
+    return clone(_zero_skeleton(message)) if message is not None else {}
+
+
+@functools.cache
+def _zero_skeleton(message: protobuf.Message) -> dict[str, Any]:
+    skeleton: dict[str, Any] = {}
+    for field in message.fields:
+        if field.message is None or field.label != protobuf.MESSAGE or field.pointer:
+            continue
+        if field.inline:
+            skeleton.update(_zero_skeleton(field.message))
+        else:
+            skeleton[field.json] = _zero_skeleton(field.message)
+    return skeleton
+
+
 def update_managed_fields(
     old: dict[str, Any] | None,
     new: dict[str, Any],
@@ -941,8 +963,9 @@ def update_managed_fields(
     if old is not None:
         before = _without_managed_fields(old)
     else:
-        # Upstream compares a create with the kind's zero value, whose top-level structs exist.
-        before = {k: {} for k in ("metadata", "spec", "status") if isinstance(new.get(k), dict)}
+        # Upstream compares a create with the kind's zero value: its structs exist (empty), so
+        # a manager of a create owns the fields within them, not the structs themselves.
+        before = zero_structs(str(new.get("apiVersion") or api_version), str(new.get("kind") or ""))
     comparison = _Comparison({}, {}, {})
     _compare(before, new, schema, (), comparison)
     ignored = _path_tree(reset_fields)

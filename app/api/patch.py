@@ -30,6 +30,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import orjson
+
 from app.api import bodies
 from app.api.schemas import SchemaNode
 from kube.errors import ApiError, bad_request
@@ -291,6 +293,13 @@ def invalid_patch(shown: str, detail: str) -> ApiError:
         f' "" is invalid: patch: {message}',
         {"causes": [{"reason": "FieldValueInvalid", "message": message, "field": "patch"}]},
     )
+
+
+def undecodable_patch(patched: Any, patch: Any, patch_type: str, error: str) -> ApiError:
+    """upstream's 422 for a patched object Go cannot decode into the kind's type (``error``):
+    a strategic merge patch shows the patch, the others the patched object."""
+    shown = go_format(patch) if patch_type == "strategic" else orjson.dumps(patched, option=orjson.OPT_SORT_KEYS).decode()
+    return invalid_patch(shown, error)
 
 
 def _invalid_patch_result(result: Any) -> ApiError:
