@@ -342,7 +342,8 @@ class _GoDecoding:
 
     def type_error(self, value: Any, go_type: str, struct: str, fields: tuple[str, ...], abort: bool = False, number: bool = False) -> None:
         """``number``: the Go type is a number, which Go names a number that does not fit in by its literal."""
-        shown = f"number {value}" if number and type(value) in (int, float, OutOfRangeNumber) else go_json_type(value)
+        is_number = type(value) in (int, float, OutOfRangeNumber)
+        shown = f"number {value}" if number and is_number else "number" if is_number else go_json_type(value)
         error = f"json: cannot unmarshal {shown} into Go struct field {struct}.{'.'.join(fields)} of type {go_type}"
         if abort:
             raise _DecodeAbort(error)
@@ -496,6 +497,103 @@ def _holds_int(value: Any, kind: str) -> bool:
         return False
     low, high = _INT_RANGES[kind]
     return bool(low <= value < high)
+
+
+def kind_conversion_error(obj: dict[str, Any], api_version: str, kind: str) -> str | None:
+    """The unstructured converter's error turning ``obj`` into ``kind`` (see ``unstructured_conversion_error``)."""
+    message = protobuf.schema().kinds.get((api_version, kind))
+    return unstructured_conversion_error(obj, message) if message is not None else None
+
+
+def unstructured_conversion_error(obj: dict[str, Any], message: protobuf.Message) -> str | None:
+    """The error of upstream's unstructured converter turning ``obj`` (a patched or applied
+    object) into the Go type of ``message``, None when it converts: fields in the struct's
+    order, the first error ends it (``cannot restore map from string``, ``unrecognized type:
+    int64``, ``cannot convert float64 to int64``; types with JSON decoders of their own fail as
+    those do). Unlike JSON decoding, whole numbers fit any number field."""
+    try:
+        _convert_struct(obj, message)
+    except _DecodeAbort as exc:
+        return str(exc)
+    return None
+
+
+# The reflect kinds the converter names: what an unstructured value is, what a Go field is.
+_VALUE_KINDS = {str: "string", bool: "bool", int: "int64", float: "float64", dict: "map", list: "slice", OutOfRangeNumber: "float64"}
+_FIELD_KINDS = {"string": "string", "bool": "bool", "int32": "int32", "int64": "int64", "uint32": "uint32", "uint64": "uint64", "float64": "float64", "float32": "float32"}
+
+
+def _convert_struct(obj: dict[str, Any], message: protobuf.Message) -> None:
+    for member in message.fields:
+        if member.inline and member.message is not None:
+            _convert_struct(obj, member.message)
+            continue
+        item = obj.get(member.json)
+        if item is None:
+            continue
+        if member.label == protobuf.LIST or member.label == protobuf.MAP:
+            if type(item) is not (list if member.label == protobuf.LIST else dict):
+                raise _DecodeAbort(f"cannot restore {'slice' if member.label == protobuf.LIST else 'map'} from {_VALUE_KINDS[type(item)]}")
+            elements: Iterable[Any] = item.values() if isinstance(item, dict) else item
+            for element in elements:
+                if element is None:
+                    continue
+                if member.wrapped:
+                    if type(element) is not list:
+                        raise _DecodeAbort(f"cannot restore slice from {_VALUE_KINDS[type(element)]}")
+                    for inner in element:
+                        if inner is not None:
+                            _convert_value(inner, member, member.go_item)
+                else:
+                    _convert_value(element, member, member.go_elem)
+        else:
+            _convert_value(item, member, member.go)
+
+
+def _convert_value(value: Any, member: protobuf.Field, go_type: str) -> None:
+    kind = member.type
+    value_kind = _VALUE_KINDS[type(value)]
+    if kind == "message":
+        if type(value) is not dict:
+            raise _DecodeAbort(f"cannot restore struct from: {value_kind}")
+        assert member.message is not None
+        _convert_struct(value, member.message)
+    elif kind == "bytes":
+        if type(value) is not str:
+            raise _DecodeAbort(f"cannot restore slice from {value_kind}")
+        error = go_base64_error(value)
+        if error is not None:
+            raise _DecodeAbort(f"error decoding from json: {error}")
+    elif kind in _FIELD_KINDS:
+        _convert_scalar(value, value_kind, _FIELD_KINDS[kind], go_type)
+    elif kind == "quantity":
+        if type(value) in (str, bool, dict, list):
+            try:
+                Quantity.parse(value.strip() if type(value) is str else "{")
+            except QuantityError as exc:
+                raise _DecodeAbort(str(exc)) from None
+    elif kind == "intorstring" and type(value) is not str:
+        whole = type(value) is float and value.is_integer()
+        if not _holds_int(int(value) if whole else value, "int32"):
+            shown = f"number {value}" if type(value) in (int, float, OutOfRangeNumber) else go_json_type(value)
+            raise _DecodeAbort(f"json: cannot unmarshal {shown} into Go value of type int32")
+    elif kind in _STRING_DECODED and type(value) is not str:
+        raise _DecodeAbort(f"json: cannot unmarshal {go_json_type(value)} into Go value of type string")
+
+
+def _convert_scalar(value: Any, value_kind: str, field_kind: str, go_type: str) -> None:
+    """Go's reflect conversions the converter allows: within strings, bools, numbers (a
+    fraction not into an integer), and an integer into a string type is refused by name."""
+    numeric = field_kind not in ("string", "bool")
+    if value_kind == field_kind or (value_kind == "int64" and numeric):
+        return
+    if value_kind == "float64" and numeric:
+        if field_kind.startswith("float") or float(value).is_integer():
+            return
+        raise _DecodeAbort(f"cannot convert float64 to {go_type}")
+    if value_kind == "int64" and field_kind == "string":
+        raise _DecodeAbort(f"cannot convert int64 to {go_type}")
+    raise _DecodeAbort(f"unrecognized type: {field_kind}")
 
 
 _BASE64 = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")

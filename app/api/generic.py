@@ -331,12 +331,15 @@ class GenericStore:
             raise errors.bad_request(f"the name of the object ({metadata.get('name') or ''}) does not match the name on the URL ({name})")
 
     @staticmethod
-    def _decode_error(strategy: KindStrategy, obj: Obj, decoded: bodies.DecodeFindings | None) -> str | None:
+    def _decode_error(strategy: KindStrategy, obj: Obj, decoded: bodies.DecodeFindings | None, converted: bool = False) -> str | None:
         """Go's error decoding a body (or a patched object) into the kind's Go type, which
         upstream does before anything else looks at it (a body naming another kind or version is
-        refused for that instead)."""
+        refused for that instead); ``converted``: the error of converting it from its
+        unstructured form instead."""
         if obj.get("kind") not in (None, "", strategy.kind) or obj.get("apiVersion") not in (None, "", strategy.api_version):
             return None
+        if converted:
+            return bodies.kind_conversion_error(obj, strategy.api_version, strategy.kind)
         return bodies.kind_decode_error(obj, strategy.api_version, strategy.kind, decoded is not None and decoded.out_of_range_numbers)
 
     def _decode_body(self, strategy: KindStrategy, obj: Obj) -> bodies.DecodeFindings | None:
@@ -638,7 +641,9 @@ class GenericStore:
                     new = patches.apply_merge_patch(doc, patch_body)
                 else:
                     new = patches.apply_strategic_merge_patch(doc, patch_body, schema)
-                mismatch = self._decode_error(strategy, new, None)
+                # Upstream decodes a JSON or merge patch's result as a body, and converts a
+                # strategic merge patch's from its unstructured form.
+                mismatch = self._decode_error(strategy, new, None, converted=patch_type == "strategic")
                 if mismatch is not None:
                     raise patches.undecodable_patch(new, patch_body, patch_type, mismatch)
             self._check_type_and_scope(strategy, new, namespace, name)
