@@ -480,10 +480,19 @@ def _decode_value(decoding: _GoDecoding, value: Any, member: protobuf.Field, go_
     elif kind == "intorstring" and value_type is not str and not _holds_int(value, "int32"):
         # Not a string, so decoded as its int32 (an error there stops decoding).
         decoding.type_error(value, "int32", struct, fields, abort=True, number=True)
-    elif kind in _STRING_DECODED and value_type is not str:
-        # Decoded as a string first (an error there stops decoding); the parse is validation's.
-        decoding.type_error(value, "string", struct, fields, abort=True)
+    elif kind in _STRING_DECODED:
+        # Decoded as a string first, then parsed (an error in either stops decoding).
+        if value_type is not str:
+            decoding.type_error(value, "string", struct, fields, abort=True)
+        _check_time(value, kind)
     # rawextension, fieldsv1: any JSON
+
+
+def _check_time(text: str, kind: str) -> None:
+    """A metav1.Time's parse (RFC 3339; other layouts' parses are validation's)."""
+    error = go_time_error(text) if kind == "time" else None
+    if error is not None:
+        raise _DecodeAbort(error)
 
 
 def _holds_int(value: Any, kind: str) -> bool:
@@ -577,8 +586,10 @@ def _convert_value(value: Any, member: protobuf.Field, go_type: str) -> None:
         if not _holds_int(int(value) if whole else value, "int32"):
             shown = f"number {value}" if type(value) in (int, float, OutOfRangeNumber) else go_json_type(value)
             raise _DecodeAbort(f"json: cannot unmarshal {shown} into Go value of type int32")
-    elif kind in _STRING_DECODED and type(value) is not str:
-        raise _DecodeAbort(f"json: cannot unmarshal {go_json_type(value)} into Go value of type string")
+    elif kind in _STRING_DECODED:
+        if type(value) is not str:
+            raise _DecodeAbort(f"json: cannot unmarshal {go_json_type(value)} into Go value of type string")
+        _check_time(value, kind)
 
 
 def _convert_scalar(value: Any, value_kind: str, field_kind: str, go_type: str) -> None:
@@ -594,6 +605,97 @@ def _convert_scalar(value: Any, value_kind: str, field_kind: str, go_type: str) 
     if value_kind == "int64" and field_kind == "string":
         raise _DecodeAbort(f"cannot convert int64 to {go_type}")
     raise _DecodeAbort(f"unrecognized type: {field_kind}")
+
+
+RFC3339 = "2006-01-02T15:04:05Z07:00"
+# Go's RFC 3339 layout as its parser reads it: (the literal before an element, the element).
+_RFC3339_CHUNKS = (("", "2006"), ("-", "01"), ("-", "02"), ("T", "15"), (":", "04"), (":", "05"), ("", "Z07:00"))
+_DAYS_IN_MONTH = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+
+
+def _go_quote(text: str) -> str:
+    """A string as Go's time package quotes it in errors."""
+    out = []
+    for char in text:
+        if char in ('"', "\\"):
+            out.append("\\" + char)
+        elif " " <= char < "\x80":
+            out.append(char)
+        else:
+            out.extend(f"\\x{byte:02x}" for byte in char.encode())
+    return '"' + "".join(out) + '"'
+
+
+def _two_digits(value: str, fixed: bool) -> tuple[int, str] | None:
+    """Go's getnum: one or two leading digits (two when ``fixed``), None when there are not."""
+    if not value[:1].isdigit() or not value[:1].isascii():
+        return None
+    if not (len(value) > 1 and value[1].isascii() and value[1].isdigit()):
+        return None if fixed else (int(value[0]), value[1:])
+    return int(value[:2]), value[2:]
+
+
+def go_time_error(text: str) -> str | None:
+    """Go's error parsing ``text`` as an RFC 3339 time (metav1.Time's decoding), None when it parses:
+    ``parsing time "x" as "2006-01-02T15:04:05Z07:00": cannot parse "x" as "2006"``, or a value
+    out of its range (``parsing time "2024-13-01T00:00:00Z": month out of range``)."""
+    value = text
+    fields: dict[str, int] = {}
+
+    def cannot(rest: str, element: str) -> str:
+        return f"parsing time {_go_quote(text)} as {_go_quote(RFC3339)}: cannot parse {_go_quote(rest)} as {_go_quote(element)}"
+
+    def out_of_range(what: str) -> str:
+        return f"parsing time {_go_quote(text)}: {what} out of range"
+
+    for literal, element in _RFC3339_CHUNKS:
+        if not value.startswith(literal):
+            matched = 0
+            while matched < len(literal) and matched < len(value) and value[matched] == literal[matched]:
+                matched += 1
+            return cannot(value[matched:], literal)
+        value = value[len(literal) :]
+        hold = value
+        if element == "2006":
+            digits = value[:4]
+            if len(value) < 4 or not (digits.isascii() and digits.isdigit()):
+                return cannot(hold, element)
+            fields["year"], value = int(digits), value[4:]
+            continue
+        if element == "Z07:00":
+            if value[:1] == "Z":
+                value = value[1:]
+                continue
+            if len(value) < 6 or value[3] != ":" or value[0] not in "+-":
+                return cannot(hold, element)
+            hours, minutes = _two_digits(value[1:3], True), _two_digits(value[4:6], True)
+            if hours is None or minutes is None:
+                return cannot(hold, element)
+            value = value[6:]
+            if minutes[0] > 60:
+                return out_of_range("time zone offset minute")
+            if hours[0] > 24:
+                return out_of_range("time zone offset hour")
+            continue
+        number = _two_digits(value, element != "15")
+        if number is None:
+            return cannot(hold, element)
+        fields[element], value = number
+        limit, what = {"01": (13, "month"), "02": (32, "day"), "15": (24, "hour"), "04": (60, "minute"), "05": (60, "second")}[element]
+        if fields[element] >= limit or (element == "01" and fields[element] == 0):
+            return out_of_range(what)
+        if element == "05" and len(value) >= 2 and value[0] in ".," and value[1].isascii() and value[1].isdigit():
+            end = 2
+            while end < len(value) and value[end].isascii() and value[end].isdigit():
+                end += 1
+            value = value[end:]
+    if value:
+        return f"parsing time {_go_quote(text)}: extra text: {_go_quote(value)}"
+    year, month, day = fields["year"], fields["01"], fields["02"]
+    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+    if day < 1 or day > _DAYS_IN_MONTH[month - 1] + (1 if month == 2 and leap else 0):
+        return out_of_range("day")
+    return None
 
 
 _BASE64 = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")

@@ -174,6 +174,11 @@ ROWS: list[WrongType] = [
     ),
     # times, bytes
     _claim("time from a number", ("metadata", "creationTimestamp"), 5, _go("number", "ObjectMeta.metadata.creationTimestamp", "string")),
+    _claim(
+        "time that does not parse", ("metadata", "creationTimestamp"), "yesterday",
+        'parsing time "yesterday" as "2006-01-02T15:04:05Z07:00": cannot parse "yesterday" as "2006"',
+    ),
+    _claim("time out of range", ("metadata", "creationTimestamp"), "2026-02-30T00:00:00Z", 'parsing time "2026-02-30T00:00:00Z": day out of range'),
     WrongType(
         "lease's time from a number", "coordination.k8s.io", "leases", True,
         {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "wrong"}, "spec": {"renewTime": 3}},
