@@ -38,7 +38,7 @@ from typing import Any
 import orjson
 
 from app.api.bodies import kind_conversion_error
-from app.api.patch import clone, go_format
+from app.api.patch import clone, go_format, go_type_name
 from app.api.schemas import SchemaNode, schema_for_kind
 from app.storage.cache import DECODED
 from kube import protobuf
@@ -1077,7 +1077,7 @@ def _scalar_error(value: Any, node: SchemaNode) -> str | None:
     value_type = type(value)
     if declared in ("integer", "number"):
         if value_type is bool or value_type not in (int, float):
-            return f"expected numeric (int or float), got {_GO_UNSTRUCTURED_TYPES.get(value_type, 'string')}"
+            return f"expected numeric (int or float), got {go_type_name(value)}"
     elif declared == "string" and not node.raw.get("x-kubernetes-int-or-string"):
         if value_type is not str:
             return f"expected string, got &value.valueUnstructured{{Value:{_go_syntax(value)}}}"
@@ -1087,9 +1087,6 @@ def _scalar_error(value: Any, node: SchemaNode) -> str | None:
     elif value_type is dict or value_type is list:
         return f"expected any scalar, got &{{{go_format(value)}}}"
     return None
-
-
-_GO_UNSTRUCTURED_TYPES: dict[type, str] = {str: "string", bool: "bool", int: "int64", float: "float64", dict: "map[string]interface {}", list: "[]interface {}"}
 
 
 def _go_syntax(value: Any) -> str:

@@ -77,7 +77,7 @@ def clone(value: Any) -> Any:
     return value
 
 
-def _go_type_name(value: Any) -> str:
+def go_type_name(value: Any) -> str:
     """The Go reflect type name a decoded JSON value has (for mergepatch.ErrBadArgType)."""
     if isinstance(value, dict):
         return "map[string]interface {}"
@@ -443,7 +443,7 @@ def _no_merge_key(item: dict[str, Any], merge_key: str) -> ApiError:
 
 
 def _bad_arg_type(expected: str, actual: Any) -> ApiError:
-    return _internal(f"expected a {expected}, but received a {_go_type_name(actual)}")
+    return _internal(f"expected a {expected}, but received a {go_type_name(actual)}")
 
 
 def _element_kind(*lists: list[Any]) -> type | None:
