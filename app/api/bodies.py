@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -417,21 +417,30 @@ def _decode_struct(decoding: _GoDecoding, obj: dict[str, Any], message: protobuf
             if type(item) is not (list if member.label == protobuf.LIST else dict):
                 decoding.type_error(item, member.go, struct, path)
                 continue
-            elements: Iterable[Any] = item.values() if isinstance(item, dict) else item
-            for element in elements:
-                if element is None:
-                    continue
-                if member.wrapped:
-                    if type(element) is not list:
-                        decoding.type_error(element, member.go_elem, struct, path)
-                        continue
-                    for inner in element:
-                        if inner is not None:
-                            _decode_value(decoding, inner, member, member.go_item, struct, path)
+            for element, go_type in _field_values(member, item):
+                if go_type is None:
+                    decoding.type_error(element, member.go_elem, struct, path)
                 else:
-                    _decode_value(decoding, element, member, member.go_elem, struct, path)
+                    _decode_value(decoding, element, member, go_type, struct, path)
         else:
             _decode_value(decoding, item, member, member.go, struct, path)
+
+
+def _field_values(member: protobuf.Field, item: list[Any] | dict[str, Any]) -> Iterator[tuple[Any, str | None]]:
+    """The non-null values in a list's or map's JSON, each with the Go type it decodes into; an
+    element of a named list type (wrapped) that is no JSON array comes with None."""
+    elements: Iterable[Any] = item.values() if isinstance(item, dict) else item
+    for element in elements:
+        if element is None:
+            continue
+        if not member.wrapped:
+            yield element, member.go_elem
+        elif type(element) is not list:
+            yield element, None
+        else:
+            for inner in element:
+                if inner is not None:
+                    yield inner, member.go_item
 
 
 _STRING_DECODED = frozenset({"time", "microtime", "duration"})
@@ -543,18 +552,10 @@ def _convert_struct(obj: dict[str, Any], message: protobuf.Message) -> None:
         if member.label == protobuf.LIST or member.label == protobuf.MAP:
             if type(item) is not (list if member.label == protobuf.LIST else dict):
                 raise _DecodeAbort(f"cannot restore {'slice' if member.label == protobuf.LIST else 'map'} from {_VALUE_KINDS[type(item)]}")
-            elements: Iterable[Any] = item.values() if isinstance(item, dict) else item
-            for element in elements:
-                if element is None:
-                    continue
-                if member.wrapped:
-                    if type(element) is not list:
-                        raise _DecodeAbort(f"cannot restore slice from {_VALUE_KINDS[type(element)]}")
-                    for inner in element:
-                        if inner is not None:
-                            _convert_value(inner, member, member.go_item)
-                else:
-                    _convert_value(element, member, member.go_elem)
+            for element, go_type in _field_values(member, item):
+                if go_type is None:
+                    raise _DecodeAbort(f"cannot restore slice from {_VALUE_KINDS[type(element)]}")
+                _convert_value(element, member, go_type)
         else:
             _convert_value(item, member, member.go)
 

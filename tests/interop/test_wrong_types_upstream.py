@@ -18,7 +18,7 @@ from app.registry.base import KindStrategy
 from devtools import upstream
 from kube.client import resource_path
 from tests.app.api.wrong_types import LABELS_NOT_A_MAP, ROWS, YAML, WrongType, cannot_handle
-from tests.helpers import assert_status
+from tests.helpers import assert_status, claim
 from tests.interop.upstream import needs_upstream, upstream_binaries
 
 pytestmark = needs_upstream
@@ -60,19 +60,11 @@ def test_upstream_conflicts_on_the_requests_of_a_claim_kubectl_created(admin: tu
     client, namespace = admin
     claims = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims"
 
-    def claim(device_class: str) -> dict[str, object]:
-        return {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaim",
-            "metadata": {"name": "gpu-claim"},
-            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": device_class}}]}},
-        }
-
-    created = client.post(claims, params={"fieldManager": "kubectl-create"}, json=claim("gpu"))
+    created = client.post(claims, params={"fieldManager": "kubectl-create"}, json=claim("gpu-claim", device_class="gpu"))
     assert created.status_code == 201, created.text
     assert [m["fieldsV1"] for m in created.json()["metadata"]["managedFields"]] == [{"f:spec": {"f:devices": {"f:requests": {}}}}]
     applied = client.patch(
-        f"{claims}/gpu-claim", params={"fieldManager": "platform"}, content=orjson.dumps(claim("other-class")), headers={"Content-Type": "application/apply-patch+yaml"}
+        f"{claims}/gpu-claim", params={"fieldManager": "platform"}, content=orjson.dumps(claim("gpu-claim", device_class="other-class")), headers={"Content-Type": "application/apply-patch+yaml"}
     )
     refused = assert_status(applied, 409, "Conflict")
     assert refused["message"] == 'Apply failed with 1 conflict: conflict with "kubectl-create" using resource.k8s.io/v1: .spec.devices.requests'

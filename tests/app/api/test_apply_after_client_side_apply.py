@@ -17,19 +17,14 @@ import httpx
 import orjson
 import pytest
 
-from tests.helpers import assert_status
+from tests.helpers import assert_status, claim
 
 CLAIMS = "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims"
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 
 def _claim(device_class: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": "gpu-claim"},
-        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": device_class}}]}},
-    }
+    return claim("gpu-claim", device_class=device_class)
 
 
 def _create(api: httpx.Client, ns: str, manager: str) -> dict[str, Any]:

@@ -16,6 +16,7 @@ import orjson
 import yaml
 
 from kube.client import resource_path
+from tests.helpers import claim, pod
 
 RESOURCE = "resource.k8s.io"
 YAML = "application/yaml"
@@ -27,15 +28,6 @@ LABELS_NOT_A_MAP = "json: cannot unmarshal string into Go struct field ObjectMet
 def cannot_handle(kind: str, version: str = "v1") -> str:
     """The start of upstream's decode errors for a body of ``kind``."""
     return f'{kind} in version "{version}" cannot be handled as a {kind}: '
-
-
-def claim(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": name},
-        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}},
-    }
 
 
 def slice_(name: str) -> dict[str, Any]:
@@ -50,10 +42,6 @@ def slice_(name: str) -> dict[str, Any]:
             "devices": [{"name": "gpu-0", "capacity": {"memory": {"value": "1Gi"}}}],
         },
     }
-
-
-def pod(name: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {"containers": [{"name": "c", "image": "registry.example/app"}]}}
 
 
 @dataclass(frozen=True)
@@ -100,7 +88,7 @@ POD = cannot_handle("Pod")
 
 
 def _claim(case: str, path: tuple[str | int, ...], value: Any, message: str) -> WrongType:
-    return WrongType(case, RESOURCE, "resourceclaims", True, _with(claim("wrong"), path, value), CLAIM + message)
+    return WrongType(case, RESOURCE, "resourceclaims", True, _with(claim("wrong", device_class="gpu"), path, value), CLAIM + message)
 
 
 def _slice(case: str, path: tuple[str | int, ...], value: Any, message: str) -> WrongType:
@@ -195,11 +183,11 @@ ROWS: list[WrongType] = [
     # which error: the first in the document, unless a type's own decoder fails later (it stops decoding)
     WrongType(
         "the first of two type errors", RESOURCE, "resourceclaims", True,
-        _with(_with(claim("wrong"), ("metadata", "labels"), "x"), (*EXACTLY, "count"), "2"), CLAIM + LABELS_NOT_A_MAP,
+        _with(_with(claim("wrong", device_class="gpu"), ("metadata", "labels"), "x"), (*EXACTLY, "count"), "2"), CLAIM + LABELS_NOT_A_MAP,
     ),
     WrongType(
         "a later quantity over an earlier type error", RESOURCE, "resourceclaims", True,
-        _with(_with(claim("wrong"), ("metadata", "labels"), "x"), (*EXACTLY, "capacity"), {"requests": {"memory": "zz"}}), CLAIM + QUANTITY_FORMAT,
+        _with(_with(claim("wrong", device_class="gpu"), ("metadata", "labels"), "x"), (*EXACTLY, "capacity"), {"requests": {"memory": "zz"}}), CLAIM + QUANTITY_FORMAT,
     ),
     _pod("past an unknown field", CONTAINER, {"name": "c", "image": "i", "count": "x", "tty": "x"}, _go("string", "Container.spec.containers.tty", "bool")),
     # YAML bodies are decoded as the JSON they convert to
