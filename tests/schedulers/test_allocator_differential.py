@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from schedulers.allocator import Allocated, AllocatedState, AllocationError, Allocator, ResourceIndex
+from schedulers.allocator import BOUND_AFTER_STEPS, Allocated, AllocatedState, AllocationError, Allocator, ResourceIndex
 from schedulers.allocator import search as allocator_search
 from tests.schedulers.test_allocator import DRIVER_A, NODE1, allocated_claim, claim, dclass, node, result, rslice
 
@@ -529,7 +529,7 @@ def test_allocator_agrees_with_reference(first: int, monkeypatch: pytest.MonkeyP
         except TooLong:
             skipped += 1
             continue
-        for bound_after in (allocator_search.BOUND_AFTER_STEPS, 0):
+        for bound_after in (BOUND_AFTER_STEPS, 0):
             got = _ours(sc, bound_after)
             assert got == expect, f"seed {seed} (bound_after={bound_after}): allocator {got!r}, reference {expect!r}"
     assert skipped <= CHUNK // 50, f"{skipped} seeds from {first} too large for the reference"
