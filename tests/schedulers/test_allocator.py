@@ -9,7 +9,6 @@ from typing import Any
 import orjson
 import pytest
 
-import schedulers.allocator as allocator_module
 from kube.features import FeatureGates
 from kube.quantity import Quantity
 from schedulers.allocator import (
@@ -24,6 +23,7 @@ from schedulers.allocator import (
     allocate_claims,
     node_allocatable_demand,
 )
+from schedulers.allocator import devices as allocator_devices
 
 DRIVER_A = "driver-a"
 DRIVER_B = "driver-b"
@@ -588,7 +588,7 @@ def test_allocate_through_search_cache(case: Case) -> None:
 def test_devices_whose_attributes_were_dropped_allocate_the_same(case: Case, monkeypatch: pytest.MonkeyPatch) -> None:
     """Prepared devices keep their attributes and CEL view only while among the last few read: with
     room for one, every attribute is read again from the slice, and every decision is the same."""
-    monkeypatch.setattr(allocator_module, "VIEWS_KEPT", 1)
+    monkeypatch.setattr(allocator_devices, "VIEWS_KEPT", 1)
     allocate_through_a_loader(case)
 
 
