@@ -158,7 +158,37 @@ def take_decode_findings() -> DecodeFindings | None:
 
 def decode_json(raw: bytes, kind: str) -> Any:
     """An object body; what strict decoding would report is kept for ``take_decode_findings``."""
-    return _decode(raw, lambda error: f"the object provided is unrecognized (must be of type {kind}): couldn't get version/kind; json parse error: {error}")
+    value = _decode(raw, lambda error: f"the object provided is unrecognized (must be of type {kind}): couldn't get version/kind; json parse error: {error}")
+    _check_type_meta(value, raw, kind)
+    return value
+
+
+def summarize_data(body: bytes) -> str:
+    """upstream's summarizeData: the first 30 bytes, as text when the body looks like JSON, else hex."""
+    if not body:
+        return "<empty>"
+    head = body[:30]
+    text = head.decode("utf-8", "replace") if body[:1] == b"{" else head.hex()
+    return text + " ..." if len(body) > 30 else text
+
+
+def _check_type_meta(value: Any, body: bytes, kind: str) -> None:
+    """Upstream reads a body's apiVersion and kind first, into strings (keys matched in any
+    case); a value of another type fails there, and the error shows the start of ``body``."""
+    if type(value) is not dict:
+        return
+    for key, item in value.items():
+        name = {"apiversion": "apiVersion", "kind": "kind"}.get(key.lower())
+        if name is not None and item is not None and type(item) is not str:
+            raise bad_request(
+                f"the object provided is unrecognized (must be of type {kind}): couldn't get version/kind; json parse error: "
+                f"json: cannot unmarshal {_json_kind(item)} into Go struct field .{name} of type string ({summarize_data(body)})"
+            )
+
+
+def _json_kind(value: Any) -> str:
+    """How Go names the kind of a decoded JSON value (a number kept as its literal included)."""
+    return "number" if type(value) is OutOfRangeNumber else go_json_type(value)
 
 
 def decode_patch_json(raw: bytes) -> Any:
@@ -306,6 +336,8 @@ def decode_yaml(raw: bytes, kind: str, apply: bool = False) -> Any:
     except (TypeError, orjson.JSONEncodeError) as exc:
         raise bad_request(f"error converting YAML to JSON: {exc}") from None
     check_depth(value)
+    if not apply:
+        _check_type_meta(value, raw, kind)
     _findings.set(findings)
     return value
 
@@ -342,8 +374,7 @@ class _GoDecoding:
 
     def type_error(self, value: Any, go_type: str, struct: str, fields: tuple[str, ...], abort: bool = False, number: bool = False) -> None:
         """``number``: the Go type is a number, which Go names a number that does not fit in by its literal."""
-        is_number = type(value) in (int, float, OutOfRangeNumber)
-        shown = f"number {value}" if number and is_number else "number" if is_number else go_json_type(value)
+        shown = f"number {value}" if number and type(value) in (int, float, OutOfRangeNumber) else _json_kind(value)
         error = f"json: cannot unmarshal {shown} into Go struct field {struct}.{'.'.join(fields)} of type {go_type}"
         if abort:
             raise _DecodeAbort(error)

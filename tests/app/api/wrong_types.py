@@ -99,6 +99,18 @@ def _pod(case: str, path: tuple[str | int, ...], value: Any, message: str) -> Wr
     return WrongType(case, "", "pods", True, _with(pod("wrong"), path, value), POD + message)
 
 
+def _unrecognized(case: str, body: dict[str, Any], field: str, value: str, content_type: str = "application/json") -> WrongType:
+    """A claim whose apiVersion or kind is no string: the error shows the first 30 bytes of the
+    body, in hex unless it starts as a JSON object."""
+    sent = yaml.safe_dump(body).encode() if content_type == YAML else orjson.dumps(body)
+    start = sent[:30].decode() if sent.startswith(b"{") else sent[:30].hex()
+    message = (
+        "the object provided is unrecognized (must be of type ResourceClaim): couldn't get version/kind; json parse error: "
+        f"json: cannot unmarshal {value} into Go struct field .{field} of type string ({start} ...)"
+    )
+    return WrongType(case, RESOURCE, "resourceclaims", True, body, message, content_type)
+
+
 def _go(value: str, field: str, go_type: str) -> str:
     return f"json: cannot unmarshal {value} into Go struct field {field} of type {go_type}"
 
@@ -190,6 +202,11 @@ ROWS: list[WrongType] = [
         _with(_with(claim("wrong", device_class="gpu"), ("metadata", "labels"), "x"), (*EXACTLY, "capacity"), {"requests": {"memory": "zz"}}), CLAIM + QUANTITY_FORMAT,
     ),
     _pod("past an unknown field", CONTAINER, {"name": "c", "image": "i", "count": "x", "tty": "x"}, _go("string", "Container.spec.containers.tty", "bool")),
+    # apiVersion and kind are read first, each into a string (the error shows the body's start)
+    _unrecognized("kind from a number", _with(claim("wrong", device_class="gpu"), ("kind",), 5), "kind", "number"),
+    _unrecognized("apiVersion from a bool", _with(claim("wrong", device_class="gpu"), ("apiVersion",), True), "apiVersion", "bool"),
+    _unrecognized("kind in another case", {"Kind": ["ResourceClaim"], **claim("wrong", device_class="gpu")}, "kind", "array"),
+    _unrecognized("kind from a number in YAML", _with(claim("wrong", device_class="gpu"), ("kind",), 5), "kind", "number", YAML),
     # YAML bodies are decoded as the JSON they convert to
     WrongType("a YAML body", "", "pods", True, _with(pod("wrong"), ("metadata", "labels"), "x"), POD + LABELS_NOT_A_MAP, YAML),
 ]
