@@ -32,7 +32,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from kube.errors import ApiError
-from kubectl_dra.dashboard.model import MAX_LISTED, DashboardModel
+from kubectl_dra.dashboard.model import MAX_LISTED, PROBE_SECONDS, DashboardModel
 from kubectl_dra.session import CommandError, Session, fetch_explanation
 
 STATIC = Path(__file__).parent / "static"
@@ -144,7 +144,12 @@ async def serve(session: Session, address: str, port: int, list_limit: int = MAX
     server = uvicorn.Server(config)
     host, bound = sock.getsockname()[:2]
     where = f"[{host}]" if ":" in host else host
-    print(f"Serving the dashboard on http://{where}:{bound}/ as {session.context.name} (Ctrl-C stops it)", file=sys.stderr, flush=True)
+    try:
+        user = await asyncio.wait_for(model.whoami(), PROBE_SECONDS)
+    except (ApiError, httpx.TransportError, OSError, TimeoutError):
+        user = ""  # the page says what is wrong
+    who = f"as {user}" if user else f"as the user of context {session.context.name}"
+    print(f"Serving the dashboard on http://{where}:{bound}/ {who} (Ctrl-C stops it)", file=sys.stderr, flush=True)
     try:
         await server.serve(sockets=[sock])
     finally:
