@@ -3,6 +3,7 @@ to the whole stack (HTTPS, Node,RBAC, the scheduler's explanation port) with the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -322,7 +323,9 @@ def test_following_make_runs_banner_kubectl_dra_works(tmp_path: Path) -> None:
     root = Path(tempfile.mkdtemp(prefix="ds-", dir="/tmp"))  # make run's data/ and .kube-dra/ (short: unix socket paths are limited)
     start = f"import sys, pathlib, devtools.devstack as d; d.REPO_ROOT = pathlib.Path({str(root)!r}); sys.exit(d.main(sys.argv[1:]))"
     flags = ["--port", str(free_port()), "--explain-port", str(free_port()), "--database-url", f"sqlite:///{root / 'dra.sqlite'}"]
-    process = subprocess.Popen([sys.executable, "-c", start, *flags], cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-c", start, *flags], cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True
+    )  # fmt: skip
     try:
         exports = [line.strip() for line in banner(process) if line.startswith("    export ")]
         assert [e.split("=", 1)[0] for e in exports] == ["export KUBECONFIG", "export PATH"], exports
@@ -336,8 +339,9 @@ def test_following_make_runs_banner_kubectl_dra_works(tmp_path: Path) -> None:
         assert (following.returncode, following.stderr) == (0, "No resources found.\n"), following.stderr
     finally:
         process.send_signal(signal.SIGINT)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        with contextlib.suppress(ProcessLookupError):  # what it started, should Ctrl-C come before it listens for it
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
         shutil.rmtree(root, ignore_errors=True)
