@@ -31,9 +31,12 @@ from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from kube.informer import Informer, object_key
+from schedulers.allocator import AllocationError
 from schedulers.cache import Key, Obj, SchedulerCache, meta
-from schedulers.cycle import Placement, ScheduleFailure, SchedulingCycle, WaitForClaims
+from schedulers.cycle import Attempt, Placement, ScheduleFailure, SchedulingCycle, WaitForClaims
 from schedulers.explain import NOT_EXAMINED, SCHEDULABLE, UNSCHEDULABLE, Explainer, ExplainLimits
 
 RESERVED_FOR_MAX = 256  # ResourceClaimReservedForMaxSize: consumers one claim may have
@@ -104,6 +107,82 @@ def template_claim(template: Mapping[str, Any], pod: Mapping[str, Any], entry: s
     return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": claim_meta, "spec": spec.get("spec") or {}}
 
 
+def _node_local(allocation: Mapping[str, Any] | None, node: str) -> bool:
+    """Whether an allocation is pinned to exactly ``node`` (its devices are that node's own)."""
+    terms = ((allocation or {}).get("nodeSelector") or {}).get("nodeSelectorTerms") or []
+    fields = [f for t in terms for f in t.get("matchFields") or []] if len(terms) == 1 and not terms[0].get("matchExpressions") else []
+    return len(fields) == 1 and fields[0].get("key") == "metadata.name" and fields[0].get("values") == [node]
+
+
+class _Verdicts:
+    """The cycle's per-node filter and score, remembered between copies of one pod.
+
+    Copies whose claims all come from templates are the same pod to every node: a node's verdict
+    (first failing filter, or the allocation and score) changes only when a copy is placed on it.
+    So the cycle's own ``_filter`` and ``_score`` run once per node and again after a placement
+    there; everything else (node order, the feasible-node limit, the choice) is the cycle's as it
+    is. The memory is dropped whenever that reasoning does not hold: the copy names existing
+    claims, needs extended resources, or a placement took devices not local to its node.
+    """
+
+    def __init__(self, cycle: SchedulingCycle) -> None:
+        self._filter = cycle._filter
+        self._score = cycle._score
+        self._signature: Any = None
+        self._attempt: Attempt | None = None
+        self._filtered: dict[str, tuple[Any, Any]] = {}
+        self._scores: dict[str, int] = {}
+        setattr(cycle, "_filter", self.filter)  # noqa: B010 (an instance of the copy, not the class)
+        setattr(cycle, "_score", self.score)  # noqa: B010
+
+    def filter(self, pod: Obj, node: Obj, fit: Any, selectors: list[Any], allocator: Any, attempt: Attempt) -> Any:
+        if attempt is not self._attempt:  # a new cycle: is it the same pod to the nodes?
+            self._attempt = attempt
+            signature = self._shape(attempt)
+            if signature is None or signature != self._signature:
+                self.forget_all()
+                self._signature = signature
+        signature = self._signature
+        if signature is None:
+            return self._filter(pod, node, fit, selectors, allocator, attempt)
+        name = meta(node).get("name", "")
+        known = self._filtered.get(name)
+        if known is None:
+            reason, outcome, _claims, _special = self._filter(pod, node, fit, selectors, allocator, attempt)
+            if isinstance(reason, AllocationError):
+                return reason, outcome, _claims, _special
+            known = self._filtered[name] = (reason, outcome)
+        reason, outcome = known
+        return reason, outcome, attempt.claims.unallocated if outcome is not None else [], None
+
+    def score(self, node: Obj, allocator: Any, outcome: Any) -> int:
+        if self._signature is None:
+            return self._score(node, allocator, outcome)
+        name = meta(node).get("name", "")
+        known = self._scores.get(name)
+        if known is None:
+            known = self._scores[name] = self._score(node, allocator, outcome)
+        return known
+
+    @staticmethod
+    def _shape(attempt: Attempt) -> Any:
+        claims = attempt.claims
+        if claims.allocated or attempt.extended or len(claims.unallocated) != len(claims.claims) or claims.group_refs or claims.gang:
+            return None
+        return (attempt.fit.key, tuple(orjson.dumps(c.get("spec"), option=orjson.OPT_SORT_KEYS) for c in claims.unallocated))
+
+    def placed(self, node: str, allocations: Iterable[Mapping[str, Any] | None]) -> None:
+        """A copy went to ``node``: its verdict is stale (every node's, if devices elsewhere were taken)."""
+        self._filtered.pop(node, None)
+        self._scores.pop(node, None)
+        if not all(_node_local(a, node) for a in allocations):
+            self.forget_all()
+
+    def forget_all(self) -> None:
+        self._filtered.clear()
+        self._scores.clear()
+
+
 def _drive(step: Coroutine[Any, Any, None]) -> None:
     """Run an informer event to the end now: the cache's handlers are plain functions, so it never waits."""
     try:
@@ -128,6 +207,7 @@ class WhatIf:
             cycle.filter_timeout = min(cycle.filter_timeout, seconds)
         else:
             cycle.filter_timeout = seconds
+        self._verdicts = _Verdicts(cycle)
 
     # --- events on the copy ---
 
@@ -273,6 +353,7 @@ class WhatIf:
             result = self.cycle.schedule(pod)
             if isinstance(result, Placement):
                 placed.append(self._bind(pod, result))
+                self._verdicts.placed(result.node, result.allocations.values())
                 continue
             if isinstance(result, ScheduleFailure):
                 return Outcome(placed, pod, failure=result.message)
