@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -183,8 +183,10 @@ class _Verdicts:
         self._scores.clear()
 
 
-def _drive(step: Coroutine[Any, Any, None]) -> None:
-    """Run an informer event to the end now: the cache's handlers are plain functions, so it never waits."""
+def apply_event(informer: Informer, kind: str, obj: Obj) -> None:
+    """Apply a watch event (``ADDED``, ``MODIFIED``, ``DELETED``) to ``informer`` now, handlers
+    included: the cache's handlers are plain functions, so the informer's coroutine never waits."""
+    step = informer._apply({"type": kind, "object": obj})
     try:
         step.send(None)
     except StopIteration:
@@ -214,7 +216,7 @@ class WhatIf:
     def _event(self, informer: Informer, kind: str, obj: Obj) -> None:
         if kind != "DELETED":
             obj = {**obj, "metadata": {**meta(obj), "resourceVersion": str(next(self._versions))}}
-        _drive(informer._apply({"type": kind, "object": obj}))
+        apply_event(informer, kind, obj)
 
     def apply(self, changes: Changes) -> None:
         """Remove and add nodes, remove pods (the caller checked that they exist)."""
@@ -471,4 +473,4 @@ class WhatIf:
         return copy
 
 
-__all__ = ["Changes", "Outcome", "Placed", "WhatIf", "devices_of", "template_claim"]
+__all__ = ["Changes", "Outcome", "Placed", "WhatIf", "apply_event", "devices_of", "template_claim"]
