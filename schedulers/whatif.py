@@ -365,9 +365,9 @@ class WhatIf:
 
     # --- reasons ---
 
-    def explain(self, pod: Obj) -> tuple[dict[str, str], str, list[str]]:
+    def explain(self, pod: Obj) -> tuple[dict[str, str], str, list[str], str]:
         """Per node, the first reason the pod does not fit there; the explanation's message when it
-        names no nodes (the pod's own state); the nodes that would take it."""
+        names no nodes (the pod's own state); the nodes that would take it; the message."""
         left = max(0.2, self.deadline - time.monotonic())
         limits = ExplainLimits(seconds=left, groups=10**9, nodes_per_group=10**9)
         result = Explainer(self.cache, self.cycle, limits).explain(pod)
@@ -379,12 +379,9 @@ class WhatIf:
         fitting: list[str] = []
         if result.get("state") == SCHEDULABLE:
             fitting = [n for n in self.cache.node_names() if n not in reasons]
-        general = (
-            ""
-            if result.get("state") in (SCHEDULABLE, UNSCHEDULABLE) and result.get("groups") is not None
-            else str(result.get("message", ""))
-        )
-        return reasons, general, fitting
+        message = str(result.get("message", ""))
+        named = result.get("state") in (SCHEDULABLE, UNSCHEDULABLE) and result.get("groups") is not None
+        return reasons, "" if named else message, fitting, message
 
     # --- the questions ---
 
@@ -397,7 +394,7 @@ class WhatIf:
             by_node.setdefault(copy.node, []).append(copy.devices)
         unfit: list[dict[str, str]] = []
         if outcome.next_pod is not None:
-            reasons, general, fitting = self.explain(outcome.next_pod)
+            reasons, general, fitting, _ = self.explain(outcome.next_pod)
             for name in self.cache.node_names():
                 if name in by_node:
                     continue
@@ -433,11 +430,10 @@ class WhatIf:
             elif outcome.stopped == "deadline":
                 row["reason"] = STOPPED_AT_DEADLINE.format(seconds=self.seconds)
             else:
-                reasons, general, _ = self.explain(replacement)
-                first = sorted(set(reasons.values()))
-                row["reason"] = general or (first[0] if len(first) == 1 else outcome.failure) or "no node fits"
-                if reasons and not general:
-                    row["nodes"] = {name: reason for name, reason in sorted(reasons.items())}
+                reasons, _, _, message = self.explain(replacement)
+                row["reason"] = message or outcome.failure  # kubectl dra why's summary
+                if reasons:
+                    row["nodes"] = dict(sorted(reasons.items()))
             rows.append(row)
         placed = sum(1 for r in rows if "node" in r)
         return {"node": node, "total": len(rows), "placed": placed, "pods": rows}

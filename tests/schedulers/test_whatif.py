@@ -164,9 +164,11 @@ async def test_drain_plan_moves_the_nodes_pods_in_priority_order() -> None:
     plan = whatif(cluster).drain("a")
     assert plan["node"] == "a" and plan["total"] == 2 and plan["placed"] == 1
     assert plan["pods"][0] == {"pod": "default/high", "node": "b", "devices": [f"{DRIVER}/b/dev-0"]}
-    assert (
-        plan["pods"][1]["pod"] == "default/low" and plan["pods"][1]["reason"] == "claim default/low, request gpu: every gpu device is taken"
-    )
+    assert plan["pods"][1] == {
+        "pod": "default/low",
+        "reason": "0/1 nodes fit. 1 node: claim default/low, request gpu: every gpu device is taken.",
+        "nodes": {"b": "claim default/low, request gpu: every gpu device is taken"},
+    }
 
 
 # --- the endpoint: answered in a forked copy of the scheduler ----------------------------------------
