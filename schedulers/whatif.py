@@ -171,6 +171,67 @@ class _Verdicts:
             return None
         return (attempt.fit.key, tuple(orjson.dumps(c.get("spec"), option=orjson.OPT_SORT_KEYS) for c in claims.unallocated))
 
+    def replay(self, cycle: SchedulingCycle, pod: Obj) -> Placement | None:
+        """The cycle's choice for ``pod``, walking the nodes as the cycle does but asking its
+        ``_filter`` and ``_score`` only for nodes without a remembered verdict (None: let the cycle
+        itself decide, e.g. when no node fits, so that its message is the cycle's).
+
+        The walk is the cycle's: from its rotating start, nodes that fail skipped, stopping after
+        ``nodes_to_find`` feasible ones, the lowest (score, name) chosen, the start moved on by the
+        nodes visited. tests/schedulers/test_whatif.py checks that every copy lands where the
+        cycle alone would put it.
+        """
+        if self._signature is None or cycle.features.node_allocatable_resources:
+            return None
+        attempt = cycle.prepare(pod)
+        if not isinstance(attempt, Attempt) or self._shape(attempt) != self._signature:
+            return None
+        names = cycle.cache.node_names()
+        count = len(names)
+        if not count:
+            return None
+        start = cycle._next_start % count
+        filtered, scores, get_node = self._filtered, self._scores, cycle.cache.nodes.get
+        allocator: Any = None
+        best: tuple[int, str, Any] | None = None
+        feasible = processed = 0
+        for i in range(count):
+            processed += 1
+            name = names[(start + i) % count]
+            known = filtered.get(name)
+            node = None
+            if known is None:
+                node = get_node("", name)
+                if node is None:
+                    continue
+                if allocator is None and (attempt.claims.unallocated or attempt.extended):
+                    allocator = cycle.allocator()
+                reason, outcome, _, _ = self.filter(pod, node, attempt.fit, attempt.selectors, allocator, attempt)
+                if isinstance(reason, AllocationError):
+                    return None
+                known = (reason, outcome)
+            if known[0] is not None:
+                continue
+            score = scores.get(name)
+            if score is None:
+                node = node or get_node("", name)
+                if node is None:
+                    continue
+                score = self.score(node, allocator, known[1])
+            feasible += 1
+            if best is None or (score, name) < (best[0], best[1]):
+                best = (score, name, known[1])
+            if feasible >= cycle.nodes_to_find:
+                break
+        if best is None:
+            return None  # no node fits: the cycle says so in its words
+        cycle._next_start = (start + processed) % count
+        claims, outcome = attempt.claims, best[2]
+        allocations = (
+            dict(zip((meta(c).get("uid", "") for c in claims.unallocated), outcome.allocations, strict=True)) if outcome is not None else {}
+        )
+        return Placement(best[1], claims.claims, allocations, attempt.fit.requests, [], claims.group_refs, claims.gang)
+
     def placed(self, node: str, allocations: Iterable[Mapping[str, Any] | None]) -> None:
         """A copy went to ``node``: its verdict is stale (every node's, if devices elsewhere were taken)."""
         self._filtered.pop(node, None)
@@ -352,7 +413,7 @@ class WhatIf:
             full = self._full_claim(pod)
             if full:
                 return Outcome(placed, pod, failure=full)
-            result = self.cycle.schedule(pod)
+            result = self._verdicts.replay(self.cycle, pod) or self.cycle.schedule(pod)
             if isinstance(result, Placement):
                 placed.append(self._bind(pod, result))
                 self._verdicts.placed(result.node, result.allocations.values())

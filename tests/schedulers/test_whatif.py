@@ -15,9 +15,9 @@ from kube.kubeconfig import Connection
 from schedulers.cycle import SchedulingCycle
 from schedulers.explainserver import ExplainServer
 from schedulers.scheduler import Scheduler
-from schedulers.whatif import Changes, WhatIf
+from schedulers.whatif import Changes, WhatIf, _Verdicts
 from schedulers.whatifserver import WhatIfLimits
-from tests.schedulers.cluster import CLASS, DRIVER, NS, Cluster, allocation, claim, node, node_slice, pod, reserved_for
+from tests.schedulers.cluster import CLASS, DRIVER, NS, Cluster, allocation, claim, device_class, node, node_slice, pod, reserved_for
 from tests.schedulers.test_allocator import ADMIN_NS, CASES, Case
 
 Obj = dict[str, Any]
@@ -322,3 +322,36 @@ async def test_a_slow_selector_is_stopped_by_the_answers_deadline() -> None:
     assert {u["name"] for u in body["unfit"]} == {"a", "b"} and all(
         "operation interrupted" in u["reason"] or "not examined" in u["reason"] for u in body["unfit"]
     ), body
+
+
+async def _varied_cluster() -> Cluster:
+    """250 nodes (more than the cycle's 100 feasible nodes, so its rotating start matters) with 1
+    to 6 devices, some tainted, some full of pods."""
+    cluster = Cluster()
+    await cluster.put(cluster.cache.classes, device_class())
+    for i in range(250):
+        name = f"n-{i:03d}"
+        extra: dict[str, Any] = {"taints": [{"key": "gone", "effect": "NoSchedule"}]} if i % 17 == 0 else {}
+        await cluster.put(cluster.cache.nodes, node(name, pods="3" if i % 11 == 0 else "110", **extra))
+        await cluster.put(cluster.cache.slices, node_slice(name, 1 + i % 6))
+    return cluster
+
+
+@pytest.mark.parametrize("count", [1, 2])
+async def test_remembered_verdicts_place_every_copy_where_the_cycle_would(count: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    replayed = []
+    original = _Verdicts.replay
+
+    def counting(self: _Verdicts, cycle: SchedulingCycle, pod: Obj) -> Any:
+        placement = original(self, cycle, pod)
+        replayed.append(placement is not None)
+        return placement
+
+    monkeypatch.setattr(_Verdicts, "replay", counting)
+    remembered = whatif(await _varied_cluster()).fit(templated_pod(), {"one-gpu": template(count=count)}, 10_000)
+    monkeypatch.setattr(_Verdicts, "replay", lambda *_args: None)
+    cycled = whatif(await _varied_cluster()).fit(templated_pod(), {"one-gpu": template(count=count)}, 10_000)
+    assert remembered == cycled
+    assert remembered["total"] > 100 and sum(replayed) > remembered["total"] // 2  # most copies were replayed
+    tainted = {f"n-{i:03d}" for i in range(0, 250, 17)}
+    assert {u["name"] for u in remembered["unfit"] if "untolerated taint" in u["reason"]} == tainted
