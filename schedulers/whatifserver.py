@@ -20,9 +20,10 @@ The request body (JSON)::
 
 Every question is answered in a forked copy of this process (:func:`answer_in_copy`): the copy
 holds the caches as they were at the fork, changes them at will and writes its answer to a pipe;
-the live scheduler's loop only waits on that pipe. The copy runs at a lower CPU priority, at most
-``WhatIfLimits.running`` at a time (more wait, up to ``WhatIfLimits.waiting``; then 429), within
-its own deadline (the cycle's filter timeout is cut to it; the parent kills a copy that overruns).
+the live scheduler's loop only waits on that pipe. The copy runs at a lower CPU priority, one at a
+time; the questions that came meanwhile (up to ``WhatIfLimits.waiting``, then 429) are answered
+by the next copy, each in a copy of that copy (:func:`answer_batch_in_copy`), within
+its own deadline (the cycle's filter timeout is cut to it; a copy that overruns is killed).
 Nothing is written to the API server and nothing is reserved in the live caches.
 
 Pod validation is the API server's: ``kubectl dra fit`` and the dashboard send the pod to the
@@ -37,7 +38,10 @@ import contextlib
 import gc
 import os
 import re
+import select
 import signal
+import struct
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -68,7 +72,7 @@ class WhatIfLimits:
     default_copies: int = 1_000  # ``max`` when not given
     max_added_nodes: int = 1_000
     seconds: float = 10.0  # one answer's deadline in the copy
-    running: int = 1  # copies computing at once
+    batch: int = 16  # questions answered by one fork of the live process (one after another)
     waiting: int = 16  # questions waiting for a turn; more get 429
 
 
@@ -87,8 +91,69 @@ def added_node(name: str, like: Mapping[str, Any] | None) -> Obj:
     }  # fmt: skip
 
 
-async def answer_in_copy(job: Callable[[], dict[str, Any]], seconds: float) -> dict[str, Any]:
-    """Run ``job`` in a forked copy of this process and return its answer (or raise its ApiError)."""
+Job = Callable[[], dict[str, Any]]
+_FRAME = struct.Struct("!Q")  # each answer on the pipe: its length, then its JSON
+
+
+def _answer(job: Job) -> bytes:
+    """One job's answer or error as JSON (in the process that computes it)."""
+    try:
+        return orjson.dumps({"answer": job()})
+    except ApiError as exc:
+        return orjson.dumps({"error": exc.status()})
+    except Exception as exc:  # reported to the caller, the live scheduler is untouched
+        return orjson.dumps({"error": ApiError(500, "InternalError", f"the what-if answer failed: {exc!r}").status()})
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _read_all(fd: int, deadline: float) -> bytes | None:
+    """Everything until EOF, or None when ``deadline`` (monotonic) passes first."""
+    chunks: list[bytes] = []
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            return None
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
+def _one_in_grandchild(job: Job, seconds: float) -> bytes:
+    """In the batch's copy: ``job`` in a copy of the copy (each question starts from the same
+    state), killed when it overruns its deadline."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(read_fd)
+            _write_all(write_fd, _answer(job))
+        finally:
+            os._exit(0)
+    os.close(write_fd)
+    data = _read_all(read_fd, time.monotonic() + seconds + 5.0)
+    os.close(read_fd)
+    if data is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    if data is None:
+        return orjson.dumps({"error": ApiError(504, "Timeout", f"the what-if answer took longer than {seconds:g}s").status()})
+    return data or orjson.dumps({"error": ApiError(500, "InternalError", "the what-if copy ended without an answer").status()})
+
+
+async def answer_batch_in_copy(jobs: list[Job], seconds: float) -> list[dict[str, Any] | ApiError]:
+    """Each job's answer (or its ApiError), computed in a forked copy of this process.
+
+    One fork of the live process per batch: the copy runs each job in a copy of its own (so each
+    starts from the state at the fork) and writes the answers in order to a pipe. Fewer forks of
+    the live process mean fewer of its pages copied on write while copies are alive.
+    """
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # the copy: compute, write, leave without running any of the parent's cleanup
@@ -98,15 +163,9 @@ async def answer_in_copy(job: Callable[[], dict[str, Any]], seconds: float) -> d
             gc.disable()  # short-lived: collecting would touch (and copy) every page of the heap
             with contextlib.suppress(OSError):
                 os.nice(NICE)
-            try:
-                data = orjson.dumps({"answer": job()})
-            except ApiError as exc:
-                data = orjson.dumps({"error": exc.status()})
-            except Exception as exc:  # reported to the caller, the live scheduler is untouched
-                data = orjson.dumps({"error": ApiError(500, "InternalError", f"the what-if answer failed: {exc!r}").status()})
-            view = memoryview(data)
-            while view:
-                view = view[os.write(write_fd, view) :]
+            for job in jobs:
+                data = _answer(job) if len(jobs) == 1 else _one_in_grandchild(job, seconds)
+                _write_all(write_fd, _FRAME.pack(len(data)) + data)
         except BaseException:
             code = 1
         finally:
@@ -115,22 +174,33 @@ async def answer_in_copy(job: Callable[[], dict[str, Any]], seconds: float) -> d
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=2**31)
     transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb"))
+    results: list[dict[str, Any] | ApiError] = []
+    rest = ApiError(500, "InternalError", "the what-if copy ended without an answer")
     try:
-        data = await asyncio.wait_for(reader.read(), seconds + 5.0)
-    except TimeoutError:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-        raise ApiError(504, "Timeout", f"the what-if answer took longer than {seconds:g}s") from None
+        for _ in jobs:
+            try:
+                (length,) = _FRAME.unpack(await asyncio.wait_for(reader.readexactly(_FRAME.size), seconds + 10.0))
+                result = orjson.loads(await reader.readexactly(length))
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                rest = ApiError(504, "Timeout", f"the what-if answer took longer than {seconds:g}s")
+                break
+            except asyncio.IncompleteReadError:
+                break
+            results.append(ApiError.from_status(result["error"]) if "error" in result else result["answer"])
     finally:
         transport.close()
         await asyncio.to_thread(os.waitpid, pid, 0)
-    if not data:
-        raise ApiError(500, "InternalError", "the what-if copy ended without an answer")
-    result = orjson.loads(data)
-    if "error" in result:
-        raise ApiError.from_status(result["error"])
-    answer: dict[str, Any] = result["answer"]
-    return answer
+    return results + [rest] * (len(jobs) - len(results))
+
+
+async def answer_in_copy(job: Job, seconds: float) -> dict[str, Any]:
+    """``job``'s answer from a forked copy of this process (raises its ApiError)."""
+    (result,) = await answer_batch_in_copy([job], seconds)
+    if isinstance(result, ApiError):
+        raise result
+    return result
 
 
 class WhatIfServer:
@@ -139,8 +209,8 @@ class WhatIfServer:
     def __init__(self, auth: DelegatedAuth, limits: WhatIfLimits | None = None) -> None:
         self.auth = auth
         self.limits = limits or WhatIfLimits()
-        self._turns = asyncio.Semaphore(self.limits.running)
-        self._waiting = 0
+        self._pending: list[tuple[Job, asyncio.Future[dict[str, Any] | ApiError]]] = []
+        self._runner: asyncio.Task[None] | None = None
 
     async def handle(self, request: Request, scheduler: Scheduler | None) -> Response:
         fit, drain = FIT_PATH.match(request.path), DRAIN_PATH.match(request.path)
@@ -177,16 +247,30 @@ class WhatIfServer:
             raise ApiError(503, "ServiceUnavailable", "the scheduler's caches are not synced yet")
         return scheduler
 
-    async def _turn(self, job: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-        """One question's turn at the copies (at most ``running`` at once)."""
-        if self._waiting >= self.limits.waiting:
+    async def _turn(self, job: Job) -> dict[str, Any]:
+        """The job's answer, in the next batch (one copy of the process at a time)."""
+        if len(self._pending) >= self.limits.waiting:
             raise ApiError(429, "TooManyRequests", "too many what-if questions at once, please try again later", {"retryAfterSeconds": 1})
-        self._waiting += 1
-        try:
-            async with self._turns:
-                return await answer_in_copy(job, self.limits.seconds)
-        finally:
-            self._waiting -= 1
+        future: asyncio.Future[dict[str, Any] | ApiError] = asyncio.get_running_loop().create_future()
+        self._pending.append((job, future))
+        if self._runner is None or self._runner.done():
+            self._runner = asyncio.create_task(self._batches())
+        result = await future
+        if isinstance(result, ApiError):
+            raise result
+        return result
+
+    async def _batches(self) -> None:
+        """Answer the waiting questions, a batch per fork, until none waits."""
+        while self._pending:
+            batch, self._pending = self._pending[: self.limits.batch], self._pending[self.limits.batch :]
+            try:
+                results = await answer_batch_in_copy([job for job, _ in batch], self.limits.seconds)
+            except Exception as exc:  # the fork itself failed (out of memory, process limit)
+                results = [ApiError(503, "ServiceUnavailable", f"cannot answer what-if questions now: {exc}")] * len(batch)
+            for (_, future), result in zip(batch, results, strict=True):
+                if not future.done():
+                    future.set_result(result)
 
     # --- fit ---
 

@@ -3,6 +3,8 @@ would place them, the reasons for the nodes that take none, nodes removed and ad
 
 from __future__ import annotations
 
+import asyncio
+import os
 from typing import Any
 
 import orjson
@@ -355,3 +357,21 @@ async def test_remembered_verdicts_place_every_copy_where_the_cycle_would(count:
     assert remembered["total"] > 100 and sum(replayed) > remembered["total"] // 2  # most copies were replayed
     tainted = {f"n-{i:03d}" for i in range(0, 250, 17)}
     assert {u["name"] for u in remembered["unfit"] if "untolerated taint" in u["reason"]} == tainted
+
+
+async def test_questions_asked_together_share_one_fork_and_each_starts_from_the_same_state(monkeypatch: pytest.MonkeyPatch) -> None:
+    server, _ = await _server()
+    forks = []
+    fork = os.fork
+
+    def counting_fork() -> int:
+        pid = fork()
+        if pid:
+            forks.append(pid)  # only the live process's own forks are counted here
+        return pid
+
+    monkeypatch.setattr(os, "fork", counting_fork)
+    questions = [{"pod": templated_pod(), "templates": [template()], "max": 100 + i} for i in range(4)]
+    answers = await asyncio.gather(*(post(server, FIT, q) for q in questions))
+    assert [(code, body["total"]) for code, body in answers] == [(200, 5)] * 4
+    assert len(forks) < 4
