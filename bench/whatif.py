@@ -237,7 +237,8 @@ async def live_phase(args: argparse.Namespace) -> dict[str, Any]:
                         await task
             ratio = busy["pods_per_s"] / alone["pods_per_s"] if alone["pods_per_s"] else float("nan")
             print(
-                f"  with {args.clients} clients asking fit: {busy['pods_per_s']:.1f} pods/s, scheduler {busy['cpu_ms_per_pod_scheduler']:.2f} ms CPU per pod ({load()})"
+                f"  with {args.clients} clients asking fit: {busy['pods_per_s']:.1f} pods/s, scheduler {busy['scheduler_own_cpu_ms_per_pod']:.2f} ms CPU per pod"
+                f" (+ {busy['cpu_ms_per_pod_scheduler'] - busy['scheduler_own_cpu_ms_per_pod']:.2f} ms per pod in its forked copies) ({load()})"
             )
             print(
                 f"  pods/s busy / alone = {ratio:.3f}; {len(answers)} fit answers meanwhile"
