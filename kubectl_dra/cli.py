@@ -28,7 +28,7 @@ from kube.errors import ApiError
 from kube.kubeconfig import KubeconfigError, default_kubeconfig_paths, load_kubeconfig_context
 from kubectl_dra import inventory, render
 from kubectl_dra.dashboard.model import MAX_LISTED
-from kubectl_dra.session import SCHEDULER_URL_ENV, CommandError, Session, fetch_explanation
+from kubectl_dra.session import SCHEDULER_URL_ENV, CommandError, Session, fetch_explanation, scheduler_url
 
 if TYPE_CHECKING:
     from _typeshed import SupportsWrite

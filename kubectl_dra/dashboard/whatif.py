@@ -9,7 +9,7 @@ only reads (a GET, like every other route).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 from starlette.requests import Request
@@ -18,9 +18,7 @@ from starlette.responses import JSONResponse, Response
 from kube.client import KubeClient, resource_path
 from kube.errors import ApiError
 from kubectl_dra import fit
-
-if TYPE_CHECKING:
-    from kubectl_dra.cli import Session
+from kubectl_dra.session import CommandError, Session, scheduler_url
 
 
 def _status(code: int, reason: str, message: str) -> JSONResponse:
@@ -49,8 +47,6 @@ async def whatif(request: Request, client: KubeClient, session: Session | None) 
     """``GET /api/whatif``: the scheduler's what-if answer for the pod asked about."""
     if session is None:
         return _status(503, "ServiceUnavailable", "what-if questions need the scheduler")
-    from kubectl_dra.cli import CommandError, scheduler_url
-
     query = request.query_params
     max_text = query.get("max", "")
     if max_text and (not max_text.isdigit() or int(max_text) < 1):
