@@ -63,7 +63,7 @@ COMPOSE_EXAMPLE = (EXAMPLES / "gpu-deviceclass.yaml", EXAMPLES / "pod-with-claim
 
 APP_SERVICES = ("pki", "migrate", "apiserver", "scheduler", "controller", "kubeletsim")
 WORKERS = ("scheduler", "controller", "kubeletsim")
-E2E_TIMEOUT = 60.0
+E2E_TIMEOUT = 180.0  # from the pki job to gpu-pod Running, on a busy machine
 
 # kind -> (plural, namespaced) for the kinds in examples/
 PLURALS: dict[str, tuple[str, bool]] = {
@@ -689,9 +689,8 @@ def test_stack_runs_as_composed(database_url: str, image: Image, image_tree: Ima
             [str(image_tree.python.parent / "kubectl-dra"), "--kubeconfig", str(tmp_path / "pki" / "outside-admin.kubeconfig"), "why", "pod/gpu-pod"],
             cwd=tmp_path, env=stack.env("kubeletsim"), capture_output=True, text=True, timeout=60, check=False,
         )  # fmt: skip
-        assert why.returncode == 0, why.stderr
-        assert why.stdout.startswith("Pod default/gpu-pod: "), why.stdout
-        assert "gpu-pod-gpu-" in why.stdout and "allocated: " in why.stdout, why.stdout
+        assert (why.returncode, why.stderr) == (0, "")
+        assert why.stdout == f"Pod default/gpu-pod: Bound\n  the pod is bound to node {pod['spec']['nodeName']}\n"
     finally:
         stack.stop()
         print(f"stack logs in {tmp_path}; up to gpu-pod Running in {time.monotonic() - started:.1f}s")
