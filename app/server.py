@@ -174,8 +174,9 @@ def create_app(settings: Settings) -> Any:
         max_watches=settings.max_watches,
     )
     checks = storage_checks(server.storage, settings.etcd_healthcheck_timeout, settings.etcd_readycheck_timeout)
-    # Health probes answer before authentication, as load balancers and compose call them without credentials.
-    return ObserveMiddleware(HealthEndpoints(AuthFilter(limited, server.auth, negotiated_status), checks))
+    # Health probes are authenticated and authorized as every other path (upstream's order): anonymous
+    # probes pass by the bootstrap binding of system:public-info-viewer.
+    return ObserveMiddleware(AuthFilter(HealthEndpoints(limited, checks), server.auth, negotiated_status))
 
 
 def negotiated_status(exc: ApiError, scope: Any) -> tuple[str, bytes]:
