@@ -128,7 +128,7 @@ class ApiServer:
             compaction_min_retain=settings.compaction_min_retain,
         )
         self.storage = Storage(store, bookmark_interval=settings.bookmark_interval)
-        self.auth = AuthSystem(settings, self.storage)
+        self.auth = AuthSystem(settings, self.storage, self.gates)
         self.registry = GenericStore(self.storage, self.gates, settings.min_request_timeout, self.auth.tokens)
         self.namespaces = NamespaceLifecycle(self.registry)
         self.aggregation = ClusterRoleAggregation(self.registry)
