@@ -34,23 +34,41 @@ GROUP_HEADER = "impersonate-group"
 EXTRA_HEADER_PREFIX = "impersonate-extra-"
 
 
-def impersonate(user: UserInfo, headers: Sequence[tuple[bytes, bytes]], authorizer: Authorizer) -> UserInfo:
-    """The user the request acts as; 403 when ``user`` may not impersonate a part of it."""
-    name = ""
-    uid = ""
+def requested_user(headers: Sequence[tuple[bytes, bytes]]) -> UserInfo:
+    """What the impersonation headers ask for, as they are: the first ``Impersonate-User`` and
+    ``-Uid``, every ``-Group`` and ``-Extra-<key>`` (the key lower-case and %-decoded)."""
+    name: str | None = None
+    uid: str | None = None
     groups: list[str] = []
     extra: dict[str, list[str]] = {}
     for raw_name, raw_value in headers:
         header = raw_name.decode("latin-1").lower()
         value = raw_value.decode("latin-1")
         if header == USER_HEADER:
-            name = value
+            name = value if name is None else name
         elif header == UID_HEADER:
-            uid = value
+            uid = value if uid is None else uid
         elif header == GROUP_HEADER:
             groups.append(value)
         elif header.startswith(EXTRA_HEADER_PREFIX):
             extra.setdefault(unquote(header[len(EXTRA_HEADER_PREFIX) :]), []).append(value)
+    return UserInfo(name or "", uid or "", tuple(groups), {k: tuple(v) for k, v in extra.items()})
+
+
+def with_membership(name: str, groups: list[str]) -> tuple[str, ...]:
+    """An impersonated user's groups: ``system:authenticated`` added, or for ``system:anonymous``
+    ``system:unauthenticated``, unless there already."""
+    if name == ANONYMOUS:
+        return (*groups, ALL_UNAUTHENTICATED) if ALL_UNAUTHENTICATED not in groups else tuple(groups)
+    if ALL_AUTHENTICATED in groups or ALL_UNAUTHENTICATED in groups:
+        return tuple(groups)
+    return (*groups, ALL_AUTHENTICATED)
+
+
+def impersonate(user: UserInfo, headers: Sequence[tuple[bytes, bytes]], authorizer: Authorizer) -> UserInfo:
+    """The user the request acts as (the gate off); 403 when ``user`` may not impersonate a part of it."""
+    wanted = requested_user(headers)
+    name, uid, groups = wanted.name, wanted.uid, list(wanted.groups)
     if not name:
         raise ApiError(
             500, "InternalError", "Internal error occurred: requested impersonation of groups, uid or extras without impersonating a user"
@@ -66,7 +84,7 @@ def impersonate(user: UserInfo, headers: Sequence[tuple[bytes, bytes]], authoriz
     else:
         checks.append(Attributes(user, "impersonate", True, api_group="", resource="users", name=name))
     checks.extend(Attributes(user, "impersonate", True, api_group="", resource="groups", name=g) for g in groups)
-    for key, values in extra.items():
+    for key, values in wanted.extra.items():
         checks.extend(
             Attributes(user, "impersonate", True, api_group="authentication.k8s.io", resource="userextras", subresource=key, name=v)
             for v in values
@@ -77,12 +95,7 @@ def impersonate(user: UserInfo, headers: Sequence[tuple[bytes, bytes]], authoriz
         decision, reason = authorizer.authorize(attrs)
         if decision is not Decision.ALLOW:
             raise forbidden(attrs, reason)
-    if name != ANONYMOUS:
-        if ALL_AUTHENTICATED not in groups and ALL_UNAUTHENTICATED not in groups:
-            groups.append(ALL_AUTHENTICATED)
-    elif ALL_UNAUTHENTICATED not in groups:
-        groups.append(ALL_UNAUTHENTICATED)
-    return UserInfo(name, uid, tuple(groups), {k: tuple(v) for k, v in extra.items()})
+    return UserInfo(name, uid, with_membership(name, groups), dict(wanted.extra))
 
 
 # ---- constrained impersonation (gate ConstrainedImpersonation) -------------------------------
@@ -109,24 +122,9 @@ class Impersonation:
 
 
 def wanted_user(headers: Sequence[tuple[bytes, bytes]]) -> UserInfo | None:
-    """The user the impersonation headers ask for, as they are (nothing added); None without
-    ``Impersonate-User`` and other headers; 400 with only the others."""
-    name: str | None = None
-    uid: str | None = None
-    groups: list[str] = []
-    extra: dict[str, list[str]] = {}
-    for raw_name, raw_value in headers:
-        header = raw_name.decode("latin-1").lower()
-        value = raw_value.decode("latin-1")
-        if header == USER_HEADER:
-            name = value if name is None else name
-        elif header == UID_HEADER:
-            uid = value if uid is None else uid
-        elif header == GROUP_HEADER:
-            groups.append(value)
-        elif header.startswith(EXTRA_HEADER_PREFIX):
-            extra.setdefault(unquote(header[len(EXTRA_HEADER_PREFIX) :]), []).append(value)
-    wanted = UserInfo(name or "", uid or "", tuple(groups), {k: tuple(v) for k, v in extra.items()})
+    """The user the impersonation headers ask for (nothing added); None without any; 400 with
+    others but no ``Impersonate-User``."""
+    wanted = requested_user(headers)
     if not wanted.name:
         if wanted.uid or wanted.groups or wanted.extra:
             raise ApiError(400, "BadRequest", f"requested {_go_syntax(wanted)} without impersonating a user name")
@@ -288,11 +286,7 @@ class ConstrainedImpersonation:
             )
         self._check_groups(requester, wanted.groups, verb, group, constrained)
         self._check_extra(requester, wanted.extra, verb, constrained)
-        if wanted.name == ANONYMOUS:
-            groups += [ALL_UNAUTHENTICATED] if ALL_UNAUTHENTICATED not in groups else []
-        elif ALL_UNAUTHENTICATED not in groups and ALL_AUTHENTICATED not in groups:
-            groups.append(ALL_AUTHENTICATED)
-        return UserInfo(wanted.name, wanted.uid, tuple(groups), dict(wanted.extra))
+        return UserInfo(wanted.name, wanted.uid, with_membership(wanted.name, groups), dict(wanted.extra))
 
     def _check_groups(self, requester: UserInfo, groups: tuple[str, ...], verb: str, api_group: str, constrained: bool) -> None:
         if not groups:
