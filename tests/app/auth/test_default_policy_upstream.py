@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,8 @@ import pytest
 import yaml
 
 from devtools import gobuild, upstream
+from devtools.server import ServerProcess
+from tests.authcluster import start_auth_cluster
 from tests.interop.golang import REQUIRED
 
 TESTDATA = "plugin/pkg/auth/authorizer/rbac/bootstrappolicy/testdata"
@@ -91,3 +94,21 @@ def test_the_bootstrap_policy_is_upstreams(admin: httpx.Client, name: str) -> No
                 f"{key}:\n  upstream: {json.dumps(essentials(want), sort_keys=True)}\n  served:   {json.dumps(essentials(have), sort_keys=True)}"
             )
     assert not differences, "\n".join(differences)
+
+
+def test_the_roles_upstreams_gates_add_follow_the_servers_gates(admin: httpx.Client, start_server: Callable[..., ServerProcess], tmp_path: Path) -> None:
+    """Upstream adds some rules and controller roles only with a gate on (its controller policy);
+    so does the server, with its own gates: off in the shared cluster, on in a server of its own."""
+    assert admin.get(f"{RBAC}/clusterroles/system:controller:resourcepoolstatusrequest-controller").status_code == 404
+    assert admin.get(f"{RBAC}/clusterroles/system:controller:podgroup-protection-controller").status_code == 404
+    gates = "GenericWorkload=true,DRAWorkloadResourceClaims=true,DRAResourcePoolStatus=true"
+    cluster = start_auth_cluster(start_server, tmp_path, flags=[f"--feature-gates={gates}"])
+    with cluster.admin() as gated:
+        pool_status = gated.get(f"{RBAC}/clusterrolebindings/system:controller:resourcepoolstatusrequest-controller").json()
+        assert pool_status["subjects"] == [{"kind": "ServiceAccount", "name": "resourcepoolstatusrequest-controller", "namespace": "kube-system"}]
+        rules = gated.get(f"{RBAC}/clusterroles/system:controller:resourcepoolstatusrequest-controller").json()["rules"]
+        assert {"apiGroups": ["resource.k8s.io"], "resources": ["resourcepoolstatusrequests/status"], "verbs": ["patch", "update"]} in rules
+        claims = gated.get(f"{RBAC}/clusterroles/system:controller:resource-claim-controller").json()["rules"]
+        assert {"apiGroups": ["scheduling.k8s.io"], "resources": ["podgroups/status"], "verbs": ["patch", "update"]} in claims
+        assert gated.get(f"{RBAC}/clusterroles/system:controller:podgroup-protection-controller").status_code == 200
+
