@@ -224,6 +224,7 @@ def create_fastapi_app(settings: Settings) -> FastAPI:
         return Response(body, media_type=content_type)
 
     @app.get("/version")
+    @app.get("/version/")  # upstream serves both, no redirect
     async def _version() -> Response:
         return json_response(VERSION_INFO)
 
