@@ -143,6 +143,7 @@ class Storage:
         start_key = ""
         if continue_from is not None:
             at, start_key = continue_from
+            rows: list[StoredObject] | None
             if at < 0:
                 # The token an expired one's 410 carries: the rest at the newest revision.
                 await self._wait_for(None)
