@@ -55,8 +55,9 @@ bench: venv
 bench-memory: venv
 	$(BIN)/python -m bench.memory
 
+# Three cluster sizes, as README's table: 100, 500 and 1,000 nodes of 10 devices, 1,000 pods each.
 bench-scheduler: venv
-	$(BIN)/python -m bench.scheduler
+	$(BIN)/python -m bench.scheduler --nodes 100,500,1000
 
 bench-simulator: venv
 	$(BIN)/python -m bench.simulator
