@@ -19,6 +19,7 @@ import os
 import signal
 import subprocess
 import sys
+import sysconfig
 import time
 from pathlib import Path
 
@@ -224,8 +225,10 @@ Point kubectl at it:
     kubectl api-resources --api-group=resource.k8s.io
     kubectl apply -f examples/
 
-See devices, claims and why pods wait (kubectl dra is in .venv/bin):
+See devices, claims and why pods wait with kubectl dra: kubectl runs the plugin kubectl-dra
+from PATH, so put the venv's bin on it first (else: unknown command "dra"):
 
+    export PATH="{sysconfig.get_path('scripts')}:$PATH"
     kubectl dra devices
     kubectl dra why pod/NAME
     kubectl dra dashboard

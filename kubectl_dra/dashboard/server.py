@@ -21,7 +21,6 @@ import socket
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import httpx
 import orjson
@@ -33,10 +32,8 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from kube.errors import ApiError
-from kubectl_dra.dashboard.model import MAX_LISTED, DashboardModel
-
-if TYPE_CHECKING:
-    from kubectl_dra.cli import Session
+from kubectl_dra.dashboard.model import MAX_LISTED, PROBE_SECONDS, DashboardModel
+from kubectl_dra.session import CommandError, Session, fetch_explanation
 
 STATIC = Path(__file__).parent / "static"
 HEARTBEAT_SECONDS = 10.0
@@ -86,8 +83,6 @@ def build_app(model: DashboardModel, session: Session | None = None, accept_host
     async def explain(request: Request) -> Response:
         if session is None:
             return _status(503, "ServiceUnavailable", "explanations need the scheduler")
-        from kubectl_dra.cli import CommandError, fetch_explanation
-
         try:
             return JSONResponse(await fetch_explanation(session, model.client, request.path_params["namespace"], request.path_params["name"]))
         except ApiError as exc:
@@ -123,8 +118,6 @@ def build_app(model: DashboardModel, session: Session | None = None, accept_host
 
 def listen(address: str, port: int) -> socket.socket:
     """The dashboard's listening socket, bound before anything starts (a port in use fails at once)."""
-    from kubectl_dra.cli import CommandError
-
     try:
         infos = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM)
         sock = socket.socket(infos[0][0], socket.SOCK_STREAM)
@@ -151,7 +144,12 @@ async def serve(session: Session, address: str, port: int, list_limit: int = MAX
     server = uvicorn.Server(config)
     host, bound = sock.getsockname()[:2]
     where = f"[{host}]" if ":" in host else host
-    print(f"Serving the dashboard on http://{where}:{bound}/ as {session.context.name} (Ctrl-C stops it)", file=sys.stderr, flush=True)
+    try:
+        user = await asyncio.wait_for(model.whoami(), PROBE_SECONDS)
+    except (ApiError, httpx.TransportError, OSError, TimeoutError):
+        user = ""  # the page says what is wrong
+    who = f"as {user}" if user else f"as the user of context {session.context.name}"
+    print(f"Serving the dashboard on http://{where}:{bound}/ {who} (Ctrl-C stops it)", file=sys.stderr, flush=True)
     try:
         await server.serve(sockets=[sock])
     finally:
