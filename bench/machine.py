@@ -3,7 +3,8 @@
 A figure from a shared 2-core machine means little without the load it was taken under: the
 load averages (``os.getloadavg``) at the start and the end, and the share of CPU time the
 hypervisor gave to other guests meanwhile (steal, from the ``cpu`` line of ``/proc/stat``).
-Every benchmark's ``main`` is wrapped in :func:`reports_machine`, which prints one line::
+Every benchmark's ``main`` is wrapped in :func:`reports_machine`, which prints one line on stderr
+(stdout stays the figures, machine-readable where a benchmark prints JSON there)::
 
     machine: load average 0.31 0.40 0.52 -> 1.92 0.81 0.63, steal 0.4% of CPU time over 62 s (/proc/stat), 2 CPUs
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -90,6 +92,7 @@ def reports_machine(main: Callable[P, R]) -> Callable[P, R]:
         try:
             return main(*args, **kwargs)
         finally:
-            print(machine.line(), flush=True)
+            sys.stdout.flush()
+            print(machine.line(), file=sys.stderr, flush=True)
 
     return wrapped
