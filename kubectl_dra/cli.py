@@ -28,7 +28,7 @@ from kube.errors import ApiError
 from kube.kubeconfig import KubeconfigError, default_kubeconfig_paths, load_kubeconfig_context
 from kubectl_dra import inventory, render
 from kubectl_dra.dashboard.model import MAX_LISTED
-from kubectl_dra.session import SCHEDULER_URL_ENV, CommandError, Session, fetch_explanation
+from kubectl_dra.session import SCHEDULER_URL_ENV, CommandError, Session, fetch_explanation, scheduler_url
 
 if TYPE_CHECKING:
     from _typeshed import SupportsWrite
@@ -101,6 +101,16 @@ def build_parser() -> argparse.ArgumentParser:
                      "Examples:\n  kubectl dra claims\n  kubectl dra claims -A -o yaml")  # fmt: skip
     claims.add_argument("-A", "--all-namespaces", action="store_true", help="claims of every namespace")
     claims.add_argument("-o", "--output", metavar="json|yaml", help="json or yaml (default: a table)")
+
+    from kubectl_dra import fit as whatif  # what-if capacity (kubectl_dra.fit)
+
+    whatif.add_arguments(
+        command("fit", "How many more pods like this one fit, on which nodes and devices (asked of the scheduler; nothing is created).",
+                "Examples:\n  kubectl dra fit -f pod.yaml\n  kubectl dra fit -f pod.yaml --max 50 --without-node sim-3 -o json\n"
+                "  kubectl dra fit -f pod.yaml --add-nodes 2 --profile gpu"),
+        command("drain-plan", "Where the pods with claims on a node would go if the node went now, and which would not fit.",
+                "Examples:\n  kubectl dra drain-plan sim-3\n  kubectl dra drain-plan sim-3 -o json"),
+    )  # fmt: skip
 
     dashboard = command("dashboard", "Serve the live device dashboard on this machine, reading as you (like kubectl proxy).",
                         "Examples:\n  kubectl dra dashboard\n  kubectl dra dashboard --port 8002")  # fmt: skip
@@ -236,8 +246,41 @@ async def dashboard(session: Session, args: argparse.Namespace) -> None:
     await serve(session, args.address, args.port, args.list_limit)
 
 
+async def fit(session: Session, args: argparse.Namespace) -> None:
+    from kubectl_dra import fit as whatif
+
+    if bool(args.add_nodes) != bool(args.profile):
+        raise CommandError("--add-nodes and --profile go together")
+    try:
+        pod = whatif.read_pod(args.filename)
+        namespace = (pod.get("metadata") or {}).get("namespace") or session.namespace
+        async with session.client() as client:
+            url = await scheduler_url(session, client)
+            async with session.scheduler_client(url) as scheduler:
+                answer = await whatif.ask_fit(
+                    client, scheduler, url, namespace, pod, max_copies=args.max, without=args.without_node, add_nodes=args.add_nodes, profile=args.profile
+                )
+    except whatif.FitError as exc:
+        raise CommandError(str(exc)) from None
+    emit(answer, args.output, lambda: whatif.fit_text(answer))
+
+
+async def drain_plan(session: Session, args: argparse.Namespace) -> None:
+    from kubectl_dra import fit as whatif
+
+    async with session.client() as client:
+        url = await scheduler_url(session, client)
+        async with session.scheduler_client(url) as scheduler:
+            try:
+                plan = await whatif.ask(scheduler, url, whatif.drain_path(args.node), {})
+            except whatif.FitError as exc:
+                raise CommandError(str(exc)) from None
+    plan = {k: v for k, v in plan.items() if k not in ("kind", "apiVersion")}
+    emit(plan, args.output, lambda: whatif.drain_text(plan))
+
+
 COMMANDS: dict[str, Callable[[Session, argparse.Namespace], Coroutine[Any, Any, None]]] = {
-    "why": why, "devices": devices, "claims": claims, "dashboard": dashboard,
+    "why": why, "devices": devices, "claims": claims, "dashboard": dashboard, "fit": fit, "drain-plan": drain_plan,
 }  # fmt: skip
 
 

@@ -8,7 +8,8 @@ answers only requests whose Host is a loopback name (no DNS rebinding), and it o
 Routes: ``/`` the page and ``/static/*`` its files (plain JS and CSS, nothing fetched from
 elsewhere), ``/api/events`` the view model as Server-Sent Events (a snapshot, then patches),
 ``/api/device?id=driver/pool/device`` one device's details, ``/api/explain/NS/NAME`` the
-scheduler's explanation of a pod.
+scheduler's explanation of a pod, ``/api/whatif?pod=...|from=NS/NAME&max=N`` how many copies of a
+pod fit (:mod:`kubectl_dra.dashboard.whatif`).
 """
 
 from __future__ import annotations
@@ -84,7 +85,9 @@ def build_app(model: DashboardModel, session: Session | None = None, accept_host
         if session is None:
             return _status(503, "ServiceUnavailable", "explanations need the scheduler")
         try:
-            return JSONResponse(await fetch_explanation(session, model.client, request.path_params["namespace"], request.path_params["name"]))
+            return JSONResponse(
+                await fetch_explanation(session, model.client, request.path_params["namespace"], request.path_params["name"])
+            )
         except ApiError as exc:
             return JSONResponse(exc.status(), status_code=exc.code)
         except CommandError as exc:
@@ -92,9 +95,14 @@ def build_app(model: DashboardModel, session: Session | None = None, accept_host
         except (httpx.TransportError, OSError) as exc:
             return _status(503, "ServiceUnavailable", f"cannot reach the API server: {exc or type(exc).__name__}")
 
+    async def whatif(request: Request) -> Response:
+        from kubectl_dra.dashboard.whatif import whatif as answer  # the "What if" panel
+
+        return await answer(request, model.client, session)
+
     routes = [
         Route("/", index), Route("/static/{name}", static), Route("/api/events", events), Route("/api/device", device),
-        Route("/api/explain/{namespace}/{name}", explain),
+        Route("/api/explain/{namespace}/{name}", explain), Route("/api/whatif", whatif),
     ]  # fmt: skip
 
     app = Starlette(routes=routes)
