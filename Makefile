@@ -9,7 +9,7 @@ DATABASE_URL ?= sqlite:///./data/dra.sqlite
 # files go to one worker, so a module's tests keep the order they were written in.
 TEST_WORKERS ?= 2
 
-.PHONY: venv run test test-pure lint typecheck fuzz protobuf-schema bench bench-memory bench-scheduler bench-simulator bench-dradriver bench-faults bench-httpfloor clean
+.PHONY: venv run test test-fast test-pure lint typecheck fuzz protobuf-schema bench bench-memory bench-scheduler bench-simulator bench-dradriver bench-faults bench-httpfloor clean
 
 # The install compiles the hot modules with mypyc (setup.py; list in kube/compiled.py; about two
 # minutes of CPU) once the dependencies are in. DRA_PURE_PYTHON=1 skips that, at install or at run time.
@@ -27,17 +27,27 @@ venv: $(BIN)/.installed
 run: venv
 	$(BIN)/python -m devtools.devstack --port $(PORT) --database-url '$(DATABASE_URL)' $(if $(EXAMPLE_DRIVER),--example-driver)
 
+# Every run prints its 30 slowest tests, so a test that grows slow shows up where it is run.
+DURATIONS := --durations=30
+
 test: venv
 	$(BIN)/ruff check .
 	$(BIN)/python -m mypy app kube kubeletapi schedulers controllers kubeletsim exampledriver devtools kubectl_dra bench
-	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --ignore=tests/interop
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile $(DURATIONS) --ignore=tests/interop
+
+# The edit loop (a few minutes): the unit tests, without server processes or Postgres (marker
+# "server", set from the fixtures in tests/conftest.py), browsers, benchmarks or end-to-end stacks.
+FAST_IGNORE := --ignore=tests/interop --ignore=tests/e2e --ignore=tests/fuzz --ignore=tests/bench --ignore=tests/deploy \
+	--ignore=tests/devtools --ignore=tests/kubectl_dra/test_dashboard_browser.py
+test-fast: venv
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile $(DURATIONS) -m "not server" $(FAST_IGNORE)
 
 # The compiled modules' unit tests again on their Python source (CI runs both; kube/compiled.py).
 PURE_TESTS := tests/kube/test_compiled.py tests/kube/test_labels.py tests/kube/test_fields.py \
 	tests/app/api/test_apply.py tests/app/api/test_schemas.py tests/app/api/test_routing.py \
 	tests/app/api/test_generic.py tests/app/registry/test_objectmeta.py
 test-pure: venv
-	DRA_PURE_PYTHON=1 $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile $(PURE_TESTS)
+	DRA_PURE_PYTHON=1 $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile $(DURATIONS) $(PURE_TESTS)
 
 lint: venv
 	$(BIN)/ruff check .
@@ -55,8 +65,9 @@ bench: venv
 bench-memory: venv
 	$(BIN)/python -m bench.memory
 
+# Three cluster sizes, as README's table: 100, 500 and 1,000 nodes of 10 devices, 1,000 pods each.
 bench-scheduler: venv
-	$(BIN)/python -m bench.scheduler
+	$(BIN)/python -m bench.scheduler --nodes 100,500,1000
 
 bench-simulator: venv
 	$(BIN)/python -m bench.simulator
@@ -96,7 +107,7 @@ bench-upstream: upstream
 # The interop tests (tests/interop: Go programs and upstream's binaries, so not in `make test`),
 # and kubectl's protobuf-speaking create commands again; without Go they fail here, not skip.
 interop: upstream
-	DRA_REQUIRE_GO=1 $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile tests/interop tests/clients/test_kubectl_create.py
+	DRA_REQUIRE_GO=1 $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile $(DURATIONS) tests/interop tests/clients/test_kubectl_create.py
 
 clean:
 	rm -rf $(VENV) data build *.egg-info *__mypyc*.so

@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench.machine import reports_machine
 from schedulers.allocator import Allocated, AllocatedState, AllocationError, Allocator, ResourceIndex, Unschedulable
 
 DRIVER = "gpu.example.com"
@@ -180,6 +181,7 @@ def measure(case: Case, repeat: int, timeout: float | None) -> dict[str, Any]:
     return {"case": case.name, "ms": best * 1000, "outcome": outcome_text(outcome), "steps": steps}
 
 
+@reports_machine
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.allocator", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=5, help="rounds per case, best one counts (default 5)")

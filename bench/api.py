@@ -35,6 +35,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from bench.machine import load_average, reports_machine
 from devtools.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -211,14 +212,6 @@ def _machine_busy() -> float | None:
         return None
     idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
     return (sum(fields[:8]) - idle) / float(os.sysconf("SC_CLK_TCK"))
-
-
-def load_average() -> list[float]:
-    """1/5/15-minute load averages."""
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return []
 
 
 class CpuMeter:
@@ -952,6 +945,8 @@ class Bench:
         self.serial = itertools.count()
         self.tag = f"{int(time.time()) % 1_000_000:06d}"
         self.notes: list[str] = []
+        # What makes the run's figures untrue (main exits non-zero): e.g. a LIST answered short.
+        self.failures: list[str] = []
         # Bodies as the server is asked to take and give them: JSON, or protobuf (kube/protobuf.py).
         self.media_type = PROTOBUF if opts.protobuf else JSON
         self.encode: Callable[[dict[str, Any]], bytes] = orjson.dumps
@@ -960,6 +955,18 @@ class Bench:
             from kube import protobuf
 
             self.encode, self.decode = protobuf.encode_object, protobuf.decode_object
+
+    def list_items(self, body: bytes) -> int:
+        """How many items a LIST answer holds, counted without decoding them (a full decode of
+        every measured LIST would cost the client more CPU than the server spends on it): in
+        JSON each claim has one ``"uid":`` (the benchmark's claims have no owner references), in
+        protobuf each item is one field 2 of the list message."""
+        if self.media_type == JSON:
+            return body.count(b'"uid":')
+        from kube import protobuf
+
+        _, _, raw = protobuf.open_envelope(body)
+        return sum(1 for number, *_ in protobuf._fields(raw, 0, len(raw), "list") if number == 2)
 
     def claim_body(self, name: str, namespace: str, seq: int) -> bytes:
         """:func:`claim` in the phase's media type."""
@@ -1165,22 +1172,36 @@ class Bench:
         clients = self.clients(n)
         await self.prime(clients)
         sizes: list[int] = []
+        # Items per answer of every LIST, one tally per make_ops() call (the warm-up's, then the
+        # measured loop's): a short 200 is not a LIST of list_size.
+        tallies: list[Counter[int]] = []
 
-        def op_for(c: ApiClient) -> Op:
+        def make_ops() -> list[Op]:
+            tallies.append(Counter())
+            return [op_for(c, tallies[-1]) for c in clients]
+
+        def op_for(c: ApiClient, returned: Counter[int]) -> Op:
             async def op() -> str:
                 status, data = await c.request("GET", claims_path(NS_LIST))
-                if status == 200 and len(sizes) < 1000:
+                if status != 200:
+                    return status_label(status, 200)
+                items = self.list_items(data)
+                returned[items] += 1
+                if len(sizes) < 1000:
                     sizes.append(len(data))
-                return status_label(status, 200)
+                return "ok" if items == self.o.list_size else "short"
 
             return op
 
         try:
-            await self.measure(
-                "list", "server", n, lambda: [op_for(c) for c in clients], {"objects_per_list": self.o.list_size}
-            )
+            result = await self.measure("list", "server", n, make_ops, {"objects_per_list": self.o.list_size})
+            returned = tallies[-1]
+            result.extra["objects_per_list"] = sorted(returned) if len(returned) != 1 else next(iter(returned))
             if sizes:
-                self.results[-1].extra["bytes_per_list"] = int(sum(sizes) / len(sizes))
+                result.extra["bytes_per_list"] = int(sum(sizes) / len(sizes))
+            if short := sum(count for items, count in returned.items() if items != self.o.list_size):
+                got = ", ".join(f"{count} x {items}" for items, count in sorted(returned.items()) if items != self.o.list_size)
+                self.failures.append(f"LIST at {n} clients: {short} of {sum(returned.values())} answers held fewer or more than {self.o.list_size} items ({got})")
         finally:
             await close_all(clients)
 
@@ -1539,6 +1560,7 @@ async def against_upstream(args: argparse.Namespace, opts: Options) -> dict[str,
     runs: dict[str, list[PhaseResult]] = {side: [] for side in SIDES}
     descriptions: dict[str, str] = {}
     notes: list[str] = []
+    failures: list[str] = []
     meta: dict[str, Any] = {"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "load_average_start": load_average(),
                             "cpus": os.cpu_count(), "duration_s": opts.duration, "rounds": args.rounds, "clients": opts.clients,
                             "media_type": PROTOBUF if opts.protobuf else JSON}  # fmt: skip
@@ -1564,7 +1586,8 @@ async def against_upstream(args: argparse.Namespace, opts: Options) -> dict[str,
                             await steps[phase](n)
                     runs[side] += bench.results
                     notes += [f"{side}: {note}" for note in bench.notes]
-    meta.update(sides=descriptions, notes=notes, load_average_end=load_average())
+                    failures += [f"{side}: {failure}" for failure in bench.failures]
+    meta.update(sides=descriptions, notes=notes, failures=failures, load_average_end=load_average())
     rows: list[dict[str, Any]] = []
     for n in opts.clients:
         for phase in phases:
@@ -1696,7 +1719,8 @@ def print_report(
         )
     print("-" * 118)
     print("  create = POST ResourceClaim vs raw INSERT; update = PUT with resourceVersion vs raw UPDATE by id;")
-    print("  get = GET one claim vs raw SELECT by name; list = LIST of 1,000 claims vs raw SELECT of 1,000 rows.")
+    returned = sorted({str(r.extra.get("objects_per_list")) for r in results if r.phase == "list" and r.side == "server"})
+    print(f"  get = GET one claim vs raw SELECT by name; list = LIST of {' or '.join(returned) or '-'} claims (as returned) vs raw SELECT of the same rows.")
     if watch:
         print(
             f"watch: {watch['watchers']} watchers, writer {watch.get('achieved_rate')}/s "
@@ -1827,6 +1851,7 @@ async def run(args: argparse.Namespace, opts: Options) -> dict[str, Any]:
                     bench.notes.append(f"server exited early; log tail:\n{server.log_tail()}")
                 server.stop()
         meta["notes"] = bench.notes
+        meta["failures"] = bench.failures
         meta["load_average_end"] = load_average()
         targets = evaluate_targets(bench.results, watch)
         print_report(meta, bench.results, watch, targets)
@@ -1923,6 +1948,7 @@ def _loop_factory(use_uvloop: bool) -> Callable[[], asyncio.AbstractEventLoop] |
     return uvloop.new_event_loop  # type: ignore[no-any-return]
 
 
+@reports_machine
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run, print, optionally write JSON. Exit status ignores target misses."""
     args, opts = parse_args(argv)
@@ -1938,6 +1964,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.json_path:
         Path(args.json_path).write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
         print(f"figures written to {args.json_path}")
+    if doc["meta"].get("failures"):
+        print("error: figures that do not measure what they say:\n  " + "\n  ".join(doc["meta"]["failures"]), file=sys.stderr)
+        return 1
     # A side that served none of a phase's requests is a broken comparison, not a slow one.
     failed = [f"{r['phase']} at {r['clients']}" for r in doc.get("rows", []) if not (r["upstream_per_s"] and r["this_per_s"])]
     if failed:

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from bench.machine import reports_machine
 from kube.cel import DYN, STRING, DeviceView, compile_selector, kubernetes_environment, map_of
 
 DRIVER = "gpu.example.com"
@@ -101,6 +102,7 @@ def cel_expr_python(python: str, loops: int, repeat: int) -> tuple[dict[str, flo
     return result, ""
 
 
+@reports_machine
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--loops", type=int, default=2000, help="evaluations per round")

@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 import orjson
 
+from bench.machine import reports_machine
 from devtools.server import ServerProcess, migrate
 from kube.client import KubeClient, resource_path
 
@@ -86,6 +87,7 @@ async def run(url: str, requests: int) -> None:
         print(f"{name:30s} {cpu:12.0f} µs {rate:8.0f} {cpu / base_cpu:15.2f}x")
 
 
+@reports_machine
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.client", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=3000, help="requests per measurement (best of three)")

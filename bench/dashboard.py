@@ -30,6 +30,7 @@ from typing import Any
 
 import httpx
 
+from bench.machine import reports_machine
 from devtools.browser import chromium
 from devtools.ports import free_port
 from devtools.server import REPO_ROOT, ServerProcess, migrate, stop_process
@@ -151,6 +152,7 @@ def measure(url: str, server: str, devices_total: int) -> dict[str, float]:
     return out
 
 
+@reports_machine
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.dashboard", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=1000)

@@ -32,6 +32,7 @@ from typing import Any
 
 import orjson
 
+from bench.machine import reports_machine
 from bench.simulator import DEVICES_PER_NODE, DRIVER, Bench, Simulator, database, fmt, ratio
 from devtools.server import REPO_ROOT, ServerProcess, migrate, stop_process
 from exampledriver.driver import DEFAULT_DRIVER
@@ -157,6 +158,7 @@ def show_round(out: Obj, index: int, builtin: Obj, external: Obj) -> None:
               f"{fmt(cpu.get('db'), '.2f'):>8}")  # fmt: skip
 
 
+@reports_machine
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.dradriver", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=100, help="simulated nodes (default 100)")

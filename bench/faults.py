@@ -41,6 +41,7 @@ import httpx
 import orjson
 
 from bench.api import claim, claims_path, percentile
+from bench.machine import reports_machine
 from devtools.postgres import ThrowawayPostgres
 from devtools.server import ServerProcess, migrate
 from kube.client import MAX_RETRIES, KubeClient, WatchExpired
@@ -594,6 +595,7 @@ def server_runs(scenarios: list[str], backend: Backend) -> list[list[str]]:
     return alone + ([shared] if shared else [])
 
 
+@reports_machine
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.faults", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backends", default="sqlite,postgres", help="comma-separated: sqlite, postgres")

@@ -46,7 +46,8 @@ from typing import Any
 import httpx
 import orjson
 
-from bench.api import GROUP, RawHTTP, _proc_table, _tree_cpu, claim_bytes, close_all, load_average
+from bench.api import GROUP, RawHTTP, _proc_table, _tree_cpu, claim_bytes, close_all
+from bench.machine import load_average, reports_machine
 from devtools.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -288,6 +289,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     return {"tls": tls, "clients": args.clients, "duration": args.duration, "rounds": args.rounds, "load_average": load_average(), "results": results}
 
 
+@reports_machine
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.httpfloor", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--servers", default=",".join(SERVERS), help="comma-separated: uvicorn,granian")

@@ -42,6 +42,7 @@ from typing import Any
 import orjson
 
 from bench.api import ROOT, ServerProcess, claim_bytes
+from bench.machine import reports_machine
 
 GROUP = "/apis/resource.k8s.io/v1"
 DRIVER = "gpu.memory.example.com"
@@ -487,6 +488,7 @@ async def _run_one(scenario: Scenario, url: str, database: str, tmp: Path, args:
         await asyncio.to_thread(server.stop)
 
 
+@reports_machine
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     results: list[Result] = []

@@ -45,6 +45,7 @@ from typing import Any
 import httpx
 import orjson
 
+from bench.machine import reports_machine
 from devtools.server import REPO_ROOT, ServerProcess, migrate
 
 TARGET = 3.0
@@ -391,6 +392,7 @@ def scenarios(baseline: str | None = None, settle: float = 5.0) -> list[Callable
     return [scenario(Cluster(5000, 8)), scenario(Cluster(2000, 128))]
 
 
+@reports_machine
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.memory_workers", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--clusters", default="5000x8,2000x128", help="NODESxDEVICES, comma-separated (default 5000x8,2000x128)")

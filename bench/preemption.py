@@ -24,6 +24,7 @@ import time
 from typing import Any
 
 from bench.api import load_average
+from bench.machine import reports_machine
 from kube.client import KubeClient
 from kube.informer import Informer
 from schedulers.cache import SchedulerCache
@@ -110,6 +111,7 @@ async def measure(nodes: int, devices: int, repeat: int) -> dict[str, Any]:
     return {"nodes": nodes, "devices": devices, "cycle_ms": cycle_ms, "preemption_ms": decision_ms, "ratio": decision_ms / cycle_ms, "victims": victims}
 
 
+@reports_machine
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.preemption", description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--nodes", default="100,500", help="comma-separated node counts (default 100,500)")

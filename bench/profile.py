@@ -43,6 +43,7 @@ from bench.api import (
     _loop_factory,
     close_all,
 )
+from bench.machine import reports_machine
 from kube.compiled import PURE_ENV
 
 PHASES = ("create", "update", "get", "list", "watch")
@@ -375,6 +376,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Optio
     return args, opts
 
 
+@reports_machine
 def main(argv: list[str] | None = None) -> int:
     """Entry point (also the profiled server's, with ``--serve-profiled``)."""
     argv = sys.argv[1:] if argv is None else argv

@@ -28,6 +28,7 @@ from typing import Any
 import httpx
 import orjson
 
+from bench.machine import reports_machine
 from bench.scheduler import Worker, database, request_counts
 from devtools.server import ServerProcess, migrate
 
@@ -132,6 +133,7 @@ async def measure(url: str, count: int, proposals: list[str], timeout: float) ->
         return [await run_proposal(http, proposal, count, timeout) for proposal in proposals]
 
 
+@reports_machine
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.proposals", description=__doc__.split("\n\n")[0])
     parser.add_argument("--pods", type=int, default=1000, help="pods per proposal")

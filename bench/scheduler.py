@@ -56,6 +56,7 @@ import httpx
 import orjson
 
 from bench.api import _proc_table
+from bench.machine import load_average, reports_machine
 from devtools.credentials import ClusterCredentials
 from devtools.server import REPO_ROOT, ServerProcess, migrate
 from kube.client import KubeClient, WatchExpired
@@ -539,7 +540,7 @@ def storage_ms(r: dict[str, Any]) -> float:
 def show_stacks(runs: dict[str, dict[str, Any]]) -> None:
     """--against-upstream: each stack's pods/s and CPU per pod, and their ratio to upstream's whole stack."""
     base = runs["upstream"]
-    print(f"  load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"  load average {' '.join(f'{x:.2f}' for x in load_average())}")
     for name in ("baseline", "dra"):
         if name not in base:
             continue
@@ -568,6 +569,7 @@ def unbound(results: list[dict[str, Any]]) -> list[str]:
     return missing
 
 
+@reports_machine
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.scheduler", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", default="100", help="comma-separated node counts, e.g. 100,500,1000")
@@ -612,7 +614,7 @@ def main(argv: list[str] | None = None) -> int:
                     show(runs[stack])
                 if "upstream" in runs:
                     show_stacks(runs)
-                results.append({"nodes": n, "load_average": os.getloadavg(), "stacks": runs})
+                results.append({"nodes": n, "load_average": load_average(), "stacks": runs})
                 continue
             before = None
             if args.against:

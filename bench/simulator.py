@@ -41,6 +41,7 @@ import httpx
 import orjson
 
 from bench.api import RawHTTP, _proc_table, _tree_cpu
+from bench.machine import reports_machine
 from devtools.server import REPO_ROOT, ServerProcess, migrate
 from kube.timeutil import now_micro, now_rfc3339
 from kubeletsim import pods as pods_mod
@@ -722,6 +723,7 @@ def show(out: Obj) -> None:
     print(f"\ntarget (>= 1,000 nodes healthy and >= 100 pod starts/s with and without claims, one simulator): {verdict}")
 
 
+@reports_machine
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.simulator", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", default="1000", help="comma-separated node counts, one simulator each (default 1000)")

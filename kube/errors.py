@@ -147,18 +147,21 @@ class ApiError(Exception):
         reason: str,
         message: str,
         details: dict[str, Any] | None = None,
+        list_meta: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
         self.reason = reason
         self.message = message
         self.details = details
+        # The Status's own ListMeta (metadata), e.g. the continue token of an expired one.
+        self.list_meta = list_meta
 
     def status(self) -> dict[str, Any]:
         body: dict[str, Any] = {
             "kind": "Status",
             "apiVersion": "v1",
-            "metadata": {},
+            "metadata": dict(self.list_meta or {}),
             "status": "Failure",
             "message": self.message,
         }

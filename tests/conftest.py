@@ -85,6 +85,21 @@ async def _create_database(url: str, name: str) -> None:
         await conn.close()
 
 
+# Fixtures that start a server process or Postgres. A test that uses one, directly or through
+# another fixture, is marked "server": `make test-fast` (the edit loop) leaves those out.
+SERVER_FIXTURES = frozenset({"databases", "postgres_cluster", "start_server", "server", "shared_servers", "auth_cluster"})
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "server: starts an API server process or Postgres (through its fixtures); make test-fast leaves these out")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.server)
+
+
 @pytest.fixture(scope="session")
 def postgres_cluster() -> Iterator[PostgresCluster]:
     with ExitStack() as stack:

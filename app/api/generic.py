@@ -249,7 +249,9 @@ class GenericStore:
                 predicate=predicate,
                 limit=opts.limit,
             )
-        except (ResourceVersionTooLarge, ContinueExpired, RevisionCompacted) as exc:
+        except ContinueExpired:
+            raise continue_too_old(continue_from[1] if continue_from else "") from None
+        except (ResourceVersionTooLarge, RevisionCompacted) as exc:
             raise _read_error(exc) from None
         meta: dict[str, Any] = {"resourceVersion": str(result.revision)}
         if result.continue_after:
@@ -828,8 +830,6 @@ def _read_error(exc: StorageError) -> ApiError:
             f"Timeout: Too large resource version: {exc.requested}, current: {exc.current}",
             {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}], "retryAfterSeconds": 1},
         )
-    if isinstance(exc, ContinueExpired):
-        return continue_too_old(exc.revision)
     return errors.gone(str(exc))
 
 

@@ -234,14 +234,16 @@ class ContinueToken:
             data = orjson.loads(base64.urlsafe_b64decode(padded.encode()))
             if data.get("v") != "meta.k8s.io/v1" or not isinstance(data.get("rv"), int) or not isinstance(data.get("start"), str):
                 raise ValueError("unexpected content")
-            if data["rv"] <= 0:
+            if data["rv"] == 0:  # negative: continue at the newest revision (see continue_too_old)
                 raise ValueError("invalid resource version")
             return cls(int(data["rv"]), data["start"])
         except (ValueError, TypeError, AttributeError, orjson.JSONDecodeError):
             raise bad_request("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)") from None
 
 
-def continue_too_old(token_revision: int) -> ApiError:
+def continue_too_old(start: str) -> ApiError:
+    """The 410 of a continue token whose revision is compacted away. Its Status carries a token that
+    continues after the same key at the newest revision (revision -1), as upstream's does."""
     return ApiError(
         410,
         "Expired",
@@ -249,6 +251,7 @@ def continue_too_old(token_revision: int) -> ApiError:
         "without the continue parameter, or use the continue token in this response to retrieve the remainder of the "
         "results. Continuing with the provided token results in an inconsistent list - objects that were created, "
         "modified, or deleted between the time the first chunk was returned and now may show up in the list.",
+        list_meta={"continue": ContinueToken(-1, start).encode()},
     )
 
 

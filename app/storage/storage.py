@@ -143,8 +143,15 @@ class Storage:
         start_key = ""
         if continue_from is not None:
             at, start_key = continue_from
-            # As etcd: a revision the log no longer holds is gone even where memory still has it.
-            rows = self._cache.items_at(resource, namespace, at) if at >= self._store.compacted_revision else None
+            rows: list[StoredObject] | None
+            if at < 0:
+                # The token an expired one's 410 carries: the rest at the newest revision.
+                await self._wait_for(None)
+                at = self._cache.revision
+                rows = self._cache.items(resource, namespace)
+            else:
+                # As etcd: a revision the log no longer holds is gone even where memory still has it.
+                rows = self._cache.items_at(resource, namespace, at) if at >= self._store.compacted_revision else None
             if rows is None:
                 raise ContinueExpired(at)
         elif exact:

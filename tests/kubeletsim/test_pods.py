@@ -150,6 +150,29 @@ async def test_devices_are_prepared_for_users_and_released_after_the_last(kube_c
     await eventually_async(lambda: _empty(devices(kube_client, ns, "shared")), what="device released")
 
 
+async def test_a_pod_that_ends_releases_its_devices(kube_client: KubeClient, pods: PodController, prefix: str, ns: str) -> None:
+    node = f"{prefix}0"
+    ends = await bound_pod(kube_client, ns, "ends", node, claim="gpu", annotations={"dra.example.dev/run-seconds": "1"})
+    await allocated_claim(kube_client, ns, "gpu", node, "gpu-2", [ends])
+    await eventually_async(lambda: in_phase(kube_client, ns, "ends", "Running"), what="pod Running")
+    assert await devices(kube_client, ns, "gpu") == [(GPU, node, "gpu-2")]
+    await eventually_async(lambda: in_phase(kube_client, ns, "ends", "Succeeded"), what="pod finished after its run time")
+    # The pod object stays (Succeeded); its device is released all the same.
+    await eventually_async(lambda: _empty(devices(kube_client, ns, "gpu")), what="device released after the pod ended")
+
+
+async def test_a_pod_deleted_at_once_releases_its_devices(kube_client: KubeClient, pods: PodController, prefix: str, ns: str) -> None:
+    node = f"{prefix}1"
+    pod = await bound_pod(kube_client, ns, "forced", node, claim="gpu")
+    await allocated_claim(kube_client, ns, "gpu", node, "gpu-4", [pod])
+    await eventually_async(lambda: in_phase(kube_client, ns, "forced", "Running"), what="pod Running")
+    assert await devices(kube_client, ns, "gpu") == [(GPU, node, "gpu-4")]
+    # A forced deletion: the pod is gone from the server before the simulated kubelet sees it stop.
+    await kube_client.delete(pods_path(ns, "forced"), grace_period_seconds=0)
+    assert await _gone(kube_client, pods_path(ns, "forced"))
+    await eventually_async(lambda: _empty(devices(kube_client, ns, "gpu")), what="device released after the forced deletion")
+
+
 async def test_a_pod_waits_for_a_claim_reserved_for_it(kube_client: KubeClient, pods: PodController, prefix: str, ns: str) -> None:
     node = f"{prefix}0"
     await allocated_claim(kube_client, ns, "unreserved", node, "gpu-1", [])

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
+from devtools.ports import free_port
 from devtools.server import REPO_ROOT, ServerProcess
 from tests.processes import Worker, eventually
 
@@ -367,6 +368,49 @@ def test_sigkill_and_restart_never_double_allocates(cluster: tuple[ServerProcess
         claim = get_claim(client, ns, f"c{i}")
         assert claim["status"]["allocation"]["devices"]["results"][0]["pool"] == node_of(client, ns, f"p{i}")
         assert [r["name"] for r in claim["status"]["reservedFor"]] == [f"p{i}"]
+
+
+SCHEDULER_LEASE = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/dra-scheduler"
+
+
+def test_a_standby_binds_nothing_while_another_holds_the_lease(cluster: tuple[ServerProcess, Path], client: httpx.Client, ns: str) -> None:
+    name = f"idle-{uuid.uuid4().hex[:4]}"
+    topo = Topo(client, nodes=1, devices=2)
+    # Another scheduler holds the Lease for a minute (the test writes its record, as that leader would).
+    lease = client.get(SCHEDULER_LEASE)
+    held = {"holderIdentity": "elsewhere", "leaseDurationSeconds": 60, "renewTime": time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())}
+    if lease.status_code == 404:
+        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "dra-scheduler", "namespace": "kube-system"}, "spec": held}
+        response = client.post("/apis/coordination.k8s.io/v1/namespaces/kube-system/leases", json=body)
+    else:
+        response = client.put(SCHEDULER_LEASE, json={**lease.json(), "spec": held})
+    assert response.status_code in (200, 201), response.text
+    health = free_port()
+    standby = start_scheduler(cluster, "--lease-duration", "2", "--identity", "standby", "--health-port", str(health), name=name)
+    try:
+        topo.claim(ns, "c0")
+        topo.pod(ns, "p0", [{"name": "gpu", "resourceClaimName": "c0"}], schedulerName=name)
+
+        def serving() -> bool:
+            try:
+                return httpx.get(f"http://127.0.0.1:{health}/healthz", timeout=1).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        eventually(serving, what="the standby's health endpoint")
+        # Several of its retry periods (0.27 s at --lease-duration 2): it keeps off the Lease and binds nothing.
+        time.sleep(3)
+        assert client.get(SCHEDULER_LEASE).json()["spec"]["holderIdentity"] == "elsewhere"
+        assert not node_of(client, ns, "p0")
+        assert "allocation" not in (get_claim(client, ns, "c0").get("status") or {})
+        # The holder lets go (as a leader that stops releases the Lease): the standby leads and binds.
+        lease = client.get(SCHEDULER_LEASE).json()
+        lease["spec"] = {**lease["spec"], "holderIdentity": None, "leaseDurationSeconds": 1}
+        assert client.put(SCHEDULER_LEASE, json=lease).status_code == 200
+        eventually(lambda: node_of(client, ns, "p0"), timeout=20, what="p0 bound once the standby leads")
+        assert client.get(SCHEDULER_LEASE).json()["spec"]["holderIdentity"] == "standby"
+    finally:
+        standby.stop()
 
 
 def test_leader_election_standby_takes_over(cluster: tuple[ServerProcess, Path], client: httpx.Client, ns: str) -> None:

@@ -117,3 +117,25 @@ def test_the_scheduler_cannot_write_device_status(auth_cluster: AuthCluster, adm
         response = update_status(scheduler, claim_path, {}, devices=DEVICES)
     assert response.status_code == 422
     assert "changing status.devices requires" in response.json()["message"]
+
+
+def test_removing_another_drivers_device_status_needs_that_drivers_permission(admin: httpx.Client, namespace: str, claim_path: str) -> None:
+    other = "other-driver"
+    results = [{"request": "req-1", "driver": d, "pool": "pool1", "device": dev} for d, dev in ((DRIVER, "dev1"), (other, "dev2"))]
+    both = [*DEVICES, {"driver": other, "pool": "pool1", "device": "dev2"}]
+    assert update_status(admin, claim_path, {}, allocation={**ALLOCATION, "devices": {"results": results}}, devices=both).status_code == 200
+    # Allowed to write its own driver's entries only.
+    rule = {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims/driver"], "resourceNames": [DRIVER], "verbs": ["arbitrary-node:update"]}
+    headers = as_driver(admin, namespace, [rule])
+    response = update_status(admin, claim_path, headers, devices=DEVICES)
+    assert response.status_code == 422, response.text
+    assert response.json()["message"] == (
+        f'ResourceClaim.resource.k8s.io "test-claim" is invalid: status.devices: Forbidden: changing status.devices requires resource="resourceclaims/driver", '
+        f'verb="[arbitrary-node:update]" permission: resourceclaims.resource.k8s.io "{other}" is forbidden: User "system:serviceaccount:{namespace}:dra-plugin-sa" '
+        f'cannot arbitrary-node:update resource "resourceclaims/driver" in API group "resource.k8s.io" in the namespace "{namespace}"'
+    )
+    assert admin.get(claim_path).json()["status"]["devices"] == both
+    # Its own entry it may remove.
+    response = update_status(admin, claim_path, headers, devices=both[1:])
+    assert response.status_code == 200, response.text
+    assert response.json()["status"]["devices"] == both[1:]

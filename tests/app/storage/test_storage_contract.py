@@ -155,6 +155,45 @@ def test_compaction_expires_old_revisions(start_server: Callable[..., ServerProc
         assert protobuf.decode_object(raw) == status
 
 
+CONTINUE_EXPIRED = (
+    "The provided continue parameter is too old to display a consistent list result. You can start a new list without the "
+    "continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with "
+    "the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the "
+    "first chunk was returned and now may show up in the list."
+)
+
+
+def test_a_continue_token_older_than_compaction_expires_with_a_token_for_the_rest(start_server: Callable[..., ServerProcess]) -> None:
+    proc = start_server("--compaction-interval", "0.5", "--compaction-window", "0", "--compaction-min-retain", "2", "--default-watch-cache-size", "3")
+    with httpx.Client(base_url=proc.url) as client:
+        _ns(client, "paged")
+        for i in range(5):
+            assert client.post(claims_path("paged"), json=claim(f"c{i}")).status_code == 201
+        first = client.get(claims_path("paged"), params={"limit": "2"}).json()
+        assert [c["metadata"]["name"] for c in first["items"]] == ["c0", "c1"]
+        token = first["metadata"]["continue"]
+        # Changes after the first page, then compaction past its revision.
+        assert client.delete(claims_path("paged", "c3")).status_code == 200
+        for i in range(5, 10):
+            assert client.post(claims_path("paged"), json=claim(f"c{i}")).status_code == 201
+        # Compaction runs every 0.5 s; until it has passed the token's revision the page is still served.
+        deadline = time.monotonic() + 30
+        while (expired := client.get(claims_path("paged"), params={"limit": "2", "continue": token})).status_code == 200 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        status = assert_status(expired, 410, "Expired")
+        assert status["message"] == CONTINUE_EXPIRED
+        fresh = status["metadata"]["continue"]
+        assert fresh and fresh != token
+        # The fresh token continues after the same key, at the newest revision: the later changes show.
+        rest: list[str] = []
+        while fresh:
+            page = client.get(claims_path("paged"), params={"limit": "2", "continue": fresh})
+            assert page.status_code == 200, page.text
+            rest += [c["metadata"]["name"] for c in page.json()["items"]]
+            fresh = page.json()["metadata"].get("continue", "")
+        assert rest == ["c2", "c4", "c5", "c6", "c7", "c8", "c9"]
+
+
 def test_two_servers_share_one_ordered_stream(backend: str, databases: Databases, start_server: Callable[..., ServerProcess]) -> None:
     if backend != "postgres":
         pytest.skip("several replicas need Postgres")
@@ -191,6 +230,38 @@ def test_two_servers_share_one_ordered_stream(backend: str, databases: Databases
     revisions = [int(r) for r, _ in key]
     assert revisions == sorted(revisions) and len(set(revisions)) == len(revisions)
     assert key == [(str(r), t) for r, t, _ in _history(a.url, "replicas", start)]
+
+
+def test_a_replica_that_only_reads_learns_of_another_replicas_write_by_notification(
+    backend: str, databases: Databases, start_server: Callable[..., ServerProcess]
+) -> None:
+    """Postgres LISTEN/NOTIFY: with a poll interval far beyond the test, only the notification of
+    the writer's commit can bring the write to the reader's watchers (the reader writes nothing,
+    so no poll of its own wakes it either)."""
+    if backend != "postgres":
+        pytest.skip("several replicas need Postgres")
+    url = databases.new()
+    reader = start_server("--poll-interval", "120", database_url=url)
+    writer = start_server("--poll-interval", "120", database_url=url, migrate_first=False)
+    with httpx.Client(base_url=writer.url, timeout=30) as client:
+        _ns(client, "notified")
+    with httpx.Client(base_url=reader.url, timeout=30) as client:
+        # Consistent reads wait for the database's newest revision: this one starts the watch after the namespace.
+        start = client.get(claims_path("notified")).json()["metadata"]["resourceVersion"]
+        seen: list[dict[str, Any]] = []
+
+        def watch() -> None:
+            seen.extend(watch_lines(client, claims_path("notified"), {"resourceVersion": start, "timeoutSeconds": "20"}, limit=1, timeout=30))
+
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        time.sleep(0.5)
+        with httpx.Client(base_url=writer.url, timeout=30) as other:
+            written = other.post(claims_path("notified"), json=claim("c0"))
+        assert written.status_code == 201, written.text
+        watcher.join(30)
+    # The watch ends after 20 s, a sixth of the poll interval: only a notification brings the event before that.
+    assert [(e["type"], e["object"]["metadata"]["resourceVersion"]) for e in seen] == [("ADDED", written.json()["metadata"]["resourceVersion"])]
 
 
 def _serve_once(url: str) -> subprocess.CompletedProcess[str]:

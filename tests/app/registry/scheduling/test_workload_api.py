@@ -260,3 +260,28 @@ def test_resource_claims_need_their_gate_and_stay_once_stored(workload_only: htt
     status = {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "x"}]}
     response = workload_only.patch(podgroups(ns, "group") + "/status", json={"status": status}, headers={"Content-Type": "application/merge-patch+json"})
     assert response.status_code == 200 and "resourceClaimStatuses" not in (response.json().get("status") or {}), response.text
+
+
+def test_resource_claims_stored_under_the_gate_stay_when_it_is_turned_off(start_server: Callable[..., ServerProcess]) -> None:
+    """The "stay once stored" half: the server restarted without DRAWorkloadResourceClaims on the
+    same database keeps the claims of a PodGroup stored under the gate through its updates."""
+    gate_on = start_server(*RUNTIME_CONFIG, "--feature-gates", BOTH_GATES)
+    with _client(gate_on) as client:
+        ns = new_namespace(client)
+        response = client.post(podgroups(ns), json=pod_group("group", resourceClaims=CLAIMS))
+        assert response.status_code == 201, response.text
+        status = {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "x"}]}
+        response = client.patch(podgroups(ns, "group") + "/status", json={"status": status}, headers={"Content-Type": "application/merge-patch+json"})
+        assert response.status_code == 200, response.text
+    gate_on.stop()
+    gate_off = start_server(*RUNTIME_CONFIG, "--feature-gates", "GenericWorkload=true", database_url=gate_on.database_url, migrate_first=False)
+    with _client(gate_off) as client:
+        stored = client.get(podgroups(ns, "group")).json()
+        stored["metadata"]["labels"] = {"round": "1"}
+        response = client.put(podgroups(ns, "group"), json=stored)
+        assert response.status_code == 200, response.text
+        assert response.json()["spec"]["resourceClaims"] == CLAIMS
+        status = {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "y"}]}
+        response = client.patch(podgroups(ns, "group") + "/status", json={"status": status}, headers={"Content-Type": "application/merge-patch+json"})
+        assert response.status_code == 200, response.text
+        assert response.json()["status"]["resourceClaimStatuses"] == status["resourceClaimStatuses"]
