@@ -13,10 +13,10 @@ from collections.abc import Callable, Iterable
 from functools import cmp_to_key
 from typing import Any
 
-from kube.cel_checker import Function, Overload
-from kube.cel_cost import ONE, AstNode, CallEstimate, Estimate, fixed, literal_uint
-from kube.cel_regex import compile_regex
-from kube.cel_types import (
+from kube.cel.checker import Function, Overload
+from kube.cel.cost import ONE, AstNode, CallEstimate, Estimate, fixed, literal_uint
+from kube.cel.regex import compile_regex
+from kube.cel.types import (
     BOOL,
     BYTES,
     DOUBLE,
@@ -51,8 +51,8 @@ from kube.cel_types import (
     size_of,
     type_of,
 )
-from kube.cel_types import LIST as LIST_T
-from kube.cel_types import MAP as MAP_T
+from kube.cel.types import LIST as LIST_T
+from kube.cel.types import MAP as MAP_T
 
 A, B = param("A"), param("B")
 K, V, T = param("K"), param("V"), param("T")
@@ -579,7 +579,7 @@ def _relation(name: str, test: Callable[[int], bool]) -> Callable[[Any, Any], bo
 
 
 def standard_library(cross_type_numeric: bool = True) -> list[Function]:
-    """CEL's standard functions and operators (timestamps and durations are in ``cel_time``)."""
+    """CEL's standard functions and operators (timestamps and durations are in ``kube.cel.time``)."""
     out: list[Function] = [
         fn("_?_:_", ov("conditional", (BOOL, A, A), A)),
         fn("_&&_", ov("logical_and", (BOOL, BOOL), BOOL)),
@@ -717,7 +717,7 @@ def strings_extension(version: int = 2) -> list[Function]:
         fn("upperAscii", ov("string_upper_ascii", (STRING,), STRING, _ascii_case(True), member=True)),
     ]
     if version >= 1:
-        from kube.cel_format import string_format
+        from kube.cel.format import string_format
 
         out.append(fn("format", ov("string_format", (STRING, list_of(DYN)), STRING, string_format, member=True)))
         out.append(fn("strings.quote", ov("strings_quote", (STRING,), STRING, quote)))

@@ -7,8 +7,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from kube.cel_parser import CreateList, CreateMap, Expr
-from kube.cel_types import (
+from kube.cel.parser import CreateList, CreateMap, Expr
+from kube.cel.types import (
     BOOL_K,
     BYTES_K,
     DOUBLE_K,
@@ -65,7 +65,7 @@ def _scientific(value: float, precision: int) -> str:
 
 def _as_string(v: Any) -> str:
     """``%s``: a value's string conversion (lists and maps in CEL literal syntax)."""
-    from kube.cel_library import format_double
+    from kube.cel.library import format_double
 
     t = type(v)
     if isinstance(v, list | tuple):
