@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.storage.cache import ADDED, DELETED, Event, StoredObject, Watcher
+from app.storage.dialects import WriteOp
 from app.storage.errors import ContinueExpired, ResourceVersionTooLarge, RevisionCompacted
-from app.storage.store import Store, WriteOp
+from app.storage.store import Store
 
 Obj = dict[str, Any]
 # Selectors read what the cache extracted from each version (name, namespace, labels, fields).
