@@ -29,7 +29,7 @@ run: venv
 
 test: venv
 	$(BIN)/ruff check .
-	$(BIN)/python -m mypy app kube kubeletapi schedulers controllers kubeletsim exampledriver devtools kubectl_dra bench
+	$(BIN)/python -m mypy app kube kubeletapi schedulers controllers kubeletsim exampledriver devtools kubectl_dra bench tests
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --ignore=tests/interop
 
 # The compiled modules' unit tests again on their Python source (CI runs both; kube/compiled.py).
@@ -43,7 +43,7 @@ lint: venv
 	$(BIN)/ruff check .
 
 typecheck: venv
-	$(BIN)/python -m mypy app kube kubeletapi schedulers controllers kubeletsim exampledriver devtools kubectl_dra bench
+	$(BIN)/python -m mypy app kube kubeletapi schedulers controllers kubeletsim exampledriver devtools kubectl_dra bench tests
 
 # A longer schemathesis run than the one in `make test` (random seed, many examples per operation).
 fuzz: venv

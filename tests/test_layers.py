@@ -7,6 +7,7 @@ Every import in every module counts, including ones inside functions.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -106,9 +107,9 @@ def test_module_imports_only_lower_layers(path: Path) -> None:
     assert not wrong, "\n".join(wrong)
 
 
-def test_the_four_programs_share_only_kube() -> None:
-    """Server, scheduler, controller, simulator and example driver never import one another."""
-    programs = ("app", "schedulers", "controllers", "kubeletsim", "exampledriver")
+def test_the_programs_share_only_kube() -> None:
+    """Server, scheduler, controller, simulator, example driver and kubectl dra never import one another."""
+    programs = ("app", "schedulers", "controllers", "kubeletsim", "exampledriver", "kubectl_dra")
     for program in programs:
         for path in (ROOT / program).rglob("*.py"):
             for line, target in _imports(path):
@@ -187,3 +188,20 @@ def test_the_circle_check_finds_a_circle() -> None:
     """The checker itself: a circle through three modules is found, the module outside it is not."""
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set()}
     assert _circles(graph) == [["a", "b", "c"]]
+
+
+def _documented_rules() -> dict[str, set[str]]:
+    """The import table of docs/architecture.md: package -> the project packages it may import."""
+    rules: dict[str, set[str]] = {}
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    table = text.split("| package | may import", 1)[1].split("\n\n", 1)[0]
+    for row in table.splitlines()[2:]:
+        packages, may_import = row.strip("|").split("|")
+        for package in re.findall(r"`([^`]+)`", packages):
+            rules[package] = set(re.findall(r"`([^`]+)`", may_import))
+    return rules
+
+
+def test_the_documented_import_rules_are_the_enforced_ones() -> None:
+    """docs/architecture.md's import table says what ALLOWED enforces, row for row."""
+    assert _documented_rules() == ALLOWED

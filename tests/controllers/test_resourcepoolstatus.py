@@ -103,7 +103,7 @@ def test_answered_requests_expire_after_an_hour_pending_ones_after_a_day() -> No
     def at(delta: timedelta) -> str:
         return (now - delta).strftime("%Y-%m-%dT%H:%M:%SZ")
 
-    answered = {"metadata": {"creationTimestamp": at(timedelta(days=3))}, "status": {"conditions": [{"type": "Complete", "lastTransitionTime": at(timedelta(minutes=59))}]}}
+    answered: dict[str, Any] = {"metadata": {"creationTimestamp": at(timedelta(days=3))}, "status": {"conditions": [{"type": "Complete", "lastTransitionTime": at(timedelta(minutes=59))}]}}
     assert not _expired(answered, now)
     answered["status"]["conditions"][0]["lastTransitionTime"] = at(timedelta(minutes=61))
     assert _expired(answered, now)

@@ -205,6 +205,7 @@ def test_gates_with_python_client(example: tuple[str, httpx.Client]) -> None:
         resource.create_namespaced_resource_claim_template(NAMESPACE, template_doc)
         created = core.create_namespaced_pod(NAMESPACE, pod_doc)
         assert [g.name for g in created.spec.scheduling_gates] == GATES
+        assert created.status.conditions is not None
         [condition] = created.status.conditions
         assert (condition.type, condition.status, condition.reason, condition.message) == ("PodScheduled", "False", "SchedulingGated", GATED_MESSAGE)
         assert condition.last_transition_time is not None

@@ -21,7 +21,7 @@ from app.storage.store import Store
 from tests.conftest import Databases
 
 CLAIMS = "resourceclaims.resource.k8s.io"
-KIND = {"kind": "ResourceClaim", "api_version": "resource.k8s.io/v1"}
+KIND: dict[str, Any] = {"kind": "ResourceClaim", "api_version": "resource.k8s.io/v1"}
 
 
 @pytest.fixture

@@ -346,6 +346,8 @@ def test_another_replicas_commit_in_the_revisions_a_failed_write_left_unused_is_
                 await asyncio.sleep(0.2)
 
         await _interpose(a, after=other_replica_commits)
+        created: Any
+        stale: Any
         created, stale = await asyncio.gather(
             a.write(WriteOp(ADDED, "resourceclaims", "replicas", "a", _object("a"))),
             a.write(WriteOp(MODIFIED, "resourceclaims", "replicas", "missing", _object("missing"), expected_revision=10**9)),
