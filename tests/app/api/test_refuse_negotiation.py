@@ -1,4 +1,4 @@
-"""Area 1 of issue 24: content negotiation refuses what kube-apiserver refuses.
+"""Content negotiation refuses what kube-apiserver refuses.
 
 Bodies are read in JSON, YAML or protobuf (NegotiateInputSerializer, which parses the
 Content-Type as Go's mime.ParseMediaType does); a PATCH's Content-Type must be a patch type,
