@@ -19,15 +19,13 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import httpx
 import orjson
 
 from devtools.server import ServerProcess, migrate
 from kube.client import KubeClient, resource_path
-
-Obj = dict[str, Any]
+from kube.objects import Obj
 
 
 async def _mix(get: Callable[[str], Awaitable[Obj]], put: Callable[[str, Obj], Awaitable[Obj]], post: Callable[[str, Obj], Awaitable[Obj]], requests: int) -> tuple[float, float]:

@@ -27,6 +27,7 @@ from kube.client import KubeClient, resource_path
 from kube.errors import ApiError
 from kube.explanations import EXPLAIN_URL_ANNOTATION, SCHEDULER_LEASE_NAME, SCHEDULER_LEASE_NAMESPACE, explain_path
 from kube.kubeconfig import KubeconfigContext, KubeconfigError, default_kubeconfig_paths, load_kubeconfig_context
+from kube.objects import Obj
 from kubectl_dra import inventory, render
 from kubectl_dra.dashboard.model import MAX_LISTED
 
@@ -34,7 +35,6 @@ USER_AGENT = "kubectl-dra/0.1"
 SCHEDULER_URL_ENV = "KUBECTL_DRA_SCHEDULER_URL"
 OUTPUTS = ("json", "yaml")
 RESOURCE = "resource.k8s.io"
-Obj = dict[str, Any]
 
 
 class CommandError(Exception):

@@ -38,7 +38,7 @@ from typing import Any
 
 import yaml
 
-Obj = dict[str, Any]
+from kube.objects import Obj
 
 PROFILE_DIR = Path(__file__).resolve().parent / "profiles"
 # The profile of nodes without built-in devices: only drivers that register bring devices.

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
 
 from kube import podgroups
 from kube.client import KubeClient, resource_path
 from kube.indexer import Index
 from kube.informer import Informer, object_key
+from kube.objects import Obj
 
-Obj = dict[str, Any]
 Key = tuple[str, str]
 
 GANG_PERMIT_TIMEOUT = 60.0

@@ -12,10 +12,10 @@ import pytest
 
 from controllers.resourcepoolstatus import _expired, pool_status
 from devtools.server import ServerProcess
+from kube.objects import Obj
 from tests.controllers.test_resourceclaim import ControllerProcess
 from tests.processes import eventually
 
-Obj = dict[str, Any]
 DRIVER = "gpu.example.com"
 
 
