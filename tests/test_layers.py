@@ -125,13 +125,6 @@ def test_the_rule_catches_an_upward_import(tmp_path: Path) -> None:
     assert _layer("app.api.schemas") not in ALLOWED[_layer("app.registry.resource.bad") or ""]
 
 
-# Import circles someone else is taking apart; each entry is one circle's modules, sorted.
-KNOWN_CIRCLES: list[list[str]] = [
-    # The dashboard's server names the CLI's Session type; the CLI starts the dashboard.
-    ["kubectl_dra.cli", "kubectl_dra.dashboard.server"],
-]
-
-
 def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
     """The import circles of ``graph`` (module -> modules it imports): each strongly connected set
     of two or more modules, sorted (Tarjan's algorithm, without recursion)."""
@@ -180,7 +173,7 @@ def test_no_import_circles() -> None:
     counts, as for the layers: one moved into a function or under TYPE_CHECKING still ties the two
     modules together, it only hides the circle from the interpreter."""
     graph = {_module_name(path): {target for _, target in _imports(path) if _is_project(target)} for path in _source_files()}
-    circles = [circle for circle in _circles(graph) if circle not in KNOWN_CIRCLES]
+    circles = _circles(graph)
     assert not circles, "import circles:\n" + "\n".join(" <-> ".join(circle) for circle in circles)
 
 

@@ -2,23 +2,57 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, MutableSet
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from kube.quantity import Quantity
 from schedulers.allocator.devices import _Device, _quantity
 from schedulers.allocator.index import _NodeView
 from schedulers.allocator.results import DeviceID, PoolID
 
+_T = TypeVar("_T")
+
+
+class _Layered(MutableSet[_T], Generic[_T]):
+    """A set seen through changes to it (what was added, what was taken out) without copying it:
+    a what-if on a cluster's allocations costs what it changes, not the cluster's size."""
+
+    __slots__ = ("_added", "_base", "_removed")
+
+    def __init__(self, base: MutableSet[_T]) -> None:
+        self._base = base
+        self._added: set[_T] = set()
+        self._removed: set[_T] = set()
+
+    def __contains__(self, item: object) -> bool:
+        return item in self._added or (item in self._base and item not in self._removed)
+
+    def __iter__(self) -> Iterator[_T]:
+        yield from (item for item in self._base if item not in self._removed and item not in self._added)
+        yield from self._added
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def add(self, item: _T) -> None:
+        self._removed.discard(item)
+        if item not in self._base:
+            self._added.add(item)
+
+    def discard(self, item: _T) -> None:
+        self._added.discard(item)
+        if item in self._base:
+            self._removed.add(item)
+
 
 @dataclass
 class AllocatedState:
     """Devices already taken: exclusive devices, shares and aggregated consumed capacity."""
 
-    devices: set[DeviceID] = field(default_factory=set)
-    shared_ids: set[tuple[str, str, str, str]] = field(default_factory=set)
-    shared_devices: set[DeviceID] = field(default_factory=set)
+    devices: MutableSet[DeviceID] = field(default_factory=set)
+    shared_ids: MutableSet[tuple[str, str, str, str]] = field(default_factory=set)
+    shared_devices: MutableSet[DeviceID] = field(default_factory=set)
     capacity: dict[DeviceID, dict[str, Quantity]] = field(default_factory=dict)
     # Allocations added per pool (exclusive or shared): what was worked out for a node's pools
     # (free devices, a search) stays valid while their counts do not move.
@@ -50,19 +84,22 @@ class AllocatedState:
             if r.get("shareID"):
                 self.shared_ids.add((*dev_id, r["shareID"]))
                 self.shared_devices.add(dev_id)
-                agg = self.capacity.setdefault(dev_id, {})
+                # A fresh dict: a what-if copy (:meth:`changed`) shares the original's sums.
+                agg = self.capacity[dev_id] = dict(self.capacity.get(dev_id, {}))
                 for key, value in (r.get("consumedCapacity") or {}).items():
                     agg[key] = agg.get(key, Quantity(0)) + _quantity(value)
             else:
                 self.devices.add(dev_id)
 
     def changed(self, add: Iterable[Mapping[str, Any]] = (), remove: Iterable[Mapping[str, Any]] = ()) -> AllocatedState:
-        """A copy with ``remove``'s devices released and ``add``'s taken (a what-if for preemption;
-        the copy moves every pool's change count, so no cached search of this state is reused)."""
+        """A copy with ``remove``'s devices released and ``add``'s taken (a what-if for preemption).
+
+        Layered sets and shallow dicts (a device's capacity sums are copied where they change):
+        the copy costs what it changes, not the cluster's size. Cached searches and free lists are
+        keyed by the state object itself, so the copy never reuses the original's."""
         state = AllocatedState(
-            set(self.devices), set(self.shared_ids), set(self.shared_devices),
-            {dev: dict(amounts) for dev, amounts in self.capacity.items()}, {pool: n + 1 for pool, n in self.pool_changes.items()},
-        )  # fmt: skip
+            _Layered(self.devices), _Layered(self.shared_ids), _Layered(self.shared_devices), dict(self.capacity), dict(self.pool_changes)
+        )
         for allocation in remove:
             for r in (allocation.get("devices") or {}).get("results") or []:
                 if r.get("adminAccess"):
@@ -74,7 +111,7 @@ class AllocatedState:
                 state.shared_ids.discard((*dev_id, r["shareID"]))
                 if not any(s[:3] == dev_id for s in state.shared_ids):
                     state.shared_devices.discard(dev_id)
-                agg = state.capacity.get(dev_id, {})
+                agg = state.capacity[dev_id] = dict(state.capacity.get(dev_id, {}))
                 for key, value in (r.get("consumedCapacity") or {}).items():
                     agg[key] = agg.get(key, Quantity(0)) - _quantity(value)
         for allocation in add:
