@@ -32,7 +32,7 @@ DURATIONS := --durations=30
 
 test: venv
 	$(BIN)/ruff check .
-	$(BIN)/python -m mypy app kube kubeletapi schedulers controllers kubeletsim exampledriver devtools kubectl_dra bench
+	$(BIN)/python -m mypy app kube kubeletapi schedulers controllers kubeletsim exampledriver devtools kubectl_dra bench tests
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile $(DURATIONS) --ignore=tests/interop
 
 # The edit loop (a few minutes): the unit tests, without server processes or Postgres (marker
@@ -53,7 +53,7 @@ lint: venv
 	$(BIN)/ruff check .
 
 typecheck: venv
-	$(BIN)/python -m mypy app kube kubeletapi schedulers controllers kubeletsim exampledriver devtools kubectl_dra bench
+	$(BIN)/python -m mypy app kube kubeletapi schedulers controllers kubeletsim exampledriver devtools kubectl_dra bench tests
 
 # A longer schemathesis run than the one in `make test` (random seed, many examples per operation).
 fuzz: venv

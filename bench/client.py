@@ -19,7 +19,6 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import httpx
 import orjson
@@ -27,8 +26,7 @@ import orjson
 from bench.machine import reports_machine
 from devtools.server import ServerProcess, migrate
 from kube.client import KubeClient, resource_path
-
-Obj = dict[str, Any]
+from kube.objects import Obj
 
 
 async def _mix(get: Callable[[str], Awaitable[Obj]], put: Callable[[str, Obj], Awaitable[Obj]], post: Callable[[str, Obj], Awaitable[Obj]], requests: int) -> tuple[float, float]:

@@ -28,7 +28,6 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import orjson
 
@@ -36,9 +35,8 @@ from bench.machine import reports_machine
 from bench.simulator import DEVICES_PER_NODE, DRIVER, Bench, Simulator, database, fmt, ratio
 from devtools.server import REPO_ROOT, ServerProcess, migrate, stop_process
 from exampledriver.driver import DEFAULT_DRIVER
+from kube.objects import Obj
 from kubeletsim.settings import Settings
-
-Obj = dict[str, Any]
 
 RESOURCE = "/apis/resource.k8s.io/v1"
 

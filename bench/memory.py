@@ -12,7 +12,7 @@ a fresh ``python -m app serve`` (bench.api's ServerProcess) is started, loaded a
 Printed per scenario: the server's RSS before loading, after loading (at rest), after the
 clients (at rest, watches open), the peak during the LISTs and watches (VmHWM, reset before the
 phase), the serialised size the server holds (its ``apiserver_watch_cache_bytes``), and the
-ratios growth/serialised against the targets of issue 25: at most 2x at rest, 3x at peak.
+ratios growth/serialised against the targets: at most 2x at rest, 3x at peak.
 
 Worker scenarios: when ``bench/memory_workers.py`` exists, ``bench.memory_workers.scenarios()``
 returns more callables; each is called with this run's argparse namespace (or with nothing if it

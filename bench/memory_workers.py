@@ -1,5 +1,5 @@
 """Worker memory benchmark: what the scheduler's and the kubelet simulator's informer caches hold,
-against the serialized size of what they watch (issue 25, point 4: at most 3x).
+against the serialized size of what they watch (target: at most 3x).
 
 For each cluster shape (``--clusters``, default ``5000x8,2000x128``: nodes x devices per node) it
 starts a server (embedded SQLite unless ``--postgres``), registers N nodes with one ResourceSlice

@@ -27,12 +27,12 @@ from bench.api import load_average
 from bench.machine import reports_machine
 from kube.client import KubeClient
 from kube.informer import Informer
+from kube.objects import Obj
 from schedulers.cache import SchedulerCache
 from schedulers.cycle import ScheduleFailure, SchedulingCycle
 from schedulers.preemption import Preempt, Preemption
 from schedulers.queue import SchedulingQueue
 
-Obj = dict[str, Any]
 DRIVER = "gpu.example.com"
 NAMESPACE = "bench"
 

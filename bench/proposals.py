@@ -23,7 +23,6 @@ import asyncio
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 import httpx
 import orjson
@@ -31,6 +30,7 @@ import orjson
 from bench.machine import reports_machine
 from bench.scheduler import Worker, database, request_counts
 from devtools.server import ServerProcess, migrate
+from kube.objects import Obj
 
 GATES = "DRAReservedForWorkloads=true,GenericWorkload=true,DRAWorkloadResourceClaims=true"
 RUNTIME_CONFIG = "scheduling.k8s.io/v1beta1=true"  # a beta version: off by default, as upstream
@@ -38,8 +38,6 @@ RESOURCE = "/apis/resource.k8s.io/v1"
 SCHEDULING = "/apis/scheduling.k8s.io/v1beta1"
 WRITES = ("POST", "PUT", "PATCH", "DELETE", "DELETECOLLECTION")
 DEVICE_REQUEST = {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}}
-
-Obj = dict[str, Any]
 
 
 def pod(name: str, claim_entry: Obj, group: str | None = None) -> Obj:

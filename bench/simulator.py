@@ -43,11 +43,10 @@ import orjson
 from bench.api import RawHTTP, _proc_table, _tree_cpu
 from bench.machine import reports_machine
 from devtools.server import REPO_ROOT, ServerProcess, migrate
+from kube.objects import Obj
 from kube.timeutil import now_micro, now_rfc3339
 from kubeletsim import pods as pods_mod
 from kubeletsim.settings import Settings
-
-Obj = dict[str, Any]
 
 RESOURCE = "/apis/resource.k8s.io/v1"
 LEASE_NS = "kube-node-lease"

@@ -11,17 +11,16 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator
-from typing import Any
 
 import httpx
 
 from kube.client import KubeClient, resource_path
 from kube.errors import ApiError
 from kube.kubeconfig import Connection
+from kube.objects import Obj
 
 log = logging.getLogger("controllers")
 
-Obj = dict[str, Any]
 
 NAMESPACE = "kube-system"
 # As upstream's controller client builder: an hour, renewed with a fifth of it left.

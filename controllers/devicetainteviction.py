@@ -46,13 +46,14 @@ from kube.devicetaints import rule_selects as rule_matches
 from kube.errors import ApiError
 from kube.indexer import Index
 from kube.informer import Informer
+from kube.objects import Obj
+from kube.objects import meta as _meta
 from kube.timeutil import now_rfc3339, parse_time
 from kube.tolerations import tolerates
 from kube.workqueue import WorkQueue, log_failures
 
 log = logging.getLogger("device-taint-eviction-controller")
 
-Obj = dict[str, Any]
 ObjectKey = tuple[str, str]
 PoolID = tuple[str, str]  # (driver, pool)
 # A work item: ("pod", namespace, name, uid) or ("rule", "", name, uid).
@@ -65,11 +66,6 @@ RESOURCE_GROUP = "resource.k8s.io"
 NO_EXECUTE = "NoExecute"
 CONDITION_TYPE = "EvictionInProgress"
 DEFAULT_RULE_STATUS_PERIOD = 10.0  # upstream's ruleStatusPeriod
-
-
-def _meta(obj: Obj) -> Obj:
-    meta: Obj = obj.get("metadata") or {}
-    return meta
 
 
 def _epoch(timestamp: Any) -> float:

@@ -17,18 +17,17 @@ keeps its dependents). Dependents are found through indexes of objects by owner 
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from controllers.objects import get_live, group_of, metadata, owner_uids, set_finalizers
 from kube.client import KubeClient, resource_path
 from kube.errors import ApiError
 from kube.indexer import Index
 from kube.informer import Informer
+from kube.objects import Obj
 from kube.workqueue import WorkQueue, log_failures
 
 log = logging.getLogger("garbage-collector")
 
-Obj = dict[str, Any]
 Key = tuple[str, str, str]  # (plural, namespace, name)
 
 RESOURCE_GROUP = "resource.k8s.io"

@@ -3,20 +3,13 @@ writes that tolerate a lagging informer cache."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from kube.client import KubeClient
 from kube.errors import ApiError
 from kube.informer import Informer
+from kube.objects import Obj
+from kube.objects import meta as metadata
 
-Obj = dict[str, Any]
 ObjectKey = tuple[str, str]
-
-
-def metadata(obj: Obj) -> Obj:
-    """``metadata``, or an empty dict."""
-    found: Obj = obj.get("metadata") or {}
-    return found
 
 
 def group_of(api_version: str) -> str:

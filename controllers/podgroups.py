@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from controllers.objects import get_live, metadata, set_finalizers
 from controllers.resourceclaim import claim_from_template, generated_claim
@@ -23,11 +22,11 @@ from kube.client import KubeClient, record_event, resource_path
 from kube.errors import ApiError
 from kube.indexer import Index
 from kube.informer import Informer
+from kube.objects import Obj
 from kube.workqueue import WorkQueue, log_failures
 
 log = logging.getLogger("podgroup-controller")
 
-Obj = dict[str, Any]
 Key = tuple[str, str]
 
 COMPONENT = "resource-claim-controller"

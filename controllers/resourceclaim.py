@@ -34,12 +34,12 @@ from kube.client import KubeClient, record_event, resource_path
 from kube.errors import ApiError
 from kube.indexer import Index
 from kube.informer import Informer, run_with_informers
+from kube.objects import Obj
 from kube.podgroups import is_group_reference
 from kube.workqueue import WorkQueue, log_failures
 
 log = logging.getLogger("resourceclaim-controller")
 
-Obj = dict[str, Any]
 Key = tuple[str, str, str]  # (kind, namespace, name); kind is "pod" or "claim"
 
 COMPONENT = "resource-claim-controller"

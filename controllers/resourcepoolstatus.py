@@ -17,17 +17,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from controllers.objects import metadata
 from kube.client import KubeClient, resource_path
 from kube.errors import ApiError
 from kube.informer import Informer, run_with_informers
+from kube.objects import Obj
 from kube.workqueue import WorkQueue, log_failures
 
 log = logging.getLogger("resourcepoolstatusrequest-controller")
 
-Obj = dict[str, Any]
 
 RESOURCE_GROUP = "resource.k8s.io"
 REQUESTS_VERSION = "v1alpha3"

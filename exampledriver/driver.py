@@ -31,13 +31,12 @@ import grpc.aio
 from kube.claims import claim_path, update_device_status
 from kube.client import KubeClient, resource_path
 from kube.errors import ApiError
+from kube.objects import Obj
 from kube.timeutil import now_rfc3339
 from kubeletapi.dra.v1 import api_pb2 as dra_v1
 from kubeletapi.dra.v1 import api_pb2_grpc as dra_v1_grpc
 from kubeletapi.dra_health.v1 import api_pb2 as health_v1
 from kubeletapi.dra_health.v1 import api_pb2_grpc as health_v1_grpc
-
-Obj = dict[str, Any]
 
 log = logging.getLogger("exampledriver")
 

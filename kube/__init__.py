@@ -2,7 +2,7 @@
 
 Client and transport, informers, leader election, the worker process scaffold,
 labels, fields, quantities, CEL, tolerations, feature gates and API errors. Nothing here imports
-the server (``app``) or a worker; the four programs import this package, never each other.
+the server (``app``) or a worker; the programs import this package, never each other.
 """
 
 # Before any of the modules setup.py compiles is imported: pick compiled or source (kube/compiled.py).

@@ -4,12 +4,10 @@ and the claim the scheduler makes for a pod's extended resources backed by devic
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from kube.client import KubeClient, resource_path
 from kube.errors import ApiError
-
-Obj = dict[str, Any]
+from kube.objects import Obj
 
 # Marks the claim the scheduler creates for a pod's extended resources served by devices.
 EXTENDED_RESOURCE_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"

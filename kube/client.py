@@ -19,10 +19,9 @@ import orjson
 
 from kube.errors import ApiError
 from kube.kubeconfig import Connection
+from kube.objects import Obj
 from kube.timeutil import now_rfc3339
 from kube.transport import LeanTransport
-
-Obj = dict[str, Any]
 
 PATCH_CONTENT_TYPES = {
     "merge": "application/merge-patch+json",

@@ -41,7 +41,7 @@ from typing import Any
 
 import yaml
 
-Obj = dict[str, Any]
+from kube.objects import Obj
 
 # The shipped profiles are data of the simulator (the source tree is installed editable, and the
 # image keeps it in /app).

@@ -9,11 +9,11 @@ any handler that reads it (handlers run in registration order).
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from kube.informer import Informer, object_key
+from kube.objects import Obj
 
-Obj = dict[str, Any]
 K = TypeVar("K", bound=Hashable)
 ObjectKey = tuple[str, str]
 

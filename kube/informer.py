@@ -29,8 +29,8 @@ import orjson
 
 from kube.client import KubeClient, WatchExpired
 from kube.errors import ApiError
+from kube.objects import Obj
 
-Obj = dict[str, Any]
 Key = tuple[str, str]
 AddHandler = Callable[[Obj], Awaitable[None] | None]
 UpdateHandler = Callable[[Obj, Obj], Awaitable[None] | None]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-Obj = dict[str, Any]
+from kube.objects import Obj
 
 GROUP = "scheduling.k8s.io"
 VERSION = "v1beta1"

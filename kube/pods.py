@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
+from kube.objects import Obj
 from kube.quantity import BINARY_SI, Quantity, QuantityError, parse_quantity_or_none
 
-Obj = dict[str, Any]
 Resources = dict[str, Fraction]
 
 # Resources pods may request as a whole (spec.resources, PodLevelResources), besides hugepages-*.

@@ -34,9 +34,8 @@ from typing import Any
 
 import orjson
 
+from kube.objects import Obj
 from kube.quantity import Quantity, QuantityError
-
-Obj = dict[str, Any]
 
 CONTENT_TYPE = "application/vnd.kubernetes.protobuf"
 WATCH_CONTENT_TYPE = CONTENT_TYPE + ";stream=watch"

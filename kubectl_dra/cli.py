@@ -26,6 +26,7 @@ import yaml
 from kube.client import KubeClient, resource_path
 from kube.errors import ApiError
 from kube.kubeconfig import KubeconfigError, default_kubeconfig_paths, load_kubeconfig_context
+from kube.objects import Obj
 from kubectl_dra import inventory, render
 from kubectl_dra.dashboard.model import MAX_LISTED
 from kubectl_dra.session import SCHEDULER_URL_ENV, CommandError, Session, fetch_explanation, scheduler_url
@@ -35,7 +36,6 @@ if TYPE_CHECKING:
 
 OUTPUTS = ("json", "yaml")
 RESOURCE = "resource.k8s.io"
-Obj = dict[str, Any]
 
 
 class _Parser(argparse.ArgumentParser):

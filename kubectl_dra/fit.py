@@ -23,8 +23,8 @@ import yaml
 from kube.client import KubeClient, resource_path
 from kube.errors import ApiError
 from kube.explanations import EXPLANATION_API_VERSION
+from kube.objects import Obj
 
-Obj = dict[str, Any]
 RESOURCE = "resource.k8s.io"
 FIT_KEYS = ("total", "nodes", "unfit")
 SHOWN_NODES = 5  # node names listed per reason

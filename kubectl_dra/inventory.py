@@ -23,9 +23,9 @@ from fractions import Fraction
 from typing import Any
 
 from kube.devicetaints import rule_selects
+from kube.objects import Obj
 from kube.quantity import Quantity, parse_quantity_or_none
 
-Obj = dict[str, Any]
 DeviceKey = tuple[str, str, str]  # driver, pool, device
 
 STATES = ("free", "shared", "blocked", "allocated", "tainted", "unhealthy")

@@ -5,7 +5,6 @@ scheduler's explanations (:func:`fetch_explanation`: its URL is on the scheduler
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import httpx
 
@@ -13,10 +12,10 @@ from kube.client import KubeClient, resource_path
 from kube.errors import ApiError
 from kube.explanations import EXPLAIN_URL_ANNOTATION, SCHEDULER_LEASE_NAME, SCHEDULER_LEASE_NAMESPACE, explain_path
 from kube.kubeconfig import KubeconfigContext
+from kube.objects import Obj
 
 USER_AGENT = "kubectl-dra/0.1"
 SCHEDULER_URL_ENV = "KUBECTL_DRA_SCHEDULER_URL"
-Obj = dict[str, Any]
 
 
 class CommandError(Exception):

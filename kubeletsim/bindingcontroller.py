@@ -15,20 +15,18 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Collection
-from typing import Any
 
 import httpx
 
 from kube.claims import update_device_status
 from kube.errors import ApiError
 from kube.informer import Informer
+from kube.objects import Obj
 from kube.timeutil import now_rfc3339
 from kubeletsim.identities import Identities
 from kubeletsim.pods import attached_devices
 
 log = logging.getLogger("kubeletsim")
-
-Obj = dict[str, Any]
 
 
 class BindingController:

@@ -9,12 +9,14 @@ starts) and from then on by the heartbeat loops, which also post the node's cond
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from kube.client import KubeClient, resource_path
 from kube.errors import ApiError
 from kube.features import FeatureGates
 from kube.informer import Informer
+from kube.objects import Obj
+from kube.objects import meta as _meta
+from kube.objects import status as _status
 from kube.timeutil import now_rfc3339
 from kube.workqueue import ExponentialBackoff, WorkQueue
 from kubeletsim import nodes as nodes_mod
@@ -22,19 +24,9 @@ from kubeletsim.heartbeats import Heartbeats
 from kubeletsim.identities import Identities
 from kubeletsim.settings import Settings
 
-Obj = dict[str, Any]
-
 log = logging.getLogger("kubeletsim")
 
 NODES = resource_path("", "v1", "nodes")
-
-
-def _meta(obj: Obj) -> Obj:
-    return obj.get("metadata") or {}
-
-
-def _status(obj: Obj) -> Obj:
-    return obj.get("status") or {}
 
 
 def node_healthy(node: Obj) -> bool:

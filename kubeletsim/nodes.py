@@ -6,11 +6,9 @@ import hashlib
 import ipaddress
 import uuid
 from collections.abc import Sequence
-from typing import Any
 
+from kube.objects import Obj
 from kube.timeutil import now_micro, now_rfc3339
-
-Obj = dict[str, Any]
 
 # kwok marks its nodes with `type: kwok`; this project's nodes say who simulates them the same way.
 NODE_TYPE_LABEL = "type"

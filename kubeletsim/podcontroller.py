@@ -19,13 +19,16 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from kube.claims import update_device_status
 from kube.client import KubeClient, record_event, resource_path
 from kube.errors import ApiError
 from kube.features import FeatureGates
 from kube.informer import Informer, resource_version_number
+from kube.objects import Obj
+from kube.objects import meta as _meta
+from kube.objects import spec as _spec
+from kube.objects import status as _status
 from kube.pods import pod_requests
 from kube.timeutil import now_rfc3339, parse_time
 from kube.workqueue import ExponentialBackoff, WorkQueue
@@ -39,7 +42,6 @@ from kubeletsim.plugins.health import HealthCache
 from kubeletsim.plugins.manager import DRAManager, PrepareError
 from kubeletsim.profiles import Profile, render_devices
 
-Obj = dict[str, Any]
 PodKey = tuple[str, str]
 
 log = logging.getLogger("kubeletsim")
@@ -48,18 +50,6 @@ COMPONENT = "kubelet"
 # What the kubelet's event (and this simulator's waiting message) says when preparing failed.
 FAILED_PREPARE_MESSAGE = "Failed to prepare dynamic resources: {error}"
 HEALTH_FEATURE = "ResourceHealthStatus"
-
-
-def _meta(obj: Obj) -> Obj:
-    return obj.get("metadata") or {}
-
-
-def _status(obj: Obj) -> Obj:
-    return obj.get("status") or {}
-
-
-def _spec(obj: Obj) -> Obj:
-    return obj.get("spec") or {}
 
 
 def _rv(obj: Obj) -> int:

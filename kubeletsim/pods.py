@@ -9,11 +9,11 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from kube import podgroups
 from kube.claims import extended_resource_claim_name
 from kube.labels import node_selector_matches
+from kube.objects import Obj
 from kube.pods import (
     HUGEPAGES_PREFIX,
     container_claim_amounts,
@@ -23,8 +23,6 @@ from kube.pods import (
     quantity_fraction,
     resource_list,
 )
-
-Obj = dict[str, Any]
 
 RUN_SECONDS_ANNOTATION = "dra.example.dev/run-seconds"
 EXIT_CODE_ANNOTATION = "dra.example.dev/exit-code"

@@ -19,7 +19,6 @@ from typing import Any
 
 from kube.pods import Resources, quantity_fraction
 
-Obj = dict[str, Any]
 Amounts = Resources
 
 CPU, MEMORY, EPHEMERAL_STORAGE, PODS = "cpu", "memory", "ephemeral-storage", "pods"

@@ -14,31 +14,23 @@ from __future__ import annotations
 
 import copy
 import logging
-from typing import Any
 
 import orjson
 
 from kube.client import KubeClient, resource_path
 from kube.features import FeatureGates
 from kube.informer import Informer, resource_version_number
+from kube.objects import Obj
+from kube.objects import meta as _meta
+from kube.objects import spec as _spec
 from kube.workqueue import ExponentialBackoff, WorkQueue
 from kubeletsim.identities import Identities
 from kubeletsim.nodes import NODE_ALLOCATABLE_FEATURE
 from kubeletsim.profiles import DriverProfile, Profile, build_pool_slices, without_device_field
 
-Obj = dict[str, Any]
-
 log = logging.getLogger("kubeletsim")
 
 SLICES = resource_path("resource.k8s.io", "v1", "resourceslices")
-
-
-def _meta(obj: Obj) -> Obj:
-    return obj.get("metadata") or {}
-
-
-def _spec(obj: Obj) -> Obj:
-    return obj.get("spec") or {}
 
 
 def _written_rv(obj: Obj | None) -> int:

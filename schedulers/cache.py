@@ -29,6 +29,7 @@ from typing import Any
 from kube import podgroups
 from kube.client import KubeClient, resource_path
 from kube.informer import Informer, object_key
+from kube.objects import Obj
 from kube.pods import Resources, pod_priority, pod_requests
 from schedulers.allocator import AllocatedState, AllocatorFeatures, ResourceIndex, SearchCache
 from schedulers.extended import owned_special_claim_of, resource_classes
@@ -38,7 +39,6 @@ from schedulers.queue import SchedulingQueue
 
 log = logging.getLogger("scheduler")
 
-Obj = dict[str, Any]
 Key = tuple[str, str]  # (namespace, name)
 # A pod's requests in exact integers (name, numerator, denominator), cheap to compare with a memo.
 RequestsKey = tuple[tuple[str, int, int], ...]

@@ -26,10 +26,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from kube.claims import EXTENDED_RESOURCE_CLAIM_ANNOTATION
+from kube.objects import Obj
 from kube.pods import Resources, pod_requests
 from schedulers.nodefit import INSUFFICIENT
-
-Obj = dict[str, Any]
 
 DEVICE_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"
 IN_MEMORY_NAME = "<extended-resources>"  # not a valid object name, so never an existing claim's

@@ -14,8 +14,6 @@ from kube.labels import node_selector_matches
 from kube.pods import Resources, quantity_fraction
 from kube.tolerations import tolerations_tolerate
 
-Obj = dict[str, Any]
-
 REASON_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
 REASON_UNSCHEDULABLE = "node(s) were unschedulable"
 REASON_TOO_MANY_PODS = "Too many pods"

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
 
 import httpx
 
@@ -25,9 +24,9 @@ from kube.client import KubeClient, resource_path
 from kube.errors import ApiError
 from kube.indexer import Index
 from kube.informer import Informer, object_key
+from kube.objects import Obj
 from kube.timeutil import now_rfc3339
 
-Obj = dict[str, Any]
 Key = tuple[str, str]
 
 GANG_PERMIT_TIMEOUT = 60.0

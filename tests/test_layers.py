@@ -7,6 +7,7 @@ Every import in every module counts, including ones inside functions.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -106,9 +107,9 @@ def test_module_imports_only_lower_layers(path: Path) -> None:
     assert not wrong, "\n".join(wrong)
 
 
-def test_the_four_programs_share_only_kube() -> None:
-    """Server, scheduler, controller, simulator and example driver never import one another."""
-    programs = ("app", "schedulers", "controllers", "kubeletsim", "exampledriver")
+def test_the_programs_share_only_kube() -> None:
+    """Server, scheduler, controller, simulator, example driver and kubectl dra never import one another."""
+    programs = ("app", "schedulers", "controllers", "kubeletsim", "exampledriver", "kubectl_dra")
     for program in programs:
         for path in (ROOT / program).rglob("*.py"):
             for line, target in _imports(path):
@@ -122,3 +123,78 @@ def test_the_rule_catches_an_upward_import(tmp_path: Path) -> None:
     bad.write_text("from app.api import schemas\n")
     assert list(_imports(bad, "app.registry.resource.bad")) == [(1, "app.api.schemas")]
     assert _layer("app.api.schemas") not in ALLOWED[_layer("app.registry.resource.bad") or ""]
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles of ``graph`` (module -> modules it imports): each strongly connected set
+    of two or more modules, sorted (Tarjan's algorithm, without recursion)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            module, targets = work[-1]
+            target = next((t for t in targets if t in graph), None)
+            if target is not None:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(sorted(graph[target]))))
+                elif target in on_stack:
+                    low[module] = min(low[module], index[target])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[module])
+            if low[module] == index[module]:
+                members = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    members.append(member)
+                    if member == module:
+                        break
+                if len(members) > 1:
+                    found.append(sorted(members))
+    return sorted(found)
+
+
+def test_no_import_circles() -> None:
+    """No module imports, directly or through others, a module that imports it back. Every import
+    counts, as for the layers: one moved into a function or under TYPE_CHECKING still ties the two
+    modules together, it only hides the circle from the interpreter."""
+    graph = {_module_name(path): {target for _, target in _imports(path) if _is_project(target)} for path in _source_files()}
+    circles = _circles(graph)
+    assert not circles, "import circles:\n" + "\n".join(" <-> ".join(circle) for circle in circles)
+
+
+def test_the_circle_check_finds_a_circle() -> None:
+    """The checker itself: a circle through three modules is found, the module outside it is not."""
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set()}
+    assert _circles(graph) == [["a", "b", "c"]]
+
+
+def _documented_rules() -> dict[str, set[str]]:
+    """The import table of docs/architecture.md: package -> the project packages it may import."""
+    rules: dict[str, set[str]] = {}
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    table = text.split("| package | may import", 1)[1].split("\n\n", 1)[0]
+    for row in table.splitlines()[2:]:
+        packages, may_import = row.strip("|").split("|")
+        for package in re.findall(r"`([^`]+)`", packages):
+            rules[package] = set(re.findall(r"`([^`]+)`", may_import))
+    return rules
+
+
+def test_the_documented_import_rules_are_the_enforced_ones() -> None:
+    """docs/architecture.md's import table says what ALLOWED enforces, row for row."""
+    assert _documented_rules() == ALLOWED

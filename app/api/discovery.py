@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from typing import Any
 
 from app.registry import group_versions, kinds_in
 from app.registry.base import KindStrategy, Subresource
-
-Obj = dict[str, Any]
+from kube.objects import Obj
 
 AGGREGATED_DISCOVERY_CONTENT_TYPE = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 AGGREGATED_GROUP = "apidiscovery.k8s.io"

@@ -35,9 +35,9 @@ from app.registry import SCOPE_KIND
 from app.registry.base import ActionSubresource, ComputedSubresource, KindStrategy, Obj, RequestContext
 from app.registry.objectmeta import validate_object_meta, validate_object_meta_update
 from app.storage.cache import ADDED, DELETED, MODIFIED, StoredObject
+from app.storage.dialects import WriteOp
 from app.storage.errors import ContinueExpired, KeyExists, ResourceVersionTooLarge, RevisionCompacted, RevisionMismatch, StorageError
 from app.storage.storage import Predicate, Storage, WatchBatch
-from app.storage.store import WriteOp
 from kube import errors
 from kube.errors import ApiError, FieldError
 from kube.features import FeatureGates

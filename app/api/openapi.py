@@ -25,8 +25,7 @@ from typing import Any
 from app.api.discovery import resource_verbs
 from app.registry import group_versions, kinds_in
 from app.registry.base import KindStrategy, Subresource
-
-Obj = dict[str, Any]
+from kube.objects import Obj
 
 _META = "io.k8s.apimachinery.pkg.apis.meta.v1."
 STATUS = _META + "Status"

@@ -11,13 +11,11 @@ lists, and get each object's metadata only.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from app.api.schemas import property_description
 from app.registry.base import KindStrategy
 from kube.errors import ApiError, not_acceptable
-
-Obj = dict[str, Any]
+from kube.objects import Obj
 
 TABLE_API_VERSION = "meta.k8s.io/v1"
 TABLE_VERSIONS = ("v1", "v1beta1")

@@ -9,6 +9,8 @@ from typing import Any
 from app.auth.admission import CREATE, DELETE, UPDATE, AdmissionRequest
 from app.auth.user import node_identity
 from kube.errors import not_found
+from kube.objects import meta as _meta
+from kube.objects import spec as _spec
 
 NODE_LEASE_NAMESPACE = "kube-node-lease"
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
@@ -59,14 +61,6 @@ def _forbidden_labels(new: dict[str, str], old: dict[str, str]) -> list[str]:
         if _is_kubernetes_label(key) and not _is_kubelet_label(key):
             forbidden.add(key)
     return sorted(forbidden)
-
-
-def _meta(obj: dict[str, Any] | None) -> dict[str, Any]:
-    return (obj or {}).get("metadata") or {}
-
-
-def _spec(obj: dict[str, Any] | None) -> dict[str, Any]:
-    return (obj or {}).get("spec") or {}
 
 
 class NodeRestriction:

@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Self
 
 from kube.errors import ApiError, FieldError
-
-Obj = dict[str, Any]
+from kube.objects import Obj
 
 
 @dataclass(frozen=True)

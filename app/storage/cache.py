@@ -30,7 +30,8 @@ from typing import Any, Generic, TypeVar
 
 import orjson
 
-Obj = dict[str, Any]
+from kube.objects import Obj
+
 FieldGetter = Callable[[Obj], str]
 T = TypeVar("T")
 

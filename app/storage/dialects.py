@@ -9,14 +9,15 @@ watch cache is as new as the database.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import sqlite3
 import time
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 import orjson
 from sqlalchemy import event, text
@@ -25,9 +26,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from app.storage.cache import ADDED, DELETED, MODIFIED, Event, StoredObject
 from app.storage.errors import KeyExists, RequestTooLarge, RevisionMismatch, StorageError, StorageFailure, StorageUnavailable
-
-if TYPE_CHECKING:
-    from app.storage.store import WriteOp
 
 log = logging.getLogger("app.storage")
 
@@ -52,6 +50,19 @@ class CommitLog(Protocol):
 # gets the same allowance.
 ETCD_MAX_REQUEST_BYTES = 1536 * 1024
 MAX_OBJECT_BYTES = 2 * ETCD_MAX_REQUEST_BYTES
+
+
+@dataclass(slots=True)
+class WriteOp:
+    """One write waiting for the group committer; ``future`` gets the stored object or the error."""
+
+    type: str  # ADDED (create), MODIFIED (update) or DELETED (delete)
+    resource: str
+    namespace: str
+    name: str
+    obj: dict[str, Any]
+    expected_revision: int = 0
+    future: asyncio.Future[StoredObject] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
 
 def serialised(op: WriteOp, revision: int) -> bytes:

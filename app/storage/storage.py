@@ -12,13 +12,13 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any
 
 from app.storage.cache import ADDED, DELETED, Event, StoredObject, Watcher
+from app.storage.dialects import WriteOp
 from app.storage.errors import ContinueExpired, ResourceVersionTooLarge, RevisionCompacted
-from app.storage.store import Store, WriteOp
+from app.storage.store import Store
+from kube.objects import Obj
 
-Obj = dict[str, Any]
 # Selectors read what the cache extracted from each version (name, namespace, labels, fields).
 Predicate = Callable[[StoredObject], bool]
 # (event type, object) pairs; a BOOKMARK's object is a plain dict.

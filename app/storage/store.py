@@ -14,31 +14,18 @@ import asyncio
 import contextlib
 import logging
 import time
-from dataclasses import dataclass, field
-from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.storage.cache import Event, StoredObject, WatchCache
-from app.storage.dialects import GroupCommit, dialect_for
+from app.storage.dialects import GroupCommit, WriteOp, dialect_for
 from app.storage.errors import RevisionCompacted, StorageError, StorageUnavailable
 
 log = logging.getLogger("app.storage")
 
 MAX_BATCH = 256
 POLL_BATCH = 1000
-
-
-@dataclass(slots=True)
-class WriteOp:
-    type: str  # ADDED (create), MODIFIED (update) or DELETED (delete)
-    resource: str
-    namespace: str
-    name: str
-    obj: dict[str, Any]
-    expected_revision: int = 0
-    future: asyncio.Future[StoredObject] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
 
 class Store:

@@ -24,9 +24,9 @@ import httpx
 from kube.client import KubeClient, resource_path
 from kube.errors import ApiError
 from kube.informer import Informer
+from kube.objects import Obj
 from kubectl_dra import inventory
 
-Obj = dict[str, Any]
 RESOURCE = "resource.k8s.io"
 MAX_LISTED = 200  # pending pods and claims listed; the rest are counted
 COALESCE_SECONDS = 0.1  # changes within this are shipped together

@@ -15,17 +15,15 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Collection, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import grpc.aio
 
 from kube.claims import extended_resource_claim_name
+from kube.objects import Obj
 from kubeletapi.dra.v1 import api_pb2 as dra_v1
 from kubeletsim.plugins.checkpoint import Checkpoint, ClaimInfo, PreparedDevice
 from kubeletsim.plugins.draplugin import DRAPlugin, PluginError, PluginStore, rpc_error_text
 from kubeletsim.plugins.health import UNKNOWN, HealthCache
-
-Obj = dict[str, Any]
 
 log = logging.getLogger("kubeletsim.plugins")
 

@@ -11,17 +11,15 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import grpc
 import grpc.aio
 
+from kube.objects import Obj
 from kubeletapi.layout import check_socket_path
 from kubeletapi.podresources.v1 import api_pb2 as podresources
 from kubeletapi.podresources.v1 import api_pb2_grpc as podresources_grpc
 from kubeletsim.plugins.manager import ContainerClaimDevices
-
-Obj = dict[str, Any]
 
 log = logging.getLogger("kubeletsim.plugins")
 

@@ -18,17 +18,29 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kube.quantity import Quantity
 from schedulers.allocator.claims import _attribute_value, _Claim, _Constraint, _consumption, _Request, _untolerated
 from schedulers.allocator.devices import _Device
 from schedulers.allocator.index import _NodeView
-from schedulers.allocator.results import MAX_RESULTS, Allocated, AllocationError, DeviceID, PoolID
+from schedulers.allocator.results import MAX_RESULTS, Allocated, AllocationError, AllocatorFeatures, DeviceID, PoolID
 from schedulers.allocator.state import AllocatedState
 
-if TYPE_CHECKING:
-    from schedulers.allocator.allocate import Allocator
+
+class _Allocating(Protocol):
+    """What a search reads of the ``Allocator`` that runs it."""
+
+    features: AllocatorFeatures
+    allocated: AllocatedState
+    timeout: float | None
+    bound_after: int
+
+    def selectable(self, req: _Request, dev: _Device) -> bool: ...
+
+    def available_counters(self, pool_id: PoolID) -> dict[tuple[str, str], Fraction]: ...
+
+    def free_candidates(self, view: _NodeView) -> list[_Device]: ...
 
 
 _CHECKPOINT_STEPS = 256  # deadline (and supply check) checks this often
@@ -113,7 +125,7 @@ class _Search:
     stays the same.
     """
 
-    def __init__(self, alloc: Allocator, claims: list[_Claim], view: _NodeView, node_name: str) -> None:
+    def __init__(self, alloc: _Allocating, claims: list[_Claim], view: _NodeView, node_name: str) -> None:
         self.alloc = alloc
         self.features = alloc.features
         self.allocated = alloc.allocated

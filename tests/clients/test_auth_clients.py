@@ -88,5 +88,6 @@ def test_python_client_with_a_token(auth_cluster: AuthCluster, tmp_path: Path) -
             core.list_namespaced_pod("default")
         assert raised.value.status == 403
         review = client.AuthenticationV1Api(api).create_self_subject_review(client.V1SelfSubjectReview())
+        assert review.status is not None and review.status.user_info is not None
         assert review.status.user_info.username == "system:node:n2"
     assert sys.executable  # the client ran in this interpreter

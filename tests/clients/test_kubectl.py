@@ -33,12 +33,11 @@ import yaml
 from app.api.openapi import create_example
 from app.registry import lookup
 from devtools.server import ServerProcess
+from kube.objects import Obj
 from tests.helpers import RESOURCE, claim, claims_path, device_class, pod
 
 VENV_KUBECTL = shutil.which("kubectl", path=str(Path(sys.executable).parent))
 DISPATCHER = "/usr/bin/kubectl" if os.access("/usr/bin/kubectl", os.X_OK) else None
-
-Obj = dict[str, Any]
 
 
 # ---- running kubectl -------------------------------------------------------------------
@@ -526,7 +525,6 @@ def test_get_events_shows_what_the_events_api_recorded(kubectl: Kubectl, api: ht
         columns, rows = parse_table(kubectl.ok("get", resource, "-n", ns))
         assert tuple(columns) == EVENT_COLUMNS
         assert [(r["TYPE"], r["REASON"], r["OBJECT"], r["MESSAGE"]) for r in rows] == [("Normal", "Scheduled", "pod/trainer", f"Successfully assigned {ns}/trainer to sim-0")]
-
 
 
 def test_short_names_resolve(kubectl: Kubectl, api: httpx.Client, ns: str) -> None:

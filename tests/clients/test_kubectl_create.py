@@ -13,10 +13,9 @@ from typing import Any
 import httpx
 import pytest
 
+from kube.objects import Obj
 from kube.pki import Authority, cert_pem, key_pem, write_private
 from tests.clients.test_kubectl import Kubectl, kubectl  # noqa: F401  (the fixture)
-
-Obj = dict[str, Any]
 
 
 @dataclass(frozen=True)

@@ -77,7 +77,7 @@ def test_python_client_v1beta2_claims(api_client: client.ApiClient) -> None:
     assert created.spec.devices.requests[0].exactly.allocation_mode == "ExactCount"
     patched = beta.patch_namespaced_resource_claim("c", ns, {"metadata": {"labels": {"a": "b"}}})
     assert patched.metadata.labels == {"a": "b"}
-    patched.status = {"allocation": {"devices": {"results": [{"request": "gpu", "driver": "gpu.example.com", "pool": "p", "device": "gpu-0"}]}}}
+    patched.status = {"allocation": {"devices": {"results": [{"request": "gpu", "driver": "gpu.example.com", "pool": "p", "device": "gpu-0"}]}}}  # type: ignore[assignment]  # the client sends a plain dict as it is
     with_status = beta.replace_namespaced_resource_claim_status("c", ns, patched)
     assert with_status.status.allocation.devices.results[0].device == "gpu-0"
     # The same object through the v1 client.
@@ -141,7 +141,7 @@ def test_python_client_resource_pool_status_requests(api_client: client.ApiClien
     body = {"apiVersion": "resource.k8s.io/v1alpha3", "kind": "ResourcePoolStatusRequest", "metadata": {"name": name}, "spec": {"driver": "gpu.example.com"}}
     created = alpha.create_resource_pool_status_request(body)
     assert isinstance(created, client.V1alpha3ResourcePoolStatusRequest) and created.spec.limit == 100
-    created.status = {
+    created.status = {  # type: ignore[assignment]  # the client sends a plain dict as it is
         "poolCount": 1,
         "pools": [{"driver": "gpu.example.com", "poolName": "p", "generation": 1, "resourceSliceCount": 1, "totalDevices": 1, "allocatedDevices": 0, "availableDevices": 1, "unavailableDevices": 0}],
     }

@@ -12,10 +12,10 @@ import pytest
 
 from controllers.resourcepoolstatus import _expired, pool_status
 from devtools.server import ServerProcess
+from kube.objects import Obj
 from tests.controllers.test_resourceclaim import ControllerProcess
 from tests.processes import eventually
 
-Obj = dict[str, Any]
 DRIVER = "gpu.example.com"
 
 
@@ -103,7 +103,7 @@ def test_answered_requests_expire_after_an_hour_pending_ones_after_a_day() -> No
     def at(delta: timedelta) -> str:
         return (now - delta).strftime("%Y-%m-%dT%H:%M:%SZ")
 
-    answered = {"metadata": {"creationTimestamp": at(timedelta(days=3))}, "status": {"conditions": [{"type": "Complete", "lastTransitionTime": at(timedelta(minutes=59))}]}}
+    answered: dict[str, Any] = {"metadata": {"creationTimestamp": at(timedelta(days=3))}, "status": {"conditions": [{"type": "Complete", "lastTransitionTime": at(timedelta(minutes=59))}]}}
     assert not _expired(answered, now)
     answered["status"]["conditions"][0]["lastTransitionTime"] = at(timedelta(minutes=61))
     assert _expired(answered, now)

@@ -113,7 +113,7 @@ def delete_pods(client: httpx.Client, name: str) -> None:
         client.delete(f"{path_for(pod)}/{pod['metadata']['name']}")
     for pod in pods:
         path = f"{path_for(pod)}/{pod['metadata']['name']}"
-        eventually(lambda path=path: client.get(path).status_code == 404, f"{name}: pod {pod['metadata']['name']} gone")
+        eventually(lambda path=path: client.get(path).status_code == 404, f"{name}: pod {pod['metadata']['name']} gone")  # type: ignore[misc]  # mypy types no lambda with a default argument (here: binding the loop variable)
     for doc in docs:
         if doc["kind"] == "ResourceClaim":
             client.delete(f"{path_for(doc)}/{doc['metadata']['name']}")

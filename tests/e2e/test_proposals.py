@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 from devtools.server import ServerProcess
+from kube.objects import Obj
 from tests.e2e.test_examples import EXAMPLES, apply, path_for
 from tests.processes import Worker, eventually
 
@@ -38,8 +39,6 @@ TIMEOUT = 30.0
 # Creating and starting 1,000 pods on a loaded 2-core machine; the measured time is printed.
 MANY_TIMEOUT = 600.0
 GIB, MIB = 2**30, 2**20
-
-Obj = dict[str, Any]
 
 
 class Stack:

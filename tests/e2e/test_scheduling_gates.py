@@ -17,7 +17,6 @@ import shutil
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -25,6 +24,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from devtools.server import ServerProcess
+from kube.objects import Obj
 from tests.clients.test_kubectl import VENV_KUBECTL, Kubectl, parse_table
 from tests.e2e.test_examples import EXAMPLES, RESOURCE, apply, eventually, load
 from tests.schedulers.test_scheduler import Worker
@@ -42,8 +42,6 @@ HOLD = 2.0
 # bring back a pod wrongly parked as unschedulable.
 PROMPT = 30.0
 KUBECTL = VENV_KUBECTL or shutil.which("kubectl")
-
-Obj = dict[str, Any]
 
 
 @pytest.fixture(scope="module")
@@ -205,6 +203,7 @@ def test_gates_with_python_client(example: tuple[str, httpx.Client]) -> None:
         resource.create_namespaced_resource_claim_template(NAMESPACE, template_doc)
         created = core.create_namespaced_pod(NAMESPACE, pod_doc)
         assert [g.name for g in created.spec.scheduling_gates] == GATES
+        assert created.status.conditions is not None
         [condition] = created.status.conditions
         assert (condition.type, condition.status, condition.reason, condition.message) == ("PodScheduled", "False", "SchedulingGated", GATED_MESSAGE)
         assert condition.last_transition_time is not None

@@ -12,13 +12,13 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import httpx
 import pytest
 import yaml
 
 from devtools.server import ServerProcess
+from kube.objects import Obj
 from tests.e2e.test_examples import EXAMPLES, apply, path_for
 from tests.e2e.test_proposals import (
     RESOURCE,
@@ -41,8 +41,6 @@ KEP_5729_ONLY = "GenericWorkload=true,DRAWorkloadResourceClaims=true"
 # Like every beta API since v1.24, scheduling.k8s.io/v1beta1 is also off until --runtime-config enables it.
 RUNTIME_CONFIG = ("--runtime-config", "scheduling.k8s.io/v1beta1=true")
 TEMPLATE = "group-gpu"
-
-Obj = dict[str, Any]
 
 
 @pytest.fixture(scope="module")

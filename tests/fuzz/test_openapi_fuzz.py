@@ -1,4 +1,4 @@
-"""Issue 7 "Contract": schemathesis against the server's own OpenAPI v3 documents.
+"""The API contract: schemathesis against the server's own OpenAPI v3 documents.
 
 For each served group-version (``/openapi/v3`` -> ``/openapi/v3/<gv>?hash=...``) this
 generates requests for every operation (positive and negative data) and checks:
@@ -57,7 +57,7 @@ OLDER_GROUP_VERSIONS = ["apis/resource.k8s.io/v1beta2", "apis/resource.k8s.io/v1
 STREAM_PARAMETERS = {"watch"}
 # Values of options kube-apiserver refuses (option validation, the parameter codec), offered
 # beside each parameter's documented schema so that every run sends them, not only the rare
-# negative case that happens to hit them (issue 24, area 6).
+# negative case that happens to hit them (tests/app/api/test_refuse_options.py has the cases).
 REFUSED_OPTION_VALUES: dict[str, list[Any]] = {
     "dryRun": ["all", "", "None"],
     "fieldValidation": ["strict", "Loose"],

@@ -100,7 +100,7 @@ def mixed_stack(
         eventually(lambda: len(stack.client.get(f"{RESOURCE}/resourceslices").json()["items"]) >= total, "simulators publish slices")
         for lease in (["kube-scheduler"] if upstream_scheduler else []) + (["kube-controller-manager"] if upstream_controllers else []):
             path = f"/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/{lease}"
-            eventually(lambda path=path: stack.client.get(path).status_code == 200, f"{lease} holds its lease on this server", timeout=60)
+            eventually(lambda path=path: stack.client.get(path).status_code == 200, f"{lease} holds its lease on this server", timeout=60)  # type: ignore[misc]  # mypy types no lambda with a default argument (here: binding the loop variable)
         yield stack
     finally:
         for process in upstream:

@@ -27,13 +27,13 @@ import yaml
 from app.registry import ALL_KINDS
 from devtools.server import REPO_ROOT
 from kube import protobuf
+from kube.objects import Obj
 from tests.interop.golang import go_program, needs_go
 from tests.processes import eventually
 from tests.stack import Stack, running_stack
 
 pytestmark = needs_go
 
-Obj = dict[str, Any]
 PROTOBUF = "application/vnd.kubernetes.protobuf"
 
 

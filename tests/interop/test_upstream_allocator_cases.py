@@ -15,11 +15,11 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import httpx
 import pytest
 
+from kube.objects import Obj
 from schedulers.allocator import AllocatorFeatures
 from tests.interop.golang import needs_go
 from tests.interop.mixed import MixedStack, mixed_stack
@@ -28,7 +28,6 @@ from tests.schedulers.test_allocator import CASES, Case
 
 pytestmark = [needs_go, pytest.mark.slow, pytest.mark.timeout(1800)]
 
-Obj = dict[str, Any]
 RESOURCE = "/apis/resource.k8s.io/v1"
 NS = "default"
 # Fewer than this many cases run: the table or the API drifted (a refused object is a finding).

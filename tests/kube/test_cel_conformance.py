@@ -32,8 +32,8 @@ from kube.cel import (
     strings,
     two_var_comprehensions,
 )
-from kube.cel_library import STANDARD_TYPE_VALUES
-from kube.cel_types import (
+from kube.cel.library import STANDARD_TYPE_VALUES
+from kube.cel.types import (
     BOOL,
     BYTES,
     DOUBLE,

@@ -17,9 +17,9 @@ from kube.cel import (
     strings,
     two_var_comprehensions,
 )
-from kube.cel_cost import AstNode, Estimate
-from kube.cel_types import BYTES as BYTES_T
-from kube.cel_types import STRING
+from kube.cel.cost import AstNode, Estimate
+from kube.cel.types import BYTES as BYTES_T
+from kube.cel.types import STRING
 
 INTS = "[1, 2, 3, 4, 5]"
 UINTS = "[uint(1), uint(2), uint(3), uint(4), uint(5)]"

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from kube.cel import CELCompileError, CELRuntimeError, kubernetes_environment
-from kube.cel_kubernetes import CIDR, IP, Semver
+from kube.cel.kubernetes import CIDR, IP, Semver
 from tests.kube.bounded import run_bounded
 
 ENV = kubernetes_environment()

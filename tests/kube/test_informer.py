@@ -214,4 +214,4 @@ async def test_work_cancelled_before_the_informers_synced_is_closed_not_left_una
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert ran == [] and coroutine.cr_frame is None, "closed without running"
+    assert ran == [] and coroutine.cr_frame is None, "closed without running"  # type: ignore[attr-defined]  # typing.Coroutine does not declare a native coroutine's cr_frame

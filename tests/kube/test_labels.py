@@ -245,7 +245,7 @@ def test_nothing_selector() -> None:
 
 # --- NodeSelector ---------------------------------------------------------------------------
 
-NODE = {"metadata": {"name": "node-1", "labels": {"zone": "a", "gpu": "true", "cores": "16"}}}
+NODE: dict[str, Any] = {"metadata": {"name": "node-1", "labels": {"zone": "a", "gpu": "true", "cores": "16"}}}
 
 
 def _expr(key: str, operator: str, *values: str) -> dict[str, Any]:

@@ -3,13 +3,10 @@ corners where this project's three former matchers disagreed."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
+from kube.objects import Obj
 from kube.tolerations import tolerates, tolerations_tolerate
-
-Obj = dict[str, Any]
 
 NO_SCHEDULE = "NoSchedule"
 NO_EXECUTE = "NoExecute"

@@ -104,7 +104,7 @@ def test_claims_table_tells_devices_of_two_drivers_apart() -> None:
 
 
 def test_pending_pods_and_their_reasons() -> None:
-    pods = [
+    pods: list[dict[str, Any]] = [
         {"metadata": {"name": "b", "namespace": "x", "creationTimestamp": "2026-01-02T00:00:00Z"}, "spec": {},
          "status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/2 nodes"}]}},
         {"metadata": {"name": "a", "namespace": "x", "creationTimestamp": "2026-01-01T00:00:00Z"}, "spec": {"schedulingGates": [{"name": "g"}]}},

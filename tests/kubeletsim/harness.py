@@ -37,7 +37,7 @@ async def slices_of(client: KubeClient, node: str) -> list[dict[str, Any]]:
 
 @contextlib.asynccontextmanager
 async def running(
-    informers: Sequence[Informer], queue: WorkQueue[K], sync: Callable[[K], Awaitable[None]], *also: Callable[[], Coroutine[Any, Any, Any]], start: Callable[[], None] = lambda: None
+    informers: Sequence[Informer], queue: WorkQueue[K], sync: Callable[[K], Awaitable[bool | None]], *also: Callable[[], Coroutine[Any, Any, Any]], start: Callable[[], None] = lambda: None
 ) -> AsyncIterator[None]:
     """Sync ``informers``, call ``start()``, and run workers of ``queue`` (plus ``also``) until the block ends."""
     async with in_background(run_with_informers(informers, queue.run(sync, 4), *(loop() for loop in also)), synced=informers):

@@ -7,6 +7,7 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 import grpc.aio
@@ -289,6 +290,7 @@ def test_a_corrupted_checkpoint_is_not_trusted(tmp_path) -> None:
     checkpoint.load()
     assert checkpoint.claims == {}
     checkpoint.save()
+    assert checkpoint.path is not None
     text = checkpoint.path.read_text()
     checkpoint.path.write_text(text.replace('"claims": []', '"claims": [{"uid": "u", "name": "n", "namespace": "ns"}]'))
     with pytest.raises(CorruptCheckpoint, match="checksum mismatch"):
@@ -299,7 +301,7 @@ async def test_extended_resource_devices_reach_the_containers_they_are_mapped_to
     async with node() as n, driver(n) as fake:
         name = "p-extended-resources-ab12c"
         claim = make_claim(name, (FAKE, f"dev-{name}"))  # the fake driver prepares request "req"
-        pod = {
+        pod: dict[str, Any] = {
             "metadata": {"name": "p", "namespace": "ns", "uid": str(uuid.uuid4())},
             "spec": {"containers": [{"name": "mapped"}, {"name": "other-request"}, {"name": "none"}]},
             "status": {"extendedResourceClaimStatus": {"resourceClaimName": name, "requestMappings": [

@@ -169,7 +169,7 @@ def pod_phase(client: httpx.Client, namespace: str, name: str, phase: str) -> di
 
 def test_nodes_slices_and_leases(client: httpx.Client, sim: Sim) -> None:
     for name in sim.nodes:
-        node = wait_for(lambda n=name: node_ready(client, n), what=f"node {name} Ready")
+        node = wait_for(lambda n=name: node_ready(client, n), what=f"node {name} Ready")  # type: ignore[misc]  # mypy types no lambda with a default argument (here: binding the loop variable)
         labels = node["metadata"]["labels"]
         assert labels["kubernetes.io/hostname"] == name and labels["type"] == "kubeletsim"
         assert node["status"]["allocatable"]["cpu"] == "32" and len(node["status"]["nodeInfo"]) == 10
@@ -277,7 +277,7 @@ def test_pods_that_do_not_fit_are_rejected(client: httpx.Client, sim: Sim, names
     wait_for(lambda: pod_phase(client, namespace, "fits-now", "Running"), what="pod Running once resources are free")
     for name in ("fits-now", "elsewhere"):
         client.delete(f"/api/v1/namespaces/{namespace}/pods/{name}")
-        wait_for(lambda n=name: client.get(f"/api/v1/namespaces/{namespace}/pods/{n}").status_code == 404, what=f"{name} gone")
+        wait_for(lambda n=name: client.get(f"/api/v1/namespaces/{namespace}/pods/{n}").status_code == 404, what=f"{name} gone")  # type: ignore[misc]  # mypy types no lambda with a default argument (here: binding the loop variable)
 
 
 def test_deleted_node_and_slice_come_back(client: httpx.Client, sim: Sim) -> None:

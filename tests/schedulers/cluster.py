@@ -9,11 +9,10 @@ from typing import Any
 
 from kube.client import KubeClient
 from kube.informer import Informer
+from kube.objects import Obj
 from schedulers.allocator import AllocatorFeatures
 from schedulers.cache import SchedulerCache
 from schedulers.queue import SchedulingQueue
-
-Obj = dict[str, Any]
 
 DRIVER = "gpu.example.com"
 CLASS = "gpu"

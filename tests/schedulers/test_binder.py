@@ -14,11 +14,10 @@ import orjson
 import pytest
 
 from kube.client import KubeClient
+from kube.objects import Obj
 from schedulers.binder import DELETE_PROTECTION_FINALIZER, Binder
 from schedulers.cycle import Placement, SchedulingCycle
 from tests.schedulers.cluster import DRIVER, NS, Cluster, allocation, claim, pod, reserved_for
-
-Obj = dict[str, Any]
 
 CLAIMS = f"/apis/resource.k8s.io/v1/namespaces/{NS}/resourceclaims"
 PODS = f"/api/v1/namespaces/{NS}/pods"

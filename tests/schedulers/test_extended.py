@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from kube.objects import Obj
 from schedulers.cycle import Placement, ScheduleFailure, SchedulingCycle
 from schedulers.extended import IN_MEMORY_NAME, requests_and_mappings, resource_classes
 from tests.schedulers.cluster import CLASS, DRIVER, Cluster, claim, device_class, node, node_slice, pod
 
-Obj = dict[str, Any]
 GPU = "example.com/gpu"
 
 

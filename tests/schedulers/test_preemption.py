@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from kube.objects import Obj
 from schedulers.allocator import AllocatorFeatures
 from schedulers.cycle import Placement, ScheduleFailure, SchedulingCycle
 from schedulers.preemption import NoPreemption, Preempt, Preemption
 from tests.schedulers.cluster import DRIVER, Cluster, allocation, claim, device_class, pod, reserved_for
-
-Obj = dict[str, Any]
 
 
 async def bound_with_devices(cluster: Cluster, name: str, node_name: str, priority: int, *devices: str, start: str = "2026-01-01T00:00:00Z") -> Obj:

@@ -14,6 +14,7 @@ from kube.client import KubeClient
 from kube.delegation import ANONYMOUS_USER, DelegatedAuth, User
 from kube.httpserve import Request
 from kube.kubeconfig import Connection
+from kube.objects import Obj
 from schedulers.cycle import SchedulingCycle
 from schedulers.explainserver import ExplainServer
 from schedulers.scheduler import Scheduler
@@ -21,8 +22,6 @@ from schedulers.whatif import Changes, WhatIf, _Verdicts
 from schedulers.whatifserver import WhatIfLimits
 from tests.schedulers.cluster import CLASS, DRIVER, NS, Cluster, allocation, claim, device_class, node, node_slice, pod, reserved_for
 from tests.schedulers.test_allocator import ADMIN_NS, CASES, Case
-
-Obj = dict[str, Any]
 
 
 def template(name: str = "one-gpu", count: int = 1) -> Obj:

@@ -32,8 +32,9 @@ KUBECTL_132 = (
 KUBECTL_137 = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
 PARTIAL = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 PARTIAL_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
-CLAIMS = lookup("resource.k8s.io", "v1", "resourceclaims")
-assert CLAIMS is not None
+_CLAIMS = lookup("resource.k8s.io", "v1", "resourceclaims")
+assert _CLAIMS is not None
+CLAIMS = _CLAIMS
 
 
 # ---- Accept -----------------------------------------------------------------------------------
@@ -157,8 +158,8 @@ def test_unknown_body_types_are_415() -> None:
     error = _refusal(patch_type, "application/apply-patch+cbor")
     assert error.message.endswith("include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml")
     # A patch needs a patch type: plain JSON is not one; the type is compared as it is written.
-    for content_type in ("application/json", "Application/merge-patch+json", "application/merge-patch+json ;charset=utf-8", None):
-        assert _refusal(patch_type, content_type).code == 415, content_type
+    for patch_content_type in ("application/json", "Application/merge-patch+json", "application/merge-patch+json ;charset=utf-8", None):
+        assert _refusal(patch_type, patch_content_type).code == 415, patch_content_type
 
 
 def test_empty_and_broken_bodies_are_400() -> None:

@@ -1,4 +1,4 @@
-"""Area 4 of issue 24: server-side apply refused as kube-apiserver's applyPatcher and field
+"""Server-side apply refused as kube-apiserver's applyPatcher and field
 manager refuse it.
 
 The configuration's apiVersion and kind must be the endpoint's (versionCheckManager); a field

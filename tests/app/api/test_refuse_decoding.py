@@ -1,4 +1,4 @@
-"""Area 5 of issue 24: strict decoding and field validation as kube-apiserver's decoders apply them.
+"""Strict decoding and field validation as kube-apiserver's decoders apply them.
 
 A body's unknown and repeated fields are strict decoding errors: Strict refuses them (400 from
 transformDecodeError for creates and updates, 422 on the field ``patch`` for patches), Warn (the

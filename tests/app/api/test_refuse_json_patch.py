@@ -1,4 +1,4 @@
-"""Area 3 of issue 24: JSON patches (RFC 6902, evanphx/json-patch v4) and merge patches (RFC
+"""JSON patches (RFC 6902, evanphx/json-patch v4) and merge patches (RFC
 7386) refused as kube-apiserver's jsonPatcher refuses them.
 
 Under fieldValidation Warn (the default) and Strict upstream first decodes a JSON patch into its

@@ -1,4 +1,4 @@
-"""Area 7 of issue 24: object metadata on create and update refused, or ignored, as kube-apiserver
+"""Object metadata on create and update refused, or ignored, as kube-apiserver
 does.
 
 Names and generated names (ValidateObjectMetaAccessor, with the name generated first as

@@ -1,4 +1,4 @@
-"""Area 1 of issue 24: content negotiation refuses what kube-apiserver refuses.
+"""Content negotiation refuses what kube-apiserver refuses.
 
 Bodies are read in JSON, YAML or protobuf (NegotiateInputSerializer, which parses the
 Content-Type as Go's mime.ParseMediaType does); a PATCH's Content-Type must be a patch type,
@@ -8,6 +8,8 @@ conversions and stream framings the endpoint offers).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import httpx
 import pytest
@@ -31,7 +33,7 @@ def _body_type(case: str, content_type: str, method: str = "POST", path: str = "
     return Refusal("negotiation.NegotiateInputSerializer", case, method, path, 415, "UnsupportedMediaType", BODY_TYPES, body, content_type)
 
 
-def _patch_type(case: str, content_type: str | None, path: str = ACCOUNT, **extra: tuple[tuple[str, str], ...]) -> Refusal:
+def _patch_type(case: str, content_type: str | None, path: str = ACCOUNT, **extra: Any) -> Refusal:
     return Refusal("handlers.PatchResource", case, "PATCH", path, 415, "UnsupportedMediaType", PATCH_TYPES, b'{"metadata":{"labels":{"x":"y"}}}', content_type, **extra)
 
 

@@ -1,4 +1,4 @@
-"""Area 6 of issue 24: request options refused as kube-apiserver's option validation refuses them.
+"""Request options refused as kube-apiserver's option validation refuses them.
 
 Create, Update and PatchOptions (ValidateCreateOptions, ValidateUpdateOptions,
 ValidatePatchOptions: dryRun, fieldValidation, fieldManager), DeleteOptions from the query or the

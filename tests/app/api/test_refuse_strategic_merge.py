@@ -1,4 +1,4 @@
-"""Area 2 of issue 24: strategic merge patches refused as kube-apiserver's patch handler refuses them.
+"""Strategic merge patches refused as kube-apiserver's patch handler refuses them.
 
 The seeded ServiceAccount has ``secrets`` [a, b] (merged by name) and the Pod ``web`` one
 container and a finalizer. Upstream's strategicpatch errors reach the client through

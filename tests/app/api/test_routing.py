@@ -3,6 +3,7 @@ served in-process (ASGI) on the server's own storage."""
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from typing import Any
 
 import orjson
@@ -164,12 +165,12 @@ async def call(router: ResourceRouter, method: str, path: str, body: Any = None,
         "query_string": query.encode(),
         "headers": [(k.replace("_", "-").encode(), v.encode()) for k, v in headers.items()],
     }
-    sent: list[dict[str, Any]] = []
+    sent: list[MutableMapping[str, Any]] = []
 
     async def receive() -> dict[str, Any]:
         return {"type": "http.request", "body": raw, "more_body": False}
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: MutableMapping[str, Any]) -> None:
         sent.append(message)
 
     if not await router.serve(scope, receive, send):

@@ -16,10 +16,10 @@ import pytest
 import yaml
 
 from devtools.server import ServerProcess
+from kube.objects import Obj
 from tests.contract import check_response_body
 from tests.helpers import assert_status, new_namespace, watch_lines
 
-Obj = dict[str, Any]
 GROUP = "/apis/resource.k8s.io"
 MERGE = "application/merge-patch+json"
 STRATEGIC = "application/strategic-merge-patch+json"

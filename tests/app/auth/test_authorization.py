@@ -4,6 +4,7 @@ bindings, impersonation, the access and rules reviews, and aggregated default ro
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import httpx
 
@@ -120,7 +121,7 @@ def test_impersonation_needs_the_impersonate_verb(auth_cluster: AuthCluster, adm
 
 def test_access_and_rules_reviews(auth_cluster: AuthCluster, admin: httpx.Client, namespace: str) -> None:
     grant(admin, namespace, "hank", [READ_PODS])
-    review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview", "spec": {"resourceAttributes": {"namespace": namespace, "verb": "list", "resource": "pods"}}}
+    review: dict[str, Any] = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview", "spec": {"resourceAttributes": {"namespace": namespace, "verb": "list", "resource": "pods"}}}
     with auth_cluster.as_user("hank") as hank:
         allowed = hank.post("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", json=review)
         review["spec"]["resourceAttributes"]["verb"] = "delete"
@@ -174,7 +175,7 @@ def test_local_subject_access_reviews_answer_within_their_namespace(auth_cluster
 
 
 def test_aggregated_roles_follow_the_roles_they_select(admin: httpx.Client) -> None:
-    extra = {
+    extra: dict[str, Any] = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
         "metadata": {"name": "widgets-view", "labels": {"rbac.authorization.k8s.io/aggregate-to-view": "true"}},

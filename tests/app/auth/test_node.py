@@ -5,6 +5,7 @@ writing another node's slice is refused with nothing stored."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import httpx
 import pytest
@@ -108,7 +109,7 @@ def test_a_node_owns_only_its_node_and_lease(auth_cluster: AuthCluster, admin: h
             'nodes "n1" is forbidden: node "n1" is not allowed to modify taints',
         )
         expect_forbidden(node.get("/api/v1/nodes"), 'nodes is forbidden: User "system:node:n1" cannot list resource "nodes" in API group "" at the cluster scope: node \'n1\' cannot read all nodes, only its own Node object')
-        lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "n2"}, "spec": {"holderIdentity": "n2"}}
+        lease: dict[str, Any] = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "n2"}, "spec": {"holderIdentity": "n2"}}
         expect_forbidden(
             node.post("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases", json=lease),
             'leases.coordination.k8s.io "n2" is forbidden: can only access node lease with the same name as the requesting node',

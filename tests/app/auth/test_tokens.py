@@ -13,8 +13,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from app.auth import authenticators, jwt
 from app.auth.authenticators import AuthenticationFailed, Credentials, ServiceAccountTokens
 
-ACCOUNT = {"metadata": {"namespace": "ns", "name": "robot", "uid": "uid-1"}}
-SECRET = {"metadata": {"namespace": "ns", "name": "key", "uid": "uid-2"}}
+ACCOUNT: dict[str, Any] = {"metadata": {"namespace": "ns", "name": "robot", "uid": "uid-1"}}
+SECRET: dict[str, Any] = {"metadata": {"namespace": "ns", "name": "key", "uid": "uid-2"}}
 
 
 def tokens(objects: dict[tuple[str, str, str], dict[str, Any]]) -> ServiceAccountTokens:
@@ -26,12 +26,17 @@ def tokens(objects: dict[tuple[str, str, str], dict[str, Any]]) -> ServiceAccoun
 
 
 def test_a_verified_token_is_not_verified_again_but_still_checked(monkeypatch: pytest.MonkeyPatch) -> None:
-    objects = {("serviceaccounts", "ns", "robot"): ACCOUNT, ("secrets", "ns", "key"): {"kind": "Secret", **SECRET}}
+    objects: dict[tuple[str, str, str], dict[str, Any]] = {("serviceaccounts", "ns", "robot"): ACCOUNT, ("secrets", "ns", "key"): {"kind": "Secret", **SECRET}}
     sa_tokens = tokens(objects)
     token, expires = sa_tokens.issue(ACCOUNT, ["https://issuer"], 600, bound={"kind": "Secret", **SECRET})
     verified: list[str] = []
     real_verify = jwt.verify
-    monkeypatch.setattr(jwt, "verify", lambda text, keys: verified.append(text) or real_verify(text, keys))
+
+    def counting_verify(text: str, keys: Any) -> Any:
+        verified.append(text)
+        return real_verify(text, keys)
+
+    monkeypatch.setattr(jwt, "verify", counting_verify)
 
     for _ in range(3):
         user = sa_tokens.authenticate(Credentials(token))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from typing import Any
 
 import orjson
 import pytest
@@ -67,7 +68,7 @@ async def exchange(port: int, request: bytes, wait: float = 5.0) -> bytes:
         writer.close()
 
 
-def body_of(response: bytes) -> dict[str, object]:
+def body_of(response: bytes) -> dict[str, Any]:
     return orjson.loads(response.split(b"\r\n\r\n", 1)[1])  # type: ignore[no-any-return]
 
 

@@ -10,8 +10,8 @@ from typing import Any
 from app.registry.base import RequestContext
 from kube.errors import FieldError
 from kube.features import FeatureGates
+from kube.objects import Obj
 
-Obj = dict[str, Any]
 Mutation = Callable[[Obj], object]
 
 

@@ -21,10 +21,10 @@ from sqlalchemy.engine import make_url
 
 from app.storage.cache import ADDED
 from app.storage.db import run_migrations
-from app.storage.dialects import SQLiteDialect
+from app.storage.dialects import SQLiteDialect, WriteOp
 from app.storage.errors import StorageFailure
 from app.storage.storage import Storage
-from app.storage.store import Store, WriteOp
+from app.storage.store import Store
 from devtools.ports import free_port
 from devtools.server import REPO_ROOT
 from tests.app.storage.test_storage import running

@@ -1,4 +1,4 @@
-"""What the server holds in memory and how it bounds it (issue 25): objects over the storage
+"""What the server holds in memory and how it bounds it: objects over the storage
 limit refused as upstream refuses them, streamed answers a client does not read cut off, a
 history over its byte budget served from the database without losing an event, and the
 watch cache's figures in /metrics."""

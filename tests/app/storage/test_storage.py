@@ -14,13 +14,14 @@ import pytest
 from app.storage import storage as storage_module
 from app.storage.cache import ADDED, DELETED, MODIFIED, StoredObject, WatchCache
 from app.storage.db import create_engine, run_migrations
+from app.storage.dialects import WriteOp
 from app.storage.errors import ContinueExpired, KeyExists, ResourceVersionTooLarge, RevisionCompacted, RevisionMismatch
 from app.storage.storage import INITIAL_EVENTS_END, Storage
-from app.storage.store import Store, WriteOp
+from app.storage.store import Store
 from tests.conftest import Databases
 
 CLAIMS = "resourceclaims.resource.k8s.io"
-KIND = {"kind": "ResourceClaim", "api_version": "resource.k8s.io/v1"}
+KIND: dict[str, Any] = {"kind": "ResourceClaim", "api_version": "resource.k8s.io/v1"}
 
 
 @pytest.fixture

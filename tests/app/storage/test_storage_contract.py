@@ -380,7 +380,7 @@ def _object(name: str) -> dict[str, Any]:
 
 def test_a_replica_commits_although_another_commits_before_each_of_its_attempts(backend: str, databases: Databases) -> None:
     from app.storage.cache import ADDED
-    from app.storage.store import WriteOp
+    from app.storage.dialects import WriteOp
 
     async def body(a: Any, b: Any) -> None:
         moved = 0
@@ -401,8 +401,8 @@ def test_a_replica_commits_although_another_commits_before_each_of_its_attempts(
 
 def test_another_replicas_commit_in_the_revisions_a_failed_write_left_unused_is_seen(backend: str, databases: Databases) -> None:
     from app.storage.cache import ADDED, MODIFIED
+    from app.storage.dialects import WriteOp
     from app.storage.errors import RevisionMismatch
-    from app.storage.store import WriteOp
 
     async def body(a: Any, b: Any) -> None:
         injected = False
@@ -417,6 +417,8 @@ def test_another_replicas_commit_in_the_revisions_a_failed_write_left_unused_is_
                 await asyncio.sleep(0.2)
 
         await _interpose(a, after=other_replica_commits)
+        created: Any
+        stale: Any
         created, stale = await asyncio.gather(
             a.write(WriteOp(ADDED, "resourceclaims", "replicas", "a", _object("a"))),
             a.write(WriteOp(MODIFIED, "resourceclaims", "replicas", "missing", _object("missing"), expected_revision=10**9)),

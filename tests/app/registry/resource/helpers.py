@@ -14,8 +14,8 @@ from typing import Any
 
 from app.registry.base import KindStrategy, RequestContext
 from kube.features import FeatureGates
+from kube.objects import Obj
 
-Obj = dict[str, Any]
 R, I, D, NS, F, TL, TM, NF = (  # noqa: E741 - short reason names keep the tables readable
     "FieldValueRequired",
     "FieldValueInvalid",

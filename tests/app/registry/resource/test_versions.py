@@ -20,8 +20,8 @@ from app.api import schemas
 from app.api.openapi import definition_name
 from app.registry import ALL_KINDS, KINDS
 from app.registry.base import KindStrategy
+from kube.objects import Obj
 
-Obj = dict[str, Any]
 REF = "#/$defs/"
 RESOURCE_KINDS = [k for k in KINDS if k.group == "resource.k8s.io"]
 

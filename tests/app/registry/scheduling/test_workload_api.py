@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from devtools.server import ServerProcess
+from kube.objects import Obj
 from tests.contract import check_response_body
 from tests.helpers import assert_status, new_namespace, pod, watch_lines
 
@@ -19,8 +20,6 @@ SCHEDULING = "/apis/scheduling.k8s.io/v1beta1"
 BOTH_GATES = "GenericWorkload=true,DRAWorkloadResourceClaims=true"
 # Like every beta API since v1.24, the version is off until --runtime-config enables it, besides the gate.
 RUNTIME_CONFIG = ("--runtime-config", "scheduling.k8s.io/v1beta1=true")
-
-Obj = dict[str, Any]
 
 
 def _client(server: ServerProcess) -> httpx.Client:

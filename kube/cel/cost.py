@@ -13,9 +13,9 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kube.cel_checker import CheckedAST
-from kube.cel_parser import ACCUMULATOR, Call, Comprehension, CreateList, CreateMap, CreateStruct, Expr, Ident, Literal, Select, is_bind
-from kube.cel_types import (
+from kube.cel.checker import CheckedAST
+from kube.cel.parser import ACCUMULATOR, Call, Comprehension, CreateList, CreateMap, CreateStruct, Expr, Ident, Literal, Select, is_bind
+from kube.cel.types import (
     BOOL_K,
     BYTES_K,
     DOUBLE_K,
@@ -491,5 +491,5 @@ __all__ = [
     "literal_uint",
 ]
 
-# Exported kind constants some estimators need without importing cel_types directly.
+# Exported kind constants some estimators need without importing kube.cel.types directly.
 STRING_KIND, BYTES_KIND = STRING_K, BYTES_K

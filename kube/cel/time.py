@@ -7,9 +7,9 @@ import re
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from kube.cel_checker import Function
-from kube.cel_library import fn, ov
-from kube.cel_types import BOOL, DURATION, INT, LIBRARY_TYPES, STRING, TIMESTAMP, EvalError
+from kube.cel.checker import Function
+from kube.cel.library import fn, ov
+from kube.cel.types import BOOL, DURATION, INT, LIBRARY_TYPES, STRING, TIMESTAMP, EvalError
 
 NANOS = 1_000_000_000
 _DURATION_MAX = 2**63 - 1
@@ -237,7 +237,7 @@ def time_library() -> list[Function]:
             )
         )
     for rel, op in (("less", "_<_"), ("less_equals", "_<=_"), ("greater", "_>_"), ("greater_equals", "_>=_")):
-        from kube.cel_library import _relation
+        from kube.cel.library import _relation
 
         test = {"less": lambda c: c < 0, "less_equals": lambda c: c <= 0, "greater": lambda c: c > 0, "greater_equals": lambda c: c >= 0}[
             rel

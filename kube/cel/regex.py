@@ -14,7 +14,7 @@ from typing import Any
 
 import re2
 
-from kube.cel_types import EvalError
+from kube.cel.types import EvalError
 
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False

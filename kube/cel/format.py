@@ -1,5 +1,6 @@
 """``string.format()`` as cel-go's strings extension before version 4 implements it (Kubernetes
-enables version 2), with its en_US number printing (digit grouping, scientific notation as a power of ten)."""
+enables version 2), with its en_US number printing (digit grouping, scientific notation as a power of ten),
+and Go's ``%g`` for doubles, which ``string(double)`` uses too."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from kube.cel_parser import CreateList, CreateMap, Expr
-from kube.cel_types import (
+from kube.cel.parser import CreateList, CreateMap, Expr
+from kube.cel.types import (
     BOOL_K,
     BYTES_K,
     DOUBLE_K,
@@ -33,6 +34,43 @@ from kube.labels import go_quote
 
 DEFAULT_PRECISION = 6
 _SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
+
+
+def format_double(d: float) -> str:
+    """Go's ``%g`` for a float64 (shortest representation)."""
+    if math.isnan(d):
+        return "NaN"
+    if math.isinf(d):
+        return "+Inf" if d > 0 else "-Inf"
+    if d == 0:
+        return "-0" if math.copysign(1, d) < 0 else "0"
+    r = repr(d)
+    mantissa, _, exp_text = r.partition("e")
+    digits = mantissa.replace("-", "").replace(".", "").lstrip("0")
+    if exp_text:
+        exp = int(exp_text)
+        int_part, _, frac = mantissa.lstrip("-").partition(".")
+        digits = (int_part + frac).rstrip("0") or "0"
+        exp10 = exp + len(int_part) - 1
+    else:
+        int_part, _, frac = mantissa.lstrip("-").partition(".")
+        if int_part.strip("0"):
+            exp10 = len(int_part.lstrip("0")) - 1
+            digits = (int_part.lstrip("0") + frac).rstrip("0")
+        else:
+            stripped = frac.lstrip("0")
+            exp10 = -(len(frac) - len(stripped)) - 1
+            digits = stripped.rstrip("0")
+    digits = digits or "0"
+    sign = "-" if d < 0 else ""
+    if exp10 < -4 or exp10 >= 21:
+        m = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+        return f"{sign}{m}e{'-' if exp10 < 0 else '+'}{abs(exp10):02d}"
+    if exp10 >= len(digits) - 1:
+        return sign + digits + "0" * (exp10 - len(digits) + 1)
+    if exp10 >= 0:
+        return sign + digits[: exp10 + 1] + "." + digits[exp10 + 1 :]
+    return sign + "0." + "0" * (-exp10 - 1) + digits
 
 
 class FormatError(EvalError):
@@ -65,8 +103,6 @@ def _scientific(value: float, precision: int) -> str:
 
 def _as_string(v: Any) -> str:
     """``%s``: a value's string conversion (lists and maps in CEL literal syntax)."""
-    from kube.cel_library import format_double
-
     t = type(v)
     if isinstance(v, list | tuple):
         return _format_list(v)

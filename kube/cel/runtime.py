@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kube.cel_checker import CheckedAST, Function, Overload, Reference
-from kube.cel_parser import (
+from kube.cel.checker import CheckedAST, Function, Overload, Reference
+from kube.cel.parser import (
     Call,
     Comprehension,
     CreateList,
@@ -28,8 +28,8 @@ from kube.cel_parser import (
     is_bind,
     qualified_name,
 )
-from kube.cel_regex import RegexError, compile_regex
-from kube.cel_types import (
+from kube.cel.regex import RegexError, compile_regex
+from kube.cel.types import (
     ANY_K,
     BOOL_K,
     BYTES_K,

@@ -13,10 +13,11 @@ from collections.abc import Callable, Iterable
 from functools import cmp_to_key
 from typing import Any
 
-from kube.cel_checker import Function, Overload
-from kube.cel_cost import ONE, AstNode, CallEstimate, Estimate, fixed, literal_uint
-from kube.cel_regex import compile_regex
-from kube.cel_types import (
+from kube.cel.checker import Function, Overload
+from kube.cel.cost import ONE, AstNode, CallEstimate, Estimate, fixed, literal_uint
+from kube.cel.format import format_double, string_format
+from kube.cel.regex import compile_regex
+from kube.cel.types import (
     BOOL,
     BYTES,
     DOUBLE,
@@ -51,8 +52,8 @@ from kube.cel_types import (
     size_of,
     type_of,
 )
-from kube.cel_types import LIST as LIST_T
-from kube.cel_types import MAP as MAP_T
+from kube.cel.types import LIST as LIST_T
+from kube.cel.types import MAP as MAP_T
 
 A, B = param("A"), param("B")
 K, V, T = param("K"), param("V"), param("T")
@@ -102,43 +103,6 @@ def go_parse_float(text: str) -> float | None:
 
 _GO_BOOLS = {"1": True, "t": True, "T": True, "TRUE": True, "true": True, "True": True,
              "0": False, "f": False, "F": False, "FALSE": False, "false": False, "False": False}  # fmt: skip
-
-
-def format_double(d: float) -> str:
-    """Go's ``%g`` for a float64 (shortest representation)."""
-    if math.isnan(d):
-        return "NaN"
-    if math.isinf(d):
-        return "+Inf" if d > 0 else "-Inf"
-    if d == 0:
-        return "-0" if math.copysign(1, d) < 0 else "0"
-    r = repr(d)
-    mantissa, _, exp_text = r.partition("e")
-    digits = mantissa.replace("-", "").replace(".", "").lstrip("0")
-    if exp_text:
-        exp = int(exp_text)
-        int_part, _, frac = mantissa.lstrip("-").partition(".")
-        digits = (int_part + frac).rstrip("0") or "0"
-        exp10 = exp + len(int_part) - 1
-    else:
-        int_part, _, frac = mantissa.lstrip("-").partition(".")
-        if int_part.strip("0"):
-            exp10 = len(int_part.lstrip("0")) - 1
-            digits = (int_part.lstrip("0") + frac).rstrip("0")
-        else:
-            stripped = frac.lstrip("0")
-            exp10 = -(len(frac) - len(stripped)) - 1
-            digits = stripped.rstrip("0")
-    digits = digits or "0"
-    sign = "-" if d < 0 else ""
-    if exp10 < -4 or exp10 >= 21:
-        m = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
-        return f"{sign}{m}e{'-' if exp10 < 0 else '+'}{abs(exp10):02d}"
-    if exp10 >= len(digits) - 1:
-        return sign + digits + "0" * (exp10 - len(digits) + 1)
-    if exp10 >= 0:
-        return sign + digits[: exp10 + 1] + "." + digits[exp10 + 1 :]
-    return sign + "0." + "0" * (-exp10 - 1) + digits
 
 
 # --- arithmetic ---------------------------------------------------------------------------------
@@ -579,7 +543,7 @@ def _relation(name: str, test: Callable[[int], bool]) -> Callable[[Any, Any], bo
 
 
 def standard_library(cross_type_numeric: bool = True) -> list[Function]:
-    """CEL's standard functions and operators (timestamps and durations are in ``cel_time``)."""
+    """CEL's standard functions and operators (timestamps and durations are in ``kube.cel.time``)."""
     out: list[Function] = [
         fn("_?_:_", ov("conditional", (BOOL, A, A), A)),
         fn("_&&_", ov("logical_and", (BOOL, BOOL), BOOL)),
@@ -717,8 +681,6 @@ def strings_extension(version: int = 2) -> list[Function]:
         fn("upperAscii", ov("string_upper_ascii", (STRING,), STRING, _ascii_case(True), member=True)),
     ]
     if version >= 1:
-        from kube.cel_format import string_format
-
         out.append(fn("format", ov("string_format", (STRING, list_of(DYN)), STRING, string_format, member=True)))
         out.append(fn("strings.quote", ov("strings_quote", (STRING,), STRING, quote)))
     if version >= 2:

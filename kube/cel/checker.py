@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kube.cel_parser import (
+from kube.cel.parser import (
     Call,
     Comprehension,
     CreateList,
@@ -25,7 +25,7 @@ from kube.cel_parser import (
     Select,
     qualified_name,
 )
-from kube.cel_types import (
+from kube.cel.types import (
     ANY_K,
     BOOL,
     BOOL_K,

@@ -15,7 +15,7 @@ Kubernetes CEL expression gets); ``DRA_ENVIRONMENT`` adds the ``device`` variabl
 resource.k8s.io selectors. ``compile_selector``/``CompiledSelector``/``DeviceView`` and
 ``validate_selector_expression`` are the DRA entry points the scheduler and admission use.
 
-The interpreter is this package's own (``kube.cel_*``): the ``cel-expr-python`` bindings of
+The interpreter is this project's own (the modules of this package): the ``cel-expr-python`` bindings of
 cel-cpp were measured as the alternative but cannot host the Kubernetes libraries (no custom
 value types from Python, no cost estimation or runtime cost limit, no two-variable
 comprehensions, no way to add the ``sortBy`` macro).
@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kube.cel_checker import (
+from kube.cel.checker import (
     CheckedAST,
     CheckError,
     Declarations,
@@ -40,9 +40,9 @@ from kube.cel_checker import (
     validate_literal_arguments,
     walk,
 )
-from kube.cel_cost import AstNode, CallEstimate, Estimate, estimate
-from kube.cel_format import check_format_call
-from kube.cel_kubernetes import (
+from kube.cel.cost import AstNode, CallEstimate, Estimate, estimate
+from kube.cel.format import check_format_call
+from kube.cel.kubernetes import (
     KUBERNETES_TYPE_IDENTS,
     KUBERNETES_TYPE_VALUES,
     QUANTITY,
@@ -53,7 +53,7 @@ from kube.cel_kubernetes import (
     kubernetes_libraries,
     runtime_cost_rule,
 )
-from kube.cel_library import (
+from kube.cel.library import (
     DEFAULT_RUNTIME_COSTS,
     EXTENSION_ESTIMATORS,
     EXTENSION_RUNTIME_COSTS,
@@ -67,7 +67,7 @@ from kube.cel_library import (
     strings_extension,
     two_var_comprehension_library,
 )
-from kube.cel_parser import (
+from kube.cel.parser import (
     BINDINGS_MACROS,
     LISTS_MACROS,
     OPTIONAL_MACROS,
@@ -82,10 +82,10 @@ from kube.cel_parser import (
     format_issues,
     parse,
 )
-from kube.cel_regex import is_valid as is_valid_regex
-from kube.cel_runtime import CostLimitExceeded, Fn, Interrupted, PlanError, RuntimeConfig, Tracker, build, evaluate
-from kube.cel_time import parse_duration, parse_timestamp, time_library
-from kube.cel_types import (
+from kube.cel.regex import is_valid as is_valid_regex
+from kube.cel.runtime import CostLimitExceeded, Fn, Interrupted, PlanError, RuntimeConfig, Tracker, build, evaluate
+from kube.cel.time import parse_duration, parse_timestamp, time_library
+from kube.cel.types import (
     BOOL,
     BYTES,
     DOUBLE,

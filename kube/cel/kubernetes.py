@@ -10,11 +10,11 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote
 
-from kube.cel_checker import Function
-from kube.cel_cost import ONE, AstNode, CallEstimate, Estimate, fixed
-from kube.cel_library import COMPARABLE_TYPES, A, fn, ov
-from kube.cel_regex import find, find_all
-from kube.cel_types import (
+from kube.cel.checker import Function
+from kube.cel.cost import ONE, AstNode, CallEstimate, Estimate, fixed
+from kube.cel.library import COMPARABLE_TYPES, A, fn, ov
+from kube.cel.regex import find, find_all
+from kube.cel.types import (
     BOOL,
     BYTES_K,
     DOUBLE,
@@ -257,7 +257,7 @@ def _is_sorted(lst: list[Any]) -> bool:
 
 def _sum(zero: Any) -> Callable[[list[Any]], Any]:
     def total(lst: list[Any]) -> Any:
-        from kube.cel_library import standard_library  # noqa: F401  (keeps import graph acyclic)
+        from kube.cel.library import standard_library  # noqa: F401  (keeps import graph acyclic)
 
         acc = zero
         for x in lst:
@@ -268,7 +268,7 @@ def _sum(zero: Any) -> Callable[[list[Any]], Any]:
 
 
 def _add(a: Any, b: Any) -> Any:
-    from kube.cel_types import check_int, check_uint
+    from kube.cel.types import check_int, check_uint
 
     if type(a) is UInt:
         return check_uint(a + b)
@@ -860,7 +860,7 @@ _SUMMABLE = [("int", INT, 0), ("uint", UINT, UInt(0)), ("double", DOUBLE, 0.0), 
 
 
 def _duration_zero() -> Any:
-    from kube.cel_time import Duration
+    from kube.cel.time import Duration
 
     return Duration(0)
 
@@ -1049,7 +1049,7 @@ def runtime_cost_rule(function: str, overload: str) -> RuntimeCost | int | None:
     if function == "validate":
         return lambda args, result: _ceil((1 + size_of(args[1])) * STRING_FACTOR) * _ceil(args[0].max_regex_size * REGEX_FACTOR)
     if function == "_==_":
-        from kube.cel_library import DEFAULT_RUNTIME_COSTS
+        from kube.cel.library import DEFAULT_RUNTIME_COSTS
 
         default = DEFAULT_RUNTIME_COSTS["equals"]
         return lambda args, result: 1 if isinstance(args[0], _KUBERNETES_VALUES) else default(args, result)

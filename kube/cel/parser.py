@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kube.cel_types import INT64_MAX, UINT64_MAX, UInt
+from kube.cel.types import INT64_MAX, UINT64_MAX, UInt
 
 MAX_RECURSION_DEPTH = 250
 MAX_CODE_POINTS = 100_000
