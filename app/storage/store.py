@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.storage.cache import Event, StoredObject, WatchCache
 from app.storage.dialects import GroupCommit, dialect_for
 from app.storage.errors import RevisionCompacted, StorageError, StorageUnavailable
+from kube.tasks import cancel_and_wait
 
 log = logging.getLogger("app.storage")
 
@@ -92,11 +93,7 @@ class Store:
 
     async def stop(self) -> None:
         self.ready = False
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_and_wait(*self._tasks)
         self._tasks = []
         await self.dialect.close()
 
