@@ -227,6 +227,10 @@ class Storage:
             assert revision is not None
             if revision < self._store.compacted_revision:
                 raise RevisionCompacted(revision, self._store.compacted_revision)
+            # A revision this replica has not applied yet (written through another replica, or
+            # before this one restarted): the stream starts only once the cache holds it, since
+            # everything up to it the client has already seen and the stream must not repeat it.
+            await self._wait_for(revision)
             self._cache.add_watcher(watcher)
             start = self._cache.revision
             watcher.sent_up_to = start
