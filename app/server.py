@@ -127,6 +127,8 @@ class ApiServer:
             compaction_interval=settings.compaction_interval,
             compaction_window=settings.compaction_window,
             compaction_min_retain=settings.compaction_min_retain,
+            # A write whose commit lost its connection is answered before its request's deadline.
+            outcome_timeout=settings.request_timeout * 0.9,
         )
         self.storage = Storage(store, bookmark_interval=settings.bookmark_interval)
         self.auth = AuthSystem(settings, self.storage)
