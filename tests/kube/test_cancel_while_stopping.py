@@ -18,18 +18,9 @@ from app.controlplane.loop import ControlLoop
 from kube.client import KubeClient
 from kube.leaderelection import LeaderElector
 from schedulers.binder import Binder
+from tests.kube.test_tasks import _slow_to_stop
 
 HARD_TIMEOUT = 5.0
-
-
-async def _slow_to_stop(stopping: asyncio.Event) -> None:
-    """Runs until cancelled, then takes a moment to clean up (as a write undoing itself does)."""
-    try:
-        await asyncio.Event().wait()
-    except asyncio.CancelledError:
-        stopping.set()
-        await asyncio.sleep(0.2)
-        raise
 
 
 async def _cancel_while_stopping(stop: Callable[[], Awaitable[Any]], stopping: asyncio.Event) -> None:

@@ -126,38 +126,30 @@ async def _cut_next_commit(store: Store, lost_after_commit: bool) -> None:
     """Lose the connection of the writer's next commit, after it took place or before it reached
     the database; later commits go through."""
     dialect: Any = store.dialect
+    connection = await dialect._writer_connection()
     used = False
 
-    if dialect.backend == "postgresql":
-        driver = await dialect._writer_connection()
+    def lose() -> BaseException:
+        if dialect.backend == "postgresql":
+            connection.terminate()
+            return asyncpg.ConnectionDoesNotExistError("connection was closed in the middle of operation")
+        error = sqlite3.OperationalError("disk I/O error")
+        error.sqlite_errorname = "SQLITE_IOERR"  # type: ignore[attr-defined]
+        return error
 
-        async def cut(commit: Callable[[], Awaitable[Any]]) -> Any:
-            nonlocal used
-            if used:
-                return await commit()
-            used = True
-            if lost_after_commit:
-                await commit()
-            driver.terminate()
-            raise asyncpg.ConnectionDoesNotExistError("connection was closed in the middle of operation")
-
-        dialect._writer = _Pooled(dialect._writer, _PostgresCommit(driver, cut))
-        return
-
-    connection = await dialect._writer_connection()
-
-    async def cut_sqlite(commit: Callable[[], Awaitable[Any]]) -> Any:
+    async def cut(commit: Callable[[], Awaitable[Any]]) -> Any:
         nonlocal used
         if used:
             return await commit()
         used = True
         if lost_after_commit:
             await commit()
-        error = sqlite3.OperationalError("disk I/O error")
-        error.sqlite_errorname = "SQLITE_IOERR"  # type: ignore[attr-defined]
-        raise error
+        raise lose()
 
-    dialect._writer = _SQLiteConnection(connection, cut_sqlite)
+    if dialect.backend == "postgresql":
+        dialect._writer = _Pooled(dialect._writer, _PostgresCommit(connection, cut))
+    else:
+        dialect._writer = _SQLiteConnection(connection, cut)
 
 
 async def _stored(url: str, name: str) -> int | None:
