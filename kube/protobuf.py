@@ -76,6 +76,9 @@ class Field:
 
     __slots__ = (
         "elem_wire",
+        "go",
+        "go_elem",
+        "go_item",
         "inline",
         "json",
         "key",
@@ -111,6 +114,11 @@ class Field:
         self.inline: bool = spec.get("inline", False)
         self.wrapped: bool = spec.get("wrapped", False)
         self.packed: bool = spec.get("packed", False)
+        # The Go types as encoding/json's errors name them: the field's, a list's or map's
+        # element's, a wrapped element's items'.
+        self.go: str = spec.get("go", "")
+        self.go_elem: str = spec.get("goElem", "")
+        self.go_item: str = spec.get("goItem", "")
         self.name = f"{owner.rsplit('.', 1)[-1]}.{self.json or self.message_name.rsplit('.', 1)[-1]}"
         self.elem_wire = VARINT if self.type in _VARINT_TYPES else LEN
         wire = LEN if self.label == MAP or self.packed else self.elem_wire

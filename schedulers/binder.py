@@ -36,7 +36,7 @@ import httpx
 from kube.client import KubeClient, record_event, resource_path
 from kube.errors import ApiError
 from kube.informer import object_key
-from kube.podgroups import is_group_reference
+from kube.podgroups import is_group_reference, pod_group_name
 from kube.tasks import cancel_and_wait
 from kube.timeutil import now_rfc3339
 from schedulers.allocator import AllocatorFeatures
@@ -261,7 +261,9 @@ class Binder:
             if gang is not None and self.cache.groups is not None:
                 groups, (group_ns, group_name, need) = self.cache.groups, gang
                 if not await groups.permit((group_ns, group_name), need, lambda: groups.placed_count(group_ns, group_name, self.cache.is_binding)):
-                    raise _BindFailure(f"PodGroup {group_ns}/{group_name}: fewer than {need} pods could be placed together")
+                    message = f"PodGroup {group_ns}/{group_name}: fewer than {need} pods could be placed together"
+                    self._report_group(pod, False, "Unschedulable", message)
+                    raise _BindFailure(message)
             for i, (claim, allocation, group_ref) in enumerate(claims):
                 if allocation is not None and is_in_memory(claim):
                     created = await self._create_special_claim(pod, claim, allocation)
@@ -314,6 +316,7 @@ class Binder:
         self.cache.finish_binding(pod)
         self.queue.succeeded(key)
         self.stats.scheduled += 1
+        self._report_group(pod, True, "Scheduled")
         log.info("scheduled", extra={"pod": f"{ns}/{name}", "node": node_name, "claims": len(claims)})
         self._spawn(self._event(pod, "Normal", "Scheduled", f"Successfully assigned {ns}/{name} to {node_name}"))
 
@@ -499,6 +502,13 @@ class Binder:
             return
         self._reported[uid] = message
         self._spawn(self._report(pod, message, reason, nominated))
+        self._report_group(pod, False, "SchedulerError" if reason == "SchedulerError" else "Unschedulable", message)
+
+    def _report_group(self, pod: Obj, scheduled: bool, reason: str, message: str = "") -> None:
+        """The outcome for the pod's PodGroup too (its PodGroupInitiallyScheduled condition)."""
+        name = pod_group_name(pod)
+        if name is not None and self.cache.groups is not None:
+            self._spawn(self.cache.groups.report((object_key(pod)[0], name), scheduled, reason, message))
 
     # ------------------------------------------------------------------ preemption
 
@@ -512,6 +522,7 @@ class Binder:
         self.queue.unschedulable(key)
         self._reported[uid] = plan.message
         self._spawn(self._preempt(pod, plan))
+        self._report_group(pod, False, "Unschedulable", plan.message)
 
     async def _preempt(self, pod: Obj, plan: Preempt) -> None:
         node = plan.nomination.node

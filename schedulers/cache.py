@@ -472,6 +472,10 @@ class SchedulerCache:
         in_flight = self._in_flight.get(claim_uid)
         return in_flight[1] if in_flight is not None else None
 
+    def in_flight_allocations(self) -> dict[str, Mapping[str, Any]]:
+        """Claim uid -> the allocation a binding task is writing (counted as the claim's until written or dropped)."""
+        return {uid: allocation for uid, (allocation, _pod_uid) in self._in_flight.items()}
+
     def assume_allocation(self, claim: Obj, allocation: Mapping[str, Any], pod_uid: str) -> None:
         """Count ``allocation`` as the claim's while ``pod_uid``'s binding task writes it."""
         self._in_flight[meta(claim).get("uid", "")] = (allocation, pod_uid)

@@ -110,7 +110,7 @@ class WaitForClaims:
 
 
 @dataclass
-class _PodClaims:
+class PodClaims:
     """The pod's claims split into allocated (with node selectors) and to-be-allocated ones."""
 
     claims: list[Obj] = field(default_factory=list)
@@ -140,7 +140,7 @@ class _PodFit:
 class Attempt:
     """What a cycle works out about the pod before looking at nodes (preemption reuses it)."""
 
-    claims: _PodClaims
+    claims: PodClaims
     fit: _PodFit
     selectors: list[Any]  # node selectors of the pod's allocated claims
     extended: dict[str, int] = field(default_factory=dict)  # extended resources some class serves with devices
@@ -200,7 +200,7 @@ class SchedulingCycle:
 
     def prepare(self, pod: Obj) -> Attempt | ScheduleFailure | WaitForClaims:
         """The pod's claims and requests, or why no node can be looked at (yet)."""
-        resolved = self._resolve_claims(pod)
+        resolved = self.resolve_claims(pod)
         if isinstance(resolved, WaitForClaims):
             return resolved
         if isinstance(resolved, str):
@@ -311,12 +311,12 @@ class SchedulingCycle:
         marks device shortages unresolvable, so preemption never looks at those nodes)."""
         return resources_may_free(reason) or (self.features.dra_preemption and reason == CANNOT_ALLOCATE)
 
-    def _resolve_claims(self, pod: Obj) -> _PodClaims | WaitForClaims | str:
+    def resolve_claims(self, pod: Obj) -> PodClaims | WaitForClaims | str:
         """The pod's claims, a reason to wait for some of them, or an unschedulable message."""
         ns, _ = object_key(pod)
         pod_uid = meta(pod).get("uid", "")
         statuses = {s.get("name"): s for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []}
-        out = _PodClaims()
+        out = PodClaims()
         waiting: list[Key] = []
         why = ""
         group = self._pod_group(pod, out)
@@ -376,7 +376,7 @@ class SchedulingCycle:
 
     # --- PodGroups (GenericWorkload) and their claims (KEP-5729, DRAWorkloadResourceClaims) ---
 
-    def _pod_group(self, pod: Obj, out: _PodClaims) -> Obj | WaitForClaims | None:
+    def _pod_group(self, pod: Obj, out: PodClaims) -> Obj | WaitForClaims | None:
         """The pod's PodGroup; the pod waits until the group exists and, for a gang, has its minimum of pods."""
         name = podgroups.pod_group_name(pod)
         groups = self.cache.groups
@@ -394,7 +394,7 @@ class SchedulingCycle:
             out.gang = (ns, name, need)
         return group
 
-    def _group_claim(self, pod: Obj, entry: Obj, group: Obj, group_claim: Obj, out: _PodClaims) -> WaitForClaims | str | None:
+    def _group_claim(self, pod: Obj, entry: Obj, group: Obj, group_claim: Obj, out: PodClaims) -> WaitForClaims | str | None:
         """Resolve a pod claim entry that is its group's claim: None when resolved (added to ``out``),
         what to wait for, or an unschedulable message."""
         ns, _ = object_key(pod)
@@ -501,7 +501,7 @@ class SchedulingCycle:
 
     # --- KEP-5517 node allocatable resources (DRANodeAllocatableResources) ---
 
-    def _shared_mapping_claim(self, pod: Obj, claims: _PodClaims) -> str | None:
+    def _shared_mapping_claim(self, pod: Obj, claims: PodClaims) -> str | None:
         """Why the pod may not use an allocated claim: its devices map capacity into node
         allocatable, which is charged once, so such a claim serves one pod only."""
         pod_uid = meta(pod).get("uid", "")
@@ -511,7 +511,7 @@ class SchedulingCycle:
                 return f"resourceclaim {meta(claim).get('name')} maps node allocatable resources and is already in use by pod {others[0].get('name')}"
         return None
 
-    def _node_allocatable_statuses(self, pod: Obj, claims: _PodClaims, outcome: Allocated | None) -> list[Obj]:
+    def _node_allocatable_statuses(self, pod: Obj, claims: PodClaims, outcome: Allocated | None) -> list[Obj]:
         """The pod's ``status.nodeAllocatableResourceClaimStatuses`` for this node's allocation."""
         new = dict(zip((meta(c).get("uid", "") for c in claims.unallocated), outcome.allocations, strict=True)) if outcome else {}
         statuses = []

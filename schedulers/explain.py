@@ -622,7 +622,7 @@ class Explainer:
         if self.cache.is_binding(object_key(pod)):
             return finish(BINDING, "the scheduler has placed the pod and is binding it now")
 
-        resolved = self.cycle._resolve_claims(pod)
+        resolved = self.cycle.resolve_claims(pod)
         if isinstance(resolved, WaitForClaims):
             waiting = [name for _, name in resolved.claims if not name.startswith("<")]
             return finish(WAITING_FOR_CLAIMS, resolved.why, waitingFor=waiting)
@@ -652,7 +652,7 @@ class Explainer:
             claims = self.cache.claims.list()
             users = device_users(claims)
             refs = {meta(c).get("uid", ""): "/".join(object_key(c)) for c in claims}
-            for uid, (allocation, _pod_uid) in self.cache._in_flight.items():
+            for uid, allocation in self.cache.in_flight_allocations().items():
                 for dev_id in allocated_devices(allocation):
                     users.setdefault(dev_id, []).append(refs.get(uid, "a claim being allocated"))
             devices = DeviceExplainer(allocator, users, examples=limits.examples, claim_name=claim_name)
@@ -737,12 +737,12 @@ class Explainer:
 
     def _resource_details(self, short: str, name: str, node: Obj, requests: Mapping[str, Fraction]) -> list[str]:
         allocatable = self.cache.allocatable(node)
-        used = self.cache._node_used.get(name, {})
+        used, pods = self.cache.node_usage(name)
         if short.startswith("Insufficient "):
             resource = short.split(" ", 1)[1]
             free = allocatable.get(resource, Fraction(0)) - used.get(resource, Fraction(0))
             return [f"requests {_amount(requests.get(resource, Fraction(0)))} {resource}, {_amount(free)} of {_amount(allocatable.get(resource, Fraction(0)))} free"]
-        return [f"{self.cache.node_pods.get(name, 0)} pods on the node, it takes {_amount(allocatable.get('pods', Fraction(0)))}"]
+        return [f"{pods} pods on the node, it takes {_amount(allocatable.get('pods', Fraction(0)))}"]
 
     def _claim_summary(self, claim: Obj, entry: str) -> dict[str, Any]:
         allocation = (claim.get("status") or {}).get("allocation")

@@ -14,18 +14,27 @@ The pods of one group may share the allocation of a group claim that another mem
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from typing import Any
 
+import httpx
+
 from kube import podgroups
 from kube.client import KubeClient, resource_path
+from kube.errors import ApiError
 from kube.indexer import Index
 from kube.informer import Informer, object_key
+from kube.timeutil import now_rfc3339
 
 Obj = dict[str, Any]
 Key = tuple[str, str]
 
 GANG_PERMIT_TIMEOUT = 60.0
+# The reasons of PodGroupInitiallyScheduled (upstream's condition of a group's first scheduling).
+SCHEDULED, UNSCHEDULABLE, SCHEDULER_ERROR = "Scheduled", "Unschedulable", "SchedulerError"
+
+log = logging.getLogger("scheduler")
 
 
 def wait_key(namespace: str, group: str) -> Key:
@@ -50,7 +59,11 @@ class PodGroupView:
             client, resource_path(podgroups.GROUP, podgroups.VERSION, podgroups.PLURAL), name="podgroups", watch_timeout_seconds=watch_timeout_seconds
         )
         self.members: Index[Key] = Index(pods, _member_key)
+        self._client = client
         self._wake = wake
+        # The last PodGroupInitiallyScheduled (status, reason, message) written per group, so
+        # every member's outcome does not become a write.
+        self._written: dict[Key, tuple[str, str, str]] = {}
         self._placed: dict[Key, asyncio.Event] = {}
         self.groups.on_add(self._group_event)
         self.groups.on_update(lambda _old, new: self._group_event(new))
@@ -103,3 +116,38 @@ class PodGroupView:
             except TimeoutError:
                 return count() >= min_count
         return True
+
+    # ---- PodGroupInitiallyScheduled -------------------------------------------------------
+
+    async def report(self, group: Key, scheduled: bool, reason: str, message: str = "") -> None:
+        """Record the group's first scheduling outcome as upstream's scheduler does: True
+        (reason Scheduled) once its pods are placed; False (Unschedulable or SchedulerError,
+        with the pod's message) while they cannot be. A True condition is final: later outcomes
+        never turn it back to False. Written with a strategic merge patch keyed by ``type``."""
+        namespace, name = group
+        obj = self.groups.get(namespace, name)
+        if obj is None:
+            return
+        status = "True" if scheduled else "False"
+        existing = next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == podgroups.INITIALLY_SCHEDULED), None)
+        if existing is not None and existing.get("status") == "True" and not scheduled:
+            return
+        generation = (obj.get("metadata") or {}).get("generation")
+        wanted = (status, reason, message)
+        current = None if existing is None else (existing.get("status"), existing.get("reason"), existing.get("message", ""))
+        if current == wanted and existing is not None and existing.get("observedGeneration") == generation:
+            return
+        if self._written.get(group) == wanted:
+            return
+        self._written[group] = wanted
+        transition = existing.get("lastTransitionTime") if existing is not None and existing.get("status") == status else None
+        condition: Obj = {
+            "type": podgroups.INITIALLY_SCHEDULED, "status": status, "reason": reason, "message": message,
+            "observedGeneration": generation, "lastTransitionTime": transition or now_rfc3339(),
+        }
+        path = resource_path(podgroups.GROUP, podgroups.VERSION, podgroups.PLURAL, namespace, name, "status")
+        try:
+            await self._client.patch(path, {"status": {"conditions": [condition]}}, patch_type="strategic")
+        except (ApiError, httpx.HTTPError, OSError) as exc:
+            self._written.pop(group, None)
+            log.info("could not update PodGroup status", extra={"podGroup": f"{namespace}/{name}", "error": str(exc)})

@@ -222,23 +222,28 @@ class Preemption:
                 claims.append(claim)
         return claims
 
-    def _released(self, removed: set[str], victims: Iterable[_Victim], node: str) -> set[str]:
-        """Claims of removed victims whose devices removing them frees (see the module docstring)."""
+    def _releasable(self, victims: Iterable[_Victim], node: str) -> list[tuple[str, str, frozenset[str] | None]]:
+        """Per victim's claim whose devices are all on ``node``: (victim uid, claim uid, the pod
+        uids it is reserved for, or None when something other than pods reserves it). Worked out
+        once per node; :meth:`_released` then only compares uids."""
         if not self.cache.features.dra_preemption:
-            return set()
-        released: set[str] = set()
+            return []
+        found = []
         for victim in victims:
-            if victim.uid not in removed:
-                continue
             for claim in victim.claims:
                 uid = meta(claim).get("uid", "")
                 allocation = self.cache.allocation_of(uid)
-                if uid in released or allocation is None or not _node_local(allocation, node):
+                if allocation is None or not _node_local(allocation, node):
                     continue
                 consumers = (claim.get("status") or {}).get("reservedFor") or []
-                if all(is_pod_reference(r) and r.get("uid") in removed for r in consumers):
-                    released.add(uid)
-        return released
+                pods = frozenset(str(r.get("uid")) for r in consumers) if all(is_pod_reference(r) for r in consumers) else None
+                found.append((victim.uid, uid, pods))
+        return found
+
+    @staticmethod
+    def _released(removed: set[str], releasable: list[tuple[str, str, frozenset[str] | None]]) -> set[str]:
+        """Claims of removed victims whose devices removing them frees (see the module docstring)."""
+        return {claim for victim, claim, pods in releasable if victim in removed and pods is not None and pods <= removed}
 
     def _select_victims(self, pod: Obj, attempt: Attempt, node: Obj) -> _Candidate | str:
         """The fewest pods to remove from ``node`` so that the pod fits, or why none will do."""
@@ -254,6 +259,7 @@ class Preemption:
         held_allocations = [a for n in held for a in n.allocations]
         allocatable = self.cache.allocatable(node)
         base = self.cache.allocated_state()
+        releasable = self._releasable(victims, name)
 
         def fits(removed: set[str]) -> tuple[str | None, list[Mapping[str, Any]], set[str]]:
             remaining = dict(used)
@@ -266,7 +272,7 @@ class Preemption:
                 short = served_by_devices(short, attempt.extended, allocatable)
             if short:
                 return short[0], [], set()
-            released = self._released(removed, victims, name)
+            released = self._released(removed, releasable)
             claims, _ = attempt.claims_for(pod, allocatable, self.cache.resource_classes())
             if not claims:
                 return None, [], released

@@ -37,9 +37,11 @@ from typing import Any
 
 import orjson
 
-from app.api.patch import clone
+from app.api.bodies import kind_conversion_error
+from app.api.patch import clone, go_format, go_type_name
 from app.api.schemas import SchemaNode, schema_for_kind
 from app.storage.cache import DECODED
+from kube import protobuf
 from kube.errors import ApiError, bad_request
 from kube.protobuf import go_json_type
 
@@ -913,6 +915,27 @@ def _decode_live_or_new(old: dict[str, Any] | None, new: dict[str, Any], subreso
         return {}
 
 
+def zero_structs(api_version: str, kind: str) -> dict[str, Any]:
+    """The structs of the Go zero value of ``kind`` as upstream's converter writes it: every
+    struct field that is not a pointer, empty, nested (its other fields, zero or null, hold no
+    structure). Empty for a kind the Go schema does not know."""
+    message = protobuf.schema().kinds.get((api_version, kind))
+    return clone(_zero_skeleton(message)) if message is not None else {}
+
+
+@functools.cache
+def _zero_skeleton(message: protobuf.Message) -> dict[str, Any]:
+    skeleton: dict[str, Any] = {}
+    for field in message.fields:
+        if field.message is None or field.label != protobuf.MESSAGE or field.pointer:
+            continue
+        if field.inline:
+            skeleton.update(_zero_skeleton(field.message))
+        else:
+            skeleton[field.json] = _zero_skeleton(field.message)
+    return skeleton
+
+
 def update_managed_fields(
     old: dict[str, Any] | None,
     new: dict[str, Any],
@@ -941,8 +964,9 @@ def update_managed_fields(
     if old is not None:
         before = _without_managed_fields(old)
     else:
-        # Upstream compares a create with the kind's zero value, whose top-level structs exist.
-        before = {k: {} for k in ("metadata", "spec", "status") if isinstance(new.get(k), dict)}
+        # Upstream compares a create with the kind's zero value: its structs exist (empty), so
+        # a manager of a create owns the fields within them, not the structs themselves.
+        before = zero_structs(str(new.get("apiVersion") or api_version), str(new.get("kind") or ""))
     comparison = _Comparison({}, {}, {})
     _compare(before, new, schema, (), comparison)
     ignored = _path_tree(reset_fields)
@@ -985,23 +1009,36 @@ def _expected_kind(live: dict[str, Any] | None, schema: SchemaNode | None, api_v
 
 
 def _validate_applied(value: Any, node: SchemaNode | None, path: tuple[str, ...], errors: list[str]) -> None:
-    """What upstream's typed conversion of an apply configuration rejects (a subset)."""
-    kind = _type_of(node, value)
-    if kind == _STRUCT:
-        assert node is not None
+    """What upstream's typed conversion of an apply configuration rejects: values of another
+    type than the schema's (structured-merge-diff's words), undeclared fields, list items
+    without their keys or repeated."""
+    if node is None or value is None:
+        return
+    expected, kind = _shape(node)
+    if expected == "free":
+        return
+    prefix = f"{path_string(path)}: " if path else ""
+    if expected == "dict":
+        if type(value) is not dict:
+            errors.append(f"{prefix}expected map, got &{{{go_format(value)}}}")
+            return
+        is_struct = node.has_properties or node.additional_properties() is None
         for key, child_value in value.items():
-            child = node.property(key)
+            child = node.property(key) if is_struct else node.additional_properties()
             child_path = (*path, "f:" + key)
-            if child is None:
+            if child is None and is_struct:
                 errors.append(f"{path_string(child_path)}: field not declared in schema")
             elif child_value is not None:
                 _validate_applied(child_value, child, child_path, errors)
-    elif kind == _MAP:
-        for key, child_value in value.items():
-            if child_value is not None:
-                _validate_applied(child_value, _child(node, kind, key), (*path, "f:" + key), errors)
-    elif kind in (_ASSOC, _SET):
-        assert node is not None
+        return
+    if expected == "list":
+        if type(value) is not list:
+            errors.append(f"{prefix}expected list, got &{{{go_format(value)}}}")
+            return
+        if kind not in (_ASSOC, _SET):
+            for index, item in enumerate(value):
+                _validate_applied(item, node.items(), (*path, f"i:{index}"), errors)
+            return
         keys = _list_keys(node) if kind == _ASSOC else ()
         seen: set[str] = set()
         for index, item in enumerate(value):
@@ -1025,6 +1062,44 @@ def _validate_applied(value: Any, node: SchemaNode | None, path: tuple[str, ...]
                 continue
             seen.add(element)
             _validate_applied(item, node.items(), (*path, element), errors)
+        return
+    error = _scalar_error(value, node)
+    if error is not None:
+        errors.append(prefix + error)
+
+
+def _scalar_error(value: Any, node: SchemaNode) -> str | None:
+    """structured-merge-diff's error for a value its scalar type (numeric, string, boolean, or
+    any scalar for int-or-string and untyped fields) does not take, in Go's formatting of it."""
+    declared = node.raw.get("type")
+    if isinstance(declared, list):
+        declared = next((t for t in declared if t != "null"), None)
+    value_type = type(value)
+    if declared in ("integer", "number"):
+        if value_type is bool or value_type not in (int, float):
+            return f"expected numeric (int or float), got {go_type_name(value)}"
+    elif declared == "string" and not node.raw.get("x-kubernetes-int-or-string"):
+        if value_type is not str:
+            return f"expected string, got &value.valueUnstructured{{Value:{_go_syntax(value)}}}"
+    elif declared == "boolean":
+        if value_type is not bool:
+            return f"expected boolean, got &{{{go_format(value)}}}"
+    elif value_type is dict or value_type is list:
+        return f"expected any scalar, got &{{{go_format(value)}}}"
+    return None
+
+
+def _go_syntax(value: Any) -> str:
+    """A decoded JSON value as Go's ``%#v`` writes it (maps sorted by key)."""
+    if type(value) is dict:
+        return "map[string]interface {}{" + ", ".join(f"{json.dumps(k, ensure_ascii=False)}:{_go_syntax(value[k])}" for k in sorted(value)) + "}"
+    if type(value) is list:
+        return "[]interface {}{" + ", ".join(_go_syntax(item) for item in value) + "}"
+    if type(value) is str:
+        return json.dumps(value, ensure_ascii=False)
+    if value is None:
+        return "interface {}(nil)"
+    return go_format(value)
 
 
 def _conflict_error(conflicts: dict[ManagerId, FieldSet]) -> ApiError:
@@ -1089,11 +1164,11 @@ def apply_patch(
 
     errors: list[str] = []
     _validate_applied(applied, schema, (), errors)
+    metadata = applied_metadata if isinstance(applied_metadata, dict) else {}
+    where = f"{metadata.get('namespace') or ''}/{metadata.get('name') or ''}"
+    gvk = _gvk_string(applied.get("apiVersion"), applied.get("kind"))
     if errors:
-        metadata = applied_metadata if isinstance(applied_metadata, dict) else {}
-        where = f"{metadata.get('namespace') or ''}/{metadata.get('name') or ''}"
         detail = errors[0] if len(errors) == 1 else "errors:\n" + "\n".join("  " + e for e in errors)
-        gvk = _gvk_string(applied.get("apiVersion"), applied.get("kind"))
         # A plain error upstream (a 500 with no reason); the configuration is the client's mistake.
         raise bad_request(f"failed to create typed patch object ({where}; {gvk}): {detail}")
 
@@ -1135,6 +1210,11 @@ def apply_patch(
                 set_difference(entry.fields, conflicts.get(manager_id, {})), comparison.removed
             )
 
+    if expected_kind is not None:
+        # The applied object is then converted into the kind's Go type (as a 500 upstream too).
+        unconvertible = kind_conversion_error(merged, api_version, expected_kind)
+        if unconvertible is not None:
+            raise bad_request(f"failed to convert new object ({where}; {gvk}) to proper version: unable to convert unstructured object to {gvk}: {unconvertible}")
     mine = managers[applier]
     mine.fields = set_difference(mine.fields, _STRIPPED)
     if merged != before:

@@ -3,9 +3,10 @@ request gets is content negotiation's choice)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,10 +17,11 @@ from mypy_extensions import mypyc_attr
 from starlette.requests import ClientDisconnect
 from starlette.types import Receive
 
-from app.api.schemas import FieldPath, SchemaNode, render_field_path
+from app.api.schemas import FieldPath, render_field_path
 from kube import protobuf
 from kube.errors import ApiError, bad_request, entity_too_large
 from kube.protobuf import go_json_type
+from kube.quantity import Quantity, QuantityError
 
 MAX_DEPTH = 100
 MAX_YAML_NODES = 1_000_000
@@ -156,7 +158,37 @@ def take_decode_findings() -> DecodeFindings | None:
 
 def decode_json(raw: bytes, kind: str) -> Any:
     """An object body; what strict decoding would report is kept for ``take_decode_findings``."""
-    return _decode(raw, lambda error: f"the object provided is unrecognized (must be of type {kind}): couldn't get version/kind; json parse error: {error}")
+    value = _decode(raw, lambda error: f"the object provided is unrecognized (must be of type {kind}): couldn't get version/kind; json parse error: {error}")
+    _check_type_meta(value, raw, kind)
+    return value
+
+
+def summarize_data(body: bytes) -> str:
+    """upstream's summarizeData: the first 30 bytes, as text when the body looks like JSON, else hex."""
+    if not body:
+        return "<empty>"
+    head = body[:30]
+    text = head.decode("utf-8", "replace") if body[:1] == b"{" else head.hex()
+    return text + " ..." if len(body) > 30 else text
+
+
+def _check_type_meta(value: Any, body: bytes, kind: str) -> None:
+    """Upstream reads a body's apiVersion and kind first, into strings (keys matched in any
+    case); a value of another type fails there, and the error shows the start of ``body``."""
+    if type(value) is not dict:
+        return
+    for key, item in value.items():
+        name = {"apiversion": "apiVersion", "kind": "kind"}.get(key.lower())
+        if name is not None and item is not None and type(item) is not str:
+            raise bad_request(
+                f"the object provided is unrecognized (must be of type {kind}): couldn't get version/kind; json parse error: "
+                f"json: cannot unmarshal {_json_kind(item)} into Go struct field .{name} of type string ({summarize_data(body)})"
+            )
+
+
+def _json_kind(value: Any) -> str:
+    """How Go names the kind of a decoded JSON value (a number kept as its literal included)."""
+    return "number" if type(value) is OutOfRangeNumber else go_json_type(value)
 
 
 def decode_patch_json(raw: bytes) -> Any:
@@ -304,6 +336,8 @@ def decode_yaml(raw: bytes, kind: str, apply: bool = False) -> Any:
     except (TypeError, orjson.JSONEncodeError) as exc:
         raise bad_request(f"error converting YAML to JSON: {exc}") from None
     check_depth(value)
+    if not apply:
+        _check_type_meta(value, raw, kind)
     _findings.set(findings)
     return value
 
@@ -327,165 +361,410 @@ def _repeated_yaml_keys(node: yaml.Node, found: list[str]) -> None:
             _repeated_yaml_keys(value, found)
 
 
-def type_mismatch_error(obj: dict[str, Any], node: SchemaNode | None) -> str | None:
-    """Go's error decoding the first value of ``obj`` whose JSON type the Go type ``node``
-    describes cannot hold (``json: cannot unmarshal string into Go struct field
-    ReplicaSetSpec.spec.replicas of type int32``); None when every value fits. Named scalar types
-    (v1.PersistentVolumeAccessMode) are named by their underlying type, all the schema knows, and
-    types with decoders of their own (IntOrString, Quantity) are left to them."""
-    return _mismatch(obj, node, "", ())
+class _DecodeAbort(Exception):
+    """An error Go's decoding stops at: one a type's own JSON decoder returned."""
 
 
-_GO_SCALARS = {"string": "string", "boolean": "bool", "number": "float64"}
+@dataclass
+class _GoDecoding:
+    """Where Go's decoding of a body stands: the first type error it noted (it goes on after
+    one), and the struct and fields leading to the value decoded now (its error context)."""
+
+    saved: str | None = None
+
+    def type_error(self, value: Any, go_type: str, struct: str, fields: tuple[str, ...], abort: bool = False, number: bool = False) -> None:
+        """``number``: the Go type is a number, which Go names a number that does not fit in by its literal."""
+        shown = f"number {value}" if number and type(value) in (int, float, OutOfRangeNumber) else _json_kind(value)
+        error = f"json: cannot unmarshal {shown} into Go struct field {struct}.{'.'.join(fields)} of type {go_type}"
+        if abort:
+            raise _DecodeAbort(error)
+        if self.saved is None:
+            self.saved = error
 
 
-def _declared_type(node: SchemaNode) -> str | None:
-    declared = node.raw.get("type")
-    if isinstance(declared, list):  # ["integer", "null"]: a pointer in Go
-        declared = next((t for t in declared if t != "null"), None)
-    return declared if isinstance(declared, str) else None
+def kind_decode_error(obj: dict[str, Any], api_version: str, kind: str, out_of_range: bool = False) -> str | None:
+    """Go's error decoding ``obj`` into the Go type of ``kind`` (see ``go_decode_error``).
+    ``out_of_range``: the body has numbers past Go's ranges (``OutOfRangeNumber``); those left
+    where they fit (a float, free-form JSON) become floats there."""
+    message = protobuf.schema().kinds.get((api_version, kind))
+    error = go_decode_error(obj, message) if message is not None else None
+    if error is None and out_of_range:
+        _floats_in_place(obj)
+    return error
 
 
-def _go_type(node: SchemaNode | None) -> str:
-    declared = _declared_type(node) if node is not None else None
-    if node is None or declared is None:
-        return "interface {}"
-    if declared == "integer":
-        return "int32" if node.raw.get("format") == "int32" else "int64"
-    if declared == "array":
-        return "[]" + _go_type(node.items())
-    if declared == "object":
-        if node.has_properties and node.definition_name:
-            package, name = node.definition_name.rsplit(".", 2)[-2:]
-            return f"{package}.{name}"
-        return "map[string]" + _go_type(node.additional_properties())
-    return _GO_SCALARS.get(declared, "interface {}")
+def _floats_in_place(value: Any) -> None:
+    items = value.items() if type(value) is dict else enumerate(value) if type(value) is list else ()
+    for key, item in items:
+        if type(item) is OutOfRangeNumber:
+            value[key] = float(item)
+        elif type(item) is dict or type(item) is list:
+            _floats_in_place(item)
 
 
-def _fits(value: Any, declared: str) -> bool:
-    kind = type(value)
-    if declared == "object":
-        return kind is dict
-    if declared == "array":
-        return kind is list
-    if declared == "string":
-        return kind is str
-    if declared == "boolean":
-        return kind is bool
-    if declared == "integer":
-        return kind is int
-    if declared == "number":
-        return kind is int or kind is float
-    return True
+def go_decode_error(obj: dict[str, Any], message: protobuf.Message) -> str | None:
+    """Go's error decoding the body ``obj`` into the Go type of ``message``, as upstream's JSON
+    decoder would (None when it decodes): the first value of a JSON type the Go type cannot
+    hold (``json: cannot unmarshal string into Go struct field ObjectMeta.metadata.labels of type
+    map[string]string``; Go goes on after one), unless a type's own decoder fails later, which
+    stops decoding and is the error (a quantity that does not parse, an int-or-string that is
+    neither). Unknown fields are left alone (strict decoding reports them, after this)."""
+    decoding = _GoDecoding()
+    try:
+        _decode_struct(decoding, obj, message, ())
+    except _DecodeAbort as exc:
+        return str(exc)
+    return decoding.saved
 
 
-def _mismatch(value: Any, node: SchemaNode | None, struct: str, fields: tuple[str, ...]) -> str | None:
-    if value is None or node is None or node.is_free_form:
-        return None  # null decodes into anything; free-form fields take any JSON
-    declared = _declared_type(node)
-    if declared is None:
-        return None
-    if not _fits(value, declared):
-        number = declared == "integer" and type(value) is float
-        shown = f"number {value}" if number else go_json_type(value)
-        if struct:
-            return f"json: cannot unmarshal {shown} into Go struct field {struct}.{'.'.join(fields)} of type {_go_type(node)}"
-        return f"json: cannot unmarshal {shown} into Go value of type {_go_type(node)}"
-    if type(value) is dict:
-        # Go names the innermost struct and the struct fields leading to it (not map keys).
-        is_struct = node.has_properties
-        here = (node.definition_name or "").rsplit(".", 1)[-1] if is_struct else struct
-        for key, item in value.items():
-            child = node.property(key) if is_struct else node.additional_properties()
-            error = _mismatch(item, child, here, (*fields, key) if is_struct else fields)
-            if error is not None:
-                return error
-    elif type(value) is list:
-        items = node.items()
-        for item in value:
-            error = _mismatch(item, items, struct, fields)
-            if error is not None:
-                return error
+@functools.cache
+def _struct_fields(message: protobuf.Message) -> dict[str, tuple[protobuf.Field, tuple[str, ...]]]:
+    """The fields Go decodes in ``message``'s JSON object by their JSON names, each with the Go
+    names of the embedded structs it is promoted from (Go names them in its error context); a
+    field of the struct itself hides a promoted one of the same name."""
+    found: dict[str, tuple[protobuf.Field, tuple[str, ...]]] = {}
+    promoted: list[tuple[str, tuple[protobuf.Field, tuple[str, ...]]]] = []
+    for member in message.fields:
+        if member.inline and member.message is not None:
+            embedded = member.message_name.rsplit(".", 1)[-1]
+            promoted.extend((name, (inner, (embedded, *path))) for name, (inner, path) in _struct_fields(member.message).items())
+        elif member.json:
+            found[member.json] = (member, ())
+    for name, entry in promoted:
+        found.setdefault(name, entry)
+    return found
+
+
+def _decode_struct(decoding: _GoDecoding, obj: dict[str, Any], message: protobuf.Message, fields: tuple[str, ...]) -> None:
+    struct = message.name.rsplit(".", 1)[-1]
+    known = _struct_fields(message)
+    for key, item in obj.items():
+        entry = known.get(key)
+        if entry is None or item is None:
+            continue  # unknown fields are strict decoding's; null leaves a Go value as it is
+        member, embedded = entry
+        path = (*fields, *embedded, key)
+        if member.label == protobuf.LIST or member.label == protobuf.MAP:
+            if type(item) is not (list if member.label == protobuf.LIST else dict):
+                decoding.type_error(item, member.go, struct, path)
+                continue
+            for element, go_type in _field_values(member, item):
+                if go_type is None:
+                    decoding.type_error(element, member.go_elem, struct, path)
+                else:
+                    _decode_value(decoding, element, member, go_type, struct, path)
+        else:
+            _decode_value(decoding, item, member, member.go, struct, path)
+
+
+def _field_values(member: protobuf.Field, item: list[Any] | dict[str, Any]) -> Iterator[tuple[Any, str | None]]:
+    """The non-null values in a list's or map's JSON, each with the Go type it decodes into; an
+    element of a named list type (wrapped) that is no JSON array comes with None."""
+    elements: Iterable[Any] = item.values() if isinstance(item, dict) else item
+    for element in elements:
+        if element is None:
+            continue
+        if not member.wrapped:
+            yield element, member.go_elem
+        elif type(element) is not list:
+            yield element, None
+        else:
+            for inner in element:
+                if inner is not None:
+                    yield inner, member.go_item
+
+
+_STRING_DECODED = frozenset({"time", "microtime", "duration"})
+_INT_RANGES = {"int32": (-(1 << 31), 1 << 31), "int64": (-(1 << 63), 1 << 63), "uint32": (0, 1 << 32), "uint64": (0, 1 << 64)}
+
+
+def _decode_value(decoding: _GoDecoding, value: Any, member: protobuf.Field, go_type: str, struct: str, fields: tuple[str, ...]) -> None:
+    """One non-null value of ``member``'s element type, of the Go type named ``go_type``."""
+    kind = member.type
+    value_type = type(value)
+    if kind == "message":
+        if value_type is dict:
+            assert member.message is not None
+            _decode_struct(decoding, value, member.message, fields)
+        else:
+            decoding.type_error(value, go_type, struct, fields)
+    elif kind == "string":
+        if value_type is not str:
+            decoding.type_error(value, go_type, struct, fields)
+    elif kind == "bool":
+        if value_type is not bool:
+            decoding.type_error(value, go_type, struct, fields)
+    elif kind in _INT_RANGES:
+        if not _holds_int(value, kind):
+            decoding.type_error(value, go_type, struct, fields, number=True)
+    elif kind == "float64" or kind == "float32":
+        if value_type is OutOfRangeNumber and float(value) in (float("inf"), float("-inf")):
+            decoding.type_error(value, go_type, struct, fields, number=True)
+        elif value_type is not int and value_type is not float and value_type is not OutOfRangeNumber:
+            decoding.type_error(value, go_type, struct, fields)
+    elif kind == "bytes":
+        if value_type is not str:
+            decoding.type_error(value, go_type, struct, fields)
+        else:
+            error = go_base64_error(value)
+            if error is not None and decoding.saved is None:
+                decoding.saved = error
+    elif kind == "quantity":
+        # Quantity's own decoder parses any JSON text but a string's quotes: numbers parse.
+        if value_type is str or value_type is bool or value_type is dict or value_type is list:
+            text = value.strip() if value_type is str else "{" if value_type is dict else "["
+            try:
+                Quantity.parse(text if value_type is not bool else str(value).lower())
+            except QuantityError as exc:
+                raise _DecodeAbort(str(exc)) from None
+    elif kind == "intorstring" and value_type is not str and not _holds_int(value, "int32"):
+        # Not a string, so decoded as its int32 (an error there stops decoding).
+        decoding.type_error(value, "int32", struct, fields, abort=True, number=True)
+    elif kind in _STRING_DECODED:
+        # Decoded as a string first, then parsed (an error in either stops decoding).
+        if value_type is not str:
+            decoding.type_error(value, "string", struct, fields, abort=True)
+        _check_time(value, kind)
+    # rawextension, fieldsv1: any JSON
+
+
+def _check_time(text: str, kind: str) -> None:
+    """A metav1.Time's parse (RFC 3339; other layouts' parses are validation's)."""
+    error = go_time_error(text) if kind == "time" else None
+    if error is not None:
+        raise _DecodeAbort(error)
+
+
+def _holds_int(value: Any, kind: str) -> bool:
+    value_type = type(value)
+    if value_type is OutOfRangeNumber:
+        try:
+            value = int(value)
+        except ValueError:
+            return False
+    elif value_type is not int:
+        return False
+    low, high = _INT_RANGES[kind]
+    return bool(low <= value < high)
+
+
+def kind_conversion_error(obj: dict[str, Any], api_version: str, kind: str) -> str | None:
+    """The unstructured converter's error turning ``obj`` into ``kind`` (see ``unstructured_conversion_error``)."""
+    message = protobuf.schema().kinds.get((api_version, kind))
+    return unstructured_conversion_error(obj, message) if message is not None else None
+
+
+def unstructured_conversion_error(obj: dict[str, Any], message: protobuf.Message) -> str | None:
+    """The error of upstream's unstructured converter turning ``obj`` (a patched or applied
+    object) into the Go type of ``message``, None when it converts: fields in the struct's
+    order, the first error ends it (``cannot restore map from string``, ``unrecognized type:
+    int64``, ``cannot convert float64 to int64``; types with JSON decoders of their own fail as
+    those do). Unlike JSON decoding, whole numbers fit any number field."""
+    try:
+        _convert_struct(obj, message)
+    except _DecodeAbort as exc:
+        return str(exc)
     return None
 
 
-def out_of_range_number_error(obj: dict[str, Any], node: SchemaNode | None) -> str | None:
-    """Go's error decoding the first out-of-range number of ``obj`` into the Go types ``node``
-    describes (``json: cannot unmarshal number 1e400 into Go struct field ExactDeviceRequest.spec.devices.requests.exactly.count of type int64``).
-
-    None when every such number fits where it is: a whole number past int64 in a float or
-    free-form field becomes a float there, as in Go."""
-    return _number_error(obj, node, "", ())
+# The reflect kinds the converter names: what an unstructured value is, what a Go field is.
+_VALUE_KINDS = {str: "string", bool: "bool", int: "int64", float: "float64", dict: "map", list: "slice", OutOfRangeNumber: "float64"}
+_FIELD_KINDS = {"string": "string", "bool": "bool", "int32": "int32", "int64": "int64", "uint32": "uint32", "uint64": "uint64", "float64": "float64", "float32": "float32"}
 
 
-INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+def _convert_struct(obj: dict[str, Any], message: protobuf.Message) -> None:
+    for member in message.fields:
+        if member.inline and member.message is not None:
+            _convert_struct(obj, member.message)
+            continue
+        item = obj.get(member.json)
+        if item is None:
+            continue
+        if member.label == protobuf.LIST or member.label == protobuf.MAP:
+            if type(item) is not (list if member.label == protobuf.LIST else dict):
+                raise _DecodeAbort(f"cannot restore {'slice' if member.label == protobuf.LIST else 'map'} from {_VALUE_KINDS[type(item)]}")
+            for element, go_type in _field_values(member, item):
+                if go_type is None:
+                    raise _DecodeAbort(f"cannot restore slice from {_VALUE_KINDS[type(element)]}")
+                _convert_value(element, member, go_type)
+        else:
+            _convert_value(item, member, member.go)
 
 
-def int32_overflow_error(obj: dict[str, Any], node: SchemaNode | None, path: tuple[str, ...]) -> str | None:
-    """Go's error decoding the integer at ``path`` of ``obj`` into an int32 that cannot hold it
-    (``json: cannot unmarshal number 3000000000 into Go struct field PriorityClass.value of type int32``)."""
-    value: Any = obj
-    struct = ""
-    for key in path:
+def _convert_value(value: Any, member: protobuf.Field, go_type: str) -> None:
+    kind = member.type
+    value_kind = _VALUE_KINDS[type(value)]
+    if kind == "message":
         if type(value) is not dict:
-            return None
-        if node is not None and node.has_properties:
-            struct = (node.definition_name or "").rsplit(".", 1)[-1]
-        value = value.get(key)
-        node = node.child(key) if node is not None else None
-    if type(value) is not int or INT32_MIN <= value <= INT32_MAX:
+            raise _DecodeAbort(f"cannot restore struct from: {value_kind}")
+        assert member.message is not None
+        _convert_struct(value, member.message)
+    elif kind == "bytes":
+        if type(value) is not str:
+            raise _DecodeAbort(f"cannot restore slice from {value_kind}")
+        error = go_base64_error(value)
+        if error is not None:
+            raise _DecodeAbort(f"error decoding from json: {error}")
+    elif kind in _FIELD_KINDS:
+        _convert_scalar(value, value_kind, _FIELD_KINDS[kind], go_type)
+    elif kind == "quantity":
+        if type(value) in (str, bool, dict, list):
+            try:
+                Quantity.parse(value.strip() if type(value) is str else "{")
+            except QuantityError as exc:
+                raise _DecodeAbort(str(exc)) from None
+    elif kind == "intorstring" and type(value) is not str:
+        whole = type(value) is float and value.is_integer()
+        if not _holds_int(int(value) if whole else value, "int32"):
+            shown = f"number {value}" if type(value) in (int, float, OutOfRangeNumber) else go_json_type(value)
+            raise _DecodeAbort(f"json: cannot unmarshal {shown} into Go value of type int32")
+    elif kind in _STRING_DECODED:
+        if type(value) is not str:
+            raise _DecodeAbort(f"json: cannot unmarshal {go_json_type(value)} into Go value of type string")
+        _check_time(value, kind)
+
+
+def _convert_scalar(value: Any, value_kind: str, field_kind: str, go_type: str) -> None:
+    """Go's reflect conversions the converter allows: within strings, bools, numbers (a
+    fraction not into an integer), and an integer into a string type is refused by name."""
+    numeric = field_kind not in ("string", "bool")
+    if value_kind == field_kind or (value_kind == "int64" and numeric):
+        return
+    if value_kind == "float64" and numeric:
+        if field_kind.startswith("float") or float(value).is_integer():
+            return
+        raise _DecodeAbort(f"cannot convert float64 to {go_type}")
+    if value_kind == "int64" and field_kind == "string":
+        raise _DecodeAbort(f"cannot convert int64 to {go_type}")
+    raise _DecodeAbort(f"unrecognized type: {field_kind}")
+
+
+RFC3339 = "2006-01-02T15:04:05Z07:00"
+# Go's RFC 3339 layout as its parser reads it: (the literal before an element, the element).
+_RFC3339_CHUNKS = (("", "2006"), ("-", "01"), ("-", "02"), ("T", "15"), (":", "04"), (":", "05"), ("", "Z07:00"))
+_DAYS_IN_MONTH = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+
+
+def _go_quote(text: str) -> str:
+    """A string as Go's time package quotes it in errors."""
+    out = []
+    for char in text:
+        if char in ('"', "\\"):
+            out.append("\\" + char)
+        elif " " <= char < "\x80":
+            out.append(char)
+        else:
+            out.extend(f"\\x{byte:02x}" for byte in char.encode())
+    return '"' + "".join(out) + '"'
+
+
+def _two_digits(value: str, fixed: bool) -> tuple[int, str] | None:
+    """Go's getnum: one or two leading digits (two when ``fixed``), None when there are not."""
+    if not value[:1].isdigit() or not value[:1].isascii():
         return None
-    return f"json: cannot unmarshal number {value} into Go struct field {struct}.{'.'.join(path)} of type int32"
+    if not (len(value) > 1 and value[1].isascii() and value[1].isdigit()):
+        return None if fixed else (int(value[0]), value[1:])
+    return int(value[:2]), value[2:]
 
 
-def _number_error(value: Any, node: SchemaNode | None, struct: str, fields: tuple[str, ...]) -> str | None:
-    if type(value) is dict:
-        # Go names the innermost struct and the struct fields leading to it (not map keys).
-        is_struct = node is not None and node.has_properties
-        here = (node.definition_name or "").rsplit(".", 1)[-1] if is_struct and node is not None else struct
-        for key, item in list(value.items()):
-            child = node.child(key) if node is not None and node.is_object and not node.is_free_form else None
-            error = _member_number_error(value, key, item, child, here, (*fields, key) if is_struct else fields)
-            if error is not None:
-                return error
-    elif type(value) is list:
-        items = node.items() if node is not None else None
-        for index, item in enumerate(value):
-            error = _member_number_error(value, index, item, items, struct, fields)
-            if error is not None:
-                return error
+def go_time_error(text: str) -> str | None:
+    """Go's error parsing ``text`` as an RFC 3339 time (metav1.Time's decoding), None when it parses:
+    ``parsing time "x" as "2006-01-02T15:04:05Z07:00": cannot parse "x" as "2006"``, or a value
+    out of its range (``parsing time "2024-13-01T00:00:00Z": month out of range``)."""
+    value = text
+    fields: dict[str, int] = {}
+
+    def cannot(rest: str, element: str) -> str:
+        return f"parsing time {_go_quote(text)} as {_go_quote(RFC3339)}: cannot parse {_go_quote(rest)} as {_go_quote(element)}"
+
+    def out_of_range(what: str) -> str:
+        return f"parsing time {_go_quote(text)}: {what} out of range"
+
+    for literal, element in _RFC3339_CHUNKS:
+        if not value.startswith(literal):
+            matched = 0
+            while matched < len(literal) and matched < len(value) and value[matched] == literal[matched]:
+                matched += 1
+            return cannot(value[matched:], literal)
+        value = value[len(literal) :]
+        hold = value
+        if element == "2006":
+            digits = value[:4]
+            if len(value) < 4 or not (digits.isascii() and digits.isdigit()):
+                return cannot(hold, element)
+            fields["year"], value = int(digits), value[4:]
+            continue
+        if element == "Z07:00":
+            if value[:1] == "Z":
+                value = value[1:]
+                continue
+            if len(value) < 6 or value[3] != ":" or value[0] not in "+-":
+                return cannot(hold, element)
+            hours, minutes = _two_digits(value[1:3], True), _two_digits(value[4:6], True)
+            if hours is None or minutes is None:
+                return cannot(hold, element)
+            value = value[6:]
+            if minutes[0] > 60:
+                return out_of_range("time zone offset minute")
+            if hours[0] > 24:
+                return out_of_range("time zone offset hour")
+            continue
+        number = _two_digits(value, element != "15")
+        if number is None:
+            return cannot(hold, element)
+        fields[element], value = number
+        limit, what = {"01": (13, "month"), "02": (32, "day"), "15": (24, "hour"), "04": (60, "minute"), "05": (60, "second")}[element]
+        if fields[element] >= limit or (element == "01" and fields[element] == 0):
+            return out_of_range(what)
+        if element == "05" and len(value) >= 2 and value[0] in ".," and value[1].isascii() and value[1].isdigit():
+            end = 2
+            while end < len(value) and value[end].isascii() and value[end].isdigit():
+                end += 1
+            value = value[end:]
+    if value:
+        return f"parsing time {_go_quote(text)}: extra text: {_go_quote(value)}"
+    year, month, day = fields["year"], fields["01"], fields["02"]
+    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+    if day < 1 or day > _DAYS_IN_MONTH[month - 1] + (1 if month == 2 and leap else 0):
+        return out_of_range("day")
     return None
 
 
-def _member_number_error(container: Any, key: Any, item: Any, node: SchemaNode | None, struct: str, fields: tuple[str, ...]) -> str | None:
-    """The error of ``container[key]``; a number that fits where it is becomes a float there."""
-    if type(item) is OutOfRangeNumber:
-        error = _number_into(item, node, struct, fields)
-        if error is None:
-            container[key] = float(item)
-        return error
-    if type(item) is dict or type(item) is list:
-        return _number_error(item, node, struct, fields)
+_BASE64 = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+
+
+def go_base64_error(text: str) -> str | None:
+    """Go's error decoding ``text`` as padded standard base64 (``illegal base64 data at input
+    byte 4``: where the fault is, line breaks skipped but counted), None when it decodes."""
+    data = text.encode()
+    size = len(data)
+    pos = 0
+    while pos < size:
+        digits = 0
+        while digits < 4:
+            if pos == size:
+                return None if digits == 0 else f"illegal base64 data at input byte {pos - digits}"
+            char = data[pos]
+            pos += 1
+            if char in _BASE64:
+                digits += 1
+                continue
+            if char in (10, 13):
+                continue
+            if char != 61 or digits < 2:  # not "=", or padding too early
+                return f"illegal base64 data at input byte {pos - 1}"
+            if digits == 2:  # a second "=" must follow
+                while pos < size and data[pos] in (10, 13):
+                    pos += 1
+                if pos == size:
+                    return f"illegal base64 data at input byte {size}"
+                if data[pos] != 61:
+                    return f"illegal base64 data at input byte {pos - 1}"
+                pos += 1
+            while pos < size and data[pos] in (10, 13):
+                pos += 1
+            return f"illegal base64 data at input byte {pos}" if pos < size else None
     return None
-
-
-def _number_into(literal: OutOfRangeNumber, node: SchemaNode | None, struct: str, fields: tuple[str, ...]) -> str | None:
-    """Go's error storing ``literal`` in a value of the type ``node`` describes, None when it fits."""
-    declared = node.raw.get("type") if node is not None else None
-    if isinstance(declared, list):  # ["integer", "null"]: a pointer in Go
-        declared = next((t for t in declared if t != "null"), None)
-    overflows_float = float(literal) in (float("inf"), float("-inf"))
-    if declared == "integer":
-        go_type, shown = ("int32" if node is not None and node.raw.get("format") == "int32" else "int64"), f"number {literal}"
-    elif declared in (None, "number"):
-        if not overflows_float:
-            return None
-        go_type, shown = "float64", f"number {literal}"
-    else:
-        go_type, shown = {"string": "string", "boolean": "bool", "array": "[]interface {}"}.get(str(declared), "map[string]interface {}"), "number"
-    if struct:
-        return f"json: cannot unmarshal {shown} into Go struct field {struct}.{'.'.join(fields)} of type {go_type}"
-    return f"json: cannot unmarshal {shown} into Go value of type {go_type}"
 
 
 # The scheme upstream's decoders look kinds up in (its errors name it).

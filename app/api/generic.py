@@ -330,20 +330,30 @@ class GenericStore:
         if name is not None and (metadata.get("name") or "") != name:
             raise errors.bad_request(f"the name of the object ({metadata.get('name') or ''}) does not match the name on the URL ({name})")
 
-    def _field_validation(self, strategy: KindStrategy, obj: Obj, wopts: WriteOptions, warnings: list[str]) -> None:
-        """Drop fields the schema does not know; Strict refuses them and repeated keys of the body
-        (400, as upstream's decoder), Warn reports them. A number no Go type holds is a decoding
-        error, whatever the validation."""
+    @staticmethod
+    def _decode_error(strategy: KindStrategy, obj: Obj, decoded: bodies.DecodeFindings | None, converted: bool = False) -> str | None:
+        """Go's error decoding a body (or a patched object) into the kind's Go type, which
+        upstream does before anything else looks at it (a body naming another kind or version is
+        refused for that instead); ``converted``: the error of converting it from its
+        unstructured form instead."""
+        if obj.get("kind") not in (None, "", strategy.kind) or obj.get("apiVersion") not in (None, "", strategy.api_version):
+            return None
+        if converted:
+            return bodies.kind_conversion_error(obj, strategy.api_version, strategy.kind)
+        return bodies.kind_decode_error(obj, strategy.api_version, strategy.kind, decoded is not None and decoded.out_of_range_numbers)
+
+    def _decode_body(self, strategy: KindStrategy, obj: Obj) -> bodies.DecodeFindings | None:
+        """What decoding a create's or update's body found; a value of the wrong JSON type is
+        upstream's 400 from transformDecodeError, in the body's document order."""
         decoded = bodies.take_decode_findings()
-        unmarshal: str | None = None
-        if decoded is not None and decoded.out_of_range_numbers:
-            unmarshal = bodies.out_of_range_number_error(obj, schemas.schema_for_kind(strategy.api_version, strategy.kind))
-        for path in strategy.int32_fields if unmarshal is None else ():
-            unmarshal = unmarshal or bodies.int32_overflow_error(obj, schemas.schema_for_kind(strategy.api_version, strategy.kind), path)
-        if unmarshal is None and strategy.checks_json_types:
-            unmarshal = bodies.type_mismatch_error(obj, schemas.schema_for_kind(strategy.api_version, strategy.kind))
+        unmarshal = self._decode_error(strategy, obj, decoded)
         if unmarshal is not None:
             raise errors.bad_request(f"{_cannot_handle(strategy, obj)}: {unmarshal}")
+        return decoded
+
+    def _field_validation(self, strategy: KindStrategy, obj: Obj, decoded: bodies.DecodeFindings | None, wopts: WriteOptions, warnings: list[str]) -> None:
+        """Drop fields the schema does not know; Strict refuses them and repeated keys of the body
+        (400, as upstream's decoder), Warn reports them."""
         ordered = decoded is not None and bool(decoded.duplicate_fields) and wopts.field_validation != "Ignore"
         positions = bodies.document_positions(obj) if ordered else None
         unknown = schemas.prune_unknown_fields(obj, strategy.api_version, strategy.kind)
@@ -359,11 +369,7 @@ class GenericStore:
     def _patch_field_validation(self, strategy: KindStrategy, new: Obj, patch: Any, patch_type: str, decoded: bodies.DecodeFindings | None, wopts: WriteOptions, warnings: list[str]) -> None:
         """A patched object's unknown fields are dropped; Strict refuses them and the repeated keys
         of the patch (422 on the field "patch", as upstream's patchers), Warn reports them."""
-        snapshot = orjson.dumps(new, option=orjson.OPT_SORT_KEYS) if wopts.field_validation == "Strict" or strategy.checks_json_types else b""
-        mismatch = bodies.type_mismatch_error(new, schemas.schema_for_kind(strategy.api_version, strategy.kind)) if strategy.checks_json_types else None
-        if mismatch is not None:
-            # A patched object Go cannot decode (upstream's 422 on "patch", as for strict errors).
-            raise patches.invalid_patch(patches.go_format(patch) if patch_type == "strategic" else snapshot.decode(), mismatch)
+        snapshot = orjson.dumps(new, option=orjson.OPT_SORT_KEYS) if wopts.field_validation == "Strict" else b""
         unknown = schemas.prune_unknown_fields(new, strategy.api_version, strategy.kind)
         if wopts.field_validation == "Ignore":
             return
@@ -402,9 +408,10 @@ class GenericStore:
         ``Any``: mypyc, kube/compiled.py, would refuse a list with a TypeError, a 500)."""
         if not isinstance(obj, dict):
             raise errors.bad_request(f"the body of the request must be a {strategy.kind} object")
+        decoded = self._decode_body(strategy, obj)
         self._check_type_and_scope(strategy, obj, namespace, None)
         warnings: list[str] = []
-        self._field_validation(strategy, obj, wopts, warnings)
+        self._field_validation(strategy, obj, decoded, wopts, warnings)
         self._check_namespace_for_create(strategy, namespace)
         metadata = obj["metadata"]
         name = metadata.get("name") or ""
@@ -570,9 +577,10 @@ class GenericStore:
     async def update(self, strategy: KindStrategy, namespace: str, name: str, obj: Any, wopts: WriteOptions) -> WriteResult:
         if not isinstance(obj, dict):
             raise errors.bad_request(f"the body of the request must be a {strategy.kind} object")
+        decoded = self._decode_body(strategy, obj)
         self._check_type_and_scope(strategy, obj, namespace, name, replacing=True)
         warnings: list[str] = []
-        self._field_validation(strategy, obj, wopts, warnings)
+        self._field_validation(strategy, obj, decoded, wopts, warnings)
         body = orjson.dumps(obj)
 
         def mutate(current: StoredObject | None) -> Obj | None:
@@ -633,6 +641,11 @@ class GenericStore:
                     new = patches.apply_merge_patch(doc, patch_body)
                 else:
                     new = patches.apply_strategic_merge_patch(doc, patch_body, schema)
+                # Upstream decodes a JSON or merge patch's result as a body, and converts a
+                # strategic merge patch's from its unstructured form.
+                mismatch = self._decode_error(strategy, new, None, converted=patch_type == "strategic")
+                if mismatch is not None:
+                    raise patches.undecodable_patch(new, patch_body, patch_type, mismatch)
             self._check_type_and_scope(strategy, new, namespace, name)
             if not is_apply:
                 self._patch_field_validation(strategy, new, patch_body, patch_type, decoded, wopts, warnings)

@@ -30,6 +30,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import orjson
+
 from app.api import bodies
 from app.api.schemas import SchemaNode
 from kube.errors import ApiError, bad_request
@@ -75,7 +77,7 @@ def clone(value: Any) -> Any:
     return value
 
 
-def _go_type_name(value: Any) -> str:
+def go_type_name(value: Any) -> str:
     """The Go reflect type name a decoded JSON value has (for mergepatch.ErrBadArgType)."""
     if isinstance(value, dict):
         return "map[string]interface {}"
@@ -293,6 +295,13 @@ def invalid_patch(shown: str, detail: str) -> ApiError:
     )
 
 
+def undecodable_patch(patched: Any, patch: Any, patch_type: str, error: str) -> ApiError:
+    """upstream's 422 for a patched object Go cannot decode into the kind's type (``error``):
+    a strategic merge patch shows the patch, the others the patched object."""
+    shown = go_format(patch) if patch_type == "strategic" else orjson.dumps(patched, option=orjson.OPT_SORT_KEYS).decode()
+    return invalid_patch(shown, error)
+
+
 def _invalid_patch_result(result: Any) -> ApiError:
     """422 for a patched document that is not an object (upstream fails decoding it)."""
     rendered = json.dumps(result, separators=(",", ":"))
@@ -434,7 +443,7 @@ def _no_merge_key(item: dict[str, Any], merge_key: str) -> ApiError:
 
 
 def _bad_arg_type(expected: str, actual: Any) -> ApiError:
-    return _internal(f"expected a {expected}, but received a {_go_type_name(actual)}")
+    return _internal(f"expected a {expected}, but received a {go_type_name(actual)}")
 
 
 def _element_kind(*lists: list[Any]) -> type | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from app.api.bodies import LEGACY_SCHEME
+from app.api.bodies import LEGACY_SCHEME, summarize_data
 from app.registry.base import KindStrategy, Obj
 from app.storage.cache import RecentVersions, StoredObject
 from kube import errors, protobuf
@@ -24,15 +24,6 @@ __all__ = ["CONTENT_TYPE", "WATCH_CONTENT_TYPE", "decode_body"]
 ENCODED: RecentVersions[bytes] = RecentVersions(max_items=4096, max_bytes=16 * 1024 * 1024)
 
 
-def _summary(body: bytes) -> str:
-    """upstream's summarizeData: the first 30 bytes, as text when the body looks like JSON, else hex."""
-    if not body:
-        return "<empty>"
-    head = body[:30]
-    text = head.decode("utf-8", "replace") if body[:1] == b"{" else head.hex()
-    return text + " ..." if len(body) > 30 else text
-
-
 def decode_body(raw: bytes, api_version: str, kind: str) -> Obj:
     """A protobuf request body for an endpoint of ``api_version`` and ``kind`` (the defaults of an
     envelope without its type), as JSON; 400 with upstream's transformDecodeError text when it
@@ -40,7 +31,7 @@ def decode_body(raw: bytes, api_version: str, kind: str) -> Obj:
     try:
         named_version, named_kind, message_bytes = protobuf.open_envelope(raw)
     except ProtobufError as exc:
-        raise errors.bad_request(f"the object provided is unrecognized (must be of type {kind}): {exc} ({_summary(raw)})") from None
+        raise errors.bad_request(f"the object provided is unrecognized (must be of type {kind}): {exc} ({summarize_data(raw)})") from None
     api_version = named_version or api_version
     named_kind = named_kind or kind
     message = protobuf.schema().message_for(api_version, named_kind)

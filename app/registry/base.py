@@ -114,12 +114,6 @@ class KindStrategy:
     verbs: tuple[str, ...] = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
     # False for a kind nothing is stored of (a review): a create answers ``respond``'s object.
     stored: bool = True
-    # Whether a body whose values have other JSON types than the official schema's is refused as
-    # Go's decoding refuses it (400), before anything else: for kinds with no validation of their
-    # own to find such values (app.registry.storageonly).
-    checks_json_types: bool = False
-    # Paths of int32 fields: a number past int32 there is a decoding error, as in Go.
-    int32_fields: tuple[tuple[str, ...], ...] = ()
     # The feature gate the kind is served under ("" for none): off, the kind is not served at all.
     feature_gate: str = ""
     # Versions besides ``version`` the kind can be served in, off unless --runtime-config enables them.

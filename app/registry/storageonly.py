@@ -45,9 +45,6 @@ class StorageOnlyKind:
 class StorageOnlyStrategy(KindStrategy):
     """The strategy of a storage-only kind: the base hooks, with the kind's identity."""
 
-    # Values of the wrong JSON type are refused as Go's decoding refuses them: nothing else checks.
-    checks_json_types = True
-
     def __init__(self, identity: StorageOnlyKind) -> None:
         super().__init__()
         self._identify(identity)

@@ -56,6 +56,20 @@ type Field struct {
 	Packed bool `json:"packed,omitempty"`
 	// A list element that is a pointer, or a list that is nil vs empty matters (named list types).
 	ElementPointer bool `json:"elementPointer,omitempty"`
+	// The Go type as encoding/json names it in its errors (a pointer's element type): the field's
+	// ("[]v1.DeviceRequest", "v1.ResourceList", "int64"), a list's or map's element ("v1.DeviceRequest",
+	// "resource.Quantity"), and the items of a wrapped element ("string" of v1.ExtraValue).
+	Go     string `json:"go,omitempty"`
+	GoElem string `json:"goElem,omitempty"`
+	GoItem string `json:"goItem,omitempty"`
+}
+
+// goType is a type as encoding/json's errors name it: what a pointer points to, in reflect's words.
+func goType(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t.String()
 }
 
 type Schema struct {
@@ -176,23 +190,28 @@ func (w *walker) walk(t reflect.Type) {
 			f.Packed = true
 		}
 		ft := sf.Type
+		f.Go = goType(ft)
 		switch {
 		case ft.Kind() == reflect.Map:
 			f.Label = "map"
 			key, _, _ := w.element(ft.Key())
 			f.Key = key
 			vt := ft.Elem()
+			f.GoElem = goType(vt)
 			if vt.Kind() == reflect.Slice && vt.Elem().Kind() != reflect.Uint8 && vt.Name() != "" {
 				f.Wrapped = true
 				vt = vt.Elem()
+				f.GoItem = goType(vt)
 			}
 			f.Type, f.Message, f.ElementPointer = w.element(vt)
 		case ft.Kind() == reflect.Slice && ft.Elem().Kind() != reflect.Uint8:
 			f.Label = "list"
 			et := ft.Elem()
+			f.GoElem = goType(et)
 			if et.Kind() == reflect.Slice && et.Elem().Kind() != reflect.Uint8 && et.Name() != "" {
 				f.Wrapped = true
 				et = et.Elem()
+				f.GoItem = goType(et)
 			}
 			f.Type, f.Message, f.ElementPointer = w.element(et)
 		default:

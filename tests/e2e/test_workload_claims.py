@@ -121,6 +121,18 @@ def stays_pending(http: httpx.Client, ns: str, *names: str, seconds: float = 3.0
         time.sleep(0.3)
 
 
+def initially_scheduled(http: httpx.Client, ns: str, group: str, status: str) -> Obj:
+    """The group's PodGroupInitiallyScheduled condition once it has ``status``."""
+
+    def condition() -> Obj | None:
+        for found in (get_group(http, ns, group).json().get("status") or {}).get("conditions") or []:
+            if found["type"] == "PodGroupInitiallyScheduled" and found["status"] == status:
+                return found  # type: ignore[no-any-return]
+        return None
+
+    return eventually(condition, f"PodGroup {group} PodGroupInitiallyScheduled={status}", TIMEOUT)  # type: ignore[no-any-return]
+
+
 def devices(claim: Obj) -> list[tuple[str, str]]:
     results = ((claim.get("status") or {}).get("allocation") or {}).get("devices", {}).get("results") or []
     return [(r["pool"], r["device"]) for r in results]
@@ -182,9 +194,14 @@ def test_gang_waits_for_its_minimum(stack: Stack, ns: str) -> None:
     create_group(http, ns, "gang", min_count=3, claims=GROUP_CLAIM)
     create_pods(http, ns, member("g-0", "gang"), member("g-1", "gang"))
     stays_pending(http, ns, "g-0", "g-1")
+    assert not (get_group(http, ns, "gang").json().get("status") or {}).get("conditions"), "no outcome before the gang is complete"
     create_pods(http, ns, member("g-2", "gang"))
     pods = [running(http, ns, n) for n in ("g-0", "g-1", "g-2")]
     assert len({p["spec"]["nodeName"] for p in pods}) == 1
+    # Upstream's scheduler records the group's first success (schedule_one_podgroup.go).
+    scheduled = initially_scheduled(http, ns, "gang", "True")
+    generation = get_group(http, ns, "gang").json()["metadata"]["generation"]
+    assert (scheduled["reason"], scheduled["message"], scheduled["observedGeneration"]) == ("Scheduled", "", generation)
     delete_and_wait(http, ns, "g-0", "g-1", "g-2")
 
 
@@ -196,12 +213,24 @@ def test_gang_members_are_not_bound_while_one_cannot_be_placed(stack: Stack, ns:
     misfit["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "no-such-node"}
     create_pods(http, ns, member("s-0", "stuck"), member("s-1", "stuck"), misfit)
     stays_pending(http, ns, "s-0", "s-1", "s-2")
+    # The group says why, in the words of the member that fits nowhere.
+    unschedulable = initially_scheduled(http, ns, "stuck", "False")
+    assert unschedulable["reason"] == "Unschedulable"
+    assert unschedulable["message"].startswith("0/2 nodes are available"), unschedulable["message"]
     # A third member that fits completes the gang.
     delete_and_wait(http, ns, "s-2")
     create_pods(http, ns, member("s-3", "stuck"))
     for name in ("s-0", "s-1", "s-3"):
         running(http, ns, name, timeout=90.0)
-    delete_and_wait(http, ns, "s-0", "s-1", "s-3")
+    assert initially_scheduled(http, ns, "stuck", "True")["reason"] == "Scheduled"
+    # True is final: a later member that fits nowhere does not turn it back.
+    late = member("s-4", "stuck")
+    late["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "no-such-node"}
+    create_pods(http, ns, late)
+    eventually(lambda: (get_pod(http, ns, "s-4").get("status") or {}).get("conditions"), "s-4 is reported unschedulable", TIMEOUT)
+    time.sleep(1.0)
+    assert initially_scheduled(http, ns, "stuck", "True")["reason"] == "Scheduled"
+    delete_and_wait(http, ns, "s-0", "s-1", "s-3", "s-4")
 
 
 # ---- bad input ----------------------------------------------------------------------------------------------

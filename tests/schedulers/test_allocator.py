@@ -9,7 +9,6 @@ from typing import Any
 import orjson
 import pytest
 
-import schedulers.allocator as allocator_module
 from kube.features import FeatureGates
 from kube.quantity import Quantity
 from schedulers.allocator import (
@@ -24,6 +23,7 @@ from schedulers.allocator import (
     allocate_claims,
     node_allocatable_demand,
 )
+from schedulers.allocator import devices as allocator_devices
 
 DRIVER_A = "driver-a"
 DRIVER_B = "driver-b"
@@ -588,7 +588,7 @@ def test_allocate_through_search_cache(case: Case) -> None:
 def test_devices_whose_attributes_were_dropped_allocate_the_same(case: Case, monkeypatch: pytest.MonkeyPatch) -> None:
     """Prepared devices keep their attributes and CEL view only while among the last few read: with
     room for one, every attribute is read again from the slice, and every decision is the same."""
-    monkeypatch.setattr(allocator_module, "VIEWS_KEPT", 1)
+    monkeypatch.setattr(allocator_devices, "VIEWS_KEPT", 1)
     allocate_through_a_loader(case)
 
 
@@ -788,3 +788,19 @@ def test_allocate_with_supply_checks_from_the_start(case: Case) -> None:
         assert outcome == case.expect
     else:
         assert outcome == Allocated(case.expect)
+
+
+def test_a_what_if_state_leaves_the_original_as_it_was() -> None:
+    """Preemption's dry run asks many what-ifs of one state: each sees its own changes only."""
+    index = ResourceIndex([rslice("slice-1", TWO)], [dclass()])
+    state = AllocatedState()
+    first = Allocator(index, state).allocate(node(), [claim("a")])
+    assert isinstance(first, Allocated)
+    state.add_allocation(first.allocations[0])  # device-1 taken
+    freed = state.changed(remove=[first.allocations[0]])
+    assert Allocator(index, freed).allocate(node(), [claim("b", req(count=2))]) == Allocated([alloc(result("req-0", "device-1"), result("req-0", "device-2"))])
+    retaken = freed.changed(add=[first.allocations[0]])
+    assert isinstance(Allocator(index, retaken).allocate(node(), [claim("c", req(count=2))]), Unschedulable)
+    # The original still has device-1 taken, and only it.
+    assert Allocator(index, state).allocate(node(), [claim("d")]) == Allocated([alloc(result("req-0", "device-2"))])
+    assert set(state.devices) == {("driver-a", "pool-1", "device-1")} and set(freed.devices) == set() and len(retaken.devices) == 1

@@ -27,8 +27,8 @@ from typing import Any
 
 import pytest
 
-from schedulers import allocator as allocator_module
-from schedulers.allocator import Allocated, AllocatedState, AllocationError, Allocator, ResourceIndex
+from schedulers.allocator import BOUND_AFTER_STEPS, Allocated, AllocatedState, AllocationError, Allocator, ResourceIndex
+from schedulers.allocator import search as allocator_search
 from tests.schedulers.test_allocator import DRIVER_A, NODE1, allocated_claim, claim, dclass, node, result, rslice
 
 CASES = int(os.environ.get("DRA_ALLOCATOR_CASES", "6000"))
@@ -188,7 +188,7 @@ def scenario(seed: int) -> tuple[Scenario, list[tuple[str, dict[str, Any]]]]:
         elif roll < 0.1:
             allocated.append(allocated_claim(f"old-{i}", result("req-0", dev["name"], pool)))
     claims = [_claim(rng, f"claim-{c}") for c in range(rng.choice((1, 1, 2)))]
-    limit = allocator_module.MAX_RESULTS
+    limit = allocator_search.MAX_RESULTS
     if not seed % 2:
         # Around what the claims need at least ("All" counted as every device), mostly enough.
         fewest = max(
@@ -523,13 +523,13 @@ def test_allocator_agrees_with_reference(first: int, monkeypatch: pytest.MonkeyP
     skipped = 0
     for seed in range(first, min(first + CHUNK, CASES)):
         sc, ordered = scenario(seed)
-        monkeypatch.setattr(allocator_module, "MAX_RESULTS", sc.limit)
+        monkeypatch.setattr(allocator_search, "MAX_RESULTS", sc.limit)
         try:
             expect = _reference(sc, ordered)
         except TooLong:
             skipped += 1
             continue
-        for bound_after in (allocator_module.BOUND_AFTER_STEPS, 0):
+        for bound_after in (BOUND_AFTER_STEPS, 0):
             got = _ours(sc, bound_after)
             assert got == expect, f"seed {seed} (bound_after={bound_after}): allocator {got!r}, reference {expect!r}"
     assert skipped <= CHUNK // 50, f"{skipped} seeds from {first} too large for the reference"

@@ -80,7 +80,6 @@ class PodStrategy(KindStrategy):
     short_names = ("po",)
     categories = ("all",)
     has_status = True
-    int32_fields = (("spec", "priority"),)
     field_selectors = {
         "spec.nodeName": lambda o: dig(o, "spec", "nodeName", default="") or "",
         "spec.restartPolicy": lambda o: dig(o, "spec", "restartPolicy", default="") or "",

@@ -77,9 +77,10 @@ class ResourceClaimStrategy(KindStrategy):
         return errs + validate_claim_spec(spec, "spec", ClaimOptions(ctx.feature_gates))
 
     def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
-        # The spec is immutable; upstream reports only that, nothing else about the spec.
+        # The spec is immutable; upstream reports only that, nothing else about the spec, and
+        # (its declarative immutable rule, authoritative since v1.37) without the value: null.
         if not same_in_go(new.get("spec"), old.get("spec"), CLAIM_SPEC_MESSAGE):
-            return [invalid("spec", new.get("spec"), "field is immutable")]
+            return [invalid("spec", None, "field is immutable")]
         return []
 
 

@@ -37,7 +37,6 @@ class PriorityClassStrategy(KindStrategy):
     short_names = ("pc",)
     namespaced = False
     spec_fields = ("value", "globalDefault", "description", "preemptionPolicy")
-    int32_fields = (("value",),)
     create_example: Obj = {"value": 1000, "description": "an example priority"}
     printer_columns = (
         name_column(),

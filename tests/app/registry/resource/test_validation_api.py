@@ -79,7 +79,9 @@ def test_claim_spec_immutable(api: httpx.Client, ns: str) -> None:
     created = api.post(claims_path(ns), json=claim("fixed")).json()
     created["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] = "other"
     status = assert_status(api.put(claims_path(ns, "fixed"), json=created), 422, "Invalid")
-    assert [c["field"] for c in status["details"]["causes"]] == ["spec"]
+    # Upstream's declarative immutable rule (beta, authoritative in v1.37) names no value.
+    assert [(c["field"], c["message"]) for c in status["details"]["causes"]] == [("spec", "Invalid value: null: field is immutable")]
+    assert status["message"] == 'ResourceClaim.resource.k8s.io "fixed" is invalid: spec: Invalid value: null: field is immutable'
 
 
 def test_slice_uppercase_driver_warning(api: httpx.Client) -> None:

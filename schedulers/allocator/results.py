@@ -1,0 +1,164 @@
+"""What callers get from the allocator and tell it: outcomes, input errors, feature switches, limits."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+DeviceID = tuple[str, str, str]  # (driver, pool, device)
+PoolID = tuple[str, str]  # (driver, pool)
+
+MAX_RESULTS = 32  # AllocationResultsMaxSize: results per claim
+# A search still running after this many steps also checks supply before trying devices
+# (``Allocator(bound_after=...)``); searches that finish sooner never pay for those checks.
+BOUND_AFTER_STEPS = 256
+ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
+
+# Unschedulable reasons the scheduler and its explanations compare with.
+TIMED_OUT = "timed out trying to allocate devices"
+CANNOT_ALLOCATE = "cannot allocate all claims"
+
+
+class AllocationError(Exception):
+    """The input cannot be allocated on any node (bad CEL, unknown class, disabled feature...).
+
+    Upstream aborts the scheduling attempt with an Error status for these. ``device`` names the
+    device a failing selector was evaluated on (not part of upstream's message; for logs and tests).
+    """
+
+    device: str | None = None
+
+
+class Allocated:
+    """A solution: one ``status.allocation`` dict per input claim, same order.
+
+    The dicts are built on first access, so filtering many nodes only pays for the search.
+    """
+
+    __slots__ = ("_allocations", "_build", "_exclusive", "free_left")
+
+    def __init__(
+        self,
+        allocations: list[dict[str, Any]] | None = None,
+        build: Callable[[], list[dict[str, Any]]] | None = None,
+        exclusive: int | None = None,
+        free_left: int | None = None,
+    ) -> None:
+        self._allocations = allocations
+        self._build = build
+        self._exclusive = exclusive
+        # Devices of the node nobody has allocated exclusively, minus this solution's (the score).
+        self.free_left = free_left
+
+    @property
+    def exclusive_devices(self) -> int:
+        """Results that take a device exclusively (neither admin access nor a share).
+
+        Known from the search without building the dicts, so scoring many nodes stays cheap.
+        """
+        if self._exclusive is None:
+            self._exclusive = sum(
+                1 for a in self.allocations for r in (a.get("devices") or {}).get("results") or [] if not r.get("adminAccess") and not r.get("shareID")
+            )
+        return self._exclusive
+
+    @property
+    def allocations(self) -> list[dict[str, Any]]:
+        """The ``status.allocation`` dicts (built once)."""
+        if self._allocations is None:
+            self._allocations = self._build() if self._build is not None else []
+            self._build = None
+        return self._allocations
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Allocated) and self.allocations == other.allocations
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Allocated({self.allocations!r})"
+
+
+class Unschedulable:
+    """No solution on this node; ``message`` says what the user can change.
+
+    ``reason`` is the short per-node form the scheduler counts; the details after it are worked
+    out only when ``message`` is read, because most nodes that fail are never explained.
+    """
+
+    __slots__ = ("_details", "_message", "reason")
+
+    def __init__(self, message: str | None = None, *, reason: str = "", details: Callable[[], str] | None = None) -> None:
+        self.reason = reason or (message or "").split(": ", 1)[0]
+        self._message = message
+        self._details = details
+
+    @property
+    def message(self) -> str:
+        """The whole explanation (built once)."""
+        if self._message is None:
+            self._message = f"{self.reason}: {self._details()}" if self._details is not None else self.reason
+            self._details = None
+        return self._message
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Unschedulable) and self.message == other.message
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Unschedulable({self.message!r})"
+
+
+AllocationOutcome = Allocated | Unschedulable
+
+
+@dataclass(frozen=True)
+class AllocatorFeatures:
+    """The allocator's view of the feature gates (upstream ``AllocatorFeatures()``)."""
+
+    admin_access: bool = True
+    prioritized_list: bool = True
+    partitionable_devices: bool = True
+    device_taints: bool = True
+    device_taint_rules: bool = True
+    # DRADeviceBindingConditions and DRAResourceClaimDeviceStatus together.
+    binding_conditions: bool = True
+    consumable_capacity: bool = True
+    list_attributes: bool = False
+    node_allocatable_resources: bool = False
+    # KEP-5194: not an allocator rule, but the scheduler reads all its gates from here.
+    reserved_for_workloads: bool = False
+    # The Workload API (PodGroups, gangs) and KEP-5729's PodGroup claims, likewise.
+    generic_workload: bool = False
+    workload_resource_claims: bool = False
+    # KEP-5690 (DRAPreemption): preemption may free devices, not only cpu, memory and pod slots.
+    dra_preemption: bool = True
+    # Extended resources backed by devices (DRAExtendedResource): the scheduler's special claim.
+    extended_resource: bool = True
+
+    @classmethod
+    def from_gates(cls, gates: Mapping[str, bool]) -> AllocatorFeatures:
+        """Map feature gates (e.g. ``kube.features.FeatureGates``) to allocator features."""
+
+        def on(name: str, default: bool) -> bool:
+            return bool(gates.get(name, default))
+
+        taints = on("DRADeviceTaints", True)
+        return cls(
+            admin_access=on("DRAAdminAccess", True),
+            prioritized_list=on("DRAPrioritizedList", True),
+            partitionable_devices=on("DRAPartitionableDevices", True),
+            device_taints=taints,
+            device_taint_rules=taints and on("DRADeviceTaintRules", True),
+            binding_conditions=on("DRADeviceBindingConditions", True) and on("DRAResourceClaimDeviceStatus", True),
+            consumable_capacity=on("DRAConsumableCapacity", True),
+            list_attributes=on("DRAListTypeAttributes", False),
+            node_allocatable_resources=on("DRANodeAllocatableResources", False),
+            reserved_for_workloads=on("DRAReservedForWorkloads", False),
+            generic_workload=on("GenericWorkload", False),
+            workload_resource_claims=on("GenericWorkload", False) and on("DRAWorkloadResourceClaims", False),
+            dra_preemption=on("DRAPreemption", True),
+            extended_resource=on("DRAExtendedResource", True),
+        )
