@@ -40,7 +40,7 @@ def url(databases: Databases) -> str:
 @contextlib.asynccontextmanager
 async def running(url: str) -> AsyncIterator[Store]:
     engine = create_engine(url)
-    store = Store(engine, WatchCache(1000), compaction_interval=0, outcome_timeout=2.0)
+    store = Store(engine, WatchCache(1000), compaction_interval=0, outcome_timeout=30.0)
     await store.start()
     try:
         yield store
