@@ -227,12 +227,12 @@ class Storage:
             assert revision is not None
             if revision < self._store.compacted_revision:
                 raise RevisionCompacted(revision, self._store.compacted_revision)
-            # A revision this replica has not applied yet (written through another replica, or
-            # before this one restarted): the stream starts only once the cache holds it, since
-            # everything up to it the client has already seen and the stream must not repeat it.
-            await self._wait_for(revision)
             self._cache.add_watcher(watcher)
-            start = self._cache.revision
+            # The client has seen everything up to ``revision``. A replica that has not applied it
+            # yet (written through another replica, or before this one restarted) starts the stream
+            # there all the same and leaves out what it applies up to it, as upstream's cache
+            # watcher does: no waiting, and nothing sent twice.
+            start = max(self._cache.revision, revision)
             watcher.sent_up_to = start
             events: list[Event]
             if revision >= self._cache.history_floor(resource):

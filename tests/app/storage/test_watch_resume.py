@@ -36,7 +36,7 @@ class ResumedWatch:
     replica: str
     since: int
     status: int = 0  # none: the replica was down (killed) when the watch started
-    reason: str = ""
+    reason: str = ""  # of a refusal
     changes: list[Change] = field(default_factory=list)
 
 
@@ -148,9 +148,10 @@ def test_a_watch_resumed_at_another_replicas_acknowledged_version_starts_after_i
 ) -> None:
     """Every watch sees exactly the changes after the version it asked for, in order: none at or
     below it (the write it resumes from was acknowledged by the other replica, which this one may
-    not have applied yet), and none missing. Upstream's ``Cacher.Watch`` waits for its cache to
-    reach the version (``watchCache.waitUntilFreshAndBlock``, a 504 "Too large resource version"
-    past the bound) and then serves ``watchCache.getAllEventsSinceLocked``: events after it only."""
+    not have applied yet), and none missing. Upstream replays ``watchCache.getAllEventsSinceLocked``
+    (events after the version) and ``cacheWatcher.process`` sends a live event only when it is
+    newer than the version; the watch is not held up meanwhile
+    (``Cacher.waitUntilWatchCacheFreshAndForceAllEvents`` waits for sendInitialEvents only)."""
     if backend != "postgres":
         pytest.skip("several replicas need Postgres")
     url = databases.new()
@@ -171,8 +172,7 @@ def test_a_watch_resumed_at_another_replicas_acknowledged_version_starts_after_i
     if restart is None:
         assert all(w.status for w in run.watches), "a watch found no replica to answer though both ran"
     refused = [w for w in run.watches if w.status not in (0, 200)]
-    # A replica that cannot reach the version in time says so (upstream's 504), never anything else.
-    assert all(w.status == 504 and w.reason == "Timeout" for w in refused), refused[:3]
+    assert not refused, refused[:3]
     for watch in run.watches:
         expected = [change for change in log if change[0] > watch.since][: len(watch.changes)]
         assert watch.changes == expected, f"watch on {watch.replica} from {watch.since}: {watch.changes[:5]}... where the log has {expected[:5]}..."
