@@ -36,7 +36,11 @@ def main(argv: list[str] | None = None) -> int:
         from app.storage.db import run_migrations
 
         setup_logging("info")
-        run_migrations(args.database_url, args.revision)
+        try:
+            run_migrations(args.database_url, args.revision)
+        except Exception as exc:
+            print(f"error: {_database_problem(args.database_url, exc)}", file=sys.stderr)
+            return 3
         print(f"database schema is up to date ({args.revision})")
         return 0
     settings = settings_from_args(args)
@@ -71,6 +75,14 @@ def serve_forever(settings: Settings) -> int:
     from app.filters.connections import IDLE_TIMEOUT
     from app.server import create_app
     from app.storage.db import DatabaseUnusable, SchemaOutOfDate, check_schema, create_engine, prepare_database
+    from kube.listen import listen_error
+
+    if problem := listen_error(settings.host, settings.port):
+        print(f"error: {problem}", file=sys.stderr)
+        return 1
+    if problem := _missing_file(settings):
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
 
     async def preflight() -> None:
         engine = create_engine(settings.database_url)
@@ -115,6 +127,29 @@ def serve_forever(settings: Settings) -> int:
     return 0
 
 
+# The flags naming files the server reads at start, by their Settings field.
+FILE_FLAGS = {
+    "tls_cert_file": "--tls-cert-file",
+    "tls_private_key_file": "--tls-private-key-file",
+    "client_ca_file": "--client-ca-file",
+    "token_auth_file": "--token-auth-file",
+    "service_account_signing_key_file": "--service-account-signing-key-file",
+    "service_account_key_files": "--service-account-key-file",
+}
+
+
+def _missing_file(settings: Settings) -> str | None:
+    """The first file a flag names that does not exist, said with its flag (ssl names no file when one is missing)."""
+    import os
+
+    for field, flag in FILE_FLAGS.items():
+        value = getattr(settings, field)
+        for path in value if isinstance(value, tuple) else (value,):
+            if path and not os.path.exists(path):
+                return f"{flag} {path}: no such file"
+    return None
+
+
 def application(argv: list[str]) -> Any:
     """The ASGI application ``serve`` runs for the serve flags ``argv``, its database made ready,
     for another ASGI server (``python -m bench.httpfloor`` runs it under granian)."""
@@ -127,6 +162,20 @@ def application(argv: list[str]) -> Any:
     setup_logging(settings.log_level)
     prepare_database(settings.database_url)
     return create_app(settings)
+
+
+def _database_problem(url: str, exc: Exception) -> str:
+    """What its dialect says is wrong with the database at ``url``, given what using it raised."""
+    from sqlalchemy.engine import make_url
+
+    from app.storage.db import normalise_database_url
+    from app.storage.dialects import dialect_for
+
+    try:
+        parsed = make_url(normalise_database_url(url))
+        return dialect_for(parsed.get_backend_name()).explain(parsed, exc)
+    except Exception:
+        return f"the database {_redact(url)} cannot be used: {exc}"
 
 
 def _redact(url: str) -> str:

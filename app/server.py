@@ -131,7 +131,7 @@ class ApiServer:
             outcome_timeout=settings.request_timeout * 0.9,
         )
         self.storage = Storage(store, bookmark_interval=settings.bookmark_interval)
-        self.auth = AuthSystem(settings, self.storage)
+        self.auth = AuthSystem(settings, self.storage, self.gates)
         self.registry = GenericStore(self.storage, self.gates, settings.min_request_timeout, self.auth.tokens)
         self.namespaces = NamespaceLifecycle(self.registry)
         self.aggregation = ClusterRoleAggregation(self.registry)
@@ -174,8 +174,9 @@ def create_app(settings: Settings) -> Any:
         max_watches=settings.max_watches,
     )
     checks = storage_checks(server.storage, settings.etcd_healthcheck_timeout, settings.etcd_readycheck_timeout)
-    # Health probes answer before authentication, as load balancers and compose call them without credentials.
-    return ObserveMiddleware(HealthEndpoints(AuthFilter(limited, server.auth, negotiated_status), checks))
+    # Health probes are authenticated and authorized as every other path (upstream's order): anonymous
+    # probes pass by the bootstrap binding of system:public-info-viewer.
+    return ObserveMiddleware(AuthFilter(HealthEndpoints(limited, checks), server.auth, negotiated_status))
 
 
 def negotiated_status(exc: ApiError, scope: Any) -> tuple[str, bytes]:
@@ -223,6 +224,7 @@ def create_fastapi_app(settings: Settings) -> FastAPI:
         return Response(body, media_type=content_type)
 
     @app.get("/version")
+    @app.get("/version/")  # upstream serves both, no redirect
     async def _version() -> Response:
         return json_response(VERSION_INFO)
 

@@ -19,6 +19,7 @@ import os
 import signal
 import subprocess
 import sys
+import sysconfig
 import time
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from devtools.credentials import ClusterCredentials
 from devtools.server import REPO_ROOT, ServerProcess, migrate
 from kube.client import resource_path
 from kube.kubeconfig import kubeconfig_text
+from kube.listen import listen_error
 from kube.pki import write_private
 
 READY_CHECK_SECONDS = 2.0
@@ -70,6 +72,61 @@ MANIFEST_KINDS = {
     "ResourceClaimTemplate": ("resource.k8s.io", "v1", "resourceclaimtemplates", True),
     "Pod": ("", "v1", "pods", True),
 }
+
+
+class StartFailure(Exception):
+    """Why the stack cannot start, in one line for the user (``make run`` prints it and exits 1)."""
+
+
+def free_port_after(port: int) -> int:
+    """The first port after ``port`` that 127.0.0.1 can listen on, to suggest instead."""
+    return next((p for p in range(port + 1, min(port + 200, 65536)) if listen_error("127.0.0.1", p) is None), port + 1)
+
+
+def check_ports(port: int, explain_port: int) -> None:
+    """The API server's and the scheduler's ports must be free, else say which and how to pick another."""
+    if problem := listen_error("127.0.0.1", port):
+        raise StartFailure(f"{problem} (another make run?); stop what listens there, or use another port: make run PORT={free_port_after(port)}")
+    if explain_port and (problem := listen_error("127.0.0.1", explain_port)):
+        raise StartFailure(
+            f"{problem}, the scheduler's explanation port (another make run?); use another: "
+            f"DRA_EXPLAIN_PORT={free_port_after(explain_port)} make run (0: no explanations)"
+        )
+
+
+def last_error(text: str) -> str | None:
+    """The last ``error: ...`` line a process printed (the server's and ``app migrate``'s start failures)."""
+    lines = [line.strip() for line in text.splitlines() if line.startswith("error: ")]
+    return lines[-1].removeprefix("error: ") if lines else None
+
+
+def migrate_or_fail(database_url: str) -> None:
+    try:
+        migrate(database_url)
+    except subprocess.CalledProcessError as exc:
+        output = (exc.stderr or b"").decode(errors="replace") + (exc.stdout or b"").decode(errors="replace")
+        said = last_error(output) or (output.strip().splitlines() or [f"exit code {exc.returncode}"])[-1]
+        raise StartFailure(f"cannot migrate the database {database_url}: {said}") from None
+
+
+def start_server_or_fail(server: ServerProcess, log: Path) -> ServerProcess:
+    """Start the API server; when it exits at once, its own one-line reason (from its log, written since)."""
+    offset = log.stat().st_size if log.exists() else 0
+    try:
+        return server.start()
+    except (RuntimeError, TimeoutError) as exc:
+        with open(log, "rb") as f:
+            f.seek(offset)
+            reason = last_error(f.read().decode(errors="replace"))
+        server.stop()
+        hint = ""
+        if server.credentials is not None and any(not Path(flag).exists() for flag in server.credentials.server_flags() if "/" in flag):
+            hint = "; " + incomplete_credentials(server.credentials.directory)
+        raise StartFailure(f"the API server did not start: {reason or exc}{hint}") from None
+
+
+def incomplete_credentials(directory: Path) -> str:
+    return f"the credentials in {directory} are incomplete: rm -rf {directory} makes new ones (kubeconfigs made from the old ones stop working)"
 
 
 def write_kubeconfig(server: ServerProcess, path: Path) -> Path:
@@ -168,6 +225,25 @@ def readiness(server: ServerProcess) -> str | None:
     return ", ".join(line[3:] for line in response.text.splitlines() if line.startswith("[-]")) or response.text.strip()
 
 
+def start_server(args: argparse.Namespace, logs: Path) -> tuple[ServerProcess, Path]:
+    """The API server on its database and credentials, and the admin's kubeconfig; StartFailure says why not."""
+    check_ports(args.port, args.explain_port)
+    migrate_or_fail(args.database_url)
+    logs.mkdir(parents=True, exist_ok=True)
+    flags = ["--feature-gates", args.feature_gates] if args.feature_gates else []
+    flags += ["--audit-log-path", str(logs / "audit.log")]
+    pki = args.data_dir / "pki"
+    try:
+        credentials = ClusterCredentials.ensure(pki)
+        credentials.ensure_node_tokens(node_names(args.nodes))
+        server = ServerProcess(args.database_url, *flags, port=args.port, log_path=logs / "apiserver.log", credentials=credentials)
+        credentials.write_kubeconfigs(server.url)
+    except FileNotFoundError as exc:
+        raise StartFailure(f"{exc.filename} is missing; {incomplete_credentials(pki)}") from None
+    start_server_or_fail(server, logs / "apiserver.log")
+    return server, write_kubeconfig(server, REPO_ROOT / ".kube-dra" / "config")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m devtools.devstack", description=__doc__)
     parser.add_argument("--port", type=int, default=int(os.environ.get("DRA_PORT", "6443")))
@@ -184,18 +260,16 @@ def main(argv: list[str] | None = None) -> int:
         "--explain-port", type=int, default=int(os.environ.get("DRA_EXPLAIN_PORT", str(EXPLAIN_PORT))),
         help=f"the scheduler's explanation port, for kubectl dra (DRA_EXPLAIN_PORT; default {EXPLAIN_PORT}; 0: off)",
     )  # fmt: skip
+    parser.add_argument("--data-dir", type=Path, default=REPO_ROOT / "data", help="credentials (pki/) and logs (logs/) go here (default: data)")
     args = parser.parse_args(argv)
     profile = args.profile or ("none" if args.example_driver else DEFAULT_PROFILE)
 
-    migrate(args.database_url)
-    logs = REPO_ROOT / "data" / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    flags = ["--feature-gates", args.feature_gates] if args.feature_gates else []
-    credentials = ClusterCredentials.ensure(REPO_ROOT / "data" / "pki")
-    credentials.ensure_node_tokens(node_names(args.nodes))
-    flags += ["--audit-log-path", str(logs / "audit.log")]
-    server = ServerProcess(args.database_url, *flags, port=args.port, log_path=logs / "apiserver.log", credentials=credentials).start()
-    kubeconfig = write_kubeconfig(server, REPO_ROOT / ".kube-dra" / "config")
+    logs = args.data_dir / "logs"
+    try:
+        server, kubeconfig = start_server(args, logs)
+    except StartFailure as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     workers: list[subprocess.Popen[bytes]] = []
 
     def start(commands: list[tuple[str, list[str]]]) -> None:
@@ -216,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
         f"""
 The DRA control plane is running at {server.url} (database: {args.database_url}).
 Workers: {", ".join(n for n, _ in worker_commands(server, "", 0, "")) or "none yet"}; logs in {logs} (audit.log: one line per request).
-Credentials in {credentials.directory}; the kubeconfig below is the cluster admin's.
+Credentials in {args.data_dir / "pki"}; the kubeconfig below is the cluster admin's.
 
 Point kubectl at it:
 
@@ -224,8 +298,10 @@ Point kubectl at it:
     kubectl api-resources --api-group=resource.k8s.io
     kubectl apply -f examples/
 
-See devices, claims and why pods wait (kubectl dra is in .venv/bin):
+See devices, claims and why pods wait with kubectl dra: kubectl runs the plugin kubectl-dra
+from PATH, so put the venv's bin on it first (else: unknown command "dra"):
 
+    export PATH="{sysconfig.get_path('scripts')}:$PATH"
     kubectl dra devices
     kubectl dra why pod/NAME
     kubectl dra dashboard

@@ -54,6 +54,8 @@ KNOWN_FEATURES: dict[str, FeatureSpec] = {
     # KEP-5690: preemption that frees devices. Upstream adds it at beta in v1.38; v1.37 preempts
     # only for cpu, memory and pod slots. On here; false gives v1.37's behaviour (see README).
     "DRAPreemption": FeatureSpec(True, BETA),
+    # KEP-5284, from k8s.io/apiserver: impersonation constrained to what the request does (app.auth.impersonation).
+    "ConstrainedImpersonation": FeatureSpec(True, BETA),
 }
 
 

@@ -14,8 +14,13 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import orjson
 
 MAX_HEADER_LINES = 100
+MAX_BODY = 3 * 1024 * 1024  # the API server's request limit (a pod, its templates, a few slices)
 READ_TIMEOUT = 10.0
-REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed", 500: "Internal Server Error", 503: "Service Unavailable"}
+REASONS = {
+    200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
+    413: "Request Entity Too Large", 422: "Unprocessable Entity", 429: "Too Many Requests", 500: "Internal Server Error",
+    503: "Service Unavailable", 504: "Gateway Timeout",
+}  # fmt: skip
 
 
 @dataclass
@@ -25,6 +30,7 @@ class Request:
     query: dict[str, str] = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)  # lower-case names
     client_certificate: bytes | None = None  # DER, verified by the TLS layer
+    body: bytes = b""  # at most MAX_BODY bytes (Content-Length); larger requests are refused with 413
 
 
 @dataclass
@@ -59,7 +65,17 @@ async def _read_request(reader: asyncio.StreamReader, writer: asyncio.StreamWrit
     ssl_object = writer.get_extra_info("ssl_object")
     if ssl_object is not None:
         certificate = ssl_object.getpeercert(binary_form=True)
-    return Request(parts[0].upper(), unquote(target.path), query, headers, certificate)
+    body = b""
+    length = headers.get("content-length", "0")
+    if not length.isdigit() or int(length) > MAX_BODY:
+        raise _TooLarge
+    if int(length):
+        body = await asyncio.wait_for(reader.readexactly(int(length)), READ_TIMEOUT)
+    return Request(parts[0].upper(), unquote(target.path), query, headers, certificate, body)
+
+
+class _TooLarge(Exception):
+    """A body over MAX_BODY (or a Content-Length that is not a number)."""
 
 
 async def serve_http(handler: Handler, port: int, host: str = "127.0.0.1", ssl_context: ssl.SSLContext | None = None) -> asyncio.Server:
@@ -67,10 +83,15 @@ async def serve_http(handler: Handler, port: int, host: str = "127.0.0.1", ssl_c
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError, asyncio.TimeoutError, ssl.SSLError):
-            request = await _read_request(reader, writer)
-            if request is None:
-                response = Response(400, b"bad request")
+            response: Response
+            try:
+                request = await _read_request(reader, writer)
+            except _TooLarge:
+                request = None
+                response = Response(413, f"request body over {MAX_BODY} bytes".encode())
             else:
+                response = Response(400, b"bad request")
+            if request is not None:
                 try:
                     response = await handler(request)
                 except Exception as exc:  # the process keeps serving; the caller sees what broke
@@ -78,7 +99,8 @@ async def serve_http(handler: Handler, port: int, host: str = "127.0.0.1", ssl_c
             reason = REASONS.get(response.status, "")
             writer.write(
                 f"HTTP/1.1 {response.status} {reason}\r\nContent-Type: {response.content_type}\r\n"
-                f"Content-Length: {len(response.body)}\r\nConnection: close\r\n\r\n".encode() + response.body
+                f"Content-Length: {len(response.body)}\r\nConnection: close\r\n\r\n".encode()
+                + response.body
             )
             await writer.drain()
         writer.close()

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import os
+import signal
 import sys
 from collections.abc import Callable, Coroutine, Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import urlsplit
 
 import httpx
@@ -25,24 +25,27 @@ import yaml
 
 from kube.client import KubeClient, resource_path
 from kube.errors import ApiError
-from kube.explanations import EXPLAIN_URL_ANNOTATION, SCHEDULER_LEASE_NAME, SCHEDULER_LEASE_NAMESPACE, explain_path
-from kube.kubeconfig import KubeconfigContext, KubeconfigError, default_kubeconfig_paths, load_kubeconfig_context
+from kube.kubeconfig import KubeconfigError, default_kubeconfig_paths, load_kubeconfig_context
 from kubectl_dra import inventory, render
 from kubectl_dra.dashboard.model import MAX_LISTED
+from kubectl_dra.session import SCHEDULER_URL_ENV, CommandError, Session, fetch_explanation, scheduler_url
 
-USER_AGENT = "kubectl-dra/0.1"
-SCHEDULER_URL_ENV = "KUBECTL_DRA_SCHEDULER_URL"
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
+
 OUTPUTS = ("json", "yaml")
 RESOURCE = "resource.k8s.io"
 Obj = dict[str, Any]
 
 
-class CommandError(Exception):
-    """What went wrong, in kubectl's words (printed as is; exit code 1)."""
-
-
 class _Parser(argparse.ArgumentParser):
     """argparse with kubectl's error style and exit code."""
+
+    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
+        if file is None or file is sys.stdout:  # help: a reader that is gone is no error
+            write_out(message)
+        else:
+            super()._print_message(message, file)
 
     def error(self, message: str) -> NoReturn:
         sys.stderr.write(f"error: {message}\nSee '{self.prog} --help' for usage.\n")
@@ -99,28 +102,22 @@ def build_parser() -> argparse.ArgumentParser:
     claims.add_argument("-A", "--all-namespaces", action="store_true", help="claims of every namespace")
     claims.add_argument("-o", "--output", metavar="json|yaml", help="json or yaml (default: a table)")
 
+    from kubectl_dra import fit as whatif  # what-if capacity (kubectl_dra.fit)
+
+    whatif.add_arguments(
+        command("fit", "How many more pods like this one fit, on which nodes and devices (asked of the scheduler; nothing is created).",
+                "Examples:\n  kubectl dra fit -f pod.yaml\n  kubectl dra fit -f pod.yaml --max 50 --without-node sim-3 -o json\n"
+                "  kubectl dra fit -f pod.yaml --add-nodes 2 --profile gpu"),
+        command("drain-plan", "Where the pods with claims on a node would go if the node went now, and which would not fit.",
+                "Examples:\n  kubectl dra drain-plan sim-3\n  kubectl dra drain-plan sim-3 -o json"),
+    )  # fmt: skip
+
     dashboard = command("dashboard", "Serve the live device dashboard on this machine, reading as you (like kubectl proxy).",
                         "Examples:\n  kubectl dra dashboard\n  kubectl dra dashboard --port 8002")  # fmt: skip
     dashboard.add_argument("--address", default="127.0.0.1", help="address to serve on (default: 127.0.0.1)")
     dashboard.add_argument("--port", type=int, default=8001, help="port to serve on (default: 8001; 0: any free port)")
     dashboard.add_argument("--list-limit", type=_at_least_one, default=MAX_LISTED, help=f"pending pods and claims listed; the rest are counted (default: {MAX_LISTED})")
     return parser
-
-
-@dataclasses.dataclass
-class Session:
-    """The kubeconfig context a command runs with, and its API client."""
-
-    context: KubeconfigContext
-    namespace: str
-    scheduler_url: str
-
-    def client(self) -> KubeClient:
-        return KubeClient.from_connection(self.context.connection, user_agent=USER_AGENT)
-
-    def scheduler_client(self, url: str) -> KubeClient:
-        """The scheduler's explanation port, with the same credentials as the API server."""
-        return KubeClient.from_connection(dataclasses.replace(self.context.connection, server=url), user_agent=USER_AGENT)
 
 
 def session_from(args: argparse.Namespace) -> Session:
@@ -136,13 +133,26 @@ def session_from(args: argparse.Namespace) -> Session:
     return Session(context, args.namespace or context.namespace, args.scheduler_url)
 
 
+class OutputClosed(Exception):
+    """Whoever reads the output went away (``kubectl dra devices | head -1``): not an error."""
+
+
+def write_out(text: str) -> None:
+    """``text`` on stdout, now; a reader that is gone raises :class:`OutputClosed`."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise OutputClosed from None
+
+
 def emit(document: Any, output: str | None, text: Callable[[], str]) -> None:
     if output == "json":
-        print(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode())
+        write_out(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n")
     elif output == "yaml":
-        print(yaml.safe_dump(document, sort_keys=False).rstrip())
+        write_out(yaml.safe_dump(document, sort_keys=False))
     else:
-        print(text())
+        write_out(text() + "\n")
 
 
 def as_list(items: Sequence[Any]) -> Obj:
@@ -176,41 +186,29 @@ def pod_name(target: str) -> str:
     return name
 
 
-async def scheduler_url(session: Session, client: KubeClient) -> str:
-    """The explanation URL: given, or the one the leading scheduler wrote on its Lease."""
-    if session.scheduler_url:
-        return session.scheduler_url.rstrip("/")
-    lease_path = resource_path("coordination.k8s.io", "v1", "leases", SCHEDULER_LEASE_NAMESPACE, SCHEDULER_LEASE_NAME)
-    hint = f"pass --scheduler-url or set {SCHEDULER_URL_ENV}"
-    try:
-        lease = await client.get(lease_path)
-    except ApiError as exc:
-        if exc.code in (403, 404):
-            raise CommandError(f"cannot find the scheduler: {exc.message}; {hint}") from None
-        raise
-    url = ((lease.get("metadata") or {}).get("annotations") or {}).get(EXPLAIN_URL_ANNOTATION)
-    if not (lease.get("spec") or {}).get("holderIdentity"):
-        raise CommandError(f"no scheduler is leading (lease {SCHEDULER_LEASE_NAMESPACE}/{SCHEDULER_LEASE_NAME} has no holder); {hint}")
-    if not url:
-        raise CommandError(f"the leading scheduler does not serve explanations (start it with --explain-port); {hint}")
-    return str(url).rstrip("/")
-
-
-async def fetch_explanation(session: Session, client: KubeClient, namespace: str, name: str) -> Obj:
-    url = await scheduler_url(session, client)
-    async with session.scheduler_client(url) as scheduler:
-        try:
-            return await scheduler.get(explain_path(namespace, name))
-        except (httpx.TransportError, OSError) as exc:
-            raise CommandError(f"Unable to connect to the scheduler at {url}: {exc or type(exc).__name__}") from None
-
-
 async def why(session: Session, args: argparse.Namespace) -> None:
     name = pod_name(args.target)
     async with session.client() as client:
-        await client.get(resource_path("", "v1", "pods", session.namespace, name))  # the server's NotFound and Forbidden
+        pod = await client.get(resource_path("", "v1", "pods", session.namespace, name))  # the server's NotFound and Forbidden
         document = await fetch_explanation(session, client, session.namespace, name)
+        if inventory.waits_on_its_node(pod):  # placed, not started: what the kubelet said, as kubectl describe shows it
+            failures = inventory.preparation_failures(pod, await pod_events(client, pod, inventory.FAILED_PREPARE_REASON))
+            if failures:
+                document = {**document, "kubeletEvents": failures}
     emit(document, args.output, lambda: render.explanation(document))
+
+
+async def pod_events(client: KubeClient, pod: Obj, reason: str) -> list[Obj]:
+    """The pod's events of one reason; a refusal is a warning (they only add detail)."""
+    meta = pod.get("metadata") or {}
+    selector = f"involvedObject.kind=Pod,involvedObject.name={meta.get('name', '')},involvedObject.uid={meta.get('uid', '')},reason={reason}"
+    try:
+        return list((await client.list(resource_path("", "v1", "events", meta.get("namespace", "")), field_selector=selector)).get("items") or [])
+    except ApiError as exc:
+        if exc.code != 403:
+            raise
+        print(f"Warning: {exc.message}; the kubelet's events not shown", file=sys.stderr)
+        return []
 
 
 async def devices(session: Session, args: argparse.Namespace) -> None:
@@ -248,8 +246,41 @@ async def dashboard(session: Session, args: argparse.Namespace) -> None:
     await serve(session, args.address, args.port, args.list_limit)
 
 
+async def fit(session: Session, args: argparse.Namespace) -> None:
+    from kubectl_dra import fit as whatif
+
+    if bool(args.add_nodes) != bool(args.profile):
+        raise CommandError("--add-nodes and --profile go together")
+    try:
+        pod = whatif.read_pod(args.filename)
+        namespace = (pod.get("metadata") or {}).get("namespace") or session.namespace
+        async with session.client() as client:
+            url = await scheduler_url(session, client)
+            async with session.scheduler_client(url) as scheduler:
+                answer = await whatif.ask_fit(
+                    client, scheduler, url, namespace, pod, max_copies=args.max, without=args.without_node, add_nodes=args.add_nodes, profile=args.profile
+                )
+    except whatif.FitError as exc:
+        raise CommandError(str(exc)) from None
+    emit(answer, args.output, lambda: whatif.fit_text(answer))
+
+
+async def drain_plan(session: Session, args: argparse.Namespace) -> None:
+    from kubectl_dra import fit as whatif
+
+    async with session.client() as client:
+        url = await scheduler_url(session, client)
+        async with session.scheduler_client(url) as scheduler:
+            try:
+                plan = await whatif.ask(scheduler, url, whatif.drain_path(args.node), {})
+            except whatif.FitError as exc:
+                raise CommandError(str(exc)) from None
+    plan = {k: v for k, v in plan.items() if k not in ("kind", "apiVersion")}
+    emit(plan, args.output, lambda: whatif.drain_text(plan))
+
+
 COMMANDS: dict[str, Callable[[Session, argparse.Namespace], Coroutine[Any, Any, None]]] = {
-    "why": why, "devices": devices, "claims": claims, "dashboard": dashboard,
+    "why": why, "devices": devices, "claims": claims, "dashboard": dashboard, "fit": fit, "drain-plan": drain_plan,
 }  # fmt: skip
 
 
@@ -274,11 +305,25 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def _reader_gone() -> int:
+    """End as kubectl (a Go program) ends when its output's reader is gone: killed by SIGPIPE,
+    silently (the shell's status 141)."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing is left to flush at exit
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGPIPE)
+    return 128 + signal.SIGPIPE  # not reached
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = parse(argv)
+    try:
+        args = parse(argv)
+    except OutputClosed:
+        return _reader_gone()
     try:
         session = session_from(args)
         asyncio.run(COMMANDS[args.command](session, args))
+    except OutputClosed:
+        return _reader_gone()
     except CommandError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -32,6 +32,8 @@ STATES = ("free", "shared", "blocked", "allocated", "tainted", "unhealthy")
 _BLOCKING = ("NoSchedule", "NoExecute")
 MAX_SHOWN_ATTRIBUTES = 3
 LONG_VALUE = 24  # attribute values longer than this (UUIDs) are left out of the summary
+# The event reason of the kubelet when it cannot prepare a pod's devices (NodePrepareResources failed).
+FAILED_PREPARE_REASON = "FailedPrepareDynamicResources"
 
 
 @dataclass
@@ -347,6 +349,34 @@ def pending_pods(pods: Iterable[Obj]) -> list[Obj]:
     ]  # fmt: skip
     out.sort(key=lambda p: (str((p.get("metadata") or {}).get("creationTimestamp") or ""), _ref(p)))
     return out
+
+
+def waits_on_its_node(pod: Obj) -> bool:
+    """Whether a pod is bound to a node but not started there (its containers being created)."""
+    return bool((pod.get("spec") or {}).get("nodeName")) and (pod.get("status") or {}).get("phase", "Pending") == "Pending" and not (
+        pod.get("metadata") or {}
+    ).get("deletionTimestamp")
+
+
+def _event_time(event: Obj) -> str:
+    series = event.get("series") or {}
+    return str(series.get("lastObservedTime") or event.get("lastTimestamp") or event.get("eventTime") or (event.get("metadata") or {}).get("creationTimestamp") or "")
+
+
+def preparation_failures(pod: Obj, events: Iterable[Obj]) -> list[dict[str, Any]]:
+    """The kubelet's reports that it could not prepare the pod's devices (NodePrepareResources
+    failed), newest first: reason, message, how often and when last."""
+    uid = (pod.get("metadata") or {}).get("uid", "")
+    failures = [
+        e for e in events
+        if e.get("reason") == FAILED_PREPARE_REASON and (e.get("involvedObject") or {}).get("uid") in (uid, None, "")
+    ]  # fmt: skip
+    failures.sort(key=_event_time, reverse=True)
+    return [
+        {"type": e.get("type", ""), "reason": e.get("reason", ""), "message": e.get("message", ""),
+         "count": int((e.get("series") or {}).get("count") or e.get("count") or 1), "lastTimestamp": _event_time(e)}
+        for e in failures
+    ]  # fmt: skip
 
 
 def scheduling_message(pod: Obj) -> tuple[str, str]:

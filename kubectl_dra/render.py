@@ -34,12 +34,21 @@ def devices_table(rows: Sequence[DeviceRow]) -> str:
 def claims_table(rows: Sequence[ClaimRow], all_namespaces: bool) -> str:
     headers = ("NAME", "STATE", "DEVICES", "RESERVED-FOR", "NODE", "AGE")
     body = [
-        (r.name, r.state, ",".join(d.split("/", 2)[2] if d.count("/") >= 2 else d for d in r.devices), ",".join(x.split("/", 1)[-1] for x in r.reserved_for), r.node, human_age(r.created))
+        (r.name, r.state, ",".join(r.devices), ",".join(x.split("/", 1)[-1] for x in r.reserved_for), r.node, human_age(r.created))
         for r in rows
     ]
     if all_namespaces:
         return table(("NAMESPACE", *headers), [(r.namespace, *b) for r, b in zip(rows, body, strict=True)])
     return table(headers, body)
+
+
+def duration(seconds: float) -> str:
+    """``4ms``, ``1.25s``; under a millisecond says so (the scheduler rounds to milliseconds)."""
+    if seconds < 0.001:
+        return "under 1ms"
+    if seconds < 1:
+        return f"{seconds * 1000:.0f}ms"
+    return f"{seconds:.3g}s"
 
 
 def _reason_lines(reason: dict[str, Any], indent: str) -> list[str]:
@@ -52,6 +61,15 @@ def _reason_lines(reason: dict[str, Any], indent: str) -> list[str]:
 def explanation(doc: dict[str, Any]) -> str:
     """A pod's explanation as the scheduler answered it (``kubectl dra why``)."""
     lines = [f"Pod {doc.get('pod', '')}: {doc.get('state', '')}", f"  {doc.get('message', '')}"]
+    failures = doc.get("kubeletEvents") or []
+    if failures:
+        last = failures[0]
+        times = sum(int(f.get("count") or 1) for f in failures)
+        lines.append(
+            f"  The kubelet{' on ' + doc['node'] if doc.get('node') else ''} cannot start it: {last.get('reason', '')}"
+            f" ({'once' if times == 1 else f'{times} times'}, last {human_age(last.get('lastTimestamp'))} ago):"
+        )
+        lines.append(f"    {last.get('message', '')}")
     if doc.get("schedulerMessage"):
         lines.append(f"  The scheduler said: {doc['schedulerMessage']}")
     if doc.get("note"):
@@ -77,7 +95,7 @@ def explanation(doc: dict[str, Any]) -> str:
     if nodes and doc.get("groups") is not None:
         lines.append("")
         lines.append(
-            f"Nodes: {nodes.get('fit', 0)} of {nodes.get('total', 0)} fit, {nodes.get('examined', 0)} examined in {doc.get('elapsedSeconds', 0)}s"
+            f"Nodes: {nodes.get('fit', 0)} of {nodes.get('total', 0)} fit, {nodes.get('examined', 0)} examined in {duration(doc.get('elapsedSeconds') or 0)}"
         )
         if nodes.get("fitting"):
             lines.append(f"  fit now: {', '.join(nodes['fitting'])}")

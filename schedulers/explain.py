@@ -24,7 +24,7 @@ import asyncio
 import re
 import time
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
@@ -113,6 +113,7 @@ class Reason:
     request: str = ""
     details: list[str] = field(default_factory=list)
     alternatives: list[Reason] = field(default_factory=list)  # a prioritized list's subrequests, in order
+    devices: list[DeviceID] = field(default_factory=list)  # the devices that keep the pod out (taken, tainted, full)
 
     @property
     def key(self) -> tuple[Any, ...]:
@@ -136,6 +137,8 @@ class Reason:
             out["details"] = list(self.details)
         if self.alternatives:
             out["alternatives"] = [a.to_dict() for a in self.alternatives]
+        if self.devices:
+            out["devices"] = ["/".join(d) for d in self.devices]
         return out
 
 
@@ -338,15 +341,17 @@ class DeviceExplainer:
                 return _RequestFit([], usable, need, req)
             return _RequestFit([Reason(
                 COUNTERS_EXHAUSTED, f"shared counters do not cover {need} devices together", *where,
-                details=[f"{_bounded([d.name for d in usable], self.examples)} are free, their counters are not enough for {need}"],
+                details=[f"{_bounded([d.name for d in usable], self.examples)} are free, their counters are not enough for {need}"], devices=[d.id for d in usable],
             )], usable, need, req)  # fmt: skip
         reasons = []
         cls = req.class_name
         if taken:
             summary = f"every {cls} device is taken" if len(taken) == len(matching) else f"{cls} devices are taken by other claims"
-            reasons.append(Reason(DEVICES_TAKEN, summary, *where, details=[self._taken_by(taken)]))
+            reasons.append(Reason(DEVICES_TAKEN, summary, *where, details=[self._taken_by(taken)], devices=[d.id for d in taken]))
         for taint, devices in tainted.items():
-            reasons.append(Reason(TAINT_NOT_TOLERATED, f"device taint {taint} is not tolerated", *where, details=[_bounded([d.name for d in devices], self.examples)]))
+            reasons.append(Reason(
+                TAINT_NOT_TOLERATED, f"device taint {taint} is not tolerated", *where, details=[_bounded([d.name for d in devices], self.examples)], devices=[d.id for d in devices]
+            ))  # fmt: skip
         if capacity:
             reasons.append(self._capacity_reason(probe, req, capacity, where))
         if counters:
@@ -437,7 +442,9 @@ class DeviceExplainer:
                     keys.add(key)
                     facts.append(f"requests {amount.canonical()} {key}, {left.canonical()} of {dev.capacity[key].canonical()} left")
             items.append(f"{dev.name}: {', '.join(facts)}")
-        return Reason(CAPACITY_EXHAUSTED, f"not enough {', '.join(sorted(keys)) or 'capacity'} left on the devices", *where, details=items[: self.examples])
+        return Reason(
+            CAPACITY_EXHAUSTED, f"not enough {', '.join(sorted(keys)) or 'capacity'} left on the devices", *where, details=items[: self.examples], devices=[d.id for d in devices]
+        )  # fmt: skip
 
     def _counters_reason(self, probe: _Search, devices: list[_Device], where: tuple[str, str]) -> Reason:
         if not self.features.partitionable_devices:
@@ -452,7 +459,7 @@ class DeviceExplainer:
                     if left < amount.as_fraction():
                         facts.append(f"{set_name}/{counter} needs {amount.canonical()}, {_from_fraction(left, amount.format).canonical()} left")
             items.append(f"{dev.name}: {', '.join(facts)}")
-        return Reason(COUNTERS_EXHAUSTED, "shared counters of the devices are used up by other devices", *where, details=items[: self.examples])
+        return Reason(COUNTERS_EXHAUSTED, "shared counters of the devices are used up by other devices", *where, details=items[: self.examples], devices=[d.id for d in devices])
 
     # --- requests together ---
 
@@ -694,18 +701,21 @@ class Explainer:
                 key = tuple(r.key for r in reasons)
                 group = groups.get(key)
                 if group is None:
-                    groups[key] = group = {"count": 0, "nodes": [], "reasons": reasons}
+                    groups[key] = group = {"count": 0, "nodes": [], "named": []}
                 group["count"] += 1
                 if len(group["nodes"]) < limits.nodes_per_group:
                     group["nodes"].append(name)
+                    group["named"].append(reasons)  # each node's own facts
             yield
         if not_examined:
             groups[("not examined",)] = {
                 "count": not_examined, "nodes": [],
-                "reasons": [Reason(NOT_EXAMINED, f"not examined: the explanation stops after {limits.seconds:g}s")],
+                "named": [[Reason(NOT_EXAMINED, f"not examined: the explanation stops after {limits.seconds:g}s")]],
             }  # fmt: skip
         ordered = sorted(groups.values(), key=lambda g: -g["count"])
         shown = ordered[: limits.groups]
+        for g in shown:
+            g["reasons"] = group_reasons(g["nodes"], g["named"])
         rendered = [{"count": g["count"], "nodes": g["nodes"], "reasons": [r.to_dict() for r in g["reasons"]]} for g in shown]
         nodes: dict[str, Any] = {"total": len(names), "examined": examined, "fit": len(fits)}
         if fits:
@@ -767,6 +777,22 @@ class Explainer:
         if allocation:
             out["devices"] = [f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}" for r in (allocation.get("devices") or {}).get("results") or []]
         return out
+
+
+def group_reasons(nodes: Sequence[str], named: Sequence[Sequence[Reason]]) -> list[Reason]:
+    """The reasons of a group of nodes (same kinds and summaries) with the facts of each node
+    named: details that differ are told apart by node (``gpu-0`` of one node is not ``gpu-0`` of
+    another), devices are those of all of them."""
+
+    def merged(same: list[Reason]) -> Reason:
+        first = same[0]
+        alike = all(r.details == first.details for r in same)
+        details = list(first.details) if alike else [f"{node}: {d}" for node, r in zip(nodes, same, strict=True) for d in r.details]
+        alternatives = [merged([r.alternatives[i] for r in same]) for i in range(len(first.alternatives))]
+        devices = list(dict.fromkeys(d for r in same for d in r.devices))
+        return replace(first, details=details, alternatives=alternatives, devices=devices)
+
+    return [merged([reasons[i] for reasons in named]) for i in range(len(named[0]))]
 
 
 def _advance(steps: Generator[None, None, dict[str, Any]]) -> dict[str, Any] | None:

@@ -22,6 +22,8 @@ from kube.health import HEALTH_PATHS
 from kube.httpserve import Request, Response
 from schedulers.explain import Explainer, ExplainLimits
 from schedulers.scheduler import Scheduler
+from schedulers.whatifserver import PREFIX as WHATIF_PREFIX
+from schedulers.whatifserver import WhatIfLimits, WhatIfServer
 
 _POD_PATH = re.compile(r"^/explain/namespaces/([^/]+)/pods/([^/]+)$")
 
@@ -34,14 +36,17 @@ def status(code: int, reason: str, message: str, **details: Any) -> Response:
 class ExplainServer:
     """Routes explanation requests to the scheduler of the current leadership term (``scheduler``)."""
 
-    def __init__(self, auth: DelegatedAuth, limits: ExplainLimits | None = None) -> None:
+    def __init__(self, auth: DelegatedAuth, limits: ExplainLimits | None = None, whatif: WhatIfLimits | None = None) -> None:
         self.auth = auth
         self.limits = limits or ExplainLimits()
         self.scheduler: Scheduler | None = None
+        self.whatif = WhatIfServer(auth, whatif)
 
     async def handle(self, request: Request) -> Response:
         if request.path in HEALTH_PATHS:
             return Response(200, b"ok")
+        if request.path.startswith(WHATIF_PREFIX):  # what-if capacity (schedulers.whatifserver)
+            return await self.whatif.handle(request, self.scheduler)
         match = _POD_PATH.match(request.path)
         if match is None:
             return status(404, "NotFound", "the server could not find the requested resource")

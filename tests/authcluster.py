@@ -58,12 +58,12 @@ class AuthCluster:
         return httpx.Client(base_url=self.server.url, verify=self.context(), timeout=30.0)
 
 
-def start_auth_cluster(start_server: Callable[..., ServerProcess], tmp: Path, nodes: Sequence[str] = AUTH_NODES) -> AuthCluster:
-    """A server over HTTPS with Node,RBAC, NodeRestriction and an audit log, with a token for each of ``nodes``."""
+def start_auth_cluster(start_server: Callable[..., ServerProcess], tmp: Path, nodes: Sequence[str] = AUTH_NODES, flags: Sequence[str] = ()) -> AuthCluster:
+    """A server over HTTPS with Node,RBAC, NodeRestriction and an audit log (and ``flags``), with a token for each of ``nodes``."""
     credentials = ClusterCredentials.ensure(tmp / "pki")
     credentials.ensure_node_tokens(list(nodes))
     audit = tmp / "audit.log"
-    server = start_server("--audit-log-path", str(audit), credentials=credentials)
+    server = start_server("--audit-log-path", str(audit), *flags, credentials=credentials)
     return AuthCluster(server, credentials, audit, tmp)
 
 

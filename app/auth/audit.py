@@ -38,6 +38,7 @@ class AuditLog:
         attrs: Attributes | None,
         user: UserInfo | None,
         impersonated: UserInfo | None,
+        impersonation_constraint: str = "",
         source_ip: str,
         user_agent: str,
         code: int,
@@ -58,6 +59,8 @@ class AuditLog:
         }
         if impersonated is not None:
             event["impersonatedUser"] = impersonated.to_api()
+        if impersonation_constraint:
+            event["authenticationMetadata"] = {"impersonationConstraint": impersonation_constraint}
         if source_ip:
             event["sourceIPs"] = [source_ip]
         if user_agent:

@@ -1,39 +1,54 @@
-"""The default roles and bindings the server ensures at start, after upstream's bootstrap
-policy for what this server serves, plus the roles of this project's own scheduler and
-controller (modelled on ``system:kube-scheduler`` and the resource claim controller's role).
+"""The default roles and bindings the server ensures at start: upstream kube-apiserver's bootstrap
+policy (``app.auth.defaultpolicy``, unchanged, so upstream's kube-scheduler and
+kube-controller-manager find what they find there), plus what this project's own workers need
+beyond it, under names of their own.
 
-Upstream's kube-scheduler and kube-controller-manager run against this server as the same users
-(docs/upstream-components.md), so those roles also grant what upstream's grant them on the kinds
-this server serves, and the controller roles are bound, as upstream binds them, to the service
-accounts kube-controller-manager acts as with ``--use-service-account-credentials``."""
+The project's scheduler runs as ``system:kube-scheduler`` and needs nothing upstream's scheduler
+roles lack. Its controller process runs as ``system:kube-controller-manager``; with
+``--use-service-account-credentials`` each controller acts as its service account, which upstream's
+controller roles are bound to, and without it the process acts for every controller, so the roles
+of the controllers it runs are also bound to that user (``system:dra-controller-manager:<name>``).
+The kubelet simulator and its simulated nodes' drivers have roles of their own."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from app.auth.user import (
-    ALL_AUTHENTICATED,
-    ALL_UNAUTHENTICATED,
-    SYSTEM_PRIVILEGED_GROUP,
+from app.auth.defaultpolicy import (
+    CONTROLLER_ROLE_PREFIX,
+    SYSTEM_NAMESPACE,
+    binding,
+    cluster_role,
+    controller_role_bindings,
+    controller_roles,
+    r,
+    service_account,
+    user,
 )
+from app.auth.defaultpolicy import cluster_role_bindings as upstream_cluster_role_bindings
+from app.auth.defaultpolicy import cluster_roles as upstream_cluster_roles
+from app.auth.defaultpolicy import role_bindings as upstream_role_bindings
+from app.auth.defaultpolicy import roles as upstream_roles
+from kube.features import FeatureGates
 
-GROUP = "rbac.authorization.k8s.io"
-READ = ["get", "list", "watch"]
-READ_WRITE = ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]
-AUTOUPDATE = {"rbac.authorization.kubernetes.io/autoupdate": "true"}
-BOOTSTRAP_LABELS = {"kubernetes.io/bootstrapping": "rbac-defaults"}
-AGGREGATE_TO = "rbac.authorization.k8s.io/aggregate-to-"
 # The identities of this project's workers (their client certificates or tokens name these).
 SCHEDULER_USER = "system:kube-scheduler"
 CONTROLLER_USER = "system:kube-controller-manager"
 # The kubelet simulator's own identity (its reads; each node writes as itself).
 KUBELETSIM_USER = "system:kubeletsim"
 # The service account a simulated node's DRA drivers act as.
-DRIVER_NAMESPACE = "kube-system"
-SYSTEM_NAMESPACE = "kube-system"
-# The configmap components with delegated authentication read (and its reader role).
-AUTHENTICATION_CONFIGMAP = "extension-apiserver-authentication"
+DRIVER_NAMESPACE = SYSTEM_NAMESPACE
 DRIVER_SERVICE_ACCOUNT = "dra-kubeletsim-driver"
+# The controllers of ``python -m controllers`` (upstream's names), and the prefix of the bindings
+# that grant their roles to the process's own user.
+PROJECT_CONTROLLERS = (
+    "resource-claim-controller",
+    "generic-garbage-collector",
+    "device-taint-eviction-controller",
+    "resourcepoolstatusrequest-controller",
+)
+CONTROLLER_MANAGER_BINDING_PREFIX = "system:dra-controller-manager:"
 
 
 def service_accounts() -> list[dict[str, Any]]:
@@ -41,262 +56,68 @@ def service_accounts() -> list[dict[str, Any]]:
     return [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": DRIVER_SERVICE_ACCOUNT, "namespace": DRIVER_NAMESPACE}}]
 
 
-def rule(verbs: list[str], groups: list[str] | None = None, resources: list[str] | None = None, names: list[str] | None = None, urls: list[str] | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"verbs": verbs}
-    if groups is not None:
-        out["apiGroups"] = groups
-    if resources is not None:
-        out["resources"] = resources
-    if names:
-        out["resourceNames"] = names
-    if urls:
-        out["nonResourceURLs"] = urls
-    return out
+def _gates(gates: Mapping[str, bool] | None) -> Mapping[str, bool]:
+    return gates if gates is not None else FeatureGates()
 
 
-def _role(name: str, rules: list[dict[str, Any]], labels: dict[str, str] | None = None, aggregate: list[str] | None = None) -> dict[str, Any]:
-    role: dict[str, Any] = {
-        "apiVersion": f"{GROUP}/v1",
-        "kind": "ClusterRole",
-        "metadata": {"name": name, "labels": {**BOOTSTRAP_LABELS, **(labels or {})}, "annotations": dict(AUTOUPDATE)},
-        "rules": rules,
-    }
-    if aggregate is not None:
-        role["aggregationRule"] = {"clusterRoleSelectors": [{"matchLabels": {f"{AGGREGATE_TO}{a}": "true"}} for a in aggregate]}
-    return role
-
-
-def _binding(name: str, role: str, subjects: list[dict[str, str]]) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{GROUP}/v1",
-        "kind": "ClusterRoleBinding",
-        "metadata": {"name": name, "labels": dict(BOOTSTRAP_LABELS), "annotations": dict(AUTOUPDATE)},
-        "roleRef": {"apiGroup": GROUP, "kind": "ClusterRole", "name": role},
-        "subjects": subjects,
-    }
-
-
-def _controller_binding(controller: str) -> dict[str, Any]:
-    """A controller role's binding: to this project's controller, and to the service account
-    upstream's kube-controller-manager runs that controller as."""
-    name = f"system:controller:{controller}"
-    return _binding(name, name, [_user(CONTROLLER_USER), {"kind": "ServiceAccount", "name": controller, "namespace": SYSTEM_NAMESPACE}])
-
-
-def _group(name: str) -> dict[str, str]:
-    return {"apiGroup": GROUP, "kind": "Group", "name": name}
-
-
-def _user(name: str) -> dict[str, str]:
-    return {"apiGroup": GROUP, "kind": "User", "name": name}
-
-
-def _events() -> dict[str, Any]:
-    return rule(["create", "update", "patch"], ["", "events.k8s.io"], ["events"])
-
-
-def cluster_roles() -> list[dict[str, Any]]:
-    health = ["/healthz", "/livez", "/readyz", "/version", "/version/"]
+def project_cluster_roles() -> list[dict[str, Any]]:
+    """The roles of this project's workers that upstream's policy has no counterpart of."""
     return [
-        _role("cluster-admin", [rule(["*"], ["*"], ["*"]), rule(["*"], urls=["*"])]),
-        _role(
-            "system:discovery",
-            [rule(["get"], urls=["/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/openapi", "/openapi/*", "/readyz", "/version", "/version/"])],
-        ),
-        _role(
-            "system:basic-user",
-            [
-                rule(["create"], ["authorization.k8s.io"], ["selfsubjectaccessreviews", "selfsubjectrulesreviews"]),
-                rule(["create"], ["authentication.k8s.io"], ["selfsubjectreviews"]),
-            ],
-        ),
-        _role("system:public-info-viewer", [rule(["get"], urls=health)]),
-        _role("system:monitoring", [rule(["get"], urls=["/metrics", "/metrics/slis", "/livez", "/readyz", "/healthz", "/livez/*", "/readyz/*", "/healthz/*"])]),
-        # Namespace roles, filled in by aggregation from the system:aggregate-to-* roles.
-        _role("admin", [], aggregate=["admin"]),
-        _role("edit", [], labels={f"{AGGREGATE_TO}admin": "true"}, aggregate=["edit"]),
-        _role("view", [], labels={f"{AGGREGATE_TO}edit": "true"}, aggregate=["view"]),
-        _role(
-            "system:aggregate-to-admin",
-            [
-                rule(["create"], ["authorization.k8s.io"], ["localsubjectaccessreviews"]),
-                rule(READ_WRITE, [GROUP], ["rolebindings", "roles"]),
-            ],
-            labels={f"{AGGREGATE_TO}admin": "true"},
-        ),
-        _role(
-            "system:aggregate-to-edit",
-            [
-                rule(READ_WRITE, [""], ["pods", "pods/attach", "pods/exec", "pods/portforward", "pods/proxy"]),
-                rule(["create"], [""], ["pods/eviction"]),
-                rule(READ_WRITE, [""], ["secrets", "serviceaccounts"]),
-                rule(["impersonate"], [""], ["serviceaccounts"]),
-                rule(READ_WRITE, ["resource.k8s.io"], ["resourceclaims", "resourceclaimtemplates"]),
-            ],
-            labels={f"{AGGREGATE_TO}edit": "true"},
-        ),
-        _role(
-            "system:aggregate-to-view",
-            [
-                rule(READ, [""], ["pods", "pods/status", "serviceaccounts", "events", "namespaces", "namespaces/status"]),
-                rule(READ, ["events.k8s.io"], ["events"]),
-                rule(READ, ["resource.k8s.io"], ["resourceclaims", "resourceclaims/status", "resourceclaimtemplates"]),
-            ],
-            labels={f"{AGGREGATE_TO}view": "true"},
-        ),
-        _role(
-            "system:kube-scheduler",
-            [
-                _events(),
-                rule(["create"], ["coordination.k8s.io"], ["leases"]),
-                rule(["get", "update", "patch"], ["coordination.k8s.io"], ["leases"], names=["dra-scheduler"]),
-                rule(READ, [""], ["nodes", "namespaces"]),
-                rule(["delete", "get", "list", "watch"], [""], ["pods"]),
-                rule(["create"], [""], ["bindings", "pods/binding"]),
-                rule(["patch", "update"], [""], ["pods/status"]),
-                rule(READ, ["resource.k8s.io"], ["deviceclasses", "resourceslices", "devicetaintrules"]),
-                # The claim itself too: the scheduler adds its finalizer before allocating.
-                rule(["get", "list", "watch", "patch", "update"], ["resource.k8s.io"], ["resourceclaims", "resourceclaims/status"]),
-                # The claim for a pod's extended resources backed by devices (DRAExtendedResource).
-                rule(["create", "delete"], ["resource.k8s.io"], ["resourceclaims"]),
-                rule(["patch", "update"], ["resource.k8s.io"], ["resourceclaims/binding"]),
-                # Its explanation port asks the server whether a caller may see the pod (as upstream's secure port does).
-                rule(["create"], ["authorization.k8s.io"], ["subjectaccessreviews"]),
-                # Upstream kube-scheduler's: its leader election, what selects pods (default
-                # topology spreading), what preemption respects, and what volume plugins read.
-                rule(["get", "update", "list", "watch"], ["coordination.k8s.io"], ["leases"], names=["kube-scheduler"]),
-                rule(READ, [""], ["services", "replicationcontrollers"]),
-                rule(READ, ["apps", "extensions"], ["replicasets"]),
-                rule(READ, ["apps"], ["statefulsets"]),
-                rule(READ, ["policy"], ["poddisruptionbudgets"]),
-                rule(READ, [""], ["persistentvolumeclaims", "persistentvolumes"]),
-                rule(READ, ["storage.k8s.io"], ["csinodes"]),
-                rule(["get", "list", "watch"], ["storage.k8s.io"], ["volumeattachments"]),
-                rule(READ, ["storage.k8s.io"], ["csidrivers"]),
-                rule(READ, ["storage.k8s.io"], ["csistoragecapacities"]),
-                rule(["update"], [""], ["pods/finalizers"]),
-            ],
-        ),
-        # Bound to the scheduler: volume binding reads classes and binds claims to volumes.
-        _role(
-            "system:volume-scheduler",
-            [
-                rule([*READ, "update", "patch"], [""], ["persistentvolumes"]),
-                rule(READ, ["storage.k8s.io"], ["storageclasses"]),
-                rule([*READ, "update", "patch"], [""], ["persistentvolumeclaims"]),
-            ],
-        ),
-        _role(
-            "system:controller:resource-claim-controller",
-            [
-                rule(["get", "list", "watch"], [""], ["pods"]),
-                rule(["update"], [""], ["pods/finalizers"]),
-                rule(["patch", "update"], [""], ["pods/status"]),
-                rule(["get", "list", "watch", "create", "delete", "patch", "update"], ["resource.k8s.io"], ["resourceclaims"]),
-                rule(["patch", "update"], ["resource.k8s.io"], ["resourceclaims/status", "resourceclaims/binding"]),
-                rule(READ, ["resource.k8s.io"], ["resourceclaimtemplates"]),
-                rule(READ, ["", "events.k8s.io"], ["events"]),
-                _events(),
-            ],
-        ),
-        _role(
-            "system:controller:device-taint-eviction-controller",
-            [
-                rule(["get", "list", "watch", "delete"], [""], ["pods"]),
-                rule(["patch", "update"], [""], ["pods/status"]),
-                rule(READ, ["resource.k8s.io"], ["resourceclaims", "resourceslices", "deviceclasses", "devicetaintrules"]),
-                rule(["patch", "update"], ["resource.k8s.io"], ["devicetaintrules/status"]),
-                _events(),
-            ],
-        ),
-        # Upstream's garbage collector reads, patches and deletes every kind.
-        _role("system:controller:generic-garbage-collector", [rule(["get", "list", "watch", "patch", "update", "delete"], ["*"], ["*"]), _events()]),
-        # Upstream's namespace controller empties a deleted namespace of every resource (this server
-        # does that itself; upstream's kube-controller-manager does it again).
-        _role(
-            "system:controller:namespace-controller",
-            [
-                rule(["get", "list", "watch", "delete"], [""], ["namespaces"]),
-                rule(["update"], [""], ["namespaces/finalize", "namespaces/status"]),
-                rule(["get", "list", "watch", "delete", "deletecollection"], ["*"], ["*"]),
-            ],
-        ),
         # The simulator watches every simulated node's objects at once (a kubelet watches its own
         # only) and gets its nodes' drivers tokens bound to their node.
-        _role(
+        cluster_role(
             "system:kubeletsim",
             [
-                rule(READ, [""], ["nodes", "pods"]),
-                rule(READ, ["resource.k8s.io"], ["resourceslices", "resourceclaims", "deviceclasses"]),
-                rule(["create"], [""], ["serviceaccounts/token"], names=[DRIVER_SERVICE_ACCOUNT]),
-            ],
-        ),
-        _role(
-            "system:kube-controller-manager",
-            [
-                _events(),
-                rule(["create"], ["coordination.k8s.io"], ["leases"]),
-                rule(["get", "update", "patch"], ["coordination.k8s.io"], ["leases"], names=["dra-controller"]),
-                rule(READ, [""], ["namespaces"]),
-                # Upstream kube-controller-manager's: its leader election, and the service accounts
-                # (with their tokens) it acts as for each controller.
-                rule(["get", "update"], ["coordination.k8s.io"], ["leases"], names=["kube-controller-manager"]),
-                rule(["create"], [""], ["secrets", "serviceaccounts"]),
-                rule(["delete"], [""], ["secrets"]),
-                rule(["get"], [""], ["namespaces", "secrets", "serviceaccounts", "configmaps"]),
-                rule(["update"], [""], ["secrets", "serviceaccounts"]),
-                rule(["create"], ["authorization.k8s.io"], ["subjectaccessreviews"]),
-                rule(["create"], [""], ["serviceaccounts/token"]),
+                r("get list watch", "", "nodes pods"),
+                r("get list watch", "resource.k8s.io", "resourceslices resourceclaims deviceclasses"),
+                r("create", "", "serviceaccounts/token", names=DRIVER_SERVICE_ACCOUNT),
             ],
         ),
         # A node's DRA drivers: device status of the claims allocated on their own node.
-        _role(
-            "system:dra-kubeletsim-driver",
+        cluster_role(
+            f"system:{DRIVER_SERVICE_ACCOUNT}",
             [
-                rule(["get"], ["resource.k8s.io"], ["resourceclaims"]),
-                rule(["patch", "update"], ["resource.k8s.io"], ["resourceclaims/status"]),
-                rule(["associated-node:patch", "associated-node:update"], ["resource.k8s.io"], ["resourceclaims/driver"]),
+                r("get", "resource.k8s.io", "resourceclaims"),
+                r("patch update", "resource.k8s.io", "resourceclaims/status"),
+                r("associated-node:patch associated-node:update", "resource.k8s.io", "resourceclaims/driver"),
             ],
         ),
     ]
 
 
-def cluster_role_bindings() -> list[dict[str, Any]]:
+def project_cluster_role_bindings(gates: Mapping[str, bool]) -> list[dict[str, Any]]:
+    bound = {role["metadata"]["name"] for role in controller_roles(gates)}
+    controllers = [
+        binding(f"{CONTROLLER_MANAGER_BINDING_PREFIX}{name}", f"{CONTROLLER_ROLE_PREFIX}{name}", [user(CONTROLLER_USER)])
+        for name in PROJECT_CONTROLLERS
+        if f"{CONTROLLER_ROLE_PREFIX}{name}" in bound
+    ]
     return [
-        _binding("cluster-admin", "cluster-admin", [_group(SYSTEM_PRIVILEGED_GROUP)]),
-        _binding("system:discovery", "system:discovery", [_group(ALL_AUTHENTICATED)]),
-        _binding("system:basic-user", "system:basic-user", [_group(ALL_AUTHENTICATED)]),
-        _binding("system:public-info-viewer", "system:public-info-viewer", [_group(ALL_AUTHENTICATED), _group(ALL_UNAUTHENTICATED)]),
-        _binding("system:monitoring", "system:monitoring", [_group("system:monitoring")]),
-        _binding("system:kube-scheduler", "system:kube-scheduler", [_user(SCHEDULER_USER)]),
-        _binding("system:volume-scheduler", "system:volume-scheduler", [_user(SCHEDULER_USER)]),
-        _binding("system:kube-controller-manager", "system:kube-controller-manager", [_user(CONTROLLER_USER)]),
-        _controller_binding("resource-claim-controller"),
-        _controller_binding("device-taint-eviction-controller"),
-        _controller_binding("generic-garbage-collector"),
-        _controller_binding("namespace-controller"),
-        _binding("system:kubeletsim", "system:kubeletsim", [_user(KUBELETSIM_USER)]),
-        _binding(
-            "system:dra-kubeletsim-driver",
-            "system:dra-kubeletsim-driver",
-            [{"kind": "ServiceAccount", "name": DRIVER_SERVICE_ACCOUNT, "namespace": DRIVER_NAMESPACE}],
+        *controllers,
+        binding("system:kubeletsim", "system:kubeletsim", [user(KUBELETSIM_USER)]),
+        binding(
+            f"system:{DRIVER_SERVICE_ACCOUNT}",
+            f"system:{DRIVER_SERVICE_ACCOUNT}",
+            [service_account(DRIVER_SERVICE_ACCOUNT, DRIVER_NAMESPACE)],
         ),
     ]
 
 
+def cluster_roles(gates: Mapping[str, bool] | None = None) -> list[dict[str, Any]]:
+    gates = _gates(gates)
+    return [*upstream_cluster_roles(gates), *controller_roles(gates), *project_cluster_roles()]
+
+
+def cluster_role_bindings(gates: Mapping[str, bool] | None = None) -> list[dict[str, Any]]:
+    gates = _gates(gates)
+    return [*upstream_cluster_role_bindings(), *controller_role_bindings(gates), *project_cluster_role_bindings(gates)]
+
+
 def roles() -> list[dict[str, Any]]:
-    """Namespaced bootstrap roles: the reader of the configmap delegated authentication reads."""
-    role = _role("extension-apiserver-authentication-reader", [rule(READ, [""], ["configmaps"], names=[AUTHENTICATION_CONFIGMAP])])
-    role["kind"] = "Role"
-    role["metadata"]["namespace"] = SYSTEM_NAMESPACE
-    return [role]
+    """Namespaced bootstrap roles: upstream's (the reader of the configmap delegated authentication
+    reads, the leader election roles of the scheduler and the controller manager, ...)."""
+    return upstream_roles()
 
 
 def role_bindings() -> list[dict[str, Any]]:
-    """Namespaced bootstrap bindings: the scheduler and the controller manager read the
-    authentication configmap (for their own secure ports' delegated authentication)."""
-    binding = _binding("system::extension-apiserver-authentication-reader", "extension-apiserver-authentication-reader", [_user(CONTROLLER_USER), _user(SCHEDULER_USER)])
-    binding["kind"] = "RoleBinding"
-    binding["roleRef"]["kind"] = "Role"
-    binding["metadata"]["namespace"] = SYSTEM_NAMESPACE
-    return [binding]
+    return upstream_role_bindings()

@@ -38,7 +38,7 @@ from app.auth.authorizers import (
     forbidden,
     unauthorized,
 )
-from app.auth.impersonation import impersonate
+from app.auth.impersonation import ConstrainedImpersonation, impersonate, wanted_user
 from app.auth.node import NodeAuthorizer, NodeGraph
 from app.auth.noderestriction import NodeRestriction
 from app.auth.rbac import RBACAuthorizer, RBACIndex
@@ -46,6 +46,7 @@ from app.auth.user import SYSTEM_PRIVILEGED_GROUP, UserInfo
 from app.config import Settings
 from app.storage.storage import Storage
 from kube.errors import ApiError
+from kube.features import FeatureGates
 
 log = logging.getLogger("app.auth")
 
@@ -71,8 +72,9 @@ def _lookup(storage: Storage) -> Any:
 class AuthSystem:
     """Authenticators, authorizers, admission plugins and the audit log of one server."""
 
-    def __init__(self, settings: Settings, storage: Storage) -> None:
+    def __init__(self, settings: Settings, storage: Storage, gates: FeatureGates | None = None) -> None:
         self.settings = settings
+        gates = gates if gates is not None else FeatureGates.parse(settings.feature_gates)
         self.storage = storage
         lookup = _lookup(storage)
         self.rbac = RBACIndex()
@@ -92,6 +94,7 @@ class AuthSystem:
             else:
                 authorizers.append(AlwaysDeny())
         self.authorizer = UnionAuthorizer([PrivilegedGroups(SYSTEM_PRIVILEGED_GROUP), *authorizers])
+        self.constrained = ConstrainedImpersonation(self.authorizer) if gates.enabled("ConstrainedImpersonation") else None
         # Everything is allowed: skip attribute parsing and the authorizers on the request path.
         self.allow_all = self.modes == ("AlwaysAllow",)
         plugins = [p.strip() for p in settings.admission_plugins.split(",") if p.strip()]
@@ -161,11 +164,14 @@ class AuthSystem:
         if user is None:
             raise unauthorized()
         audit: dict[str, Any] = {"user": user}
-        if impersonating:
-            impersonated = impersonate(user, headers, self.authorizer)
-            audit["impersonated"] = impersonated
-            user = impersonated
         query = scope.get("query_string", b"").decode("latin-1")
+        if impersonating:
+            if self.constrained is None:
+                audit["impersonated"] = user = impersonate(user, headers, self.authorizer)
+            elif (wanted := wanted_user(headers)) is not None:
+                impersonation = self.constrained.impersonate(user, wanted, request_attributes(user, scope["method"], scope["path"], query))
+                audit["impersonated"] = user = impersonation.user
+                audit["impersonation_constraint"] = impersonation.constraint
         requester = context.Requester(user, (scope["method"], scope["path"], query), self.authorizer, self.rbac, self.admission, audit, self.modes)
         if self.allow_all:
             audit["decision"] = ("allow", "")
@@ -259,6 +265,7 @@ class AuthFilter:
             attrs=attrs,
             user=user,
             impersonated=notes.get("impersonated"),
+            impersonation_constraint=notes.get("impersonation_constraint", ""),
             source_ip=client[0] if client else "",
             user_agent=user_agent,
             code=code,

@@ -40,8 +40,8 @@ async def ensure_bootstrap_policy(registry: GenericStore) -> None:
             with contextlib.suppress(ApiError):
                 await registry.create(serviceaccount.STRATEGY, meta["namespace"], account, SYSTEM_MANAGER)
     for strategy, objects, field in (
-        (clusterrole.STRATEGY, bootstrap.cluster_roles(), "rules"),
-        (clusterrolebinding.STRATEGY, bootstrap.cluster_role_bindings(), "subjects"),
+        (clusterrole.STRATEGY, bootstrap.cluster_roles(registry.gates), "rules"),
+        (clusterrolebinding.STRATEGY, bootstrap.cluster_role_bindings(registry.gates), "subjects"),
         (namespace_role.STRATEGY, bootstrap.roles(), "rules"),
         (rolebinding.STRATEGY, bootstrap.role_bindings(), "subjects"),
     ):

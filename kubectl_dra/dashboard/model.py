@@ -108,10 +108,7 @@ class DashboardModel:
             before = self.server_error
             try:
                 if not self.user:
-                    review = await self.client.create(
-                        "/apis/authentication.k8s.io/v1/selfsubjectreviews", {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
-                    )
-                    self.user = str(((review.get("status") or {}).get("userInfo") or {}).get("username") or "")
+                    self.user = await self.whoami()
                 else:
                     await self.client.get("/version")
                 self.server_error = None
@@ -122,6 +119,13 @@ class DashboardModel:
             if self.server_error != before:
                 self._changed.set()
             await asyncio.sleep(PROBE_SECONDS)
+
+    async def whoami(self) -> str:
+        """The user name the API server knows the credentials by (a SelfSubjectReview, as ``kubectl auth whoami``)."""
+        review = await self.client.create(
+            "/apis/authentication.k8s.io/v1/selfsubjectreviews", {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+        )
+        return str(((review.get("status") or {}).get("userInfo") or {}).get("username") or "")
 
     async def _rebuild_loop(self) -> None:
         while True:

@@ -8,7 +8,8 @@ answers only requests whose Host is a loopback name (no DNS rebinding), and it o
 Routes: ``/`` the page and ``/static/*`` its files (plain JS and CSS, nothing fetched from
 elsewhere), ``/api/events`` the view model as Server-Sent Events (a snapshot, then patches),
 ``/api/device?id=driver/pool/device`` one device's details, ``/api/explain/NS/NAME`` the
-scheduler's explanation of a pod.
+scheduler's explanation of a pod, ``/api/whatif?pod=...|from=NS/NAME&max=N`` how many copies of a
+pod fit (:mod:`kubectl_dra.dashboard.whatif`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ import socket
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import httpx
 import orjson
@@ -33,10 +33,8 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from kube.errors import ApiError
-from kubectl_dra.dashboard.model import MAX_LISTED, DashboardModel
-
-if TYPE_CHECKING:
-    from kubectl_dra.cli import Session
+from kubectl_dra.dashboard.model import MAX_LISTED, PROBE_SECONDS, DashboardModel
+from kubectl_dra.session import CommandError, Session, fetch_explanation
 
 STATIC = Path(__file__).parent / "static"
 HEARTBEAT_SECONDS = 10.0
@@ -86,10 +84,10 @@ def build_app(model: DashboardModel, session: Session | None = None, accept_host
     async def explain(request: Request) -> Response:
         if session is None:
             return _status(503, "ServiceUnavailable", "explanations need the scheduler")
-        from kubectl_dra.cli import CommandError, fetch_explanation
-
         try:
-            return JSONResponse(await fetch_explanation(session, model.client, request.path_params["namespace"], request.path_params["name"]))
+            return JSONResponse(
+                await fetch_explanation(session, model.client, request.path_params["namespace"], request.path_params["name"])
+            )
         except ApiError as exc:
             return JSONResponse(exc.status(), status_code=exc.code)
         except CommandError as exc:
@@ -97,9 +95,14 @@ def build_app(model: DashboardModel, session: Session | None = None, accept_host
         except (httpx.TransportError, OSError) as exc:
             return _status(503, "ServiceUnavailable", f"cannot reach the API server: {exc or type(exc).__name__}")
 
+    async def whatif(request: Request) -> Response:
+        from kubectl_dra.dashboard.whatif import whatif as answer  # the "What if" panel
+
+        return await answer(request, model.client, session)
+
     routes = [
         Route("/", index), Route("/static/{name}", static), Route("/api/events", events), Route("/api/device", device),
-        Route("/api/explain/{namespace}/{name}", explain),
+        Route("/api/explain/{namespace}/{name}", explain), Route("/api/whatif", whatif),
     ]  # fmt: skip
 
     app = Starlette(routes=routes)
@@ -123,8 +126,6 @@ def build_app(model: DashboardModel, session: Session | None = None, accept_host
 
 def listen(address: str, port: int) -> socket.socket:
     """The dashboard's listening socket, bound before anything starts (a port in use fails at once)."""
-    from kubectl_dra.cli import CommandError
-
     try:
         infos = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM)
         sock = socket.socket(infos[0][0], socket.SOCK_STREAM)
@@ -151,7 +152,12 @@ async def serve(session: Session, address: str, port: int, list_limit: int = MAX
     server = uvicorn.Server(config)
     host, bound = sock.getsockname()[:2]
     where = f"[{host}]" if ":" in host else host
-    print(f"Serving the dashboard on http://{where}:{bound}/ as {session.context.name} (Ctrl-C stops it)", file=sys.stderr, flush=True)
+    try:
+        user = await asyncio.wait_for(model.whoami(), PROBE_SECONDS)
+    except (ApiError, httpx.TransportError, OSError, TimeoutError):
+        user = ""  # the page says what is wrong
+    who = f"as {user}" if user else f"as the user of context {session.context.name}"
+    print(f"Serving the dashboard on http://{where}:{bound}/ {who} (Ctrl-C stops it)", file=sys.stderr, flush=True)
     try:
         await server.serve(sockets=[sock])
     finally:

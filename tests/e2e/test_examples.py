@@ -25,7 +25,7 @@ from tests.processes import Worker, eventually
 EXAMPLES = Path(REPO_ROOT) / "examples"
 RESOURCE = "/apis/resource.k8s.io/v1"
 
-CLASSES = ["gpu-deviceclass.yaml", "nic-deviceclass.yaml", "gpu-partition-deviceclass.yaml"]
+CLASSES = ["gpu-deviceclass.yaml", "nic-deviceclass.yaml", "partitionable/gpu-partition-deviceclass.yaml"]
 
 PLURALS = {
     "Namespace": "namespaces",
@@ -188,14 +188,14 @@ def test_admin_access(stack: httpx.Client) -> None:
 
 
 def test_partitionable_gpu(stack: httpx.Client) -> None:
-    claims = run_example(stack, "partitionable-gpu.yaml")
+    claims = run_example(stack, "partitionable/partitionable-gpu.yaml")
     found = results(claims["gpu-slices"])
     assert len(found) == 2
     assert all(r["request"] == "slice" and r["pool"].startswith("part-") for r in found)
     profiles = {slice_attributes(stack, r)["profile"]["string"] for r in found}
     assert profiles == {"1g.10gb"}
     assert found[0]["device"] != found[1]["device"]
-    delete_pods(stack, "partitionable-gpu.yaml")
+    delete_pods(stack, "partitionable/partitionable-gpu.yaml")
 
 
 def test_extended_resource(stack: httpx.Client) -> None:

@@ -3,10 +3,18 @@ to the whole stack (HTTPS, Node,RBAC, the scheduler's explanation port) with the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import queue
+import re
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+import threading
+import time
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -57,7 +65,8 @@ def template(name: str, count: int = 1, selector: str = "", device_class: str = 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    """Two nodes of 8 GPUs, all taken by four running pods; pods that wait for different reasons."""
+    """Two nodes of 8 GPUs, all taken by four running pods; pods that wait for different reasons,
+    and one placed on sim-0 whose claim is not allocated, so the kubelet cannot prepare it."""
     with running_stack(tmp_path_factory.mktemp("kubectl-dra")) as stack, stack.admin() as admin:
         device_class = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": GPU},
                         "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{GPU}"'}}]}}  # fmt: skip
@@ -80,14 +89,23 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             return all(any(c["type"] == "PodScheduled" for c in (items[n].get("status") or {}).get("conditions") or []) for n in ("one-more", "big", "nowhere"))
 
         eventually(tried, "the scheduler tried the waiting pods", timeout=30)
+        never = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "never"},
+                 "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": GPU}}]}}}  # fmt: skip
+        assert admin.post("/apis/resource.k8s.io/v1/namespaces/default/resourceclaims", json=never).status_code == 201
+        stuck = pod("stuck", nodeName="sim-0", resourceClaims=[{"name": "gpu", "resourceClaimName": "never"}])
+        assert admin.post(pods, json=stuck).status_code == 201
         yield stack
 
 
-def kubectl(stack: Stack, *args: str, env: dict[str, str] | None = None, tmp: Path | None = None) -> subprocess.CompletedProcess[str]:
+def environment(stack: Stack, env: dict[str, str] | None = None, tmp: Path | None = None) -> dict[str, str]:
     bin_dir = plugin_bin((tmp or stack.tmp) / "plugin-bin")
     environment = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", "KUBECONFIG": str(stack.admin_kubeconfig), **(env or {})}
     environment.pop("KUBECTL_DRA_SCHEDULER_URL", None)
-    return subprocess.run([str(KUBECTL), "dra", *args], capture_output=True, text=True, env=environment, timeout=60)
+    return environment
+
+
+def kubectl(stack: Stack, *args: str, env: dict[str, str] | None = None, tmp: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(KUBECTL), "dra", *args], capture_output=True, text=True, env=environment(stack, env, tmp), timeout=60)
 
 
 def test_why_explains_taken_devices_on_every_node(stack: Stack) -> None:
@@ -98,6 +116,14 @@ def test_why_explains_taken_devices_on_every_node(stack: Stack) -> None:
     assert "  2 nodes (sim-0, sim-1):" in lines
     assert any(line.endswith(f"request gpu: every {GPU} device is taken") for line in lines), run.stdout
     assert any("gpu-0, gpu-1, gpu-2 (+1 more) by default/train-" in line and "(pod train-" in line for line in lines), run.stdout
+    # Both nodes have a gpu-0: each node's holders are named, under the node's name.
+    with stack.admin() as admin:
+        placed = {p["metadata"]["name"]: p["spec"].get("nodeName") for p in admin.get("/api/v1/namespaces/default/pods").json()["items"]}
+    for node in ("sim-0", "sim-1"):
+        (held,) = [line for line in lines if line.startswith(f"        {node}: gpu-")]
+        assert set(re.findall(r"\(pod (train-\d)\)", held)) == {p for p, n in placed.items() if p.startswith("train-") and n == node}, run.stdout
+    (timing,) = [line for line in lines if line.startswith("Nodes: ")]
+    assert re.fullmatch(r"Nodes: 0 of 2 fit, 2 examined in (\d+ms|under 1ms|\d\.\d+s)", timing), timing
     document = json.loads(kubectl(stack, "why", "one-more", "-o", "json").stdout)
     assert document["kind"] == "PodExplanation" and document["state"] == "Unschedulable"
     assert document["nodes"] == {"total": 2, "examined": 2, "fit": 0}
@@ -132,9 +158,52 @@ def test_claims_table(stack: Stack) -> None:
     assert header.split() == ["NAME", "STATE", "DEVICES", "RESERVED-FOR", "NODE", "AGE"]
     states = {r.split()[0].rsplit("-", 2)[0]: r.split()[1] for r in rows}
     assert states["train-0"] == "allocated,reserved" and states["one-more"] == "pending"
+    (train,) = [r.split() for r in rows if r.startswith("train-0-")]
+    assert re.fullmatch(rf"{GPU}/sim-\d/gpu-\d(,{GPU}/sim-\d/gpu-\d){{3}}", train[2]), train  # driver/pool/device, as two drivers may both have a gpu-0
     everywhere = kubectl(stack, "claims", "-A", "-o", "yaml")
     assert {i["namespace"] for i in yaml.safe_load(everywhere.stdout)["items"]} == {"default"}
     assert kubectl(stack, "claims", "-n", "kube-system").stderr == "No resources found in kube-system namespace.\n"
+
+
+def test_why_shows_what_the_kubelet_says_of_a_placed_pod_it_cannot_start(stack: Stack) -> None:
+    """Bound, but NodePrepareResources failed: the kubelet's FailedPrepareDynamicResources event."""
+    with stack.admin() as admin:
+
+        def kubelet_said() -> list[dict[str, Any]]:
+            items = admin.get("/api/v1/namespaces/default/events").json()["items"]
+            return [e for e in items if e["involvedObject"]["name"] == "stuck" and e["reason"] == "FailedPrepareDynamicResources"]
+
+        (event,) = eventually(kubelet_said, "the kubelet's event", timeout=30)
+    run = kubectl(stack, "why", "pod/stuck")
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[:2] == ["Pod default/stuck: Bound", "  the pod is bound to node sim-0"], run.stdout
+    assert re.fullmatch(r"  The kubelet on sim-0 cannot start it: FailedPrepareDynamicResources \(once, last \d+s ago\):", lines[2]), run.stdout
+    assert lines[3] == f"    {event['message']}" and "never" in event["message"]
+    document = json.loads(kubectl(stack, "why", "pod/stuck", "-o", "json").stdout)
+    assert [(e["type"], e["reason"], e["message"], e["count"]) for e in document["kubeletEvents"]] == [
+        ("Warning", "FailedPrepareDynamicResources", event["message"], 1)
+    ]
+    running = kubectl(stack, "why", "pod/train-0")
+    assert "kubelet" not in running.stdout
+
+
+def with_reader_gone(stack: Stack, *args: str) -> tuple[int, str]:
+    """kubectl's exit status and stderr when its output's reader has gone away (``| head -1``)."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        run = subprocess.run([str(KUBECTL), *args], stdout=write, stderr=subprocess.PIPE, text=True, env=environment(stack), timeout=60)
+    finally:
+        os.close(write)
+    return run.returncode, run.stderr
+
+
+def test_a_reader_that_goes_away_ends_the_plugin_as_it_ends_kubectl(stack: Stack) -> None:
+    kubectls = with_reader_gone(stack, "get", "resourceslices")
+    assert kubectls == (-signal.SIGPIPE, "")  # killed by SIGPIPE (the shell's 141), saying nothing
+    for args in (("devices",), ("claims", "-o", "yaml"), ("why", "pod/one-more"), ("--help",)):
+        assert with_reader_gone(stack, "dra", *args) == kubectls, args
 
 
 # --- bad input -------------------------------------------------------------------------------------
@@ -221,3 +290,58 @@ def test_explanations_need_the_callers_own_permission(stack: Stack, tmp_path: Pa
         assert admin.post("/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings", json=binding).status_code == 201
     allowed = eventually(lambda: (r := httpx.get(url, verify=context)).status_code == 200 and r, "alice may now", timeout=20)
     assert allowed.json()["state"] == "Unschedulable"
+
+
+def banner(process: subprocess.Popen[str], timeout: float = 90) -> list[str]:
+    """What ``make run`` (devtools.devstack) prints up to "Press Ctrl-C to stop."."""
+    assert process.stdout is not None
+    lines: queue.Queue[str] = queue.Queue()
+
+    def read() -> None:
+        for line in process.stdout or ():
+            lines.put(line.rstrip("\n"))
+
+    threading.Thread(target=read, daemon=True).start()
+    printed: list[str] = []
+    deadline = time.monotonic() + timeout
+    while not printed or printed[-1] != "Press Ctrl-C to stop.":
+        try:
+            printed.append(lines.get(timeout=max(0.0, deadline - time.monotonic())))
+        except queue.Empty:
+            raise AssertionError(f"no banner in {timeout:g}s: {printed}") from None
+    return printed
+
+
+def test_following_make_runs_banner_kubectl_dra_works(tmp_path: Path) -> None:
+    """A shell whose kubectl is a system one, without the venv on PATH: the banner's commands,
+    as printed, make ``kubectl dra`` work (without them: kubectl's unknown command "dra")."""
+    system = tmp_path / "system-bin"
+    system.mkdir()
+    (system / "kubectl").symlink_to(KUBECTL)
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("DRA_", "KUBECTL_DRA_"))}, "PATH": f"{system}{os.pathsep}/usr/bin{os.pathsep}/bin"}
+    env.pop("KUBECONFIG", None)
+    root = Path(tempfile.mkdtemp(prefix="ds-", dir="/tmp"))  # make run's data/ and .kube-dra/ (short: unix socket paths are limited)
+    start = f"import sys, pathlib, devtools.devstack as d; d.REPO_ROOT = pathlib.Path({str(root)!r}); sys.exit(d.main(sys.argv[1:]))"
+    flags = ["--port", str(free_port()), "--explain-port", str(free_port()), "--database-url", f"sqlite:///{root / 'dra.sqlite'}"]
+    process = subprocess.Popen(
+        [sys.executable, "-c", start, *flags], cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True
+    )  # fmt: skip
+    try:
+        exports = [line.strip() for line in banner(process) if line.startswith("    export ")]
+        assert [e.split("=", 1)[0] for e in exports] == ["export KUBECONFIG", "export PATH"], exports
+
+        def shell(script: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, cwd=root, timeout=60)
+
+        without = shell(f"{exports[0]}; kubectl dra devices")
+        assert (without.returncode, without.stderr.splitlines()[0]) == (1, 'error: unknown command "dra" for "kubectl"'), without.stderr
+        following = shell("; ".join([*exports, "kubectl dra claims -A"]))
+        assert (following.returncode, following.stderr) == (0, "No resources found.\n"), following.stderr
+    finally:
+        process.send_signal(signal.SIGINT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(30)
+        with contextlib.suppress(ProcessLookupError):  # what it started, should Ctrl-C come before it listens for it
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        shutil.rmtree(root, ignore_errors=True)

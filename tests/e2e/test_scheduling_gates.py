@@ -1,6 +1,6 @@
 # The client's models type every field Optional; these tests assert on the values instead.
 # mypy: disable-error-code="union-attr,index,arg-type"
-"""``examples/scheduling-gates.yaml`` on the whole stack: server, controller, scheduler, kubelet simulator.
+"""``examples/scheduling-gates/scheduling-gates.yaml`` on the whole stack: server, controller, scheduler, kubelet simulator.
 
 The same story twice, once with the real kubectl (skipped when there is none) and once with the
 official Python client, each with the manifest exactly as shipped (so each test removes what it
@@ -29,7 +29,7 @@ from tests.clients.test_kubectl import VENV_KUBECTL, Kubectl, parse_table
 from tests.e2e.test_examples import EXAMPLES, RESOURCE, apply, eventually, load
 from tests.schedulers.test_scheduler import Worker
 
-EXAMPLE = "scheduling-gates.yaml"
+EXAMPLE = "scheduling-gates/scheduling-gates.yaml"
 NAMESPACE = "default"
 POD = "gated-gpu-pod"
 GATES = ["example.com/quota", "example.com/topology"]

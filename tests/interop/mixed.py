@@ -91,7 +91,11 @@ def mixed_stack(
             upstream.append(start_kube_scheduler(credentials.kubeconfig("scheduler"), log_path=stack.upstream_logs[-1]))
         if upstream_controllers:
             stack.upstream_logs.append(logs / "kube-controller-manager.log")
-            upstream.append(start_kube_controller_manager(credentials.kubeconfig("controller"), controllers=DRA_CONTROLLERS, log_path=stack.upstream_logs[-1]))
+            # Each controller as its service account, as upstream deploys it (the bootstrap policy binds
+            # the controller roles to those accounts only).
+            kcm_args = ["--use-service-account-credentials"]
+            kcm = start_kube_controller_manager(credentials.kubeconfig("controller"), controllers=DRA_CONTROLLERS, extra_args=kcm_args, log_path=stack.upstream_logs[-1])
+            upstream.append(kcm)
         total = sum(count for _, count, _ in nodes)
         eventually(lambda: len(stack.client.get(f"{RESOURCE}/resourceslices").json()["items"]) >= total, "simulators publish slices")
         for lease in (["kube-scheduler"] if upstream_scheduler else []) + (["kube-controller-manager"] if upstream_controllers else []):

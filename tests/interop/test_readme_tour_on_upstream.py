@@ -18,7 +18,19 @@ import pytest
 
 from devtools import upstream
 from devtools.server import REPO_ROOT, stop_process
-from tests.e2e.test_readme_tour import NODES, PROFILE, PYTHON_STEPS, README, SH_STEPS, Background, check, problems, run_python, run_sh
+from tests.e2e.test_readme_tour import (
+    NODES,
+    PROFILE,
+    PYTHON_STEPS,
+    README,
+    SH_STEPS,
+    Background,
+    check,
+    problems,
+    run_python,
+    run_sh,
+    stop_background,
+)
 from tests.interop.upstream import needs_upstream, upstream_binaries
 
 pytestmark = needs_upstream
@@ -67,6 +79,9 @@ def test_the_kubectl_tour_runs_on_upstream(tour_env: tuple[dict[str, str], Path]
     running: list[Background] = []
     try:
         for step in TOUR_STEPS:
+            if step.stop:
+                for background in running:
+                    stop_background(background)
             if step.background:
                 out = directory / f"background-{step.line}.out"
                 with open(out, "w") as sink:

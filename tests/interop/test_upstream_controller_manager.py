@@ -72,6 +72,13 @@ def test_a_claim_from_a_template_is_released_and_deleted_with_its_pod(stack: htt
     eventually(released, "the shared claim released and deallocated")
 
 
+def test_each_controller_acts_as_its_service_account(stack: httpx.Client) -> None:
+    """--use-service-account-credentials: kube-controller-manager made each controller's account
+    (the bootstrap policy binds the controller roles to those accounts only)."""
+    for account in ("resource-claim-controller", "device-taint-eviction-controller", "generic-garbage-collector", "namespace-controller"):
+        eventually(lambda account=account: stack.get(f"/api/v1/namespaces/kube-system/serviceaccounts/{account}").status_code == 200, f"{account} made")
+
+
 def test_kube_controller_manager_logged_nothing_this_server_caused(mixed: MixedStack) -> None:
     """Runs last in this file."""
     assert mixed.upstream_findings() == []

@@ -85,7 +85,8 @@ def pod(name: str, template: str = "", **spec: Any) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, dict[str, str]]]:
     """Two nodes of 8 GPUs: two pods hold 4 each; one GPU tainted by a rule, one reported unhealthy;
-    a fabric pool for all nodes with one device shared 40%; a pod waiting for 160Gi GPUs.
+    a fabric pool for all nodes with one device shared 40%; a pod waiting for 160Gi GPUs and one
+    for 9 GPUs (more than a node has).
     Yields the stack and the state every device should show."""
     with running_stack(tmp_path_factory.mktemp("dashboard")) as stack, stack.admin() as admin:
         for body in (
@@ -96,7 +97,7 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, 
         ):  # fmt: skip
             assert admin.post("/apis/resource.k8s.io/v1/deviceclasses", json=body).status_code == 201
         templates = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaimtemplates"
-        for name, exactly in (("four", {"deviceClassName": GPU, "count": 4}),
+        for name, exactly in (("four", {"deviceClassName": GPU, "count": 4}), ("nine", {"deviceClassName": GPU, "count": 9}),
                               ("big", {"deviceClassName": GPU, "selectors": [{"cel": {"expression": f'device.capacity["{GPU}"].memory.compareTo(quantity("160Gi")) >= 0'}}]})):  # fmt: skip
             body = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": name},
                     "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}}}  # fmt: skip
@@ -138,6 +139,7 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, 
         expected["fabric.example.com/fabric/link-0"] = "shared"
         expected["fabric.example.com/fabric/link-1"] = "free"
         assert admin.post(PODS, json=pod("big", "big")).status_code == 201
+        assert admin.post(PODS, json=pod("nine", "nine")).status_code == 201
         yield stack, expected
 
 
@@ -191,6 +193,25 @@ def test_the_map_shows_each_device_in_its_state(page: Any, scenario: tuple[Stack
     assert "example.com/maintenance:NoSchedule" in details and "capacity memory0/80Gi" in details
 
 
+def test_the_map_shows_drivers_and_device_names(page: Any, scenario: tuple[Stack, dict[str, str]]) -> None:
+    """Not only on hover: each node's devices under their driver's name, each with its name."""
+    _, expected = scenario
+    drivers = page.eval_on_selector_all(".row", "rows => rows.map(r => [r.dataset.node, [...r.querySelectorAll('.driver-name')].map(d => d.innerText)])")
+    assert drivers == [["sim-0", [GPU]], ["sim-1", [GPU]], ["<all nodes: fabric>", ["fabric.example.com"]]]
+    names = dict(page.eval_on_selector_all(".cell[data-id]", "cells => cells.map(c => [c.dataset.id, c.innerText])"))
+    assert names == {key: key.rsplit("/", 1)[1] for key in expected}
+    fabric = page.eval_on_selector('[data-driver="fabric.example.com"]', "group => group.innerText")
+    assert fabric.split() == ["fabric.example.com", "link-0", "link-1"]
+
+
+def test_the_header_names_the_user(page: Any, scenario: tuple[Stack, dict[str, str]], dashboard: Dashboard) -> None:
+    stack, _ = scenario
+    page.wait_for_function("document.getElementById('who').textContent !== ''", timeout=10000)
+    assert page.text_content("#who") == f"as kubernetes-admin on {stack.server.url}"
+    banner = (stack.tmp / "dashboard.log").read_text().splitlines()[0]
+    assert banner == f"Serving the dashboard on {dashboard.url} as kubernetes-admin (Ctrl-C stops it)"
+
+
 def test_changes_show_within_a_second(page: Any, scenario: tuple[Stack, dict[str, str]]) -> None:
     stack, expected = scenario
     target = next(k for k, v in expected.items() if v == "free" and k.startswith(GPU))
@@ -218,6 +239,22 @@ def test_a_pending_pods_explanation_is_shown(page: Any) -> None:
     shot = artifact("dashboard.png")
     page.screenshot(path=str(shot))
     assert shot.stat().st_size > 10_000
+
+
+def test_the_devices_that_keep_a_pending_pod_out_are_marked(page: Any) -> None:
+    """Nine GPUs wanted, a node has eight: the taken and the tainted ones are marked on the map."""
+    page.click('.tabs button[data-tab="pending"]')
+    page.click('[data-pod="default/nine"]')
+    page.wait_for_selector("#map .cell.blocking", timeout=10000)
+    keeping = {key for key, state in states_on_page(page).items() if key.startswith(GPU) and state in ("allocated", "tainted")}
+    assert len(keeping) >= 9
+    eventually(lambda: set(page.eval_on_selector_all("#map .cell.blocking", "cells => cells.map(c => c.dataset.id)")) == keeping, "the map marks them", timeout=10)
+    assert f"{len(keeping)} devices keep the pod out (taken, tainted or full); marked on the map." in page.text_content(".explanation")
+    page.screenshot(path=str(artifact("dashboard-blocking.png")))
+    # Another choice clears the marks.
+    page.click('.tabs button[data-tab="pending"]')
+    page.click('[data-pod="default/big"]')
+    page.wait_for_selector("#map .cell.blocking", state="detached", timeout=10000)
 
 
 def test_the_api_server_going_away_is_shown_and_recovers(page: Any, scenario: tuple[Stack, dict[str, str]]) -> None:

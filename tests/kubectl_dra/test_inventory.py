@@ -89,8 +89,18 @@ def test_claim_rows_and_tables() -> None:
     ]
     text = render.claims_table(rows, all_namespaces=True).splitlines()
     assert text[0].split() == ["NAMESPACE", "NAME", "STATE", "DEVICES", "RESERVED-FOR", "NODE", "AGE"]
-    assert text[1].split()[:6] == ["default", "a", "allocated,reserved", "gpu-1", "p1", "n1"]
+    assert text[1].split()[:6] == ["default", "a", "allocated,reserved", f"{DRIVER}/n1/gpu-1", "p1", "n1"]
     assert text[2].split()[:6] == ["default", "b", "pending", "<none>", "<none>", "<none>"]
+
+
+def test_claims_table_tells_devices_of_two_drivers_apart() -> None:
+    """Two drivers both name a device gpu-0: the table says whose (driver/pool/device)."""
+    other = {"request": "gpu", "driver": "other.example.com", "pool": "n1", "device": "gpu-0"}
+    rows = inventory.claim_rows([claim("a", result("gpu-0")), claim("b", other)])
+    lines = render.claims_table(rows, all_namespaces=False).splitlines()
+    assert [line.split()[:3] for line in lines] == [
+        ["NAME", "STATE", "DEVICES"], ["a", "allocated", f"{DRIVER}/n1/gpu-0"], ["b", "allocated", "other.example.com/n1/gpu-0"],
+    ]  # fmt: skip
 
 
 def test_pending_pods_and_their_reasons() -> None:

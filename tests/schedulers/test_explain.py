@@ -207,7 +207,9 @@ async def test_nodes_are_grouped_by_their_reasons() -> None:
         (2, ["claim default/mine, request gpu: no device of class gpu on the node"]),
     ]
     assert out["groups"][0]["nodes"] == ["full-0", "full-1", "full-2", "full-3"]
-    assert out["groups"][0]["reasons"][0]["details"] == ["dev-0 by default/held-0"]  # the first node of the group
+    # Each node's own holders: dev-0 of full-0 is not dev-0 of full-1.
+    assert out["groups"][0]["reasons"][0]["details"] == [f"full-{i}: dev-0 by default/held-{i}" for i in range(4)]
+    assert out["groups"][0]["reasons"][0]["devices"] == [f"gpu.example.com/full-{i}/dev-0" for i in range(4)]
     assert out["message"].startswith("0/6 nodes fit. 4 nodes: claim default/mine, request gpu: every gpu device is taken. 2 nodes:")
     assert out["claims"] == [{"name": "default/mine", "entry": "mine", "allocated": False, "requests": [{"name": "gpu", "deviceClassName": "gpu", "count": 1}]}]
 

@@ -1,6 +1,8 @@
 // The device dashboard: follows /api/events (a snapshot, then patches) and draws a virtualised
-// device map (only the rows in view exist in the page), pending pods with the scheduler's
-// explanations, and claims. Plain JavaScript, nothing loaded from elsewhere.
+// device map (only the rows in view exist in the page: per node, each driver's devices under the
+// driver's name, each device with its name), pending pods with the scheduler's explanations
+// (the devices that keep the chosen pod out are marked on the map), and claims. Plain
+// JavaScript, nothing loaded from elsewhere.
 "use strict";
 
 const STATES = ["free", "shared", "blocked", "allocated", "tainted", "unhealthy"];
@@ -8,13 +10,15 @@ const STATE_TEXT = {
   free: "free", shared: "shared (partly used)", blocked: "blocked (counters used by others)",
   allocated: "allocated", tainted: "tainted", unhealthy: "unhealthy",
 };
-const CELL = 14, GAP = 2, LABEL = 150, PAD = 28, OVERSCAN = 400;
+// A device cell is CELL_W x CELL_H with its name in it; each driver's devices sit under a
+// DRIVER_H line with the driver's name. These match app.css (the layout computes row heights).
+const CELL_W = 66, CELL_H = 18, GAP = 2, DRIVER_H = 16, LABEL = 150, PAD = 28, OVERSCAN = 400;
 const [ID, NODE, DRIVER, DEVICE, STATE, USAGE] = [0, 1, 2, 3, 4, 5];
 
 const dra = window.dra = {
   devices: new Map(), nodes: [], summary: null, claims: { total: 0, items: [] }, pending: { total: 0, items: [], reasons: [] },
   status: { problems: [] }, version: -1, layout: null, filter: { text: "", driver: "", state: "" },
-  selectedDevice: "", selectedPod: "", connected: false, firstRenderAt: 0, updates: 0,
+  selectedDevice: "", selectedPod: "", blocking: new Set(), connected: false, firstRenderAt: 0, updates: 0,
 };
 
 const $ = (id) => document.getElementById(id);
@@ -85,7 +89,7 @@ function scheduleMap() {
 
 function layout() {
   const width = $("map").clientWidth || 800;
-  const perLine = Math.max(1, Math.floor((width - LABEL - PAD + GAP) / (CELL + GAP)));
+  const perLine = Math.max(1, Math.floor((width - LABEL - PAD + GAP) / (CELL_W + GAP)));
   const byNode = new Map();
   const { text, driver, state } = dra.filter;
   for (const cell of dra.devices.values()) {
@@ -103,9 +107,14 @@ function layout() {
     const ids = byNode.get(name).sort(natural.compare);
     const shown = state ? ids.filter((id) => dra.devices.get(id)[STATE] === state) : ids;
     if (state && !shown.length) continue;
-    const drivers = new Set(shown.map((id) => dra.devices.get(id)[DRIVER])).size;  // a gap between drivers takes a cell's place
-    const height = Math.ceil((shown.length + drivers - 1) / perLine) * (CELL + GAP) + 4;
-    rows.push({ name, ids: shown, height });
+    const groups = [];  // [driver, ids]: each driver's devices, under its name
+    for (const id of shown) {
+      const driver = dra.devices.get(id)[DRIVER];
+      if (!groups.length || groups[groups.length - 1][0] !== driver) groups.push([driver, []]);
+      groups[groups.length - 1][1].push(id);
+    }
+    const height = groups.reduce((h, [, g]) => h + DRIVER_H + Math.ceil(g.length / perLine) * (CELL_H + GAP), 0) + 4;
+    rows.push({ name, ids: shown, groups, height });
     offsets.push(y);
     y += height + 1;
   }
@@ -124,17 +133,17 @@ function renderMap() {
   const html = [];
   for (let i = lo; i < rows.length && offsets[i] <= bottom; i++) {
     const row = rows[i];
-    let driver = "";
-    const cells = row.ids.map((id) => {
-      const cell = dra.devices.get(id);
-      const gap = driver && cell[DRIVER] !== driver ? `<div class="gap" title="${esc(cell[DRIVER])}"></div>` : "";
-      driver = cell[DRIVER];
-      const usage = cell[STATE] === "shared" ? ` style="--u:${Math.round(cell[USAGE] * 100)}%"` : "";
-      const selected = id === dra.selectedDevice ? " selected" : "";
-      return `${gap}<div class="cell s-${cell[STATE]}${selected}" data-id="${esc(id)}" data-state="${cell[STATE]}"${usage}></div>`;
+    const groups = row.groups.map(([driver, ids]) => {
+      const cells = ids.map((id) => {
+        const cell = dra.devices.get(id);
+        const usage = cell[STATE] === "shared" ? ` style="--u:${Math.round(cell[USAGE] * 100)}%"` : "";
+        const marks = (id === dra.selectedDevice ? " selected" : "") + (dra.blocking.has(id) ? " blocking" : "");
+        return `<div class="cell s-${cell[STATE]}${marks}" data-id="${esc(id)}" data-state="${cell[STATE]}"${usage}>${esc(cell[DEVICE])}</div>`;
+      }).join("");
+      return `<div class="driver" data-driver="${esc(driver)}"><div class="driver-name">${esc(driver)}</div><div class="cells">${cells}</div></div>`;
     }).join("");
     const ready = notReady.has(row.name) ? " notready" : "";
-    html.push(`<div class="row" data-node="${esc(row.name)}" style="top:${offsets[i]}px;height:${row.height}px"><div class="node${ready}" title="${esc(row.name)}">${esc(row.name)}</div><div class="cells">${cells}</div></div>`);
+    html.push(`<div class="row" data-node="${esc(row.name)}" style="top:${offsets[i]}px;height:${row.height}px"><div class="node${ready}" title="${esc(row.name)}">${esc(row.name)}</div><div class="drivers">${groups}</div></div>`);
   }
   $("window").innerHTML = html.join("");
   const devices = rows.reduce((n, r) => n + r.ids.length, 0);
@@ -188,6 +197,7 @@ function renderPending() {
 let explainTimer = 0;
 // One selection at a time: a pending pod or a device; the details tab shows it.
 function select(pod, device) {
+  if (pod && pod !== dra.selectedPod) dra.blocking = new Set();  // the marks stay while its devices are looked at
   dra.selectedPod = pod;
   dra.selectedDevice = device;
   clearTimeout(explainTimer);
@@ -210,9 +220,30 @@ async function explain(key) {
     body = { kind: "Status", message: `cannot reach the dashboard server: ${error}` };
   }
   if (dra.selectedPod !== key) return;
+  const first = !dra.blocking.size;
+  dra.blocking = body.kind === "Status" ? new Set() : blockingDevices(body);
   details.innerHTML = body.kind === "Status" ? `<h2>${esc(key)}</h2><p class="banner problem">${esc(body.message)}</p>` : renderExplanation(body);
+  scheduleMap();
+  if (first) requestAnimationFrame(showBlocking);
   // Keep it current while it is shown and the pod still waits.
   if (body.kind !== "Status" && !["Bound", "Finished"].includes(body.state)) explainTimer = setTimeout(() => { if (dra.selectedPod === key) explain(key); }, 5000);
+}
+
+// The devices the explanation says keep the pod out (taken, tainted, full), on every node named.
+function blockingDevices(doc) {
+  const ids = new Set();
+  const add = (reason) => { for (const id of reason.devices || []) ids.add(id); (reason.alternatives || []).forEach(add); };
+  for (const group of doc.groups || []) group.reasons.forEach(add);
+  return ids;
+}
+
+// Scroll the map to the first marked device when none is in view.
+function showBlocking() {
+  if (!dra.blocking.size || document.querySelector("#map .cell.blocking")) return;
+  const map = $("map");
+  if (!dra.layout) dra.layout = layout();
+  const index = dra.layout.rows.findIndex((row) => row.ids.some((id) => dra.blocking.has(id)));
+  if (index >= 0) { map.scrollTop = dra.layout.offsets[index]; scheduleMap(); }
 }
 
 function renderReason(reason) {
@@ -238,6 +269,8 @@ function renderExplanation(doc) {
   }
   if (doc.nodes && doc.groups) {
     parts.push(`<h3>Nodes: ${doc.nodes.fit} of ${doc.nodes.total} fit</h3>`);
+    const marked = blockingDevices(doc).size;
+    if (marked) parts.push(`<p class="marked"><span class="swatch mark"></span>${marked} ${marked === 1 ? "device keeps" : "devices keep"} the pod out (taken, tainted or full); marked on the map.</p>`);
     for (const group of doc.groups) {
       const names = (group.nodes || []).join(", ") + ((group.nodes || []).length < group.count ? ", …" : "");
       parts.push(`<div class="group"><div class="count-line">${group.count} ${group.count === 1 ? "node" : "nodes"}${names ? ` <span class="muted">(${esc(names)})</span>` : ""}</div>${group.reasons.map(renderReason).join("")}</div>`);

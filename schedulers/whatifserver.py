@@ -1,0 +1,467 @@
+"""What-if questions served beside the explanations, with the same authentication and authorization.
+
+* ``POST /whatif/namespaces/NS/fit`` (body: a ``FitRequest``): how many copies of a pod fit, where,
+  with which devices, and why the other nodes take none (:meth:`schedulers.whatif.WhatIf.fit`).
+  Whoever may ``create pods`` in NS may ask; naming existing claims also needs ``get
+  resourceclaims`` there, removing pods ``get pods`` on each.
+* ``POST /whatif/nodes/NAME/drain``: where each pod with claims on the node would go if the node
+  went now (:meth:`schedulers.whatif.WhatIf.drain`); for whoever may ``get`` the node and ``list
+  pods`` in every namespace.
+
+The request body (JSON)::
+
+    {"pod": {...},                       # a Pod; its claims may name templates or existing claims
+     "templates": [{...}],               # the ResourceClaimTemplates the pod names (read by the caller)
+     "max": 100,                         # copies at most (default and bound: WhatIfLimits)
+     "changes": {"removeNodes": ["n1"],
+                 "addNodes": [{"count": 2, "profile": "gpu", "prefix": "whatif-node-"}],
+                 "addSlices": [{...ResourceSlice...}],   # nodes they name that do not exist are added
+                 "removePods": ["ns/name"]}}
+
+Every question is answered in a forked copy of this process (:func:`answer_in_copy`): the copy
+holds the caches as they were at the fork, changes them at will and writes its answer to a pipe;
+the live scheduler's loop only waits on that pipe. The copy runs at a lower CPU priority, one at a
+time; the questions that came meanwhile (up to ``WhatIfLimits.waiting``, then 429) are answered
+by the next copy, each in a copy of that copy (:func:`answer_batch_in_copy`), within
+its own deadline (the cycle's filter timeout is cut to it; a copy that overruns is killed).
+Nothing is written to the API server and nothing is reserved in the live caches.
+
+Pod validation is the API server's: ``kubectl dra fit`` and the dashboard send the pod to the
+server as a dry run (``?dryRun=All``, as the caller) first, so a pod that does not validate gets
+the server's 422; this endpoint checks only what it reads (claim entries), with the same field paths.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import os
+import re
+import select
+import signal
+import struct
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from kube.delegation import DelegatedAuth, Unauthenticated, User, forbidden_message
+from kube.deviceprofiles import ProfileError, available_profiles, build_slices, load_profiles
+from kube.errors import ApiError, FieldError, bad_request, duplicate, invalid, invalid_object, not_found, not_supported, required, too_many
+from kube.explanations import EXPLANATION_API_VERSION
+from kube.httpserve import Request, Response
+from schedulers.cache import Obj, meta
+from schedulers.scheduler import Scheduler
+from schedulers.whatif import DEFAULT_ALLOCATABLE, Changes, WhatIf
+
+FIT_PATH = re.compile(r"^/whatif/namespaces/([^/]+)/fit$")
+DRAIN_PATH = re.compile(r"^/whatif/nodes/([^/]+)/drain$")
+PREFIX = "/whatif/"
+RESOURCE = "resource.k8s.io"
+NICE = 19  # the copy yields the CPU to the live scheduler (and everything else)
+
+
+@dataclass(frozen=True)
+class WhatIfLimits:
+    """How much one question may ask and take."""
+
+    max_copies: int = 10_000  # the bound on ``max``
+    default_copies: int = 1_000  # ``max`` when not given
+    max_added_nodes: int = 1_000
+    seconds: float = 10.0  # one answer's deadline in the copy
+    batch: int = 16  # questions answered by one fork of the live process (one after another)
+    waiting: int = 16  # questions waiting for a turn; more get 429
+
+
+def _status(error: ApiError) -> Response:
+    return Response.json(error.code, error.status())
+
+
+def added_node(name: str, like: Mapping[str, Any] | None) -> Obj:
+    """A Node for a what-if: ready, with the allocatable of ``like`` (an existing node) or the simulator's."""
+    allocatable = dict(((like or {}).get("status") or {}).get("allocatable") or DEFAULT_ALLOCATABLE)
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "uid": f"whatif-{name}", "labels": {"kubernetes.io/hostname": name}},
+        "spec": {},
+        "status": {"capacity": dict(allocatable), "allocatable": allocatable, "conditions": [{"type": "Ready", "status": "True"}]},
+    }  # fmt: skip
+
+
+Job = Callable[[], dict[str, Any]]
+_FRAME = struct.Struct("!Q")  # each answer on the pipe: its length, then its JSON
+
+
+def _answer(job: Job) -> bytes:
+    """One job's answer or error as JSON (in the process that computes it)."""
+    try:
+        return orjson.dumps({"answer": job()})
+    except ApiError as exc:
+        return orjson.dumps({"error": exc.status()})
+    except Exception as exc:  # reported to the caller, the live scheduler is untouched
+        return orjson.dumps({"error": ApiError(500, "InternalError", f"the what-if answer failed: {exc!r}").status()})
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _read_all(fd: int, deadline: float) -> bytes | None:
+    """Everything until EOF, or None when ``deadline`` (monotonic) passes first."""
+    chunks: list[bytes] = []
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            return None
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
+def _one_in_grandchild(job: Job, seconds: float) -> bytes:
+    """In the batch's copy: ``job`` in a copy of the copy (each question starts from the same
+    state), killed when it overruns its deadline."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(read_fd)
+            _write_all(write_fd, _answer(job))
+        finally:
+            os._exit(0)
+    os.close(write_fd)
+    data = _read_all(read_fd, time.monotonic() + seconds + 5.0)
+    os.close(read_fd)
+    if data is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    if data is None:
+        return orjson.dumps({"error": ApiError(504, "Timeout", f"the what-if answer took longer than {seconds:g}s").status()})
+    return data or orjson.dumps({"error": ApiError(500, "InternalError", "the what-if copy ended without an answer").status()})
+
+
+async def answer_batch_in_copy(jobs: list[Job], seconds: float) -> list[dict[str, Any] | ApiError]:
+    """Each job's answer (or its ApiError), computed in a forked copy of this process.
+
+    One fork of the live process per batch: the copy runs each job in a copy of its own (so each
+    starts from the state at the fork) and writes the answers in order to a pipe. Fewer forks of
+    the live process mean fewer of its pages copied on write while copies are alive.
+    """
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the copy: compute, write, leave without running any of the parent's cleanup
+        code = 0
+        try:
+            os.close(read_fd)
+            gc.disable()  # short-lived: collecting would touch (and copy) every page of the heap
+            with contextlib.suppress(OSError):
+                os.nice(NICE)
+            for job in jobs:
+                data = _answer(job) if len(jobs) == 1 else _one_in_grandchild(job, seconds)
+                _write_all(write_fd, _FRAME.pack(len(data)) + data)
+        except BaseException:
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=2**31)
+    transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb"))
+    results: list[dict[str, Any] | ApiError] = []
+    rest = ApiError(500, "InternalError", "the what-if copy ended without an answer")
+    try:
+        for _ in jobs:
+            try:
+                (length,) = _FRAME.unpack(await asyncio.wait_for(reader.readexactly(_FRAME.size), seconds + 10.0))
+                result = orjson.loads(await reader.readexactly(length))
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                rest = ApiError(504, "Timeout", f"the what-if answer took longer than {seconds:g}s")
+                break
+            except asyncio.IncompleteReadError:
+                break
+            results.append(ApiError.from_status(result["error"]) if "error" in result else result["answer"])
+    finally:
+        transport.close()
+        await asyncio.to_thread(os.waitpid, pid, 0)
+    return results + [rest] * (len(jobs) - len(results))
+
+
+async def answer_in_copy(job: Job, seconds: float) -> dict[str, Any]:
+    """``job``'s answer from a forked copy of this process (raises its ApiError)."""
+    (result,) = await answer_batch_in_copy([job], seconds)
+    if isinstance(result, ApiError):
+        raise result
+    return result
+
+
+class WhatIfServer:
+    """The what-if routes; ``scheduler`` is the leader's (None on a standby)."""
+
+    def __init__(self, auth: DelegatedAuth, limits: WhatIfLimits | None = None) -> None:
+        self.auth = auth
+        self.limits = limits or WhatIfLimits()
+        self._pending: list[tuple[Job, asyncio.Future[dict[str, Any] | ApiError]]] = []
+        self._runner: asyncio.Task[None] | None = None
+
+    async def handle(self, request: Request, scheduler: Scheduler | None) -> Response:
+        fit, drain = FIT_PATH.match(request.path), DRAIN_PATH.match(request.path)
+        if fit is None and drain is None:
+            return _status(ApiError(404, "NotFound", "the server could not find the requested resource"))
+        if request.method != "POST":
+            return _status(ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource"))
+        try:
+            user = await self.auth.authenticate(request.headers.get("authorization"), request.client_certificate)
+            if fit is not None:
+                return await self._fit(request, user, fit.group(1), scheduler)
+            assert drain is not None
+            return await self._drain(user, drain.group(1), scheduler)
+        except Unauthenticated:
+            return _status(ApiError(401, "Unauthorized", "Unauthorized"))
+        except ApiError as exc:
+            return _status(exc)
+        except OSError as exc:
+            return _status(ApiError(503, "ServiceUnavailable", f"cannot check the caller with the API server: {exc}"))
+
+    async def _require(self, user: User, verb: str, resource: str, *, namespace: str = "", name: str = "", group: str = "") -> None:
+        allowed, reason = await self.auth.allowed(user, verb=verb, resource=resource, namespace=namespace, name=name, group=group)
+        if not allowed:
+            message = forbidden_message(user, verb, resource, namespace=namespace, name=name, group=group, reason=reason)
+            raise ApiError(
+                403, "Forbidden", message, {"name": name, "group": group, "kind": resource} if name else {"group": group, "kind": resource}
+            )
+
+    @staticmethod
+    def _ready(scheduler: Scheduler | None) -> Scheduler:
+        if scheduler is None:
+            raise ApiError(503, "ServiceUnavailable", "this scheduler is not the leader; the leader's URL is on its Lease")
+        if not all(informer.has_synced for informer in scheduler.cache.informers):
+            raise ApiError(503, "ServiceUnavailable", "the scheduler's caches are not synced yet")
+        return scheduler
+
+    async def _turn(self, job: Job) -> dict[str, Any]:
+        """The job's answer, in the next batch (one copy of the process at a time)."""
+        if len(self._pending) >= self.limits.waiting:
+            raise ApiError(429, "TooManyRequests", "too many what-if questions at once, please try again later", {"retryAfterSeconds": 1})
+        future: asyncio.Future[dict[str, Any] | ApiError] = asyncio.get_running_loop().create_future()
+        self._pending.append((job, future))
+        if self._runner is None or self._runner.done():
+            self._runner = asyncio.create_task(self._batches())
+        result = await future
+        if isinstance(result, ApiError):
+            raise result
+        return result
+
+    async def _batches(self) -> None:
+        """Answer the waiting questions, a batch per fork, until none waits."""
+        while self._pending:
+            batch, self._pending = self._pending[: self.limits.batch], self._pending[self.limits.batch :]
+            try:
+                results = await answer_batch_in_copy([job for job, _ in batch], self.limits.seconds)
+            except Exception as exc:  # the fork itself failed (out of memory, process limit)
+                results = [ApiError(503, "ServiceUnavailable", f"cannot answer what-if questions now: {exc}")] * len(batch)
+            for (_, future), result in zip(batch, results, strict=True):
+                if not future.done():
+                    future.set_result(result)
+
+    # --- fit ---
+
+    async def _fit(self, request: Request, user: User, namespace: str, scheduler: Scheduler | None) -> Response:
+        await self._require(user, "create", "pods", namespace=namespace)
+        body = _json_body(request)
+        pod = _pod(body, namespace)
+        templates = _templates(body, pod)
+        copies = _max(body, self.limits)
+        claim_names = [e["resourceClaimName"] for e in pod["spec"].get("resourceClaims") or [] if e.get("resourceClaimName")]
+        if claim_names:
+            await self._require(user, "get", "resourceclaims", namespace=namespace, group=RESOURCE)
+        live = self._ready(scheduler)
+        for name in claim_names:
+            if live.cache.claim(namespace, name) is None:
+                raise not_found(f"resourceclaims.{RESOURCE}", name, RESOURCE, "resourceclaims")
+        changes = await self._changes(body, user, live)
+        seconds = self.limits.seconds
+
+        def job() -> dict[str, Any]:
+            whatif = WhatIf(live.cache, live.cycle, seconds=seconds)
+            whatif.apply(changes)
+            return whatif.fit(pod, templates, copies)
+
+        answer = await self._turn(job)
+        return Response.json(200, {"kind": "FitAnswer", "apiVersion": EXPLANATION_API_VERSION, **answer})
+
+    async def _changes(self, body: Mapping[str, Any], user: User, scheduler: Scheduler) -> Changes:
+        raw = body.get("changes") or {}
+        if not isinstance(raw, dict):
+            raise invalid_object("FitRequest", "", "", [invalid("changes", raw, "must be an object")])
+        cache = scheduler.cache
+        changes = Changes()
+        for name in _strings(raw, "removeNodes"):
+            if cache.nodes.get("", name) is None:
+                raise not_found("nodes", name, "", "nodes")
+            changes.remove_nodes.append(name)
+        for i, ref in enumerate(_strings(raw, "removePods")):
+            ns, slash, name = ref.partition("/")
+            if not slash or not ns or not name:
+                raise invalid_object("FitRequest", "", "", [invalid(f"changes.removePods[{i}]", ref, "must be NAMESPACE/NAME")])
+            await self._require(user, "get", "pods", namespace=ns, name=name)
+            if cache.pods.get(ns, name) is None:
+                raise not_found("pods", name, "", "pods")
+            changes.remove_pods.append((ns, name))
+        taken = set(cache.node_names())
+        names = cache.node_names()
+        like = cache.nodes.get("", names[0]) if names else None
+        added = 0
+        adds = raw.get("addNodes") or []
+        if not isinstance(adds, list):
+            raise invalid_object("FitRequest", "", "", [invalid("changes.addNodes", adds, "must be a list")])
+        for i, item in enumerate(adds):
+            where = f"changes.addNodes[{i}]"
+            count, profile_name = (item or {}).get("count", 1), (item or {}).get("profile", "")
+            if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+                raise invalid_object("FitRequest", "", "", [invalid(f"{where}.count", count, "must be at least 1")])
+            added += count
+            if added > self.limits.max_added_nodes:
+                raise invalid_object("FitRequest", "", "", [too_many("changes.addNodes", added, self.limits.max_added_nodes)])
+            if not isinstance(profile_name, str) or not profile_name:
+                raise invalid_object("FitRequest", "", "", [required(f"{where}.profile")])
+            try:
+                profile = load_profiles(profile_name) if "/" not in profile_name else None
+            except ProfileError:
+                profile = None
+            if profile is None:
+                raise invalid_object("FitRequest", "", "", [not_supported(f"{where}.profile", profile_name, available_profiles())])
+            prefix = str(item.get("prefix") or "whatif-node-")
+            index = 0
+            for _ in range(count):
+                while f"{prefix}{index}" in taken:
+                    index += 1
+                name = f"{prefix}{index}"
+                taken.add(name)
+                changes.add_nodes.append((added_node(name, like), build_slices(profile, name)))
+        slices = raw.get("addSlices") or []
+        if not isinstance(slices, list):
+            raise invalid_object("FitRequest", "", "", [invalid("changes.addSlices", slices, "must be a list")])
+        new_nodes: dict[str, list[Obj]] = {}
+        for i, obj in enumerate(slices):
+            spec = obj.get("spec") if isinstance(obj, dict) else None
+            if not isinstance(spec, dict) or not spec.get("driver") or not isinstance(spec.get("pool"), dict):
+                field = f"changes.addSlices[{i}].spec" + (
+                    ".driver" if isinstance(spec, dict) and not spec.get("driver") else ".pool" if isinstance(spec, dict) else ""
+                )
+                raise invalid_object(
+                    "ResourceSlice", meta(obj).get("name", "") if isinstance(obj, dict) else "", RESOURCE, [required(field)]
+                )
+            obj = {**obj, "metadata": {**meta(obj), "name": meta(obj).get("name") or f"whatif-slice-{i}"}}
+            node = spec.get("nodeName")
+            if node and node not in taken:
+                new_nodes.setdefault(node, []).append(obj)  # a node the manifest brings
+            else:
+                changes.add_slices.append(obj)  # more devices for a node that exists, or not local to a node
+        changes.add_nodes += [(added_node(node, like), objs) for node, objs in new_nodes.items()]
+        return changes
+
+    # --- drain ---
+
+    async def _drain(self, user: User, node: str, scheduler: Scheduler | None) -> Response:
+        await self._require(user, "get", "nodes", name=node)
+        await self._require(user, "list", "pods")
+        live = self._ready(scheduler)
+        if live.cache.nodes.get("", node) is None:
+            raise not_found("nodes", node, "", "nodes")
+        seconds = self.limits.seconds
+
+        def job() -> dict[str, Any]:
+            return WhatIf(live.cache, live.cycle, seconds=seconds).drain(node)
+
+        answer = await self._turn(job)
+        return Response.json(200, {"kind": "DrainPlan", "apiVersion": EXPLANATION_API_VERSION, **answer})
+
+
+# --- the request body ---
+
+
+def _json_body(request: Request) -> dict[str, Any]:
+    try:
+        body = orjson.loads(request.body or b"null")
+    except orjson.JSONDecodeError as exc:
+        raise bad_request(f"the request body is not JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise bad_request("the request body must be a JSON object (a FitRequest)")
+    return body
+
+
+def _strings(raw: Mapping[str, Any], key: str) -> list[str]:
+    value = raw.get(key) or []
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise invalid_object("FitRequest", "", "", [invalid(f"changes.{key}", value, "must be a list of names")])
+    return list(value)
+
+
+def _max(body: Mapping[str, Any], limits: WhatIfLimits) -> int:
+    value = body.get("max", limits.default_copies)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise invalid_object("FitRequest", "", "", [invalid("max", value, "must be a whole number of at least 1")])
+    if value > limits.max_copies:
+        raise invalid_object("FitRequest", "", "", [invalid("max", value, f"must be at most {limits.max_copies} (the scheduler's bound)")])
+    return value
+
+
+def _pod(body: Mapping[str, Any], namespace: str) -> Obj:
+    """The pod asked about, in ``namespace``; its claim entries checked as the API server checks them."""
+    pod = body.get("pod")
+    if not isinstance(pod, dict) or not isinstance(pod.get("spec"), dict):
+        raise invalid_object("FitRequest", "", "", [required("pod.spec")])
+    pod_meta = meta(pod)
+    name = pod_meta.get("name") or pod_meta.get("generateName") or ""
+    ns = pod_meta.get("namespace")
+    if ns and ns != namespace:
+        raise bad_request(f"the namespace of the provided object does not match the namespace sent on the request ({ns} != {namespace})")
+    errors: list[FieldError] = []
+    entries = pod["spec"].get("resourceClaims") or []
+    if not isinstance(entries, list):
+        raise invalid_object("Pod", name, "", [invalid("spec.resourceClaims", entries, "must be a list")])
+    seen: set[str] = set()
+    for i, entry in enumerate(entries):
+        where = f"spec.resourceClaims[{i}]"
+        if not isinstance(entry, dict) or not entry.get("name"):
+            errors.append(required(f"{where}.name"))
+            continue
+        if entry["name"] in seen:
+            errors.append(duplicate(f"{where}.name", entry["name"]))
+        seen.add(entry["name"])
+        given = [k for k in ("resourceClaimName", "resourceClaimTemplateName") if entry.get(k)]
+        if len(given) != 1:
+            errors.append(invalid(where, entry, "must specify one of: `resourceClaimName`, `resourceClaimTemplateName`"))
+    if errors:
+        raise invalid_object("Pod", name, "", errors)
+    return {**pod, "metadata": {**pod_meta, "namespace": namespace}}
+
+
+def _templates(body: Mapping[str, Any], pod: Obj) -> dict[str, Obj]:
+    """The templates the pod names, by name (each must be given)."""
+    given = body.get("templates") or []
+    if not isinstance(given, list):
+        raise invalid_object("FitRequest", "", "", [invalid("templates", given, "must be a list of ResourceClaimTemplates")])
+    by_name = {meta(t).get("name", ""): t for t in given if isinstance(t, dict)}
+    out: dict[str, Obj] = {}
+    for entry in pod["spec"].get("resourceClaims") or []:
+        name = entry.get("resourceClaimTemplateName")
+        if not name:
+            continue
+        template = by_name.get(name)
+        if template is None:
+            raise not_found(f"resourceclaimtemplates.{RESOURCE}", name, RESOURCE, "resourceclaimtemplates")
+        out[name] = template
+    return out
+
+
+__all__ = ["DRAIN_PATH", "FIT_PATH", "PREFIX", "WhatIfLimits", "WhatIfServer", "added_node", "answer_in_copy"]

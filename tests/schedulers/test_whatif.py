@@ -1,0 +1,377 @@
+"""What-if capacity on a private copy of the scheduler's cache: copies placed as the scheduler
+would place them, the reasons for the nodes that take none, nodes removed and added, drain plans."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+import orjson
+import pytest
+
+from kube.client import KubeClient
+from kube.delegation import ANONYMOUS_USER, DelegatedAuth, User
+from kube.httpserve import Request
+from kube.kubeconfig import Connection
+from schedulers.cycle import SchedulingCycle
+from schedulers.explainserver import ExplainServer
+from schedulers.scheduler import Scheduler
+from schedulers.whatif import Changes, WhatIf, _Verdicts
+from schedulers.whatifserver import WhatIfLimits
+from tests.schedulers.cluster import CLASS, DRIVER, NS, Cluster, allocation, claim, device_class, node, node_slice, pod, reserved_for
+from tests.schedulers.test_allocator import ADMIN_NS, CASES, Case
+
+Obj = dict[str, Any]
+
+
+def template(name: str = "one-gpu", count: int = 1) -> Obj:
+    return {
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": CLASS, "count": count}}]}}},
+    }
+
+
+def templated_pod(name: str = "train", entry: str = "gpu", tmpl: str = "one-gpu", **spec: Any) -> Obj:
+    body = pod(name, **spec)
+    body["spec"]["resourceClaims"] = [{"name": entry, "resourceClaimTemplateName": tmpl}]
+    return body
+
+
+def whatif(cluster: Cluster) -> WhatIf:
+    return WhatIf(cluster.cache, SchedulingCycle(cluster.cache))
+
+
+async def test_copies_fill_the_devices_one_after_another() -> None:
+    cluster = Cluster()
+    await cluster.topology({"a": 2, "b": 3, "none": 0})
+    answer = whatif(cluster).fit(templated_pod(), {"one-gpu": template()}, 100)
+    assert answer["total"] == 5
+    assert answer["nodes"] == [
+        {"name": "a", "count": 2, "devices": [[f"{DRIVER}/a/dev-0"], [f"{DRIVER}/a/dev-1"]]},
+        {"name": "b", "count": 3, "devices": [[f"{DRIVER}/b/dev-0"], [f"{DRIVER}/b/dev-1"], [f"{DRIVER}/b/dev-2"]]},
+    ]
+    assert answer["unfit"] == [
+        {"name": "none", "reason": "claim default/train-whatif-5-gpu, request gpu: no device of class gpu on the node"}
+    ]
+
+
+# --- the allocator's table, asked through fit ----------------------------------------------------
+
+
+async def _case_cluster(case: Case) -> Cluster:
+    cluster = Cluster(features=case.features)
+    cache = cluster.cache
+    for obj in case.classes:
+        await cluster.put(cache.classes, obj)
+    for obj in case.slices:
+        await cluster.put(cache.slices, obj)
+    for obj in case.rules:
+        await cluster.put(cache.taint_rules, obj)
+    # The table's cases without namespaces leave admin access unchecked; the scheduler always checks
+    # it, so their namespace carries the admin-access label.
+    for name, labels in (ADMIN_NS if case.namespaces is None else case.namespaces).items():
+        await cluster.put(cache.namespaces, {"metadata": {"name": name, "labels": labels}})
+    await cluster.put(cache.nodes, case.node)
+    for obj in case.allocated:
+        await cluster.put(cache.claims, obj)
+    for obj in case.in_flight.values():
+        cache.assume_allocation(obj, obj["status"]["allocation"], "uid-someone-else")
+    for obj in case.claims:
+        await cluster.put(cache.claims, obj)
+    return cluster
+
+
+def _case_pod(case: Case) -> Obj:
+    names = [c["metadata"]["name"] for c in case.claims]
+    return {
+        "metadata": {"name": "p", "namespace": "default"},
+        "spec": {
+            "containers": [{"name": "main", "image": "pause"}],
+            "resourceClaims": [{"name": n, "resourceClaimName": n} for n in names],
+        },
+    }
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+async def test_allocator_table_through_fit(case: Case) -> None:
+    """Every case of the allocator's table, asked as "how many pods naming these claims fit": the
+    first copy gets the same node and devices as the allocator gives, and none fits where it fails."""
+    cluster = await _case_cluster(case)
+    answer = whatif(cluster).fit(_case_pod(case), {}, 1)
+    node_name = case.node["metadata"]["name"]
+    if isinstance(case.expect, list):
+        expected = [f"{r['driver']}/{r['pool']}/{r['device']}" for a in case.expect for r in a["devices"]["results"]]
+        assert answer["total"] == 1
+        assert answer["nodes"] == [{"name": node_name, "count": 1, "devices": [expected]}]
+    else:
+        assert answer["total"] == 0 and answer["nodes"] == []
+        assert [u["name"] for u in answer["unfit"]] == [node_name] and answer["unfit"][0]["reason"]
+
+
+# --- more questions on the copy ------------------------------------------------------------------
+
+
+async def test_a_shared_claim_is_allocated_once_and_pins_every_copy() -> None:
+    cluster = Cluster()
+    await cluster.topology({"a": 2, "b": 2}, pods="3")
+    await cluster.put(cluster.cache.claims, claim("shared"))
+    answer = whatif(cluster).fit(pod("p", claims=["shared"]), {}, 100)
+    assert answer["total"] == 3  # the node's pod limit, not its devices
+    assert answer["nodes"] == [{"name": "a", "count": 3, "devices": [[f"{DRIVER}/a/dev-0"]] * 3}]
+    assert answer["unfit"] == [{"name": "b", "reason": "claim default/shared: resourceclaim not available on the node"}]
+
+
+async def test_max_stops_the_answer_and_says_so() -> None:
+    cluster = Cluster()
+    await cluster.topology({"a": 4, "b": 4})
+    answer = whatif(cluster).fit(templated_pod(), {"one-gpu": template()}, 3)
+    assert answer["total"] == 3 and [n["name"] for n in answer["nodes"]] == ["a"]
+    assert answer["unfit"] == [{"name": "b", "reason": "fits more copies: the answer stops at 3 copies"}]
+
+
+async def _held_cluster() -> Cluster:
+    """Nodes a and b of 2 devices; a pod on b holds both of b's."""
+    cluster = Cluster()
+    await cluster.topology({"a": 2, "b": 2})
+    await cluster.put(
+        cluster.cache.claims,
+        claim("held", status={"allocation": allocation("b", "dev-0", "dev-1"), "reservedFor": reserved_for(pod("holder"))}),
+    )
+    await cluster.put(cluster.cache.pods, pod("holder", claims=["held"], nodeName="b"))
+    return cluster
+
+
+async def test_nodes_removed_and_added_and_pods_removed() -> None:
+    question = whatif(await _held_cluster())
+    question.apply(Changes(remove_nodes=["a"], add_nodes=[(node("c"), [node_slice("c", 1)])]))
+    answer = question.fit(templated_pod(), {"one-gpu": template()}, 100)
+    assert (answer["total"], [n["name"] for n in answer["nodes"]]) == (1, ["c"])
+    assert answer["unfit"] == [{"name": "b", "reason": "claim default/train-whatif-1-gpu, request gpu: every gpu device is taken"}]
+    freed = whatif(await _held_cluster())
+    freed.apply(Changes(remove_pods=[(NS, "holder")]))
+    assert freed.fit(templated_pod(), {"one-gpu": template()}, 100)["total"] == 4  # the holder's claim is deallocated
+
+
+async def test_drain_plan_moves_the_nodes_pods_in_priority_order() -> None:
+    cluster = Cluster()
+    await cluster.topology({"a": 2, "b": 1})
+    for name, priority in (("low", 1), ("high", 10)):
+        body = pod(name, claims=[name], nodeName="a", priority=priority)
+        await cluster.put(
+            cluster.cache.claims,
+            claim(name, status={"allocation": allocation("a", f"dev-{priority % 2}"), "reservedFor": reserved_for(body)}),
+        )
+        await cluster.put(cluster.cache.pods, body)
+    plan = whatif(cluster).drain("a")
+    assert plan["node"] == "a" and plan["total"] == 2 and plan["placed"] == 1
+    assert plan["pods"][0] == {"pod": "default/high", "node": "b", "devices": [f"{DRIVER}/b/dev-0"]}
+    assert plan["pods"][1] == {
+        "pod": "default/low",
+        "reason": "0/1 nodes fit. 1 node: claim default/low, request gpu: every gpu device is taken.",
+        "nodes": {"b": "claim default/low, request gpu: every gpu device is taken"},
+    }
+
+
+# --- the endpoint: answered in a forked copy of the scheduler ----------------------------------------
+
+
+class Auth(DelegatedAuth):
+    """Alice may create pods and get claims in "default", get nodes and list pods; nothing else."""
+
+    def __init__(self) -> None:
+        super().__init__(KubeClient("http://127.0.0.1:9", user_agent="test"), Connection("http://127.0.0.1:9"))
+
+    async def authenticate(self, authorization: str | None, certificate: bytes | None) -> User:
+        return User("alice", ("system:authenticated",)) if authorization == "Bearer alice" else ANONYMOUS_USER
+
+    async def allowed(self, user: User, **attributes: str) -> tuple[bool, str]:
+        granted = {
+            ("create", "pods", "default"),
+            ("get", "resourceclaims", "default"),
+            ("get", "nodes", ""),
+            ("list", "pods", ""),
+            ("get", "pods", "default"),
+        }
+        return user.name == "alice" and (attributes["verb"], attributes["resource"], attributes.get("namespace", "")) in granted, ""
+
+
+async def _server(limits: WhatIfLimits | None = None) -> tuple[ExplainServer, Cluster]:
+    cluster = Cluster()
+    scheduler = Scheduler(cluster.client)
+    cluster.cache = scheduler.cache
+    for informer in cluster.cache.informers:
+        informer._synced.set()
+    await cluster.topology({"a": 2, "b": 3})
+    server = ExplainServer(Auth(), whatif=limits)
+    server.scheduler = scheduler
+    return server, cluster
+
+
+async def post(
+    server: ExplainServer, path: str, body: Any, token: str | None = "alice", method: str = "POST"
+) -> tuple[int, dict[str, Any]]:
+    headers = {"authorization": f"Bearer {token}"} if token else {}
+    raw = body if isinstance(body, bytes) else orjson.dumps(body)
+    response = await server.handle(Request(method, path, {}, headers, None, raw))
+    return response.status, orjson.loads(response.body)
+
+
+FIT = "/whatif/namespaces/default/fit"
+
+
+async def test_the_answer_comes_from_a_copy_and_the_live_cache_is_untouched() -> None:
+    server, cluster = await _server()
+    pods, claims = len(cluster.cache.pods.keys()), len(cluster.cache.claims.keys())
+    code, body = await post(server, FIT, {"pod": templated_pod(), "templates": [template()], "max": 100})
+    assert code == 200, body
+    assert body["kind"] == "FitAnswer" and body["total"] == 5 and [n["count"] for n in body["nodes"]] == [2, 3]
+    assert (len(cluster.cache.pods.keys()), len(cluster.cache.claims.keys())) == (pods, claims)
+    assert cluster.cache.allocated_state().devices == set() and cluster.cache.node_pods == {}
+    code, body = await post(
+        server, FIT, {"pod": templated_pod(), "templates": [template()], "changes": {"addNodes": [{"count": 2, "profile": "gpu"}]}}
+    )
+    assert code == 200 and body["total"] == 5 + 16 and {n["name"] for n in body["nodes"]} >= {"whatif-node-0", "whatif-node-1"}
+    assert cluster.cache.nodes.get("", "whatif-node-0") is None
+    code, body = await post(server, "/whatif/nodes/a/drain", {})
+    assert code == 200 and body == {
+        "kind": "DrainPlan",
+        "apiVersion": "explain.dra.example.com/v1",
+        "node": "a",
+        "total": 0,
+        "placed": 0,
+        "pods": [],
+    }
+
+
+async def test_callers_and_routes() -> None:
+    server, _ = await _server()
+    question = {"pod": templated_pod(), "templates": [template()]}
+    code, body = await post(server, FIT, question, token=None)
+    assert (
+        code == 403
+        and body["message"]
+        == 'pods is forbidden: User "system:anonymous" cannot create resource "pods" in API group "" in the namespace "default"'
+    )
+    assert (await post(server, "/whatif/namespaces/other/fit", question))[0] == 403
+    assert (await post(server, FIT, question, method="GET"))[0] == 405
+    assert (await post(server, "/whatif/nope", question))[0] == 404
+    code, body = await post(server, "/whatif/nodes/a/drain", {}, token=None)
+    assert (
+        code == 403
+        and body["message"]
+        == 'nodes "a" is forbidden: User "system:anonymous" cannot get resource "nodes" in API group "" at the cluster scope'
+    )
+    server.scheduler = None
+    code, body = await post(server, FIT, question)
+    assert code == 503 and body["message"] == "this scheduler is not the leader; the leader's URL is on its Lease"
+
+
+async def test_bad_questions_get_statuses() -> None:
+    server, _ = await _server()
+    question = {"pod": templated_pod(), "templates": [template()]}
+    code, body = await post(server, FIT, b"{nope")
+    assert (code, body["reason"]) == (400, "BadRequest") and body["message"].startswith("the request body is not JSON")
+    code, body = await post(server, FIT, {**question, "max": 10_001})
+    assert (code, body["reason"], body["message"]) == (
+        422,
+        "Invalid",
+        'FitRequest "" is invalid: max: Invalid value: 10001: must be at most 10000 (the scheduler\'s bound)',
+    )
+    assert body["details"]["causes"] == [
+        {"reason": "FieldValueInvalid", "message": "Invalid value: 10001: must be at most 10000 (the scheduler's bound)", "field": "max"}
+    ]
+    both = templated_pod()
+    both["spec"]["resourceClaims"][0]["resourceClaimName"] = "x"
+    code, body = await post(server, FIT, {**question, "pod": both})
+    assert (
+        code == 422
+        and body["details"]["causes"][0]["field"] == "spec.resourceClaims[0]"
+        and body["message"].startswith('Pod "train" is invalid: spec.resourceClaims[0]: Invalid value')
+    )
+    code, body = await post(server, FIT, {"pod": templated_pod()})
+    assert (code, body["message"]) == (404, 'resourceclaimtemplates.resource.k8s.io "one-gpu" not found')
+    code, body = await post(server, FIT, {"pod": pod("p", claims=["nope"])})
+    assert (code, body["message"]) == (404, 'resourceclaims.resource.k8s.io "nope" not found')
+    code, body = await post(server, FIT, {**question, "changes": {"removeNodes": ["zz"]}})
+    assert (code, body["message"]) == (404, 'nodes "zz" not found')
+    code, body = await post(server, FIT, {**question, "changes": {"removePods": ["default/zz"]}})
+    assert (code, body["message"]) == (404, 'pods "zz" not found')
+    code, body = await post(server, FIT, {**question, "changes": {"addNodes": [{"count": 1, "profile": "tpu"}]}})
+    assert code == 422 and body["message"].startswith(
+        'FitRequest "" is invalid: changes.addNodes[0].profile: Unsupported value: "tpu": supported values: "cpu", "gpu"'
+    )
+    code, body = await post(server, "/whatif/nodes/zz/drain", {})
+    assert (code, body["message"]) == (404, 'nodes "zz" not found')
+
+
+async def test_more_questions_than_turns_are_refused_with_429() -> None:
+    server, _ = await _server(WhatIfLimits(waiting=0))
+    code, body = await post(server, FIT, {"pod": templated_pod(), "templates": [template()]})
+    assert (code, body["reason"], body["details"]) == (429, "TooManyRequests", {"retryAfterSeconds": 1})
+
+
+async def test_a_slow_selector_is_stopped_by_the_answers_deadline() -> None:
+    """A selector admission accepts that takes most of a second per device: the copy's filter
+    timeout is cut to the answer's deadline, so the answer comes and says what stopped it."""
+    server, _ = await _server(WhatIfLimits(seconds=0.5))
+    slow = template()
+    slow["spec"]["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [
+        {"cel": {"expression": "!lists.range(300).all(i, lists.range(300).all(j, i + j >= 0))"}}
+    ]
+    code, body = await post(server, FIT, {"pod": templated_pod(), "templates": [slow]})
+    assert code == 200 and body["total"] == 0
+    assert {u["name"] for u in body["unfit"]} == {"a", "b"} and all(
+        "operation interrupted" in u["reason"] or "not examined" in u["reason"] for u in body["unfit"]
+    ), body
+
+
+async def _varied_cluster() -> Cluster:
+    """250 nodes (more than the cycle's 100 feasible nodes, so its rotating start matters) with 1
+    to 6 devices, some tainted, some full of pods."""
+    cluster = Cluster()
+    await cluster.put(cluster.cache.classes, device_class())
+    for i in range(250):
+        name = f"n-{i:03d}"
+        extra: dict[str, Any] = {"taints": [{"key": "gone", "effect": "NoSchedule"}]} if i % 17 == 0 else {}
+        await cluster.put(cluster.cache.nodes, node(name, pods="3" if i % 11 == 0 else "110", **extra))
+        await cluster.put(cluster.cache.slices, node_slice(name, 1 + i % 6))
+    return cluster
+
+
+@pytest.mark.parametrize("count", [1, 2])
+async def test_remembered_verdicts_place_every_copy_where_the_cycle_would(count: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    replayed = []
+    original = _Verdicts.replay
+
+    def counting(self: _Verdicts, cycle: SchedulingCycle, pod: Obj) -> Any:
+        placement = original(self, cycle, pod)
+        replayed.append(placement is not None)
+        return placement
+
+    monkeypatch.setattr(_Verdicts, "replay", counting)
+    remembered = whatif(await _varied_cluster()).fit(templated_pod(), {"one-gpu": template(count=count)}, 10_000)
+    monkeypatch.setattr(_Verdicts, "replay", lambda *_args: None)
+    cycled = whatif(await _varied_cluster()).fit(templated_pod(), {"one-gpu": template(count=count)}, 10_000)
+    assert remembered == cycled
+    assert remembered["total"] > 100 and sum(replayed) > remembered["total"] // 2  # most copies were replayed
+    tainted = {f"n-{i:03d}" for i in range(0, 250, 17)}
+    assert {u["name"] for u in remembered["unfit"] if "untolerated taint" in u["reason"]} == tainted
+
+
+async def test_questions_asked_together_share_one_fork_and_each_starts_from_the_same_state(monkeypatch: pytest.MonkeyPatch) -> None:
+    server, _ = await _server()
+    forks = []
+    fork = os.fork
+
+    def counting_fork() -> int:
+        pid = fork()
+        if pid:
+            forks.append(pid)  # only the live process's own forks are counted here
+        return pid
+
+    monkeypatch.setattr(os, "fork", counting_fork)
+    questions = [{"pod": templated_pod(), "templates": [template()], "max": 100 + i} for i in range(4)]
+    answers = await asyncio.gather(*(post(server, FIT, q) for q in questions))
+    assert [(code, body["total"]) for code, body in answers] == [(200, 5)] * 4
+    assert len(forks) < 4
