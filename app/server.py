@@ -42,6 +42,7 @@ from kube import errors
 from kube.errors import ApiError
 from kube.features import FeatureGates
 from kube.heap import keep_heap_frozen
+from kube.tasks import cancel_and_wait
 
 log = logging.getLogger("app.server")
 
@@ -126,6 +127,8 @@ class ApiServer:
             compaction_interval=settings.compaction_interval,
             compaction_window=settings.compaction_window,
             compaction_min_retain=settings.compaction_min_retain,
+            # A write whose commit lost its connection is answered before its request's deadline.
+            outcome_timeout=settings.request_timeout * 0.9,
         )
         self.storage = Storage(store, bookmark_interval=settings.bookmark_interval)
         self.auth = AuthSystem(settings, self.storage, self.gates)
@@ -150,10 +153,7 @@ class ApiServer:
         self._heap_task = asyncio.get_running_loop().create_task(keep_heap_frozen(), name="gc-freeze")
 
     async def stop(self) -> None:
-        if self._heap_task is not None:
-            self._heap_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._heap_task
+        await cancel_and_wait(self._heap_task)
         await self.namespaces.stop()
         await self.aggregation.stop()
         await self.storage.stop()

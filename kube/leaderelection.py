@@ -9,7 +9,6 @@ change (local monotonic clock, so clock skew between processes does not matter).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import logging
 import os
@@ -23,6 +22,7 @@ import httpx
 
 from kube.client import KubeClient, resource_path
 from kube.errors import ApiError
+from kube.tasks import cancel_and_wait
 from kube.timeutil import now_micro
 
 log = logging.getLogger("leaderelection")
@@ -172,9 +172,7 @@ class LeaderElector:
         finally:
             self.is_leader = False
             if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+                await cancel_and_wait(task)
             if self.release_on_cancel:
                 await asyncio.shield(self.release())
             if on_stopped_leading is not None:

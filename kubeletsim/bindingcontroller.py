@@ -22,6 +22,7 @@ from kube.claims import update_device_status
 from kube.errors import ApiError
 from kube.informer import Informer
 from kube.objects import Obj
+from kube.tasks import cancel_and_wait
 from kube.timeutil import now_rfc3339
 from kubeletsim.identities import Identities
 from kubeletsim.pods import attached_devices
@@ -70,8 +71,4 @@ class BindingController:
             log.info("reported binding conditions", extra={"claim": f"{namespace}/{name}", "node": node, "failed": self.fail})
 
     async def stop(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        for task in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_and_wait(*self._tasks)

@@ -18,6 +18,8 @@ import logging
 import random
 from collections.abc import Awaitable, Callable
 
+from kube.tasks import cancel_and_wait
+
 log = logging.getLogger("kubeletsim")
 
 _GOLDEN = 0.6180339887498949
@@ -89,11 +91,7 @@ class Heartbeats:
                 del self._due[key]
                 await self._ready.put((key, when))  # blocks while every worker is busy
         finally:
-            for worker in workers:
-                worker.cancel()
-            for worker in workers:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await worker
+            await cancel_and_wait(*workers)
 
     async def _work(self) -> None:
         loop = asyncio.get_running_loop()

@@ -19,7 +19,6 @@ nothing is prepared twice and the claims of pods deleted meanwhile are unprepare
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 from collections.abc import Hashable
@@ -28,6 +27,7 @@ from kube.client import KubeClient, resource_path
 from kube.errors import ApiError
 from kube.features import FeatureGates
 from kube.informer import Informer, run_with_informers
+from kube.tasks import cancel_and_wait
 from kube.workqueue import ExponentialBackoff
 from kubeletsim.bindingcontroller import BindingController
 from kubeletsim.identities import Identities
@@ -123,11 +123,7 @@ class Simulator:
         try:
             await asyncio.gather(*tasks)
         finally:
-            for task in tasks:
-                task.cancel()
-            for task in tasks:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+            await cancel_and_wait(*tasks)
             await self.binding_controller.stop()
 
     async def _resync_forever(self) -> None:

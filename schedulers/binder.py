@@ -37,6 +37,7 @@ from kube.client import KubeClient, record_event, resource_path
 from kube.errors import ApiError
 from kube.informer import object_key
 from kube.podgroups import is_group_reference, pod_group_name
+from kube.tasks import cancel_and_wait
 from kube.timeutil import now_rfc3339
 from schedulers.allocator import AllocatorFeatures
 from schedulers.cache import RESOURCE, Key, Obj, SchedulerCache, is_pod_reference, meta
@@ -170,11 +171,7 @@ class Binder:
 
     async def cancel(self) -> None:
         """Cancel the writes under way (leadership ended) and wait until they have undone themselves."""
-        for task in list(self._tasks):
-            task.cancel()
-        for task in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_and_wait(*self._tasks)
 
     # ------------------------------------------------------------------ reserve
 

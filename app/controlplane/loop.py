@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Coroutine
 from typing import Any
+
+from kube.tasks import cancel_and_wait
 
 
 class ControlLoop:
@@ -23,7 +24,4 @@ class ControlLoop:
         self._task = asyncio.get_running_loop().create_task(self.run(), name=self.name)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await cancel_and_wait(self._task)

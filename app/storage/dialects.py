@@ -78,6 +78,28 @@ def too_large(op: WriteOp, raw: bytes) -> bool:
 
 
 @dataclass(slots=True)
+class InDoubt:
+    """A batch whose commit may or may not have taken place: each write with the revision and the
+    bytes it has in the event log if it did, and the writes refused before anything was sent."""
+
+    sent: list[tuple[WriteOp, int, bytes]]
+    refused: list[tuple[WriteOp, StorageError]]
+    # The database session the commit was sent on (Postgres: its backend's pid and start time),
+    # which may still be running it.
+    session: tuple[int, Any] | None = None
+
+
+class CommitInDoubt(StorageUnavailable):
+    """The connection was lost after a batch's commit may have reached the database: only the
+    event log, read once the database answers again, tells whether it was stored."""
+
+    def __init__(self, doubt: InDoubt, cause: BaseException) -> None:
+        super().__init__(f"{type(cause).__name__}: {cause}".rstrip(": "))
+        self.doubt = doubt
+        self.cause = cause
+
+
+@dataclass(slots=True)
 class GroupCommit:
     """One batch of writes, committed: the revision before and after, and each write's outcome."""
 
@@ -139,6 +161,11 @@ class Dialect(ABC):
     async def current_revision(self) -> int:
         """The newest committed revision."""
 
+    async def settle(self, conn: AsyncConnection, doubt: InDoubt) -> bool:
+        """Make sure the session that sent ``doubt``'s commit no longer runs (on ``conn``, another
+        connection), so that the event log shows its outcome for good; False while it still runs."""
+        return True
+
     @abstractmethod
     async def reset_writer(self) -> None:
         """Drop the writer's connection after a failed commit; the next commit opens a new one."""
@@ -182,6 +209,7 @@ class PostgresDialect(Dialect):
         self._revision_reader: Any = None
         self._base = 0  # the current revision as this writer last saw it (dra_commit's guess)
         self._own_committed = 0  # newest revision this process's writer committed (or is committing)
+        self._writer_session: tuple[int, Any] | None = None  # the writer's backend: pid, start time
 
     @staticmethod
     def create_engine(url: URL, pool_size: int) -> AsyncEngine:
@@ -229,7 +257,13 @@ class PostgresDialect(Dialect):
     async def _writer_connection(self) -> Any:
         if self._writer is None:
             self._writer = await self.engine.raw_connection()
-        return self._writer.driver_connection
+            self._writer_session = None
+        driver = self._writer.driver_connection
+        if self._writer_session is None:
+            # Which backend runs our commits: after a lost connection it may still be running one.
+            row = await driver.fetchrow(_BACKEND)
+            self._writer_session = (int(row[0]), row[1])
+        return driver
 
     async def commit(self, batch: list[WriteOp]) -> GroupCommit:
         """One group commit in one round trip (the ``dra_commit`` function, migration 0002).
@@ -284,26 +318,37 @@ class PostgresDialect(Dialect):
         names = [op.name for op in batch]
         expected = [op.expected_revision for op in batch]
         own_before = self._own_committed
+        # The revisions and bytes of the attempt under way, for when its outcome is lost.
+        sent: tuple[int, list[bytes]] | None = None
 
         async def attempt(base: int, raws: list[bytes] | None = None) -> tuple[list[int], list[bytes]]:
             """dra_commit's answer, and the objects as serialised for revisions from ``base``."""
+            nonlocal sent
             if raws is None:
                 raws = [serialised(op, base + index + 1) for index, op in enumerate(batch)]
             # Our own notification may arrive before the result: don't poll the log for it.
             self._own_committed = max(own_before, base + len(batch))
+            sent = (base, raws)
             result: list[int] = await conn.fetchval(
                 _COMMIT, base, kinds, resources, namespaces, names, [raw.decode() for raw in raws], expected, now, NOTIFY_CHANNEL
             )
             return result, raws
 
-        result, raws = await attempt(base, first)
-        attempted_twice = result[0] != base
-        if attempted_twice:
-            async with conn.transaction():
-                base = int(await conn.fetchval("SELECT current_revision FROM revision_state WHERE id = 1 FOR UPDATE"))
-                result, raws = await attempt(base)
-            if result[0] != base:
-                raise RuntimeError(f"revision moved under the lock ({base} -> {result[0]})")
+        try:
+            result, raws = await attempt(base, first)
+            attempted_twice = result[0] != base
+            if attempted_twice:
+                async with conn.transaction():
+                    base = int(await conn.fetchval("SELECT current_revision FROM revision_state WHERE id = 1 FOR UPDATE"))
+                    result, raws = await attempt(base)
+        except Exception as exc:
+            if sent is not None and self.outcome_lost(exc):
+                at, raws = sent
+                sent_writes = [(op, at + i + 1, raw) for i, (op, raw) in enumerate(zip(batch, raws, strict=True))]
+                raise CommitInDoubt(InDoubt(sent_writes, refused, self._writer_session), exc) from exc
+            raise
+        if result[0] != base:
+            raise RuntimeError(f"revision moved under the lock ({base} -> {result[0]})")
         succeeded = {revision - base - 1 for revision in result[1:]}
         revision = result[-1] if len(result) > 1 else base
         self._base = revision
@@ -318,6 +363,12 @@ class PostgresDialect(Dialect):
         ]
         failed = refused + [(op, KeyExists() if op.type == ADDED else RevisionMismatch()) for i, op in enumerate(batch) if i not in succeeded]
         return GroupCommit(base, revision, committed, failed)
+
+    @classmethod
+    def outcome_lost(cls, exc: BaseException) -> bool:
+        """Whether ``exc``, raised by a call that commits, leaves its outcome unknown: the
+        connection went away after the call may have been sent (not when asyncpg refused to send)."""
+        return isinstance(cls.interpret(exc), StorageUnavailable) and not any(_refused_before_sending(cause) for cause in _causes(exc))
 
     async def current_revision(self) -> int:
         # A dedicated driver connection: this query runs for every consistent read round.
@@ -339,11 +390,25 @@ class PostgresDialect(Dialect):
                 raise
         raise AssertionError("unreachable")
 
+    async def settle(self, conn: AsyncConnection, doubt: InDoubt) -> bool:
+        # A backend that lost its client still finishes the statement it is running (and commits
+        # it): it is stopped, and the log read only once it is gone. A server restart ended it already.
+        if doubt.session is None:
+            return True
+        pid, started = doubt.session
+        params = {"pid": pid, "started": started}
+        await conn.execute(text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = :pid AND backend_start = :started"), params)
+        await conn.rollback()  # a transaction sees one snapshot of pg_stat_activity: a new one is read
+        running = (await conn.execute(text("SELECT count(*) FROM pg_stat_activity WHERE pid = :pid AND backend_start = :started"), params)).scalar_one()
+        await conn.rollback()
+        return int(running) == 0
+
     async def reset_writer(self) -> None:
         if self._writer is not None:
             with contextlib.suppress(Exception):
                 self._writer.invalidate()
             self._writer = None
+        self._writer_session = None
 
     async def reconnected(self) -> None:
         # The LISTEN connection died with the server; without it other replicas' writes would
@@ -453,7 +518,8 @@ class SQLiteDialect(Dialect):
         now = time.time()
         committed: list[tuple[WriteOp, Event]] = []
         failed: list[tuple[WriteOp, StorageError]] = []
-        async with conn.begin():
+        transaction = await conn.begin()
+        try:
             base = int((await conn.execute(text("SELECT current_revision FROM revision_state WHERE id = 1"))).scalar_one())
             revision = base
             for op in batch:
@@ -488,6 +554,18 @@ class SQLiteDialect(Dialect):
                         for _, e in committed
                     ],
                 )
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await transaction.rollback()
+            raise
+        try:
+            await transaction.commit()
+        except Exception as exc:
+            if committed:
+                # SQLite rolls back a COMMIT that failed, or leaves it to the next attempt (busy):
+                # the event log tells which, once the file answers again.
+                raise CommitInDoubt(InDoubt([(op, e.revision, e.obj.raw) for op, e in committed], failed), exc) from exc
+            raise
         return GroupCommit(base, revision, committed, failed)
 
     async def current_revision(self) -> int:
@@ -586,6 +664,7 @@ def dialect_for(backend: str) -> type[Dialect]:
     raise ValueError(f"unsupported database {backend!r}: use a postgresql:// or sqlite:// URL")
 
 
+_BACKEND = "SELECT pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()"
 # One group commit per call (migration 0002): [base, succeeded revisions...] or [current] to retry.
 _COMMIT = "SELECT dra_commit($1, $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8, $9)"
 _INSERT = text(

@@ -49,6 +49,11 @@ class StorageUnavailable(StorageError):
     down. The request may succeed when retried once the database is back."""
 
 
+class CommitOutcomeUnknown(StorageUnavailable):
+    """The connection was lost while a write was being committed, and the database could not be
+    asked in time whether the commit took place: the write may or may not be stored."""
+
+
 class StorageFailure(StorageError):
     """The database refused the operation for a reason of its own: a full disk, a read-only or a
     damaged file. Nothing of the operation was written."""

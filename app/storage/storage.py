@@ -235,7 +235,11 @@ class Storage:
             if revision < self._store.compacted_revision:
                 raise RevisionCompacted(revision, self._store.compacted_revision)
             self._cache.add_watcher(watcher)
-            start = self._cache.revision
+            # The client has seen everything up to ``revision``. A replica that has not applied it
+            # yet (written through another replica, or before this one restarted) starts the stream
+            # there all the same and leaves out what it applies up to it, as upstream's cache
+            # watcher does: no waiting, and nothing sent twice.
+            start = max(self._cache.revision, revision)
             watcher.sent_up_to = start
             events: list[Event]
             if revision >= self._cache.history_floor(resource):

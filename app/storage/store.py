@@ -14,13 +14,15 @@ import asyncio
 import contextlib
 import logging
 import time
+from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.storage.cache import Event, StoredObject, WatchCache
-from app.storage.dialects import GroupCommit, WriteOp, dialect_for
-from app.storage.errors import RevisionCompacted, StorageError, StorageUnavailable
+from app.storage.cache import ADDED, Event, StoredObject, WatchCache
+from app.storage.dialects import CommitInDoubt, GroupCommit, InDoubt, WriteOp, dialect_for
+from app.storage.errors import CommitOutcomeUnknown, KeyExists, RevisionCompacted, RevisionMismatch, StorageError, StorageUnavailable
+from kube.tasks import cancel_and_wait
 
 log = logging.getLogger("app.storage")
 
@@ -42,6 +44,7 @@ class Store:
         compaction_interval: float = 60.0,
         compaction_window: float = 300.0,
         compaction_min_retain: int = 1000,
+        outcome_timeout: float = 30.0,
     ) -> None:
         self.engine = engine
         self.cache = cache
@@ -50,6 +53,9 @@ class Store:
         self.compaction_interval = compaction_interval
         self.compaction_window = compaction_window
         self.compaction_min_retain = compaction_min_retain
+        # How long a write whose commit lost its connection waits to learn whether it was stored.
+        self.outcome_timeout = outcome_timeout
+        self._resolving: set[asyncio.Task[None]] = set()
         self.compacted_revision = 0
         self.commits = 0
         self.written_events = 0
@@ -79,11 +85,7 @@ class Store:
 
     async def stop(self) -> None:
         self.ready = False
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_and_wait(*self._tasks, *self._resolving)
         self._tasks = []
         await self.dialect.close()
 
@@ -150,6 +152,13 @@ class Store:
                     if not pending.future.done():
                         pending.future.set_exception(RuntimeError("storage stopped"))
                 raise
+            except CommitInDoubt as exc:
+                self.failed(exc.cause, f"group commit of {len(batch)} writes")
+                await self.dialect.reset_writer()
+                # Answered once the event log tells; the writer goes on meanwhile.
+                task = asyncio.get_running_loop().create_task(self._resolve(exc.doubt, exc.cause), name="storage-commit-outcome")
+                self._resolving.add(task)
+                task.add_done_callback(self._resolving.discard)
             except Exception as exc:
                 error = self.failed(exc, f"group commit of {len(batch)} writes")
                 await self.dialect.reset_writer()
@@ -164,17 +173,79 @@ class Store:
         self.commits += 1
         self.written_events += len(outcome.committed)
         if outcome.committed:
-            async with self._apply_lock:
-                if self.cache.revision < outcome.revision:
-                    if self.cache.revision < outcome.base:
-                        await self._catch_up(outcome.base)
-                    self.cache.apply([e for _, e in outcome.committed])
+            try:
+                async with self._apply_lock:
+                    if self.cache.revision < outcome.revision:
+                        if self.cache.revision < outcome.base:
+                            await self._catch_up(outcome.base)
+                        self.cache.apply([e for _, e in outcome.committed])
+            except Exception as exc:
+                # Stored all the same, and answered so: the poller brings the batch into the cache
+                # after what came before it once the log can be read again.
+                self.failed(exc, "reading the event log before a commit")
         for op, event in outcome.committed:
             if not op.future.done():
                 op.future.set_result(event.obj)
-        for op, exc in outcome.failed:
+        for op, error in outcome.failed:
             if not op.future.done():
-                op.future.set_exception(exc)
+                op.future.set_exception(error)
+
+    async def _resolve(self, doubt: InDoubt, cause: BaseException) -> None:
+        try:
+            await self._learn_outcome(doubt, cause)
+        except BaseException:
+            # Stopped (or failed) before it knew: the writes may or may not be stored.
+            self._answer_all({revision: (op, raw) for op, revision, raw in doubt.sent}, CommitOutcomeUnknown(str(cause)))
+            raise
+
+    async def _learn_outcome(self, doubt: InDoubt, cause: BaseException) -> None:
+        """Answer the writes of a batch whose commit lost its connection: as committed or not, as
+        the event log says once the database answers (if the batch committed, each write that was
+        stored has its row there with exactly the bytes sent; if not, none has), or
+        CommitOutcomeUnknown when the database cannot tell within ``outcome_timeout``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.outcome_timeout
+        writes = {revision: (op, raw) for op, revision, raw in doubt.sent}
+        for op, error in doubt.refused:
+            if not op.future.done():
+                op.future.set_exception(error)
+        rows: list[Any] | None = None
+        while rows is None:
+            try:
+                async with self.engine.connect() as conn:
+                    if await self.dialect.settle(conn, doubt):
+                        rows = list((await conn.execute(_EVENTS_BETWEEN, {"low": min(writes), "high": max(writes)})).all())
+            except Exception as exc:
+                self.failed(exc, "learning whether a commit took place")
+            if rows is None:
+                if loop.time() >= deadline:
+                    self._answer_all(writes, CommitOutcomeUnknown(str(self.dialect.interpret(cause) or cause)))
+                    return
+                await asyncio.sleep(min(0.25, max(deadline - loop.time(), 0)))
+        await self.answered()
+        stored = {int(r[0]) for r in rows if int(r[0]) in writes and _same_write(r, *writes[int(r[0])])}
+        if not stored:
+            self._answer_all(writes, self.dialect.interpret(cause) or StorageUnavailable(str(cause)))
+            return
+        log.info("a commit whose connection was lost took place (revisions %d-%d)", min(stored), max(stored))
+        # What this replica answers it also serves: the cache catches up with the log first.
+        with contextlib.suppress(Exception):
+            async with self._apply_lock:
+                await self._catch_up(max(stored))
+        for revision, (op, raw) in sorted(writes.items()):
+            if op.future.done():
+                continue
+            if revision in stored:
+                op.future.set_result(StoredObject(op.obj, revision, raw))
+            else:
+                # Committed with the others: its precondition failed.
+                op.future.set_exception(KeyExists() if op.type == ADDED else RevisionMismatch())
+
+    @staticmethod
+    def _answer_all(writes: dict[int, tuple[WriteOp, bytes]], error: BaseException) -> None:
+        for op, _ in writes.values():
+            if not op.future.done():
+                op.future.set_exception(error)
 
     # ---- outages --------------------------------------------------------------------
 
@@ -344,4 +415,10 @@ _RESOURCE_EVENTS = text(
     "SELECT revision, resource, namespace, name, type, data FROM events "
     "WHERE resource = :resource AND revision > :after AND revision <= :upto ORDER BY revision"
 )
+def _same_write(row: Any, op: WriteOp, raw: bytes) -> bool:
+    """Whether an event log row (revision, resource, namespace, name, data) is ``op`` as sent."""
+    return (row[1], row[2], row[3]) == (op.resource, op.namespace, op.name) and row[4].encode() == raw
+
+
+_EVENTS_BETWEEN = text("SELECT revision, resource, namespace, name, data FROM events WHERE revision >= :low AND revision <= :high")
 _GET_OBJECT = text("SELECT revision, data FROM objects WHERE resource = :resource AND namespace = :namespace AND name = :name")

@@ -25,6 +25,7 @@ from kube.client import KubeClient, resource_path
 from kube.errors import ApiError
 from kube.informer import Informer
 from kube.objects import Obj
+from kube.tasks import cancel_and_wait
 from kubectl_dra import inventory
 
 RESOURCE = "resource.k8s.io"
@@ -97,11 +98,7 @@ class DashboardModel:
         self.rebuild()
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(*self._tasks)
         for inf in self.informers:
             await inf.stop()
 

@@ -76,7 +76,12 @@ def test_each_controller_acts_as_its_service_account(stack: httpx.Client) -> Non
     """--use-service-account-credentials: kube-controller-manager made each controller's account
     (the bootstrap policy binds the controller roles to those accounts only)."""
     for account in ("resource-claim-controller", "device-taint-eviction-controller", "generic-garbage-collector", "namespace-controller"):
-        eventually(lambda account=account: stack.get(f"/api/v1/namespaces/kube-system/serviceaccounts/{account}").status_code == 200, f"{account} made")
+        path = f"/api/v1/namespaces/kube-system/serviceaccounts/{account}"
+
+        def made(path: str = path) -> bool:
+            return stack.get(path).status_code == 200
+
+        eventually(made, f"{account} made")
 
 
 def test_kube_controller_manager_logged_nothing_this_server_caused(mixed: MixedStack) -> None:

@@ -175,3 +175,50 @@ def test_a_worker_rides_out_an_outage_without_a_restart(server: ServerProcess, p
         assert controller.process.poll() is None, "the controller never exited"
     finally:
         controller.stop()
+
+
+def test_writes_through_an_outage_are_answered_as_they_were_stored(server: ServerProcess, postgres: ThrowawayPostgres) -> None:
+    """Four writers create claims while Postgres is stopped for 5 s (``pg_ctl stop -m fast``, which
+    cuts the connections of commits under way) and started again. A write answered 201 is stored,
+    one answered 500 is not, whatever moment the outage hit it; a 504 Timeout (the outcome could
+    not be learned) is allowed, since it says the write may or may not have been stored."""
+    namespace = "outage-writes"
+    httpx.post(f"{server.url}/api/v1/namespaces", json={"metadata": {"name": namespace}}, timeout=30)
+    answers: dict[str, httpx.Response] = {}
+
+    async def writers() -> None:
+        stop = asyncio.Event()
+        async with httpx.AsyncClient(base_url=server.url, timeout=120) as client:
+
+            async def writer(w: int) -> None:
+                i = 0
+                while not stop.is_set():
+                    i += 1
+                    name = f"w{w}-{i}"
+                    answers[name] = await client.post(claims_path(namespace), json=claim(name))
+                    if answers[name].status_code != 201:
+                        await asyncio.sleep(0.05)
+
+            tasks = [asyncio.create_task(writer(w)) for w in range(4)]
+            await asyncio.sleep(2)
+            await asyncio.to_thread(postgres.pause)
+            await asyncio.sleep(5)
+            await asyncio.to_thread(postgres.resume)
+            await asyncio.sleep(2)
+            stop.set()
+            await asyncio.gather(*tasks)
+
+    asyncio.run(writers())
+    eventually(lambda: httpx.get(f"{server.url}/readyz", timeout=5).status_code == 200, "readiness recovered", timeout=30)
+    stored = {item["metadata"]["name"] for item in httpx.get(f"{server.url}{claims_path(namespace)}", timeout=30).json()["items"]}
+    by_status: dict[int, list[str]] = {}
+    for name, answer in answers.items():
+        by_status.setdefault(answer.status_code, []).append(name)
+    assert set(by_status) <= {201, 500, 504}, {code: names[:3] for code, names in by_status.items()}
+    assert by_status.get(500), "no write met the outage"
+    assert [name for name in by_status.get(201, []) if name not in stored] == []
+    assert [name for name in by_status[500] if name in stored] == [], "answered 500, but stored"
+    for name in by_status.get(500, []):
+        assert_status(answers[name], 500, "ServerTimeout")
+    for name in by_status.get(504, []):
+        assert_status(answers[name], 504, "Timeout")

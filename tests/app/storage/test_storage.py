@@ -271,6 +271,20 @@ async def test_a_watch_older_than_the_cache_history_replays_from_the_log(url: st
         assert await watch_events(stream, 5) == [*changes, (ADDED, "d", later.revision)]
 
 
+async def test_a_watch_from_a_revision_this_server_has_not_applied_starts_after_it(url: str) -> None:
+    """The client saw the revision through another replica (or before a restart): this one sends
+    what it applies after that revision only, at once, as upstream's cacheWatcher.process does."""
+    async with running(url) as (storage, _store):
+        await create(storage, "a")
+        ahead = storage.revision + 2
+        stream = await asyncio.wait_for(storage.watch(CLAIMS, "default", **KIND, revision=ahead, timeout=5), 1)
+        await create(storage, "b")
+        await create(storage, "c")
+        d = await create(storage, "d")
+        assert d.revision == ahead + 1
+        assert await watch_events(stream, 1) == [(ADDED, "d", d.revision)]
+
+
 async def test_a_watch_older_than_compaction_is_refused_though_memory_still_holds_it(url: str) -> None:
     async with running(url) as (storage, store):
         since, _changes_made = await _changes(storage)
