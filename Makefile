@@ -9,7 +9,7 @@ DATABASE_URL ?= sqlite:///./data/dra.sqlite
 # files go to one worker, so a module's tests keep the order they were written in.
 TEST_WORKERS ?= 2
 
-.PHONY: venv run test test-fast test-pure lint typecheck fuzz protobuf-schema bench bench-memory bench-scheduler bench-simulator bench-dradriver bench-faults bench-httpfloor clean
+.PHONY: venv run test test-fast test-image test-pure lint typecheck fuzz protobuf-schema bench bench-memory bench-scheduler bench-simulator bench-dradriver bench-faults bench-httpfloor clean
 
 # The install compiles the hot modules with mypyc (setup.py; list in kube/compiled.py; about two
 # minutes of CPU) once the dependencies are in. DRA_PURE_PYTHON=1 skips that, at install or at run time.
@@ -33,7 +33,12 @@ DURATIONS := --durations=30
 test: venv
 	$(BIN)/ruff check .
 	$(BIN)/python -m mypy app kube kubeletapi schedulers controllers kubeletsim exampledriver devtools kubectl_dra bench tests
-	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile $(DURATIONS) --ignore=tests/interop
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile $(DURATIONS) -m "not image" --ignore=tests/interop
+
+# The compose stack run from the container image's own file set, installed as the Dockerfile
+# installs it (pip and mypyc: 5 to 20 minutes on 2 cores), so CI runs it beside `make test`.
+test-image: venv
+	$(BIN)/pytest -q $(DURATIONS) -m image tests/deploy
 
 # The edit loop (a few minutes): the unit tests, without server processes or Postgres (marker
 # "server", set from the fixtures in tests/conftest.py), browsers, benchmarks or end-to-end stacks.

@@ -92,6 +92,7 @@ SERVER_FIXTURES = frozenset({"databases", "postgres_cluster", "start_server", "s
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "server: starts an API server process or Postgres (through its fixtures); make test-fast leaves these out")
+    config.addinivalue_line("markers", "image: installs the container image's file set as the Dockerfile does (minutes of pip and mypyc); make test-image runs these, make test leaves them out")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -634,6 +634,7 @@ def image_tree(image: Image, tmp_path_factory: pytest.TempPathFactory) -> ImageT
 
 
 @pytest.mark.slow
+@pytest.mark.image
 @pytest.mark.postgres
 @pytest.mark.timeout(2400)  # the image's install included: mypyc takes 10-20 minutes on a busy 2-core machine
 def test_stack_runs_as_composed(database_url: str, image: Image, image_tree: ImageTree, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
