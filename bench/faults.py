@@ -40,7 +40,7 @@ from typing import Any
 import httpx
 import orjson
 
-from bench.api import claim, claims_path, percentile
+from bench.common import claim, claims_path, percentile
 from bench.machine import reports_machine
 from devtools.postgres import ThrowawayPostgres
 from devtools.server import ServerProcess, migrate

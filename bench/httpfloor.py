@@ -46,8 +46,10 @@ from typing import Any
 import httpx
 import orjson
 
-from bench.api import GROUP, RawHTTP, _proc_table, _tree_cpu, claim_bytes, close_all
+from bench.common import GROUP, claim_bytes
+from bench.cpu import _proc_table, _tree_cpu
 from bench.machine import load_average, reports_machine
+from bench.transport import RawHTTP, close_all
 from devtools.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]

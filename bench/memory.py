@@ -41,8 +41,9 @@ from typing import Any
 
 import orjson
 
-from bench.api import ROOT, ServerProcess, claim_bytes
+from bench.common import ROOT, claim_bytes
 from bench.machine import reports_machine
+from bench.serverprocess import ServerProcess
 
 GROUP = "/apis/resource.k8s.io/v1"
 DRIVER = "gpu.memory.example.com"

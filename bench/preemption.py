@@ -23,8 +23,7 @@ import sys
 import time
 from typing import Any
 
-from bench.api import load_average
-from bench.machine import reports_machine
+from bench.machine import load_average, reports_machine
 from kube.client import KubeClient
 from kube.informer import Informer
 from kube.objects import Obj

@@ -32,18 +32,14 @@ from typing import Any
 
 import orjson
 
-from bench.api import (
-    ROOT,
-    Bench,
-    CpuMeter,
-    Options,
-    ServerProcess,
-    _cpu_per_request,
-    _database,
-    _loop_factory,
-    close_all,
-)
+from bench.api import _cpu_per_request, _loop_factory
+from bench.common import ROOT
+from bench.cpu import CpuMeter
 from bench.machine import reports_machine
+from bench.phases import Bench, Options
+from bench.rawdb import _database
+from bench.serverprocess import ServerProcess
+from bench.transport import close_all
 from kube.compiled import PURE_ENV
 
 PHASES = ("create", "update", "get", "list", "watch")

@@ -55,7 +55,7 @@ from typing import Any
 import httpx
 import orjson
 
-from bench.api import _proc_table
+from bench.cpu import _proc_table
 from bench.machine import load_average, reports_machine
 from devtools.credentials import ClusterCredentials
 from devtools.server import REPO_ROOT, ServerProcess, migrate

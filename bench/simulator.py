@@ -40,8 +40,9 @@ from urllib.parse import urlencode, urlsplit
 import httpx
 import orjson
 
-from bench.api import RawHTTP, _proc_table, _tree_cpu
+from bench.cpu import _proc_table, _tree_cpu
 from bench.machine import reports_machine
+from bench.transport import RawHTTP
 from devtools.server import REPO_ROOT, ServerProcess, migrate
 from kube.objects import Obj
 from kube.timeutil import now_micro, now_rfc3339

@@ -28,6 +28,7 @@ PURE_ENV = "DRA_PURE_PYTHON"
 COMPILED_MODULES: tuple[str, ...] = (
     "app.api.apply",
     "app.api.bodies",
+    "app.api.fieldsets",
     "app.api.generic",
     "app.api.handlers.scope",
     "app.api.options",

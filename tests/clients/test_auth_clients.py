@@ -15,7 +15,7 @@ from kubernetes.client.exceptions import ApiException
 
 from kube.kubeconfig import kubeconfig_text
 from tests.authcluster import AuthCluster
-from tests.clients.test_kubectl import DISPATCHER, VENV_KUBECTL
+from tests.clients.kubectl_helpers import DISPATCHER, VENV_KUBECTL
 
 BINARIES = [b for b in (VENV_KUBECTL, DISPATCHER) if b]
 

@@ -9,7 +9,7 @@ import uuid
 import httpx
 import yaml
 
-from tests.clients.test_kubectl import Kubectl, kubectl  # noqa: F401  (the fixture)
+from tests.clients.kubectl_helpers import Kubectl
 
 
 def _manifest(ns: str, device_class: str) -> str:
@@ -22,7 +22,7 @@ def _manifest(ns: str, device_class: str) -> str:
     return yaml.safe_dump(claim)
 
 
-def test_server_side_apply_after_kubectl_create_conflicts(kubectl: Kubectl, api: httpx.Client) -> None:  # noqa: F811
+def test_server_side_apply_after_kubectl_create_conflicts(kubectl: Kubectl, api: httpx.Client) -> None:
     ns = f"ssa-{uuid.uuid4().hex[:8]}"
     kubectl.ok("create", "namespace", ns)
     assert kubectl.ok("create", "-f", "-", stdin=_manifest(ns, "gpu")).strip() == "resourceclaim.resource.k8s.io/gpu-claim created"

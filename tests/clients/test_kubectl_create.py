@@ -15,7 +15,7 @@ import pytest
 
 from kube.objects import Obj
 from kube.pki import Authority, cert_pem, key_pem, write_private
-from tests.clients.test_kubectl import Kubectl, kubectl  # noqa: F401  (the fixture)
+from tests.clients.kubectl_helpers import Kubectl
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ def tls_pair(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.parametrize("row", ROWS, ids=Create.id)
-def test_kubectl_create(kubectl: Kubectl, api: httpx.Client, ns: str, row: Create, tls_pair: Path) -> None:  # noqa: F811
+def test_kubectl_create(kubectl: Kubectl, api: httpx.Client, ns: str, row: Create, tls_pair: Path) -> None:
     collection = row.path.rsplit("/", 1)[0].format(ns=ns)
     if api.get(collection).status_code == 404:
         pytest.skip(f"this server does not serve {collection}")
@@ -95,7 +95,7 @@ def test_kubectl_create(kubectl: Kubectl, api: httpx.Client, ns: str, row: Creat
     assert f"\"{name}\" already exists" in again.err, str(again)
 
 
-def test_kubectl_create_token(kubectl: Kubectl, api: httpx.Client, ns: str) -> None:  # noqa: F811
+def test_kubectl_create_token(kubectl: Kubectl, api: httpx.Client, ns: str) -> None:
     assert kubectl.ok("create", "serviceaccount", "robot", "-n", ns).strip() == "serviceaccount/robot created"
     token = kubectl.ok("create", "token", "robot", "-n", ns, "--duration=20m").strip()
     claims = _token_claims(token)

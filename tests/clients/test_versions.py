@@ -18,7 +18,7 @@ import yaml
 from kubernetes import client, watch
 
 from devtools.server import ServerProcess
-from tests.clients.test_kubectl import VENV_KUBECTL, Kubectl
+from tests.clients.kubectl_helpers import VENV_KUBECTL, Kubectl
 
 MERGE = "application/merge-patch+json"
 

@@ -25,7 +25,7 @@ from kubernetes.client.exceptions import ApiException
 
 from devtools.server import ServerProcess
 from kube.objects import Obj
-from tests.clients.test_kubectl import VENV_KUBECTL, Kubectl, parse_table
+from tests.clients.kubectl_helpers import VENV_KUBECTL, Kubectl, parse_table
 from tests.e2e.test_examples import EXAMPLES, RESOURCE, apply, eventually, load
 from tests.schedulers.test_scheduler import Worker
 
