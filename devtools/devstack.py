@@ -26,7 +26,8 @@ from pathlib import Path
 import httpx
 import yaml
 
-from devtools.credentials import IDENTITIES, ClusterCredentials
+from devtools.credentials import ClusterCredentials
+from devtools.grants import apply_grants
 from devtools.server import REPO_ROOT, ServerProcess, migrate
 from kube.client import resource_path
 from kube.kubeconfig import kubeconfig_text
@@ -72,13 +73,6 @@ MANIFEST_KINDS = {
     "ResourceClaimTemplate": ("resource.k8s.io", "v1", "resourceclaimtemplates", True),
     "Pod": ("", "v1", "pods", True),
 }
-
-
-# The admin of devtools.credentials is a member of system:masters, whom constrained impersonation
-# never acts as; so that the scheduler can have the API server check a what-if's pod as that admin
-# (schedulers/whatifserver.py), the development stacks let it impersonate exactly that user and
-# group the legacy way. A cluster whose admins get their rights from RBAC needs no such grant.
-ADMIN_IMPERSONATION = "dra-dev:scheduler-impersonates-admin"
 
 
 class StartFailure(Exception):
@@ -176,27 +170,6 @@ def apply_manifest(client: httpx.Client, path: Path) -> None:
             raise RuntimeError(f"{path.name}: {doc['kind']} {doc['metadata']['name']}: {response.status_code} {response.text}")
 
 
-def let_scheduler_impersonate_admin(client: httpx.Client) -> None:
-    """The grant of ``ADMIN_IMPERSONATION`` (made as the admin; kept when it exists)."""
-    admin, groups = IDENTITIES["admin"]
-    scheduler, _ = IDENTITIES["scheduler"]
-    rbac = "rbac.authorization.k8s.io"
-    role = {
-        "apiVersion": f"{rbac}/v1", "kind": "ClusterRole", "metadata": {"name": ADMIN_IMPERSONATION},
-        "rules": [{"apiGroups": [""], "resources": ["users"], "resourceNames": [admin], "verbs": ["impersonate"]},
-                  {"apiGroups": [""], "resources": ["groups"], "resourceNames": list(groups), "verbs": ["impersonate"]}],
-    }  # fmt: skip
-    binding = {
-        "apiVersion": f"{rbac}/v1", "kind": "ClusterRoleBinding", "metadata": {"name": ADMIN_IMPERSONATION},
-        "roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": ADMIN_IMPERSONATION},
-        "subjects": [{"apiGroup": rbac, "kind": "User", "name": scheduler}],
-    }  # fmt: skip
-    for plural, obj in (("clusterroles", role), ("clusterrolebindings", binding)):
-        response = client.post(resource_path(rbac, "v1", plural), json=obj)
-        if response.status_code not in (201, 409):
-            raise RuntimeError(f"{plural} {ADMIN_IMPERSONATION}: {response.status_code} {response.text}")
-
-
 def node_bound_kubeconfig(admin: httpx.Client, server: ServerProcess, account: tuple[str, str], node: str, path: Path, timeout: float = 60.0) -> Path:
     """A kubeconfig at ``path`` for the service account ``account`` (namespace, name) with a token
     bound to ``node`` (once the node exists), as a DaemonSet's pod on that node would get it."""
@@ -270,7 +243,7 @@ def start_server(args: argparse.Namespace, logs: Path) -> tuple[ServerProcess, P
         raise StartFailure(f"{exc.filename} is missing; {incomplete_credentials(pki)}") from None
     start_server_or_fail(server, logs / "apiserver.log")
     with httpx.Client(**server.httpx_options(), timeout=30.0) as admin:  # type: ignore[arg-type]
-        let_scheduler_impersonate_admin(admin)
+        apply_grants(admin)
     return server, write_kubeconfig(server, REPO_ROOT / ".kube-dra" / "config")
 
 
