@@ -14,6 +14,7 @@ import httpx
 import pytest
 import yaml
 
+from devtools.grants import ADMIN_IMPERSONATION
 from kube.pki import Authority, cert_pem, key_pem
 from tests.e2e.test_kubectl_dra import GPU, kubectl, pod, template
 from tests.processes import eventually
@@ -267,3 +268,25 @@ def test_a_scheduler_that_may_not_impersonate_says_so(stack: Stack, asker: ssl.S
             restored = {**binding, "metadata": {k: v for k, v in binding["metadata"].items() if k in ("name", "labels", "annotations")}}
             assert admin.post(f"{RBAC}/clusterrolebindings", json=restored).status_code == 201
     eventually(lambda: fit(fit_url(stack), question, asker).status_code == 200, "the grant is back", timeout=20)
+
+
+def test_an_admin_in_system_masters_needs_the_legacy_grant(stack: Stack, tmp_path: Path) -> None:
+    """Constrained impersonation never acts as system:masters: without the development stacks'
+    legacy grant (devtools/grants.py) the admin's kubectl dra fit says so, naming what is missing."""
+    path = f"{RBAC}/clusterrolebindings/{ADMIN_IMPERSONATION}"
+    with stack.admin() as admin:
+        binding = admin.get(path).json()
+        assert admin.delete(path).status_code == 200
+        try:
+            refused = eventually(
+                lambda: (r := kubectl(stack, "fit", "-f", pod_file(tmp_path, pod("w", "two")))).returncode == 1 and r, "the grant is gone", timeout=20
+            )
+            assert refused.stderr.startswith(
+                'Error from server (InternalError): the scheduler cannot have the API server check the pod as "kubernetes-admin": '
+            ), refused.stderr
+            assert "impersonating the system:masters group is not allowed" in refused.stderr
+            assert 'a member of system:masters can only be impersonated with "impersonate"' in refused.stderr
+        finally:
+            restored = {**binding, "metadata": {"name": ADMIN_IMPERSONATION}}
+            assert admin.post(f"{RBAC}/clusterrolebindings", json=restored).status_code == 201
+    eventually(lambda: kubectl(stack, "fit", "-f", pod_file(tmp_path, pod("w", "two"))).returncode == 0, "the grant is back", timeout=20)
