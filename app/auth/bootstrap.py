@@ -78,10 +78,12 @@ def project_cluster_roles() -> list[dict[str, Any]]:
         ),
         # The scheduler's what-if: the asker's pod dry-run created as the asker, any user or
         # service account (upstream never lets these modes act as a node or system:masters).
+        # "*": users, groups, uids and every key of userextras (RBAC has no wildcard for a
+        # subresource of one resource, and the extras' keys are the subresources).
         cluster_role(
             SCHEDULER_WHATIF_ROLE,
             [
-                r("impersonate:user-info", "authentication.k8s.io", "users groups uids userextras/*"),
+                r("impersonate:user-info", "authentication.k8s.io", "*"),
                 r("impersonate:serviceaccount", "authentication.k8s.io", "serviceaccounts"),
                 r("impersonate-on:user-info:create impersonate-on:serviceaccount:create", "", "pods"),
             ],
