@@ -12,6 +12,7 @@ import pytest
 
 from kube.client import KubeClient
 from kube.delegation import ANONYMOUS_USER, DelegatedAuth, User
+from kube.errors import ApiError
 from kube.httpserve import Request
 from kube.kubeconfig import Connection
 from kube.objects import Obj
@@ -300,6 +301,19 @@ async def test_bad_questions_get_statuses() -> None:
     )
     code, body = await post(server, "/whatif/nodes/zz/drain", {})
     assert (code, body["message"]) == (404, 'nodes "zz" not found')
+
+
+async def test_a_scheduler_the_api_server_does_not_accept_says_so() -> None:
+    """The dry run's 401 is about the scheduler's own credentials, not the caller's: a 500 that says so."""
+    server, _ = await _server()
+
+    async def refused(user: User, path: str, obj: Obj) -> Obj:
+        raise ApiError(401, "Unauthorized", "Unauthorized")
+
+    server.whatif.auth.create_as = refused  # type: ignore[method-assign]
+    code, body = await post(server, FIT, {"pod": templated_pod(), "templates": [template()]})
+    assert (code, body["reason"]) == (500, "InternalError")
+    assert body["message"].startswith('the scheduler cannot have the API server check the pod as "alice": Unauthorized (the scheduler needs')
 
 
 async def test_more_questions_than_turns_are_refused_with_429() -> None:
