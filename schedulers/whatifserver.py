@@ -28,7 +28,8 @@ Nothing is written to the API server and nothing is reserved in the live caches.
 
 Pod validation is the API server's: the pod is sent to the server as a dry run create
 (``?dryRun=All``) as the caller (:meth:`~kube.delegation.DelegatedAuth.create_as`: the scheduler
-impersonates the caller, upstream's constrained impersonation, mode ``user-info``), and the what-if
+impersonates the caller with upstream's constrained impersonation, its modes ``user-info`` and
+``serviceaccount``; the grant is the bootstrap ClusterRole ``system:dra-scheduler-whatif``), and the what-if
 is about the pod the server would create (defaults filled in). The server's refusal (422 for a pod
 that does not validate, 403, 404 for a namespace that does not exist) is the caller's answer, as it
 is; a scheduler the server does not let act as the caller answers 500 saying which permission it
@@ -70,8 +71,9 @@ NICE = 19  # the copy yields the CPU to the live scheduler (and everything else)
 # A 403 about the scheduler's own impersonation of the caller (not about what the caller may do).
 IMPERSONATION_REFUSED = re.compile(r' cannot impersonate[\w:-]* resource "')
 IMPERSONATION_NEEDED = (
-    '"impersonate:user-info" on users, groups, uids and userextras in API group "authentication.k8s.io" and '
-    '"impersonate-on:user-info:create" on pods; a member of system:masters can only be impersonated with "impersonate"'
+    '"impersonate:user-info" on users, groups, uids and userextras and "impersonate:serviceaccount" on serviceaccounts '
+    'in API group "authentication.k8s.io", and "impersonate-on:user-info:create" and "impersonate-on:serviceaccount:create" '
+    'on pods: the ClusterRole system:dra-scheduler-whatif; a member of system:masters can only be impersonated with "impersonate"'
 )
 
 

@@ -263,7 +263,7 @@ def test_a_scheduler_that_may_not_impersonate_says_so(stack: Stack, asker: ssl.S
             assert (refused.status_code, body["reason"]) == (500, "InternalError"), refused.text
             assert body["message"].startswith('the scheduler cannot have the API server check the pod as "carol": ')
             assert 'User "system:kube-scheduler" cannot impersonate' in body["message"]
-            assert '"impersonate-on:user-info:create" on pods' in body["message"]
+            assert '"impersonate-on:user-info:create"' in body["message"] and "the ClusterRole system:dra-scheduler-whatif" in body["message"]
         finally:
             restored = {**binding, "metadata": {k: v for k, v in binding["metadata"].items() if k in ("name", "labels", "annotations")}}
             assert admin.post(f"{RBAC}/clusterrolebindings", json=restored).status_code == 201
