@@ -259,11 +259,15 @@ def apply_event(informer: Informer, kind: str, obj: Obj) -> None:
 class WhatIf:
     """Questions against ``cache`` and ``cycle``, which this object changes: give it a copy."""
 
-    def __init__(self, cache: SchedulerCache, cycle: SchedulingCycle, *, seconds: float = 10.0, token: str = "whatif") -> None:
+    def __init__(
+        self, cache: SchedulerCache, cycle: SchedulingCycle, *, seconds: float = 10.0, deadline: float | None = None, token: str = "whatif"
+    ) -> None:
+        """``seconds``: the answer's time; ``deadline`` (``time.monotonic()``) when it ends, if it
+        started before this object (the question waited for a turn), else ``seconds`` from now."""
         self.cache = cache
         self.cycle = cycle
         self.seconds = seconds
-        self.deadline = time.monotonic() + seconds
+        self.deadline = deadline if deadline is not None else time.monotonic() + seconds
         self.token = token
         self._versions = itertools.count(10**15)  # newer than anything the informers hold
         if cycle.filter_timeout is not None:
