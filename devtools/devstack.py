@@ -27,6 +27,7 @@ import httpx
 import yaml
 
 from devtools.credentials import ClusterCredentials
+from devtools.grants import apply_grants
 from devtools.server import REPO_ROOT, ServerProcess, migrate
 from kube.client import resource_path
 from kube.kubeconfig import kubeconfig_text
@@ -241,6 +242,8 @@ def start_server(args: argparse.Namespace, logs: Path) -> tuple[ServerProcess, P
     except FileNotFoundError as exc:
         raise StartFailure(f"{exc.filename} is missing; {incomplete_credentials(pki)}") from None
     start_server_or_fail(server, logs / "apiserver.log")
+    with httpx.Client(**server.httpx_options(), timeout=30.0) as admin:  # type: ignore[arg-type]
+        apply_grants(admin)
     return server, write_kubeconfig(server, REPO_ROOT / ".kube-dra" / "config")
 
 

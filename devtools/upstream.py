@@ -30,6 +30,7 @@ import httpx
 from devtools import gobuild
 from devtools.credentials import ClusterCredentials
 from devtools.devstack import apply_manifest
+from devtools.grants import apply_grants
 from devtools.ports import free_port
 from devtools.server import stop_process
 from kube.client import resource_path
@@ -44,6 +45,8 @@ BIN_DIR = gobuild.GO_BIN_DIR / f"upstream-{KUBERNETES_VERSION}"
 STAMP = BIN_DIR / ".stamp.json"
 # The simulator's roles, which upstream's bootstrap policy has no counterpart of.
 SIMULATOR_RBAC = gobuild.REPO / "examples" / "kubeletsim" / "rbac.yaml"
+# The scheduler's what-if role (impersonating the asker to have the pod checked), likewise.
+SCHEDULER_RBAC = gobuild.REPO / "examples" / "scheduler" / "rbac.yaml"
 # name -> (module, package) of each binary.
 BINARIES: dict[str, tuple[Path, str]] = {
     "kube-apiserver": (UPSTREAM_MODULE, "k8s.io/kubernetes/cmd/kube-apiserver"),
@@ -207,7 +210,8 @@ class UpstreamControlPlane:
 
     With ``workers`` (the default) it also installs what this project's workers need that
     upstream's bootstrap policy lacks: the simulator's and its drivers' roles
-    (``examples/kubeletsim/rbac.yaml``), and the ServiceAccount ``default/default`` that upstream's
+    (``examples/kubeletsim/rbac.yaml``), the scheduler's what-if role (``examples/scheduler/rbac.yaml``)
+    and the development admin's grant (``devtools.grants``), and the ServiceAccount ``default/default`` that upstream's
     service account controller would make (pods need it)."""
 
     def __init__(
@@ -282,6 +286,8 @@ class UpstreamControlPlane:
         """What this project's workers need and upstream's bootstrap policy does not make (see the class)."""
         with httpx.Client(**self.httpx_options(), timeout=30.0) as admin:  # type: ignore[arg-type]
             apply_manifest(admin, SIMULATOR_RBAC)
+            apply_manifest(admin, SCHEDULER_RBAC)
+            apply_grants(admin)
             # Made by upstream's service account controller when it runs; pods need it.
             account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": "default"}}
             answer = admin.post(resource_path("", "v1", "serviceaccounts", "default"), json=account)

@@ -174,6 +174,25 @@ class KubeClient:
         other.max_retries = self.max_retries
         return other
 
+    def impersonating(
+        self, name: str, *, uid: str = "", groups: tuple[str, ...] = (), extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    ) -> KubeClient:
+        """A client whose requests act as another user (``Impersonate-*`` headers) with this client's
+        credentials, on its connections; closing it leaves them to this client. The server decides
+        whether this client may act as that user for each request (impersonation)."""
+        other = KubeClient(self.server, user_agent=self.user_agent, timeout=self.timeout, transport=self._transport)
+        other._limiter = self._limiter
+        other._owns_transport = False
+        other.max_retries = self.max_retries
+        headers = [(b"Impersonate-User", name.encode())]
+        if uid:
+            headers.append((b"Impersonate-Uid", uid.encode()))
+        headers += [(b"Impersonate-Group", group.encode()) for group in groups]
+        headers += [(b"Impersonate-Extra-" + quote(key, safe="").encode(), value.encode()) for key, values in extra for value in values]
+        other._headers = [*self._headers, *headers]
+        other._lean_headers = b"".join(n + b": " + v + b"\r\n" for n, v in other._headers)
+        return other
+
     async def close(self) -> None:
         """Close the pooled connections."""
         if self._owns_transport:

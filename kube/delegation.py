@@ -8,7 +8,10 @@ components do for their secure ports (delegated authentication and authorization
 * Without either the caller is anonymous.
 
 The user's permission is a SubjectAccessReview, which this worker creates as itself. Answers are
-remembered for ``ttl`` seconds, so a burst of requests costs one review.
+remembered for ``ttl`` seconds, so a burst of requests costs one review. A request the API server
+must judge as the user's own (a dry run create) is sent impersonating the user
+(:meth:`DelegatedAuth.create_as`), which the worker must be allowed (constrained impersonation:
+``user-info`` for users, ``serviceaccount`` for service accounts).
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ from kube.pki import subject_user
 ANONYMOUS = "system:anonymous"
 UNAUTHENTICATED = "system:unauthenticated"
 AUTHENTICATED = "system:authenticated"
+# Service accounts and nodes: their groups follow from their name, and constrained impersonation
+# acts as them by name only.
+NAME_ONLY_PREFIXES = ("system:serviceaccount:", "system:node:")
 SELF_SUBJECT_REVIEWS = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
 SUBJECT_ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
 
@@ -109,6 +115,20 @@ class DelegatedAuth:
         decision = (bool(status.get("allowed")), str(status.get("reason") or ""))
         self._remember(self._decisions, key, decision)
         return decision
+
+    async def create_as(self, user: User, path: str, obj: dict[str, Any]) -> dict[str, Any]:
+        """POST ``obj`` to ``path`` as ``user`` (impersonated by this worker's client): the API
+        server authorizes, admits and validates it as that user's request. The groups every user
+        of the kind has (``system:authenticated``) are left to the server to add."""
+        if user.name.startswith(NAME_ONLY_PREFIXES):  # upstream impersonates these by name alone
+            caller = self.client.impersonating(user.name)
+        else:
+            groups = tuple(g for g in user.groups if g not in (AUTHENTICATED, UNAUTHENTICATED))
+            caller = self.client.impersonating(user.name, uid=user.uid, groups=groups, extra=user.extra)
+        try:
+            return await caller.create(path, obj)
+        finally:
+            await caller.close()
 
     def _remember(self, cache: dict[Any, Any], key: Any, value: Any) -> None:
         if len(cache) > 4096:

@@ -5,9 +5,9 @@ devices; ``drain-plan NODE`` where the pods with claims on a node would go if it
 answered by the leading scheduler (``/whatif/...`` beside its explanations) from a copy of its
 caches: nothing is created or reserved.
 
-Before asking, the pod is sent to the API server as a dry run (``?dryRun=All``, as you), so a pod
-that does not validate gets the server's own 422, and the ResourceClaimTemplates it names are read
-(as you) and sent along. The dashboard's "What if" panel asks through :func:`ask_fit` too.
+The ResourceClaimTemplates the pod names are read (as you) and sent along; the scheduler has the
+API server check the pod (a dry run create, as you), so a pod that does not validate gets the
+server's own 422. The dashboard's "What if" panel asks through :func:`ask_fit` too.
 """
 
 from __future__ import annotations
@@ -66,34 +66,22 @@ def read_pod(filename: str) -> Obj:
         raise FitError(f'the path "{filename}" does not exist' if isinstance(exc, FileNotFoundError) else str(exc)) from None
 
 
-async def validated(client: KubeClient, namespace: str, pod: Obj) -> Obj:
-    """The pod as the API server would create it (defaults filled in), or the server's refusal.
-
-    A dry run writes nothing; a pod of that name existing already is no objection to a what-if, so
-    then the dry run is repeated with ``generateName``.
-    """
-    path = resource_path("", "v1", "pods", namespace) + "?dryRun=All"
-    body = {**pod, "metadata": {**(pod.get("metadata") or {}), "namespace": namespace}}
-    body["metadata"].pop("resourceVersion", None)
-    try:
-        return await client.create(path, body)
-    except ApiError as exc:
-        name = body["metadata"].get("name")
-        if exc.code != 409 or exc.reason != "AlreadyExists" or not name:
-            raise
-    again = {**body, "metadata": {**{k: v for k, v in body["metadata"].items() if k != "name"}, "generateName": f"{name}-"}}
-    answer = await client.create(path, again)
-    answer["metadata"]["name"] = name
-    answer["metadata"].pop("generateName", None)
-    return answer
-
-
 async def templates_of(client: KubeClient, namespace: str, pod: Obj) -> list[Obj]:
-    """The ResourceClaimTemplates the pod names, read as the caller."""
+    """The ResourceClaimTemplates the pod names that exist, read as the caller (the scheduler
+    says which are missing, after the pod itself is checked)."""
+    spec = pod.get("spec")
+    entries = spec.get("resourceClaims") if isinstance(spec, dict) else None
     names = dict.fromkeys(
-        e["resourceClaimTemplateName"] for e in (pod.get("spec") or {}).get("resourceClaims") or [] if e.get("resourceClaimTemplateName")
-    )
-    return [await client.get(resource_path(RESOURCE, "v1", "resourceclaimtemplates", namespace, name)) for name in names]
+        e["resourceClaimTemplateName"] for e in entries or [] if isinstance(e, dict) and isinstance(e.get("resourceClaimTemplateName"), str)
+    ) if isinstance(entries, list) else {}  # fmt: skip
+    found = []
+    for name in names:
+        try:
+            found.append(await client.get(resource_path(RESOURCE, "v1", "resourceclaimtemplates", namespace, name)))
+        except ApiError as exc:
+            if exc.code != 404:
+                raise
+    return found
 
 
 def fit_request(pod: Obj, templates: Sequence[Obj], *, max_copies: int | None, without: Sequence[str], add_nodes: int, profile: str) -> Obj:
@@ -187,8 +175,7 @@ def _positive(text: str) -> int:
 
 
 async def ask_fit(client: KubeClient, scheduler: KubeClient, url: str, namespace: str, pod: Obj, **changes: Any) -> Obj:
-    """Validate the pod (dry run), read its templates, ask the scheduler; the answer's three keys."""
-    pod = await validated(client, namespace, pod)
+    """Read the pod's templates, ask the scheduler; the answer's three keys."""
     templates = await templates_of(client, namespace, pod)
     document = await ask(scheduler, url, fit_path(namespace), fit_request(pod, templates, **changes))
     return fit_answer(document)

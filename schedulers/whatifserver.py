@@ -29,9 +29,14 @@ the placing stops at it): a question still waiting for its turn then gets 504, a
 computing ``GRACE`` seconds later is killed (504).
 Nothing is written to the API server and nothing is reserved in the live caches.
 
-Pod validation is the API server's: ``kubectl dra fit`` and the dashboard send the pod to the
-server as a dry run (``?dryRun=All``, as the caller) first, so a pod that does not validate gets
-the server's 422; this endpoint checks only what it reads (claim entries), with the same field paths.
+Pod validation is the API server's: the pod is sent to the server as a dry run create
+(``?dryRun=All``) as the caller (:meth:`~kube.delegation.DelegatedAuth.create_as`: the scheduler
+impersonates the caller with upstream's constrained impersonation, its modes ``user-info`` and
+``serviceaccount``; the grant is the bootstrap ClusterRole ``system:dra-scheduler-whatif``), and the what-if
+is about the pod the server would create (defaults filled in). The server's refusal (422 for a pod
+that does not validate, 403, 404 for a namespace that does not exist) is the caller's answer, as it
+is; a scheduler the server does not let act as the caller answers 500 saying which permission it
+lacks. Nothing is written (a dry run).
 """
 
 from __future__ import annotations
@@ -51,9 +56,10 @@ from typing import Any
 
 import orjson
 
+from kube.client import resource_path
 from kube.delegation import DelegatedAuth, Unauthenticated, User, forbidden_message
 from kube.deviceprofiles import ProfileError, available_profiles, build_slices, load_profiles
-from kube.errors import ApiError, FieldError, bad_request, duplicate, invalid, invalid_object, not_found, not_supported, required, too_many
+from kube.errors import ApiError, bad_request, invalid, invalid_object, not_found, not_supported, required, too_many
 from kube.explanations import EXPLANATION_API_VERSION
 from kube.httpserve import Request, Response
 from schedulers.cache import Obj, meta
@@ -65,6 +71,13 @@ DRAIN_PATH = re.compile(r"^/whatif/nodes/([^/]+)/drain$")
 PREFIX = "/whatif/"
 RESOURCE = "resource.k8s.io"
 NICE = 19  # the copy yields the CPU to the live scheduler (and everything else)
+# A 403 about the scheduler's own impersonation of the caller (not about what the caller may do).
+IMPERSONATION_REFUSED = re.compile(r' cannot impersonate[\w:-]* resource "')
+IMPERSONATION_NEEDED = (
+    '"impersonate:user-info" on users, groups, uids and userextras and "impersonate:serviceaccount" on serviceaccounts '
+    'in API group "authentication.k8s.io", and "impersonate-on:user-info:create" and "impersonate-on:serviceaccount:create" '
+    'on pods: the ClusterRole system:dra-scheduler-whatif; a member of system:masters can only be impersonated with "impersonate"'
+)
 
 
 @dataclass(frozen=True)
@@ -363,7 +376,7 @@ class WhatIfServer:
         deadline = time.monotonic() + seconds  # the answer's deadline counts from the question
         await self._require(user, "create", "pods", namespace=namespace)
         body = _json_body(request)
-        pod = _pod(body, namespace)
+        pod = await self._as_created(user, namespace, _pod(body))
         templates = _templates(body, pod)
         copies = _max(body, self.limits)
         claim_names = [e["resourceClaimName"] for e in pod["spec"].get("resourceClaims") or [] if e.get("resourceClaimName")]
@@ -382,6 +395,34 @@ class WhatIfServer:
 
         answer = await self._turn(Question(job, seconds, deadline))
         return Response.json(200, {"kind": "FitAnswer", "apiVersion": EXPLANATION_API_VERSION, **answer})
+
+    async def _as_created(self, user: User, namespace: str, pod: Obj) -> Obj:
+        """The pod as the API server would create it in ``namespace`` for ``user`` (a dry run, made
+        as the user), or the server's refusal. A pod of that name existing already is no objection
+        to a what-if: the dry run is then repeated with ``generateName``."""
+        path = resource_path("", "v1", "pods", namespace) + "?dryRun=All"
+        raw = pod.get("metadata")
+        pod_meta = {k: v for k, v in raw.items() if k != "resourceVersion"} if isinstance(raw, dict) else None
+        body = pod if pod_meta is None else {**pod, "metadata": {**pod_meta, "namespace": pod_meta.get("namespace") or namespace}}
+        name = (pod_meta or {}).get("name")
+        try:
+            try:
+                return await self.auth.create_as(user, path, body)
+            except ApiError as exc:
+                if exc.code != 409 or exc.reason != "AlreadyExists" or not name:
+                    raise
+            again = {**body, "metadata": {**{k: v for k, v in body["metadata"].items() if k != "name"}, "generateName": f"{name}-"}}
+            answer = await self.auth.create_as(user, path, again)
+        except ApiError as exc:
+            if exc.code == 401 or (exc.code == 403 and IMPERSONATION_REFUSED.search(exc.message)):
+                raise ApiError(
+                    500, "InternalError", f'the scheduler cannot have the API server check the pod as "{user.name}": {exc.message} '
+                    f"(the scheduler needs {IMPERSONATION_NEEDED})",
+                ) from None  # fmt: skip
+            raise
+        answer["metadata"]["name"] = name
+        answer["metadata"].pop("generateName", None)
+        return answer
 
     async def _changes(self, body: Mapping[str, Any], user: User, scheduler: Scheduler) -> Changes:
         raw = body.get("changes") or {}
@@ -501,35 +542,12 @@ def _max(body: Mapping[str, Any], limits: WhatIfLimits) -> int:
     return value
 
 
-def _pod(body: Mapping[str, Any], namespace: str) -> Obj:
-    """The pod asked about, in ``namespace``; its claim entries checked as the API server checks them."""
+def _pod(body: Mapping[str, Any]) -> Obj:
+    """The pod asked about, as given (the API server checks it, :meth:`WhatIfServer._as_created`)."""
     pod = body.get("pod")
-    if not isinstance(pod, dict) or not isinstance(pod.get("spec"), dict):
-        raise invalid_object("FitRequest", "", "", [required("pod.spec")])
-    pod_meta = meta(pod)
-    name = pod_meta.get("name") or pod_meta.get("generateName") or ""
-    ns = pod_meta.get("namespace")
-    if ns and ns != namespace:
-        raise bad_request(f"the namespace of the provided object does not match the namespace sent on the request ({ns} != {namespace})")
-    errors: list[FieldError] = []
-    entries = pod["spec"].get("resourceClaims") or []
-    if not isinstance(entries, list):
-        raise invalid_object("Pod", name, "", [invalid("spec.resourceClaims", entries, "must be a list")])
-    seen: set[str] = set()
-    for i, entry in enumerate(entries):
-        where = f"spec.resourceClaims[{i}]"
-        if not isinstance(entry, dict) or not entry.get("name"):
-            errors.append(required(f"{where}.name"))
-            continue
-        if entry["name"] in seen:
-            errors.append(duplicate(f"{where}.name", entry["name"]))
-        seen.add(entry["name"])
-        given = [k for k in ("resourceClaimName", "resourceClaimTemplateName") if entry.get(k)]
-        if len(given) != 1:
-            errors.append(invalid(where, entry, "must specify one of: `resourceClaimName`, `resourceClaimTemplateName`"))
-    if errors:
-        raise invalid_object("Pod", name, "", errors)
-    return {**pod, "metadata": {**pod_meta, "namespace": namespace}}
+    if not isinstance(pod, dict):
+        raise invalid_object("FitRequest", "", "", [required("pod")])
+    return pod
 
 
 def _templates(body: Mapping[str, Any], pod: Obj) -> dict[str, Obj]:

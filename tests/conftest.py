@@ -1,6 +1,8 @@
 """Shared fixtures: a real API server process per storage backend, and clients for it.
 
-Every API test runs once on SQLite and once on Postgres. Postgres comes from
+Every storage and API test (``tests/app``, whose conftest asks for both backends) runs once on
+SQLite and once on Postgres; clients, workers and end-to-end tests run on one, SQLite, the
+embedded default (``DRA_TEST_BACKEND=postgres`` runs them on Postgres). Postgres comes from
 ``DRA_TEST_DATABASE_URL`` when set, otherwise from a throwaway cluster started as an
 unprivileged user. Without Postgres binaries the Postgres half is skipped, unless
 ``DRA_REQUIRE_POSTGRES=1`` (CI), where that is an error.
@@ -28,6 +30,8 @@ from tests.contract import check_response_body
 from tests.helpers import new_namespace
 
 BACKENDS = ["sqlite", "postgres"]
+# What clients, workers and end-to-end tests run on: what they test is above the storage.
+ONE_BACKEND = os.environ.get("DRA_TEST_BACKEND", "sqlite")
 
 # Simulators and drivers started by the tests meet in a directory of their own, not in the
 # checkout's data directory (short: unix socket paths are limited to 107 bytes).
@@ -107,8 +111,11 @@ def postgres_cluster() -> Iterator[PostgresCluster]:
         yield PostgresCluster(stack)
 
 
-@pytest.fixture(scope="session", params=BACKENDS)
-def databases(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, postgres_cluster: PostgresCluster) -> Iterator[Databases]:
+def databases_of_each_backend(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, postgres_cluster: PostgresCluster
+) -> Iterator[Databases]:
+    """The ``databases`` fixture's body, parametrised by backend (here with one; ``tests/app``'s
+    conftest parametrises it with both)."""
     dbs = Databases(request.param, tmp_path_factory.mktemp(request.param), postgres_cluster)
     if request.param == "postgres":
         try:
@@ -118,6 +125,9 @@ def databases(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
                 pytest.fail(f"Postgres is required here but not available: {exc}")
             pytest.skip(f"no Postgres available: {exc}")
     yield dbs
+
+
+databases = pytest.fixture(scope="session", params=[ONE_BACKEND], name="databases")(databases_of_each_backend)
 
 
 @pytest.fixture(scope="session")

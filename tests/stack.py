@@ -16,6 +16,7 @@ import httpx
 
 from devtools.credentials import ClusterCredentials
 from devtools.devstack import node_names, worker_commands
+from devtools.grants import apply_grants
 from devtools.ports import free_port
 from devtools.server import REPO_ROOT, ServerProcess, migrate, stop_process
 from tests.processes import eventually
@@ -63,6 +64,8 @@ def running_stack(tmp: Path, *, nodes: int = 2, profile: str = "gpu", explain: b
     kubelet_root = Path(tempfile.mkdtemp(prefix="ks-", dir="/tmp"))
     stack = Stack(server, credentials, tmp, free_port() if explain else 0, kubelet_root)
     try:
+        with stack.admin() as admin:
+            apply_grants(admin)
         for name, command in worker_commands(server, "", nodes, profile, stack.explain_port):
             stack.commands[name] = [*command, "--root-dir", str(kubelet_root)] if name == "kubeletsim" else command
             stack.start_worker(name)

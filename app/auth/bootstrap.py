@@ -3,8 +3,9 @@ policy (``app.auth.defaultpolicy``, unchanged, so upstream's kube-scheduler and
 kube-controller-manager find what they find there), plus what this project's own workers need
 beyond it, under names of their own.
 
-The project's scheduler runs as ``system:kube-scheduler`` and needs nothing upstream's scheduler
-roles lack. Its controller process runs as ``system:kube-controller-manager``; with
+The project's scheduler runs as ``system:kube-scheduler``; beyond upstream's scheduler roles it
+needs only to have the API server check a what-if's pod as the asker (a dry run create, made by
+impersonating the asker with constrained impersonation: pods, create, nothing else). Its controller process runs as ``system:kube-controller-manager``; with
 ``--use-service-account-credentials`` each controller acts as its service account, which upstream's
 controller roles are bound to, and without it the process acts for every controller, so the roles
 of the controllers it runs are also bound to that user (``system:dra-controller-manager:<name>``).
@@ -35,6 +36,8 @@ from kube.features import FeatureGates
 # The identities of this project's workers (their client certificates or tokens name these).
 SCHEDULER_USER = "system:kube-scheduler"
 CONTROLLER_USER = "system:kube-controller-manager"
+# The scheduler's impersonation of the askers of what-if questions (schedulers/whatifserver.py).
+SCHEDULER_WHATIF_ROLE = "system:dra-scheduler-whatif"
 # The kubelet simulator's own identity (its reads; each node writes as itself).
 KUBELETSIM_USER = "system:kubeletsim"
 # The service account a simulated node's DRA drivers act as.
@@ -73,6 +76,18 @@ def project_cluster_roles() -> list[dict[str, Any]]:
                 r("create", "", "serviceaccounts/token", names=DRIVER_SERVICE_ACCOUNT),
             ],
         ),
+        # The scheduler's what-if: the asker's pod dry-run created as the asker, any user or
+        # service account (upstream never lets these modes act as a node or system:masters).
+        # "*": users, groups, uids and every key of userextras (RBAC has no wildcard for a
+        # subresource of one resource, and the extras' keys are the subresources).
+        cluster_role(
+            SCHEDULER_WHATIF_ROLE,
+            [
+                r("impersonate:user-info", "authentication.k8s.io", "*"),
+                r("impersonate:serviceaccount", "authentication.k8s.io", "serviceaccounts"),
+                r("impersonate-on:user-info:create impersonate-on:serviceaccount:create", "", "pods"),
+            ],
+        ),
         # A node's DRA drivers: device status of the claims allocated on their own node.
         cluster_role(
             f"system:{DRIVER_SERVICE_ACCOUNT}",
@@ -94,6 +109,7 @@ def project_cluster_role_bindings(gates: Mapping[str, bool]) -> list[dict[str, A
     ]
     return [
         *controllers,
+        binding(SCHEDULER_WHATIF_ROLE, SCHEDULER_WHATIF_ROLE, [user(SCHEDULER_USER)]),
         binding("system:kubeletsim", "system:kubeletsim", [user(KUBELETSIM_USER)]),
         binding(
             f"system:{DRIVER_SERVICE_ACCOUNT}",

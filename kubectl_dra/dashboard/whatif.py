@@ -1,6 +1,6 @@
 """The dashboard's "What if" panel, server side: ``GET /api/whatif`` asks the scheduler how many
-copies of a pod fit (:func:`kubectl_dra.fit.ask_fit`, as the user: the pod dry-run created, its
-templates read, then the scheduler's what-if), and answers ``{"total", "nodes", "unfit"}``.
+copies of a pod fit (:func:`kubectl_dra.fit.ask_fit`, as the user: its templates read, then the
+scheduler's what-if, which has the pod dry-run created as the user), and answers ``{"total", "nodes", "unfit"}``.
 
 Query: ``pod`` (a Pod as YAML or JSON, pasted) or ``from=NAMESPACE/NAME`` (a pod that exists,
 e.g. a pending one picked from the list), and ``max``. Nothing is created: the dashboard still

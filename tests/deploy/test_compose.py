@@ -61,7 +61,7 @@ EXAMPLES = REPO_ROOT / "examples"
 # The compose example: a DeviceClass, then a pod whose claim comes from a template.
 COMPOSE_EXAMPLE = (EXAMPLES / "gpu-deviceclass.yaml", EXAMPLES / "pod-with-claim-template.yaml")
 
-APP_SERVICES = ("pki", "migrate", "apiserver", "scheduler", "controller", "kubeletsim")
+APP_SERVICES = ("pki", "migrate", "apiserver", "grants", "scheduler", "controller", "kubeletsim")
 WORKERS = ("scheduler", "controller", "kubeletsim")
 E2E_TIMEOUT = 180.0  # from the pki job to gpu-pod Running, on a busy machine
 
@@ -377,6 +377,7 @@ def test_one_image_for_every_process(compose: dict[str, Any], image: Image) -> N
     assert service_argv(services["pki"], image)[:3] == ["python", "-m", "devtools.credentials"]
     assert service_argv(services["migrate"], image)[:4] == ["python", "-m", "app", "migrate"]
     assert service_argv(services["apiserver"], image)[:4] == ["python", "-m", "app", "serve"]
+    assert service_argv(services["grants"], image)[:3] == ["python", "-m", "devtools.grants"]
     assert service_argv(services["scheduler"], image)[:3] == ["python", "-m", "schedulers"]
     assert service_argv(services["controller"], image)[:3] == ["python", "-m", "controllers"]
     assert service_argv(services["kubeletsim"], image)[:3] == ["python", "-m", "kubeletsim"]
@@ -386,8 +387,10 @@ def test_dependency_conditions(compose: dict[str, Any]) -> None:
     services = compose["services"]
     assert depends_on(services["migrate"]) == {"postgres": "service_healthy"}
     assert depends_on(services["apiserver"]) == {"migrate": "service_completed_successfully", "pki": "service_completed_successfully"}
+    assert depends_on(services["grants"]) == {"apiserver": "service_healthy"}
     for name in WORKERS:
-        assert depends_on(services[name]) == {"apiserver": "service_healthy"}, name
+        grants = {"grants": "service_completed_successfully"} if name == "scheduler" else {}
+        assert depends_on(services[name]) == {"apiserver": "service_healthy", **grants}, name
     assert start_order(services).index("apiserver") > max(start_order(services).index("migrate"), start_order(services).index("pki"))
     for name, svc in services.items():
         for dep, condition in depends_on(svc).items():
@@ -398,7 +401,7 @@ def test_dependency_conditions(compose: dict[str, Any]) -> None:
 
 def test_restart_policies(compose: dict[str, Any]) -> None:
     services = compose["services"]
-    for job in ("migrate", "pki"):
+    for job in ("migrate", "pki", "grants"):
         assert services[job].get("restart", "no") == "no", "a one-shot job must not be restarted"
     for name in ("postgres", "apiserver", *WORKERS):
         assert services[name].get("restart") in ("always", "unless-stopped", "on-failure"), name

@@ -29,3 +29,13 @@ def test_the_simulator_manifest_grants_what_this_servers_bootstrap_grants() -> N
         *(binding for binding in bootstrap.cluster_role_bindings() if binding["metadata"]["name"] in names),
     ]
     assert sorted(map(essentials, manifest), key=repr) == sorted(map(essentials, served), key=repr)
+
+
+def test_the_scheduler_manifest_grants_what_this_servers_bootstrap_grants() -> None:
+    """examples/scheduler/rbac.yaml is the bootstrap's what-if role of the scheduler, for upstream's kube-apiserver."""
+    manifest = [doc for doc in yaml.safe_load_all(upstream.SCHEDULER_RBAC.read_text()) if doc]
+    served = [
+        *(role for role in bootstrap.cluster_roles() if role["metadata"]["name"] == bootstrap.SCHEDULER_WHATIF_ROLE),
+        *(binding for binding in bootstrap.cluster_role_bindings() if binding["metadata"]["name"] == bootstrap.SCHEDULER_WHATIF_ROLE),
+    ]
+    assert sorted(map(essentials, manifest), key=repr) == sorted(map(essentials, served), key=repr)

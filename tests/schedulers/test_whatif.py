@@ -13,6 +13,7 @@ import pytest
 
 from kube.client import KubeClient
 from kube.delegation import ANONYMOUS_USER, DelegatedAuth, User
+from kube.errors import ApiError
 from kube.httpserve import Request
 from kube.kubeconfig import Connection
 from kube.objects import Obj
@@ -195,6 +196,10 @@ class Auth(DelegatedAuth):
         }
         return user.name == "alice" and (attributes["verb"], attributes["resource"], attributes.get("namespace", "")) in granted, ""
 
+    async def create_as(self, user: User, path: str, obj: Obj) -> Obj:
+        """The dry run: the pod as given (the API server's own answers are tested in tests/e2e/test_whatif.py)."""
+        return {**obj, "metadata": {**obj["metadata"], "uid": "dry-run"}}
+
 
 async def _server(limits: WhatIfLimits | None = None) -> tuple[ExplainServer, Cluster]:
     cluster = Cluster()
@@ -281,14 +286,8 @@ async def test_bad_questions_get_statuses() -> None:
     assert body["details"]["causes"] == [
         {"reason": "FieldValueInvalid", "message": "Invalid value: 10001: must be at most 10000 (the scheduler's bound)", "field": "max"}
     ]
-    both = templated_pod()
-    both["spec"]["resourceClaims"][0]["resourceClaimName"] = "x"
-    code, body = await post(server, FIT, {**question, "pod": both})
-    assert (
-        code == 422
-        and body["details"]["causes"][0]["field"] == "spec.resourceClaims[0]"
-        and body["message"].startswith('Pod "train" is invalid: spec.resourceClaims[0]: Invalid value')
-    )
+    code, body = await post(server, FIT, {**question, "pod": "train"})
+    assert (code, body["message"]) == (422, 'FitRequest "" is invalid: pod: Required value')
     code, body = await post(server, FIT, {"pod": templated_pod()})
     assert (code, body["message"]) == (404, 'resourceclaimtemplates.resource.k8s.io "one-gpu" not found')
     code, body = await post(server, FIT, {"pod": pod("p", claims=["nope"])})
@@ -303,6 +302,19 @@ async def test_bad_questions_get_statuses() -> None:
     )
     code, body = await post(server, "/whatif/nodes/zz/drain", {})
     assert (code, body["message"]) == (404, 'nodes "zz" not found')
+
+
+async def test_a_scheduler_the_api_server_does_not_accept_says_so() -> None:
+    """The dry run's 401 is about the scheduler's own credentials, not the caller's: a 500 that says so."""
+    server, _ = await _server()
+
+    async def refused(user: User, path: str, obj: Obj) -> Obj:
+        raise ApiError(401, "Unauthorized", "Unauthorized")
+
+    server.whatif.auth.create_as = refused  # type: ignore[method-assign]
+    code, body = await post(server, FIT, {"pod": templated_pod(), "templates": [template()]})
+    assert (code, body["reason"]) == (500, "InternalError")
+    assert body["message"].startswith('the scheduler cannot have the API server check the pod as "alice": Unauthorized (the scheduler needs')
 
 
 async def test_more_questions_than_turns_are_refused_with_429() -> None:
