@@ -314,7 +314,9 @@ async def test_a_scheduler_the_api_server_does_not_accept_says_so() -> None:
     server.whatif.auth.create_as = refused  # type: ignore[method-assign]
     code, body = await post(server, FIT, {"pod": templated_pod(), "templates": [template()]})
     assert (code, body["reason"]) == (500, "InternalError")
-    assert body["message"].startswith('the scheduler cannot have the API server check the pod as "alice": Unauthorized (the scheduler needs')
+    assert body["message"].startswith(
+        'the scheduler cannot have the API server check the pod as "alice": Unauthorized (the scheduler needs'
+    )
 
 
 async def test_more_questions_than_turns_are_refused_with_429() -> None:
