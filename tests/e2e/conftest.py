@@ -20,7 +20,9 @@ def start_server(start_server: Callable[..., ServerProcess], databases: Database
     if databases.backend != "sqlite":
         return start_server
 
-    def start(*flags: str, database_url: str | None = None, migrate_first: bool = True, credentials: ClusterCredentials | None = None) -> ServerProcess:
+    def start(
+        *flags: str, database_url: str | None = None, migrate_first: bool = True, credentials: ClusterCredentials | None = None
+    ) -> ServerProcess:
         if database_url is None and migrate_first:
             database_url, migrate_first = migrated_sqlite(Path(databases.new().removeprefix(SQLITE))), False
         return start_server(*flags, database_url=database_url, migrate_first=migrate_first, credentials=credentials)
