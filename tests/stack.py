@@ -89,7 +89,12 @@ def running_stack(tmp: Path, *, nodes: int = 2, profile: str = "gpu", explain: b
         with stack.admin() as admin:
             apply_grants(admin)
         for name, command in worker_commands(server, "", nodes, profile, stack.explain_port):
-            stack.commands[name] = [*command, "--root-dir", str(kubelet_root)] if name == "kubeletsim" else command
+            if name == "kubeletsim":
+                command = [*command, "--root-dir", str(kubelet_root)]
+            elif name == "scheduler" and explain:
+                # Tests grant callers permissions they were just denied; upstream's 10 s is for a cluster.
+                command = [*command, "--authorization-webhook-cache-unauthorized-ttl", "1s"]
+            stack.commands[name] = command
             stack.start_worker(name)
         with stack.admin() as admin:
 
