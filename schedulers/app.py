@@ -57,15 +57,15 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--explain-url", default="", help="URL written on the Lease for clients (default: from address and port)")
     explain.add_argument("--explain-seconds", type=float, default=ExplainLimits.seconds, help="time one explanation may take")
     explain.add_argument(
-        "--authentication-token-webhook-cache-ttl", type=duration_seconds, default=10.0, metavar="DURATION",
+        "--authentication-token-webhook-cache-ttl", type=duration_seconds, default="10s", metavar="DURATION",
         help="how long callers' tokens, as the API server answered for them, are remembered (Go duration, default 10s)",
     )  # fmt: skip
     explain.add_argument(
-        "--authorization-webhook-cache-authorized-ttl", type=duration_seconds, default=10.0, metavar="DURATION",
+        "--authorization-webhook-cache-authorized-ttl", type=duration_seconds, default="10s", metavar="DURATION",
         help="how long a caller's allowed request (SubjectAccessReview) is remembered (default 10s)",
     )  # fmt: skip
     explain.add_argument(
-        "--authorization-webhook-cache-unauthorized-ttl", type=duration_seconds, default=10.0, metavar="DURATION",
+        "--authorization-webhook-cache-unauthorized-ttl", type=duration_seconds, default="10s", metavar="DURATION",
         help="how long a caller's denied request is remembered (default 10s)",
     )  # fmt: skip
     return parser
