@@ -73,7 +73,7 @@ def serve_forever(settings: Settings) -> int:
     import uvicorn
 
     from app.filters.connections import IDLE_TIMEOUT
-    from app.server import create_app
+    from app.server import create_app_and_server
     from app.storage.db import DatabaseUnusable, SchemaOutOfDate, check_schema, create_engine, prepare_database
     from kube.listen import listen_error
 
@@ -101,7 +101,7 @@ def serve_forever(settings: Settings) -> int:
 
     try:
         ssl_context = server_context(settings)
-        app = create_app(settings)
+        app, api_server = create_app_and_server(settings)
     except (InsecureServingError, OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -121,7 +121,30 @@ def serve_forever(settings: Settings) -> int:
     config.load()
     # Our own context: uvicorn's cannot request client certificates without checking them.
     config.ssl = ssl_context
-    server = uvicorn.Server(config)
+    class WatchEndingServer(uvicorn.Server):
+        """Ends the open watches as it starts to shut down, and drops connections left idle: uvicorn
+        waits for every response to finish and every connection to close before the application
+        stops, and a watch never finishes, nor does a TLS close whose client does not answer its
+        close_notify (the process sat out its caller's grace period and was killed, its database
+        not closed). Requests in flight still finish."""
+
+        async def shutdown(self, sockets: Any = None) -> None:
+            api_server.storage.end_watches()
+            dropping = asyncio.get_running_loop().create_task(self._drop_idle_connections())
+            try:
+                await super().shutdown(sockets)
+            finally:
+                dropping.cancel()
+
+        async def _drop_idle_connections(self) -> None:
+            while True:
+                await asyncio.sleep(1.0)  # a client that answers closes its side well within this
+                for connection in list(self.server_state.connections):
+                    cycle = getattr(connection, "cycle", None)
+                    if cycle is None or cycle.response_complete:
+                        connection.transport.abort()
+
+    server = WatchEndingServer(config)
     log.info("serving the Kubernetes API", extra={"listen": settings.listen, "https": ssl_context is not None, "database": _redact(settings.database_url)})
     server.run()
     return 0

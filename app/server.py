@@ -163,6 +163,11 @@ class ApiServer:
 
 def create_app(settings: Settings) -> Any:
     """The ASGI application: resource paths on a lean path, everything else through FastAPI."""
+    return create_app_and_server(settings)[0]
+
+
+def create_app_and_server(settings: Settings) -> tuple[Any, ApiServer]:
+    """:func:`create_app`, and the server it serves (whose watches the process ends when it stops)."""
     app = create_fastapi_app(settings)
     server: ApiServer = app.state.server
     negotiation.STREAM_WRITE_TIMEOUT = settings.stream_write_timeout
@@ -176,7 +181,7 @@ def create_app(settings: Settings) -> Any:
     checks = storage_checks(server.storage, settings.etcd_healthcheck_timeout, settings.etcd_readycheck_timeout)
     # Health probes are authenticated and authorized as every other path (upstream's order): anonymous
     # probes pass by the bootstrap binding of system:public-info-viewer.
-    return ObserveMiddleware(AuthFilter(HealthEndpoints(limited, checks), server.auth, negotiated_status))
+    return ObserveMiddleware(AuthFilter(HealthEndpoints(limited, checks), server.auth, negotiated_status)), server
 
 
 def negotiated_status(exc: ApiError, scope: Any) -> tuple[str, bytes]:

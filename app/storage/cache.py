@@ -295,6 +295,7 @@ class WatchCache:
         self.history_bytes = 0
         self._getters: dict[str, tuple[tuple[str, ...], tuple[FieldGetter, ...]]] = {}
         self._watchers: dict[str, set[Watcher]] = {}
+        self._ending_watches = False
         self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
         self._waiter_ids = itertools.count()
         # resource -> callbacks told of each applied event, in order, before any watcher.
@@ -509,6 +510,9 @@ class WatchCache:
         self._followers.setdefault(resource, []).append(follow)
 
     def add_watcher(self, watcher: Watcher) -> None:
+        if self._ending_watches:
+            watcher.close()  # the server is stopping: the watch ends at once, as the others did
+            return
         self._watchers.setdefault(watcher.resource, set()).add(watcher)
 
     def remove_watcher(self, watcher: Watcher) -> None:
@@ -521,6 +525,8 @@ class WatchCache:
         return sum(len(w) for w in self._watchers.values())
 
     def close_all_watchers(self) -> None:
+        """End every watch, and every one opened from now on (the server is stopping)."""
+        self._ending_watches = True
         for watchers in self._watchers.values():
             for watcher in tuple(watchers):
                 watcher.close()

@@ -53,6 +53,11 @@ class Storage:
         await self._store.stop()
         self._cache.close_all_watchers()
 
+    def end_watches(self) -> None:
+        """End every open watch now, and each one opened after (the server is shutting down: its
+        watch streams finish cleanly and clients re-watch elsewhere, as from any apiserver that stops)."""
+        self._cache.close_all_watchers()
+
     @property
     def ready(self) -> bool:
         return self._store.ready
