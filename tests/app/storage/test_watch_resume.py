@@ -14,7 +14,7 @@ import httpx
 import orjson
 import pytest
 
-from devtools.server import ServerProcess, migrate
+from devtools.server import ServerProcess
 from tests.conftest import Databases
 from tests.helpers import claim, claims_path
 
@@ -154,8 +154,7 @@ def test_a_watch_resumed_at_another_replicas_acknowledged_version_starts_after_i
     (``Cacher.waitUntilWatchCacheFreshAndForceAllEvents`` waits for sendInitialEvents only)."""
     if backend != "postgres":
         pytest.skip("several replicas need Postgres")
-    url = databases.new()
-    migrate(url)
+    url = databases.migrated()
     replicas = {name: ServerProcess(url, log_path=tmp_path / f"{name}.log") for name in ("a", "b")}
     try:
         for server in replicas.values():
