@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -62,29 +63,49 @@ class PostgresCluster:
 
 
 class Databases:
-    """Hands out empty databases of one backend."""
+    """Hands out databases of one backend: empty ones (``new``), and migrated ones (``migrated``),
+    copies of one database migrated once per session with ``python -m app migrate`` (the tests of
+    migration itself start from ``new``)."""
 
     def __init__(self, backend: str, tmp: Path, cluster: PostgresCluster) -> None:
         self.backend = backend
         self.tmp = tmp
         self.cluster = cluster
+        self._template: str | None = None
 
     def new(self) -> str:
         if self.backend == "sqlite":
-            return f"sqlite+aiosqlite:///{self.tmp / f'dra-{uuid.uuid4().hex[:8]}.sqlite'}"
+            return f"sqlite+aiosqlite:///{self._sqlite_path()}"
         url = self.cluster.url()
         name = f"t_{uuid.uuid4().hex[:10]}"
         asyncio.run(_create_database(url, name))
         return url.rsplit("/", 1)[0] + "/" + name
 
+    def migrated(self) -> str:
+        """A database on the current schema, as ``migrate(self.new())`` leaves it, without a migrate process each."""
+        if self._template is None:
+            template = self.new()
+            migrate(template)
+            self._template = template
+        if self.backend == "sqlite":
+            path = self._sqlite_path()
+            shutil.copyfile(self._template.removeprefix("sqlite+aiosqlite:///"), path)
+            return f"sqlite+aiosqlite:///{path}"
+        name = f"t_{uuid.uuid4().hex[:10]}"
+        asyncio.run(_create_database(self._template, name, template=self._template.rsplit("/", 1)[1]))
+        return self._template.rsplit("/", 1)[0] + "/" + name
 
-async def _create_database(url: str, name: str) -> None:
+    def _sqlite_path(self) -> Path:
+        return self.tmp / f"dra-{uuid.uuid4().hex[:8]}.sqlite"
+
+
+async def _create_database(url: str, name: str, template: str | None = None) -> None:
     import asyncpg
 
     dsn = url.replace("postgresql+asyncpg://", "postgresql://")
     conn = await asyncpg.connect(dsn)
     try:
-        await conn.execute(f'CREATE DATABASE "{name}"')
+        await conn.execute(f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else ""))
     finally:
         await conn.close()
 
@@ -162,9 +183,12 @@ def start_server(databases: Databases, tmp_path_factory: pytest.TempPathFactory)
     logs = tmp_path_factory.mktemp("logs")
 
     def start(*flags: str, database_url: str | None = None, migrate_first: bool = True, credentials: ClusterCredentials | None = None) -> ServerProcess:
-        url = database_url or databases.new()
-        if migrate_first:
-            migrate(url)
+        if database_url is None:
+            url = databases.migrated() if migrate_first else databases.new()
+        else:
+            url = database_url
+            if migrate_first:
+                migrate(url)
         proc = ServerProcess(url, *flags, log_path=logs / f"server-{len(started)}.log", credentials=credentials)
         started.append(proc)
         return proc.start()
@@ -190,8 +214,7 @@ def server(databases: Databases, shared_servers: dict[str, ServerProcess], tmp_p
     """The shared server of this backend (tests isolate themselves by namespace)."""
     proc = shared_servers.get(databases.backend)
     if proc is None:
-        url = databases.new()
-        migrate(url)
+        url = databases.migrated()
         log = tmp_path_factory.mktemp("logs") / f"shared-{databases.backend}.log"
         proc = shared_servers[databases.backend] = ServerProcess(url, "--bookmark-interval", "1", log_path=log).start()
     return proc

@@ -15,23 +15,33 @@ import pytest
 
 from tests.helpers import assert_status, claim, claims_path, iter_watch
 
+SENTINEL = "after-the-test"
+
 
 @pytest.fixture
 def quiet_watch(api: httpx.Client, ns: str) -> Iterator[list[dict[str, Any]]]:
-    """A watch on the namespace's claims; the test asserts it stays silent."""
+    """A watch on the namespace's claims; the test asserts it stays silent. After the test a
+    sentinel claim is written: events come in the order of their revisions, so the watch ends at
+    the sentinel's event, and anything a refused request had stored would have come before it."""
     rv = api.get(claims_path(ns)).json()["metadata"]["resourceVersion"]
     seen: list[dict[str, Any]] = []
+    reached = threading.Event()
 
     def run() -> None:
-        for event in iter_watch(api, claims_path(ns), {"resourceVersion": rv, "timeoutSeconds": "2"}):
+        for event in iter_watch(api, claims_path(ns), {"resourceVersion": rv, "timeoutSeconds": "30"}, timeout=40):
+            if event["object"]["metadata"]["name"] == SENTINEL:
+                reached.set()
+                return
             seen.append(event)
 
     thread = threading.Thread(target=run)
     thread.start()
     yield seen
-    thread.join(10)
+    assert api.post(claims_path(ns), json=claim(SENTINEL)).status_code == 201
+    thread.join(40)
     assert seen == [], "a refused request must not produce a watch event"
-    assert api.get(claims_path(ns)).json()["items"] == [], "a refused request must not store anything"
+    assert reached.is_set(), "the watch saw the sentinel's event"
+    assert [i["metadata"]["name"] for i in api.get(claims_path(ns)).json()["items"]] == [SENTINEL], "a refused request must not store anything"
     assert api.get("/readyz").status_code == 200
 
 

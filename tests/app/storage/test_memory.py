@@ -61,15 +61,28 @@ def _big_pods(client: httpx.Client, ns: str, count: int) -> None:
         assert client.post(f"/api/v1/namespaces/{ns}/pods", json=body).status_code == 201
 
 
-def _read_until_closed(server: ServerProcess, path: str, wait: float) -> bytes:
-    """Ask for ``path`` on a connection that reads nothing for ``wait`` seconds, then everything
-    the server sent until it closed the connection."""
+# What the server logs when it gives up on a client: a stream nobody reads, a request past its deadline.
+GAVE_UP = (b"cut off a client that read nothing", b"request timed out after")
+
+
+def _gave_up(server: ServerProcess) -> int:
+    assert server.log_path is not None
+    log = server.log_path.read_bytes()
+    return sum(log.count(line) for line in GAVE_UP)
+
+
+def _read_until_closed(server: ServerProcess, path: str) -> bytes:
+    """Ask for ``path`` on a connection that reads nothing until the server has given up on it
+    (its log says so; at most 30 s), then everything the server sent until it closed the connection."""
     host, port = server.url.removeprefix("http://").split(":")
     with socket.socket() as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         sock.connect((host, int(port)))
+        before = _gave_up(server)
         sock.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nAccept: application/json\r\n\r\n".encode())
-        time.sleep(wait)
+        deadline = time.monotonic() + 30
+        while _gave_up(server) == before and time.monotonic() < deadline:
+            time.sleep(0.1)
         sock.settimeout(20)
         received = []
         while data := sock.recv(1 << 20):
@@ -82,10 +95,10 @@ def test_a_client_that_reads_nothing_is_cut_off_not_buffered_for(impatient_serve
         _big_pods(client, "unread", 24)
     # 24 MiB of objects: far more than the connection's buffers hold. A watch that stays open for
     # 60 s and a LIST are each closed early, their answers cut short.
-    watch = _read_until_closed(impatient_server, "/api/v1/namespaces/unread/pods?watch=1&resourceVersion=0&timeoutSeconds=60", 4)
+    watch = _read_until_closed(impatient_server, "/api/v1/namespaces/unread/pods?watch=1&resourceVersion=0&timeoutSeconds=60")
     assert watch.startswith(b"HTTP/1.1 200")
     assert watch.count(b'"type":"ADDED"') < 24
-    listed = _read_until_closed(impatient_server, "/api/v1/namespaces/unread/pods", 5)
+    listed = _read_until_closed(impatient_server, "/api/v1/namespaces/unread/pods")
     assert listed.startswith(b"HTTP/1.1 200")
     assert not listed.endswith(b"0\r\n\r\n")
     assert listed.count(b'"kind":"Pod"') < 24

@@ -17,7 +17,7 @@ import pytest
 from devtools.server import REPO_ROOT, ServerProcess, free_port
 from kube import protobuf
 from tests.conftest import Databases
-from tests.helpers import assert_status, claim, claims_path, watch_lines
+from tests.helpers import assert_status, claim, claims_path, iter_watch, watch_lines
 
 
 def _ns(client: httpx.Client, name: str) -> None:
@@ -61,10 +61,15 @@ async def _writes(url: str, namespace: str, writers: int, per_writer: int) -> No
         await asyncio.gather(*(one(w) for w in range(writers)))
 
 
-def _history(url: str, namespace: str, since: str) -> list[tuple[int, str, str]]:
-    """Every change since ``since`` as the log has it, via a watch from that revision."""
-    events = watch_lines(httpx.Client(base_url=url, timeout=30), claims_path(namespace), {"resourceVersion": since, "timeoutSeconds": "2"}, limit=100_000)
-    return [(int(e["object"]["metadata"]["resourceVersion"]), e["type"], e["object"]["metadata"]["name"]) for e in events]
+def _history(url: str, namespace: str, since: str, until: str) -> list[tuple[int, str, str]]:
+    """Every change after ``since`` up to ``until`` (the last write) as the log has it, via a watch from ``since``."""
+    history: list[tuple[int, str, str]] = []
+    with httpx.Client(base_url=url, timeout=30) as client:
+        for e in iter_watch(client, claims_path(namespace), {"resourceVersion": since, "timeoutSeconds": "20"}, timeout=30):
+            history.append((int(e["object"]["metadata"]["resourceVersion"]), e["type"], e["object"]["metadata"]["name"]))
+            if e["object"]["metadata"]["resourceVersion"] == until:
+                break
+    return history
 
 
 def test_concurrent_writers_watchers_see_exact_history(api: httpx.Client, server: ServerProcess, ns: str) -> None:
@@ -82,7 +87,7 @@ def test_concurrent_writers_watchers_see_exact_history(api: httpx.Client, server
     done.set()
     for t in threads:
         t.join(10)
-    truth = _history(server.url, ns, start)
+    truth = _history(server.url, ns, start, final_rv)
     assert truth, "the writers must have produced events"
     for out in seen:
         got = [(int(e["object"]["metadata"]["resourceVersion"]), e["type"], e["object"]["metadata"]["name"]) for e in out]
@@ -123,7 +128,7 @@ def test_watchers_resume_across_restart(start_server: Callable[..., ServerProces
             time.sleep(0.1)
         done.set()
         watcher.join(10)
-        truth = _history(second.url, "restart", rv)
+        truth = _history(second.url, "restart", rv, final)
         got = [(int(e["object"]["metadata"]["resourceVersion"]), e["type"], e["object"]["metadata"]["name"]) for e in seen]
         assert got == truth
         assert len(truth) > 40
@@ -139,7 +144,10 @@ def test_compaction_expires_old_revisions(start_server: Callable[..., ServerProc
         old = client.post(claims_path("compact"), json=claim("c0")).json()["metadata"]["resourceVersion"]
         for i in range(1, 10):
             client.post(claims_path("compact"), json=claim(f"c{i}"))
-        time.sleep(1.5)
+        # Compaction runs every 0.5 s: until it has passed ``old`` an exact read of it is served.
+        deadline = time.monotonic() + 30
+        while client.get(claims_path("compact"), params={"resourceVersion": old, "resourceVersionMatch": "Exact"}).status_code == 200 and time.monotonic() < deadline:
+            time.sleep(0.1)
         events = watch_lines(client, claims_path("compact"), {"resourceVersion": old, "timeoutSeconds": "2"}, limit=1)
         assert events[0]["type"] == "ERROR"
         status = events[0]["object"]
@@ -197,8 +205,8 @@ def test_a_continue_token_older_than_compaction_expires_with_a_token_for_the_res
 def test_two_servers_share_one_ordered_stream(backend: str, databases: Databases, start_server: Callable[..., ServerProcess]) -> None:
     if backend != "postgres":
         pytest.skip("several replicas need Postgres")
-    url = databases.new()
-    a = start_server("--poll-interval", "0.2", database_url=url)
+    url = databases.migrated()
+    a = start_server("--poll-interval", "0.2", database_url=url, migrate_first=False)
     b = start_server("--poll-interval", "0.2", database_url=url, migrate_first=False)
     with httpx.Client(base_url=a.url) as client:
         _ns(client, "replicas")
@@ -229,7 +237,7 @@ def test_two_servers_share_one_ordered_stream(backend: str, databases: Databases
     assert key == [(e["object"]["metadata"]["resourceVersion"], e["type"]) for e in seen_b]
     revisions = [int(r) for r, _ in key]
     assert revisions == sorted(revisions) and len(set(revisions)) == len(revisions)
-    assert key == [(str(r), t) for r, t, _ in _history(a.url, "replicas", start)]
+    assert key == [(str(r), t) for r, t, _ in _history(a.url, "replicas", start, final)]
 
 
 def test_a_replica_that_only_reads_learns_of_another_replicas_write_by_notification(
@@ -240,8 +248,8 @@ def test_a_replica_that_only_reads_learns_of_another_replicas_write_by_notificat
     so no poll of its own wakes it either)."""
     if backend != "postgres":
         pytest.skip("several replicas need Postgres")
-    url = databases.new()
-    reader = start_server("--poll-interval", "120", database_url=url)
+    url = databases.migrated()
+    reader = start_server("--poll-interval", "120", database_url=url, migrate_first=False)
     writer = start_server("--poll-interval", "120", database_url=url, migrate_first=False)
     with httpx.Client(base_url=writer.url, timeout=30) as client:
         _ns(client, "notified")
@@ -353,11 +361,10 @@ def _replicas_test(backend: str, databases: Databases, body: Any) -> None:
     if backend != "postgres":
         pytest.skip("several replicas need Postgres")
     from app.storage.cache import WatchCache
-    from app.storage.db import create_engine, run_migrations
+    from app.storage.db import create_engine
     from app.storage.store import Store
 
-    url = databases.new()
-    run_migrations(url)
+    url = databases.migrated()
 
     async def run() -> None:
         # A poll interval far beyond the test: only notifications tell a replica about the other.

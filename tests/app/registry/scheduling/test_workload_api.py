@@ -39,9 +39,26 @@ def gated(start_server: Callable[..., ServerProcess]) -> Iterator[httpx.Client]:
 
 
 @pytest.fixture(scope="module")
-def workload_only(start_server: Callable[..., ServerProcess]) -> Iterator[httpx.Client]:
-    """A server with GenericWorkload but without DRAWorkloadResourceClaims."""
-    with _client(start_server(*RUNTIME_CONFIG, "--feature-gates", "GenericWorkload=true")) as client:
+def stored_under_the_gate(start_server: Callable[..., ServerProcess]) -> tuple[str, str]:
+    """A database where a server with both gates stored a PodGroup with claims and their status
+    (the server stopped since): its URL, and the PodGroup's namespace."""
+    gate_on = start_server(*RUNTIME_CONFIG, "--feature-gates", BOTH_GATES)
+    with _client(gate_on) as client:
+        ns = new_namespace(client)
+        response = client.post(podgroups(ns), json=pod_group("group", resourceClaims=CLAIMS))
+        assert response.status_code == 201, response.text
+        status = {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "x"}]}
+        response = client.patch(podgroups(ns, "group") + "/status", json={"status": status}, headers={"Content-Type": "application/merge-patch+json"})
+        assert response.status_code == 200, response.text
+    gate_on.stop()
+    return gate_on.database_url, ns
+
+
+@pytest.fixture(scope="module")
+def workload_only(start_server: Callable[..., ServerProcess], stored_under_the_gate: tuple[str, str]) -> Iterator[httpx.Client]:
+    """A server with GenericWorkload but without DRAWorkloadResourceClaims, on the database of ``stored_under_the_gate``."""
+    database_url, _ = stored_under_the_gate
+    with _client(start_server(*RUNTIME_CONFIG, "--feature-gates", "GenericWorkload=true", database_url=database_url, migrate_first=False)) as client:
         yield client
 
 
@@ -261,26 +278,17 @@ def test_resource_claims_need_their_gate_and_stay_once_stored(workload_only: htt
     assert response.status_code == 200 and "resourceClaimStatuses" not in (response.json().get("status") or {}), response.text
 
 
-def test_resource_claims_stored_under_the_gate_stay_when_it_is_turned_off(start_server: Callable[..., ServerProcess]) -> None:
+def test_resource_claims_stored_under_the_gate_stay_when_it_is_turned_off(workload_only: httpx.Client, stored_under_the_gate: tuple[str, str]) -> None:
     """The "stay once stored" half: the server restarted without DRAWorkloadResourceClaims on the
     same database keeps the claims of a PodGroup stored under the gate through its updates."""
-    gate_on = start_server(*RUNTIME_CONFIG, "--feature-gates", BOTH_GATES)
-    with _client(gate_on) as client:
-        ns = new_namespace(client)
-        response = client.post(podgroups(ns), json=pod_group("group", resourceClaims=CLAIMS))
-        assert response.status_code == 201, response.text
-        status = {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "x"}]}
-        response = client.patch(podgroups(ns, "group") + "/status", json={"status": status}, headers={"Content-Type": "application/merge-patch+json"})
-        assert response.status_code == 200, response.text
-    gate_on.stop()
-    gate_off = start_server(*RUNTIME_CONFIG, "--feature-gates", "GenericWorkload=true", database_url=gate_on.database_url, migrate_first=False)
-    with _client(gate_off) as client:
-        stored = client.get(podgroups(ns, "group")).json()
-        stored["metadata"]["labels"] = {"round": "1"}
-        response = client.put(podgroups(ns, "group"), json=stored)
-        assert response.status_code == 200, response.text
-        assert response.json()["spec"]["resourceClaims"] == CLAIMS
-        status = {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "y"}]}
-        response = client.patch(podgroups(ns, "group") + "/status", json={"status": status}, headers={"Content-Type": "application/merge-patch+json"})
-        assert response.status_code == 200, response.text
-        assert response.json()["status"]["resourceClaimStatuses"] == status["resourceClaimStatuses"]
+    _, ns = stored_under_the_gate
+    client = workload_only
+    stored = client.get(podgroups(ns, "group")).json()
+    stored["metadata"]["labels"] = {"round": "1"}
+    response = client.put(podgroups(ns, "group"), json=stored)
+    assert response.status_code == 200, response.text
+    assert response.json()["spec"]["resourceClaims"] == CLAIMS
+    status = {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "y"}]}
+    response = client.patch(podgroups(ns, "group") + "/status", json={"status": status}, headers={"Content-Type": "application/merge-patch+json"})
+    assert response.status_code == 200, response.text
+    assert response.json()["status"]["resourceClaimStatuses"] == status["resourceClaimStatuses"]
