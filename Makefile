@@ -33,7 +33,7 @@ DURATIONS := --durations=30
 test: venv
 	$(BIN)/ruff check .
 	$(BIN)/python -m mypy app kube kubeletapi schedulers controllers kubeletsim exampledriver devtools kubectl_dra bench tests
-	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile $(DURATIONS) -m "not image" --ignore=tests/interop
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(DURATIONS) -m "not image" --ignore=tests/interop
 
 # The compose stack run from the container image's own file set, installed as the Dockerfile
 # installs it (pip and mypyc: 5 to 20 minutes on 2 cores), so CI runs it beside `make test`.
@@ -45,14 +45,14 @@ test-image: venv
 FAST_IGNORE := --ignore=tests/interop --ignore=tests/e2e --ignore=tests/fuzz --ignore=tests/bench --ignore=tests/deploy \
 	--ignore=tests/devtools --ignore=tests/kubectl_dra/test_dashboard_browser.py
 test-fast: venv
-	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile $(DURATIONS) -m "not server" $(FAST_IGNORE)
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(DURATIONS) -m "not server" $(FAST_IGNORE)
 
 # The compiled modules' unit tests again on their Python source (CI runs both; kube/compiled.py).
 PURE_TESTS := tests/kube/test_compiled.py tests/kube/test_labels.py tests/kube/test_fields.py \
 	tests/app/api/test_apply.py tests/app/api/test_schemas.py tests/app/api/test_routing.py \
 	tests/app/api/test_generic.py tests/app/registry/test_objectmeta.py
 test-pure: venv
-	DRA_PURE_PYTHON=1 $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile $(DURATIONS) $(PURE_TESTS)
+	DRA_PURE_PYTHON=1 $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(DURATIONS) $(PURE_TESTS)
 
 lint: venv
 	$(BIN)/ruff check .
@@ -112,7 +112,7 @@ bench-upstream: upstream
 # The interop tests (tests/interop: Go programs and upstream's binaries, so not in `make test`),
 # and kubectl's protobuf-speaking create commands again; without Go they fail here, not skip.
 interop: upstream
-	DRA_REQUIRE_GO=1 $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile $(DURATIONS) tests/interop tests/clients/test_kubectl_create.py
+	DRA_REQUIRE_GO=1 $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(DURATIONS) tests/interop tests/clients/test_kubectl_create.py
 
 clean:
 	rm -rf $(VENV) data build *.egg-info *__mypyc*.so

@@ -8,7 +8,9 @@ components do for their secure ports (delegated authentication and authorization
 * Without either the caller is anonymous.
 
 The user's permission is a SubjectAccessReview, which this worker creates as itself. Answers are
-remembered for ``ttl`` seconds, so a burst of requests costs one review. A request the API server
+remembered (tokens for ``token_ttl`` seconds, allowed and denied decisions for ``allowed_ttl`` and
+``denied_ttl``: upstream's ``--authentication-token-webhook-cache-ttl`` and
+``--authorization-webhook-cache-{authorized,unauthorized}-ttl``), so a burst of requests costs one review. A request the API server
 must judge as the user's own (a dry run create) is sent impersonating the user
 (:meth:`DelegatedAuth.create_as`), which the worker must be allowed (constrained impersonation:
 ``user-info`` for users, ``serviceaccount`` for service accounts).
@@ -68,7 +70,9 @@ class DelegatedAuth:
 
     client: KubeClient
     connection: Connection
-    ttl: float = 10.0
+    token_ttl: float = 10.0
+    allowed_ttl: float = 10.0
+    denied_ttl: float = 10.0
     _users: dict[str, tuple[float, User]] = field(default_factory=dict)
     _decisions: dict[tuple[Any, ...], tuple[float, tuple[bool, str]]] = field(default_factory=dict)
 
@@ -96,7 +100,7 @@ class DelegatedAuth:
         finally:
             await caller.close()
         user = User.from_api((review.get("status") or {}).get("userInfo") or {})
-        self._remember(self._users, key, user)
+        self._remember(self._users, key, user, self.token_ttl)
         return user
 
     async def allowed(self, user: User, **attributes: str) -> tuple[bool, str]:
@@ -113,7 +117,7 @@ class DelegatedAuth:
         review = await self.client.create(SUBJECT_ACCESS_REVIEWS, {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec})
         status = review.get("status") or {}
         decision = (bool(status.get("allowed")), str(status.get("reason") or ""))
-        self._remember(self._decisions, key, decision)
+        self._remember(self._decisions, key, decision, self.allowed_ttl if decision[0] else self.denied_ttl)
         return decision
 
     async def create_as(self, user: User, path: str, obj: dict[str, Any]) -> dict[str, Any]:
@@ -130,10 +134,13 @@ class DelegatedAuth:
         finally:
             await caller.close()
 
-    def _remember(self, cache: dict[Any, Any], key: Any, value: Any) -> None:
+    @staticmethod
+    def _remember(cache: dict[Any, Any], key: Any, value: Any, ttl: float) -> None:
+        if ttl <= 0:
+            return
         if len(cache) > 4096:
             cache.clear()
-        cache[key] = (time.monotonic() + self.ttl, value)
+        cache[key] = (time.monotonic() + ttl, value)
 
 
 def forbidden_message(user: User, verb: str, resource: str, *, namespace: str = "", name: str = "", group: str = "", reason: str = "") -> str:

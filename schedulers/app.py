@@ -14,7 +14,7 @@ from kube.delegation import DelegatedAuth
 from kube.explanations import SCHEDULER_LEASE_NAME, SCHEDULER_LEASE_NAMESPACE
 from kube.features import FeatureGates
 from kube.httpserve import is_loopback, serve_http, server_tls_context
-from kube.process import client_from_args, connection_from_args, run_leader_elected, worker_main, worker_parser
+from kube.process import client_from_args, connection_from_args, duration_seconds, run_leader_elected, worker_main, worker_parser
 from schedulers.allocator import AllocatorFeatures
 from schedulers.binder import DEFAULT_BINDING_TIMEOUT
 from schedulers.cycle import DEFAULT_FILTER_TIMEOUT, DEFAULT_NODES_TO_FIND
@@ -56,6 +56,18 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--client-ca-file", default="", help="CA whose client certificates name callers (the API server's --client-ca-file)")
     explain.add_argument("--explain-url", default="", help="URL written on the Lease for clients (default: from address and port)")
     explain.add_argument("--explain-seconds", type=float, default=ExplainLimits.seconds, help="time one explanation may take")
+    explain.add_argument(
+        "--authentication-token-webhook-cache-ttl", type=duration_seconds, default="10s", metavar="DURATION",
+        help="how long callers' tokens, as the API server answered for them, are remembered (Go duration, default 10s)",
+    )  # fmt: skip
+    explain.add_argument(
+        "--authorization-webhook-cache-authorized-ttl", type=duration_seconds, default="10s", metavar="DURATION",
+        help="how long a caller's allowed request (SubjectAccessReview) is remembered (default 10s)",
+    )  # fmt: skip
+    explain.add_argument(
+        "--authorization-webhook-cache-unauthorized-ttl", type=duration_seconds, default="10s", metavar="DURATION",
+        help="how long a caller's denied request is remembered (default 10s)",
+    )  # fmt: skip
     return parser
 
 
@@ -87,7 +99,14 @@ async def run(args: argparse.Namespace, gates: FeatureGates) -> None:
     served: asyncio.Server | None = None
     annotations: dict[str, str] = {}
     if args.explain_port:
-        explainer = ExplainServer(DelegatedAuth(client, connection_from_args(args)), ExplainLimits(seconds=args.explain_seconds))
+        auth = DelegatedAuth(
+            client,
+            connection_from_args(args),
+            token_ttl=args.authentication_token_webhook_cache_ttl,
+            allowed_ttl=args.authorization_webhook_cache_authorized_ttl,
+            denied_ttl=args.authorization_webhook_cache_unauthorized_ttl,
+        )
+        explainer = ExplainServer(auth, ExplainLimits(seconds=args.explain_seconds))
         tls = server_tls_context(args.tls_cert_file, args.tls_private_key_file, args.client_ca_file) if args.tls_cert_file else None
         served = await serve_http(explainer.handle, args.explain_port, args.explain_address, tls)
         annotations[EXPLAIN_URL_ANNOTATION] = explain_url(args)

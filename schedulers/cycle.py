@@ -24,7 +24,7 @@ The cycle writes nothing and changes no cache state: it returns a :class:`Placem
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -177,6 +177,11 @@ def _requests_with(pod: Obj, statuses: list[Obj]) -> Resources:
     return pod_requests({**pod, "status": {**(pod.get("status") or {}), "nodeAllocatableResourceClaimStatuses": statuses}})
 
 
+NodeVerdict = tuple[str | AllocationError | None, Allocated | None, list[Obj], SpecialClaim | None]
+NodeFilter = Callable[[Obj, Obj, "_PodFit", list[Any], Allocator | None, "Attempt"], NodeVerdict]
+NodeScore = Callable[[Obj, Allocator | None, Allocated | None], int]
+
+
 class SchedulingCycle:
     """Filter and score the nodes for one pod at a time; see the module docstring."""
 
@@ -197,6 +202,25 @@ class SchedulingCycle:
         self._node_pods = cache.node_pods
         self._insufficient = cache.insufficient
         self._nominated_on = cache.nominated_on
+        # The per-node checks a walk calls (replace_node_checks may put others in their place).
+        self._filter: NodeFilter = self._node_filter
+        self._score: NodeScore = self._node_score
+
+    def replace_node_checks(self, node_filter: NodeFilter, node_score: NodeScore) -> tuple[NodeFilter, NodeScore]:
+        """Walk the nodes of this cycle with ``node_filter`` and ``node_score`` instead of its own
+        (a what-if copy that remembers verdicts between copies of a pod); returns the two they
+        replace, which they may call."""
+        replaced = self._filter, self._score
+        self._filter, self._score = node_filter, node_score
+        return replaced
+
+    def walk_start(self, count: int) -> int:
+        """Where the next walk over ``count`` nodes starts (the rotating start, in node order)."""
+        return self._next_start % count if count else 0
+
+    def walked(self, start: int, visited: int, count: int) -> None:
+        """A walk from ``start`` visited ``visited`` of ``count`` nodes: the next one starts after them."""
+        self._next_start = (start + visited) % count if count else 0
 
     def prepare(self, pod: Obj) -> Attempt | ScheduleFailure | WaitForClaims:
         """The pod's claims and requests, or why no node can be looked at (yet)."""
@@ -247,7 +271,7 @@ class SchedulingCycle:
         best: tuple[int, str, Allocated | None, list[Obj], list[Obj], SpecialClaim | None] | None = None
         feasible = 0
         n = len(names)
-        start = self._next_start % n if n else 0
+        start = self.walk_start(n)
         processed = 0
         claim_mismatch = False
         get_node = self.cache.nodes.get
@@ -283,7 +307,7 @@ class SchedulingCycle:
                 best = (score, name, outcome, statuses, allocated_claims, special)
             if feasible >= self.nodes_to_find:
                 break
-        self._next_start = (start + processed) % n if n else 0
+        self.walked(start, processed, n)
         if best is None:
             return ScheduleFailure(
                 fit_error_message(n, reasons),
@@ -433,7 +457,7 @@ class SchedulingCycle:
             out.unallocated.append(claim)
         return None
 
-    def _filter(
+    def _node_filter(
         self,
         pod: Obj,
         node: Obj,
@@ -486,7 +510,7 @@ class SchedulingCycle:
             return outcome.reason, None, [], None
         return None, outcome, claims, special
 
-    def _score(self, node: Obj, allocator: Allocator | None, outcome: Allocated | None) -> int:
+    def _node_score(self, node: Obj, allocator: Allocator | None, outcome: Allocated | None) -> int:
         """Free devices left on the node after this allocation (lower is better: pack devices).
 
         Pods without claims to allocate spread instead: the score is the node's pod count

@@ -5,7 +5,7 @@ node filters, allocator and scoring) run against a cache that is a *private copy
 one (:mod:`schedulers.whatifserver` forks the scheduler process for each question, so the copy
 costs nothing to make and nothing the copy does reaches the live scheduler or the API server).
 
-:class:`WhatIf` changes that copy the way informer events would (its informers' ``_apply``, driven
+:class:`WhatIf` changes that copy the way informer events would (its informers' ``apply``, driven
 to completion synchronously, so every handler of the cache runs exactly as for a watch event):
 
 * the changes asked about first: nodes removed (their slices and pods go with them), nodes added
@@ -119,21 +119,18 @@ class _Verdicts:
 
     Copies whose claims all come from templates are the same pod to every node: a node's verdict
     (first failing filter, or the allocation and score) changes only when a copy is placed on it.
-    So the cycle's own ``_filter`` and ``_score`` run once per node and again after a placement
+    So the cycle's own node filter and score (:meth:`SchedulingCycle.replace_node_checks`) run once per node and again after a placement
     there; everything else (node order, the feasible-node limit, the choice) is the cycle's as it
     is. The memory is dropped whenever that reasoning does not hold: the copy names existing
     claims, needs extended resources, or a placement took devices not local to its node.
     """
 
     def __init__(self, cycle: SchedulingCycle) -> None:
-        self._filter = cycle._filter
-        self._score = cycle._score
         self._signature: Any = None
         self._attempt: Attempt | None = None
         self._filtered: dict[str, tuple[Any, Any]] = {}
         self._scores: dict[str, int] = {}
-        setattr(cycle, "_filter", self.filter)  # noqa: B010 (an instance of the copy, not the class)
-        setattr(cycle, "_score", self.score)  # noqa: B010
+        self._filter, self._score = cycle.replace_node_checks(self.filter, self.score)  # this copy's cycle only
 
     def filter(self, pod: Obj, node: Obj, fit: Any, selectors: list[Any], allocator: Any, attempt: Attempt) -> Any:
         if attempt is not self._attempt:  # a new cycle: is it the same pod to the nodes?
@@ -172,8 +169,8 @@ class _Verdicts:
         return (attempt.fit.key, tuple(orjson.dumps(c.get("spec"), option=orjson.OPT_SORT_KEYS) for c in claims.unallocated))
 
     def replay(self, cycle: SchedulingCycle, pod: Obj) -> Placement | None:
-        """The cycle's choice for ``pod``, walking the nodes as the cycle does but asking its
-        ``_filter`` and ``_score`` only for nodes without a remembered verdict (None: let the cycle
+        """The cycle's choice for ``pod``, walking the nodes as the cycle does but asking its node
+        filter and score only for nodes without a remembered verdict (None: let the cycle
         itself decide, e.g. when no node fits, so that its message is the cycle's).
 
         The walk is the cycle's: from its rotating start, nodes that fail skipped, stopping after
@@ -190,7 +187,7 @@ class _Verdicts:
         count = len(names)
         if not count:
             return None
-        start = cycle._next_start % count
+        start = cycle.walk_start(count)
         filtered, scores, get_node = self._filtered, self._scores, cycle.cache.nodes.get
         allocator: Any = None
         best: tuple[int, str, Any] | None = None
@@ -225,7 +222,7 @@ class _Verdicts:
                 break
         if best is None:
             return None  # no node fits: the cycle says so in its words
-        cycle._next_start = (start + processed) % count
+        cycle.walked(start, processed, count)
         claims, outcome = attempt.claims, best[2]
         allocations = (
             dict(zip((meta(c).get("uid", "") for c in claims.unallocated), outcome.allocations, strict=True)) if outcome is not None else {}
@@ -247,7 +244,7 @@ class _Verdicts:
 def apply_event(informer: Informer, kind: str, obj: Obj) -> None:
     """Apply a watch event (``ADDED``, ``MODIFIED``, ``DELETED``) to ``informer`` now, handlers
     included: the cache's handlers are plain functions, so the informer's coroutine never waits."""
-    step = informer._apply({"type": kind, "object": obj})
+    step = informer.apply({"type": kind, "object": obj})
     try:
         step.send(None)
     except StopIteration:
@@ -259,11 +256,15 @@ def apply_event(informer: Informer, kind: str, obj: Obj) -> None:
 class WhatIf:
     """Questions against ``cache`` and ``cycle``, which this object changes: give it a copy."""
 
-    def __init__(self, cache: SchedulerCache, cycle: SchedulingCycle, *, seconds: float = 10.0, token: str = "whatif") -> None:
+    def __init__(
+        self, cache: SchedulerCache, cycle: SchedulingCycle, *, seconds: float = 10.0, deadline: float | None = None, token: str = "whatif"
+    ) -> None:
+        """``seconds``: the answer's time; ``deadline`` (``time.monotonic()``) when it ends, if it
+        started before this object (the question waited for a turn), else ``seconds`` from now."""
         self.cache = cache
         self.cycle = cycle
         self.seconds = seconds
-        self.deadline = time.monotonic() + seconds
+        self.deadline = deadline if deadline is not None else time.monotonic() + seconds
         self.token = token
         self._versions = itertools.count(10**15)  # newer than anything the informers hold
         if cycle.filter_timeout is not None:

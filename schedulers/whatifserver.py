@@ -20,10 +20,13 @@ The request body (JSON)::
 
 Every question is answered in a forked copy of this process (:func:`answer_in_copy`): the copy
 holds the caches as they were at the fork, changes them at will and writes its answer to a pipe;
-the live scheduler's loop only waits on that pipe. The copy runs at a lower CPU priority, one at a
-time; the questions that came meanwhile (up to ``WhatIfLimits.waiting``, then 429) are answered
-by the next copy, each in a copy of that copy (:func:`answer_batch_in_copy`), within
-its own deadline (the cycle's filter timeout is cut to it; a copy that overruns is killed).
+the live scheduler's loop only waits on that pipe. The copy runs at the lowest CPU priority, one
+at a time; the questions that came meanwhile (up to ``WhatIfLimits.waiting``, then 429) are
+answered by the next copy, each in a copy of that copy, ``WhatIfLimits.parallel`` at a time
+(:func:`answer_batch_in_copy`), each caller getting its answer as soon as it is there. Each
+answer has a deadline counted from when it was asked (the cycle's filter timeout is cut to it,
+the placing stops at it): a question still waiting for its turn then gets 504, and a copy still
+computing ``GRACE`` seconds later is killed (504).
 Nothing is written to the API server and nothing is reserved in the live caches.
 
 Pod validation is the API server's: the pod is sent to the server as a dry run create
@@ -48,7 +51,7 @@ import signal
 import struct
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -84,9 +87,10 @@ class WhatIfLimits:
     max_copies: int = 10_000  # the bound on ``max``
     default_copies: int = 1_000  # ``max`` when not given
     max_added_nodes: int = 1_000
-    seconds: float = 10.0  # one answer's deadline in the copy
-    batch: int = 16  # questions answered by one fork of the live process (one after another)
+    seconds: float = 10.0  # one answer's deadline, counted from when the question came
+    batch: int = 16  # questions answered by one fork of the live process
     waiting: int = 16  # questions waiting for a turn; more get 429
+    parallel: int = field(default_factory=lambda: max(1, min(4, os.cpu_count() or 1)))  # a batch's questions computed at once
 
 
 def _status(error: ApiError) -> Response:
@@ -105,7 +109,34 @@ def added_node(name: str, like: Mapping[str, Any] | None) -> Obj:
 
 
 Job = Callable[[], dict[str, Any]]
-_FRAME = struct.Struct("!Q")  # each answer on the pipe: its length, then its JSON
+Result = dict[str, Any] | ApiError
+_FRAME = struct.Struct("!IQ")  # each answer on the pipe: the question's index and the answer's length, then its JSON
+GRACE = 5.0  # seconds past its deadline before a copy still computing an answer is killed
+
+
+@dataclass(frozen=True)
+class Question:
+    """A job and its deadline (``time.monotonic()``, the same clock in every fork): ``seconds``
+    after it was asked, however long it waited for a turn."""
+
+    job: Job
+    seconds: float
+    deadline: float
+
+    @classmethod
+    def asked_now(cls, job: Job, seconds: float) -> Question:
+        return cls(job, seconds, time.monotonic() + seconds)
+
+    def waited_too_long(self) -> ApiError:
+        waited = time.monotonic() - (self.deadline - self.seconds)
+        return ApiError(
+            504, "Timeout",
+            f"the what-if question waited {waited:.1f}s for its turn (other questions were being answered)"
+            f" and its deadline ({self.seconds:g}s) passed before it started; ask again later",
+        )  # fmt: skip
+
+    def took_too_long(self) -> ApiError:
+        return ApiError(504, "Timeout", f"the what-if answer took longer than its deadline ({self.seconds:g}s) and was stopped")
 
 
 def _answer(job: Job) -> bytes:
@@ -118,54 +149,79 @@ def _answer(job: Job) -> bytes:
         return orjson.dumps({"error": ApiError(500, "InternalError", f"the what-if answer failed: {exc!r}").status()})
 
 
+def _error(error: ApiError) -> bytes:
+    return orjson.dumps({"error": error.status()})
+
+
+_NO_ANSWER = ApiError(500, "InternalError", "the what-if copy ended without an answer")
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
 
 
-def _read_all(fd: int, deadline: float) -> bytes | None:
-    """Everything until EOF, or None when ``deadline`` (monotonic) passes first."""
-    chunks: list[bytes] = []
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([fd], [], [], left)[0]:
-            return None
-        chunk = os.read(fd, 1 << 16)
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
+def _answer_in_grandchildren(questions: list[Question], parallel: int, out: int) -> None:
+    """In the batch's copy: each question in a copy of the copy (so each starts from the same
+    state), ``parallel`` at a time, each answer framed onto ``out`` as soon as it is there. A
+    question whose deadline passed before its turn is answered 504 without being started; a
+    copy still computing ``GRACE`` seconds past its deadline is killed (504)."""
+    waiting = list(enumerate(questions))
+    running: dict[int, tuple[int, int, list[bytes]]] = {}  # read end -> (index, pid, chunks so far)
 
-
-def _one_in_grandchild(job: Job, seconds: float) -> bytes:
-    """In the batch's copy: ``job`` in a copy of the copy (each question starts from the same
-    state), killed when it overruns its deadline."""
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.close(read_fd)
-            _write_all(write_fd, _answer(job))
-        finally:
-            os._exit(0)
-    os.close(write_fd)
-    data = _read_all(read_fd, time.monotonic() + seconds + 5.0)
-    os.close(read_fd)
-    if data is None:
+    def finish(fd: int, data: bytes) -> None:
+        index, pid, _ = running.pop(fd)
+        os.close(fd)
         with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
-    if data is None:
-        return orjson.dumps({"error": ApiError(504, "Timeout", f"the what-if answer took longer than {seconds:g}s").status()})
-    return data or orjson.dumps({"error": ApiError(500, "InternalError", "the what-if copy ended without an answer").status()})
+            os.kill(pid, signal.SIGKILL)  # a no-op for a copy that wrote its answer and left
+        os.waitpid(pid, 0)
+        _write_all(out, _FRAME.pack(index, len(data)) + data)
+
+    while waiting or running:
+        while waiting and len(running) < parallel:
+            index, question = waiting.pop(0)
+            if time.monotonic() >= question.deadline:
+                data = _error(question.waited_too_long())
+                _write_all(out, _FRAME.pack(index, len(data)) + data)
+                continue
+            read_fd, write_fd = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    os.close(read_fd)
+                    _write_all(write_fd, _answer(question.job))
+                finally:
+                    os._exit(0)
+            os.close(write_fd)
+            running[read_fd] = (index, pid, [])
+        if not running:
+            continue
+        now = time.monotonic()
+        for fd, (index, _, _) in list(running.items()):
+            if now >= questions[index].deadline + GRACE:
+                finish(fd, _error(questions[index].took_too_long()))
+        if not running:
+            continue
+        wait = min(questions[index].deadline + GRACE for index, _, _ in running.values()) - now
+        for fd in select.select(list(running), [], [], max(0.0, wait))[0]:
+            chunk = os.read(fd, 1 << 16)
+            if chunk:
+                running[fd][2].append(chunk)
+            else:
+                finish(fd, b"".join(running[fd][2]) or _error(_NO_ANSWER))
 
 
-async def answer_batch_in_copy(jobs: list[Job], seconds: float) -> list[dict[str, Any] | ApiError]:
-    """Each job's answer (or its ApiError), computed in a forked copy of this process.
+async def answer_batch_in_copy(
+    questions: list[Question], parallel: int = 1, deliver: Callable[[int, Result], None] | None = None
+) -> list[Result]:
+    """Each question's answer (or its ApiError), computed in a forked copy of this process, and
+    each handed to ``deliver`` (with its index) as soon as it comes.
 
-    One fork of the live process per batch: the copy runs each job in a copy of its own (so each
-    starts from the state at the fork) and writes the answers in order to a pipe. Fewer forks of
-    the live process mean fewer of its pages copied on write while copies are alive.
+    One fork of the live process per batch: the copy answers a lone question itself, or each
+    question in a copy of its own (so each starts from the state at the fork), ``parallel`` at a
+    time, and writes the answers to a pipe as they are done. Fewer forks of the live process
+    mean fewer of its pages copied on write while copies are alive.
     """
     read_fd, write_fd = os.pipe()
     pid = os.fork()
@@ -176,9 +232,11 @@ async def answer_batch_in_copy(jobs: list[Job], seconds: float) -> list[dict[str
             gc.disable()  # short-lived: collecting would touch (and copy) every page of the heap
             with contextlib.suppress(OSError):
                 os.nice(NICE)
-            for job in jobs:
-                data = _answer(job) if len(jobs) == 1 else _one_in_grandchild(job, seconds)
-                _write_all(write_fd, _FRAME.pack(len(data)) + data)
+            if len(questions) == 1:
+                data = _answer(questions[0].job)
+                _write_all(write_fd, _FRAME.pack(0, len(data)) + data)
+            else:
+                _answer_in_grandchildren(questions, parallel, write_fd)
         except BaseException:
             code = 1
         finally:
@@ -187,30 +245,42 @@ async def answer_batch_in_copy(jobs: list[Job], seconds: float) -> list[dict[str
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=2**31)
     transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb"))
-    results: list[dict[str, Any] | ApiError] = []
-    rest = ApiError(500, "InternalError", "the what-if copy ended without an answer")
+    results: dict[int, Result] = {}
+
+    def got(index: int, result: Result) -> None:
+        results[index] = result
+        if deliver is not None:
+            deliver(index, result)
+
+    killed = False
     try:
-        for _ in jobs:
+        while len(results) < len(questions):
+            # The copy answers every question by its deadline plus GRACE (it kills its own late
+            # copies); one that does not by then is stuck, and so is the rest of its batch.
+            last = max(q.deadline for i, q in enumerate(questions) if i not in results) + 2 * GRACE
             try:
-                (length,) = _FRAME.unpack(await asyncio.wait_for(reader.readexactly(_FRAME.size), seconds + 10.0))
+                index, length = _FRAME.unpack(await asyncio.wait_for(reader.readexactly(_FRAME.size), max(0.0, last - time.monotonic())))
                 result = orjson.loads(await reader.readexactly(length))
             except TimeoutError:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-                rest = ApiError(504, "Timeout", f"the what-if answer took longer than {seconds:g}s")
+                killed = True
                 break
             except asyncio.IncompleteReadError:
                 break
-            results.append(ApiError.from_status(result["error"]) if "error" in result else result["answer"])
+            got(index, ApiError.from_status(result["error"]) if "error" in result else result["answer"])
     finally:
         transport.close()
         await asyncio.to_thread(os.waitpid, pid, 0)
-    return results + [rest] * (len(jobs) - len(results))
+    for index, question in enumerate(questions):
+        if index not in results:
+            got(index, question.took_too_long() if killed else _NO_ANSWER)
+    return [results[i] for i in range(len(questions))]
 
 
 async def answer_in_copy(job: Job, seconds: float) -> dict[str, Any]:
     """``job``'s answer from a forked copy of this process (raises its ApiError)."""
-    (result,) = await answer_batch_in_copy([job], seconds)
+    (result,) = await answer_batch_in_copy([Question.asked_now(job, seconds)])
     if isinstance(result, ApiError):
         raise result
     return result
@@ -222,7 +292,7 @@ class WhatIfServer:
     def __init__(self, auth: DelegatedAuth, limits: WhatIfLimits | None = None) -> None:
         self.auth = auth
         self.limits = limits or WhatIfLimits()
-        self._pending: list[tuple[Job, asyncio.Future[dict[str, Any] | ApiError]]] = []
+        self._pending: list[tuple[Question, asyncio.Future[Result]]] = []
         self._runner: asyncio.Task[None] | None = None
 
     async def handle(self, request: Request, scheduler: Scheduler | None) -> Response:
@@ -260,12 +330,13 @@ class WhatIfServer:
             raise ApiError(503, "ServiceUnavailable", "the scheduler's caches are not synced yet")
         return scheduler
 
-    async def _turn(self, job: Job) -> dict[str, Any]:
-        """The job's answer, in the next batch (one copy of the process at a time)."""
+    async def _turn(self, question: Question) -> dict[str, Any]:
+        """The question's answer, from the next batch (one copy of the process at a time), as soon
+        as the copy has it."""
         if len(self._pending) >= self.limits.waiting:
             raise ApiError(429, "TooManyRequests", "too many what-if questions at once, please try again later", {"retryAfterSeconds": 1})
-        future: asyncio.Future[dict[str, Any] | ApiError] = asyncio.get_running_loop().create_future()
-        self._pending.append((job, future))
+        future: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
+        self._pending.append((question, future))
         if self._runner is None or self._runner.done():
             self._runner = asyncio.create_task(self._batches())
         result = await future
@@ -274,20 +345,35 @@ class WhatIfServer:
         return result
 
     async def _batches(self) -> None:
-        """Answer the waiting questions, a batch per fork, until none waits."""
+        """Answer the waiting questions, a batch per fork, until none waits; each caller gets its
+        answer when it is there, not when the whole batch is."""
         while self._pending:
             batch, self._pending = self._pending[: self.limits.batch], self._pending[self.limits.batch :]
-            try:
-                results = await answer_batch_in_copy([job for job, _ in batch], self.limits.seconds)
-            except Exception as exc:  # the fork itself failed (out of memory, process limit)
-                results = [ApiError(503, "ServiceUnavailable", f"cannot answer what-if questions now: {exc}")] * len(batch)
-            for (_, future), result in zip(batch, results, strict=True):
+            now = time.monotonic()
+            for question, future in batch:
+                if question.deadline <= now and not future.done():
+                    future.set_result(question.waited_too_long())
+            batch = [(question, future) for question, future in batch if not future.done()]
+            if not batch:
+                continue
+
+            def deliver(index: int, result: Result, batch: list[tuple[Question, asyncio.Future[Result]]] = batch) -> None:
+                future = batch[index][1]
                 if not future.done():
                     future.set_result(result)
+
+            try:
+                await answer_batch_in_copy([question for question, _ in batch], self.limits.parallel, deliver)
+            except Exception as exc:  # the fork itself failed (out of memory, process limit)
+                for _, future in batch:
+                    if not future.done():
+                        future.set_result(ApiError(503, "ServiceUnavailable", f"cannot answer what-if questions now: {exc}"))
 
     # --- fit ---
 
     async def _fit(self, request: Request, user: User, namespace: str, scheduler: Scheduler | None) -> Response:
+        seconds = self.limits.seconds
+        deadline = time.monotonic() + seconds  # the answer's deadline counts from the question
         await self._require(user, "create", "pods", namespace=namespace)
         body = _json_body(request)
         pod = await self._as_created(user, namespace, _pod(body))
@@ -301,14 +387,13 @@ class WhatIfServer:
             if live.cache.claim(namespace, name) is None:
                 raise not_found(f"resourceclaims.{RESOURCE}", name, RESOURCE, "resourceclaims")
         changes = await self._changes(body, user, live)
-        seconds = self.limits.seconds
 
         def job() -> dict[str, Any]:
-            whatif = WhatIf(live.cache, live.cycle, seconds=seconds)
+            whatif = WhatIf(live.cache, live.cycle, seconds=seconds, deadline=deadline)
             whatif.apply(changes)
             return whatif.fit(pod, templates, copies)
 
-        answer = await self._turn(job)
+        answer = await self._turn(Question(job, seconds, deadline))
         return Response.json(200, {"kind": "FitAnswer", "apiVersion": EXPLANATION_API_VERSION, **answer})
 
     async def _as_created(self, user: User, namespace: str, pod: Obj) -> Obj:
@@ -413,17 +498,18 @@ class WhatIfServer:
     # --- drain ---
 
     async def _drain(self, user: User, node: str, scheduler: Scheduler | None) -> Response:
+        seconds = self.limits.seconds
+        deadline = time.monotonic() + seconds
         await self._require(user, "get", "nodes", name=node)
         await self._require(user, "list", "pods")
         live = self._ready(scheduler)
         if live.cache.nodes.get("", node) is None:
             raise not_found("nodes", node, "", "nodes")
-        seconds = self.limits.seconds
 
         def job() -> dict[str, Any]:
-            return WhatIf(live.cache, live.cycle, seconds=seconds).drain(node)
+            return WhatIf(live.cache, live.cycle, seconds=seconds, deadline=deadline).drain(node)
 
-        answer = await self._turn(job)
+        answer = await self._turn(Question(job, seconds, deadline))
         return Response.json(200, {"kind": "DrainPlan", "apiVersion": EXPLANATION_API_VERSION, **answer})
 
 
@@ -482,4 +568,14 @@ def _templates(body: Mapping[str, Any], pod: Obj) -> dict[str, Obj]:
     return out
 
 
-__all__ = ["DRAIN_PATH", "FIT_PATH", "PREFIX", "WhatIfLimits", "WhatIfServer", "added_node", "answer_in_copy"]
+__all__ = [
+    "DRAIN_PATH",
+    "FIT_PATH",
+    "PREFIX",
+    "Question",
+    "WhatIfLimits",
+    "WhatIfServer",
+    "added_node",
+    "answer_batch_in_copy",
+    "answer_in_copy",
+]

@@ -103,6 +103,25 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.server)
+    items[:] = heavy_files_first(items)
+
+
+def heavy_files_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The order xdist hands out whole files in (the Makefile's ``--no-loadscope-reorder`` keeps it):
+    files that start whole stacks first (end-to-end tests, and those marked ``slow``), then the rest
+    by number of tests, most first; each file's tests keep their order. Handing out the longest
+    work first leaves the small files to even out the workers at the end, where xdist's own order
+    (by number of tests alone) left a minute-long end-to-end file to run last on one worker."""
+    files: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        files.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+
+    def heaviness(path: str) -> tuple[bool, int]:
+        tests = files[path]
+        heavy = path.startswith("tests/e2e/") or any(item.get_closest_marker("slow") for item in tests)
+        return (not heavy, -len(tests))
+
+    return [item for path in sorted(files, key=heaviness) for item in files[path]]
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,7 @@ scheduler's explanation port), in a temporary directory, for tests that drive it
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import shutil
 import subprocess
@@ -52,11 +53,32 @@ class Stack:
         return path.read_text(errors="replace")[-4000:] if path.exists() else ""
 
 
+SQLITE = "sqlite+aiosqlite:///"
+_migrated: list[Path] = []
+
+
+def migrated_sqlite(path: Path) -> str:
+    """The URL of a new SQLite database at ``path`` with the schema ``python -m app migrate`` makes.
+
+    It is a copy of one database this process migrated once: each migration is a process that
+    imports the server and Alembic, seconds on a loaded machine, and every stack needs one."""
+    if not _migrated:
+        directory = Path(tempfile.mkdtemp(prefix="dra-schema-"))
+        atexit.register(shutil.rmtree, directory, ignore_errors=True)
+        template = directory / "migrated.sqlite"
+        migrate(f"{SQLITE}{template}")
+        _migrated.append(template)
+    template = _migrated[0]
+    for suffix in ("", "-wal", "-shm"):  # the journal too, should one have been left
+        if (source := template.with_name(template.name + suffix)).exists():
+            shutil.copyfile(source, path.with_name(path.name + suffix))
+    return f"{SQLITE}{path}"
+
+
 @contextlib.contextmanager
 def running_stack(tmp: Path, *, nodes: int = 2, profile: str = "gpu", explain: bool = True) -> Iterator[Stack]:
     """The stack, its scheduler leading (explanation URL on its Lease) and its nodes' slices published."""
-    database_url = f"sqlite+aiosqlite:///{tmp / 'dra.sqlite'}"
-    migrate(database_url)
+    database_url = migrated_sqlite(tmp / "dra.sqlite")
     credentials = ClusterCredentials.ensure(tmp / "pki")
     credentials.ensure_node_tokens(node_names(nodes))
     server = ServerProcess(database_url, log_path=tmp / "apiserver.log", credentials=credentials).start()
@@ -67,7 +89,12 @@ def running_stack(tmp: Path, *, nodes: int = 2, profile: str = "gpu", explain: b
         with stack.admin() as admin:
             apply_grants(admin)
         for name, command in worker_commands(server, "", nodes, profile, stack.explain_port):
-            stack.commands[name] = [*command, "--root-dir", str(kubelet_root)] if name == "kubeletsim" else command
+            if name == "kubeletsim":
+                command = [*command, "--root-dir", str(kubelet_root)]
+            elif name == "scheduler" and explain:
+                # Tests grant callers permissions they were just denied; upstream's 10 s is for a cluster.
+                command = [*command, "--authorization-webhook-cache-unauthorized-ttl", "1s"]
+            stack.commands[name] = command
             stack.start_worker(name)
         with stack.admin() as admin:
 

@@ -14,9 +14,10 @@ import pytest
 
 from devtools.credentials import ClusterCredentials
 from devtools.devstack import node_names, worker_commands
-from devtools.server import REPO_ROOT, ServerProcess, migrate, stop_process
+from devtools.server import REPO_ROOT, ServerProcess, stop_process
 from tests.authcluster import audit_writers
 from tests.processes import eventually
+from tests.stack import migrated_sqlite
 
 pytestmark = [pytest.mark.slow]
 
@@ -30,8 +31,7 @@ def _client(server: ServerProcess, identity: str) -> httpx.Client:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, Path]]:
     tmp = tmp_path_factory.mktemp("identities")
-    database_url = f"sqlite+aiosqlite:///{tmp / 'dra.sqlite'}"
-    migrate(database_url)
+    database_url = migrated_sqlite(tmp / "dra.sqlite")
     credentials = ClusterCredentials.ensure(tmp / "pki")
     credentials.ensure_node_tokens(node_names(NODES))
     audit = tmp / "audit.log"

@@ -288,7 +288,9 @@ def test_explanations_need_the_callers_own_permission(stack: Stack, tmp_path: Pa
                    "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}]}  # fmt: skip
         assert admin.post("/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles", json=role).status_code == 201
         assert admin.post("/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings", json=binding).status_code == 201
-    allowed = eventually(lambda: (r := httpx.get(url, verify=context)).status_code == 200 and r, "alice may now", timeout=20)
+    # The stack's scheduler remembers a denial for 1 s (--authorization-webhook-cache-unauthorized-ttl;
+    # by default 10 s, which this wait would not outlast).
+    allowed = eventually(lambda: (r := httpx.get(url, verify=context)).status_code == 200 and r, "alice may now", timeout=8)
     assert allowed.json()["state"] == "Unschedulable"
 
 

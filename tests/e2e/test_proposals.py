@@ -34,9 +34,12 @@ FEATURE = "DRANodeAllocatableResources"
 PREFIX = "prop-"
 CPU_NODE, GPU_NODE = f"{PREFIX}0", f"{PREFIX}1"
 MAX_PODS = 1100
-SHARED_PODS = 1000
+# More pods than a claim's status.reservedFor may list (256): only the workload's reservation
+# lets them all share the claim. How far beyond that it scales is bench.proposals' (1,000 pods).
+RESERVED_FOR_LIMIT = 256
+SHARED_PODS = 300
 TIMEOUT = 30.0
-# Creating and starting 1,000 pods on a loaded 2-core machine; the measured time is printed.
+# Creating and starting the shared pods on a loaded 2-core machine; the measured time is printed.
 MANY_TIMEOUT = 600.0
 GIB, MIB = 2**30, 2**20
 
@@ -460,7 +463,8 @@ def count_running(http: httpx.Client, ns: str) -> int:
     return len(pods)
 
 
-def test_a_thousand_pods_share_a_claim_reserved_for_a_workload(stack: Stack, ns: str) -> None:
+def test_more_pods_than_reserved_for_can_list_share_a_claim_reserved_for_a_workload(stack: Stack, ns: str) -> None:
+    assert SHARED_PODS > RESERVED_FOR_LIMIT
     http = stack.client
     workload = workload_ref()
     create_claim(http, ns, "shared-gpu", "gpu.example.com", reservedFor=workload)
@@ -471,7 +475,7 @@ def test_a_thousand_pods_share_a_claim_reserved_for_a_workload(stack: Stack, ns:
     elapsed = time.monotonic() - started
     print(f"{SHARED_PODS} pods sharing one claim: created in {created:.1f}s, all Running after {elapsed:.1f}s")
     pods = http.get(f"/api/v1/namespaces/{ns}/pods").json()["items"]
-    # Far beyond reservedFor's 256 entries: the workload holds the reservation, so every pod runs on the GPU's node.
+    # Beyond reservedFor's 256 entries: the workload holds the reservation, so every pod runs on the GPU's node.
     assert len({p["spec"]["nodeName"] for p in pods}) == 1
     claim = get_claim(http, ns, "shared-gpu")
     assert claim["status"]["reservedFor"] == [workload]

@@ -62,7 +62,8 @@ import yaml
 from devtools.credentials import ClusterCredentials
 from devtools.devstack import node_names, worker_commands, write_kubeconfig
 from devtools.ports import free_port
-from devtools.server import REPO_ROOT, ServerProcess, migrate, stop_process
+from devtools.server import REPO_ROOT, ServerProcess, stop_process
+from tests.stack import migrated_sqlite
 
 pytestmark = [pytest.mark.slow]
 
@@ -321,8 +322,7 @@ class Stack:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     tmp = tmp_path_factory.mktemp("tour")
-    database_url = f"sqlite+aiosqlite:///{tmp / 'dra.sqlite'}"
-    migrate(database_url)
+    database_url = migrated_sqlite(tmp / "dra.sqlite")
     credentials = ClusterCredentials.ensure(tmp / "pki")
     credentials.ensure_node_tokens(node_names(NODES))
     server = ServerProcess(database_url, log_path=tmp / "apiserver.log", credentials=credentials)

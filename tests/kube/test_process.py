@@ -3,6 +3,7 @@ accepted), and a worker run with its health endpoint."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 
 import httpx
@@ -11,7 +12,7 @@ import pytest
 from controllers.app import build_parser as controller_parser
 from devtools.ports import free_port
 from kube.client import KubeClient
-from kube.process import run_worker, worker_parser
+from kube.process import duration_seconds, run_worker, worker_parser
 from kubeletsim.__main__ import build_parser as simulator_parser
 from schedulers.app import build_parser as scheduler_parser
 
@@ -80,3 +81,13 @@ async def test_a_worker_answers_health_once_ready_and_closes_its_client_when_sto
         with pytest.raises(httpx.ConnectError):
             await http.get("/healthz")
     assert client.closed
+
+
+def test_upstreams_duration_flags_take_go_durations() -> None:
+    """The scheduler's delegated-auth cache flags are spelled and valued as kube-scheduler's."""
+    args = scheduler_parser().parse_args(["--authorization-webhook-cache-unauthorized-ttl", "1m30s", "--authentication-token-webhook-cache-ttl", "0"])
+    assert (args.authorization_webhook_cache_unauthorized_ttl, args.authentication_token_webhook_cache_ttl) == (90.0, 0.0)
+    assert args.authorization_webhook_cache_authorized_ttl == 10.0
+    assert duration_seconds("250ms") == 0.25
+    with pytest.raises(argparse.ArgumentTypeError, match='invalid duration "ten"'):
+        duration_seconds("ten")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from typing import Any
 
 import orjson
@@ -313,7 +314,9 @@ async def test_a_scheduler_the_api_server_does_not_accept_says_so() -> None:
     server.whatif.auth.create_as = refused  # type: ignore[method-assign]
     code, body = await post(server, FIT, {"pod": templated_pod(), "templates": [template()]})
     assert (code, body["reason"]) == (500, "InternalError")
-    assert body["message"].startswith('the scheduler cannot have the API server check the pod as "alice": Unauthorized (the scheduler needs')
+    assert body["message"].startswith(
+        'the scheduler cannot have the API server check the pod as "alice": Unauthorized (the scheduler needs'
+    )
 
 
 async def test_more_questions_than_turns_are_refused_with_429() -> None:
@@ -386,3 +389,42 @@ async def test_questions_asked_together_share_one_fork_and_each_starts_from_the_
     answers = await asyncio.gather(*(post(server, FIT, q) for q in questions))
     assert [(code, body["total"]) for code, body in answers] == [(200, 5)] * 4
     assert len(forks) < 4
+
+
+async def test_a_question_whose_deadline_passes_while_it_waits_for_a_turn_gets_504() -> None:
+    """Three questions at once, each slow enough to use its whole deadline, answered one at a
+    time: a question's deadline counts from when it was asked, so the ones still waiting when
+    theirs passes are told so with 504, not answered long after it."""
+    server, _ = await _server(WhatIfLimits(seconds=0.5, parallel=1))
+    slow = template()
+    slow["spec"]["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [
+        {"cel": {"expression": "!lists.range(300).all(i, lists.range(300).all(j, i + j >= 0))"}}
+    ]
+    answers = await asyncio.gather(*(post(server, FIT, {"pod": templated_pod(), "templates": [slow]}) for _ in range(3)))
+    assert sorted(code for code, _ in answers) == [200, 504, 504], answers
+    late = [body for code, body in answers if code == 504]
+    assert all(body["reason"] == "Timeout" for body in late)
+    assert all(
+        re.fullmatch(
+            r"the what-if question waited [0-9.]+s for its turn \(other questions were being answered\)"
+            r" and its deadline \(0\.5s\) passed before it started; ask again later",
+            body["message"],
+        )
+        for body in late
+    ), late
+
+
+async def test_each_caller_of_a_batch_gets_its_answer_when_it_is_there() -> None:
+    """A quick question asked beside a slow one (answered by the same fork) is answered at once,
+    not when the slow one is."""
+    server, _ = await _server(WhatIfLimits(seconds=3.0, parallel=2))
+    slow = template()
+    slow["spec"]["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [
+        {"cel": {"expression": "!lists.range(300).all(i, lists.range(300).all(j, i + j >= 0))"}}
+    ]
+    slow_call = asyncio.ensure_future(post(server, FIT, {"pod": templated_pod(), "templates": [slow]}))
+    quick_call = asyncio.ensure_future(post(server, FIT, {"pod": templated_pod(), "templates": [template()]}))
+    done, _ = await asyncio.wait([slow_call, quick_call], return_when=asyncio.FIRST_COMPLETED)
+    assert done == {quick_call} and quick_call.result()[0] == 200 and quick_call.result()[1]["total"] == 5
+    code, body = await slow_call
+    assert code == 200 and body["total"] == 0
