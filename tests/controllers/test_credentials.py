@@ -13,6 +13,7 @@ from controllers.credentials import ServiceAccountClients
 from kube.client import KubeClient
 from kube.kubeconfig import load_kubeconfig
 from tests.authcluster import AuthCluster, audit_writers
+from tests.processes import eventually_async
 
 REVIEW = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
 
@@ -20,6 +21,12 @@ REVIEW = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
 async def whoami(client: KubeClient) -> str:
     answer = await client.post_raw("/apis/authentication.k8s.io/v1/selfsubjectreviews", REVIEW)
     return str(answer["status"]["userInfo"]["username"])
+
+
+async def tokens_asked(auth_cluster: AuthCluster, at_least: int) -> bool:
+    """Whether the audit log shows ``at_least`` token requests for the account."""
+    lines = auth_cluster.audit_log.read_text().splitlines()
+    return len([line for line in lines if '"test-controller"' in line and '"token"' in line]) >= at_least
 
 
 async def test_a_controller_acts_as_its_account_and_keeps_acting_as_it_after_renewals(
@@ -38,7 +45,8 @@ async def test_a_controller_acts_as_its_account_and_keeps_acting_as_it_after_ren
         assert "test-controller" in {item["metadata"]["name"] for page in pages for item in page["items"]}
 
         renewals = asyncio.create_task(accounts.renew_forever())
-        await asyncio.sleep(3.0)
+        # Until the token was renewed twice (the first token and two more asked for), not a fixed 3 s.
+        await eventually_async(lambda: tokens_asked(auth_cluster, 3), what="two renewals", timeout=30)
         renewals.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await renewals
@@ -46,6 +54,5 @@ async def test_a_controller_acts_as_its_account_and_keeps_acting_as_it_after_ren
     finally:
         await accounts.close()
         await root.close()
-    tokens_asked = [line for line in auth_cluster.audit_log.read_text().splitlines() if '"test-controller"' in line and '"token"' in line]
-    assert len(tokens_asked) >= 2, "the token was never renewed"
+    assert await tokens_asked(auth_cluster, 2), "the token was never renewed"
     assert ("serviceaccounts", "") in audit_writers(auth_cluster.audit_log)

@@ -1,8 +1,9 @@
 """The scheduler as a real process against a real server (plus the claim controller).
 
 Every test creates its own nodes, slices, class and namespace, and steers pods to its own nodes
-with a per-test node label, so tests can share one server and one scheduler. Nodes are cluster
-scoped, so messages are checked against the live node count.
+with a per-test node label, so tests can share one server and one scheduler (with the files that
+use these fixtures too: tests/schedulers/conftest.py). Nodes are cluster scoped, so messages are
+checked against the live node count.
 """
 
 from __future__ import annotations
@@ -12,12 +13,11 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from devtools.ports import free_port
 from devtools.server import REPO_ROOT, ServerProcess
@@ -27,40 +27,10 @@ RESOURCE = "/apis/resource.k8s.io/v1"
 TIMEOUT = 20.0
 
 
-@pytest.fixture(scope="module")
-def cluster(start_server: Callable[..., ServerProcess], tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, Path]]:
-    """A server of its own (so no other test's nodes or leases interfere) and the claim controller."""
-    server = start_server("--bookmark-interval", "1")
-    logs = tmp_path_factory.mktemp("sched")
-    controller = Worker("controllers", ["--server", server.url, "--lease-duration", "2"], logs / "controller.log").start()
-    yield server, logs
-    controller.stop()
-
-
-@pytest.fixture(scope="module")
-def client(cluster: tuple[ServerProcess, Path]) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=cluster[0].url, timeout=30.0) as c:
-        yield c
-
-
 def start_scheduler(cluster: tuple[ServerProcess, Path], *extra: str, name: str = "default-scheduler") -> Worker:
     server, logs = cluster
     args = ["--server", server.url, "--scheduler-name", name, "--log-level", "debug", *extra]
     return Worker("schedulers", args, logs / f"scheduler-{name}-{uuid.uuid4().hex[:6]}.log").start()
-
-
-@pytest.fixture(scope="module")
-def scheduler(cluster: tuple[ServerProcess, Path]) -> Iterator[Worker]:
-    proc = start_scheduler(cluster, "--no-leader-elect")
-    yield proc
-    proc.stop()
-
-
-@pytest.fixture
-def ns(client: httpx.Client) -> str:
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    assert client.post("/api/v1/namespaces", json={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}).status_code == 201
-    return name
 
 
 # ---------------------------------------------------------------- objects

@@ -18,18 +18,12 @@ from tests.schedulers.test_scheduler import (
     TIMEOUT,
     Topo,
     assert_no_double_allocation,
-    client,
-    cluster,
     condition,
     events,
     get_claim,
     node_of,
-    ns,
-    scheduler,
     start_scheduler,
 )
-
-__all__ = ["client", "cluster", "ns", "scheduler"]  # fixtures
 
 PREBIND = 'running PreBind plugin "DynamicResources"'
 

@@ -15,17 +15,11 @@ from tests.schedulers.test_scheduler import (
     TIMEOUT,
     Topo,
     assert_no_double_allocation,
-    client,
-    cluster,
     condition,
     get_pod,
     node_of,
-    ns,
-    scheduler,
 )
 from tests.schedulers.test_scheduler_preemption import priority_class
-
-__all__ = ["client", "cluster", "ns", "scheduler"]  # fixtures
 
 ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
 

@@ -15,18 +15,12 @@ from tests.schedulers.test_scheduler import (
     TIMEOUT,
     Topo,
     assert_no_double_allocation,
-    client,
-    cluster,
     condition,
     events,
     get_claim,
     get_pod,
     node_of,
-    ns,
-    scheduler,
 )
-
-__all__ = ["client", "cluster", "ns", "scheduler"]  # fixtures
 
 
 def priority_class(client: httpx.Client, value: int) -> str:
