@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -38,6 +41,28 @@ def migrate(database_url: str) -> None:
         cwd=REPO_ROOT,
         capture_output=True,
     )
+
+
+SQLITE = "sqlite+aiosqlite:///"
+_migrated: list[Path] = []  # the one template of this process
+
+
+def migrated_sqlite(path: Path) -> str:
+    """The URL of a new SQLite database at ``path`` with the schema ``python -m app migrate`` makes.
+
+    It is a copy of one database this process migrated once: each migration is a process that
+    imports the server and Alembic, seconds on a loaded machine, and every stack needs one."""
+    if not _migrated:
+        directory = Path(tempfile.mkdtemp(prefix="dra-schema-"))
+        atexit.register(shutil.rmtree, directory, ignore_errors=True)
+        template = directory / "migrated.sqlite"
+        migrate(f"{SQLITE}{template}")
+        _migrated.append(template)
+    template = _migrated[0]
+    for suffix in ("", "-wal", "-shm"):  # the journal too, should one have been left
+        if (source := template.with_name(template.name + suffix)).exists():
+            shutil.copyfile(source, path.with_name(path.name + suffix))
+    return f"{SQLITE}{path}"
 
 
 class ServerProcess:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -24,7 +23,7 @@ import pytest
 
 from devtools.credentials import ClusterCredentials
 from devtools.postgres import PostgresNotAvailable, database_url_for_tests
-from devtools.server import ServerProcess, migrate
+from devtools.server import ServerProcess, migrate, migrated_sqlite
 from kube.client import KubeClient
 from tests.authcluster import AuthCluster, start_auth_cluster
 from tests.contract import check_response_body
@@ -83,14 +82,12 @@ class Databases:
 
     def migrated(self) -> str:
         """A database on the current schema, as ``migrate(self.new())`` leaves it, without a migrate process each."""
+        if self.backend == "sqlite":
+            return migrated_sqlite(self._sqlite_path())
         if self._template is None:
             template = self.new()
             migrate(template)
             self._template = template
-        if self.backend == "sqlite":
-            path = self._sqlite_path()
-            shutil.copyfile(self._template.removeprefix("sqlite+aiosqlite:///"), path)
-            return f"sqlite+aiosqlite:///{path}"
         name = f"t_{uuid.uuid4().hex[:10]}"
         asyncio.run(_create_database(self._template, name, template=self._template.rsplit("/", 1)[1]))
         return self._template.rsplit("/", 1)[0] + "/" + name

@@ -3,7 +3,6 @@ scheduler's explanation port), in a temporary directory, for tests that drive it
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import shutil
 import subprocess
@@ -19,7 +18,7 @@ from devtools.credentials import ClusterCredentials
 from devtools.devstack import node_names, worker_commands
 from devtools.grants import apply_grants
 from devtools.ports import free_port
-from devtools.server import REPO_ROOT, ServerProcess, migrate, stop_process
+from devtools.server import REPO_ROOT, ServerProcess, migrated_sqlite, stop_process
 from tests.processes import eventually
 
 
@@ -51,28 +50,6 @@ class Stack:
     def log(self, name: str) -> str:
         path = self.tmp / f"{name}.log"
         return path.read_text(errors="replace")[-4000:] if path.exists() else ""
-
-
-SQLITE = "sqlite+aiosqlite:///"
-_migrated: list[Path] = []
-
-
-def migrated_sqlite(path: Path) -> str:
-    """The URL of a new SQLite database at ``path`` with the schema ``python -m app migrate`` makes.
-
-    It is a copy of one database this process migrated once: each migration is a process that
-    imports the server and Alembic, seconds on a loaded machine, and every stack needs one."""
-    if not _migrated:
-        directory = Path(tempfile.mkdtemp(prefix="dra-schema-"))
-        atexit.register(shutil.rmtree, directory, ignore_errors=True)
-        template = directory / "migrated.sqlite"
-        migrate(f"{SQLITE}{template}")
-        _migrated.append(template)
-    template = _migrated[0]
-    for suffix in ("", "-wal", "-shm"):  # the journal too, should one have been left
-        if (source := template.with_name(template.name + suffix)).exists():
-            shutil.copyfile(source, path.with_name(path.name + suffix))
-    return f"{SQLITE}{path}"
 
 
 @contextlib.contextmanager

@@ -14,10 +14,9 @@ import pytest
 
 from devtools.credentials import ClusterCredentials
 from devtools.devstack import node_names, worker_commands
-from devtools.server import REPO_ROOT, ServerProcess, stop_process
+from devtools.server import REPO_ROOT, ServerProcess, migrated_sqlite, stop_process
 from tests.authcluster import audit_writers
 from tests.processes import eventually
-from tests.stack import migrated_sqlite
 
 pytestmark = [pytest.mark.slow]
 

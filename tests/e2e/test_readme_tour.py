@@ -62,8 +62,7 @@ import yaml
 from devtools.credentials import ClusterCredentials
 from devtools.devstack import node_names, worker_commands, write_kubeconfig
 from devtools.ports import free_port
-from devtools.server import REPO_ROOT, ServerProcess, stop_process
-from tests.stack import migrated_sqlite
+from devtools.server import REPO_ROOT, ServerProcess, migrated_sqlite, stop_process
 
 pytestmark = [pytest.mark.slow]
 
