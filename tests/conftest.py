@@ -1,8 +1,8 @@
 """Shared fixtures: a real API server process per storage backend, and clients for it.
 
-Every storage and API test (``tests/app``, whose conftest asks for both backends) runs once on
-SQLite and once on Postgres; clients, workers and end-to-end tests run on one, SQLite, the
-embedded default (``DRA_TEST_BACKEND=postgres`` runs them on Postgres). Postgres comes from
+Every storage and API test (``tests/app``) runs once on SQLite and once on Postgres; clients,
+workers and end-to-end tests run on one, SQLite, the embedded default (``DRA_TEST_BACKEND=postgres``
+runs them on Postgres): their other half is deselected. Postgres comes from
 ``DRA_TEST_DATABASE_URL`` when set, otherwise from a throwaway cluster started as an
 unprivileged user. Without Postgres binaries the Postgres half is skipped, unless
 ``DRA_REQUIRE_POSTGRES=1`` (CI), where that is an error.
@@ -32,6 +32,8 @@ from tests.helpers import new_namespace
 BACKENDS = ["sqlite", "postgres"]
 # What clients, workers and end-to-end tests run on: what they test is above the storage.
 ONE_BACKEND = os.environ.get("DRA_TEST_BACKEND", "sqlite")
+# The storage and API tests, which run on both.
+BOTH_BACKENDS = ("tests/app/",)
 
 # Simulators and drivers started by the tests meet in a directory of their own, not in the
 # checkout's data directory (short: unix socket paths are limited to 107 bytes).
@@ -117,11 +119,21 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "image: installs the container image's file set as the Dockerfile does (minutes of pip and mypyc); make test-image runs these, make test leaves them out")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    kept, other_backend = [], []
     for item in items:
         if SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.server)
-    items[:] = heavy_files_first(items)
+        on = getattr(getattr(item, "callspec", None), "params", {}).get("databases")
+        if on is not None and on != ONE_BACKEND and not item.nodeid.startswith(BOTH_BACKENDS):
+            other_backend.append(item)
+        else:
+            kept.append(item)
+    # Deselected, not parametrised apart: one ``databases`` fixture, so the fixtures built on it
+    # (servers, stacks) are rebuilt whenever the backend changes and never serve the other one.
+    if other_backend:
+        config.hook.pytest_deselected(items=other_backend)
+    items[:] = heavy_files_first(kept)
 
 
 def heavy_files_first(items: list[pytest.Item]) -> list[pytest.Item]:
@@ -148,11 +160,8 @@ def postgres_cluster() -> Iterator[PostgresCluster]:
         yield PostgresCluster(stack)
 
 
-def databases_of_each_backend(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, postgres_cluster: PostgresCluster
-) -> Iterator[Databases]:
-    """The ``databases`` fixture's body, parametrised by backend (here with one; ``tests/app``'s
-    conftest parametrises it with both)."""
+@pytest.fixture(scope="session", params=BACKENDS)
+def databases(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, postgres_cluster: PostgresCluster) -> Iterator[Databases]:
     dbs = Databases(request.param, tmp_path_factory.mktemp(request.param), postgres_cluster)
     if request.param == "postgres":
         try:
@@ -163,8 +172,6 @@ def databases_of_each_backend(
             pytest.skip(f"no Postgres available: {exc}")
     yield dbs
 
-
-databases = pytest.fixture(scope="session", params=[ONE_BACKEND], name="databases")(databases_of_each_backend)
 
 
 @pytest.fixture(scope="session")
