@@ -148,7 +148,8 @@ async def serve(session: Session, address: str, port: int, list_limit: int = MAX
     client = session.client()
     model = DashboardModel(client, max_listed=list_limit)
     await model.start()
-    config = uvicorn.Config(build_app(model, session), log_level="warning", lifespan="off")
+    # Ctrl-C ends the pages' event streams after a second: uvicorn would wait for them forever.
+    config = uvicorn.Config(build_app(model, session), log_level="warning", lifespan="off", timeout_graceful_shutdown=1)
     server = uvicorn.Server(config)
     host, bound = sock.getsockname()[:2]
     where = f"[{host}]" if ":" in host else host

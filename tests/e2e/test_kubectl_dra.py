@@ -347,3 +347,29 @@ def test_following_make_runs_banner_kubectl_dra_works(tmp_path: Path) -> None:
             os.killpg(process.pid, signal.SIGKILL)
         process.wait()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_the_dashboard_stops_at_once_with_pages_open(stack: Stack) -> None:
+    """SIGTERM (Ctrl-C) ends the dashboard while a page's event stream is open, by itself and promptly
+    (it waited for the stream forever, until whoever stopped it killed it)."""
+    from tests.kubectl_dra.test_dashboard_browser import Dashboard
+
+    dashboard = Dashboard(stack, free_port()).start()
+    opened = threading.Event()
+
+    def listen() -> None:
+        with contextlib.suppress(httpx.HTTPError), httpx.stream("GET", dashboard.url + "api/events", timeout=30) as response:
+            opened.set()
+            for _ in response.iter_bytes():
+                pass
+
+    threading.Thread(target=listen, daemon=True).start()
+    try:
+        assert opened.wait(10)
+        assert dashboard.process is not None
+        started = time.monotonic()
+        dashboard.process.send_signal(signal.SIGINT)
+        code = dashboard.process.wait(15)
+        assert code != -signal.SIGKILL and time.monotonic() - started < 6
+    finally:
+        dashboard.stop(kill=True)
