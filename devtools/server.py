@@ -34,6 +34,15 @@ def stop_process(process: subprocess.Popen[bytes] | None, kill: bool = False) ->
         process.wait()
 
 
+def stop_all(servers: list[ServerProcess]) -> None:
+    """Stop several servers at once: each is asked (SIGTERM) before any is waited for."""
+    for server in servers:
+        if server.process is not None and server.process.poll() is None:
+            server.process.terminate()
+    for server in servers:
+        server.stop()
+
+
 def migrate(database_url: str) -> None:
     subprocess.run(
         [sys.executable, "-m", "app", "migrate", "--database-url", database_url],

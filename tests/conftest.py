@@ -23,7 +23,7 @@ import pytest
 
 from devtools.credentials import ClusterCredentials
 from devtools.postgres import PostgresNotAvailable, database_url_for_tests
-from devtools.server import ServerProcess, migrate, migrated_sqlite
+from devtools.server import ServerProcess, migrate, migrated_sqlite, stop_all
 from kube.client import KubeClient
 from tests.authcluster import AuthCluster, start_auth_cluster
 from tests.contract import check_response_body
@@ -198,8 +198,7 @@ def start_server(databases: Databases, tmp_path_factory: pytest.TempPathFactory)
         return proc.start()
 
     yield start
-    for proc in started:
-        proc.stop()
+    stop_all(started)
 
 
 @pytest.fixture(scope="session")
@@ -209,8 +208,7 @@ def shared_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[st
     these servers across files when run without xdist."""
     servers: dict[str, ServerProcess] = {}
     yield servers
-    for proc in servers.values():
-        proc.stop()
+    stop_all(list(servers.values()))
 
 
 @pytest.fixture(scope="session")
