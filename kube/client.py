@@ -134,19 +134,15 @@ class KubeClient:
         self._owns_transport = True
         self._base = httpx.URL(self.server)
         self._base_path = self._base.raw_path.decode().rstrip("/")  # a server URL may carry a path prefix
-        self._headers: list[tuple[bytes, bytes]] = [
-            (b"Host", self._base.netloc),
-            (b"User-Agent", user_agent.encode()),
-            (b"Accept", b"application/json"),
-        ]
+        headers = [(b"Host", self._base.netloc), (b"User-Agent", user_agent.encode()), (b"Accept", b"application/json")]
         if token:
-            self._headers.append((b"Authorization", b"Bearer " + token.encode()))
+            headers.append((b"Authorization", b"Bearer " + token.encode()))
+        self._set_headers(headers)
         self._timeouts = {"connect": timeout, "read": timeout, "write": timeout, "pool": timeout}
         # Through LeanTransport: requests whose answer is read whole skip httpx's
         # URL/Request/Response objects, which cost more CPU than a small request itself.
         self._lean = self._transport if isinstance(self._transport, LeanTransport) and self._transport.serves(self._base.scheme) else None
         self._lean_key = (self._base.host, self._base.port or (443 if self._base.scheme == "https" else 80))
-        self._lean_headers = b"".join(name + b": " + value + b"\r\n" for name, value in self._headers)
 
     @classmethod
     def from_connection(cls, connection: Connection, *, user_agent: str, qps: float | None = None, timeout: float = 30, max_idle_per_host: int | None = None) -> KubeClient:
@@ -161,18 +157,25 @@ class KubeClient:
 
     def set_token(self, token: str) -> None:
         """Send ``token`` as the bearer token from the next request on (a rotated, short-lived token)."""
-        self._headers = [header for header in self._headers if header[0] != b"Authorization"]
-        self._headers.append((b"Authorization", b"Bearer " + token.encode()))
-        self._lean_headers = b"".join(name + b": " + value + b"\r\n" for name, value in self._headers)
+        self._set_headers([*(header for header in self._headers if header[0] != b"Authorization"), (b"Authorization", b"Bearer " + token.encode())])
 
-    def as_user(self, token: str, user_agent: str = "") -> KubeClient:
-        """A client acting as another user (named by a bearer token) on this client's connections;
-        closing it leaves them to this client."""
+    def _set_headers(self, headers: list[tuple[bytes, bytes]]) -> None:
+        """The headers of every request, and their bytes as the lean path writes them."""
+        self._headers = headers
+        self._lean_headers = b"".join(name + b": " + value + b"\r\n" for name, value in headers)
+
+    def _sharing(self, *, token: str | None = None, user_agent: str = "") -> KubeClient:
+        """A client on this client's connections and rate limit; closing it leaves them to this client."""
         other = KubeClient(self.server, user_agent=user_agent or self.user_agent, timeout=self.timeout, transport=self._transport, token=token)
         other._limiter = self._limiter
         other._owns_transport = False
         other.max_retries = self.max_retries
         return other
+
+    def as_user(self, token: str, user_agent: str = "") -> KubeClient:
+        """A client acting as another user (named by a bearer token) on this client's connections;
+        closing it leaves them to this client."""
+        return self._sharing(token=token, user_agent=user_agent)
 
     def impersonating(
         self, name: str, *, uid: str = "", groups: tuple[str, ...] = (), extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
@@ -180,17 +183,13 @@ class KubeClient:
         """A client whose requests act as another user (``Impersonate-*`` headers) with this client's
         credentials, on its connections; closing it leaves them to this client. The server decides
         whether this client may act as that user for each request (impersonation)."""
-        other = KubeClient(self.server, user_agent=self.user_agent, timeout=self.timeout, transport=self._transport)
-        other._limiter = self._limiter
-        other._owns_transport = False
-        other.max_retries = self.max_retries
+        other = self._sharing()
         headers = [(b"Impersonate-User", name.encode())]
         if uid:
             headers.append((b"Impersonate-Uid", uid.encode()))
         headers += [(b"Impersonate-Group", group.encode()) for group in groups]
         headers += [(b"Impersonate-Extra-" + quote(key, safe="").encode(), value.encode()) for key, values in extra for value in values]
-        other._headers = [*self._headers, *headers]
-        other._lean_headers = b"".join(n + b": " + v + b"\r\n" for n, v in other._headers)
+        other._set_headers([*self._headers, *headers])
         return other
 
     async def close(self) -> None:
