@@ -47,7 +47,7 @@ class MemoryCluster:
 
     async def put(self, informer: Informer, obj: Obj) -> None:
         obj = {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(next(self._versions))}}
-        await informer._apply({"type": "MODIFIED", "object": obj})
+        await informer.apply({"type": "MODIFIED", "object": obj})
 
     async def fill(self, nodes: int, devices: int) -> None:
         """Nodes with a slice each, every device held by a low-priority pod."""

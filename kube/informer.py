@@ -400,7 +400,6 @@ class Informer:
                 self.resource_version = rv
             await self._fire_delete(obj if obj else (old or {}))
 
-    _apply = apply  # the name tests and benchmarks that feed informers still call
 
 
 async def run_with_informers(informers: Sequence[Informer], *work: Awaitable[Any]) -> None:

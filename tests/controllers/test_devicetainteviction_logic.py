@@ -52,7 +52,7 @@ class Harness:
 
     async def add(self, informer: Informer, obj: dict[str, Any]) -> None:
         """Feed an object to an informer as a watch event would."""
-        await informer._apply({"type": "ADDED", "object": obj})
+        await informer.apply({"type": "ADDED", "object": obj})
 
     async def pod_with_claim(self, name: str, tolerations: list[dict[str, Any]] | None = None, device: str = "dev-0") -> None:
         uid = f"uid-{name}"
@@ -142,15 +142,15 @@ async def test_unscheduled_or_unreserved_pods_are_not_evicted(harness: Harness) 
     assert harness.evict_at("p") == 0
     pod = harness.pods.get("ns", "p")
     assert pod is not None
-    await harness.pods._apply({"type": "MODIFIED", "object": {**pod, "metadata": {**pod["metadata"], "resourceVersion": "2"}, "spec": {**pod["spec"], "nodeName": ""}}})
+    await harness.pods.apply({"type": "MODIFIED", "object": {**pod, "metadata": {**pod["metadata"], "resourceVersion": "2"}, "spec": {**pod["spec"], "nodeName": ""}}})
     assert harness.evict_at("p") is None
     claim = harness.claims.get("ns", "p")
     assert claim is not None
-    await harness.pods._apply({"type": "MODIFIED", "object": pod})
+    await harness.pods.apply({"type": "MODIFIED", "object": pod})
     assert harness.evict_at("p") == 0
-    await harness.claims._apply({"type": "MODIFIED", "object": {**claim, "status": {**claim["status"], "reservedFor": [{"resource": "pods", "name": "other", "uid": "x"}]}}})
+    await harness.claims.apply({"type": "MODIFIED", "object": {**claim, "status": {**claim["status"], "reservedFor": [{"resource": "pods", "name": "other", "uid": "x"}]}}})
     assert harness.evict_at("p") is None
     # Reserved for a workload rather than pod by pod: pods referencing the claim use it.
     workload = [{"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "g", "uid": "g"}]
-    await harness.claims._apply({"type": "MODIFIED", "object": {**claim, "status": {**claim["status"], "reservedFor": workload}}})
+    await harness.claims.apply({"type": "MODIFIED", "object": {**claim, "status": {**claim["status"], "reservedFor": workload}}})
     assert harness.evict_at("p") == 0

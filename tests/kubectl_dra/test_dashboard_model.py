@@ -25,7 +25,7 @@ def model(**kwargs: Any) -> DashboardModel:
 
 async def put(informer: Informer, obj: dict[str, Any], version: int = 1) -> None:
     obj = {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(version)}}
-    await informer._apply({"type": "MODIFIED", "object": obj})
+    await informer.apply({"type": "MODIFIED", "object": obj})
 
 
 def node_slice(node: str, devices: int) -> dict[str, Any]:
@@ -57,7 +57,7 @@ async def test_patches_carry_what_changed() -> None:
     assert patch["data"]["devices"] == {"upsert": [[f"{DRIVER}/n1/gpu-1", "n1", DRIVER, "gpu-1", "allocated", 1.0]], "remove": []}
     assert set(patch["data"]) == {"devices", "summary", "claims", "version"}
     assert diff(m.view, m.view) == {}
-    await m.slices._apply({"type": "DELETED", "object": node_slice("n1", 2)})
+    await m.slices.apply({"type": "DELETED", "object": node_slice("n1", 2)})
     assert diff(first, m.build())["devices"]["remove"] == [f"{DRIVER}/n1/gpu-0", f"{DRIVER}/n1/gpu-1"]
 
 
@@ -157,7 +157,7 @@ async def test_a_claim_changes_only_the_rows_of_its_pools_and_the_same_as_all_of
     assert m.rows[f"{DRIVER}/n1/gpu-1"].pods == ["default/user"]
     m._devices_stale = True
     assert m.build()["devices"] == m.view["devices"]  # the same as making every row again
-    await m.claims._apply({"type": "DELETED", "object": claim})
+    await m.claims.apply({"type": "DELETED", "object": claim})
     m.rebuild()
     assert m.view["devices"][f"{DRIVER}/n1/gpu-1"][4] == "free"
     assert list(m.view["devices"]) == [f"{DRIVER}/{n}/gpu-{i}" for n in ("n1", "n2") for i in range(2)]  # still in map order

@@ -81,11 +81,11 @@ class Cluster:
     async def put(self, informer: Informer, obj: Obj) -> Obj:
         """Add or update ``obj`` (with a new resourceVersion) as a watch event would."""
         obj = {**obj, "metadata": {**obj["metadata"], "resourceVersion": self.next_version()}}
-        await informer._apply({"type": "MODIFIED", "object": obj})
+        await informer.apply({"type": "MODIFIED", "object": obj})
         return obj
 
     async def delete(self, informer: Informer, obj: Obj) -> None:
-        await informer._apply({"type": "DELETED", "object": obj})
+        await informer.apply({"type": "DELETED", "object": obj})
 
     async def topology(self, devices: dict[str, int], **node_fields: Any) -> None:
         """A device class, and per node name a node with a slice of that many devices."""

@@ -154,10 +154,10 @@ async def test_a_written_claim_counts_until_the_informer_has_caught_up() -> None
     assert cache.claim(NS, "c") == written
     assert (DRIVER, "n1", "dev-0") in cache.allocated_state().devices
     # An older event (written before ours) does not replace what we wrote.
-    await cache.claims._apply({"type": "MODIFIED", "object": {**informed, "metadata": {**informed["metadata"], "resourceVersion": "5"}}})
+    await cache.claims.apply({"type": "MODIFIED", "object": {**informed, "metadata": {**informed["metadata"], "resourceVersion": "5"}}})
     assert cache.claim(NS, "c") == written
     caught_up = {**written, "metadata": {**written["metadata"], "resourceVersion": "11"}, "status": {}}
-    await cache.claims._apply({"type": "MODIFIED", "object": caught_up})
+    await cache.claims.apply({"type": "MODIFIED", "object": caught_up})
     assert cache.claim(NS, "c") == caught_up
     assert (DRIVER, "n1", "dev-0") not in cache.allocated_state().devices
     stale = {**written, "metadata": {**written["metadata"], "resourceVersion": "9"}}
@@ -200,7 +200,7 @@ async def test_the_stored_copy_of_an_allocation_keeps_the_device_state_and_its_c
     assert cache.allocated_state() is state
     assert cache.effective_allocation("uid-b") == stored
     moved = {**b, "metadata": {**b["metadata"], "resourceVersion": "11"}, "status": {"allocation": allocation("n1", "dev-2")}}
-    await cache.claims._apply({"type": "MODIFIED", "object": moved})
+    await cache.claims.apply({"type": "MODIFIED", "object": moved})
     assert cache.allocated_state().devices == {(DRIVER, "n1", "dev-2")}
 
 
