@@ -180,6 +180,7 @@ def populate(url: str, cluster: Cluster, tmp: Path, timeout: float) -> float:
     simulator started afterwards adopts them as they are); returns the seconds it took. A
     simulator registering 5,000 nodes itself takes many minutes next to its heartbeats."""
     from kube.client import KubeClient
+    from kube.tasks import wait_for
     from kubeletsim.nodes import build_node, node_status
     from kubeletsim.profiles import build_pool_slices, load_profiles
 
@@ -203,7 +204,7 @@ def populate(url: str, cluster: Cluster, tmp: Path, timeout: float) -> float:
                 while queue:
                     await one(client, queue.pop())
 
-            await asyncio.wait_for(asyncio.gather(*(worker() for _ in range(16))), timeout)
+            await wait_for(asyncio.gather(*(worker() for _ in range(16))), timeout)
 
     asyncio.run(run())
     return time.monotonic() - t0

@@ -60,6 +60,7 @@ from bench.machine import load_average, reports_machine
 from devtools.credentials import ClusterCredentials
 from devtools.server import REPO_ROOT, ServerProcess, migrate
 from kube.client import KubeClient, WatchExpired
+from kube.tasks import wait_for
 
 GROUP = "/apis/resource.k8s.io/v1"
 DRIVER = "test-driver.cdi.k8s.io"
@@ -296,7 +297,7 @@ async def phase(
     t0 = time.perf_counter()
     created = await create_all(client, [(f"/api/v1/namespaces/{namespace}/pods", pod(n, with_claim, priority_class)) for n in names])
     try:
-        await asyncio.wait_for(finished.wait(), timeout)
+        await wait_for(finished.wait(), timeout)
     except TimeoutError:
         pass
     watcher.cancel()

@@ -45,6 +45,7 @@ from bench.machine import reports_machine
 from bench.transport import RawHTTP
 from devtools.server import REPO_ROOT, ServerProcess, migrate
 from kube.objects import Obj
+from kube.tasks import wait_for
 from kube.timeutil import now_micro, now_rfc3339
 from kubeletsim import pods as pods_mod
 from kubeletsim.settings import Settings
@@ -523,7 +524,7 @@ class Bench:
         await run_all(names, start)
         created_s = now() - t0
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(done.wait(), self.args.timeout)
+            await wait_for(done.wait(), self.args.timeout)
         end = max(running.values()) if running else now()
         cpu = meter.stop()
         watcher.cancel()

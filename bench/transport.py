@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from bench.common import JSON, REQUEST_TIMEOUT, now
+from kube.tasks import wait_for
 
 # ----------------------------------------------------------------------------- HTTP clients
 
@@ -293,7 +294,7 @@ class Watcher:
                         f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nAccept: application/json\r\n{extra}\r\n".encode()
                     )
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(asyncio.shield(proto.closed), timeout=max(0.0, deadline - now()))
+                        await wait_for(asyncio.shield(proto.closed), timeout=max(0.0, deadline - now()))
                 finally:
                     transport.close()
             else:

@@ -32,6 +32,7 @@ from kube.errors import ApiError
 from kube.informer import Informer
 from kube.logs import setup_logging
 from kube.process import LOG_LEVELS, add_connection_arguments, client_from_args
+from kube.tasks import wait_for
 from kubeletapi.layout import DEFAULT_ROOT_DIR, NodeDirs
 
 log = logging.getLogger("exampledriver")
@@ -147,7 +148,7 @@ async def run(args: argparse.Namespace) -> None:
                         level = logging.DEBUG if isinstance(exc, ApiError) and exc.code == 404 else logging.WARNING
                         log.log(level, "cannot publish the ResourceSlice yet", extra={"node": driver.node, "error": str(exc)})
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(republish.wait(), args.resync_interval)
+                    await wait_for(republish.wait(), args.resync_interval)
         except asyncio.CancelledError:
             log.info("stopping")
         finally:

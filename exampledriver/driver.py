@@ -32,6 +32,7 @@ from kube.claims import claim_path, update_device_status
 from kube.client import KubeClient, resource_path
 from kube.errors import ApiError
 from kube.objects import Obj
+from kube.tasks import wait_for
 from kube.timeutil import now_rfc3339
 from kubeletapi.dra.v1 import api_pb2 as dra_v1
 from kubeletapi.dra.v1 import api_pb2_grpc as dra_v1_grpc
@@ -277,4 +278,4 @@ class NodeDriver(dra_v1_grpc.DRAPluginServicer, health_v1_grpc.DRAResourceHealth
             yield self.health_report()
             with contextlib.suppress(TimeoutError):
                 async with self._health_changed:
-                    await asyncio.wait_for(self._health_changed.wait(), HEALTH_RESEND_INTERVAL)
+                    await wait_for(self._health_changed.wait(), HEALTH_RESEND_INTERVAL)

@@ -13,6 +13,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import orjson
 
+from kube.tasks import wait_for
+
 MAX_HEADER_LINES = 100
 MAX_BODY = 3 * 1024 * 1024  # the API server's request limit (a pod, its templates, a few slices)
 READ_TIMEOUT = 10.0
@@ -48,13 +50,13 @@ Handler = Callable[[Request], Awaitable[Response]]
 
 
 async def _read_request(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Request | None:
-    line = await asyncio.wait_for(reader.readline(), READ_TIMEOUT)
+    line = await wait_for(reader.readline(), READ_TIMEOUT)
     parts = line.decode("latin-1").split()
     if len(parts) != 3:
         return None
     headers: dict[str, str] = {}
     for _ in range(MAX_HEADER_LINES):
-        raw = await asyncio.wait_for(reader.readline(), READ_TIMEOUT)
+        raw = await wait_for(reader.readline(), READ_TIMEOUT)
         if raw in (b"\r\n", b"\n", b""):
             break
         name, _, value = raw.decode("latin-1").partition(":")
@@ -70,7 +72,7 @@ async def _read_request(reader: asyncio.StreamReader, writer: asyncio.StreamWrit
     if not length.isdigit() or int(length) > MAX_BODY:
         raise _TooLarge
     if int(length):
-        body = await asyncio.wait_for(reader.readexactly(int(length)), READ_TIMEOUT)
+        body = await wait_for(reader.readexactly(int(length)), READ_TIMEOUT)
     return Request(parts[0].upper(), unquote(target.path), query, headers, certificate, body)
 
 

@@ -30,6 +30,7 @@ import orjson
 from kube.client import KubeClient, WatchExpired
 from kube.errors import ApiError
 from kube.objects import Obj
+from kube.tasks import wait_for
 
 Key = tuple[str, str]
 AddHandler = Callable[[Obj], Awaitable[None] | None]
@@ -249,7 +250,7 @@ class Informer:
 
     async def wait_synced(self, timeout: float | None = None) -> None:
         """Wait until the first list has been applied."""
-        await asyncio.wait_for(self._synced.wait(), timeout)
+        await wait_for(self._synced.wait(), timeout)
 
     def _new_store(self) -> Store:
         return CompactStore() if self.compact else Store()

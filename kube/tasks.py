@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 async def cancel_and_wait(*tasks: asyncio.Future[Any] | None) -> None:
@@ -20,3 +23,13 @@ async def cancel_and_wait(*tasks: asyncio.Future[Any] | None) -> None:
     for task in pending:
         if not task.cancelled():
             task.exception()  # retrieved, so a failure at shutdown is not reported as never retrieved
+
+
+async def wait_for(awaitable: Awaitable[T], timeout: float | None) -> T:
+    """``awaitable``'s result, or TimeoutError after ``timeout`` seconds (None: no limit).
+
+    Use this rather than ``asyncio.wait_for``: on Python 3.11 that one drops a cancellation
+    that arrives while the awaitable completes, so a loop cancelled at that moment (its
+    wake-up came with the stop) keeps running and whoever waits for it to end waits forever."""
+    async with asyncio.timeout(timeout):
+        return await awaitable

@@ -25,6 +25,7 @@ from kube.errors import ApiError
 from kube.indexer import Index
 from kube.informer import Informer, object_key
 from kube.objects import Obj
+from kube.tasks import wait_for
 from kube.timeutil import now_rfc3339
 
 Key = tuple[str, str]
@@ -111,7 +112,7 @@ class PodGroupView:
                 return False
             event = self._placed.setdefault(group, asyncio.Event())
             try:
-                await asyncio.wait_for(event.wait(), left)
+                await wait_for(event.wait(), left)
             except TimeoutError:
                 return count() >= min_count
         return True

@@ -62,6 +62,7 @@ from kube.deviceprofiles import ProfileError, available_profiles, build_slices, 
 from kube.errors import ApiError, bad_request, invalid, invalid_object, not_found, not_supported, required, too_many
 from kube.explanations import EXPLANATION_API_VERSION
 from kube.httpserve import Request, Response
+from kube.tasks import wait_for
 from schedulers.cache import Obj, meta
 from schedulers.scheduler import Scheduler
 from schedulers.whatif import DEFAULT_ALLOCATABLE, Changes, WhatIf
@@ -259,7 +260,7 @@ async def answer_batch_in_copy(
             # copies); one that does not by then is stuck, and so is the rest of its batch.
             last = max(q.deadline for i, q in enumerate(questions) if i not in results) + 2 * GRACE
             try:
-                index, length = _FRAME.unpack(await asyncio.wait_for(reader.readexactly(_FRAME.size), max(0.0, last - time.monotonic())))
+                index, length = _FRAME.unpack(await wait_for(reader.readexactly(_FRAME.size), max(0.0, last - time.monotonic())))
                 result = orjson.loads(await reader.readexactly(length))
             except TimeoutError:
                 with contextlib.suppress(ProcessLookupError):

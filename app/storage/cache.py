@@ -31,6 +31,7 @@ from typing import Any, Generic, TypeVar
 import orjson
 
 from kube.objects import Obj
+from kube.tasks import wait_for
 
 FieldGetter = Callable[[Obj], str]
 T = TypeVar("T")
@@ -422,7 +423,7 @@ class WatchCache:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         heapq.heappush(self._waiters, (revision, next(self._waiter_ids), future))
         try:
-            await asyncio.wait_for(future, timeout)
+            await wait_for(future, timeout)
         except TimeoutError:
             return False
         return True

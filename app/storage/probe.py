@@ -7,6 +7,7 @@ import asyncio
 
 from app.storage.errors import StorageUnavailable
 from app.storage.storage import Storage
+from kube.tasks import wait_for
 
 
 class StorageProbe:
@@ -30,7 +31,7 @@ class StorageProbe:
         self._sent_at = sent
         error: BaseException | None = None
         try:
-            await asyncio.wait_for(self._storage.ping(), self.timeout)
+            await wait_for(self._storage.ping(), self.timeout)
         except TimeoutError:
             error = StorageUnavailable(f"the database did not answer within {self.timeout:g}s")
         except Exception as exc:

@@ -18,6 +18,7 @@ from app.storage.dialects import WriteOp
 from app.storage.errors import ContinueExpired, ResourceVersionTooLarge, RevisionCompacted
 from app.storage.store import Store
 from kube.objects import Obj
+from kube.tasks import wait_for
 
 # Selectors read what the cache extracted from each version (name, namespace, labels, fields).
 Predicate = Callable[[StoredObject], bool]
@@ -300,7 +301,7 @@ class Storage:
                     if allow_bookmarks:
                         wait = min(wait, max(next_bookmark - now, 0))
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(watcher.wakeup.wait(), wait)
+                        await wait_for(watcher.wakeup.wait(), wait)
                 batch: WatchBatch = list(watcher.take())
                 if batch:
                     last_revision = max(last_revision, batch[-1][1].revision)  # type: ignore[union-attr]

@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.storage.cache import ADDED, Event, StoredObject, WatchCache
 from app.storage.dialects import CommitInDoubt, GroupCommit, InDoubt, WriteOp, dialect_for
 from app.storage.errors import CommitOutcomeUnknown, KeyExists, RevisionCompacted, RevisionMismatch, StorageError, StorageUnavailable
-from kube.tasks import cancel_and_wait
+from kube.tasks import cancel_and_wait, wait_for
 
 log = logging.getLogger("app.storage")
 
@@ -310,7 +310,7 @@ class Store:
     async def _poll_loop(self) -> None:
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._poll_wakeup.wait(), self.poll_interval)
+                await wait_for(self._poll_wakeup.wait(), self.poll_interval)
             self._poll_wakeup.clear()
             try:
                 async with self._apply_lock:

@@ -14,7 +14,6 @@ pod fit (:mod:`kubectl_dra.dashboard.whatif`).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import re
@@ -33,6 +32,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from kube.errors import ApiError
+from kube.tasks import wait_for
 from kubectl_dra.dashboard.model import MAX_LISTED, PROBE_SECONDS, DashboardModel
 from kubectl_dra.session import CommandError, Session, fetch_explanation
 
@@ -63,7 +63,7 @@ def build_app(model: DashboardModel, session: Session | None = None, accept_host
             async with model.subscribe() as queue:
                 while True:
                     try:
-                        message = await asyncio.wait_for(queue.get(), HEARTBEAT_SECONDS)
+                        message = await wait_for(queue.get(), HEARTBEAT_SECONDS)
                     except TimeoutError:
                         yield b": heartbeat\n\n"
                         continue
@@ -154,7 +154,7 @@ async def serve(session: Session, address: str, port: int, list_limit: int = MAX
     host, bound = sock.getsockname()[:2]
     where = f"[{host}]" if ":" in host else host
     try:
-        user = await asyncio.wait_for(model.whoami(), PROBE_SECONDS)
+        user = await wait_for(model.whoami(), PROBE_SECONDS)
     except (ApiError, httpx.TransportError, OSError, TimeoutError):
         user = ""  # the page says what is wrong
     who = f"as {user}" if user else f"as the user of context {session.context.name}"

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import grpc
 import grpc.aio
 
-from kube.tasks import cancel_and_wait
+from kube.tasks import cancel_and_wait, wait_for
 from kubeletapi.layout import NodeDirs, check_socket_path
 from kubeletapi.pluginregistration.v1 import api_pb2 as registration
 from kubeletapi.pluginregistration.v1 import api_pb2_grpc as registration_grpc
@@ -185,7 +185,7 @@ class PluginWatcher:
             raise RegistrationFailed(f"RegisterPlugin error -- dial failed at socket {path}, err: {exc}") from None
         try:
             try:
-                await asyncio.wait_for(channel.channel_ready(), t.dial)
+                await wait_for(channel.channel_ready(), t.dial)
             except TimeoutError:
                 raise RegistrationFailed(
                     f"RegisterPlugin error -- dial failed at socket {path}, err: failed to dial socket {path}, err: context deadline exceeded"

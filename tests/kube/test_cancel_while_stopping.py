@@ -17,6 +17,7 @@ import pytest
 from app.controlplane.loop import ControlLoop
 from kube.client import KubeClient
 from kube.leaderelection import LeaderElector
+from kube.tasks import wait_for
 from schedulers.binder import Binder
 from tests.kube.test_tasks import _slow_to_stop
 
@@ -31,10 +32,10 @@ async def _cancel_while_stopping(stop: Callable[[], Awaitable[Any]], stopping: a
         await asyncio.Event().wait()  # where a caller whose cancellation was swallowed stays
 
     caller = asyncio.create_task(shut_down())
-    await asyncio.wait_for(stopping.wait(), HARD_TIMEOUT)
+    await wait_for(stopping.wait(), HARD_TIMEOUT)
     caller.cancel()
     with pytest.raises(asyncio.CancelledError):
-        await asyncio.wait_for(caller, HARD_TIMEOUT)
+        await wait_for(caller, HARD_TIMEOUT)
     assert caller.cancelled()
 
 

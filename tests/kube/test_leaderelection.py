@@ -10,6 +10,7 @@ import orjson
 
 from kube.client import KubeClient
 from kube.leaderelection import LeaderElector
+from kube.tasks import wait_for
 
 
 async def test_a_renewal_the_server_keeps_asking_to_retry_is_cut_at_the_renew_deadline() -> None:
@@ -37,6 +38,6 @@ async def test_a_renewal_the_server_keeps_asking_to_retry_is_cut_at_the_renew_de
         led.set()
         await asyncio.Event().wait()
 
-    await asyncio.wait_for(elector.run(lead), timeout=5)
+    await wait_for(elector.run(lead), timeout=5)
     assert led.is_set() and not elector.is_leader and renewals >= 1
     await client.close()

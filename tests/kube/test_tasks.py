@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 
-from kube.tasks import cancel_and_wait
+from kube.tasks import cancel_and_wait, wait_for
 
 
 async def _slow_to_stop(stopping: asyncio.Event) -> None:
@@ -52,5 +53,32 @@ async def test_a_loop_told_to_stop_while_it_closes_a_task_stops() -> None:
     await stopping.wait()
     outer.cancel()
     with pytest.raises(asyncio.CancelledError):
-        await asyncio.wait_for(outer, 2)
+        await wait_for(outer, 2)
     assert outer.cancelled()
+
+
+@pytest.mark.parametrize("yields", range(4))
+async def test_a_loop_woken_as_it_is_cancelled_stops(yields: int) -> None:
+    # A poll loop's wake-up often comes with the stop (a last write asks for a poll, then the
+    # server stops). On Python 3.11 asyncio.wait_for lost the cancellation in that moment and
+    # the loop, and whoever waited for it to end, ran on forever.
+    wakeup = asyncio.Event()
+    rounds = 0
+
+    async def poll_loop() -> None:
+        nonlocal rounds
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await wait_for(wakeup.wait(), 60)
+            wakeup.clear()
+            rounds += 1
+
+    loop = asyncio.create_task(poll_loop())
+    await asyncio.sleep(0.01)
+    wakeup.set()
+    for _ in range(yields):
+        await asyncio.sleep(0)
+    async with asyncio.timeout(5):
+        await cancel_and_wait(loop)
+    assert loop.cancelled()
+    assert rounds <= 1

@@ -9,17 +9,18 @@ from typing import Any
 
 import pytest
 
+from kube.tasks import wait_for
 from kube.workqueue import ExponentialBackoff, WorkQueue
 from tests.processes import in_background
 
 
 async def _next(queue: WorkQueue[str], timeout: float = 1.0) -> str:
-    return await asyncio.wait_for(queue.get(), timeout)
+    return await wait_for(queue.get(), timeout)
 
 
 async def _nothing_queued(queue: WorkQueue[str], wait: float = 0.05) -> bool:
     with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(queue.get(), wait)
+        await wait_for(queue.get(), wait)
         return False
     return True
 

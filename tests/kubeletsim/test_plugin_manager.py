@@ -13,6 +13,7 @@ import grpc
 import grpc.aio
 import pytest
 
+from kube.tasks import wait_for
 from kubeletapi.dra_health.v1 import api_pb2 as health_v1
 from kubeletapi.layout import NodeDirs
 from kubeletapi.podresources.v1 import api_pb2 as podresources
@@ -191,7 +192,7 @@ async def test_a_hanging_driver_times_out_without_holding_up_other_drivers() -> 
         stuck, fine = make_claim("stuck", (FAKE, "dev-stuck")), make_claim("fine", (OTHER, "dev-fine"))
         slow = asyncio.create_task(n.manager.prepare_resources(make_pod("slow", stuck), by_name(stuck)))
         await hanging.node.call_started.wait()
-        await asyncio.wait_for(n.manager.prepare_resources(make_pod("quick", fine), by_name(fine)), 0.4)
+        await wait_for(n.manager.prepare_resources(make_pod("quick", fine), by_name(fine)), 0.4)
         with pytest.raises(PrepareError, match=r"^prepare dynamic resources: NodePrepareResources: rpc error: code = DeadlineExceeded desc = "):
             await slow
 

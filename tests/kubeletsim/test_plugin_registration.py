@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 
 import pytest
 
+from kube.tasks import wait_for
 from kubeletapi.layout import NodeDirs
 from kubeletapi.versions import DRA_V1, DRA_V1BETA1, HEALTH_V1
 from kubeletsim.plugins.draplugin import DriverNotRegistered, PluginStore
@@ -24,7 +25,7 @@ async def start_driver_process(dirs: NodeDirs) -> asyncio.subprocess.Process:
         sys.executable, "-m", "tests.kubeletsim.fakeplugin", str(dirs.root), dirs.node, stdout=asyncio.subprocess.PIPE
     )
     assert proc.stdout is not None
-    assert await asyncio.wait_for(proc.stdout.readline(), 30) == b"ready\n"
+    assert await wait_for(proc.stdout.readline(), 30) == b"ready\n"
     return proc
 
 

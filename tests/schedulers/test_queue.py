@@ -11,6 +11,7 @@ import time
 import pytest
 
 import schedulers.queue
+from kube.tasks import wait_for
 from schedulers.queue import SchedulingQueue
 
 INITIAL = 0.05
@@ -26,14 +27,14 @@ def new_queue() -> Queue:
 async def pop_now(queue: Queue) -> str | None:
     """The next active pod, or None when nothing is active right now."""
     try:
-        return await asyncio.wait_for(queue.pop(), 0.01)
+        return await wait_for(queue.pop(), 0.01)
     except TimeoutError:
         return None
 
 
 async def popped_after(queue: Queue, limit: float = 2.0) -> tuple[str, float]:
     start = time.monotonic()
-    key = await asyncio.wait_for(queue.pop(), limit)
+    key = await wait_for(queue.pop(), limit)
     return key, time.monotonic() - start
 
 
@@ -67,7 +68,7 @@ async def test_pop_waits_for_a_pod() -> None:
     await asyncio.sleep(0.01)
     assert not waiter.done()
     queue.add("p")
-    assert await asyncio.wait_for(waiter, 1) == "p"
+    assert await wait_for(waiter, 1) == "p"
     assert queue.state("p") == "in-flight"
 
 

@@ -7,7 +7,6 @@ commit reached the database, on both backends."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator
@@ -22,6 +21,7 @@ from app.storage.cache import ADDED, MODIFIED, WatchCache
 from app.storage.db import create_engine, run_migrations
 from app.storage.errors import CommitOutcomeUnknown, KeyExists, StorageError, StorageUnavailable
 from app.storage.store import Store, WriteOp
+from kube.tasks import wait_for
 from tests.conftest import Databases
 
 CLAIMS = "resourceclaims.resource.k8s.io"
@@ -198,7 +198,7 @@ async def test_a_write_whose_outcome_cannot_be_learned_in_time_is_a_504_timeout(
 
         store.dialect.settle = unreachable  # type: ignore[method-assign,assignment]
         with pytest.raises(CommitOutcomeUnknown) as caught:
-            await asyncio.wait_for(store.write(WriteOp(ADDED, CLAIMS, "default", "c", _claim("c"))), 10)
+            await wait_for(store.write(WriteOp(ADDED, CLAIMS, "default", "c", _claim("c"))), 10)
     strategy = next(kind for kind in KINDS if kind.qualified_resource == CLAIMS)
     status = storage_status(caught.value, strategy, "create", "default")
     assert (status.code, status.reason) == (504, "Timeout")

@@ -18,6 +18,7 @@ from app.storage.dialects import WriteOp
 from app.storage.errors import ContinueExpired, KeyExists, ResourceVersionTooLarge, RevisionCompacted, RevisionMismatch
 from app.storage.storage import INITIAL_EVENTS_END, Storage
 from app.storage.store import Store
+from kube.tasks import wait_for
 from tests.conftest import Databases
 
 CLAIMS = "resourceclaims.resource.k8s.io"
@@ -226,7 +227,7 @@ async def test_a_watch_ends_at_its_timeout_and_when_storage_stops(url: str) -> N
         pending = asyncio.ensure_future(watch_events(stream, 1))
         await asyncio.sleep(0.05)
         await storage.stop()
-        assert await asyncio.wait_for(pending, 2) == []
+        assert await wait_for(pending, 2) == []
 
 
 async def test_a_filtered_watch_sees_objects_enter_and_leave_the_selection(url: str) -> None:
@@ -277,7 +278,7 @@ async def test_a_watch_from_a_revision_this_server_has_not_applied_starts_after_
     async with running(url) as (storage, _store):
         await create(storage, "a")
         ahead = storage.revision + 2
-        stream = await asyncio.wait_for(storage.watch(CLAIMS, "default", **KIND, revision=ahead, timeout=5), 1)
+        stream = await wait_for(storage.watch(CLAIMS, "default", **KIND, revision=ahead, timeout=5), 1)
         await create(storage, "b")
         await create(storage, "c")
         d = await create(storage, "d")
@@ -368,5 +369,25 @@ async def test_readiness_follows_start_and_stop(url: str) -> None:
         assert storage.ready
         await storage.stop()
         assert not storage.ready
+    finally:
+        await engine.dispose()
+
+
+async def test_storage_stops_when_asked_to_poll_the_log_as_it_stops(url: str) -> None:
+    # A notification or a write asks for a poll just as the server shuts down: the poll loop
+    # must end with the rest, or the server's stop waits for it forever.
+    engine = create_engine(url)
+    try:
+        for yields in range(4):
+            store = Store(engine, WatchCache(10), compaction_interval=0)
+            storage = Storage(store)
+            await storage.start()
+            await asyncio.sleep(0.01)
+            store.request_poll()
+            for _ in range(yields):
+                await asyncio.sleep(0)
+            async with asyncio.timeout(10):
+                await storage.stop()
+            assert not storage.ready
     finally:
         await engine.dispose()
