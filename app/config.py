@@ -44,6 +44,9 @@ class Settings:
     etcd_readycheck_timeout: float = 2.0
     # No upstream counterpart: open watches hold memory until they end.
     max_watches: int = 10_000
+    # Upstream's flag; its default is 1. Here each delete is its own commit unless deletes run
+    # together, so a collection of thousands took minutes one by one.
+    delete_collection_workers: int = 16
     # No upstream counterpart: a client that takes nothing of a watch stream for this long is cut off.
     stream_write_timeout: float = 60.0
     # Serving: HTTPS with these files, or a self-signed certificate made in cert_dir; plain HTTP
@@ -230,6 +233,13 @@ def _add_security_arguments(parser: argparse.ArgumentParser, d: Settings) -> Non
         help="the most watches open at once; more are refused with 429; 0: no limit (DRA_MAX_WATCHES)",
     )
     parser.add_argument(
+        "--delete-collection-workers",
+        type=int,
+        default=int(env("DRA_DELETE_COLLECTION_WORKERS", str(d.delete_collection_workers))),
+        help="deletes a deletecollection request runs at once (upstream's default is 1; "
+        "deletes that run together share a commit; below 1 counts as 1) (DRA_DELETE_COLLECTION_WORKERS)",
+    )
+    parser.add_argument(
         "--etcd-healthcheck-timeout",
         type=_duration,
         default=env("DRA_ETCD_HEALTHCHECK_TIMEOUT", "2s"),
@@ -271,6 +281,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         request_timeout=args.request_timeout,
         min_request_timeout=float(args.min_request_timeout),
         max_watches=args.max_watches,
+        delete_collection_workers=args.delete_collection_workers,
         stream_write_timeout=args.stream_write_timeout,
         etcd_healthcheck_timeout=args.etcd_healthcheck_timeout,
         etcd_readycheck_timeout=args.etcd_readycheck_timeout,

@@ -132,7 +132,7 @@ class ApiServer:
         )
         self.storage = Storage(store, bookmark_interval=settings.bookmark_interval)
         self.auth = AuthSystem(settings, self.storage, self.gates)
-        self.registry = GenericStore(self.storage, self.gates, settings.min_request_timeout, self.auth.tokens)
+        self.registry = GenericStore(self.storage, self.gates, settings.min_request_timeout, self.auth.tokens, settings.delete_collection_workers)
         self.namespaces = NamespaceLifecycle(self.registry)
         self.aggregation = ClusterRoleAggregation(self.registry)
         self.started = time.time()

@@ -7,6 +7,7 @@ writes through ``/status``) and the ``Subresource`` declarations it owns.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 import uuid
@@ -81,12 +82,15 @@ def _name_of(obj: Obj) -> str:
 class GenericStore:
     """The REST operations, bound to one storage and one set of feature gates."""
 
-    def __init__(self, storage: Storage, gates: FeatureGates, min_request_timeout: float = 1800.0, tokens: Any = None) -> None:
+    def __init__(
+        self, storage: Storage, gates: FeatureGates, min_request_timeout: float = 1800.0, tokens: Any = None, delete_collection_workers: int = 1
+    ) -> None:
         self.storage = storage
         self.gates = gates
         self.min_request_timeout = min_request_timeout
         # The service account token issuer, for the token subresource.
         self.tokens = tokens
+        self.delete_collection_workers = max(1, delete_collection_workers)
 
     def lookup(self, group: str, resource: str, namespace: str, name: str) -> Obj | None:
         """The object this server holds now, by group and plural (None when there is none)."""
@@ -725,19 +729,15 @@ class GenericStore:
         raise self._conflict(strategy, name, "the object has been modified; please apply your changes to the latest version and try again")
 
     async def delete_collection(self, strategy: KindStrategy, namespace: str | None, opts: ListOptions, dopts: DeleteOptions) -> tuple[list[StoredObject | Obj], dict[str, Any]]:
+        """Delete what the selectors select, each object as its own DELETE would. Up to
+        ``delete_collection_workers`` deletes run at once (their writes share group commits); the
+        first failure stops the rest from starting and is the answer. Objects already gone are skipped."""
         items, _meta = await self.list_objects(strategy, namespace, ListOptions(label_selector=opts.label_selector, field_selector=opts.field_selector))
-        deleted: list[StoredObject | Obj] = []
-        for stored in items:
-            m = stored.obj["metadata"]
-            try:
-                result = await self.delete(strategy, m.get("namespace", ""), m["name"], dopts)
-            except ApiError as exc:
-                if exc.code == 404:
-                    continue
-                raise
-            if result.obj is not None:
-                deleted.append(result.obj)
-        return deleted, {"resourceVersion": str(self.storage.revision)}
+        run = _CollectionDelete(self, strategy, items, dopts)
+        await asyncio.gather(*(run.work() for _ in range(min(self.delete_collection_workers, len(items)))))
+        if run.failure is not None:
+            raise run.failure
+        return [obj for obj in run.deleted if obj is not None], {"resourceVersion": str(self.storage.revision)}
 
     # ---- subresources ---------------------------------------------------------------
 
@@ -793,6 +793,36 @@ def _converted(strategy: KindStrategy, stored: StoredObject) -> StoredObject:
     if not strategy.converts:
         return stored
     return StoredObject(strategy.from_stored(stored.obj), stored.revision)
+
+
+class _CollectionDelete:
+    """One deletecollection's deletes, shared by its workers: each takes the next object."""
+
+    def __init__(self, store: GenericStore, strategy: KindStrategy, items: list[StoredObject], dopts: DeleteOptions) -> None:
+        self.store = store
+        self.strategy = strategy
+        self.items = items
+        self.dopts = dopts
+        self.next = 0
+        self.deleted: list[StoredObject | Obj | None] = [None] * len(items)  # in the list's order
+        self.failure: Exception | None = None
+
+    async def work(self) -> None:
+        while self.failure is None and self.next < len(self.items):
+            index = self.next
+            self.next += 1
+            m = self.items[index].obj["metadata"]
+            try:
+                result = await self.store.delete(self.strategy, m.get("namespace", ""), m["name"], self.dopts)
+            except ApiError as exc:
+                if exc.code == 404:
+                    continue  # deleted meanwhile
+                self.failure = exc
+                return
+            except Exception as exc:
+                self.failure = exc
+                return
+            self.deleted[index] = result.obj
 
 
 class _ConvertedBatches:

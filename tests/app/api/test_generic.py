@@ -214,6 +214,29 @@ async def test_delete_collection_by_label(store: GenericStore, store_ns: str) ->
     assert [item.obj["metadata"]["name"] for item in left] == ["c"]
 
 
+async def test_delete_collection_runs_its_deletes_together_and_answers_in_list_order(store: GenericStore, store_ns: str) -> None:
+    names = [f"c-{i:02d}" for i in range(40)]
+    for name in names:
+        await store.create(CLAIMS, store_ns, claim(name, labels={"team": "red"}), WRITER)
+    store.delete_collection_workers = 8
+    commits = store.storage.commits
+    deleted, _meta = await store.delete_collection(CLAIMS, store_ns, ListOptions(label_selector="team=red"), DeleteOptions())
+    assert [_name(item) for item in deleted] == names
+    # Deletes that run together share group commits (one by one: one commit each).
+    assert store.storage.commits - commits < len(names) / 2
+    left, _meta = await store.list_objects(CLAIMS, store_ns, ListOptions())
+    assert left == []
+
+
+async def test_delete_collection_answers_the_first_failure_and_deletes_nothing_it_refused(store: GenericStore, store_ns: str) -> None:
+    for i in range(20):
+        await store.create(CLAIMS, store_ns, claim(f"c-{i:02d}"), WRITER)
+    error = await _refused(store.delete_collection(CLAIMS, store_ns, ListOptions(), DeleteOptions(preconditions_uid="other")), 409, "Conflict")
+    assert "the UID in the precondition (other) does not match the UID in record" in error.message
+    left, _meta = await store.list_objects(CLAIMS, store_ns, ListOptions())
+    assert len(left) == 20
+
+
 # ---- pods/binding -------------------------------------------------------------------------------
 
 
