@@ -69,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def serve_forever(settings: Settings) -> int:
     import asyncio
+    import contextlib
+    from collections.abc import Iterator
 
     import uvicorn
 
@@ -135,6 +137,14 @@ def serve_forever(settings: Settings) -> int:
                 await super().shutdown(sockets)
             finally:
                 dropping.cancel()
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            # uvicorn re-raises the signal it stopped on once shut down (exit 143 for SIGTERM);
+            # kube-apiserver, shut down by its first SIGTERM or SIGINT, exits 0.
+            with super().capture_signals():
+                yield
+                self._captured_signals.clear()
 
         async def _drop_idle_connections(self) -> None:
             while True:
