@@ -237,7 +237,7 @@ def _add_security_arguments(parser: argparse.ArgumentParser, d: Settings) -> Non
         type=int,
         default=int(env("DRA_DELETE_COLLECTION_WORKERS", str(d.delete_collection_workers))),
         help="deletes a deletecollection request runs at once (upstream's default is 1; "
-        "deletes that run together share a commit; below 1 counts as 1) (DRA_DELETE_COLLECTION_WORKERS)",
+        "deletes that run together share a commit; a deleted namespace's cleanup too; below 1 counts as 1) (DRA_DELETE_COLLECTION_WORKERS)",
     )
     parser.add_argument(
         "--etcd-healthcheck-timeout",

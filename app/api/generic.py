@@ -729,15 +729,20 @@ class GenericStore:
         raise self._conflict(strategy, name, "the object has been modified; please apply your changes to the latest version and try again")
 
     async def delete_collection(self, strategy: KindStrategy, namespace: str | None, opts: ListOptions, dopts: DeleteOptions) -> tuple[list[StoredObject | Obj], dict[str, Any]]:
-        """Delete what the selectors select, each object as its own DELETE would. Up to
-        ``delete_collection_workers`` deletes run at once (their writes share group commits); the
-        first failure stops the rest from starting and is the answer. Objects already gone are skipped."""
+        """Delete what the selectors select; the first failure is the answer."""
         items, _meta = await self.list_objects(strategy, namespace, ListOptions(label_selector=opts.label_selector, field_selector=opts.field_selector))
-        run = _CollectionDelete(self, strategy, items, dopts)
+        return await self.delete_each(strategy, items, dopts), {"resourceVersion": str(self.storage.revision)}
+
+    async def delete_each(self, strategy: KindStrategy, items: list[StoredObject], dopts: DeleteOptions, *, stop_at_refusal: bool = True) -> list[StoredObject | Obj]:
+        """Delete ``items``, each as its own DELETE would, up to ``delete_collection_workers`` at
+        once (their writes share group commits); what was deleted or marked for deletion, in the
+        items' order. Objects already gone are skipped; the first refusal (an ApiError) stops the
+        rest from starting and is raised, or with ``stop_at_refusal=False`` is passed over."""
+        run = _CollectionDelete(self, strategy, items, dopts, stop_at_refusal)
         await asyncio.gather(*(run.work() for _ in range(min(self.delete_collection_workers, len(items)))))
         if run.failure is not None:
             raise run.failure
-        return [obj for obj in run.deleted if obj is not None], {"resourceVersion": str(self.storage.revision)}
+        return [obj for obj in run.deleted if obj is not None]
 
     # ---- subresources ---------------------------------------------------------------
 
@@ -798,8 +803,9 @@ def _converted(strategy: KindStrategy, stored: StoredObject) -> StoredObject:
 class _CollectionDelete:
     """One deletecollection's deletes, shared by its workers: each takes the next object."""
 
-    def __init__(self, store: GenericStore, strategy: KindStrategy, items: list[StoredObject], dopts: DeleteOptions) -> None:
+    def __init__(self, store: GenericStore, strategy: KindStrategy, items: list[StoredObject], dopts: DeleteOptions, stop_at_refusal: bool) -> None:
         self.store = store
+        self.stop_at_refusal = stop_at_refusal
         self.strategy = strategy
         self.items = items
         self.dopts = dopts
@@ -815,8 +821,8 @@ class _CollectionDelete:
             try:
                 result = await self.store.delete(self.strategy, m.get("namespace", ""), m["name"], self.dopts)
             except ApiError as exc:
-                if exc.code == 404:
-                    continue  # deleted meanwhile
+                if exc.code == 404 or not self.stop_at_refusal:
+                    continue  # deleted meanwhile, or refused and passed over
                 self.failure = exc
                 return
             except Exception as exc:

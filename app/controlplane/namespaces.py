@@ -61,12 +61,11 @@ class NamespaceLifecycle(ControlLoop):
             for kind in KINDS:
                 if not kind.namespaced:
                     continue
-                for obj in (await storage.list(kind.qualified_resource, name, revision=0)).items:
-                    remaining += 1
-                    if obj.obj["metadata"].get("deletionTimestamp"):
-                        continue
-                    with contextlib.suppress(ApiError):
-                        await self.registry.delete(kind, name, obj.obj["metadata"]["name"], DeleteOptions(propagation_policy="Background"))
+                items = (await storage.list(kind.qualified_resource, name, revision=0)).items
+                remaining += len(items)
+                alive = [obj for obj in items if not obj.obj["metadata"].get("deletionTimestamp")]
+                # Together, as upstream's namespace controller uses deletecollection: one by one, each is its own commit.
+                await self.registry.delete_each(kind, alive, DeleteOptions(propagation_policy="Background"), stop_at_refusal=False)
             if remaining:
                 continue
             finalizers = [f for f in (stored.obj.get("spec") or {}).get("finalizers") or [] if f != namespace_kind.NAMESPACE_FINALIZER]

@@ -3,6 +3,7 @@ semantics every kind shares, and the writes of the subresources kinds declare.""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import orjson
@@ -235,6 +236,21 @@ async def test_delete_collection_answers_the_first_failure_and_deletes_nothing_i
     assert "the UID in the precondition (other) does not match the UID in record" in error.message
     left, _meta = await store.list_objects(CLAIMS, store_ns, ListOptions())
     assert len(left) == 20
+
+
+async def test_a_deleted_namespace_deletes_its_objects_together(store: GenericStore) -> None:
+    name = await new_namespace(store)
+    for i in range(40):
+        await store.create(CLAIMS, name, claim(f"c-{i:02d}"), WRITER)
+    commits = store.storage.commits
+    await store.delete(NAMESPACE_KIND, "", name, DeleteOptions())
+    async with asyncio.timeout(20):
+        while store.storage.cached(NAMESPACE_KIND.qualified_resource, "", name) is not None:
+            await asyncio.sleep(0.05)
+    left, _meta = await store.list_objects(CLAIMS, name, ListOptions())
+    assert left == []
+    # The 40 deletes shared commits (one by one: a commit each, and the namespace's own writes).
+    assert store.storage.commits - commits < 20
 
 
 # ---- pods/binding -------------------------------------------------------------------------------
