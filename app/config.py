@@ -6,7 +6,7 @@ import argparse
 import os
 from dataclasses import dataclass
 
-from kube.timeutil import parse_go_duration
+from kube.timeutil import duration_seconds
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./data/dra.sqlite"
 
@@ -216,7 +216,7 @@ def _add_security_arguments(parser: argparse.ArgumentParser, d: Settings) -> Non
     )
     parser.add_argument(
         "--request-timeout",
-        type=_duration,
+        type=duration_seconds,
         default=env("DRA_REQUEST_TIMEOUT", "1m0s"),
         help="Go duration after which a request other than a watch is answered 504; a request's ?timeout= may shorten it (DRA_REQUEST_TIMEOUT)",
     )
@@ -241,24 +241,16 @@ def _add_security_arguments(parser: argparse.ArgumentParser, d: Settings) -> Non
     )
     parser.add_argument(
         "--etcd-healthcheck-timeout",
-        type=_duration,
+        type=duration_seconds,
         default=env("DRA_ETCD_HEALTHCHECK_TIMEOUT", "2s"),
         help="Go duration the database may take to answer the /healthz and /readyz check named etcd (DRA_ETCD_HEALTHCHECK_TIMEOUT)",
     )
     parser.add_argument(
         "--etcd-readycheck-timeout",
-        type=_duration,
+        type=duration_seconds,
         default=env("DRA_ETCD_READYCHECK_TIMEOUT", "2s"),
         help="Go duration the database may take to answer the /readyz check named etcd-readiness (DRA_ETCD_READYCHECK_TIMEOUT)",
     )
-
-
-def _duration(text: str) -> float:
-    """A flag's Go duration (``1m0s``) in seconds (argparse parses string defaults with it too)."""
-    try:
-        return parse_go_duration(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:

@@ -402,7 +402,6 @@ class Informer:
             await self._fire_delete(obj if obj else (old or {}))
 
 
-
 async def run_with_informers(informers: Sequence[Informer], *work: Awaitable[Any]) -> None:
     """Start ``informers`` (each once, however often listed), wait until they have synced, then run
     ``work`` until it ends or is cancelled; stop the informers after."""

@@ -35,17 +35,6 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 HIDDEN_ALIASES = frozenset({"--healthz-port"})
 
 
-def duration_seconds(text: str) -> float:
-    """An argparse type for upstream's duration flags: Go's syntax (``10s``, ``1m30s``, ``0``), in seconds."""
-    from kube.cel.time import parse_duration  # the CEL library's Go duration parser
-    from kube.cel.types import EvalError
-
-    try:
-        return parse_duration(text).nanos / 1e9
-    except EvalError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
 class _HelpFormatter(argparse.HelpFormatter):
     """Leaves the hidden aliases out of --help."""
 

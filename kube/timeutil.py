@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import re
 import time
 from datetime import UTC, datetime
@@ -112,3 +113,12 @@ def parse_go_duration(text: str) -> float:
             raise ValueError(f"time: invalid duration {quoted}")
         rest = rest[match.end():]
     return (-total if negative else total) / 1e9
+
+
+def duration_seconds(text: str) -> float:
+    """An argparse type for upstream's duration flags (``10s``, ``1m30s``, ``0``), in seconds;
+    argparse parses string defaults with it too."""
+    try:
+        return parse_go_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

@@ -14,7 +14,8 @@ from kube.delegation import DelegatedAuth
 from kube.explanations import SCHEDULER_LEASE_NAME, SCHEDULER_LEASE_NAMESPACE
 from kube.features import FeatureGates
 from kube.httpserve import is_loopback, serve_http, server_tls_context
-from kube.process import client_from_args, connection_from_args, duration_seconds, run_leader_elected, worker_main, worker_parser
+from kube.process import client_from_args, connection_from_args, run_leader_elected, worker_main, worker_parser
+from kube.timeutil import duration_seconds
 from schedulers.allocator import AllocatorFeatures
 from schedulers.binder import DEFAULT_BINDING_TIMEOUT
 from schedulers.cycle import DEFAULT_FILTER_TIMEOUT, DEFAULT_NODES_TO_FIND

@@ -12,7 +12,8 @@ import pytest
 from controllers.app import build_parser as controller_parser
 from devtools.ports import free_port
 from kube.client import KubeClient
-from kube.process import duration_seconds, run_worker, worker_parser
+from kube.process import run_worker, worker_parser
+from kube.timeutil import duration_seconds
 from kubeletsim.__main__ import build_parser as simulator_parser
 from schedulers.app import build_parser as scheduler_parser
 
