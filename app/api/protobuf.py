@@ -2,9 +2,9 @@
 of the codec in ``kube.protobuf``: objects, lists, Status errors and watch frames, as upstream's
 apiserver writes them, and request bodies refused with upstream's decode errors.
 
-A stored version's message is encoded once and kept among the recently encoded ones
+A stored version is encoded once, in its envelope, and kept among the recently encoded ones
 (``ENCODED``): a watch fans the same version out to every watcher, and a LIST after a watch's
-events finds most items encoded already.
+events finds most items encoded already; neither decodes the stored JSON again for it.
 """
 
 from __future__ import annotations
@@ -20,8 +20,10 @@ from kube.protobuf import CONTENT_TYPE, WATCH_CONTENT_TYPE, EncodeError, Message
 
 __all__ = ["CONTENT_TYPE", "WATCH_CONTENT_TYPE", "decode_body"]
 
-# Encoded messages of recent versions; about as many as a watch cache holds of ordinary objects.
-ENCODED: RecentVersions[bytes] = RecentVersions(max_items=4096, max_bytes=16 * 1024 * 1024)
+# Recent versions in their envelope, with where the message starts in it; about as many as a watch
+# cache holds of ordinary objects. An object's answer and its watch events are the envelope as it
+# is, a list's items the message inside it.
+ENCODED: RecentVersions[tuple[bytes, int]] = RecentVersions(max_items=4096, max_bytes=16 * 1024 * 1024)
 
 
 def decode_body(raw: bytes, api_version: str, kind: str) -> Obj:
@@ -62,22 +64,34 @@ def _encode(message: Message, obj: Obj) -> bytes:
         raise errors.internal_error(f"object cannot be written as protobuf: {exc}") from None
 
 
-def stored_message(message: Message, item: StoredObject | Obj) -> bytes:
-    """The message bytes of a stored version (kept for the next reader) or of a built object."""
-    if not isinstance(item, StoredObject):
-        return _encode(message, item)
+def _encoded(item: StoredObject) -> tuple[bytes, int]:
+    """A stored version in its envelope, and where its message starts there: made once (the
+    object decoded, typed by its own apiVersion and kind, encoded) and kept for the next reader."""
     found = ENCODED.get(item)
     if found is None:
-        found = _encode(message, item.obj)
+        obj = item.obj
+        api_version, kind = obj.get("apiVersion") or "", obj.get("kind") or ""
+        message = _encode(_message(api_version, kind), obj)
+        head = protobuf.envelope_head(api_version, kind, len(message))
+        found = (b"".join((head, message, protobuf.ENVELOPE_TAIL)), len(head))
         ENCODED.put(item, found)
     return found
 
 
+def stored_message(message: Message, item: StoredObject | Obj) -> bytes | memoryview:
+    """The message bytes of a stored version (kept for the next reader) or of a built object."""
+    if not isinstance(item, StoredObject):
+        return _encode(message, item)
+    enveloped, start = _encoded(item)
+    return memoryview(enveloped)[start : len(enveloped) - len(protobuf.ENVELOPE_TAIL)]
+
+
 def object_bytes(item: StoredObject | Obj) -> bytes:
     """One enveloped object, typed by its own apiVersion and kind."""
-    obj = item.obj if isinstance(item, StoredObject) else item
-    api_version, kind = obj.get("apiVersion") or "", obj.get("kind") or ""
-    return protobuf.envelope(api_version, kind, stored_message(_message(api_version, kind), item))
+    if isinstance(item, StoredObject):
+        return _encoded(item)[0]
+    api_version, kind = item.get("apiVersion") or "", item.get("kind") or ""
+    return protobuf.envelope(api_version, kind, _encode(_message(api_version, kind), item))
 
 
 def status_bytes(exc: ApiError) -> bytes:
