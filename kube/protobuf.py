@@ -387,10 +387,16 @@ def _text(data: bytes, start: int, end: int) -> str:
 
 # The text of recently read whole-second times: objects carry the same few again and again.
 _TIME_TEXTS: Final[dict[int, str]] = {}
+# The seconds of the years 1000 to 9999: the times whose text has the four-digit year of RFC 3339.
+_FOUR_DIGIT_YEARS: Final = (-30610224000, 253402300800)
+# How many times outside those years were read (see decode_checked).
+_LONG_OR_SHORT_YEARS: Final[list[int]] = [0]
 
 
 def _time_text(seconds: int, nanos: int, micro: bool) -> str:
-    if not micro:
+    if not _FOUR_DIGIT_YEARS[0] <= seconds < _FOUR_DIGIT_YEARS[1]:
+        _LONG_OR_SHORT_YEARS[0] += 1
+    elif not micro:
         found = _TIME_TEXTS.get(seconds)
         if found is not None:
             return found
@@ -1068,6 +1074,41 @@ def _go_bytes(data: bytes) -> str:
 def decode(raw: bytes, message: Message) -> Obj:
     """The JSON form of one message's bytes (no envelope), as upstream would hand it on."""
     return _read_message(message, raw, 0, len(raw), 0)
+
+
+def decode_checked(raw: bytes, message: Message, depth_limit: int) -> tuple[Obj, bool, bool]:
+    """``decode``, and what a server would otherwise walk the result for: whether every value
+    reads back into the Go type as JSON (False when a time lies outside the years 1000-9999, whose
+    text has no four-digit year), and whether the JSON nests at most ``depth_limit`` levels deep
+    (True when the schema's nesting plus every bracket in the bytes, the most raw JSON inside can
+    add, stays within it; False means it may not)."""
+    before = _LONG_OR_SHORT_YEARS[0]
+    obj = decode(raw, message)
+    shallow = json_depth(message) + raw.count(b"{") + raw.count(b"[") <= depth_limit
+    return obj, _LONG_OR_SHORT_YEARS[0] == before, shallow
+
+
+def json_depth(message: Message) -> int:
+    """At least how many levels of JSON the message's JSON nests, raw JSON inside it aside
+    (a list or map counts twice, which covers named list types); ``UNBOUNDED`` for a message that
+    can contain itself."""
+    found = _JSON_DEPTHS.get(message.name)
+    if found is not None:
+        return found
+    _JSON_DEPTHS[message.name] = UNBOUNDED  # met again below it: it contains itself
+    deepest = 0
+    for field in message.fields:
+        below = json_depth(field.message) if field.message is not None else 0
+        if field.is_list or field.is_map:
+            below += 2
+        deepest = max(deepest, below)
+    depth = min(1 + deepest, UNBOUNDED)
+    _JSON_DEPTHS[message.name] = depth
+    return depth
+
+
+UNBOUNDED: Final = 1 << 30
+_JSON_DEPTHS: Final[dict[str, int]] = {}
 
 
 def encode(obj: Obj, message: Message) -> bytes:

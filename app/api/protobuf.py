@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from app.api.bodies import LEGACY_SCHEME, summarize_data
+from app.api.bodies import LEGACY_SCHEME, MAX_DEPTH, check_depth, note_typed_body, summarize_data
 from app.registry.base import KindStrategy, Obj
 from app.storage.cache import RecentVersions, StoredObject
 from kube import errors, protobuf
@@ -29,7 +29,7 @@ ENCODED: RecentVersions[tuple[bytes, int]] = RecentVersions(max_items=4096, max_
 def decode_body(raw: bytes, api_version: str, kind: str) -> Obj:
     """A protobuf request body for an endpoint of ``api_version`` and ``kind`` (the defaults of an
     envelope without its type), as JSON; 400 with upstream's transformDecodeError text when it
-    cannot be read."""
+    cannot be read, or when raw JSON inside nests deeper than a JSON body may."""
     try:
         named_version, named_kind, message_bytes = protobuf.open_envelope(raw)
     except ProtobufError as exc:
@@ -41,10 +41,15 @@ def decode_body(raw: bytes, api_version: str, kind: str) -> Obj:
     if message is None:
         raise errors.bad_request(f'{named_kind} in version "{version}" cannot be handled as a {kind}: no kind "{named_kind}" is registered for version "{api_version}" in scheme "{LEGACY_SCHEME}"')
     try:
-        obj = protobuf.decode(message_bytes, message)
+        obj, typed, shallow = protobuf.decode_checked(message_bytes, message, MAX_DEPTH)
     except ProtobufError as exc:
         raise errors.bad_request(f'{named_kind} in version "{version}" cannot be handled as a {kind}: {exc}') from None
-    return {"apiVersion": api_version, "kind": named_kind, **obj}
+    value = {"apiVersion": api_version, "kind": named_kind, **obj}
+    if not shallow:
+        check_depth(value)  # raw JSON inside may nest deeper than a JSON body may
+    if typed:
+        note_typed_body()  # nothing in it can fail to decode as JSON into the Go type
+    return value
 
 
 def _message(api_version: str, kind: str) -> Message:
