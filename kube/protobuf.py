@@ -270,8 +270,8 @@ def _put_varint(out: bytearray, value: int) -> None:
 _SMALL_VARINTS: Final[list[bytes]] = [bytes([i]) for i in range(128)]
 
 
-def _varint(value: int) -> bytes:
-    """``value`` as a varint."""
+def varint(value: int) -> bytes:
+    """``value`` as a varint (a negative one as ten bytes of two's complement)."""
     if 0 <= value < 128:
         return _SMALL_VARINTS[value]
     return _varint_bytes(value)
@@ -699,7 +699,7 @@ def _put_bytes(out: bytearray, tag: bytes, payload: bytes | bytearray) -> None:
 def _add_bytes(parts: list[bytes], tag: bytes, payload: bytes) -> None:
     """A length-delimited field: its tag, length and bytes, as parts of a message being written."""
     parts.append(tag)
-    parts.append(_varint(len(payload)))
+    parts.append(varint(len(payload)))
     parts.append(payload)
 
 
@@ -879,7 +879,7 @@ def _put_value(parts: list[bytes], tag: bytes, field: Field, value: Any, depth: 
         _add_bytes(parts, tag, raw)
     else:
         parts.append(tag)
-        parts.append(_varint(_as_int(field, value, 32 if code in (_INT32, _UINT32) else 64)))
+        parts.append(varint(_as_int(field, value, 32 if code in (_INT32, _UINT32) else 64)))
 
 
 def _zero_bytes(field: Field, depth: int) -> bytes:
@@ -1162,8 +1162,8 @@ def frame(message: bytes) -> bytes:
 def watch_event(event_type: str, object_envelope: bytes) -> bytes:
     """A framed metav1.WatchEvent whose object is an enveloped object's bytes (one copy of them)."""
     kind = event_type.encode()
-    raw_head = b"\x0a" + _varint(len(object_envelope))
-    head = b"\x0a" + _varint(len(kind)) + kind + b"\x12" + _varint(len(raw_head) + len(object_envelope)) + raw_head
+    raw_head = b"\x0a" + varint(len(object_envelope))
+    head = b"\x0a" + varint(len(kind)) + kind + b"\x12" + varint(len(raw_head) + len(object_envelope)) + raw_head
     return b"".join(((len(head) + len(object_envelope)).to_bytes(4, "big"), head, object_envelope))
 
 

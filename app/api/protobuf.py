@@ -83,14 +83,6 @@ def _encoded(item: StoredObject) -> tuple[bytes, int]:
     return found
 
 
-def stored_message(message: Message, item: StoredObject | Obj) -> bytes | memoryview:
-    """The message bytes of a stored version (kept for the next reader) or of a built object."""
-    if not isinstance(item, StoredObject):
-        return _encode(message, item)
-    enveloped, start = _encoded(item)
-    return memoryview(enveloped)[start : len(enveloped) - len(protobuf.ENVELOPE_TAIL)]
-
-
 def object_bytes(item: StoredObject | Obj) -> bytes:
     """One enveloped object, typed by its own apiVersion and kind."""
     if isinstance(item, StoredObject):
@@ -109,28 +101,35 @@ def list_pieces(strategy: KindStrategy, items: Sequence[StoredObject | Obj], met
     list_message = _message(strategy.api_version, strategy.list_kind)
     by_name = {f.json: f for f in list_message.fields}
     item_message = _message(strategy.api_version, strategy.kind)
-    encoded = [stored_message(item_message, item) for item in items]
-    head = bytearray()
     meta_field = by_name["metadata"]
     assert meta_field.message is not None
-    head += meta_field.tag
     meta_bytes = protobuf.encode(meta, meta_field.message)
-    protobuf.put_varint(head, len(meta_bytes))
-    head += meta_bytes
     items_tag = by_name["items"].tag
-    body_size = len(head) + sum(len(items_tag) + protobuf.varint_size(len(e)) + len(e) for e in encoded)
-    opening = protobuf.envelope_head(strategy.api_version, strategy.list_kind, body_size)
-    piece = bytearray(opening)
-    piece += head
-    for item in encoded:
-        piece += items_tag
-        protobuf.put_varint(piece, len(item))
-        piece += item
-        if len(piece) >= piece_bytes:
-            yield bytes(piece)
-            piece = bytearray()
-    piece += protobuf.ENVELOPE_TAIL
-    yield bytes(piece)
+    # Each item as two parts, its tag and length, then its message (a view into the kept envelope).
+    parts: list[bytes | memoryview] = [meta_field.tag + protobuf.varint(len(meta_bytes)), meta_bytes]
+    tail = len(protobuf.ENVELOPE_TAIL)
+    for item in items:
+        if isinstance(item, StoredObject):
+            enveloped, start = _encoded(item)
+            encoded: bytes | memoryview = memoryview(enveloped)[start : len(enveloped) - tail]
+        else:
+            encoded = _encode(item_message, item)
+        parts.append(items_tag + protobuf.varint(len(encoded)))
+        parts.append(encoded)
+    body_size = sum(map(len, parts))
+    parts.insert(0, protobuf.envelope_head(strategy.api_version, strategy.list_kind, body_size))
+    parts.append(protobuf.ENVELOPE_TAIL)
+    if body_size < piece_bytes:
+        yield b"".join(parts)
+        return
+    first = size = 0
+    for index, part in enumerate(parts):
+        size += len(part)
+        if size >= piece_bytes:
+            yield b"".join(parts[first : index + 1])
+            first, size = index + 1, 0
+    if first < len(parts):
+        yield b"".join(parts[first:])
 
 
 def watch_frame(event_type: str, item: StoredObject | Obj) -> bytes:
