@@ -675,6 +675,7 @@ def _two_digits(value: str, fixed: bool) -> tuple[int, str] | None:
     return int(value[:2]), value[2:]
 
 
+@functools.lru_cache(maxsize=4096)  # objects carry the same few times again and again (managedFields)
 def go_time_error(text: str) -> str | None:
     """Go's error parsing ``text`` as an RFC 3339 time (metav1.Time's decoding), None when it parses:
     ``parsing time "x" as "2006-01-02T15:04:05Z07:00": cannot parse "x" as "2006"``, or a value
