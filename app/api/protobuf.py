@@ -20,10 +20,13 @@ from kube.protobuf import CONTENT_TYPE, WATCH_CONTENT_TYPE, EncodeError, Message
 
 __all__ = ["CONTENT_TYPE", "WATCH_CONTENT_TYPE", "decode_body"]
 
-# Recent versions in their envelope, with where the message starts in it; about as many as a watch
-# cache holds of ordinary objects. An object's answer and its watch events are the envelope as it
-# is, a list's items the message inside it.
-ENCODED: RecentVersions[tuple[bytes, int]] = RecentVersions(max_items=4096, max_bytes=16 * 1024 * 1024)
+# Recent versions in their envelope, with where the message starts in it. An object's answer and its
+# watch events are the envelope as it is, a list's items the message inside it. Protobuf clients
+# (kube-scheduler, kube-controller-manager) list and watch whole resources: 16,384 versions of
+# ordinary objects (up to 64 MiB of their JSON; the protobuf is about 0.6 of it) keep a cluster's
+# pods, claims and nodes of that size encoded once, where 4,096 had a relist and GETs of older
+# objects encode them again each time.
+ENCODED: RecentVersions[tuple[bytes, int]] = RecentVersions(max_items=16384, max_bytes=64 * 1024 * 1024)
 
 
 def decode_body(raw: bytes, api_version: str, kind: str) -> Obj:
