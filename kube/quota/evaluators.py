@@ -258,9 +258,6 @@ def uses_cross_namespace_affinity(pod: Obj) -> bool:
 class PodEvaluator(Evaluator):
     group, resource = "", "pods"
 
-    def __init__(self, objects: Objects) -> None:
-        super().__init__(objects)
-
     def handles(self, operation: str, subresource: str, obj: Obj, old: Obj | None) -> bool:
         if subresource == "resize":
             return operation == UPDATE
@@ -375,9 +372,6 @@ def _allocated_storage(claim: Obj) -> Quantity | None:
 class PersistentVolumeClaimEvaluator(Evaluator):
     group, resource = "", "persistentvolumeclaims"
 
-    def __init__(self, objects: Objects) -> None:
-        super().__init__(objects)
-
     def handles(self, operation: str, subresource: str, obj: Obj, old: Obj | None) -> bool:
         if not subresource:
             return operation in (CREATE, UPDATE)
@@ -457,9 +451,6 @@ def pod_of_special_claim(claim: Obj) -> Obj | None:
 
 class ResourceClaimEvaluator(Evaluator):
     group, resource = "resource.k8s.io", "resourceclaims"
-
-    def __init__(self, objects: Objects) -> None:
-        super().__init__(objects)
 
     def handles(self, operation: str, subresource: str, obj: Obj, old: Obj | None) -> bool:
         return not subresource and operation in (CREATE, UPDATE)
