@@ -85,6 +85,13 @@ class Refused(Exception):
     """Why quota refuses a write (the text after ``is forbidden: ``)."""
 
 
+def _matches(evaluator: Evaluator, quota: Quota, obj: Obj) -> bool:
+    try:
+        return evaluator.matches(quota.obj, obj)
+    except ScopeError as exc:  # a scope selector value that is no label value: upstream's error too
+        raise errors.internal_error(f"error matching scopes of quota {quota.name}, err: {exc}") from None
+
+
 def check_request(quotas: list[Quota], write: AdmittedWrite, obj: Obj, old: Obj | None, evaluator: Evaluator) -> list[Quota]:
     """The quotas as they would be with ``write`` charged to them (``quotas`` itself when it
     changes none); Refused when it does not fit. ``obj`` and ``old`` are the write's objects in
@@ -93,11 +100,8 @@ def check_request(quotas: list[Quota], write: AdmittedWrite, obj: Obj, old: Obj 
         return quotas
     interesting: list[int] = []
     for index, quota in enumerate(quotas):
-        try:
-            if not evaluator.matches(quota.obj, obj):
-                continue
-        except ScopeError as exc:
-            raise errors.internal_error(f"error matching scopes of quota {quota.name}, err: {exc}") from None
+        if not _matches(evaluator, quota, obj):
+            continue
         limited = evaluator.matching_resources(quota.hard)
         problem = evaluator.constraints(limited, obj)
         if problem:
@@ -115,7 +119,7 @@ def check_request(quotas: list[Quota], write: AdmittedWrite, obj: Obj, old: Obj 
         # Only what the update adds counts, for the quotas the old object counted for already.
         delta = resources.subtract_non_negative(usage, evaluator.usage(old))
         for index in interesting:
-            if evaluator.matches(quotas[index].obj, old):
+            if _matches(evaluator, quotas[index], old):
                 deltas[index] = delta
     deltas = {index: kept for index, delta in deltas.items() if (kept := resources.remove_zeros(delta))}
     if not deltas:

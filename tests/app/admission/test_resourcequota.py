@@ -20,6 +20,7 @@ from app.config import Settings
 from app.registry.core import pod as pod_kind
 from app.registry.resource import resourceclaim
 from devtools.server import ServerProcess
+from kube.errors import ApiError
 from kube.objects import Obj
 from kube.quota.evaluators import CREATE, UPDATE, new_registry
 from tests.conftest import Databases
@@ -111,6 +112,14 @@ def test_scoped_quotas_limit_only_what_falls_under_their_scopes() -> None:
     assert judge([terminating], a_pod()) == [terminating]
     with pytest.raises(Refused, match="exceeded quota: terminating, requested: pods=1, used: pods=0, limited: pods=0"):
         judge([terminating], a_pod(activeDeadlineSeconds=30))
+
+
+def test_a_scope_selector_that_cannot_be_read_is_an_internal_error() -> None:
+    quota = stored_quota("odd", {"pods": "9"}, scopeSelector={"matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": ["not a value!"]}]})
+    with pytest.raises(ApiError) as failed:
+        judge([quota], a_pod(priorityClassName="high"))
+    assert failed.value.code == 500
+    assert failed.value.message.startswith("Internal error occurred: error matching scopes of quota odd, err: failed to parse and convert selector: ")
 
 
 def test_claims_are_charged_per_device_class() -> None:
