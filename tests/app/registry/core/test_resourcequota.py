@@ -3,6 +3,8 @@ the status subresource strategy, the printer columns and the create warnings."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import httpx
 
 from app.registry.core.resourcequota_validation import (
@@ -11,7 +13,7 @@ from app.registry.core.resourcequota_validation import (
     validate_resource_quota_update,
     validate_status,
 )
-from kube.errors import INVALID, REQUIRED
+from kube.errors import INVALID, REQUIRED, FieldError
 from kube.objects import Obj
 from tests.app.registry.helpers import pairs
 from tests.helpers import assert_status
@@ -19,11 +21,11 @@ from tests.helpers import assert_status
 TABLE = {"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"}
 
 
-def quota(hard: dict[str, object] | None = None, **spec: object) -> Obj:
-    return {"metadata": {"name": "q", "namespace": "ns"}, "spec": {"hard": hard or {"pods": "10"}, **spec}}
+def quota(hard: Mapping[str, object] | None = None, **spec: object) -> Obj:
+    return {"metadata": {"name": "q", "namespace": "ns"}, "spec": {"hard": dict(hard or {"pods": "10"}), **spec}}
 
 
-def messages(errs: list) -> list[str]:  # type: ignore[type-arg]
+def messages(errs: list[FieldError]) -> list[str]:
     return sorted(str(e) for e in errs)
 
 
