@@ -59,7 +59,7 @@ class ServiceAccountsController:
             body = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": namespace}}
             try:
                 await self.client.create(resource_path("", "v1", "serviceaccounts", namespace), body)
-                log.info("created a service account", extra={"namespace": namespace, "name": name})
+                log.info("created a service account", extra={"namespace": namespace, "account": name})
             except ApiError as exc:
                 if exc.code != 409 and not namespace_terminating(exc):
                     failures.append(exc)

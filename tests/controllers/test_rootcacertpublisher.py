@@ -4,6 +4,7 @@ server of its own (it writes into every namespace it sees)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,8 @@ def test_the_ca_is_the_flags_else_the_kubeconfigs(tmp_path: Path) -> None:
     assert root_ca("", Connection("http://127.0.0.1:6443")) == ""
 
 
-async def test_every_namespace_has_the_ca_and_it_is_put_back(client: KubeClient) -> None:
+async def test_every_namespace_has_the_ca_and_it_is_put_back(client: KubeClient, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="root-ca-cert-publisher")  # its log lines are written too
     assert DESCRIPTION == UPSTREAM_DESCRIPTION
     namespaces = namespace_informer(client)
     publisher = RootCACertPublisher(client, namespaces, CA)
@@ -75,3 +77,4 @@ async def test_every_namespace_has_the_ca_and_it_is_put_back(client: KubeClient)
         await client.delete(path)
         again = await eventually_async(lambda: published(lambda cm: cm["metadata"]["uid"] != first["metadata"]["uid"]), what="the CA made again")
         assert again["metadata"]["annotations"] == {"kubernetes.io/description": UPSTREAM_DESCRIPTION}
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []

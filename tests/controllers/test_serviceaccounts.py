@@ -5,6 +5,7 @@ server of its own (it writes into every namespace it sees)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Callable
 from functools import partial
 
@@ -31,7 +32,8 @@ async def client(own_server: ServerProcess) -> AsyncIterator[KubeClient]:
         yield client
 
 
-async def test_every_active_namespace_gets_its_default_account_and_keeps_it(client: KubeClient) -> None:
+async def test_every_active_namespace_gets_its_default_account_and_keeps_it(client: KubeClient, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="service-account-controller")  # its log lines are written too
     namespaces = namespace_informer(client)
     controller = ServiceAccountsController(client, namespaces)
     informers = [namespaces, *controller.informers]
@@ -57,6 +59,7 @@ async def test_every_active_namespace_gets_its_default_account_and_keeps_it(clie
         await eventually_async(lambda: _gone(client, f"{NAMESPACES}/going/serviceaccounts/default"), what="the namespace emptied")
         await asyncio.sleep(1.0)
         assert await get_or_none(client, f"{NAMESPACES}/going/serviceaccounts/default") is None
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
 
 
 async def _gone(client: KubeClient, path: str) -> bool:
