@@ -28,6 +28,7 @@ from app.auth.system import AuthFilter, AuthSystem
 from app.config import Settings
 from app.controlplane.authentication import ensure_authentication_configmap
 from app.controlplane.namespaces import NamespaceLifecycle, ensure_system_namespaces
+from app.controlplane.policystatus import PolicyTypeChecking
 from app.controlplane.rbac import ClusterRoleAggregation, ensure_bootstrap_policy
 from app.controlplane.scheduling import ensure_system_priority_classes
 from app.filters.limits import RequestLimits
@@ -135,6 +136,7 @@ class ApiServer:
         self.registry = GenericStore(self.storage, self.gates, settings.min_request_timeout, self.auth.tokens, settings.delete_collection_workers)
         self.namespaces = NamespaceLifecycle(self.registry)
         self.aggregation = ClusterRoleAggregation(self.registry)
+        self.policy_status = PolicyTypeChecking(self.registry)
         self.started = time.time()
         self._heap_task: asyncio.Task[None] | None = None
 
@@ -148,6 +150,7 @@ class ApiServer:
         await ensure_authentication_configmap(self.registry, self.settings.client_ca_file)
         self.namespaces.start()
         self.aggregation.start()
+        self.policy_status.start()
         metrics.bind_storage(self.storage)
         # The watch cache is the bulk of the heap; keep it out of the cycle collector's scans.
         self._heap_task = asyncio.get_running_loop().create_task(keep_heap_frozen(), name="gc-freeze")
@@ -156,6 +159,7 @@ class ApiServer:
         await cancel_and_wait(self._heap_task)
         await self.namespaces.stop()
         await self.aggregation.stop()
+        await self.policy_status.stop()
         await self.storage.stop()
         self.auth.close()
         await self.engine.dispose()

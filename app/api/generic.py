@@ -32,7 +32,7 @@ from app.api.options import (
 )
 from app.auth import context as requests
 from app.auth.admission import CREATE, DELETE, UPDATE
-from app.registry import SCOPE_KIND
+from app.registry import SCOPE_KIND, lookup_kind
 from app.registry.base import ActionSubresource, ComputedSubresource, KindStrategy, Obj, RequestContext
 from app.registry.objectmeta import validate_object_meta, validate_object_meta_update
 from app.storage.cache import ADDED, DELETED, MODIFIED, StoredObject
@@ -105,7 +105,9 @@ class GenericStore:
 
     def context(self, namespace: str = "") -> RequestContext:
         labels = SCOPE_KIND.labels_of(self._scope(namespace)) if namespace else {}
-        return RequestContext(self.gates, labels, requester=requests.current(), tokens=self.tokens, lookup=self.lookup, lookup_all=self.lookup_all)
+        return RequestContext(
+            self.gates, labels, requester=requests.current(), tokens=self.tokens, lookup=self.lookup, lookup_all=self.lookup_all, resolve_kind=lookup_kind
+        )
 
     @staticmethod
     def _admit(operation: str, strategy: KindStrategy, namespace: str, name: str, new: Obj | None, old: Obj | None, subresource: str = "") -> None:
