@@ -67,6 +67,8 @@ class Settings:
     # Authorization and admission.
     authorization_mode: str = "AlwaysAllow"
     admission_plugins: str = "NodeRestriction"
+    # Plugins on by default (as upstream's ValidatingAdmissionPolicy) that the server leaves off.
+    disabled_admission_plugins: str = ""
     audit_log_path: str = ""
 
     @property
@@ -198,7 +200,18 @@ def _add_security_arguments(parser: argparse.ArgumentParser, d: Settings) -> Non
         help="longest lifetime (seconds) of a requested token; 0: no limit (DRA_SERVICE_ACCOUNT_MAX_TOKEN_EXPIRATION)",
     )
     flag("--authorization-mode", "DRA_AUTHORIZATION_MODE", d.authorization_mode, "authorizers in order, comma-separated: Node, RBAC, AlwaysAllow, AlwaysDeny")
-    flag("--enable-admission-plugins", "DRA_ENABLE_ADMISSION_PLUGINS", d.admission_plugins, "admission plugins, comma-separated: NodeRestriction")
+    flag(
+        "--enable-admission-plugins",
+        "DRA_ENABLE_ADMISSION_PLUGINS",
+        d.admission_plugins,
+        "admission plugins to enable besides those on by default (ValidatingAdmissionPolicy), comma-separated: NodeRestriction, ValidatingAdmissionPolicy",
+    )
+    flag(
+        "--disable-admission-plugins",
+        "DRA_DISABLE_ADMISSION_PLUGINS",
+        d.disabled_admission_plugins,
+        "admission plugins on by default to disable, comma-separated: ValidatingAdmissionPolicy",
+    )
     flag("--audit-log-path", "DRA_AUDIT_LOG_PATH", d.audit_log_path, "append one JSON line per request (Metadata level) to this file; - for standard output")
 
 
@@ -291,5 +304,6 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         service_account_max_token_expiration=args.service_account_max_token_expiration,
         authorization_mode=args.authorization_mode,
         admission_plugins=args.enable_admission_plugins,
+        disabled_admission_plugins=args.disable_admission_plugins,
         audit_log_path=args.audit_log_path,
     )

@@ -110,8 +110,19 @@ class GenericStore:
         )
 
     @staticmethod
-    def _admit(operation: str, strategy: KindStrategy, namespace: str, name: str, new: Obj | None, old: Obj | None, subresource: str = "") -> None:
-        """Admission by identity (NodeRestriction) of one write the requester makes."""
+    def _admit(
+        operation: str,
+        strategy: KindStrategy,
+        namespace: str,
+        name: str,
+        new: Obj | None,
+        old: Obj | None,
+        subresource: str = "",
+        *,
+        options: WriteOptions | DeleteOptions | None = None,
+        kind: str = "",
+    ) -> None:
+        """Admission of one write the requester makes (NodeRestriction, the admission policies)."""
         requester = requests.current()
         if requester is None:
             return
@@ -125,6 +136,10 @@ class GenericStore:
                 "name": name,
                 "obj": new,
                 "old": old,
+                "version": strategy.version,
+                "kind": kind or strategy.kind,
+                "dry_run": options is not None and options.dry_run,
+                "options": (lambda: options.admission_options(operation)) if options is not None else None,
             }
         )
 
@@ -456,7 +471,7 @@ class GenericStore:
         warnings.extend(ctx.warnings)
         if not strategy.stored:
             return WriteResult(strategy.respond(obj, ctx), created=True, warnings=warnings)
-        self._admit(CREATE, strategy, namespace, name, obj, None)
+        self._admit(CREATE, strategy, namespace, name, obj, None, options=wopts)
         if not applied:
             ssa.update_managed_fields(None, obj, wopts.field_manager, "Update", strategy.api_version, now, reset_fields=strategy.reset_fields())
         if wopts.dry_run:
@@ -577,7 +592,7 @@ class GenericStore:
         if errs:
             raise self._invalid(strategy, name, errs)
         warnings.extend(ctx.warnings)
-        self._admit(UPDATE, strategy, old["metadata"].get("namespace", ""), name, new, old)
+        self._admit(UPDATE, strategy, old["metadata"].get("namespace", ""), name, new, old, options=wopts)
         if _same_object(new, old):
             return None
         return new
@@ -680,7 +695,7 @@ class GenericStore:
             meta = current.obj["metadata"]
             self._check_delete_preconditions(strategy, name, meta, dopts)
             strategy.check_delete(current.obj)
-            self._admit(DELETE, strategy, ns, name, None, current.obj)
+            self._admit(DELETE, strategy, ns, name, None, current.obj, options=dopts)
             new = current.copy()
             new_meta = new["metadata"]
             grace = strategy.delete_grace_period(current.obj, dopts.grace_period_seconds)
@@ -760,7 +775,9 @@ class GenericStore:
             if current is None:
                 return None
             self._check_preconditions(strategy, name, current.obj["metadata"], uid, resource_version)
-            self._admit(CREATE if "create" in subresource.verbs else UPDATE, strategy, namespace, name, body, current.obj, subresource.name)
+            operation = CREATE if "create" in subresource.verbs else UPDATE
+            kind = subresource.group_version_kind(strategy)[2]
+            self._admit(operation, strategy, namespace, name, body, current.obj, subresource.name, options=wopts, kind=kind)
             new = subresource.apply(strategy, name, body, current.copy())
             if new == current.obj:
                 return None
@@ -779,7 +796,7 @@ class GenericStore:
         current = self.storage.cached(strategy.stored_resource, namespace if strategy.namespaced else "", name)
         if current is None:
             raise self._not_found(strategy, name)
-        self._admit(CREATE, strategy, namespace, name, body, current.obj, subresource.name)
+        self._admit(CREATE, strategy, namespace, name, body, current.obj, subresource.name, kind=kind)
         return subresource.respond(strategy, current.obj, body, self.context(namespace))
 
 

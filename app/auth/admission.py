@@ -1,11 +1,14 @@
-"""Admission by identity: the write a request makes, checked against who makes it.
+"""Admission: the write a request makes, checked against who makes it and the policies in force.
 
 ``AdmissionRequest`` is what the REST layer hands over for each create, update and delete
-(including each object a deletecollection removes); a plugin raises a 403 ``ApiError`` to refuse.
+(including each object a deletecollection removes); a plugin raises an ``ApiError`` to refuse
+(NodeRestriction a 403, a ValidatingAdmissionPolicy what its validation says), and may add
+warnings for the response and annotations for the request's audit event.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -28,6 +31,15 @@ class AdmissionRequest:
     name: str
     obj: dict[str, Any] | None  # the object as it will be stored (None on DELETE)
     old: dict[str, Any] | None  # the stored object (None on CREATE)
+    version: str = ""  # the API version the request is made in
+    kind: str = ""  # the kind of the request's object (the subresource's own, where it has one)
+    dry_run: bool = False
+    # The operation's options as an object (CreateOptions, UpdateOptions, PatchOptions,
+    # DeleteOptions), built when a plugin asks for it.
+    options: Callable[[], dict[str, Any]] | None = None
+    # A Warning header for the response; an annotation for the request's audit event.
+    warn: Callable[[str], None] = lambda text: None
+    annotate: Callable[[str, str], None] = lambda key, value: None
 
     def forbidden(self, why: str) -> ApiError:
         """``<resource> "<name>" is forbidden: <why>``: upstream's admission refusal."""

@@ -41,6 +41,7 @@ from app.auth.authorizers import (
 from app.auth.impersonation import ConstrainedImpersonation, impersonate, wanted_user
 from app.auth.node import NodeAuthorizer, NodeGraph
 from app.auth.noderestriction import NodeRestriction
+from app.auth.policies import ValidatingAdmissionPolicies
 from app.auth.rbac import RBACAuthorizer, RBACIndex
 from app.auth.user import SYSTEM_PRIVILEGED_GROUP, UserInfo
 from app.config import Settings
@@ -53,7 +54,9 @@ log = logging.getLogger("app.auth")
 DEFAULT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 # Where the TLS layer puts the client certificate (DER) in the ASGI scope.
 PEER_CERTIFICATE = "dra.peer_certificate"
-ADMISSION_PLUGINS = ("NodeRestriction",)
+# The admission plugins this server has, in upstream's order, and those on unless disabled.
+ADMISSION_PLUGINS = ("NodeRestriction", "ValidatingAdmissionPolicy")
+DEFAULT_ADMISSION_PLUGINS = ("ValidatingAdmissionPolicy",)
 
 
 class ConfigurationError(ValueError):
@@ -97,10 +100,8 @@ class AuthSystem:
         self.constrained = ConstrainedImpersonation(self.authorizer) if gates.enabled("ConstrainedImpersonation") else None
         # Everything is allowed: skip attribute parsing and the authorizers on the request path.
         self.allow_all = self.modes == ("AlwaysAllow",)
-        plugins = [p.strip() for p in settings.admission_plugins.split(",") if p.strip()]
-        if unknown_plugins := [p for p in plugins if p not in ADMISSION_PLUGINS]:
-            raise ConfigurationError(f"--enable-admission-plugins: unknown plugin(s) {unknown_plugins}; known: {', '.join(ADMISSION_PLUGINS)}")
-        self.admission: list[AdmissionPlugin] = [NodeRestriction(lookup)] if "NodeRestriction" in plugins else []
+        self.policies = ValidatingAdmissionPolicies(storage, self.authorizer)
+        self.admission = self._admission_plugins(settings, lookup)
         self.tokens = self._service_account_tokens(settings, lookup)
         authenticators: list[Authenticator] = []
         if settings.client_ca_file:
@@ -110,6 +111,19 @@ class AuthSystem:
         authenticators.append(self.tokens)
         self.authenticator = RequestAuthenticator(authenticators, settings.anonymous_auth)
         self.audit = AuditLog(settings.audit_log_path) if settings.audit_log_path else None
+
+    def _admission_plugins(self, settings: Settings, lookup: Any) -> list[AdmissionPlugin]:
+        """Upstream's flags: the plugins on by default plus those enabled, less those disabled."""
+        enabled = [p.strip() for p in settings.admission_plugins.split(",") if p.strip()]
+        disabled = [p.strip() for p in settings.disabled_admission_plugins.split(",") if p.strip()]
+        for flag, names in (("--enable-admission-plugins", enabled), ("--disable-admission-plugins", disabled)):
+            if unknown := [p for p in names if p not in ADMISSION_PLUGINS]:
+                raise ConfigurationError(f"{flag}: unknown plugin(s) {unknown}; known: {', '.join(ADMISSION_PLUGINS)}")
+        if overlap := sorted(set(enabled) & set(disabled)):
+            raise ConfigurationError(f"{overlap} in enable-admission-plugins and disable-admission-plugins overlapped")
+        wanted = (set(enabled) | set(DEFAULT_ADMISSION_PLUGINS)) - set(disabled)
+        plugins: dict[str, AdmissionPlugin] = {"NodeRestriction": NodeRestriction(lookup), "ValidatingAdmissionPolicy": self.policies}
+        return [plugins[name] for name in ADMISSION_PLUGINS if name in wanted]
 
     @staticmethod
     def _service_account_tokens(settings: Settings, lookup: Any) -> ServiceAccountTokens:
@@ -139,6 +153,8 @@ class AuthSystem:
             self.storage.follow(resource, functools.partial(self.rbac.apply, resource))
         for resource in node.RESOURCES:
             self.storage.follow(resource, functools.partial(self.graph.apply, resource))
+        if self.policies in self.admission:
+            self.policies.start()
 
     def close(self) -> None:
         if self.audit is not None:
@@ -223,10 +239,12 @@ class AuthFilter:
         code = 500
         requester: context.Requester | None = None
 
-        async def send_audited(message: MutableMapping[str, Any]) -> None:
+        async def send_out(message: MutableMapping[str, Any]) -> None:
             nonlocal code
             if message["type"] == "http.response.start":
                 code = message["status"]
+                if requester is not None and requester.warnings:
+                    message = with_warnings(message, requester.warnings)
             await send(message)
 
         try:
@@ -241,7 +259,7 @@ class AuthFilter:
                 return
             token = context.set_current(requester)
             try:
-                await self.app(scope, receive, send_audited if audit is not None else send)
+                await self.app(scope, receive, send_out)
             finally:
                 context.reset(token)
         finally:
@@ -273,7 +291,22 @@ class AuthFilter:
             finished=time.time(),
             decision=decision,
             reason=reason,
+            annotations=notes.get("annotations"),
         )
+
+
+def with_warnings(message: MutableMapping[str, Any], warnings: list[str]) -> MutableMapping[str, Any]:
+    """A response start with admission's warnings after those the handler wrote (upstream's order:
+    the strategy's warnings are recorded before admission runs)."""
+    headers = list(message.get("headers") or [])
+    added = context.warning_header_value(warnings).encode()
+    for index, (name, value) in enumerate(headers):
+        if name.lower() == b"warning":
+            headers[index] = (name, value + b", " + added)
+            break
+    else:
+        headers.append((b"warning", added))
+    return {**message, "headers": headers}
 
 
 def _audit_id() -> str:
