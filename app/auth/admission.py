@@ -20,8 +20,11 @@ UPDATE = "UPDATE"
 DELETE = "DELETE"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class AdmissionRequest:
+    """One write as the admission plugins see it. (Not frozen, though never changed: a frozen
+    dataclass costs microseconds per write to build.)"""
+
     operation: str  # CREATE, UPDATE or DELETE
     user: UserInfo
     group: str
@@ -37,15 +40,30 @@ class AdmissionRequest:
     # The operation's options as an object (CreateOptions, UpdateOptions, PatchOptions,
     # DeleteOptions), built when a plugin asks for it.
     options: Callable[[], dict[str, Any]] | None = None
-    # A Warning header for the response; an annotation for the request's audit event.
-    warn: Callable[[str], None] = lambda text: None
-    annotate: Callable[[str, str], None] = lambda key, value: None
+    # Where warnings for the response and annotations for the audit event go (the requester).
+    recorder: Recorder | None = None
+
+    def warn(self, text: str) -> None:
+        """A Warning header for the response."""
+        if self.recorder is not None:
+            self.recorder.warn(text)
+
+    def annotate(self, key: str, value: str) -> None:
+        """An annotation of the request's audit event."""
+        if self.recorder is not None:
+            self.recorder.annotate(key, value)
 
     def forbidden(self, why: str) -> ApiError:
         """``<resource> "<name>" is forbidden: <why>``: upstream's admission refusal."""
         name = self.name or str(((self.obj or {}).get("metadata") or {}).get("name") or "")
         qualified = f"{self.resource}.{self.group}" if self.group else self.resource
         return forbidden_object(qualified, name, self.group, self.resource, why)
+
+
+class Recorder(Protocol):
+    def warn(self, text: str) -> None: ...
+
+    def annotate(self, key: str, value: str) -> None: ...
 
 
 class AdmissionPlugin(Protocol):

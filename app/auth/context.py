@@ -141,7 +141,7 @@ class Requester:
     def admit(self, request_args: dict[str, Any]) -> None:
         if not self.admission:
             return
-        request = AdmissionRequest(user=self.user, warn=self.warn, annotate=self.annotate, **request_args)
+        request = AdmissionRequest(user=self.user, recorder=self, **request_args)
         for plugin in self.admission:
             plugin.admit(request)
 

@@ -35,6 +35,7 @@ from app.auth.authorizers import ALLOW, Authorizer
 from app.auth.policymatching import (
     GroupVersionKind,
     GroupVersionResource,
+    MatchResources,
     Target,
     matches,
     rule_resources,
@@ -264,12 +265,13 @@ def _annotation(key: str, compiled: Compiled, value: Any, error: str, failure: s
 
 @dataclass
 class Hook:
-    """A policy with the bindings that put it in force."""
+    """A policy with the bindings that put it in force, each with what it matches."""
 
     name: str
     policy: Mapping[str, Any]
-    bindings: list[Mapping[str, Any]]
+    bindings: list[tuple[Mapping[str, Any], MatchResources | None]]
     compiled: CompiledPolicy
+    constraints: MatchResources
     param_kind: KindStrategy | None = None
     configuration_error: str = ""
 
@@ -334,15 +336,17 @@ class ValidatingAdmissionPolicies:
             policy = self._policies.get(policy_name)
             if policy is None:
                 continue  # a binding may come before its policy
-            hook = Hook(policy_name, policy, by_policy[policy_name], self._compile(policy))
-            param_kind = (policy.get("spec") or {}).get("paramKind")
+            spec = policy.get("spec") or {}
+            bindings = [(b, _match_resources((b.get("spec") or {}).get("matchResources"))) for b in by_policy[policy_name]]
+            hook = Hook(policy_name, policy, bindings, self._compile(policy), MatchResources(spec.get("matchConstraints") or {}))
+            param_kind = spec.get("paramKind")
             if isinstance(param_kind, dict):
                 api_version, kind = str(param_kind.get("apiVersion") or ""), str(param_kind.get("kind") or "")
                 hook.param_kind = lookup_kind(api_version, kind)
                 if hook.param_kind is None:
                     group, _, version = api_version.rpartition("/")
                     hook.configuration_error = f"failed to find resource referenced by paramKind: '{GroupVersionKind(group, version, kind)}'"
-            resources = rule_resources((policy.get("spec") or {}).get("matchConstraints") or {})
+            resources = rule_resources(spec.get("matchConstraints") or {})
             if resources is None:
                 hooks.any_resource.append(hook)
             else:
@@ -400,6 +404,10 @@ class ValidatingAdmissionPolicies:
         )
         decision, reason = self.authorizer.authorize(question)
         return decision is ALLOW, reason, ""
+
+
+def _match_resources(raw: Any) -> MatchResources | None:
+    return MatchResources(raw) if isinstance(raw, dict) else None
 
 
 def _equivalents(resource: GroupVersionResource, subresource: str) -> list[tuple[GroupVersionResource, GroupVersionKind]]:
@@ -525,9 +533,8 @@ class _Dispatch:
 
     def run(self, hooks: list[Hook]) -> None:
         for hook in hooks:
-            spec = hook.policy.get("spec") or {}
             try:
-                matched = matches(spec.get("matchConstraints") or {}, self.target, self.namespace_labels, _equivalents)
+                matched = matches(hook.constraints, self.target, self.namespace_labels, _equivalents)
             except ApiError as exc:
                 self.configuration_error(hook, None, exc.message)
                 continue
@@ -537,8 +544,8 @@ class _Dispatch:
                 self.configuration_error(hook, None, hook.configuration_error)
                 continue
             annotations: dict[str, list[str]] = {}
-            for binding in hook.bindings:
-                self.run_binding(hook, binding, matched, annotations)
+            for binding, constraints in hook.bindings:
+                self.run_binding(hook, binding, constraints, matched, annotations)
             for key in sorted(annotations):
                 self.request.annotate(f"{hook.name}/{key}", ", ".join(annotations[key]))
         if self.failures:
@@ -546,10 +553,16 @@ class _Dispatch:
         if self.denied:
             raise self.refusal(*self.denied[0])
 
-    def run_binding(self, hook: Hook, binding: Mapping[str, Any], matched: tuple[GroupVersionResource, GroupVersionKind], annotations: dict[str, list[str]]) -> None:
+    def run_binding(
+        self,
+        hook: Hook,
+        binding: Mapping[str, Any],
+        constraints: MatchResources | None,
+        matched: tuple[GroupVersionResource, GroupVersionKind],
+        annotations: dict[str, list[str]],
+    ) -> None:
         spec = binding.get("spec") or {}
         binding_name = binding["metadata"]["name"]
-        constraints = spec.get("matchResources")
         if constraints is not None:
             try:
                 if matches(constraints, self.target, self.namespace_labels, _equivalents) is None:

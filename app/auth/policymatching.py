@@ -98,10 +98,9 @@ def _named(rule: Mapping[str, Any], target: Target) -> bool:
 
 
 def _rules_match(
-    rules: Any, match_policy: Any, target: Target, equivalents: Equivalents
+    rules: list[dict[str, Any]], match_policy: Any, target: Target, equivalents: Equivalents
 ) -> tuple[GroupVersionResource, GroupVersionKind] | None:
     """The resource and kind a rule list matches the request as, or None."""
-    rules = [r for r in rules or () if isinstance(r, dict)]
     for rule in rules:
         if rule_matches(rule, target) and _named(rule, target):
             return target.resource, target.kind
@@ -115,11 +114,25 @@ def _rules_match(
     return None
 
 
-def _selector(raw: Any) -> LabelSelector:
+class MatchResources:
+    """A policy's matchConstraints or a binding's matchResources, its selectors parsed once (a
+    selector that does not parse is an internal error of each request the rules match, as upstream's)."""
+
+    __slots__ = ("exclude", "match_policy", "namespace_selector", "object_selector", "rules")
+
+    def __init__(self, raw: Mapping[str, Any]) -> None:
+        self.match_policy = raw.get("matchPolicy")
+        self.rules = [r for r in raw.get("resourceRules") or () if isinstance(r, dict)]
+        self.exclude = [r for r in raw.get("excludeResourceRules") or () if isinstance(r, dict)]
+        self.namespace_selector = _selector(raw.get("namespaceSelector"))
+        self.object_selector = _selector(raw.get("objectSelector"))
+
+
+def _selector(raw: Any) -> LabelSelector | ApiError:
     try:
         return selector_from_label_selector_object(raw if isinstance(raw, dict) else {})
     except ApiError as exc:
-        raise internal_error(exc.message) from None
+        return internal_error(exc.message)
 
 
 def _labels(obj: Mapping[str, Any] | None) -> Mapping[str, str] | None:
@@ -129,41 +142,41 @@ def _labels(obj: Mapping[str, Any] | None) -> Mapping[str, str] | None:
 
 
 def matches(
-    constraints: Mapping[str, Any], target: Target, namespace_labels: NamespaceLabels, equivalents: Equivalents
+    constraints: MatchResources, target: Target, namespace_labels: NamespaceLabels, equivalents: Equivalents
 ) -> tuple[GroupVersionResource, GroupVersionKind] | None:
-    """Whether ``constraints`` (a MatchResources) select the request: the resource and kind it is
-    matched as, or None. Raises ApiError when the request matches the rules but a selector could
-    not be judged (a namespace that does not exist: 404; a selector that does not parse: 500)."""
+    """Whether ``constraints`` select the request: the resource and kind it is matched as, or None.
+    Raises ApiError when the request matches the rules but a selector could not be judged (a
+    namespace that does not exist: 404; a selector that does not parse: 500)."""
     namespace_error: ApiError | None = None
     namespace_ok = True
     if target.namespace or target.is_namespace:
-        try:
-            selector = _selector(constraints.get("namespaceSelector"))
-            if not selector.empty:
+        selector = constraints.namespace_selector
+        if isinstance(selector, ApiError):
+            namespace_error, namespace_ok = selector, False
+        elif not selector.empty:
+            try:
                 if target.is_namespace and not target.subresource and target.operation in ("CREATE", "UPDATE"):
                     labels = _labels(target.obj) or {}
                 else:
                     labels = namespace_labels(target.namespace)
                 namespace_ok = selector.matches(labels)
-        except ApiError as exc:
-            namespace_error, namespace_ok = exc, False
+            except ApiError as exc:
+                namespace_error, namespace_ok = exc, False
     if not namespace_ok and namespace_error is None:
         return None
     object_error: ApiError | None = None
     object_ok = True
-    try:
-        selector = _selector(constraints.get("objectSelector"))
-        if not selector.empty:
-            object_ok = any(labels is not None and selector.matches(labels) for labels in (_labels(target.obj), _labels(target.old)))
-    except ApiError as exc:
-        object_error, object_ok = exc, False
+    selector = constraints.object_selector
+    if isinstance(selector, ApiError):
+        object_error, object_ok = selector, False
+    elif not selector.empty:
+        object_ok = any(labels is not None and selector.matches(labels) for labels in (_labels(target.obj), _labels(target.old)))
     if not object_ok and object_error is None:
         return None
-    match_policy = constraints.get("matchPolicy")
-    if _rules_match(constraints.get("excludeResourceRules"), match_policy, target, equivalents) is not None:
+    if constraints.exclude and _rules_match(constraints.exclude, constraints.match_policy, target, equivalents) is not None:
         return None
-    rules = constraints.get("resourceRules")
-    matched = (target.resource, target.kind) if not rules else _rules_match(rules, match_policy, target, equivalents)
+    rules = constraints.rules
+    matched = (target.resource, target.kind) if not rules else _rules_match(rules, constraints.match_policy, target, equivalents)
     if matched is None:
         return None
     if namespace_error is not None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from app.auth.policymatching import GroupVersionKind, GroupVersionResource, Target, matches, rule_matches, rule_resources
+from app.auth.policymatching import GroupVersionKind, GroupVersionResource, MatchResources, Target, matches, rule_matches, rule_resources
 from kube.errors import ApiError, not_found
 
 SLICES_V1 = GroupVersionResource("resource.k8s.io", "v1", "resourceslices")
@@ -50,7 +50,7 @@ def equivalents(resource: GroupVersionResource, subresource: str) -> list[tuple[
 
 
 def match(constraints: dict[str, Any], request: Target) -> tuple[GroupVersionResource, GroupVersionKind] | None:
-    return matches({"matchPolicy": "Equivalent", "namespaceSelector": {}, "objectSelector": {}, **constraints}, request, labels_of, equivalents)
+    return matches(MatchResources({"matchPolicy": "Equivalent", "namespaceSelector": {}, "objectSelector": {}, **constraints}), request, labels_of, equivalents)
 
 
 @pytest.mark.parametrize(
