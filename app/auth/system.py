@@ -54,13 +54,23 @@ log = logging.getLogger("app.auth")
 DEFAULT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 # Where the TLS layer puts the client certificate (DER) in the ASGI scope.
 PEER_CERTIFICATE = "dra.peer_certificate"
-# The admission plugins this server has, in upstream's order, and those on unless disabled.
-ADMISSION_PLUGINS = ("NodeRestriction", "ValidatingAdmissionPolicy")
-DEFAULT_ADMISSION_PLUGINS = ("ValidatingAdmissionPolicy",)
+# The admission plugins this server has, in upstream's order.
+ADMISSION_PLUGINS = ("NodeRestriction", "ValidatingAdmissionPolicy", "ResourceQuota")
+# On unless --disable-admission-plugins names them, as upstream's default plugins are.
+DEFAULT_ADMISSION_PLUGINS = ("ValidatingAdmissionPolicy", "ResourceQuota")
 
 
 class ConfigurationError(ValueError):
     """Settings the server cannot start with."""
+
+
+def enabled_admission_plugins(settings: Settings) -> frozenset[str]:
+    """The default plugins and those --enable-admission-plugins names, less those --disable-admission-plugins names."""
+    enabled, disabled = ({p.strip() for p in flag.split(",") if p.strip()} for flag in (settings.admission_plugins, settings.disabled_admission_plugins))
+    for name, plugins in (("--enable-admission-plugins", enabled), ("--disable-admission-plugins", disabled)):
+        if unknown := sorted(plugins.difference(ADMISSION_PLUGINS)):
+            raise ConfigurationError(f"{name}: unknown plugin(s) {unknown}; known: {', '.join(ADMISSION_PLUGINS)}")
+    return frozenset(enabled.union(DEFAULT_ADMISSION_PLUGINS).difference(disabled))
 
 
 def _lookup(storage: Storage) -> Any:
@@ -100,8 +110,11 @@ class AuthSystem:
         self.constrained = ConstrainedImpersonation(self.authorizer) if gates.enabled("ConstrainedImpersonation") else None
         # Everything is allowed: skip attribute parsing and the authorizers on the request path.
         self.allow_all = self.modes == ("AlwaysAllow",)
+        self.admission_plugins = enabled_admission_plugins(settings)
         self.policies = ValidatingAdmissionPolicies(storage, self.authorizer)
-        self.admission = self._admission_plugins(settings, lookup)
+        plugins: dict[str, AdmissionPlugin] = {"NodeRestriction": NodeRestriction(lookup), "ValidatingAdmissionPolicy": self.policies}
+        # ResourceQuota is the generic store's write admission (app.admission), not a plugin of the requester.
+        self.admission = [plugins[name] for name in ADMISSION_PLUGINS if name in plugins and name in self.admission_plugins]
         self.tokens = self._service_account_tokens(settings, lookup)
         authenticators: list[Authenticator] = []
         if settings.client_ca_file:
@@ -111,19 +124,6 @@ class AuthSystem:
         authenticators.append(self.tokens)
         self.authenticator = RequestAuthenticator(authenticators, settings.anonymous_auth)
         self.audit = AuditLog(settings.audit_log_path) if settings.audit_log_path else None
-
-    def _admission_plugins(self, settings: Settings, lookup: Any) -> list[AdmissionPlugin]:
-        """Upstream's flags: the plugins on by default plus those enabled, less those disabled."""
-        enabled = [p.strip() for p in settings.admission_plugins.split(",") if p.strip()]
-        disabled = [p.strip() for p in settings.disabled_admission_plugins.split(",") if p.strip()]
-        for flag, names in (("--enable-admission-plugins", enabled), ("--disable-admission-plugins", disabled)):
-            if unknown := [p for p in names if p not in ADMISSION_PLUGINS]:
-                raise ConfigurationError(f"{flag}: unknown plugin(s) {unknown}; known: {', '.join(ADMISSION_PLUGINS)}")
-        if overlap := sorted(set(enabled) & set(disabled)):
-            raise ConfigurationError(f"{overlap} in enable-admission-plugins and disable-admission-plugins overlapped")
-        wanted = (set(enabled) | set(DEFAULT_ADMISSION_PLUGINS)) - set(disabled)
-        plugins: dict[str, AdmissionPlugin] = {"NodeRestriction": NodeRestriction(lookup), "ValidatingAdmissionPolicy": self.policies}
-        return [plugins[name] for name in ADMISSION_PLUGINS if name in wanted]
 
     @staticmethod
     def _service_account_tokens(settings: Settings, lookup: Any) -> ServiceAccountTokens:

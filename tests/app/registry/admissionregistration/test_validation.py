@@ -50,7 +50,6 @@ def test_valid_objects_are_defaulted_as_upstream() -> None:
         "namespaceSelector": {},
         "objectSelector": {},
     }
-    assert p["status"] == {}
     b = binding(matchResources={"excludeResourceRules": [dict(RULE)]})
     assert errors(validatingadmissionpolicybinding.STRATEGY, b) == []
     assert b["spec"]["matchResources"]["excludeResourceRules"][0]["scope"] == "*"
