@@ -181,6 +181,9 @@ def test_expressions_see_the_request_and_its_namespace(api: httpx.Client, ns: st
     policies.add("request", {"validations": [{"expression": check, "message": f"check {i}"} for i, check in enumerate(checks)]})
     created = create(api, ns, configmap("seen"), fieldManager="tests")
     assert created.status_code == 201, created.text
+    # The same request as a dry run by another manager: two checks fail, the first answers.
+    refused = assert_status(create(api, ns, configmap("seen"), fieldManager="other", dryRun="All"), 422, "Invalid")
+    assert refused["message"].endswith("denied request: check 4")
 
 
 def test_params_from_config_maps_by_name_and_selector(api: httpx.Client, ns: str, policies: Policies) -> None:
