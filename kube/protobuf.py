@@ -586,11 +586,9 @@ def fill_zero_fields(value: Obj, message: Message) -> None:
             continue
         present = value.get(field.json)
         if present is None:
-            if field.label in (LIST, MAP) or field.pointer:
-                continue
-            zero = _zero(field)
-            if zero is not None and not (field.omitempty and _is_empty(field, zero)):
-                value[field.json] = zero
+            # Lists, maps and pointers stay out, as do zero values omitempty drops or Go writes as null.
+            if field.absent != _SKIP:
+                value[field.json] = _zero(field)
         elif nested is not None and not field.wrapped:
             if field.label == MESSAGE:
                 if isinstance(present, dict):
