@@ -1047,16 +1047,17 @@ def _fraction(value: int, size: int) -> str:
 ENVELOPE_TAIL = b"\x1a\x00\x22\x00"
 
 
+def envelope_prefix(api_version: str, kind: str) -> bytes:
+    """``k8s\0`` and a runtime.Unknown's TypeMeta: what comes before its raw field (field 2, the
+    message as a length-delimited field, the same bytes a list's ``items`` entry has)."""
+    api_version_bytes, kind_bytes = api_version.encode(), kind.encode()
+    type_meta = b"\x0a" + varint(len(api_version_bytes)) + api_version_bytes + b"\x12" + varint(len(kind_bytes)) + kind_bytes
+    return MAGIC + b"\x0a" + varint(len(type_meta)) + type_meta
+
+
 def envelope_head(api_version: str, kind: str, size: int) -> bytes:
-    """``k8s\\0`` and a runtime.Unknown up to its message of ``size`` bytes."""
-    type_meta = bytearray()
-    _put_bytes(type_meta, b"\x0a", api_version.encode())
-    _put_bytes(type_meta, b"\x12", kind.encode())
-    out = bytearray(MAGIC)
-    _put_bytes(out, b"\x0a", type_meta)
-    out += b"\x12"
-    _put_varint(out, size)
-    return bytes(out)
+    """``k8s\0`` and a runtime.Unknown up to its message of ``size`` bytes."""
+    return envelope_prefix(api_version, kind) + b"\x12" + varint(size)
 
 
 def envelope(api_version: str, kind: str, raw: bytes | bytearray) -> bytes:

@@ -9,6 +9,8 @@ events finds most items encoded already; neither decodes the stored JSON again f
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from collections.abc import Iterable, Sequence
 
 from app.api.bodies import LEGACY_SCHEME, MAX_DEPTH, check_depth, note_typed_body, summarize_data
@@ -73,15 +75,16 @@ def _encode(message: Message, obj: Obj) -> bytes:
 
 
 def _encoded(item: StoredObject) -> tuple[bytes, int]:
-    """A stored version in its envelope, and where its message starts there: made once (the
-    object decoded, typed by its own apiVersion and kind, encoded) and kept for the next reader."""
+    """A stored version in its envelope, and where the envelope's raw field (tag, length, message)
+    starts: made once (the object decoded, typed by its own apiVersion and kind, encoded) and kept
+    for the next reader. That field is byte for byte the version's entry in a list's ``items``."""
     found = ENCODED.get(item)
     if found is None:
         obj = item.obj
         api_version, kind = obj.get("apiVersion") or "", obj.get("kind") or ""
         message = _encode(_message(api_version, kind), obj)
-        head = protobuf.envelope_head(api_version, kind, len(message))
-        found = (b"".join((head, message, protobuf.ENVELOPE_TAIL)), len(head))
+        prefix = protobuf.envelope_prefix(api_version, kind)
+        found = (b"".join((prefix, b"\x12", protobuf.varint(len(message)), message, protobuf.ENVELOPE_TAIL)), len(prefix))
         ENCODED.put(item, found)
     return found
 
@@ -103,36 +106,42 @@ def list_pieces(strategy: KindStrategy, items: Sequence[StoredObject | Obj], met
     first: the envelope's length comes before them)."""
     list_message = _message(strategy.api_version, strategy.list_kind)
     by_name = {f.json: f for f in list_message.fields}
-    item_message = _message(strategy.api_version, strategy.kind)
     meta_field = by_name["metadata"]
-    assert meta_field.message is not None
+    assert meta_field.message is not None and by_name["items"].tag == b"\x12"  # as the envelope's raw field
     meta_bytes = protobuf.encode(meta, meta_field.message)
-    items_tag = by_name["items"].tag
-    # Each item as two parts, its tag and length, then its message (a view into the kept envelope).
-    parts: list[bytes | memoryview] = [meta_field.tag + protobuf.varint(len(meta_bytes)), meta_bytes]
+    item_message = _message(strategy.api_version, strategy.kind)
+    # Each item is its kept envelope's raw field, as a view (lists are long: little work per item).
     tail = len(protobuf.ENVELOPE_TAIL)
+    cached = ENCODED.get
+    entries: list[bytes | memoryview] = []
     for item in items:
-        if isinstance(item, StoredObject):
-            enveloped, start = _encoded(item)
-            encoded: bytes | memoryview = memoryview(enveloped)[start : len(enveloped) - tail]
-        else:
-            encoded = _encode(item_message, item)
-        parts.append(items_tag + protobuf.varint(len(encoded)))
-        parts.append(encoded)
-    body_size = sum(map(len, parts))
-    parts.insert(0, protobuf.envelope_head(strategy.api_version, strategy.list_kind, body_size))
-    parts.append(protobuf.ENVELOPE_TAIL)
-    if body_size < piece_bytes:
-        yield b"".join(parts)
+        found = cached(item) if isinstance(item, StoredObject) else None
+        if found is None:
+            if isinstance(item, StoredObject):
+                found = _encoded(item)
+            else:
+                message = _encode(item_message, item)
+                entries.append(b"\x12" + protobuf.varint(len(message)) + message)
+                continue
+        entries.append(memoryview(found[0])[found[1] : -tail])
+    head = meta_field.tag + protobuf.varint(len(meta_bytes)) + meta_bytes
+    ends = list(itertools.accumulate(map(len, entries), initial=len(head)))
+    opening = protobuf.envelope_head(strategy.api_version, strategy.list_kind, ends[-1])
+    if ends[-1] < piece_bytes:
+        yield b"".join((opening, head, *entries, protobuf.ENVELOPE_TAIL))
         return
-    first = size = 0
-    for index, part in enumerate(parts):
-        size += len(part)
-        if size >= piece_bytes:
-            yield b"".join(parts[first : index + 1])
-            first, size = index + 1, 0
-    if first < len(parts):
-        yield b"".join(parts[first:])
+    # Pieces end at the first item that takes them to piece_bytes or more.
+    first = 0
+    while first < len(entries):
+        last = bisect.bisect_left(ends, ends[first] + piece_bytes, first + 1) if first else bisect.bisect_left(ends, piece_bytes, 1)
+        last = min(last, len(entries))
+        parts = entries[first:last]
+        if first == 0:
+            parts[:0] = (opening, head)
+        if last == len(entries):
+            parts.append(protobuf.ENVELOPE_TAIL)
+        yield b"".join(parts)
+        first = last
 
 
 def watch_frame(event_type: str, item: StoredObject | Obj) -> bytes:
