@@ -22,13 +22,16 @@ from kube.protobuf import CONTENT_TYPE, WATCH_CONTENT_TYPE, EncodeError, Message
 
 __all__ = ["CONTENT_TYPE", "WATCH_CONTENT_TYPE", "decode_body"]
 
-# Recent versions in their envelope, with where the message starts in it. An object's answer and its
-# watch events are the envelope as it is, a list's items the message inside it. Protobuf clients
+# A version in its envelope, and a view of the envelope's raw field (tag 2, length, message): byte
+# for byte the version's entry in a list's ``items``.
+Encoded = tuple[bytes, memoryview]
+# Recent versions encoded. An object's answer and its watch events are the envelope as it is, a
+# list's items the views. Protobuf clients
 # (kube-scheduler, kube-controller-manager) list and watch whole resources: 16,384 versions of
 # ordinary objects (up to 64 MiB of their JSON; the protobuf is about 0.6 of it) keep a cluster's
 # pods, claims and nodes of that size encoded once, where 4,096 had a relist and GETs of older
 # objects encode them again each time.
-ENCODED: RecentVersions[tuple[bytes, int]] = RecentVersions(max_items=16384, max_bytes=64 * 1024 * 1024)
+ENCODED: RecentVersions[Encoded] = RecentVersions(max_items=16384, max_bytes=64 * 1024 * 1024)
 
 
 def decode_body(raw: bytes, api_version: str, kind: str) -> Obj:
@@ -74,17 +77,17 @@ def _encode(message: Message, obj: Obj) -> bytes:
         raise errors.internal_error(f"object cannot be written as protobuf: {exc}") from None
 
 
-def _encoded(item: StoredObject) -> tuple[bytes, int]:
-    """A stored version in its envelope, and where the envelope's raw field (tag, length, message)
-    starts: made once (the object decoded, typed by its own apiVersion and kind, encoded) and kept
-    for the next reader. That field is byte for byte the version's entry in a list's ``items``."""
+def _encoded(item: StoredObject) -> Encoded:
+    """A stored version in its envelope, made once (the object decoded, typed by its own
+    apiVersion and kind, encoded) and kept for the next reader."""
     found = ENCODED.get(item)
     if found is None:
         obj = item.obj
         api_version, kind = obj.get("apiVersion") or "", obj.get("kind") or ""
         message = _encode(_message(api_version, kind), obj)
         prefix = protobuf.envelope_prefix(api_version, kind)
-        found = (b"".join((prefix, b"\x12", protobuf.varint(len(message)), message, protobuf.ENVELOPE_TAIL)), len(prefix))
+        enveloped = b"".join((prefix, b"\x12", protobuf.varint(len(message)), message, protobuf.ENVELOPE_TAIL))
+        found = (enveloped, memoryview(enveloped)[len(prefix) : -len(protobuf.ENVELOPE_TAIL)])
         ENCODED.put(item, found)
     return found
 
@@ -111,19 +114,15 @@ def list_pieces(strategy: KindStrategy, items: Sequence[StoredObject | Obj], met
     meta_bytes = protobuf.encode(meta, meta_field.message)
     item_message = _message(strategy.api_version, strategy.kind)
     # Each item is its kept envelope's raw field, as a view (lists are long: little work per item).
-    tail = len(protobuf.ENVELOPE_TAIL)
-    cached = ENCODED.get
+    peek = ENCODED.peek
     entries: list[bytes | memoryview] = []
     for item in items:
-        found = cached(item) if isinstance(item, StoredObject) else None
-        if found is None:
-            if isinstance(item, StoredObject):
-                found = _encoded(item)
-            else:
-                message = _encode(item_message, item)
-                entries.append(b"\x12" + protobuf.varint(len(message)) + message)
-                continue
-        entries.append(memoryview(found[0])[found[1] : -tail])
+        if type(item) is StoredObject:
+            found = peek(item) or _encoded(item)
+            entries.append(found[1])
+        else:
+            message = _encode(item_message, item)  # type: ignore[arg-type]
+            entries.append(b"\x12" + protobuf.varint(len(message)) + message)
     head = meta_field.tag + protobuf.varint(len(meta_bytes)) + meta_bytes
     ends = list(itertools.accumulate(map(len, entries), initial=len(head)))
     opening = protobuf.envelope_head(strategy.api_version, strategy.list_kind, ends[-1])
