@@ -39,17 +39,17 @@ from schedulers.allocator import (
     Allocated,
     AllocationError,
     Allocator,
+    Device,
     DeviceID,
-    _attribute_value,
-    _Claim,
-    _consumption,
-    _Device,
-    _from_fraction,
-    _NodeView,
-    _NotAdmin,
-    _Request,
-    _round_to_policy,
-    _Search,
+    NodeView,
+    NotAdmin,
+    PreparedClaim,
+    PreparedRequest,
+    Search,
+    attribute_value,
+    from_fraction,
+    round_to_policy,
+    share_consumption,
 )
 from schedulers.cache import Obj, SchedulerCache, is_pod_reference, meta
 from schedulers.cycle import REASON_CLAIM_NOT_ON_NODE, SchedulingCycle, WaitForClaims
@@ -162,19 +162,19 @@ def _typed_value(attr: Any) -> str:
     return "<none>"
 
 
-def _device_attribute(dev: _Device, domain: str, name: str) -> str:
+def _device_attribute(dev: Device, domain: str, name: str) -> str:
     attr = dev.attributes.get(f"{domain}/{name}")
     if attr is None and domain == dev.driver:
         attr = dev.attributes.get(name)
     return _typed_value(attr)
 
 
-def _device_capacity(dev: _Device, domain: str, name: str) -> str:
+def _device_capacity(dev: Device, domain: str, name: str) -> str:
     value = dev.capacity.get(f"{domain}/{name}") if domain and domain != dev.driver else dev.capacity.get(name)
     return value.canonical() if value is not None else "<none>"
 
 
-def selector_values(expression: str, dev: _Device) -> str:
+def selector_values(expression: str, dev: Device) -> str:
     """The values of what ``expression`` reads from the device (``memory=40Gi, model=A``)."""
     parts: list[str] = []
     seen: set[str] = set()
@@ -204,9 +204,9 @@ class _RequestFit:
     """One request (or subrequest) against one node's devices, with nothing else taken yet."""
 
     reasons: list[Reason]
-    usable: list[_Device]
+    usable: list[Device]
     need: int
-    request: _Request
+    request: PreparedRequest
 
 
 class DeviceExplainer:
@@ -244,15 +244,15 @@ class DeviceExplainer:
             return [Reason(FILTER_TIMEOUT, f"the device search timed out{after} (the scheduler's filter timeout)")]
         try:
             prepared = self.allocator._prepare(claims)
-        except _NotAdmin:
+        except NotAdmin:
             return self._admin_not_allowed(claims)
         view = self.allocator.index.node_view(node)
         invalid = [p for p in view.pools if p.invalid]
         if invalid:
             return [Reason(POOL_INVALID, "invalid resource pools on the node", details=[f"{p.id[0]}/{p.id[1]}: {p.invalid}" for p in invalid])]
-        probe = _Search(self.allocator, prepared, view, (node.get("metadata") or {}).get("name", ""))
+        probe = Search(self.allocator, prepared, view, (node.get("metadata") or {}).get("name", ""))
         reasons: list[Reason] = []
-        chosen: list[tuple[int, _Claim, _RequestFit]] = []
+        chosen: list[tuple[int, PreparedClaim, _RequestFit]] = []
         for ci, claim in enumerate(prepared):
             for top in claim.requests:
                 if not top.subrequests:
@@ -282,14 +282,14 @@ class DeviceExplainer:
 
     # --- one request ---
 
-    def _request(self, probe: _Search, ci: int, claim: _Claim, req: _Request, view: _NodeView) -> _RequestFit:
+    def _request(self, probe: Search, ci: int, claim: PreparedClaim, req: PreparedRequest, view: NodeView) -> _RequestFit:
         """Sort the node's devices by the first check that keeps ``req`` from them."""
         allocator, features = self.allocator, self.features
         candidates = view.candidates
-        binding_off: list[_Device] = []
-        not_of_class: list[_Device] = []
-        selector_false: dict[int, list[_Device]] = {}
-        matching: list[_Device] = []
+        binding_off: list[Device] = []
+        not_of_class: list[Device] = []
+        selector_false: dict[int, list[Device]] = {}
+        matching: list[Device] = []
         for dev in candidates:
             if allocator.selectable(req, dev):
                 matching.append(dev)
@@ -314,12 +314,12 @@ class DeviceExplainer:
                 reasons.append(self._no_device_of_class(req, candidates, not_of_class, view, where))
             return _RequestFit(reasons, [], 0, req)
         need = probe._need(req)
-        taken: list[_Device] = []
-        tainted: dict[str, list[_Device]] = {}
-        capacity: list[_Device] = []
-        counters: list[_Device] = []
-        lacking: list[_Device] = []
-        usable: list[_Device] = []
+        taken: list[Device] = []
+        tainted: dict[str, list[Device]] = {}
+        capacity: list[Device] = []
+        counters: list[Device] = []
+        lacking: list[Device] = []
+        usable: list[Device] = []
         for dev in matching:
             if probe._in_use(ci, req, dev):
                 taken.append(dev)
@@ -374,7 +374,7 @@ class DeviceExplainer:
             reasons.extend(self._selector_reasons(req, selector_false, where))
         return _RequestFit(reasons, usable, need, req)
 
-    def _no_device_of_class(self, req: _Request, candidates: list[_Device], others: list[_Device], view: _NodeView, where: tuple[str, str]) -> Reason:
+    def _no_device_of_class(self, req: PreparedRequest, candidates: list[Device], others: list[Device], view: NodeView, where: tuple[str, str]) -> Reason:
         summary = f"no device of class {req.class_name} on the node"
         if not candidates:
             pools = [p for p in view.pools if p.devices]
@@ -390,7 +390,7 @@ class DeviceExplainer:
             details.append(f"class {req.class_name} selects `{' && '.join(expressions)}`")
         return Reason(NO_DEVICE_OF_CLASS, summary, *where, details=details)
 
-    def _selector_reasons(self, req: _Request, failing: dict[int, list[_Device]], where: tuple[str, str]) -> list[Reason]:
+    def _selector_reasons(self, req: PreparedRequest, failing: dict[int, list[Device]], where: tuple[str, str]) -> list[Reason]:
         reasons = []
         for index, devices in sorted(failing.items()):
             expression = req.selectors[index].expression
@@ -406,7 +406,7 @@ class DeviceExplainer:
             reasons.append(Reason(SELECTOR_FALSE, f"selector `{expression}` is false", *where, details=details))
         return reasons
 
-    def _taken_by(self, devices: list[_Device]) -> str:
+    def _taken_by(self, devices: list[Device]) -> str:
         """``gpu-0, gpu-1 by default/a (pod p); gpu-2 by default/b``: devices grouped by who holds them."""
         by_holder: dict[str, list[str]] = {}
         for dev in devices:
@@ -415,7 +415,7 @@ class DeviceExplainer:
         items = [f"{_bounded(names, self.examples)} by {holder}" for holder, names in by_holder.items()]
         return "; ".join(items[: self.examples]) + (f"; (+{len(items) - self.examples} more claims)" if len(items) > self.examples else "")
 
-    def _capacity_reason(self, probe: _Search, req: _Request, devices: list[_Device], where: tuple[str, str]) -> Reason:
+    def _capacity_reason(self, probe: Search, req: PreparedRequest, devices: list[Device], where: tuple[str, str]) -> Reason:
         items = []
         keys: set[str] = set()
         for dev in devices:
@@ -426,10 +426,10 @@ class DeviceExplainer:
                     f"requests {req.capacity[k].canonical()} {k}, has {dev.capacity[k].canonical() if k in dev.capacity else 'none'}" for k in short
                 ))  # fmt: skip
                 continue
-            consumed = _consumption(dev, req)
+            consumed = share_consumption(dev, req)
             if consumed is None:
                 missing = [k for k in req.capacity if k not in dev.capacity]
-                bad = [k for k in req.capacity if k in dev.capacity and _round_to_policy(req.capacity[k], dev.policies.get(k) or {}) is None]
+                bad = [k for k in req.capacity if k in dev.capacity and round_to_policy(req.capacity[k], dev.policies.get(k) or {}) is None]
                 keys.update(missing + bad)
                 facts = [f"has no {k}" for k in missing] + [f"request {req.capacity[k].canonical()} {k} is outside its request policy" for k in bad]
                 items.append(f"{dev.name}: {', '.join(facts)}")
@@ -446,7 +446,7 @@ class DeviceExplainer:
             CAPACITY_EXHAUSTED, f"not enough {', '.join(sorted(keys)) or 'capacity'} left on the devices", *where, details=items[: self.examples], devices=[d.id for d in devices]
         )  # fmt: skip
 
-    def _counters_reason(self, probe: _Search, devices: list[_Device], where: tuple[str, str]) -> Reason:
+    def _counters_reason(self, probe: Search, devices: list[Device], where: tuple[str, str]) -> Reason:
         if not self.features.partitionable_devices:
             return Reason(COUNTERS_EXHAUSTED, "partitionable devices are off (DRAPartitionableDevices)", *where)
         items = []
@@ -457,13 +457,13 @@ class DeviceExplainer:
                 for counter, amount in counters.items():
                     left = available.get((set_name, counter), Fraction(0))
                     if left < amount.as_fraction():
-                        facts.append(f"{set_name}/{counter} needs {amount.canonical()}, {_from_fraction(left, amount.format).canonical()} left")
+                        facts.append(f"{set_name}/{counter} needs {amount.canonical()}, {from_fraction(left, amount.format).canonical()} left")
             items.append(f"{dev.name}: {', '.join(facts)}")
         return Reason(COUNTERS_EXHAUSTED, "shared counters of the devices are used up by other devices", *where, details=items[: self.examples], devices=[d.id for d in devices])
 
     # --- requests together ---
 
-    def _combinations(self, probe: _Search, chosen: list[tuple[int, _Claim, _RequestFit]]) -> list[Reason]:
+    def _combinations(self, probe: Search, chosen: list[tuple[int, PreparedClaim, _RequestFit]]) -> list[Reason]:
         """Every request could be served alone: constraints or competition for the same devices."""
         lists = self.features.list_attributes
         reasons: list[Reason] = []
@@ -474,7 +474,7 @@ class DeviceExplainer:
                     continue
                 total = sum(f.need for f in fits)
                 devices = {d.id: d for f in fits for d in f.usable}
-                values = {dev_id: _attribute_value(d, con.attribute, lists) for dev_id, d in devices.items()}
+                values = {dev_id: attribute_value(d, con.attribute, lists) for dev_id, d in devices.items()}
                 if any(v is not None and len(v) != 1 for v in values.values()):
                     continue  # list attributes intersect in ways counting does not capture
                 groups: dict[Any, set[DeviceID]] = {}
@@ -667,7 +667,7 @@ class Explainer:
                 allocator._prepare(resolved.unallocated)
             except AllocationError as exc:
                 return finish(ERROR, str(exc), nodes={"total": len(names)})
-            except _NotAdmin:
+            except NotAdmin:
                 pass  # per node, like the scheduler
         requests = pod_requests(pod, node_allocatable=False)
         groups: dict[tuple[Any, ...], dict[str, Any]] = {}
