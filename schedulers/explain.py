@@ -243,14 +243,13 @@ class DeviceExplainer:
             after = f" after {timeout:g}s" if timeout is not None else ""
             return [Reason(FILTER_TIMEOUT, f"the device search timed out{after} (the scheduler's filter timeout)")]
         try:
-            prepared = self.allocator._prepare(claims)
+            probe = self.allocator.probe(node, claims)
         except NotAdmin:
             return self._admin_not_allowed(claims)
-        view = self.allocator.index.node_view(node)
+        view, prepared = probe.view, probe.claims
         invalid = [p for p in view.pools if p.invalid]
         if invalid:
             return [Reason(POOL_INVALID, "invalid resource pools on the node", details=[f"{p.id[0]}/{p.id[1]}: {p.invalid}" for p in invalid])]
-        probe = Search(self.allocator, prepared, view, (node.get("metadata") or {}).get("name", ""))
         reasons: list[Reason] = []
         chosen: list[tuple[int, PreparedClaim, _RequestFit]] = []
         for ci, claim in enumerate(prepared):
@@ -313,7 +312,7 @@ class DeviceExplainer:
             elif not binding_off:
                 reasons.append(self._no_device_of_class(req, candidates, not_of_class, view, where))
             return _RequestFit(reasons, [], 0, req)
-        need = probe._need(req)
+        need = probe.need(req)
         taken: list[Device] = []
         tainted: dict[str, list[Device]] = {}
         capacity: list[Device] = []
@@ -321,23 +320,23 @@ class DeviceExplainer:
         lacking: list[Device] = []
         usable: list[Device] = []
         for dev in matching:
-            if probe._in_use(ci, req, dev):
+            if probe.in_use(ci, req, dev):
                 taken.append(dev)
                 continue
             blocking = [t for t in dev.taints if t.get("effect") in _BLOCKING and not tolerations_tolerate(req.tolerations, t)] if features.device_taints else []
             if blocking:
                 tainted.setdefault(_taint_text(blocking[0]), []).append(dev)
                 continue
-            if probe._fit(ci, req, dev, must=False) is not None:
+            if probe.can_take(ci, req, dev):
                 usable.append(dev)
-            elif features.consumable_capacity and (probe._shared(dev) or req.capacity) and probe._capacity_for(dev, req) is False:
+            elif features.consumable_capacity and (probe.shared(dev) or req.capacity) and probe.capacity_for(dev, req) is False:
                 capacity.append(dev)
             elif dev.consumes:
                 counters.append(dev)
             else:
                 lacking.append(dev)
         if len(usable) >= need and need > 0:
-            if not any(d.consumes for d in usable) or probe._counters_suffice(usable, need):
+            if not any(d.consumes for d in usable) or probe.counters_suffice(usable, need):
                 return _RequestFit([], usable, need, req)
             return _RequestFit([Reason(
                 COUNTERS_EXHAUSTED, f"shared counters do not cover {need} devices together", *where,
@@ -419,7 +418,7 @@ class DeviceExplainer:
         items = []
         keys: set[str] = set()
         for dev in devices:
-            if not probe._shared(dev):
+            if not probe.shared(dev):
                 short = [k for k, amount in req.capacity.items() if k not in dev.capacity or amount > dev.capacity[k]]
                 keys.update(short)
                 items.append(f"{dev.name}: " + ", ".join(
@@ -498,7 +497,7 @@ class DeviceExplainer:
                 ))  # fmt: skip
         if reasons:
             return reasons
-        exclusive = [(claim, f) for _, claim, f in chosen if not f.request.admin and not any(probe._shared(d) for d in f.usable)]
+        exclusive = [(claim, f) for _, claim, f in chosen if not f.request.admin and not any(probe.shared(d) for d in f.usable)]
         union = {d.id: d for _, f in exclusive for d in f.usable}
         total = sum(f.need for _, f in exclusive)
         if len(exclusive) > 1 and total > len(union):
@@ -664,7 +663,7 @@ class Explainer:
                     users.setdefault(dev_id, []).append(refs.get(uid, "a claim being allocated"))
             devices = DeviceExplainer(allocator, users, examples=limits.examples, claim_name=claim_name)
             try:
-                allocator._prepare(resolved.unallocated)
+                allocator.prepare(resolved.unallocated)
             except AllocationError as exc:
                 return finish(ERROR, str(exc), nodes={"total": len(names)})
             except NotAdmin:

@@ -65,7 +65,10 @@ class Allocator:
 
     # --- preparation (node independent, cached per claim versions) ---
 
-    def _prepare(self, claims: Sequence[Mapping[str, Any]]) -> list[PreparedClaim]:
+    def prepare(self, claims: Sequence[Mapping[str, Any]]) -> list[PreparedClaim]:
+        """The claims prepared for a search (classes resolved, selectors compiled), once per
+        claim versions. Raises :class:`AllocationError` for input no node can serve and
+        :class:`NotAdmin` for admin access the namespace may not have."""
         last = self._last_prepared
         if last is not None and last[0] is claims and len(last[1]) == len(claims):
             return last[1]  # the same claim list for every node of a cycle
@@ -181,7 +184,7 @@ class Allocator:
         if not claims:
             return Allocated([])
         try:
-            prepared = self._prepare(claims)
+            prepared = self.prepare(claims)
         except NotAdmin as exc:
             return Unschedulable(str(exc), reason=str(exc))
         view = self.index.node_view(node)
@@ -208,6 +211,12 @@ class Allocator:
         if search.found:
             return found_allocation(search, allocation_timestamp, self.share_id)
         return self._no_solution(prepared, view, search.deepest)
+
+    def probe(self, node: Mapping[str, Any], claims: Sequence[Mapping[str, Any]]) -> Search:
+        """The search ``allocate`` would run for ``claims`` on ``node``, not run: its per-device
+        checks (:class:`Search`) say which devices a request could take, with nothing taken yet.
+        Raises like :meth:`prepare`."""
+        return Search(self, self.prepare(claims), self.index.node_view(node), (node.get("metadata") or {}).get("name", ""))
 
     def _no_solution(self, claims: list[PreparedClaim], view: NodeView, deepest: tuple[int, int]) -> Unschedulable:
         """Why a search that got no further than claim/request ``deepest`` failed (details built when read)."""

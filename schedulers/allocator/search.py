@@ -123,6 +123,10 @@ class Search:
     that runs longer than :data:`BOUND_AFTER_STEPS` starts over and also prunes by supply (see
     ``_enough``): those checks only drop paths without any solution, so the first solution
     stays the same.
+
+    Its per-device checks are public (:meth:`need`, :meth:`in_use`, :meth:`can_take`,
+    :meth:`shared`, :meth:`capacity_for`, :meth:`counters_suffice`): an explanation asks them of
+    a search that has not run (:meth:`Allocator.probe`), device by device, with nothing taken yet.
     """
 
     def __init__(self, alloc: _Allocating, claims: list[PreparedClaim], view: NodeView, node_name: str) -> None:
@@ -179,11 +183,11 @@ class Search:
         for claim in self.claims:
             fewest = claim.fewest
             if fewest is None:
-                fewest = sum(min(self._need(req) for req in top.subrequests or [top]) for top in claim.requests)
+                fewest = sum(min(self.need(req) for req in top.subrequests or [top]) for top in claim.requests)
             if fewest > MAX_RESULTS:
                 raise AllocationError(f"claim {claim.ref}: number of requested devices {fewest} exceeds the claim limit of {MAX_RESULTS}")
 
-    def _need(self, req: PreparedRequest) -> int:
+    def need(self, req: PreparedRequest) -> int:
         """Devices ``req`` takes: its count, or all matching devices (computed on first use)."""
         if not req.all_mode:
             return req.count
@@ -205,7 +209,7 @@ class Search:
                 if not self.alloc.selectable(req, dev):
                     continue
                 # Upstream filters by capacity here too: a shared device without room is not part of "all".
-                if self.features.consumable_capacity and self._capacity_for(dev, req) is False:
+                if self.features.consumable_capacity and self.capacity_for(dev, req) is False:
                     continue
                 out.append(dev)
         return out
@@ -256,7 +260,7 @@ class Search:
         if self.steps >= self._checkpoint_at:
             self._checkpoint()
         if req.all_mode:
-            need = self._need(req)
+            need = self.need(req)
             if not need:
                 return _FAILED  # "All" needs at least one device
         else:
@@ -267,7 +271,7 @@ class Search:
             return _EXCEEDED
         if req.all_mode:
             dev = self.all_devices[id(req)][di]
-            if self._in_use(ci, req, dev):
+            if self.in_use(ci, req, dev):
                 return _FAILED
             undo = self._take(ci, req, dev, must=True)
             if undo is None:
@@ -286,7 +290,7 @@ class Search:
             candidates = self.view.candidates
             for pos in range(start, len(candidates)):
                 dev = candidates[pos]
-                if self._in_use(ci, req, dev) or not selectable(req, dev):
+                if self.in_use(ci, req, dev) or not selectable(req, dev):
                     continue
                 undo = self._take(ci, req, dev, must=False)
                 if undo is None:
@@ -380,14 +384,14 @@ class Search:
         else:
             positions, selectable = self._selectable_positions(req)
             devices = selectable[bisect_left(positions, start):]
-        return [dev for dev in devices if not self._in_use(ci, req, dev) and self._fit(ci, req, dev, must=False) is not None]
+        return [dev for dev in devices if not self.in_use(ci, req, dev) and self._fit(ci, req, dev, must=False) is not None]
 
     def _still_possible(self, ci: int, req: PreparedRequest) -> list[Device]:
         """A cheap superset of ``_takeable(ci, req, 0)``: possible at the start, not in use, constraints still met."""
         constraints = [con for con in self.constraints[ci] if con.values and con.applies(req)]
         out = []
         for dev in self._possible[id(req)]:
-            if self._in_use(ci, req, dev):
+            if self.in_use(ci, req, dev):
                 continue
             if all(con.admits(self._attribute(dev, con.attribute)) for con in constraints):
                 out.append(dev)
@@ -397,7 +401,7 @@ class Search:
         """Whether claim ``ci`` exceeds the result limit whatever the devices, taking ``more`` for request ``ri`` and the fewest after it."""
         fewest = len(self.results[ci]) + more
         for top in self.claims[ci].requests[ri + 1:]:
-            fewest += min(self._need(req) for req in top.subrequests or [top])
+            fewest += min(self.need(req) for req in top.subrequests or [top])
         return fewest > MAX_RESULTS
 
     def _enough(self, ci: int, ri: int, req: PreparedRequest, need: int, start: int) -> bool:
@@ -417,7 +421,7 @@ class Search:
         now = self._takeable(ci, req, start)
         if len(now) < need or not self._values_suffice(ci, req, now, need):
             return False
-        if any(dev.consumes for dev in now) and not self._counters_suffice(now, need):
+        if any(dev.consumes for dev in now) and not self.counters_suffice(now, need):
             return False
         later: dict[int, list[Device]] = {}  # id(PreparedRequest) -> still possible devices
         exclusive_need = need if self._takes_exclusively(req, now) else 0
@@ -432,7 +436,7 @@ class Search:
                 union: set[DeviceID] = set()
                 exclusive = True
                 for alt in top.subrequests or [top]:
-                    alt_need = self._need(alt)
+                    alt_need = self.need(alt)
                     devices = later[id(alt)] = self._still_possible(cj, alt)
                     if len(devices) < alt_need or (alt.all_mode and not alt_need):
                         continue
@@ -453,7 +457,7 @@ class Search:
 
     def _takes_exclusively(self, req: PreparedRequest, devices: list[Device]) -> bool:
         """Whether every device ``req`` takes from ``devices`` is then taken from everybody else."""
-        return not req.admin and not any(self._shared(dev) for dev in devices)
+        return not req.admin and not any(self.shared(dev) for dev in devices)
 
     def _values_suffice(self, ci: int, req: PreparedRequest, devices: list[Device], need: int) -> bool:
         """Whether each constraint on ``req`` leaves ``need`` of ``devices`` (see ``_values_allow``)."""
@@ -496,11 +500,11 @@ class Search:
             if not any(con.applies(alt) for alt in alternatives):
                 continue
             last = rj
-            total += min(self._need(alt) if con.applies(alt) else 0 for alt in alternatives)
+            total += min(self.need(alt) if con.applies(alt) else 0 for alt in alternatives)
             for alt in alternatives:
                 if not con.applies(alt):
                     continue
-                if any(self._shared(dev) for dev in later[id(alt)]):
+                if any(self.shared(dev) for dev in later[id(alt)]):
                     return True  # a shared device may serve two requests
                 devices.update((dev.id, dev) for dev in later[id(alt)])
         if total == need:
@@ -510,11 +514,11 @@ class Search:
         self.deepest = max(self.deepest, (ci, last))
         return False
 
-    def _counters_suffice(self, takeable: list[Device], need: int) -> bool:
+    def counters_suffice(self, takeable: list[Device], need: int) -> bool:
         """Whether the ``need`` devices consuming least of each counter fit into what is left of it."""
         amounts: dict[tuple[PoolID, tuple[str, str]], list[Fraction]] = {}
         for dev in takeable:
-            if self._shared(dev) and (dev.id in self.allocated.shared_devices or self.shares.get(dev.id)):
+            if self.shared(dev) and (dev.id in self.allocated.shared_devices or self.shares.get(dev.id)):
                 continue  # its counters are consumed already
             pool_id = (dev.id[0], dev.id[1])
             per_device: dict[tuple[PoolID, tuple[str, str]], Fraction] = {}
@@ -536,18 +540,20 @@ class Search:
 
     # --- taking one device ---
 
-    def _shared(self, dev: Device) -> bool:
+    def shared(self, dev: Device) -> bool:
+        """Whether ``dev`` is shared (allocated in shares) rather than taken whole."""
         return dev.allow_multiple and self.features.consumable_capacity
 
-    def _in_use(self, ci: int, req: PreparedRequest, dev: Device) -> bool:
+    def in_use(self, ci: int, req: PreparedRequest, dev: Device) -> bool:
+        """Whether ``dev`` is taken for ``req`` of claim ``ci``: allocated before, or picked on this path."""
         users = self.allocating.get(dev.id)
         if req.admin:
             return users is not None and ci in users
         return dev.id in self.allocated.devices or bool(users)
 
-    def _capacity_for(self, dev: Device, req: PreparedRequest) -> dict[str, Quantity] | bool | None:
+    def capacity_for(self, dev: Device, req: PreparedRequest) -> dict[str, Quantity] | bool | None:
         """Consumed capacity for a share (dict), None for an exclusive fit, False if it does not fit."""
-        if not self._shared(dev):
+        if not self.shared(dev):
             # Capacity requests act as a filter on exclusive devices.
             for key, amount in req.capacity.items():
                 if key not in dev.capacity or amount > dev.capacity[key]:
@@ -564,13 +570,18 @@ class Search:
                 return False
         return consumed
 
+    def can_take(self, ci: int, req: PreparedRequest, dev: Device) -> bool:
+        """Whether ``req`` of claim ``ci`` could take ``dev`` now, in-use aside (:meth:`in_use`):
+        capacity, shared counters, taints and the claim's constraints."""
+        return self._fit(ci, req, dev, must=False) is not None
+
     def _fit(self, ci: int, req: PreparedRequest, dev: Device, must: bool) -> _Fit | None:
         """What taking ``dev`` for ``req`` would change, or None if it cannot be taken now."""
         # A device that allows multiple allocations is shared, with admin access too (upstream).
-        shared = self._shared(dev)
+        shared = self.shared(dev)
         consumed: dict[str, Quantity] | None = None
         if self.features.consumable_capacity and (shared or req.capacity):
-            fit = self._capacity_for(dev, req)
+            fit = self.capacity_for(dev, req)
             if fit is False:
                 return None
             consumed = fit if isinstance(fit, dict) else None
