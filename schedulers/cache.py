@@ -33,7 +33,7 @@ from kube.objects import Obj
 from kube.pods import Resources, pod_priority, pod_requests
 from schedulers.allocator import AllocatedState, AllocatorFeatures, ResourceIndex, SearchCache
 from schedulers.extended import owned_special_claim_of, resource_classes
-from schedulers.nodefit import insufficient, node_allocatable
+from schedulers.plugins.noderesources import insufficient, node_allocatable
 from schedulers.podgroups import PodGroupView
 from schedulers.queue import SchedulingQueue
 

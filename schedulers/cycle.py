@@ -44,7 +44,7 @@ from schedulers.allocator import (
 )
 from schedulers.cache import Key, Nomination, Obj, RequestsKey, SchedulerCache, is_pod_reference, meta
 from schedulers.extended import STALE_CLAIM, SpecialClaim, extended_requests, needed_on_node, served_by_devices, special_claim
-from schedulers.nodefit import (
+from schedulers.plugins.noderesources import (
     REASON_AFFINITY,
     fit_error_message,
     insufficient,

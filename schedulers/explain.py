@@ -54,7 +54,7 @@ from schedulers.allocator import (
 from schedulers.cache import Obj, SchedulerCache, is_pod_reference, meta
 from schedulers.cycle import REASON_CLAIM_NOT_ON_NODE, SchedulingCycle, WaitForClaims
 from schedulers.extended import extended_requests, needed_on_node, served_by_devices, special_claim
-from schedulers.nodefit import REASON_AFFINITY, matches_node_selector_and_affinity, untolerated_taint
+from schedulers.plugins.noderesources import REASON_AFFINITY, matches_node_selector_and_affinity, untolerated_taint
 
 # Reason kinds (CamelCase like Kubernetes reasons); the tests hold one case per kind.
 NODE_SELECTOR = "NodeSelectorMismatch"

@@ -28,7 +28,7 @@ from typing import Any
 from kube.claims import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from kube.objects import Obj
 from kube.pods import Resources, pod_requests
-from schedulers.nodefit import INSUFFICIENT
+from schedulers.plugins.noderesources import INSUFFICIENT
 
 DEVICE_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"
 IN_MEMORY_NAME = "<extended-resources>"  # not a valid object name, so never an existing claim's

@@ -36,7 +36,7 @@ from schedulers.allocator import Allocated, AllocationError, Unschedulable
 from schedulers.cache import Nomination, Obj, is_pod_reference, meta
 from schedulers.cycle import Attempt, ScheduleFailure, SchedulingCycle
 from schedulers.extended import served_by_devices
-from schedulers.nodefit import NOT_HELPFUL, insufficient
+from schedulers.plugins.noderesources import NOT_HELPFUL, insufficient
 
 log = logging.getLogger("scheduler")
 
