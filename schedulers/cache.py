@@ -33,15 +33,13 @@ from kube.objects import Obj
 from kube.pods import Resources, pod_priority, pod_requests
 from schedulers.allocator import AllocatedState, AllocatorFeatures, ResourceIndex, SearchCache
 from schedulers.extended import owned_special_claim_of, resource_classes
-from schedulers.plugins.noderesources import insufficient, node_allocatable
+from schedulers.plugins.noderesources import RequestsKey, insufficient, node_allocatable
 from schedulers.podgroups import PodGroupView
 from schedulers.queue import SchedulingQueue
 
 log = logging.getLogger("scheduler")
 
 Key = tuple[str, str]  # (namespace, name)
-# A pod's requests in exact integers (name, numerator, denominator), cheap to compare with a memo.
-RequestsKey = tuple[tuple[str, int, int], ...]
 
 RESOURCE = "resource.k8s.io"
 

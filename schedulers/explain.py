@@ -24,13 +24,11 @@ import asyncio
 import re
 import time
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
 from kube.informer import object_key
-from kube.labels import node_selector_matches
-from kube.pods import pod_requests
 from kube.quantity import Quantity
 from kube.tolerations import tolerations_tolerate
 from schedulers.allocator import (
@@ -52,15 +50,15 @@ from schedulers.allocator import (
     share_consumption,
 )
 from schedulers.cache import Obj, SchedulerCache, is_pod_reference, meta
-from schedulers.cycle import REASON_CLAIM_NOT_ON_NODE, SchedulingCycle, WaitForClaims
-from schedulers.extended import extended_requests, needed_on_node, served_by_devices, special_claim
-from schedulers.plugins.noderesources import REASON_AFFINITY, matches_node_selector_and_affinity, untolerated_taint
+from schedulers.cycle import SchedulingCycle
+from schedulers.framework import CycleState, ExplainContext, Reason, Status, WaitForClaims
+from schedulers.plugins import dynamicresources, nodeaffinity, noderesources, tainttoleration
 
 # Reason kinds (CamelCase like Kubernetes reasons); the tests hold one case per kind.
-NODE_SELECTOR = "NodeSelectorMismatch"
-NODE_TAINT = "NodeTaintNotTolerated"
-NODE_RESOURCES = "NodeResourcesInsufficient"
-CLAIM_ON_OTHER_NODE = "ClaimAllocatedElsewhere"
+NODE_SELECTOR = nodeaffinity.KIND
+NODE_TAINT = tainttoleration.KIND
+NODE_RESOURCES = noderesources.KIND
+CLAIM_ON_OTHER_NODE = dynamicresources.CLAIM_ON_OTHER_NODE
 NO_DEVICE_OF_CLASS = "NoDeviceOfClass"
 SELECTOR_FALSE = "SelectorFalse"
 DEVICES_TAKEN = "DevicesTaken"
@@ -97,49 +95,6 @@ class ExplainLimits:
     groups: int = 10  # node groups shown; the rest are counted
     examples: int = 3  # devices, claims or values named per fact
     nodes_per_group: int = 5  # node names shown per group
-
-
-@dataclass
-class Reason:
-    """One reason a node does not take the pod.
-
-    ``summary`` is the same text on every node with this cause (nodes are grouped by it);
-    ``details`` are this node's facts (which devices, values, claims), a few of them.
-    """
-
-    kind: str
-    summary: str
-    claim: str = ""
-    request: str = ""
-    details: list[str] = field(default_factory=list)
-    alternatives: list[Reason] = field(default_factory=list)  # a prioritized list's subrequests, in order
-    devices: list[DeviceID] = field(default_factory=list)  # the devices that keep the pod out (taken, tainted, full)
-
-    @property
-    def key(self) -> tuple[Any, ...]:
-        return (self.kind, self.claim, self.request, self.summary, tuple(a.key for a in self.alternatives))
-
-    def text(self) -> str:
-        """The summary with where it applies (claim and request)."""
-        if self.request:
-            return f"claim {self.claim}, request {self.request}: {self.summary}"
-        if self.claim:
-            return f"claim {self.claim}: {self.summary}"
-        return self.summary
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"kind": self.kind, "message": self.text(), "summary": self.summary}
-        if self.claim:
-            out["claim"] = self.claim
-        if self.request:
-            out["request"] = self.request
-        if self.details:
-            out["details"] = list(self.details)
-        if self.alternatives:
-            out["alternatives"] = [a.to_dict() for a in self.alternatives]
-        if self.devices:
-            out["devices"] = ["/".join(d) for d in self.devices]
-        return out
 
 
 def _bounded(items: Sequence[str], limit: int) -> str:
@@ -558,19 +513,6 @@ def device_users(claims: Iterable[Mapping[str, Any]]) -> dict[DeviceID, list[str
     return users
 
 
-def _selector_mismatch(pod: Mapping[str, Any], node: Mapping[str, Any]) -> list[str]:
-    labels = meta(node).get("labels") or {}
-    details = [
-        f"nodeSelector {key}={value}: the node has {labels.get(key, 'no such label')}"
-        for key, value in ((pod.get("spec") or {}).get("nodeSelector") or {}).items()
-        if labels.get(key) != value
-    ]
-    required = (((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
-    if required is not None and not node_selector_matches(required, node):
-        details.append("required node affinity does not match the node's labels")
-    return details
-
-
 class Explainer:
     """Explanations of pods against one scheduler's cache and cycle (the leader's)."""
 
@@ -628,13 +570,14 @@ class Explainer:
         if self.cache.is_binding(object_key(pod)):
             return finish(BINDING, "the scheduler has placed the pod and is binding it now")
 
-        resolved = self.cycle.resolve_claims(pod)
-        if isinstance(resolved, WaitForClaims):
-            waiting = [name for _, name in resolved.claims if not name.startswith("<")]
-            return finish(WAITING_FOR_CLAIMS, resolved.why, waitingFor=waiting)
+        state = self.cycle.begin(pod)
+        if isinstance(state, WaitForClaims):
+            waiting = [name for _, name in state.claims if not name.startswith("<")]
+            return finish(WAITING_FOR_CLAIMS, state.why, waitingFor=waiting)
         names = self.cache.node_names()
-        if isinstance(resolved, str):
-            return finish(UNSCHEDULABLE, resolved, nodes={"total": len(names)})
+        if isinstance(state, Status):
+            return finish(ERROR if state.is_error else UNSCHEDULABLE, state.message, nodes={"total": len(names)})
+        resolved = dynamicresources.dra_state(state).claims
         out["claims"] = [self._claim_summary(c, resolved.entry_names.get(meta(c).get("uid", ""), "")) for c in resolved.claims]
         if not resolved.claims:
             out["note"] = "the pod has no resource claims; only node filters apply"
@@ -644,17 +587,13 @@ class Explainer:
         def claim_name(ref: str) -> str:
             return ref if can_see_namespace(ref.split("/", 1)[0]) else "a claim in another namespace"
 
-        # Extended resources backed by devices: the scheduler's special claim joins the pod's claims
-        # on nodes that do not advertise the resource.
-        mapping = self.cache.resource_classes() if self.cache.features.extended_resource else {}
-        extended = extended_requests(pod, mapping) if mapping else {}
-        allocator: Allocator | None = None
-        devices: DeviceExplainer | None = None
-        if resolved.unallocated or extended:
-            allocator = Allocator(
-                self.cache.index, self.cache.allocated_state(), self.cache.features,
-                namespace_labels=self.cache.namespace_labels, timeout=self.cycle.filter_timeout, cache=self.cache.search_cache,
-            )  # fmt: skip
+        # The cycle's allocator (DynamicResources' PreFilter made it when something is to be
+        # allocated, the extended resources' special claim included) says which devices keep it out.
+        allocator = dynamicresources.dra_state(state).allocator
+        explain_devices: Callable[[Obj, list[Obj]], list[Reason]] | None = None
+        filter_timeout = self.cycle.filter_timeout
+        left = limits.seconds
+        if allocator is not None:
             claims = self.cache.claims.list()
             users = device_users(claims)
             refs = {meta(c).get("uid", ""): "/".join(object_key(c)) for c in claims}
@@ -668,12 +607,19 @@ class Explainer:
                 return finish(ERROR, str(exc), nodes={"total": len(names)})
             except NotAdmin:
                 pass  # per node, like the scheduler
-        requests = pod_requests(pod, node_allocatable=False)
+
+            def explain_devices(node: Obj, to_allocate: list[Obj]) -> list[Reason]:
+                assert allocator is not None
+                allocator.timeout = min(filter_timeout, left) if filter_timeout is not None else left
+                reasons = devices.explain(node, to_allocate)
+                if reasons and reasons[0].kind == FILTER_TIMEOUT and (filter_timeout is None or left < filter_timeout):
+                    reasons = [Reason(NOT_EXAMINED, "not examined: the explanation ran out of time")]
+                return reasons
+
         groups: dict[tuple[Any, ...], dict[str, Any]] = {}
         fits: list[str] = []
         examined = 0
         not_examined = 0
-        filter_timeout = self.cycle.filter_timeout
         for name in names:
             left = limits.seconds - (time.monotonic() - started)
             if left <= 0:
@@ -683,17 +629,10 @@ class Explainer:
             if node is None:
                 continue
             examined += 1
-            reasons = self._node_reasons(pod, node, requests, resolved.allocated, extended)
-            needed = needed_on_node(extended, self.cache.allocatable(node)) if extended else {}
-            to_allocate = [*resolved.unallocated, special_claim(pod, needed, mapping).claim] if needed else resolved.unallocated
-            if not reasons and devices is not None and allocator is not None and to_allocate:
-                allocator.timeout = min(filter_timeout, left) if filter_timeout is not None else left
-                try:
-                    reasons = devices.explain(node, to_allocate)
-                except AllocationError as exc:
-                    return finish(ERROR, f"node {name}: {exc}", nodes={"total": len(names)})
-                if reasons and reasons[0].kind == FILTER_TIMEOUT and (filter_timeout is None or left < filter_timeout):
-                    reasons = [Reason(NOT_EXAMINED, "not examined: the explanation ran out of time")]
+            try:
+                reasons = self.node_reasons(state, pod, node, explain_devices)
+            except AllocationError as exc:
+                return finish(ERROR, f"node {name}: {exc}", nodes={"total": len(names)})
             if not reasons:
                 fits.append(name)
             else:
@@ -727,31 +666,14 @@ class Explainer:
         parts = [f"{g['count']} {'node' if g['count'] == 1 else 'nodes'}: {'; '.join(r.text() for r in g['reasons'])}" for g in shown]
         return finish(UNSCHEDULABLE, f"0/{len(names)} nodes fit. " + ". ".join(parts[:3]) + ("." if parts else ""), **extra)
 
-    def _node_reasons(self, pod: Obj, node: Obj, requests: Any, allocated: list[Obj], extended: Mapping[str, int]) -> list[Reason]:
-        """Every node filter that fails (the scheduler stops at the first)."""
-        reasons = []
-        if not matches_node_selector_and_affinity(pod, node):
-            reasons.append(Reason(NODE_SELECTOR, REASON_AFFINITY, details=_selector_mismatch(pod, node)))
-        taint = untolerated_taint(pod, node)
-        if taint is not None:
-            reasons.append(Reason(NODE_TAINT, taint))
-        name = meta(node).get("name", "")
-        for short in served_by_devices(self.cache.insufficient(name, node, requests), extended, self.cache.allocatable(node)):
-            reasons.append(Reason(NODE_RESOURCES, short, details=self._resource_details(short, name, node, requests)))
-        for claim in allocated:
-            selector = (claim.get("status") or {}).get("allocation", {}).get("nodeSelector")
-            if not node_selector_matches(selector, node):
-                reasons.append(Reason(CLAIM_ON_OTHER_NODE, REASON_CLAIM_NOT_ON_NODE, "/".join(object_key(claim)), details=["the claim is allocated with devices of other nodes"]))
+    @staticmethod
+    def node_reasons(state: CycleState, pod: Obj, node: Obj, explain_devices: Callable[[Obj, list[Obj]], list[Reason]] | None = None) -> list[Reason]:
+        """Every reason of every filter the cycle runs for the pod against ``node`` (the cycle
+        stops at the first); the device search only where nothing else keeps the node out."""
+        reasons: list[Reason] = []
+        for plugin in state.filters:
+            reasons += plugin.explain(state, pod, node, ExplainContext(reasons, explain_devices))
         return reasons
-
-    def _resource_details(self, short: str, name: str, node: Obj, requests: Mapping[str, Fraction]) -> list[str]:
-        allocatable = self.cache.allocatable(node)
-        used, pods = self.cache.node_usage(name)
-        if short.startswith("Insufficient "):
-            resource = short.split(" ", 1)[1]
-            free = allocatable.get(resource, Fraction(0)) - used.get(resource, Fraction(0))
-            return [f"requests {_amount(requests.get(resource, Fraction(0)))} {resource}, {_amount(free)} of {_amount(allocatable.get(resource, Fraction(0)))} free"]
-        return [f"{pods} pods on the node, it takes {_amount(allocatable.get('pods', Fraction(0)))}"]
 
     def _claim_summary(self, claim: Obj, entry: str) -> dict[str, Any]:
         allocation = (claim.get("status") or {}).get("allocation")
@@ -802,12 +724,6 @@ def _advance(steps: Generator[None, None, dict[str, Any]]) -> dict[str, Any] | N
         result: dict[str, Any] = done.value
         return result
     return None
-
-
-def _amount(value: Fraction) -> str:
-    if value.denominator == 1:
-        return str(value.numerator)
-    return f"{float(value):g}"
 
 
 __all__ = ["DeviceExplainer", "ExplainLimits", "Explainer", "Reason", "allocated_devices", "device_users", "selector_values"]
