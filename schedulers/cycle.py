@@ -9,8 +9,8 @@ The cycle runs the plugins (:mod:`schedulers.plugins`) at upstream's extension p
 2. *PreFilter*: each plugin works out once what the pod asks (or rejects it for every node, or
    skips: its Filter is then left out of this cycle).
 3. *Filter*: nodes in a rotating order (upstream's ``nextStartNodeIndex``), each through the
-   filters in order until the first rejection: NodeAffinity, NodeUnschedulable, TaintToleration,
-   NodeResourcesFit, DynamicResources. The search stops after ``nodes_to_find`` feasible nodes
+   filters in upstream's order until the first rejection: NodeUnschedulable, TaintToleration,
+   NodeAffinity, NodeResourcesFit, DynamicResources. The search stops after ``nodes_to_find`` feasible nodes
    (100, upstream's minimum for percentageOfNodesToScore). Work that repeats across cycles is
    kept: a node's successful device search for the same claim specs (``SearchCache``, valid while
    that node's pools, the classes and the allocated state are unchanged) and its cpu/memory/pods
@@ -93,7 +93,7 @@ class SchedulingCycle:
         # The plugins, in the order their filters run.
         self.dynamic_resources = DynamicResources(cache, filter_timeout)
         node_affinity, node_resources = NodeAffinity(), NodeResourcesFit(cache)
-        self.filter_plugins: list[FilterPlugin] = [node_affinity, NodeUnschedulable(), TaintToleration(), node_resources, self.dynamic_resources]
+        self.filter_plugins: list[FilterPlugin] = [NodeUnschedulable(), TaintToleration(), node_affinity, node_resources, self.dynamic_resources]
         self.pre_filter_plugins: list[PreFilterPlugin] = [node_affinity, node_resources, self.dynamic_resources]
         # The per-node checks a walk calls (replace_node_checks may put others in their place).
         self._filter: NodeFilter = self.check_node
@@ -207,9 +207,9 @@ class SchedulingCycle:
                     # pod waits here for a claim, class or slice event instead, which upstream's own
                     # comment names as the nicer behaviour.
                     return ScheduleFailure(f'running "{status.plugin}" filter plugin: {status.message}', reason="SchedulerError")
-                reason = status.reasons[0]
-                claim_mismatch = claim_mismatch or reason == REASON_CLAIM_NOT_ON_NODE
-                reasons[reason] = reasons.get(reason, 0) + 1
+                for reason in status.reasons:  # upstream's FitError counts every reason of a node's status
+                    reasons[reason] = reasons.get(reason, 0) + 1
+                claim_mismatch = claim_mismatch or status is self.dynamic_resources.not_on_node
                 node_statuses[name] = status
                 continue
             feasible += 1

@@ -139,6 +139,7 @@ class DynamicResources:
     """The plugin; see the module docstring. ``filter_timeout`` bounds one node's device search."""
 
     name = NAME
+    not_on_node = _NOT_ON_NODE  # the status of a node an allocated claim of the pod is not available on
 
     def __init__(self, cache: SchedulerCache, filter_timeout: float | None = DEFAULT_FILTER_TIMEOUT) -> None:
         self.cache = cache

@@ -121,7 +121,7 @@ class NodeResourcesFit:
 
     def __init__(self, cache: NodeAccounting) -> None:
         self.cache = cache
-        self._statuses: dict[str, Status] = {}
+        self._statuses: dict[tuple[str, ...], Status] = {}
 
     def pre_filter(self, state: CycleState, pod: Obj) -> Status | None:
         # Claim charges are added per node (they depend on the devices chosen); entries an earlier,
@@ -134,7 +134,7 @@ class NodeResourcesFit:
         return None
 
     def shortages(self, fit: PodFit, node: Obj) -> list[str]:
-        """Every reason the node lacks room for the pod (the filter reports the first)."""
+        """Every reason the node lacks room for the pod (the filter's status has them all, as upstream's)."""
         name: str = node["metadata"]["name"]
         cache = self.cache
         held = cache.nominated_for(name, fit.uid, fit.priority) if name in cache.nominated_on else ()
@@ -160,10 +160,10 @@ class NodeResourcesFit:
             short = cache.insufficient(name, node, fit.requests, fit.key)
         if not short:
             return None
-        reason = short[0]
-        status = self._statuses.get(reason)
+        key = tuple(short)
+        status = self._statuses.get(key)
         if status is None:
-            status = self._statuses[reason] = Status.unschedulable(reason, plugin=NAME)
+            status = self._statuses[key] = Status.unschedulable(*short, plugin=NAME)
         return status
 
     def explain(self, state: CycleState, pod: Obj, node: Obj, context: ExplainContext) -> list[Reason]:

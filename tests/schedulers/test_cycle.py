@@ -80,6 +80,33 @@ async def test_each_node_counts_once_under_its_first_reason() -> None:
     assert placed(cycle.schedule(tolerant)).node == "tainted"
 
 
+async def test_a_node_that_fails_several_filters_counts_under_the_first_in_upstreams_order() -> None:
+    """NodeUnschedulable, TaintToleration, NodeAffinity, NodeResourcesFit, DynamicResources: a
+    tainted node outside the pod's zone is a taint to upstream's scheduler, not a selector mismatch."""
+    cluster = Cluster()
+    taint = {"key": "k", "value": "v", "effect": "NoSchedule"}
+    await cluster.put(cluster.cache.nodes, node("tainted-elsewhere", labels={"zone": "y"}, taints=[taint], cpu="50m"))
+    await cluster.put(cluster.cache.nodes, node("small-elsewhere", labels={"zone": "y"}, cpu="50m"))
+    p = await cluster.put(cluster.cache.pods, pod("p", nodeSelector={"zone": "x"}))
+    assert failed(SchedulingCycle(cluster.cache).schedule(p)).message == failure(
+        2, "1 node(s) didn't match Pod's node affinity/selector", "1 node(s) had untolerated taint {k: v}"
+    )
+
+
+async def test_a_node_short_of_several_resources_counts_under_each() -> None:
+    """Upstream's NodeResourcesFit names every resource the node lacks, and FitError counts each."""
+    cluster = Cluster()
+    await cluster.put(cluster.cache.nodes, node("small", cpu="50m", pods="1"))
+    await cluster.put(cluster.cache.nodes, node("roomy"))
+    await cluster.put(cluster.cache.pods, pod("there", cpu="0", nodeName="small"))
+    big = pod("big")
+    big["spec"]["containers"][0]["resources"]["requests"]["memory"] = "64Gi"
+    p = await cluster.put(cluster.cache.pods, big)
+    result = failed(SchedulingCycle(cluster.cache).schedule(p))
+    assert result.message == failure(2, "1 Insufficient cpu", "1 Too many pods", "2 Insufficient memory")
+    assert sorted(result.potential) == ["roomy", "small"]
+
+
 async def test_devices_already_allocated_or_in_flight_are_not_handed_out() -> None:
     cluster = Cluster()
     cache = cluster.cache
