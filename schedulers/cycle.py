@@ -30,6 +30,7 @@ from kube.objects import Obj
 from schedulers.allocator import AllocatedState, Allocator
 from schedulers.cache import SchedulerCache
 from schedulers.framework import (
+    NOT_HELPFUL,
     Code,
     CycleState,
     FilterPlugin,
@@ -147,12 +148,23 @@ class SchedulingCycle:
         return state
 
     def prepare(self, pod: Obj) -> CycleState | ScheduleFailure | WaitForClaims:
-        """The pod's cycle state, or why no node can be looked at (yet)."""
+        """The pod's cycle state, or why no node can be looked at (yet).
+
+        A PreFilter rejection is upstream's FitError with the PreFilter's message in place of the
+        nodes' reasons; every node then has that status, so PostFilter (preemption) finds no node
+        it could help, and says so."""
         state = self.begin(pod)
+        if isinstance(state, WaitForClaims):
+            return state
+        total = len(self.cache.node_names())
+        if not total:
+            # Upstream's ErrNoNodesAvailable: unresolvable, before PreFilter, without PostFilter.
+            return ScheduleFailure(fit_error_message(0, {}))
         if isinstance(state, Status):
             if state.is_error:
                 return ScheduleFailure(f'running PreFilter plugin "{state.plugin}": {state.message}', reason="SchedulerError")
-            return ScheduleFailure(f"0/{len(self.cache.node_names())} nodes are available: {state.message}.")
+            fit_message = f"0/{total} nodes are available: {state.message}."
+            return ScheduleFailure(f"{fit_message} preemption: 0/{total} nodes are available: {total} {NOT_HELPFUL}.", fit_message=fit_message)
         return state
 
     def allocator(self, state: AllocatedState | None = None) -> Allocator:

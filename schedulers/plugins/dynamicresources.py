@@ -297,6 +297,10 @@ class DynamicResources:
     def pre_filter(self, state: CycleState, pod: Obj) -> Status | None:
         dra = dra_state(state)
         resolved = dra.claims
+        for claim in resolved.unallocated:
+            unusable = self._unusable_request(claim)
+            if unusable is not None:
+                return Status.unresolvable(unusable, plugin=NAME)
         dra.selectors = [(c["status"]["allocation"].get("nodeSelector")) for c in resolved.allocated]
         if self.features.extended_resource and names_extended_resources(pod):
             dra.extended = extended_requests(pod, self.cache.resource_classes())
@@ -311,6 +315,28 @@ class DynamicResources:
         node_allocatable = self.features.node_allocatable_resources and resolved.claims
         if not dra.selectors and dra.allocator is None and not node_allocatable and dra.stale is None:
             return SKIP
+        return None
+
+    def _unusable_request(self, claim: Obj) -> str | None:
+        """Upstream's PreFilter checks of a claim to allocate: every request's class exists (the
+        pod waits, Unschedulable, until a DeviceClass event brings it back), subrequests only
+        with DRAPrioritizedList, a known request type. What no node can serve otherwise is the
+        allocator's to report (an Error)."""
+        ref = "/".join(object_key(claim))
+        classes = self._index.classes
+        for request in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
+            name = request.get("name", "")
+            if request.get("exactly") is not None:
+                wanted = [(name, request["exactly"].get("deviceClassName") or "")]
+            elif request.get("firstAvailable"):
+                if not self.features.prioritized_list:
+                    return f"resource claim {ref}, request {name}: has subrequests, but the DRAPrioritizedList feature is disabled"
+                wanted = [(f"{name}/{sub.get('name', '')}", sub.get("deviceClassName") or "") for sub in request["firstAvailable"]]
+            else:
+                return f"resource claim {ref}, request {name}: unknown request type"
+            for request_name, class_name in wanted:
+                if class_name and class_name not in classes:
+                    return f"request {request_name}: device class {class_name} does not exist"
         return None
 
     # --- Filter ---

@@ -242,17 +242,19 @@ def test_untolerated_taint_and_insufficient_cpu(client: httpx.Client, ns: str, s
     assert "1 Insufficient cpu" in cond["message"] and "1 node(s) had untolerated taint {dedicated: x}" in cond["message"]
 
 
-def test_claim_naming_a_missing_class_is_a_scheduler_error_until_the_class_exists(client: httpx.Client, ns: str, scheduler: Worker) -> None:
+def test_claim_naming_a_missing_class_is_unschedulable_until_the_class_exists(client: httpx.Client, ns: str, scheduler: Worker) -> None:
+    """Upstream's e2e "control plane retries pod scheduling after creating device class": the pod is
+    Unschedulable with DynamicResources' PreFilter message, and the class appearing brings it back."""
     topo = Topo(client, nodes=1, devices=1)
     klass = f"later-{topo.tag}"
     body = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "c"},
             "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": klass}}]}}}
     assert client.post(f"{RESOURCE}/namespaces/{ns}/resourceclaims", json=body).status_code == 201
     topo.pod(ns, "p", [{"name": "gpu", "resourceClaimName": "c"}])
-    # Upstream's wording: the DynamicResources filter failed (not "0/N nodes are available").
-    message = f'running "DynamicResources" filter plugin: claim {ns}/c, request gpu: could not retrieve device class {klass}: deviceclass.resource.k8s.io "{klass}" not found'
     cond = eventually(lambda: condition(client, ns, "p"), what="PodScheduled condition")
-    assert (cond["status"], cond["reason"], cond["message"]) == ("False", "SchedulerError", message)
+    total = node_count(client)
+    message = f"0/{total} nodes are available: request gpu: device class {klass} does not exist. preemption: 0/{total} nodes are available: {total} Preemption is not helpful for scheduling."
+    assert (cond["status"], cond["reason"], cond["message"]) == ("False", "Unschedulable", message)
     # The event recorder writes after the status update, so the event may trail the condition.
     events = eventually(lambda: client.get(f"/api/v1/namespaces/{ns}/events", params={"fieldSelector": "involvedObject.name=p"}).json()["items"],
                         what="FailedScheduling event")
