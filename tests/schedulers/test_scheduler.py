@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 
 from devtools.ports import free_port
 from devtools.server import REPO_ROOT, ServerProcess
@@ -151,6 +152,26 @@ def test_pod_with_claim_gets_bound_with_allocation(client: httpx.Client, ns: str
     assert claim["status"]["reservedFor"] == [{"resource": "pods", "name": "p1", "uid": get_pod(client, ns, "p1")["metadata"]["uid"]}]
     assert "resource.kubernetes.io/delete-protection" in claim["metadata"]["finalizers"]
     assert eventually(lambda: events(client, ns, "Scheduled", "p1"))[0]["message"] == f"Successfully assigned {ns}/p1 to {node}"
+
+
+def test_a_watcher_never_sees_a_claim_allocated_without_its_finalizer(client: httpx.Client, ns: str, scheduler: Worker) -> None:
+    """Upstream's bindClaim adds delete-protection before it writes the allocation; upstream's e2e
+    claim informer fails the test on a claim "allocated without any finalizer"."""
+    topo = Topo(client, nodes=1, devices=1)
+    rv = client.get(f"{RESOURCE}/namespaces/{ns}/resourceclaims").json()["metadata"]["resourceVersion"]
+    topo.claim(ns, "c")
+    topo.pod(ns, "p", [{"name": "gpu", "resourceClaimName": "c"}])
+    seen: list[tuple[bool, bool]] = []  # (allocated, protected) per watch event, in order
+    params = {"watch": "1", "resourceVersion": rv, "timeoutSeconds": str(int(TIMEOUT))}
+    with client.stream("GET", f"{RESOURCE}/namespaces/{ns}/resourceclaims", params=params, timeout=TIMEOUT + 5) as stream:
+        for line in stream.iter_lines():
+            claim = orjson.loads(line)["object"]
+            allocated = bool((claim.get("status") or {}).get("allocation"))
+            seen.append((allocated, "resource.kubernetes.io/delete-protection" in (claim["metadata"].get("finalizers") or [])))
+            if allocated:
+                break
+    assert seen[0] == (False, False) and seen[-1] == (True, True), seen
+    assert (True, False) not in seen and (False, True) in seen, seen  # protected first, then allocated
 
 
 def test_admin_access_needs_the_namespace_label_at_scheduling_time(client: httpx.Client, ns: str, scheduler: Worker) -> None:
