@@ -472,12 +472,15 @@ class Binder:
 
     # ------------------------------------------------------------------ reporting
 
-    def unschedulable(self, pod: Obj, message: str, reason: str = "Unschedulable", *, clear_nomination: bool = False) -> None:
+    def unschedulable(
+        self, pod: Obj, message: str, reason: str = "Unschedulable", *, clear_nomination: bool = False, plugins: frozenset[str] = frozenset()
+    ) -> None:
         """Park the pod and record why (condition + event, only when the message changes).
-        ``clear_nomination``: preemption cannot help any more, the pod's nominated node goes."""
+        ``clear_nomination``: preemption cannot help any more, the pod's nominated node goes;
+        ``plugins``: the ones that rejected it (their events bring it back)."""
         key = object_key(pod)
         self.stats.unschedulable += 1
-        self.queue.unschedulable(key)
+        self.queue.unschedulable(key, plugins)
         uid = meta(pod).get("uid", "")
         log.info("pod unschedulable", extra={"pod": "/".join(key), "why": message})
         nominated: str | None = None

@@ -10,13 +10,15 @@ The cycle runs the plugins (:mod:`schedulers.plugins`) at upstream's extension p
    skips: its Filter is then left out of this cycle).
 3. *Filter*: nodes in a rotating order (upstream's ``nextStartNodeIndex``), each through the
    filters in upstream's order until the first rejection: NodeUnschedulable, TaintToleration,
-   NodeAffinity, NodeResourcesFit, DynamicResources. The search stops after ``nodes_to_find`` feasible nodes
+   NodeAffinity, NodeResourcesFit, PodTopologySpread, InterPodAffinity, DynamicResources. The search stops after ``nodes_to_find`` feasible nodes
    (100, upstream's minimum for percentageOfNodesToScore). Work that repeats across cycles is
    kept: a node's successful device search for the same claim specs (``SearchCache``, valid while
    that node's pools, the classes and the allocated state are unchanged) and its cpu/memory/pods
    verdict for the same requests.
-4. *Score*: the node order of DynamicResources (fewest free devices left after the allocation;
-   pods without claims to allocate by the node's pod count); ties by node name.
+4. *Score*: PodTopologySpread and InterPodAffinity score the feasible nodes (their weighted,
+   normalised sum, higher first) when the pod or the placed pods ask for it; within equal scores,
+   and for every other pod, the node order of DynamicResources decides (fewest free devices left
+   after the allocation; pods without claims to allocate by the node's pod count), then the name.
 
 The cycle writes nothing and changes no cache state: it returns a :class:`Placement`, a
 :class:`ScheduleFailure` or :class:`WaitForClaims`, and the scheduler hands that on.
@@ -37,6 +39,7 @@ from schedulers.framework import (
     Placement,
     PreFilterPlugin,
     ScheduleFailure,
+    ScorePlugin,
     Status,
     WaitForClaims,
     fit_error_message,
@@ -49,9 +52,11 @@ from schedulers.plugins.dynamicresources import (
     PodClaims,
     dra_state,
 )
+from schedulers.plugins.interpodaffinity import InterPodAffinity
 from schedulers.plugins.nodeaffinity import NodeAffinity
 from schedulers.plugins.noderesources import NodeResourcesFit, pod_fit
 from schedulers.plugins.nodeunschedulable import NodeUnschedulable
+from schedulers.plugins.podtopologyspread import PodTopologySpread
 from schedulers.plugins.tainttoleration import TaintToleration
 
 DEFAULT_NODES_TO_FIND = 100
@@ -94,8 +99,12 @@ class SchedulingCycle:
         # The plugins, in the order their filters run.
         self.dynamic_resources = DynamicResources(cache, filter_timeout)
         node_affinity, node_resources = NodeAffinity(), NodeResourcesFit(cache)
-        self.filter_plugins: list[FilterPlugin] = [NodeUnschedulable(), TaintToleration(), node_affinity, node_resources, self.dynamic_resources]
-        self.pre_filter_plugins: list[PreFilterPlugin] = [node_affinity, node_resources, self.dynamic_resources]
+        self.pod_topology_spread = PodTopologySpread(cache)
+        self.inter_pod_affinity = InterPodAffinity(cache)
+        spread, affinity = self.pod_topology_spread, self.inter_pod_affinity
+        self.filter_plugins: list[FilterPlugin] = [NodeUnschedulable(), TaintToleration(), node_affinity, node_resources, spread, affinity, self.dynamic_resources]
+        self.pre_filter_plugins: list[PreFilterPlugin] = [node_affinity, node_resources, spread, affinity, self.dynamic_resources]
+        self.score_plugins: list[ScorePlugin] = [spread, affinity]
         # The per-node checks a walk calls (replace_node_checks may put others in their place).
         self._filter: NodeFilter = self.check_node
         self._score: NodeScore = self.dynamic_resources.node_order
@@ -164,7 +173,8 @@ class SchedulingCycle:
             if state.is_error:
                 return ScheduleFailure(f'running PreFilter plugin "{state.plugin}": {state.message}', reason="SchedulerError")
             fit_message = f"0/{total} nodes are available: {state.message}."
-            return ScheduleFailure(f"{fit_message} preemption: 0/{total} nodes are available: {total} {NOT_HELPFUL}.", fit_message=fit_message)
+            message = f"{fit_message} preemption: 0/{total} nodes are available: {total} {NOT_HELPFUL}."
+            return ScheduleFailure(message, fit_message=fit_message, plugins=frozenset((state.plugin,)))
         return state
 
     def allocator(self, state: AllocatedState | None = None) -> Allocator:
@@ -198,6 +208,7 @@ class SchedulingCycle:
         reasons: dict[str, int] = {}
         node_statuses: dict[str, Status] = {}
         best: tuple[int, str, NodeResult | None] | None = None
+        fitting: list[tuple[int, str, Obj, NodeResult | None]] = []  # (node order, name, node, result)
         feasible = 0
         n = len(names)
         start = self.walk_start(n)
@@ -226,6 +237,7 @@ class SchedulingCycle:
                 continue
             feasible += 1
             score = score_of(state, node, result)
+            fitting.append((score, name, node, result))
             if best is None or (score, name) < (best[0], best[1]):
                 best = (score, name, result)
             if feasible >= self.nodes_to_find:
@@ -233,14 +245,48 @@ class SchedulingCycle:
         self.walked(start, processed, n)
         if best is None:
             return self.failure(state, n, reasons, node_statuses, claim_mismatch)
+        if len(fitting) > 1:
+            chosen = self.prioritize(state, pod, fitting)
+            if chosen is not None:
+                best = (0, chosen[1], chosen[3])
         _, node_name, result = best
         return self.dynamic_resources.placement(state, pod, node_name, result, pod_fit(state).requests)
+
+    # --- Score ---
+
+    def prioritize(self, state: CycleState, pod: Obj, fitting: list[tuple[int, str, Obj, NodeResult | None]]) -> tuple[int, str, Obj, NodeResult | None] | None:
+        """The feasible node with the highest sum of the score plugins' weighted, normalised
+        scores, ties by the node order (then name); None when every score plugin skips (the node
+        order alone decides)."""
+        nodes = [entry[2] for entry in fitting]
+        names = [entry[1] for entry in fitting]
+        totals = [0] * len(fitting)
+        scored = False
+        for plugin in self.score_plugins:
+            status = plugin.pre_score(state, pod, nodes)
+            if status is not None:
+                if status.is_skip:
+                    continue
+                return None  # an error scoring: the node order decides, as without scores
+            scored = True
+            raw = [plugin.score(state, pod, node) for node in nodes]
+            for i, value in enumerate(plugin.normalize(state, names, raw)):
+                totals[i] += plugin.weight * value
+        if not scored:
+            return None
+        return min(zip(totals, fitting, strict=True), key=lambda e: (-e[0], e[1][0], e[1][1]))[1]
+
+    def depends_on_placements(self, state: CycleState) -> bool:
+        """Whether the pod's verdict on a node can change when pods are placed on other nodes (pod
+        affinity, topology spread), so a node's verdict may not be remembered between pods."""
+        return state.has(self.inter_pod_affinity.name) or state.has(self.pod_topology_spread.name) or self.pod_topology_spread.scores(state.pod)
 
     def failure(self, state: CycleState, total: int, reasons: dict[str, int], node_statuses: dict[str, Status], claim_mismatch: bool) -> ScheduleFailure:
         """Upstream's FitError for a cycle no node passed, and what PostFilter needs."""
         dra = dra_state(state) if state.has(self.dynamic_resources.name) else None
         return ScheduleFailure(
             fit_error_message(total, reasons),
+            plugins=frozenset(s.plugin for s in node_statuses.values()),
             pinning_claims=dra.claims.allocated if claim_mismatch and dra is not None else [],
             fit_message=fit_error_message(total, reasons, preemption=False),
             potential=[name for name, status in node_statuses.items() if status.code == Code.UNSCHEDULABLE],

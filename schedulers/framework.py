@@ -139,6 +139,8 @@ class ScheduleFailure:
     node_statuses: dict[str, Status] = field(default_factory=dict)
     # A special claim an earlier attempt left behind: deleted, then the pod is tried afresh.
     stale_extended_claim: Obj | None = None
+    # The plugins that rejected the pod (upstream's UnschedulablePlugins): their events requeue it.
+    plugins: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -223,6 +225,14 @@ class CycleState:
         self.scorers: list[ScorePlugin] = []
         self.result: Any = None
 
+    def copy(self) -> CycleState:
+        """A copy whose plugin data may be replaced (preemption's what-if per node); the data
+        objects themselves are shared, so a plugin replaces its entry rather than changing it."""
+        other = CycleState(self.pod)
+        other.data = dict(self.data)
+        other.filters, other.run_filters, other.scorers = self.filters, self.run_filters, self.scorers
+        return other
+
     def read(self, key: str) -> Any:
         """A plugin's data (KeyError when that plugin skipped)."""
         return self.data[key]
@@ -255,8 +265,9 @@ class FilterPlugin(Plugin, Protocol):
 
 
 class ScorePlugin(Plugin, Protocol):
-    """Upstream's Score with its NormalizeScore: ``pre_score`` (SKIP leaves it out), a raw score per
-    feasible node, then ``normalize`` to 0..100 over all of them; the cycle sums ``weight`` times that."""
+    """Upstream's Score with its NormalizeScore: ``pre_score`` over the feasible nodes (SKIP leaves
+    it out), a raw score per feasible node, then ``normalize`` to 0..100 over all of them (``names``
+    the nodes', in the same order); the cycle sums ``weight`` times that. Higher is better."""
 
     weight: int
 
@@ -264,7 +275,7 @@ class ScorePlugin(Plugin, Protocol):
 
     def score(self, state: CycleState, pod: Obj, node: Obj) -> int: ...
 
-    def normalize(self, state: CycleState, pod: Obj, scores: list[int]) -> list[int]: ...
+    def normalize(self, state: CycleState, names: Sequence[str], scores: list[int]) -> list[int]: ...
 
 
 def reasons_of(status: Status, kind: str) -> list[Reason]:

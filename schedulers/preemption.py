@@ -35,7 +35,7 @@ from kube.pods import Resources, add_resources, pod_priority
 from schedulers.allocator import Allocated, AllocationError, Unschedulable
 from schedulers.cache import Nomination, Obj, is_pod_reference, meta
 from schedulers.cycle import SchedulingCycle
-from schedulers.framework import NOT_HELPFUL, Code, CycleState, ScheduleFailure, histogram_message
+from schedulers.framework import NOT_HELPFUL, Code, CycleState, ScheduleFailure, Status, histogram_message
 from schedulers.plugins.dynamicresources import dra_state
 from schedulers.plugins.noderesources import insufficient, pod_fit, served_by_devices
 
@@ -266,6 +266,9 @@ class Preemption:
                 short = served_by_devices(short, fit.extended, allocatable)
             if short:
                 return short[0], [], set()
+            placement = self._placement_filters(pod, attempt, node, [v.pod for v in victims if v.uid in removed])
+            if placement is not None:
+                return placement.reasons[0], [], set()
             released = self._released(removed, releasable)
             claims, _ = dra.claims_for(pod, allocatable, self.cache.resource_classes())
             if not claims:
@@ -296,6 +299,25 @@ class Preemption:
             removed.add(victim.uid)
             chosen.append(victim)
         return _Candidate(name, chosen, allocations, released)
+
+
+    def _placement_filters(self, pod: Obj, attempt: CycleState, node: Obj, removed: list[Obj]) -> Status | None:
+        """PodTopologySpread's and InterPodAffinity's verdict on ``node`` with ``removed`` gone from
+        it (upstream's RemovePod, then the filters): a victim may stand in the way of anti-affinity
+        or spread, not only of resources."""
+        spread, affinity = self.cycle.pod_topology_spread, self.cycle.inter_pod_affinity
+        active = [p for p in (spread, affinity) if any(p is f for f in attempt.filters)]
+        if not active:
+            return None
+        trial = attempt.copy()
+        name = meta(node).get("name", "")
+        spread.without(trial, [(victim, node) for victim in removed])
+        affinity.without(trial, [(victim, name) for victim in removed])
+        for plugin in active:
+            status = plugin.filter(trial, pod, node)
+            if status is not None:
+                return status
+        return None
 
 
 def _pick_one(candidates: list[_Candidate]) -> _Candidate:

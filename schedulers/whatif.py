@@ -140,7 +140,7 @@ class _Verdicts:
     def filter(self, state: CycleState, pod: Obj, node: Obj) -> NodeVerdict:
         if state is not self._state:  # a new cycle: is it the same pod to the nodes?
             self._state = state
-            signature = self._shape(state)
+            signature = self._shape(self._cycle, state)
             if signature is None or signature != self._signature:
                 self.forget_all()
                 self._signature = signature
@@ -166,7 +166,9 @@ class _Verdicts:
         return known
 
     @staticmethod
-    def _shape(state: CycleState) -> Any:
+    def _shape(cycle: SchedulingCycle, state: CycleState) -> Any:
+        if cycle.depends_on_placements(state):
+            return None  # pod affinity or topology spread: a placement changes other nodes' verdicts
         claims = dra_state(state).claims
         if claims.allocated or dra_state(state).extended or len(claims.unallocated) != len(claims.claims) or claims.group_refs or claims.gang:
             return None
@@ -185,7 +187,7 @@ class _Verdicts:
         if self._signature is None or cycle.features.node_allocatable_resources:
             return None
         state = cycle.prepare(pod)
-        if not isinstance(state, CycleState) or self._shape(state) != self._signature:
+        if not isinstance(state, CycleState) or self._shape(cycle, state) != self._signature:
             return None
         self._state = state  # the same pod to the nodes: what is remembered holds
         names = cycle.cache.node_names()
