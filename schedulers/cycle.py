@@ -10,7 +10,8 @@ The cycle runs the plugins (:mod:`schedulers.plugins`) at upstream's extension p
    skips: its Filter is then left out of this cycle).
 3. *Filter*: nodes in a rotating order (upstream's ``nextStartNodeIndex``), each through the
    filters in upstream's order until the first rejection: NodeUnschedulable, TaintToleration,
-   NodeAffinity, NodeResourcesFit, PodTopologySpread, InterPodAffinity, DynamicResources. The search stops after ``nodes_to_find`` feasible nodes
+   NodeAffinity, NodePorts, NodeResourcesFit, PodTopologySpread, InterPodAffinity,
+   DynamicResources. The search stops after ``nodes_to_find`` feasible nodes
    (100, upstream's minimum for percentageOfNodesToScore). Work that repeats across cycles is
    kept: a node's successful device search for the same claim specs (``SearchCache``, valid while
    that node's pools, the classes and the allocated state are unchanged) and its cpu/memory/pods
@@ -36,6 +37,7 @@ from schedulers.framework import (
     Code,
     CycleState,
     FilterPlugin,
+    PlacedPodsFilterPlugin,
     Placement,
     PreFilterPlugin,
     ScheduleFailure,
@@ -54,6 +56,7 @@ from schedulers.plugins.dynamicresources import (
 )
 from schedulers.plugins.interpodaffinity import InterPodAffinity
 from schedulers.plugins.nodeaffinity import NodeAffinity
+from schedulers.plugins.nodeports import NodePorts
 from schedulers.plugins.noderesources import NodeResourcesFit, pod_fit
 from schedulers.plugins.nodeunschedulable import NodeUnschedulable
 from schedulers.plugins.podtopologyspread import PodTopologySpread
@@ -101,10 +104,14 @@ class SchedulingCycle:
         node_affinity, node_resources = NodeAffinity(), NodeResourcesFit(cache)
         self.pod_topology_spread = PodTopologySpread(cache)
         self.inter_pod_affinity = InterPodAffinity(cache)
-        spread, affinity = self.pod_topology_spread, self.inter_pod_affinity
-        self.filter_plugins: list[FilterPlugin] = [NodeUnschedulable(), TaintToleration(), node_affinity, node_resources, spread, affinity, self.dynamic_resources]
-        self.pre_filter_plugins: list[PreFilterPlugin] = [node_affinity, node_resources, spread, affinity, self.dynamic_resources]
+        ports, spread, affinity = NodePorts(cache), self.pod_topology_spread, self.inter_pod_affinity
+        self.filter_plugins: list[FilterPlugin] = [
+            NodeUnschedulable(), TaintToleration(), node_affinity, ports, node_resources, spread, affinity, self.dynamic_resources,
+        ]  # fmt: skip
+        self.pre_filter_plugins: list[PreFilterPlugin] = [node_affinity, ports, node_resources, spread, affinity, self.dynamic_resources]
         self.score_plugins: list[ScorePlugin] = [spread, affinity]
+        # The filters that read the pods placed on nodes: preemption asks them without its victims.
+        self.placed_pods_filters: list[PlacedPodsFilterPlugin] = [ports, spread, affinity]
         # The per-node checks a walk calls (replace_node_checks may put others in their place).
         self._filter: NodeFilter = self.check_node
         self._score: NodeScore = self.dynamic_resources.node_order

@@ -264,6 +264,15 @@ class FilterPlugin(Plugin, Protocol):
         """Every reason this plugin has against ``node``, with the node's facts (empty: it fits)."""
 
 
+class PlacedPodsFilterPlugin(FilterPlugin, Protocol):
+    """A filter that reads the pods placed on nodes (host ports, pod affinity, topology spread):
+    preemption asks it again without its victims (upstream's PreFilterExtensions.RemovePod)."""
+
+    def without(self, state: CycleState, removed: Iterable[tuple[Obj, Obj]]) -> None:
+        """Replace this plugin's data in ``state`` (a copy) as if ``removed`` (placed pods, each
+        with its Node object) were gone."""
+
+
 class ScorePlugin(Plugin, Protocol):
     """Upstream's Score with its NormalizeScore: ``pre_score`` over the feasible nodes (SKIP leaves
     it out), a raw score per feasible node, then ``normalize`` to 0..100 over all of them (``names``

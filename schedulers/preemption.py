@@ -6,9 +6,10 @@ fit, and names those pods (the victims). Like upstream:
 1. *Eligibility*: a pod with ``preemptionPolicy: Never`` never preempts; a pod nominated on a
    node where pods it preempted are still terminating waits for them (and, for devices, until
    their claims are deallocated) instead of preempting again.
-2. *Candidates*: only nodes that failed for a reason removing pods can fix (cpu, memory, pod
-   slots; devices with DRAPreemption). On each, every pod of lower priority is removed; if the
-   pod still does not fit, the node is out. Otherwise victims are reprieved one by one, most
+2. *Candidates*: only nodes whose status is Unschedulable, a reason removing pods can fix (cpu,
+   memory, pod slots, host ports, pod anti-affinity, a topology spread skew; devices with
+   DRAPreemption). On each, every pod of lower priority is removed (the filters that read placed
+   pods are asked without them, upstream's RemovePod); if the pod still does not fit, the node is out. Otherwise victims are reprieved one by one, most
    important first (higher priority, then longer running), as long as the pod still fits: what
    remains are the victims. At most 10% of the nodes (at least 100) are tried.
 3. *Choice*: the node whose most important victim has the lowest priority, then the lowest
@@ -302,17 +303,15 @@ class Preemption:
 
 
     def _placement_filters(self, pod: Obj, attempt: CycleState, node: Obj, removed: list[Obj]) -> Status | None:
-        """PodTopologySpread's and InterPodAffinity's verdict on ``node`` with ``removed`` gone from
-        it (upstream's RemovePod, then the filters): a victim may stand in the way of anti-affinity
-        or spread, not only of resources."""
-        spread, affinity = self.cycle.pod_topology_spread, self.cycle.inter_pod_affinity
-        active = [p for p in (spread, affinity) if any(p is f for f in attempt.filters)]
+        """The verdict on ``node``, with ``removed`` gone from it, of the filters that read the
+        placed pods (host ports, topology spread, pod affinity: upstream's RemovePod, then the
+        filters): a victim may stand in the way of those, not only of resources."""
+        active = [p for p in self.cycle.placed_pods_filters if any(p is f for f in attempt.filters)]
         if not active:
             return None
         trial = attempt.copy()
-        name = meta(node).get("name", "")
-        spread.without(trial, [(victim, node) for victim in removed])
-        affinity.without(trial, [(victim, name) for victim in removed])
+        for plugin in active:
+            plugin.without(trial, [(victim, node) for victim in removed])
         for plugin in active:
             status = plugin.filter(trial, pod, node)
             if status is not None:

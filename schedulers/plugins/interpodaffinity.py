@@ -265,17 +265,15 @@ class InterPodAffinity:
         state.write(NAME, s)
         return None if s.filtering else SKIP
 
-    def without(self, state: CycleState, removed: Iterable[tuple[Obj, str]]) -> None:
-        """The state as if ``removed`` (placed pods and their nodes) were gone (preemption's
+    def without(self, state: CycleState, removed: Iterable[tuple[Obj, Obj]]) -> None:
+        """The state as if ``removed`` (placed pods and their Node objects) were gone (preemption's
         RemovePod); call it on a copy of the cycle state."""
         s: AffinityState | None = state.data.get(NAME)
         if s is None:
             return
         s = s.copy()
         for placed, node in removed:
-            labels = self.cache.node_labels(node)
-            if labels is not None:
-                s.count(placed, self.terms_of(placed), labels, -1)
+            s.count(placed, self.terms_of(placed), meta(node).get("labels") or {}, -1)
         state.data[NAME] = s
 
     # --- Filter ---
