@@ -30,7 +30,7 @@ from kube import podgroups
 from kube.client import KubeClient, resource_path
 from kube.indexer import Index
 from kube.informer import Informer, object_key
-from kube.labels import LabelSelector
+from kube.labels import EVERYTHING, LabelSelector
 from kube.objects import Obj
 from kube.pods import Resources, pod_priority, pod_requests
 from schedulers.allocator import AllocatedState, AllocatorFeatures, ResourceIndex, SearchCache
@@ -387,6 +387,8 @@ class SchedulerCache:
         selecting it and of the controller owning it (upstream's DefaultSelector)."""
         namespace = meta(pod).get("namespace", "")
         owner = next((o for o in meta(pod).get("ownerReferences") or [] if o.get("controller")), None)
+        if owner is None and not self._services_by_namespace.get(namespace):
+            return EVERYTHING  # nothing selects the pod (the common case, cheaply)
         owning: Obj | None = None
         if owner is not None:
             informer = {

@@ -50,7 +50,7 @@ from schedulers.plugins.dynamicresources import (
     DEFAULT_FILTER_TIMEOUT,
     REASON_CLAIM_NOT_ON_NODE,
     DynamicResources,
-    NodeResult,
+    NodeOutcome,
     PodClaims,
     dra_state,
 )
@@ -65,9 +65,9 @@ from schedulers.plugins.tainttoleration import TaintToleration
 DEFAULT_NODES_TO_FIND = 100
 
 # A node's verdict: its first rejection (None: it fits) and what DynamicResources worked out there.
-NodeVerdict = tuple[Status | None, NodeResult | None]
+NodeVerdict = tuple[Status | None, NodeOutcome]
 NodeFilter = Callable[[CycleState, Obj, Obj], NodeVerdict]
-NodeScore = Callable[[CycleState, Obj, NodeResult | None], int]
+NodeScore = Callable[[CycleState, Obj, NodeOutcome], int]
 
 __all__ = [
     "DEFAULT_FILTER_TIMEOUT",
@@ -83,6 +83,17 @@ __all__ = [
     "SchedulingCycle",
     "WaitForClaims",
 ]
+
+
+def _split_spec_filters(filters: list[FilterPlugin]) -> tuple[tuple[str, ...], list[FilterPlugin], list[FilterPlugin]]:
+    """The leading filters that read only some fields of the node's spec (``spec_fields``: a
+    cordon, taints), those fields, and the other filters. The cycle asks the former only for nodes
+    that have one of the fields: most nodes have neither, and it visits hundreds per pod."""
+    i = 0
+    while i < len(filters) and getattr(filters[i], "spec_fields", None):
+        i += 1
+    fields = tuple(f for p in filters[:i] for f in getattr(p, "spec_fields"))  # noqa: B009
+    return fields, filters[:i], filters[i:]
 
 
 class SchedulingCycle:
@@ -160,7 +171,11 @@ class SchedulingCycle:
                 continue
             return status
         state.filters = [p for p in self.filter_plugins if not any(p is s for s in skipped)]
-        state.run_filters = [p.filter for p in state.filters]
+        state.spec_fields, spec_filters, others = _split_spec_filters(state.filters)
+        state.spec_filters = [p.filter for p in spec_filters]
+        # A plugin may hand the cycle a per-node check made for this attempt (node_filter).
+        state.run_filters = [p.node_filter(state) if hasattr(p, "node_filter") else p.filter for p in others]
+        state.scorers = [p for p in self.score_plugins if p.may_score(state, pod)]
         return state
 
     def prepare(self, pod: Obj) -> CycleState | ScheduleFailure | WaitForClaims:
@@ -198,6 +213,12 @@ class SchedulingCycle:
         """The node's first rejection by the cycle's filters (None: it fits) and what
         DynamicResources worked out there."""
         state.result = None
+        spec = node.get("spec")
+        if spec and any(spec.get(f) for f in state.spec_fields):
+            for run in state.spec_filters:
+                status = run(state, pod, node)
+                if status is not None:
+                    return status, None
         for run in state.run_filters:
             status = run(state, pod, node)
             if status is not None:
@@ -205,6 +226,7 @@ class SchedulingCycle:
         return None, state.result
 
     # --- the whole cycle ---
+
 
     def schedule(self, pod: Obj) -> Placement | ScheduleFailure | WaitForClaims:
         """One cycle: the node the pod should go to, why none fits, or which claims it waits for."""
@@ -214,8 +236,9 @@ class SchedulingCycle:
         names = self.cache.node_names()
         reasons: dict[str, int] = {}
         node_statuses: dict[str, Status] = {}
-        best: tuple[int, str, NodeResult | None] | None = None
-        fitting: list[tuple[int, str, Obj, NodeResult | None]] = []  # (node order, name, node, result)
+        best: tuple[int, str, NodeOutcome] | None = None
+        fitting: list[tuple[int, str, Obj, NodeOutcome]] = []  # (node order, name, node, result), to score
+        scoring = bool(state.scorers)
         feasible = 0
         n = len(names)
         start = self.walk_start(n)
@@ -223,13 +246,36 @@ class SchedulingCycle:
         claim_mismatch = False
         get_node = self.cache.nodes.get
         check, score_of = self._filter, self._score
+        # The node's filters are run here, not through check_node, when nothing replaced it: a
+        # call less per node (the cycle visits hundreds per pod).
+        runners = state.run_filters if check == self.check_node else None
+        spec_fields, spec_runners = state.spec_fields, state.spec_filters
         for i in range(n):
             processed += 1
             name = names[(start + i) % n]
             node = get_node("", name)
             if node is None:
                 continue
-            status, result = check(state, pod, node)
+            if runners is not None:
+                status = None
+                if spec_fields:
+                    spec = node.get("spec")
+                    if spec:
+                        for field_name in spec_fields:
+                            if spec.get(field_name):
+                                for run in spec_runners:
+                                    status = run(state, pod, node)
+                                    if status is not None:
+                                        break
+                                break
+                if status is None:
+                    for run in runners:
+                        status = run(state, pod, node)
+                        if status is not None:
+                            break
+                result = state.result if status is None else None  # DynamicResources, the last filter, sets it
+            else:
+                status, result = check(state, pod, node)
             if status is not None:
                 if status.is_error:
                     # Upstream's Filter returns an Error status for a broken claim or class, which
@@ -244,7 +290,8 @@ class SchedulingCycle:
                 continue
             feasible += 1
             score = score_of(state, node, result)
-            fitting.append((score, name, node, result))
+            if scoring:
+                fitting.append((score, name, node, result))
             if best is None or (score, name) < (best[0], best[1]):
                 best = (score, name, result)
             if feasible >= self.nodes_to_find:
@@ -261,7 +308,7 @@ class SchedulingCycle:
 
     # --- Score ---
 
-    def prioritize(self, state: CycleState, pod: Obj, fitting: list[tuple[int, str, Obj, NodeResult | None]]) -> tuple[int, str, Obj, NodeResult | None] | None:
+    def prioritize(self, state: CycleState, pod: Obj, fitting: list[tuple[int, str, Obj, NodeOutcome]]) -> tuple[int, str, Obj, NodeOutcome] | None:
         """The feasible node with the highest sum of the score plugins' weighted, normalised
         scores, ties by the node order (then name); None when every score plugin skips (the node
         order alone decides)."""
@@ -269,7 +316,7 @@ class SchedulingCycle:
         names = [entry[1] for entry in fitting]
         totals = [0] * len(fitting)
         scored = False
-        for plugin in self.score_plugins:
+        for plugin in state.scorers:
             status = plugin.pre_score(state, pod, nodes)
             if status is not None:
                 if status.is_skip:
@@ -286,7 +333,7 @@ class SchedulingCycle:
     def depends_on_placements(self, state: CycleState) -> bool:
         """Whether the pod's verdict on a node can change when pods are placed on other nodes (pod
         affinity, topology spread), so a node's verdict may not be remembered between pods."""
-        return state.has(self.inter_pod_affinity.name) or state.has(self.pod_topology_spread.name) or self.pod_topology_spread.scores(state.pod)
+        return state.has(self.inter_pod_affinity.name) or state.has(self.pod_topology_spread.name) or bool(state.scorers)
 
     def failure(self, state: CycleState, total: int, reasons: dict[str, int], node_statuses: dict[str, Status], claim_mismatch: bool) -> ScheduleFailure:
         """Upstream's FitError for a cycle no node passed, and what PostFilter needs."""

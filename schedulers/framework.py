@@ -210,18 +210,22 @@ class CycleState:
     """One scheduling attempt of one pod (upstream's CycleState).
 
     ``data`` holds each plugin's PreFilter (and PreScore) results under the plugin's name;
-    ``filters`` the plugins whose PreFilter did not skip, in order (``run_filters`` their bound
-    ``filter`` methods, what the cycle calls per node); ``result`` what the last node's filters
-    worked out for the placement (the DynamicResources plugin's allocation).
+    ``filters`` the plugins whose PreFilter did not skip, in order (``spec_filters`` and
+    ``run_filters`` what the cycle calls per node); ``result`` what the last node's filters worked out for the placement (the
+    DynamicResources plugin's allocation: that filter, the last, sets it on every node it lets
+    through; None when it skipped).
     """
 
-    __slots__ = ("data", "filters", "pod", "result", "run_filters", "scorers")
+    __slots__ = ("data", "filters", "pod", "result", "run_filters", "scorers", "spec_fields", "spec_filters")
 
     def __init__(self, pod: Obj) -> None:
         self.pod = pod
         self.data: dict[str, Any] = {}
         self.filters: list[FilterPlugin] = []
         self.run_filters: list[Callable[[CycleState, Obj, Obj], Status | None]] = []
+        # The leading filters that read only these fields of a node's spec: asked only when it has one.
+        self.spec_fields: tuple[str, ...] = ()
+        self.spec_filters: list[Callable[[CycleState, Obj, Obj], Status | None]] = []
         self.scorers: list[ScorePlugin] = []
         self.result: Any = None
 
@@ -231,6 +235,7 @@ class CycleState:
         other = CycleState(self.pod)
         other.data = dict(self.data)
         other.filters, other.run_filters, other.scorers = self.filters, self.run_filters, self.scorers
+        other.spec_fields, other.spec_filters = self.spec_fields, self.spec_filters
         return other
 
     def read(self, key: str) -> Any:
@@ -279,6 +284,10 @@ class ScorePlugin(Plugin, Protocol):
     the nodes', in the same order); the cycle sums ``weight`` times that. Higher is better."""
 
     weight: int
+
+    def may_score(self, state: CycleState, pod: Obj) -> bool:
+        """After PreFilter: whether ``pre_score`` might not skip (the cycle keeps the feasible
+        nodes for scoring only then; every other pod goes by the node order alone)."""
 
     def pre_score(self, state: CycleState, pod: Obj, nodes: Sequence[Obj]) -> Status | None: ...
 

@@ -257,6 +257,8 @@ class SchedulingQueue(Generic[K, C]):
     def move_rejected_by(self, plugins: Iterable[str], wants: Callable[[K], bool]) -> int:
         """An event that concerns ``plugins``: back off, then retry the unschedulable pods one of
         them rejected and for which ``wants`` (the plugin's queueing hint) says the event may help."""
+        if not self._rejected_by:
+            return 0
         concerned = frozenset(plugins)
         keys = [key for key, rejected in self._rejected_by.items() if rejected & concerned and wants(key)]
         for key in keys:

@@ -38,7 +38,7 @@ from schedulers.cache import Key, Obj, SchedulerCache, meta
 from schedulers.cycle import NodeFilter, NodeScore, NodeVerdict, SchedulingCycle
 from schedulers.explain import NOT_EXAMINED, SCHEDULABLE, UNSCHEDULABLE, Explainer, ExplainLimits
 from schedulers.framework import CycleState, Placement, ScheduleFailure, WaitForClaims
-from schedulers.plugins.dynamicresources import NodeResult, dra_state
+from schedulers.plugins.dynamicresources import NodeOutcome, dra_state
 from schedulers.plugins.noderesources import pod_fit
 
 RESERVED_FOR_MAX = 256  # ResourceClaimReservedForMaxSize: consumers one claim may have
@@ -156,7 +156,7 @@ class _Verdicts:
             self._filtered[name] = known
         return known
 
-    def score(self, state: CycleState, node: Obj, result: NodeResult | None) -> int:
+    def score(self, state: CycleState, node: Obj, result: NodeOutcome) -> int:
         if self._signature is None:
             return self._score(state, node, result)
         name = meta(node).get("name", "")
@@ -196,7 +196,7 @@ class _Verdicts:
             return None
         start = cycle.walk_start(count)
         filtered, scores, get_node = self._filtered, self._scores, cycle.cache.nodes.get
-        best: tuple[int, str, NodeResult | None] | None = None
+        best: tuple[int, str, NodeOutcome] | None = None
         feasible = processed = 0
         for i in range(count):
             processed += 1

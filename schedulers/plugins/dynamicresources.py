@@ -19,7 +19,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kube import podgroups
@@ -113,6 +113,21 @@ class NodeResult:
         self.statuses = statuses
 
 
+# What the filter leaves for a node that fits: the allocation alone (the common case, nothing
+# else to carry), a NodeResult when a special claim or node-allocatable statuses come with it, or
+# None when nothing was allocated there.
+NodeOutcome = NodeResult | Allocated | None
+
+
+def outcome_parts(result: NodeOutcome) -> tuple[Allocated | None, SpecialClaim | None, list[Obj]]:
+    """(allocation, special claim, node-allocatable statuses) of a node's outcome."""
+    if result is None:
+        return None, None, []
+    if isinstance(result, Allocated):
+        return result, None, []
+    return result.outcome, result.special, result.statuses
+
+
 def dra_state(state: CycleState) -> DRAState:
     """This plugin's PreEnqueue/PreFilter result."""
     dra: DRAState = state.read(NAME)
@@ -147,6 +162,8 @@ class DynamicResources:
         self.filter_timeout = filter_timeout
         self._index = cache.index
         self._node_pods = cache.node_pods
+        self._nominated_on = cache.nominated_on  # the cache's own dict, kept current by it
+        self._node_allocatable = self.features.node_allocatable_resources
         self._statuses: dict[str, Status] = {}
 
     def allocator(self, state: AllocatedState | None = None) -> Allocator:
@@ -351,7 +368,6 @@ class DynamicResources:
                 return _NOT_ON_NODE
         allocator = dra.allocator
         outcome: Allocated | None = None
-        claims: list[Obj] = []
         special: SpecialClaim | None = None
         if allocator is not None:
             if dra.extended:
@@ -359,30 +375,63 @@ class DynamicResources:
             else:
                 claims = dra.claims.unallocated
             if claims:
-                name = meta(node).get("name", "")
-                if name in self.cache.nominated_on:
+                nominated = self._nominated_on
+                if nominated and node["metadata"]["name"] in nominated:
                     # Other preemptors' promised devices on this node count as taken.
-                    held = self.cache.nominated_for(name, meta(pod).get("uid", ""), pod_priority(pod))
+                    held = self.cache.nominated_for(node["metadata"]["name"], meta(pod).get("uid", ""), pod_priority(pod))
                     if any(n.allocations for n in held):
                         allocator = self.allocator(self.cache.allocated_state().changed(add=[a for n in held for a in n.allocations]))
                 try:
                     found = allocator.allocate(node, claims)
                 except AllocationError as exc:
                     return Status.as_error(exc, plugin=NAME)
-                if isinstance(found, Unschedulable):
+                if type(found) is not Allocated:
+                    assert isinstance(found, Unschedulable)
                     # Upstream's per-node reason is the short form; the details go to the debug log.
                     if log.isEnabledFor(logging.DEBUG):
-                        log.debug("claims do not fit", extra={"pod": "/".join(object_key(pod)), "node": name, "why": found.message})
+                        log.debug("claims do not fit", extra={"pod": "/".join(object_key(pod)), "node": node["metadata"]["name"], "why": found.message})
                     return self._status(found.reason)
                 outcome = found
-        statuses: list[Obj] = []
-        if self.features.node_allocatable_resources and dra.claims.claims:
+        if self._node_allocatable and dra.claims.claims:
             statuses = self._node_allocatable_statuses(pod, dra.claims, outcome)
             short = self._node_allocatable_misfit(node, pod, statuses) if statuses else None
             if short is not None:
                 return self._status(short)
-        if outcome is not None or statuses:
-            state.result = NodeResult(outcome, special, statuses)
+            if statuses:
+                state.result = NodeResult(outcome, special, statuses)
+                return None
+        # Always set: the cycle reads it for every node this filter, the last, lets through.
+        state.result = NodeResult(outcome, special, []) if special is not None else outcome
+        return None
+
+    def node_filter(self, state: CycleState) -> Callable[[CycleState, Obj, Obj], Status | None]:
+        """What the cycle calls per node this attempt: :meth:`filter`, or, for the common pod whose
+        claims are all to be allocated (nothing allocated before, no extended resources, no
+        leftover special claim, node allocatable resources off), the same check with only the
+        allocation in it."""
+        dra: DRAState = state.data[NAME]
+        if dra.stale is None and not dra.selectors and not dra.extended and not self._node_allocatable and dra.allocator is not None and dra.claims.unallocated:
+            return self._allocate_only
+        return self.filter
+
+    def _allocate_only(self, state: CycleState, pod: Obj, node: Obj) -> Status | None:
+        """:meth:`filter` for a pod whose claims are only to be allocated (see :meth:`node_filter`)."""
+        dra: DRAState = state.data[NAME]
+        allocator = dra.allocator
+        assert allocator is not None
+        nominated = self._nominated_on
+        if nominated and node["metadata"]["name"] in nominated:
+            return self.filter(state, pod, node)
+        try:
+            found = allocator.allocate(node, dra.claims.unallocated)
+        except AllocationError as exc:
+            return Status.as_error(exc, plugin=NAME)
+        if type(found) is not Allocated:
+            assert isinstance(found, Unschedulable)
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("claims do not fit", extra={"pod": "/".join(object_key(pod)), "node": node["metadata"]["name"], "why": found.message})
+            return self._status(found.reason)
+        state.result = found
         return None
 
     def _status(self, reason: str) -> Status:
@@ -412,32 +461,32 @@ class DynamicResources:
 
     # --- Score: the cycle's node order ---
 
-    def node_order(self, state: CycleState, node: Obj, result: NodeResult | None) -> int:
+    def node_order(self, state: CycleState, node: Obj, result: NodeOutcome) -> int:
         """Free devices left on the node after this allocation (lower is better: pack devices).
 
         Pods without claims to allocate spread instead: the score is the node's pod count
         (upstream's default LeastAllocated leans the same way), so they do not pile onto the first
         node by name and block its devices with the pods limit.
         """
-        outcome = result.outcome if result is not None else None
-        allocator = dra_state(state).allocator if outcome is not None else None
-        if allocator is None or outcome is None:
+        if result is None:
+            return self._node_pods.get(node["metadata"]["name"], 0)
+        outcome = result if type(result) is Allocated else result.outcome  # type: ignore[union-attr]
+        if outcome is None:
             return self._node_pods.get(node["metadata"]["name"], 0)
         if outcome.free_left is not None:
             return outcome.free_left
+        allocator: Allocator = state.data[NAME].allocator
         return len(allocator.free_candidates(self._index.node_view(node))) - outcome.exclusive_devices
 
     # --- the placement ---
 
-    def placement(self, state: CycleState, pod: Obj, node: str, result: NodeResult | None, requests: Resources) -> Placement:
+    def placement(self, state: CycleState, pod: Obj, node: str, result: NodeOutcome, requests: Resources) -> Placement:
         """What the binder writes for the pod on ``node`` (``requests``: what the pod charges without claims)."""
         dra: DRAState | None = state.data.get(NAME)
         if dra is None:
             return Placement(node=node, claims=[], allocations={}, requests=requests, statuses=[])
         resolved = dra.claims
-        outcome = result.outcome if result is not None else None
-        special = result.special if result is not None else None
-        statuses = result.statuses if result is not None else []
+        outcome, special, statuses = outcome_parts(result)
         allocations = outcome.allocations if outcome is not None else []
         allocated_claims = [*resolved.unallocated, special.claim] if special is not None else resolved.unallocated if outcome is not None else []
         return Placement(

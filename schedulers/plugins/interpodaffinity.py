@@ -24,13 +24,17 @@ RemovePod does.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from kube.errors import ApiError
+from kube.informer import object_key
 from kube.labels import LabelSelector, selector_from_label_selector_object
 from kube.objects import Obj, meta
 from schedulers.framework import SKIP, CycleState, ExplainContext, Reason, Status, reasons_of
+
+log = logging.getLogger("scheduler")
 
 NAME = "InterPodAffinity"
 KIND = "PodAffinityNotSatisfied"  # an explanation's reason kind
@@ -213,13 +217,19 @@ class InterPodAffinity:
         self._terms: dict[str, tuple[Obj, PodTerms]] = {}  # uid -> (pod object, its parsed terms)
 
     def terms_of(self, pod: Obj) -> PodTerms:
-        """A placed pod's terms, parsed once per pod object."""
+        """A placed pod's terms, parsed once per pod object (none when they do not parse: the API
+        server validates them, so only a pod it did not check could have such terms)."""
         uid = meta(pod).get("uid", "")
         known = self._terms.get(uid)
         if known is None or known[0] is not pod:
             if len(self._terms) > 50_000:
                 self._terms.clear()
-            known = self._terms[uid] = (pod, PodTerms(pod))
+            try:
+                terms = PodTerms(pod)
+            except ApiError as exc:
+                log.warning("ignoring the pod affinity terms of a placed pod", extra={"pod": "/".join(object_key(pod)), "error": str(exc)})
+                terms = PodTerms({})
+            known = self._terms[uid] = (pod, terms)
         return known[1]
 
     # --- PreFilter ---
@@ -232,9 +242,9 @@ class InterPodAffinity:
         namespace = meta(pod).get("namespace", "")
         try:
             terms = incoming_terms(pod, cache.namespace_labels)
-            placed_terms = [(placed, node, self.terms_of(placed)) for placed, node in with_affinity]
         except ApiError as exc:
             return Status.unresolvable(f"parsing pod: {exc}", plugin=NAME)
+        placed_terms = [(placed, node, self.terms_of(placed)) for placed, node in with_affinity]
         s = AffinityState(pod, terms, cache.namespace_labels.get(namespace) or {})
         labels_of: dict[str, Mapping[str, str] | None] = {}
 
@@ -309,6 +319,9 @@ class InterPodAffinity:
         return reasons_of(status, KIND) if status is not None else []
 
     # --- Score ---
+
+    def may_score(self, state: CycleState, pod: Obj) -> bool:
+        return state.has(NAME)  # the pod or a placed pod has affinity terms
 
     def pre_score(self, state: CycleState, pod: Obj, nodes: Sequence[Obj]) -> Status | None:
         cache = self.cache

@@ -18,6 +18,7 @@ class NodeUnschedulable:
     """Upstream's NodeUnschedulable filter."""
 
     name = NAME
+    spec_fields = ("unschedulable",)  # all the filter reads of the node: the cycle skips the call for nodes without it
 
     def filter(self, state: CycleState, pod: Obj, node: Obj) -> Status | None:
         spec = node.get("spec")

@@ -48,6 +48,8 @@ SYSTEM_DEFAULTS: tuple[Mapping[str, Any], ...] = (
     {"topologyKey": ZONE, "whenUnsatisfiable": "ScheduleAnyway", "maxSkew": 5},
 )
 
+SOFT = NAME + "/soft"  # the cycle state's key of the pod's ScheduleAnyway constraints
+
 _SKEW = Status.unschedulable(REASON_CONSTRAINTS, plugin=NAME)
 _MISSING_LABEL = Status.unresolvable(REASON_MISSING_LABEL, plugin=NAME)
 
@@ -169,12 +171,16 @@ class PodTopologySpread:
         selector = self.cache.default_spread_selector(pod)
         return constraints_of(pod, SYSTEM_DEFAULTS, action, selector) if not selector.empty else []
 
-    def scores(self, pod: Obj) -> bool:
-        """Whether the pod has soft constraints (its own, or the cluster defaults) to score by."""
+    def may_score(self, state: CycleState, pod: Obj) -> bool:
+        """Whether the pod has soft constraints (its own, or the cluster defaults) to score by;
+        they are kept for ``pre_score``."""
         try:
-            return bool(self._constraints(pod, "ScheduleAnyway"))
+            constraints = self._constraints(pod, "ScheduleAnyway")
         except ApiError:
-            return False
+            return True  # pre_score says what is wrong
+        if constraints:
+            state.write(SOFT, constraints)
+        return bool(constraints)
 
     # --- PreFilter ---
 
@@ -245,10 +251,12 @@ class PodTopologySpread:
     # --- Score ---
 
     def pre_score(self, state: CycleState, pod: Obj, nodes: Sequence[Obj]) -> Status | None:
-        try:
-            constraints = self._constraints(pod, "ScheduleAnyway")
-        except ApiError as exc:
-            return Status.as_error(exc, plugin=NAME)
+        constraints: list[Constraint] | None = state.data.get(SOFT)
+        if constraints is None:
+            try:
+                constraints = self._constraints(pod, "ScheduleAnyway")
+            except ApiError as exc:
+                return Status.as_error(exc, plugin=NAME)
         if not constraints or not nodes:
             return SKIP
         s = ScoreState(constraints)

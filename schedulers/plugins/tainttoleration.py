@@ -32,6 +32,7 @@ class TaintToleration:
     """Upstream's TaintToleration filter (PreferNoSchedule taints are not scored here)."""
 
     name = NAME
+    spec_fields = ("taints",)  # all the filter reads of the node: the cycle skips the call for nodes without it
 
     def __init__(self) -> None:
         self._statuses: dict[str, Status] = {}
