@@ -26,6 +26,7 @@ from app.storage.storage import Storage
 from app.storage.store import Store
 from devtools.ports import free_port
 from devtools.server import REPO_ROOT
+from kube.tasks import wait_for
 from tests.app.storage.test_storage import running
 
 CLAIMS = "resourceclaims.resource.k8s.io"
@@ -167,3 +168,24 @@ def test_a_full_disk_at_start_is_explained(tmp_path: Path) -> None:
     assert SQLiteDialect.explain(make_url(f"sqlite:///{database}"), full.value) == (
         f"the disk holding the database file {database} is full (database or disk is full (SQLITE_FULL)); free some space"
     )
+
+
+async def test_reads_never_wait_for_a_writer_even_on_connections_that_wrote(sqlite_url: str) -> None:
+    """WAL lets reads run beside another's write transaction. The connections that wrote (the
+    compactor's, a replaced writer's) go back to the pool, and a read that takes one must not begin
+    a write transaction: it would wait for the write lock, up to the 30-s busy timeout."""
+    async with running(sqlite_url) as (storage, store):
+        await write(storage, "a")
+        await store.compact()
+        await store.dialect.reset_writer()  # the writer's connection goes back to the pool
+        await write(storage, "b")  # on a new writer connection
+        holder = sqlite3.connect(make_url(sqlite_url).database or "", isolation_level=None, timeout=0)
+        holder.execute("BEGIN IMMEDIATE")  # someone else is writing
+        try:
+            # Sequential reads take the pooled connections in turn (the pool hands out the oldest first).
+            for _ in range(store.engine.pool.size() + 2):  # type: ignore[attr-defined]
+                await wait_for(store.ping(), 5)
+                assert (await wait_for(store.read_object(CLAIMS, "default", "a"), 5)) is not None
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
