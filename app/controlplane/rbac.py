@@ -92,6 +92,25 @@ def aggregated_rules(role: dict[str, Any], roles: list[dict[str, Any]]) -> list[
     return rules
 
 
+def roles_by_name(roles: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {role["metadata"]["name"]: role for role in roles}
+
+
+def settled_rules(roles: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    """The rules of every aggregated ClusterRole once aggregation has settled: an aggregated role
+    may select others (admin selects edit, edit selects view), so the rules are worked out again with
+    the new ones until nothing changes, and written once, rather than one round of writes per level.
+    Roles that select each other could change forever: the rounds stop at one per aggregated role."""
+    current = roles_by_name(roles)
+    aggregated = [name for name, role in current.items() if role.get("aggregationRule") is not None]
+    for _ in range(len(aggregated) + 1):
+        rules = {name: aggregated_rules(current[name], list(current.values())) for name in aggregated}
+        if all(rules[name] == (current[name].get("rules") or []) for name in aggregated):
+            break
+        current = {**current, **{name: {**current[name], "rules": rules[name]} for name in aggregated}}
+    return {name: current[name].get("rules") or [] for name in aggregated}
+
+
 class ClusterRoleAggregation(ControlLoop):
     """Keeps every aggregated ClusterRole's rules the union of the roles it selects."""
 
@@ -119,13 +138,8 @@ class ClusterRoleAggregation(ControlLoop):
 
     async def reconcile(self) -> None:
         roles = [item.obj for item in (await self.registry.storage.list(CLUSTER_ROLES, None, revision=0)).items]
-        changed: dict[str, list[Any]] = {}
-        for role in roles:
-            if role.get("aggregationRule") is None:
-                continue
-            rules = aggregated_rules(role, roles)
-            if rules != (role.get("rules") or []):
-                changed[role["metadata"]["name"]] = rules
+        stored = roles_by_name(roles)
+        changed = {name: rules for name, rules in settled_rules(roles).items() if rules != (stored[name].get("rules") or [])}
         await together(*(self._set_rules(name, rules) for name, rules in changed.items()))
 
     async def _set_rules(self, name: str, rules: list[Any]) -> None:

@@ -8,18 +8,21 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import pytest
 
 from app.api.options import DeleteOptions, WriteOptions
 from app.auth import bootstrap
 from app.config import Settings
+from app.controlplane.rbac import settled_rules
 from app.registry.core import namespace as namespace_kind
 from app.registry.rbac import clusterrole, clusterrolebinding
 from app.registry.scheduling.priorityclass_validation import system_priority_classes
 from app.server import ApiServer
 from app.storage.db import run_migrations
 from tests.conftest import Databases
+from tests.processes import eventually_async
 
 CLUSTER_ROLES = clusterrole.STRATEGY.qualified_resource
 CLUSTER_ROLE_BINDINGS = clusterrolebinding.STRATEGY.qualified_resource
@@ -103,3 +106,38 @@ async def test_a_restart_restores_what_was_removed_from_auto_updated_objects_onl
         assert server.storage.commits == 1, "what a restart restores is written together"
     async with started(url) as server:
         assert server.storage.commits == 0, "a restart with nothing missing writes nothing"
+
+
+async def test_aggregated_roles_settle_in_one_write_after_the_bootstrap(url: str) -> None:
+    async with started(url) as server:
+        cached = server.storage.cached
+
+        def rules(name: str) -> list[Any]:
+            role = cached(CLUSTER_ROLES, "", name)
+            return (role.obj.get("rules") or []) if role is not None else []
+
+        async def admin_aggregated() -> bool:
+            return bool(rules("admin"))
+
+        # admin selects edit's rules, edit selects view's: three levels, one group commit.
+        await eventually_async(admin_aggregated, "admin's rules aggregated", timeout=60)
+        assert all(rule in rules("admin") for rule in rules("edit")) and all(rule in rules("edit") for rule in rules("view"))
+        assert rules("view"), "view aggregates system:aggregate-to-view"
+        assert server.storage.commits == 3, "the namespaces, the bootstrap objects, the aggregated rules"
+
+
+def test_aggregation_settles_chains_at_once_and_stops_on_cycles() -> None:
+    def role(name: str, labels: dict[str, str], rules: list[str], selects: list[dict[str, str]] | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"metadata": {"name": name, "labels": labels}, "rules": rules}
+        if selects is not None:
+            body["aggregationRule"] = {"clusterRoleSelectors": [{"matchLabels": s} for s in selects]}
+        return body
+
+    chain = [
+        role("top", {}, [], [{"to": "top"}]),
+        role("middle", {"to": "top"}, [], [{"to": "middle"}]),
+        role("leaf", {"to": "middle"}, ["read"]),
+    ]
+    assert settled_rules(chain) == {"top": ["read"], "middle": ["read"]}
+    cycle = [role("a", {"to": "b"}, ["x"], [{"to": "a"}]), role("b", {"to": "a"}, ["y"], [{"to": "b"}])]
+    assert set(settled_rules(cycle)) == {"a", "b"}, "an answer, not a loop"
