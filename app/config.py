@@ -67,6 +67,7 @@ class Settings:
     # Authorization and admission.
     authorization_mode: str = "AlwaysAllow"
     admission_plugins: str = "NodeRestriction"
+    disabled_admission_plugins: str = ""
     audit_log_path: str = ""
 
     @property
@@ -198,7 +199,8 @@ def _add_security_arguments(parser: argparse.ArgumentParser, d: Settings) -> Non
         help="longest lifetime (seconds) of a requested token; 0: no limit (DRA_SERVICE_ACCOUNT_MAX_TOKEN_EXPIRATION)",
     )
     flag("--authorization-mode", "DRA_AUTHORIZATION_MODE", d.authorization_mode, "authorizers in order, comma-separated: Node, RBAC, AlwaysAllow, AlwaysDeny")
-    flag("--enable-admission-plugins", "DRA_ENABLE_ADMISSION_PLUGINS", d.admission_plugins, "admission plugins, comma-separated: NodeRestriction")
+    flag("--enable-admission-plugins", "DRA_ENABLE_ADMISSION_PLUGINS", d.admission_plugins, "admission plugins besides the default ones, comma-separated: NodeRestriction, ResourceQuota")
+    flag("--disable-admission-plugins", "DRA_DISABLE_ADMISSION_PLUGINS", d.disabled_admission_plugins, "admission plugins off, default ones included (ResourceQuota is on by default), comma-separated")
     flag("--audit-log-path", "DRA_AUDIT_LOG_PATH", d.audit_log_path, "append one JSON line per request (Metadata level) to this file; - for standard output")
 
 
@@ -291,5 +293,6 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         service_account_max_token_expiration=args.service_account_max_token_expiration,
         authorization_mode=args.authorization_mode,
         admission_plugins=args.enable_admission_plugins,
+        disabled_admission_plugins=args.disable_admission_plugins,
         audit_log_path=args.audit_log_path,
     )

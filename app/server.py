@@ -20,6 +20,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from app import metrics
+from app.admission.resourcequota import QuotaAdmission
 from app.api import discovery, negotiation, openapi
 from app.api.generic import GenericStore
 from app.api.negotiation import accept_header, json_response, status_body, status_response
@@ -133,6 +134,9 @@ class ApiServer:
         self.storage = Storage(store, bookmark_interval=settings.bookmark_interval)
         self.auth = AuthSystem(settings, self.storage, self.gates)
         self.registry = GenericStore(self.storage, self.gates, settings.min_request_timeout, self.auth.tokens, settings.delete_collection_workers)
+        self.quota = QuotaAdmission(self.registry) if "ResourceQuota" in self.auth.admission_plugins else None
+        if self.quota is not None:
+            self.registry.write_admission.append(self.quota.admit)
         self.namespaces = NamespaceLifecycle(self.registry)
         self.aggregation = ClusterRoleAggregation(self.registry)
         self.started = time.time()
@@ -163,6 +167,8 @@ class ApiServer:
         await cancel_and_wait(self._heap_task)
         await self.namespaces.stop()
         await self.aggregation.stop()
+        if self.quota is not None:
+            await self.quota.stop()
         await self.storage.stop()
         self.auth.close()
         await self.engine.dispose()

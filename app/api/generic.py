@@ -11,7 +11,7 @@ import asyncio
 import logging
 import random
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -68,6 +68,25 @@ class WriteResult:
         return self.obj.raw if isinstance(self.obj, StoredObject) else orjson.dumps(self.obj)
 
 
+@dataclass(frozen=True)
+class AdmittedWrite:
+    """A create or update about to be written, as the admission steps that may wait see it."""
+
+    operation: str  # CREATE or UPDATE
+    strategy: KindStrategy
+    namespace: str  # "" for a cluster-scoped kind
+    name: str
+    obj: Obj  # as it will be stored
+    old: Obj | None  # as stored (None on CREATE)
+    subresource: str
+    dry_run: bool
+
+
+# An admission step that may wait (resource quota: it writes the quota's status before the object
+# may be written); it raises ApiError to refuse.
+WriteAdmission = Callable[[AdmittedWrite], Awaitable[None]]
+
+
 @dataclass
 class DeleteResult:
     obj: StoredObject | Obj | None
@@ -91,6 +110,9 @@ class GenericStore:
         # The service account token issuer, for the token subresource.
         self.tokens = tokens
         self.delete_collection_workers = max(1, delete_collection_workers)
+        # Run on every create and update of a stored object after the synchronous admission,
+        # whoever writes (the server's own loops too).
+        self.write_admission: list[WriteAdmission] = []
 
     def lookup(self, group: str, resource: str, namespace: str, name: str) -> Obj | None:
         """The object this server holds now, by group and plural (None when there is none)."""
@@ -125,6 +147,14 @@ class GenericStore:
                 "old": old,
             }
         )
+
+    async def _admit_write(self, operation: str, strategy: KindStrategy, namespace: str, name: str, new: Obj, old: Obj | None, dry_run: bool, subresource: str = "") -> None:
+        """The admission steps that may wait, in order; a dry run is admitted without its effects."""
+        if not self.write_admission:
+            return
+        write = AdmittedWrite(operation, strategy, namespace if strategy.namespaced else "", name, new, old, subresource or strategy.subresource, dry_run)
+        for admit in self.write_admission:
+            await admit(write)
 
     def _not_found(self, strategy: KindStrategy, name: str) -> ApiError:
         return errors.not_found(strategy.qualified_resource, name, strategy.group, strategy.plural)
@@ -457,6 +487,7 @@ class GenericStore:
         self._admit(CREATE, strategy, namespace, name, obj, None)
         if not applied:
             ssa.update_managed_fields(None, obj, wopts.field_manager, "Update", strategy.api_version, now, reset_fields=strategy.reset_fields())
+        await self._admit_write(CREATE, strategy, namespace, metadata["name"], obj, None, wopts.dry_run)
         if wopts.dry_run:
             return WriteResult(obj, created=True, warnings=warnings)
         for attempt in range(GENERATE_NAME_ATTEMPTS if generated else 1):
@@ -488,11 +519,13 @@ class GenericStore:
         *,
         dry_run: bool = False,
         create: Callable[[Obj], Any] | None = None,
+        subresource: str = "",
     ) -> WriteResult:
         """Read, mutate, write with the read revision as precondition; retry on races.
 
         ``mutate`` returns the new object, or None for "nothing to change". It raises
         ApiError for client mistakes (including a stale resourceVersion the client gave).
+        ``subresource``: the action subresource writing (the strategy's own otherwise).
         """
         ns = namespace if strategy.namespaced else ""
         fresh = False
@@ -507,6 +540,7 @@ class GenericStore:
             if new is None:
                 return WriteResult(current)
             deleting = bool(new["metadata"].get("deletionTimestamp")) and not strategy.blocks_deletion(new) and not new["metadata"].get("deletionGracePeriodSeconds")
+            await self._admit_write(UPDATE, strategy, ns, name, new, current.obj, dry_run, subresource)
             if dry_run:
                 return WriteResult(new)
             op = WriteOp(DELETED if deleting else MODIFIED, strategy.stored_resource, ns, name, strategy.to_stored(new), current.revision)
@@ -766,7 +800,7 @@ class GenericStore:
                 ssa.update_managed_fields(current.obj, new, wopts.field_manager, "Update", strategy.api_version, now_rfc3339(), subresource.name)
             return new
 
-        return await self.guaranteed_update(strategy, namespace, name, mutate, dry_run=wopts.dry_run)
+        return await self.guaranteed_update(strategy, namespace, name, mutate, dry_run=wopts.dry_run, subresource=subresource.name)
 
 
     async def compute_subresource(self, strategy: KindStrategy, subresource: ComputedSubresource, namespace: str, name: str, body: Any) -> Obj:

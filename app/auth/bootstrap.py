@@ -50,6 +50,7 @@ PROJECT_CONTROLLERS = (
     "generic-garbage-collector",
     "device-taint-eviction-controller",
     "resourcepoolstatusrequest-controller",
+    "resourcequota-controller",
 )
 CONTROLLER_MANAGER_BINDING_PREFIX = "system:dra-controller-manager:"
 

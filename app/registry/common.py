@@ -8,7 +8,7 @@ from typing import Any
 
 from app.registry.accessors import Errs, dict_entries, get_int, get_list, get_str, parse_quantity_field
 from app.registry.base import Obj
-from app.registry.objectmeta import IS_NEGATIVE, qualified_name_problems, validate_label_key
+from app.registry.objectmeta import IS_NEGATIVE, qualified_name_problems, validate_label_key, validate_qualified_name
 from kube.errors import FieldError, duplicate, forbidden, invalid, not_supported, required, too_long, too_many
 
 _CONDITION_REASON_RE = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
@@ -128,6 +128,18 @@ def validate_conditions(conditions: list[Any], path: str) -> Errs:
 
 # --- resource names and quantities (core/v1) --------------------------------------------------
 
+# helper.IsStandardResourceName: container resources plus quota and storage names (and hugepages).
+_STANDARD_RESOURCES = frozenset(
+    {
+        "cpu", "memory", "ephemeral-storage", "pods", "services", "replicationcontrollers", "resourcequotas",
+        "secrets", "configmaps", "persistentvolumeclaims", "storage", "requests.cpu", "requests.memory",
+        "requests.storage", "requests.ephemeral-storage", "limits.cpu", "limits.memory",
+        "limits.ephemeral-storage", "services.nodeports", "services.loadbalancers",
+    }
+)
+HUGEPAGES_PREFIXES = ("hugepages-", "requests.hugepages-")
+NOT_STANDARD_RESOURCE = "must be a standard resource type or fully qualified"
+
 # helper.IsIntegerResourceName's standard part (extended resources are integers too).
 _INTEGER_RESOURCES = frozenset(
     {
@@ -147,6 +159,18 @@ def is_extended_resource(name: str) -> bool:
     if is_native_resource(name) or name.startswith("requests."):
         return False
     return not qualified_name_problems("requests." + name)
+
+
+def is_standard_resource(name: str) -> bool:
+    return name in _STANDARD_RESOURCES or name.startswith(HUGEPAGES_PREFIXES)
+
+
+def validate_resource_name(name: str, path: str) -> list[FieldError]:
+    """validateResourceName: a qualified name, and a standard one unless it has a domain."""
+    errs = validate_qualified_name(name, path)
+    if not errs and "/" not in name and not is_standard_resource(name):
+        errs.append(invalid(path, name, NOT_STANDARD_RESOURCE))
+    return errs
 
 
 def is_integer_resource(name: str) -> bool:

@@ -41,7 +41,7 @@ def test_aggregated_core() -> None:
     assert item["metadata"] == {"creationTimestamp": None}
     resources = _resources(doc, "")
     assert set(resources) == {
-        "namespaces", "nodes", "pods", "events", "serviceaccounts", "secrets",
+        "namespaces", "nodes", "pods", "events", "serviceaccounts", "secrets", "resourcequotas",
         # served as storage only (app.registry.storageonly)
         "persistentvolumes", "persistentvolumeclaims", "services", "replicationcontrollers", "configmaps",
     }  # fmt: skip
