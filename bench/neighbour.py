@@ -1,5 +1,5 @@
 """A busy neighbour for benchmarks that measure how the programs fare beside one: processes that
-keep every CPU busy and a disk writer, for at most a given time.
+keep the CPUs busy in short bursts and a disk writer, for at most a given time.
 
 The disk writer does what a neighbouring database, build or test suite does to the disk the
 programs' files are on: buffered writes of ``disk_mib`` MiB then an fsync, over and over (the page
@@ -19,12 +19,17 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-_BURN = """
+# Work in 2-ms bursts with 1-ms sleeps between, as a test suite's servers, workers and clients do:
+# a process that wakes up often competes with every short wakeup of the programs measured, where a
+# process that never sleeps is preempted by them (the scheduler favours tasks that wake).
+_BURST = """
 import sys, time
 deadline = time.monotonic() + float(sys.argv[1])
 while time.monotonic() < deadline:
-    for _ in range(100_000):
+    burst = time.perf_counter() + 0.002
+    while time.perf_counter() < burst:
         pass
+    time.sleep(0.001)
 """
 
 _BULK = """
@@ -59,7 +64,8 @@ class Neighbour:
 
     def __init__(self, *, seconds: float, cpus: int | None = None, disk_mib: int = 1024, directory: Path | None = None) -> None:
         self.seconds = seconds
-        self.cpus = cpus if cpus is not None else (os.cpu_count() or 1)
+        # Eight busy processes a core by default: a run queue as long as a test suite's on 2 cores.
+        self.cpus = cpus if cpus is not None else 8 * (os.cpu_count() or 1)
         self.disk_mib = disk_mib
         self.directory = directory
         self._tmp: Path | None = None
@@ -67,13 +73,13 @@ class Neighbour:
 
     def describe(self) -> str:
         disk = f"a disk writer ({self.disk_mib} MiB buffered then fsync, in a loop) and 8-KiB fdatasync writes" if self.disk_mib else "no disk writer"
-        return f"{self.cpus} CPU burner{'' if self.cpus == 1 else 's'}, {disk}"
+        return f"{self.cpus} busy process{'' if self.cpus == 1 else 'es'} (2-ms bursts, 1-ms sleeps), {disk}"
 
     def __enter__(self) -> Neighbour:
         # On the file system of the benchmark's own files (the temp dir), so its flushes are theirs to wait behind.
         self._tmp = Path(tempfile.mkdtemp(prefix="bench-neighbour-", dir=self.directory))
         limit = str(self.seconds)
-        commands = [[_BURN, limit] for _ in range(self.cpus)]
+        commands = [[_BURST, limit] for _ in range(self.cpus)]
         if self.disk_mib:
             commands += [[_BULK, limit, str(self._tmp / "bulk"), str(max(1, self.disk_mib // 4))], [_SYNC, limit, str(self._tmp / "sync")]]
         try:

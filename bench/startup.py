@@ -8,9 +8,10 @@ Each start is ``python -m app serve`` on a new, empty database file (the server 
 then writes the objects every cluster starts with). *ready* is launch to the first 200 from
 ``/readyz``; *bootstrap* is, from the server's log, the storage loaded to the application's start
 complete (the bootstrap objects, as ``app/server.py`` writes them); *commits* is
-``apiserver_storage_group_commits`` at ready. The busy phase runs beside ``bench.neighbour``: a CPU
-burner per core and a disk writer in the same temp directory as the databases. Each figure is the
-median of ``--rounds`` starts; the ratios busy / quiet come from the same run.
+``apiserver_storage_group_commits`` at ready. The busy phase runs beside ``bench.neighbour``: eight
+processes a core working in short bursts (as a test suite's servers and clients do) and a disk
+writer in the same temp directory as the databases. Each figure is the median of ``--rounds``
+starts; the ratios busy / quiet come from the same run.
 
 ``--baseline DIR`` starts another checkout's server (e.g. ``/work/main``, with this interpreter)
 alternately with this one's in both phases, for before/after ratios from the same run.
@@ -133,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.startup", description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--rounds", type=int, default=3, help="starts of each checkout in each phase (default 3)")
     parser.add_argument("--baseline", type=Path, help="another checkout started alternately with this one, e.g. /work/main")
-    parser.add_argument("--cpus", type=int, help="CPU burners of the busy phase (default: one per core)")
+    parser.add_argument("--cpus", type=int, help="busy processes of the busy phase (default: eight a core)")
     parser.add_argument("--disk-mib", type=int, default=1024, help="MiB the disk writer writes between fsyncs (default 1024; 0: no disk writer)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args(argv)
