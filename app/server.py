@@ -28,6 +28,7 @@ from app.api.routing import METHODS, ResourceRouter, path_not_found
 from app.auth.system import AuthFilter, AuthSystem
 from app.config import Settings
 from app.controlplane.authentication import ensure_authentication_configmap
+from app.controlplane.kubernetesservice import KubernetesService, service_config
 from app.controlplane.namespaces import NamespaceLifecycle, ensure_system_namespaces
 from app.controlplane.rbac import ClusterRoleAggregation, ensure_bootstrap_policy
 from app.controlplane.scheduling import ensure_system_priority_classes
@@ -139,6 +140,8 @@ class ApiServer:
             self.registry.write_admission.append(self.quota.admit)
         self.namespaces = NamespaceLifecycle(self.registry)
         self.aggregation = ClusterRoleAggregation(self.registry)
+        # ValueError for a bad --service-cluster-ip-range, --advertise-address or reconciler type.
+        self.kubernetes_service = KubernetesService(self.registry, service_config(settings))
         self.started = time.time()
         self._heap_task: asyncio.Task[None] | None = None
 
@@ -159,12 +162,14 @@ class ApiServer:
         log.info("bootstrap objects in place", extra={"commits": self.storage.commits - commits, "seconds": round(time.monotonic() - started, 3)})
         self.namespaces.start()
         self.aggregation.start()
+        self.kubernetes_service.start()
         metrics.bind_storage(self.storage)
         # The watch cache is the bulk of the heap; keep it out of the cycle collector's scans.
         self._heap_task = asyncio.get_running_loop().create_task(keep_heap_frozen(), name="gc-freeze")
 
     async def stop(self) -> None:
         await cancel_and_wait(self._heap_task)
+        await self.kubernetes_service.stop()
         await self.namespaces.stop()
         await self.aggregation.stop()
         if self.quota is not None:

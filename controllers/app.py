@@ -1,6 +1,6 @@
 """The controller process: flags, logging, health endpoint, leader election, and the claim,
 garbage collection, device taint eviction, resource quota and (gate DRAResourcePoolStatus) pool
-status controllers."""
+status controllers, and kube-controller-manager's service account controller and root CA publisher."""
 
 from __future__ import annotations
 
@@ -13,11 +13,14 @@ from typing import Any
 from controllers.credentials import ServiceAccountClients
 from controllers.devicetainteviction import DEFAULT_RULE_STATUS_PERIOD, DeviceTaintEvictionController
 from controllers.garbagecollector import GarbageCollector
+from controllers.namespaced import namespace_informer
 from controllers.podgroups import PodGroupController
 from controllers.resourceclaim import ClaimController
 from controllers.resourcepoolstatus import PoolStatusController
 from controllers.resourcequota import DEFAULT_WORKERS as QUOTA_WORKERS
 from controllers.resourcequota import ResourceQuotaController
+from controllers.rootcacertpublisher import RootCACertPublisher, root_ca
+from controllers.serviceaccounts import ServiceAccountsController
 from kube import podgroups
 from kube.client import KubeClient
 from kube.features import FeatureGates
@@ -37,6 +40,8 @@ ACCOUNTS = {
     "eviction": "device-taint-eviction-controller",
     "pool-status": "resourcepoolstatusrequest-controller",
     "quota": "resourcequota-controller",
+    "service-accounts": "service-account-controller",
+    "root-ca": "root-ca-cert-publisher",
 }
 
 
@@ -58,6 +63,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="each controller as its own service account kube-system/<controller> (made when missing, tokens renewed), as "
         "kube-controller-manager's flag of the same name does; what upstream kube-apiserver's bootstrap RBAC grants",
     )  # fmt: skip
+    parser.add_argument(
+        "--root-ca-file", default="",
+        help="the CA published in every namespace's ConfigMap kube-root-ca.crt (default: the CA of the --kubeconfig)",
+    )  # fmt: skip
     return parser
 
 
@@ -72,8 +81,12 @@ def new_controllers(
     quotas = ResourceQuotaController(
         clients.get("quota", client), pods=claims.pods, claims=claims.claims, sync_period=args.resource_quota_sync_period, workers=args.concurrent_resource_quota_syncs
     )  # fmt: skip
-    informers = [*claims.informers, *collector.informers]
-    work = [claims.process, collector.process, quotas.process]
+    # kube-controller-manager's: every namespace's default ServiceAccount and kube-root-ca.crt.
+    namespaces = namespace_informer(client)
+    accounts = ServiceAccountsController(clients.get("service-accounts", client), namespaces)
+    publisher = RootCACertPublisher(clients.get("root-ca", client), namespaces, root_ca(args.root_ca_file, connection_from_args(args)))
+    informers = [*claims.informers, *collector.informers, namespaces, *accounts.informers, *publisher.informers]
+    work = [claims.process, collector.process, quotas.process, accounts.process, publisher.process]
     # Upstream starts the eviction controller only with DynamicResourceAllocation and DRADeviceTaints,
     # and watches DeviceTaintRules only with DRADeviceTaintRules.
     if gates.enabled("DynamicResourceAllocation") and gates.enabled("DRADeviceTaints"):
@@ -127,7 +140,7 @@ async def run(args: argparse.Namespace, gates: FeatureGates) -> None:
     accounts = ServiceAccountClients(client, connection_from_args(args), user_agent="dra-controller/0.1", qps=args.qps or None)
     try:
         # Only the accounts of the controllers that run (as kube-controller-manager makes them).
-        wanted = {"claims", "gc", "quota"}
+        wanted = {"claims", "gc", "quota", "service-accounts", "root-ca"}
         if gates.enabled("DynamicResourceAllocation") and gates.enabled("DRADeviceTaints"):
             wanted.add("eviction")
         if gates.enabled("DRAResourcePoolStatus"):

@@ -39,7 +39,7 @@ from app.storage.cache import ADDED, DELETED, MODIFIED, StoredObject
 from app.storage.dialects import WriteOp
 from app.storage.errors import ContinueExpired, KeyExists, ResourceVersionTooLarge, RevisionCompacted, RevisionMismatch, StorageError
 from app.storage.storage import Predicate, Storage, WatchBatch
-from kube import errors
+from kube import errors, protobuf
 from kube.errors import ApiError, FieldError
 from kube.features import FeatureGates
 from kube.fields import FieldSelector, parse_field_selector, unknown_field_error, unsupported_field_error
@@ -478,6 +478,8 @@ class GenericStore:
             metadata["name"] = _generated_name(generate)
         strategy.default(obj, ctx)
         strategy.drop_disabled_fields(obj, None, ctx)
+        if strategy.stored:
+            complete_status(strategy, obj)
         errs = self._validate_meta(strategy, obj) + strategy.validate_create(obj, ctx)
         if errs:
             raise self._invalid(strategy, metadata.get("name") or "", errs)
@@ -597,6 +599,7 @@ class GenericStore:
         strategy.prepare_for_update(new, old, ctx)
         strategy.default(new, ctx)
         strategy.drop_disabled_fields(new, old, ctx)
+        complete_status(strategy, new)
         if operation != "Apply":
             # Before validation, as upstream's field manager runs first: managedFields a client
             # sent that cannot be read give way to the stored ones, and what is left is validated.
@@ -675,6 +678,7 @@ class GenericStore:
                 if current is None:
                     return None
                 doc = current.copy()
+                complete_status(strategy, doc)  # an object stored before statuses were completed
                 if patch_type == "json":
                     new = patches.apply_json_patch(doc, patch_body)
                 elif patch_type == "merge":
@@ -813,6 +817,34 @@ class GenericStore:
             raise self._not_found(strategy, name)
         self._admit(CREATE, strategy, namespace, name, body, current.obj, subresource.name)
         return subresource.respond(strategy, current.obj, body, self.context(namespace))
+
+
+# (apiVersion, kind) -> the message of the kind's status when its Go type holds it by value.
+_STATUS_MESSAGES: dict[tuple[str, str], protobuf.Message | None] = {}
+
+
+def _status_message(api_version: str, kind: str) -> protobuf.Message | None:
+    key = (api_version, kind)
+    if key not in _STATUS_MESSAGES:
+        message = protobuf.schema().kinds.get(key)
+        found = next((f for f in message.fields if f.json == "status"), None) if message is not None else None
+        by_value = found is not None and found.label == protobuf.MESSAGE and not found.pointer
+        _STATUS_MESSAGES[key] = found.message if found is not None and by_value else None
+    return _STATUS_MESSAGES[key]
+
+
+def complete_status(strategy: KindStrategy, obj: Obj) -> None:
+    """Give ``obj`` the status upstream serialises for it: a kind whose Go type holds its status by
+    value (not a pointer) always has one, ``"status": {}`` at least, with the zero fields Go writes
+    (``kube.protobuf.fill_zero_fields``), so that a JSON patch can add to a new object's status."""
+    message = _status_message(strategy.api_version, strategy.kind)
+    if message is None:
+        return
+    status = obj.get("status")
+    if status is None:
+        obj["status"] = status = {}
+    if isinstance(status, dict):
+        protobuf.fill_zero_fields(status, message)
 
 
 def _numbered_revision(value: Any) -> bool:

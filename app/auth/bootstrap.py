@@ -51,6 +51,8 @@ PROJECT_CONTROLLERS = (
     "device-taint-eviction-controller",
     "resourcepoolstatusrequest-controller",
     "resourcequota-controller",
+    "service-account-controller",
+    "root-ca-cert-publisher",
 )
 CONTROLLER_MANAGER_BINDING_PREFIX = "system:dra-controller-manager:"
 

@@ -17,6 +17,7 @@ from app.registry.base import KindStrategy, ScopeStrategy
 from app.registry.coordination import lease
 from app.registry.core import (
     configmap,
+    endpoints,
     event,
     namespace,
     node,
@@ -29,6 +30,7 @@ from app.registry.core import (
     service,
     serviceaccount,
 )
+from app.registry.discovery import endpointslice
 from app.registry.events import event as events_event
 from app.registry.policy import poddisruptionbudget
 from app.registry.rbac import clusterrole, clusterrolebinding, role, rolebinding
@@ -84,6 +86,9 @@ KINDS: tuple[KindStrategy, ...] = (
     csidriver.STRATEGY,
     csistoragecapacity.STRATEGY,
     volumeattachment.STRATEGY,
+    # The server's own endpoints (default/kubernetes) are written in both.
+    endpoints.STRATEGY,
+    endpointslice.STRATEGY,
 )
 
 # Kinds served from another kind's storage, in another group (``KindStrategy.storage_group``):

@@ -239,6 +239,45 @@ def test_go_durations(text: str, nanos: int) -> None:
     assert protobuf.go_duration(5_400_000_000_000) == "1h30m0s"
 
 
+def _field_message(api_version: str, kind: str, *path: str) -> protobuf.Message:
+    """The message of the field at ``path`` in the kind's (the kind's own for no path)."""
+    message: protobuf.Message | None = _message(api_version, kind)
+    for name in path:
+        assert message is not None
+        message = next(f for f in message.fields if f.json == name).message
+    assert message is not None
+    return message
+
+
+@pytest.mark.parametrize(
+    ("api_version", "kind", "path", "value"),
+    [
+        ("resource.k8s.io/v1", "ResourceClaim", ("status",), {}),
+        ("resource.k8s.io/v1", "ResourceClaim", ("status",), {"allocation": {}, "reservedFor": [{"resource": "pods", "name": "p", "uid": "u"}]}),
+        ("v1", "Node", ("status",), {"capacity": {"cpu": "4"}, "nodeInfo": {"kubeletVersion": "v1.37.2"}}),
+        ("v1", "Pod", ("status",), {"phase": "Running", "containerStatuses": [{"name": "c"}], "conditions": [{"type": "Ready", "status": "True"}]}),
+        ("v1", "Service", ("status",), {"loadBalancer": None}),
+        ("policy/v1", "PodDisruptionBudget", ("status",), {"disruptionsAllowed": 1}),
+        ("v1", "Node", (), {"metadata": {"name": "n"}}),
+        ("v1", "Event", (), {"involvedObject": {"name": "p"}, "reason": "R"}),
+    ],
+)
+def test_zero_fields_are_filled_in_as_go_writes_them(api_version: str, kind: str, path: tuple[str, ...], value: dict[str, Any]) -> None:
+    message = _field_message(api_version, kind, *path)
+    filled = copy.deepcopy(value)
+    protobuf.fill_zero_fields(filled, message)
+    assert filled == protobuf.decode(protobuf.encode(value, message), message)
+
+
+def test_zero_fields_of_a_status() -> None:
+    status: dict[str, Any] = {"containerStatuses": [{"name": "c", "ready": True}]}
+    protobuf.fill_zero_fields(status, _field_message("v1", "Pod", "status"))
+    assert status == {"containerStatuses": [{"name": "c", "ready": True, "state": {}, "lastState": {}, "restartCount": 0, "image": "", "imageID": ""}]}
+    claim_status: dict[str, Any] = {"allocation": {}}
+    protobuf.fill_zero_fields(claim_status, _field_message("resource.k8s.io/v1", "ResourceClaim", "status"))
+    assert claim_status == {"allocation": {"devices": {}}}
+
+
 # ---- every field of every kind ------------------------------------------------------------------
 
 # A value of each special type as JSON writes it, read back unchanged (canonical already).
