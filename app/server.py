@@ -30,6 +30,7 @@ from app.config import Settings
 from app.controlplane.authentication import ensure_authentication_configmap
 from app.controlplane.kubernetesservice import KubernetesService, service_config
 from app.controlplane.namespaces import NamespaceLifecycle, ensure_system_namespaces
+from app.controlplane.policystatus import PolicyTypeChecking
 from app.controlplane.rbac import ClusterRoleAggregation, ensure_bootstrap_policy
 from app.controlplane.scheduling import ensure_system_priority_classes
 from app.filters.limits import RequestLimits
@@ -140,6 +141,7 @@ class ApiServer:
             self.registry.write_admission.append(self.quota.admit)
         self.namespaces = NamespaceLifecycle(self.registry)
         self.aggregation = ClusterRoleAggregation(self.registry)
+        self.policy_status = PolicyTypeChecking(self.registry)
         # ValueError for a bad --service-cluster-ip-range, --advertise-address or reconciler type.
         self.kubernetes_service = KubernetesService(self.registry, service_config(settings))
         self.started = time.time()
@@ -162,6 +164,7 @@ class ApiServer:
         log.info("bootstrap objects in place", extra={"commits": self.storage.commits - commits, "seconds": round(time.monotonic() - started, 3)})
         self.namespaces.start()
         self.aggregation.start()
+        self.policy_status.start()
         self.kubernetes_service.start()
         metrics.bind_storage(self.storage)
         # The watch cache is the bulk of the heap; keep it out of the cycle collector's scans.
@@ -172,6 +175,7 @@ class ApiServer:
         await self.kubernetes_service.stop()
         await self.namespaces.stop()
         await self.aggregation.stop()
+        await self.policy_status.stop()
         if self.quota is not None:
             await self.quota.stop()
         await self.storage.stop()

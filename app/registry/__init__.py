@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from app.registry.admissionregistration import validatingadmissionpolicy, validatingadmissionpolicybinding
 from app.registry.apps import replicaset, statefulset
 from app.registry.authentication import selfsubjectreview
 from app.registry.authorization import localsubjectaccessreview, selfsubjectaccessreview, selfsubjectrulesreview, subjectaccessreview
@@ -72,6 +73,8 @@ KINDS: tuple[KindStrategy, ...] = (
     localsubjectaccessreview.STRATEGY,
     workload.STRATEGY,
     podgroup.STRATEGY,
+    validatingadmissionpolicy.STRATEGY,
+    validatingadmissionpolicybinding.STRATEGY,
     # Served as storage only (app.registry.storageonly): upstream's components watch them.
     persistentvolume.STRATEGY,
     persistentvolumeclaim.STRATEGY,
