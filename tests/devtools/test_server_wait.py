@@ -15,6 +15,7 @@ import pytest
 from devtools.ports import free_port
 from devtools.progress import Progress, cpu_seconds
 from devtools.server import ServerProcess
+from tests.processes import eventually_while_progressing
 
 # A stand-in for ``python -m app serve``: a log line every STEP seconds while it "starts", for
 # START_LINES lines, then /readyz answers 200 (or never, without a port; or it sleeps silently).
@@ -111,3 +112,27 @@ def test_a_server_not_ready_in_time_is_stopped_not_left_starting(tmp_path: Path)
     with pytest.raises(TimeoutError):
         server.start(timeout=0.5)
     assert server.process is not None and server.process.poll() is not None, "stopped, not left to load the machine beside the next test"
+
+
+def test_a_wait_on_workers_gives_up_once_none_of_them_makes_progress(tmp_path: Path) -> None:
+    """A stuck worker (no log line, no CPU) fails the wait after the stall limit, not at the bound,
+    and the failure says what was waited for."""
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        with pytest.raises(AssertionError, match=r"nodes published: no process made progress for 1 s"):
+            eventually_while_progressing(lambda: False, "nodes published", [(sleeper, tmp_path / "missing.log")], timeout=30, stall=1.0)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_a_wait_on_workers_goes_on_while_one_of_them_works(tmp_path: Path) -> None:
+    log = tmp_path / "busy.log"
+    writer = subprocess.Popen([sys.executable, "-c", f"import time\nfor i in range(40):\n    open({str(log)!r}, 'a').write('x\\n'); time.sleep(0.1)"])
+    try:
+        # Done after 2.5 s, longer than the 1-s stall limit: the log keeps growing meanwhile.
+        started = time.monotonic()
+        assert eventually_while_progressing(lambda: time.monotonic() - started > 2.5, "done", [(writer, log)], timeout=30, stall=1.0)
+    finally:
+        writer.kill()
+        writer.wait()
