@@ -11,7 +11,7 @@ import asyncio
 import logging
 import random
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -32,14 +32,14 @@ from app.api.options import (
 )
 from app.auth import context as requests
 from app.auth.admission import CREATE, DELETE, UPDATE
-from app.registry import SCOPE_KIND
+from app.registry import SCOPE_KIND, lookup_kind
 from app.registry.base import ActionSubresource, ComputedSubresource, KindStrategy, Obj, RequestContext
 from app.registry.objectmeta import validate_object_meta, validate_object_meta_update
 from app.storage.cache import ADDED, DELETED, MODIFIED, StoredObject
 from app.storage.dialects import WriteOp
 from app.storage.errors import ContinueExpired, KeyExists, ResourceVersionTooLarge, RevisionCompacted, RevisionMismatch, StorageError
 from app.storage.storage import Predicate, Storage, WatchBatch
-from kube import errors
+from kube import errors, protobuf
 from kube.errors import ApiError, FieldError
 from kube.features import FeatureGates
 from kube.fields import FieldSelector, parse_field_selector, unknown_field_error, unsupported_field_error
@@ -68,6 +68,25 @@ class WriteResult:
         return self.obj.raw if isinstance(self.obj, StoredObject) else orjson.dumps(self.obj)
 
 
+@dataclass(frozen=True)
+class AdmittedWrite:
+    """A create or update about to be written, as the admission steps that may wait see it."""
+
+    operation: str  # CREATE or UPDATE
+    strategy: KindStrategy
+    namespace: str  # "" for a cluster-scoped kind
+    name: str
+    obj: Obj  # as it will be stored
+    old: Obj | None  # as stored (None on CREATE)
+    subresource: str
+    dry_run: bool
+
+
+# An admission step that may wait (resource quota: it writes the quota's status before the object
+# may be written); it raises ApiError to refuse.
+WriteAdmission = Callable[[AdmittedWrite], Awaitable[None]]
+
+
 @dataclass
 class DeleteResult:
     obj: StoredObject | Obj | None
@@ -91,6 +110,9 @@ class GenericStore:
         # The service account token issuer, for the token subresource.
         self.tokens = tokens
         self.delete_collection_workers = max(1, delete_collection_workers)
+        # Run on every create and update of a stored object after the synchronous admission,
+        # whoever writes (the server's own loops too).
+        self.write_admission: list[WriteAdmission] = []
 
     def lookup(self, group: str, resource: str, namespace: str, name: str) -> Obj | None:
         """The object this server holds now, by group and plural (None when there is none)."""
@@ -105,11 +127,24 @@ class GenericStore:
 
     def context(self, namespace: str = "") -> RequestContext:
         labels = SCOPE_KIND.labels_of(self._scope(namespace)) if namespace else {}
-        return RequestContext(self.gates, labels, requester=requests.current(), tokens=self.tokens, lookup=self.lookup, lookup_all=self.lookup_all)
+        return RequestContext(
+            self.gates, labels, requester=requests.current(), tokens=self.tokens, lookup=self.lookup, lookup_all=self.lookup_all, resolve_kind=lookup_kind
+        )
 
     @staticmethod
-    def _admit(operation: str, strategy: KindStrategy, namespace: str, name: str, new: Obj | None, old: Obj | None, subresource: str = "") -> None:
-        """Admission by identity (NodeRestriction) of one write the requester makes."""
+    def _admit(
+        operation: str,
+        strategy: KindStrategy,
+        namespace: str,
+        name: str,
+        new: Obj | None,
+        old: Obj | None,
+        subresource: str = "",
+        *,
+        options: WriteOptions | DeleteOptions | None = None,
+        kind: str = "",
+    ) -> None:
+        """Admission of one write the requester makes (NodeRestriction, the admission policies)."""
         requester = requests.current()
         if requester is None:
             return
@@ -123,8 +158,20 @@ class GenericStore:
                 "name": name,
                 "obj": new,
                 "old": old,
+                "version": strategy.version,
+                "kind": kind or strategy.kind,
+                "dry_run": options is not None and options.dry_run,
+                "options": (lambda: options.admission_options(operation)) if options is not None else None,
             }
         )
+
+    async def _admit_write(self, operation: str, strategy: KindStrategy, namespace: str, name: str, new: Obj, old: Obj | None, dry_run: bool, subresource: str = "") -> None:
+        """The admission steps that may wait, in order; a dry run is admitted without its effects."""
+        if not self.write_admission:
+            return
+        write = AdmittedWrite(operation, strategy, namespace if strategy.namespaced else "", name, new, old, subresource or strategy.subresource, dry_run)
+        for admit in self.write_admission:
+            await admit(write)
 
     def _not_found(self, strategy: KindStrategy, name: str) -> ApiError:
         return errors.not_found(strategy.qualified_resource, name, strategy.group, strategy.plural)
@@ -448,15 +495,18 @@ class GenericStore:
             metadata["name"] = _generated_name(generate)
         strategy.default(obj, ctx)
         strategy.drop_disabled_fields(obj, None, ctx)
+        if strategy.stored:
+            complete_status(strategy, obj)
         errs = self._validate_meta(strategy, obj) + strategy.validate_create(obj, ctx)
         if errs:
             raise self._invalid(strategy, metadata.get("name") or "", errs)
         warnings.extend(ctx.warnings)
         if not strategy.stored:
             return WriteResult(strategy.respond(obj, ctx), created=True, warnings=warnings)
-        self._admit(CREATE, strategy, namespace, name, obj, None)
+        self._admit(CREATE, strategy, namespace, name, obj, None, options=wopts)
         if not applied:
             ssa.update_managed_fields(None, obj, wopts.field_manager, "Update", strategy.api_version, now, reset_fields=strategy.reset_fields())
+        await self._admit_write(CREATE, strategy, namespace, metadata["name"], obj, None, wopts.dry_run)
         if wopts.dry_run:
             return WriteResult(obj, created=True, warnings=warnings)
         for attempt in range(GENERATE_NAME_ATTEMPTS if generated else 1):
@@ -488,11 +538,13 @@ class GenericStore:
         *,
         dry_run: bool = False,
         create: Callable[[Obj], Any] | None = None,
+        subresource: str = "",
     ) -> WriteResult:
         """Read, mutate, write with the read revision as precondition; retry on races.
 
         ``mutate`` returns the new object, or None for "nothing to change". It raises
         ApiError for client mistakes (including a stale resourceVersion the client gave).
+        ``subresource``: the action subresource writing (the strategy's own otherwise).
         """
         ns = namespace if strategy.namespaced else ""
         fresh = False
@@ -507,6 +559,7 @@ class GenericStore:
             if new is None:
                 return WriteResult(current)
             deleting = bool(new["metadata"].get("deletionTimestamp")) and not strategy.blocks_deletion(new) and not new["metadata"].get("deletionGracePeriodSeconds")
+            await self._admit_write(UPDATE, strategy, ns, name, new, current.obj, dry_run, subresource)
             if dry_run:
                 return WriteResult(new)
             op = WriteOp(DELETED if deleting else MODIFIED, strategy.stored_resource, ns, name, strategy.to_stored(new), current.revision)
@@ -563,6 +616,7 @@ class GenericStore:
         strategy.prepare_for_update(new, old, ctx)
         strategy.default(new, ctx)
         strategy.drop_disabled_fields(new, old, ctx)
+        complete_status(strategy, new)
         if operation != "Apply":
             # Before validation, as upstream's field manager runs first: managedFields a client
             # sent that cannot be read give way to the stored ones, and what is left is validated.
@@ -575,7 +629,7 @@ class GenericStore:
         if errs:
             raise self._invalid(strategy, name, errs)
         warnings.extend(ctx.warnings)
-        self._admit(UPDATE, strategy, old["metadata"].get("namespace", ""), name, new, old)
+        self._admit(UPDATE, strategy, old["metadata"].get("namespace", ""), name, new, old, options=wopts)
         if _same_object(new, old):
             return None
         return new
@@ -641,6 +695,7 @@ class GenericStore:
                 if current is None:
                     return None
                 doc = current.copy()
+                complete_status(strategy, doc)  # an object stored before statuses were completed
                 if patch_type == "json":
                     new = patches.apply_json_patch(doc, patch_body)
                 elif patch_type == "merge":
@@ -678,7 +733,7 @@ class GenericStore:
             meta = current.obj["metadata"]
             self._check_delete_preconditions(strategy, name, meta, dopts)
             strategy.check_delete(current.obj)
-            self._admit(DELETE, strategy, ns, name, None, current.obj)
+            self._admit(DELETE, strategy, ns, name, None, current.obj, options=dopts)
             new = current.copy()
             new_meta = new["metadata"]
             grace = strategy.delete_grace_period(current.obj, dopts.grace_period_seconds)
@@ -758,7 +813,9 @@ class GenericStore:
             if current is None:
                 return None
             self._check_preconditions(strategy, name, current.obj["metadata"], uid, resource_version)
-            self._admit(CREATE if "create" in subresource.verbs else UPDATE, strategy, namespace, name, body, current.obj, subresource.name)
+            operation = CREATE if "create" in subresource.verbs else UPDATE
+            kind = subresource.group_version_kind(strategy)[2]
+            self._admit(operation, strategy, namespace, name, body, current.obj, subresource.name, options=wopts, kind=kind)
             new = subresource.apply(strategy, name, body, current.copy())
             if new == current.obj:
                 return None
@@ -766,7 +823,7 @@ class GenericStore:
                 ssa.update_managed_fields(current.obj, new, wopts.field_manager, "Update", strategy.api_version, now_rfc3339(), subresource.name)
             return new
 
-        return await self.guaranteed_update(strategy, namespace, name, mutate, dry_run=wopts.dry_run)
+        return await self.guaranteed_update(strategy, namespace, name, mutate, dry_run=wopts.dry_run, subresource=subresource.name)
 
 
     async def compute_subresource(self, strategy: KindStrategy, subresource: ComputedSubresource, namespace: str, name: str, body: Any) -> Obj:
@@ -777,8 +834,36 @@ class GenericStore:
         current = self.storage.cached(strategy.stored_resource, namespace if strategy.namespaced else "", name)
         if current is None:
             raise self._not_found(strategy, name)
-        self._admit(CREATE, strategy, namespace, name, body, current.obj, subresource.name)
+        self._admit(CREATE, strategy, namespace, name, body, current.obj, subresource.name, kind=kind)
         return subresource.respond(strategy, current.obj, body, self.context(namespace))
+
+
+# (apiVersion, kind) -> the message of the kind's status when its Go type holds it by value.
+_STATUS_MESSAGES: dict[tuple[str, str], protobuf.Message | None] = {}
+
+
+def _status_message(api_version: str, kind: str) -> protobuf.Message | None:
+    key = (api_version, kind)
+    if key not in _STATUS_MESSAGES:
+        message = protobuf.schema().kinds.get(key)
+        found = next((f for f in message.fields if f.json == "status"), None) if message is not None else None
+        by_value = found is not None and found.label == protobuf.MESSAGE and not found.pointer
+        _STATUS_MESSAGES[key] = found.message if found is not None and by_value else None
+    return _STATUS_MESSAGES[key]
+
+
+def complete_status(strategy: KindStrategy, obj: Obj) -> None:
+    """Give ``obj`` the status upstream serialises for it: a kind whose Go type holds its status by
+    value (not a pointer) always has one, ``"status": {}`` at least, with the zero fields Go writes
+    (``kube.protobuf.fill_zero_fields``), so that a JSON patch can add to a new object's status."""
+    message = _status_message(strategy.api_version, strategy.kind)
+    if message is None:
+        return
+    status = obj.get("status")
+    if status is None:
+        obj["status"] = status = {}
+    if isinstance(status, dict):
+        protobuf.fill_zero_fields(status, message)
 
 
 def _numbered_revision(value: Any) -> bool:

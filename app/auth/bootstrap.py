@@ -50,6 +50,9 @@ PROJECT_CONTROLLERS = (
     "generic-garbage-collector",
     "device-taint-eviction-controller",
     "resourcepoolstatusrequest-controller",
+    "resourcequota-controller",
+    "service-account-controller",
+    "root-ca-cert-publisher",
 )
 CONTROLLER_MANAGER_BINDING_PREFIX = "system:dra-controller-manager:"
 

@@ -41,6 +41,7 @@ from app.auth.authorizers import (
 from app.auth.impersonation import ConstrainedImpersonation, impersonate, wanted_user
 from app.auth.node import NodeAuthorizer, NodeGraph
 from app.auth.noderestriction import NodeRestriction
+from app.auth.policies import ValidatingAdmissionPolicies
 from app.auth.rbac import RBACAuthorizer, RBACIndex
 from app.auth.user import SYSTEM_PRIVILEGED_GROUP, UserInfo
 from app.config import Settings
@@ -53,11 +54,23 @@ log = logging.getLogger("app.auth")
 DEFAULT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 # Where the TLS layer puts the client certificate (DER) in the ASGI scope.
 PEER_CERTIFICATE = "dra.peer_certificate"
-ADMISSION_PLUGINS = ("NodeRestriction",)
+# The admission plugins this server has, in upstream's order.
+ADMISSION_PLUGINS = ("NodeRestriction", "ValidatingAdmissionPolicy", "ResourceQuota")
+# On unless --disable-admission-plugins names them, as upstream's default plugins are.
+DEFAULT_ADMISSION_PLUGINS = ("ValidatingAdmissionPolicy", "ResourceQuota")
 
 
 class ConfigurationError(ValueError):
     """Settings the server cannot start with."""
+
+
+def enabled_admission_plugins(settings: Settings) -> frozenset[str]:
+    """The default plugins and those --enable-admission-plugins names, less those --disable-admission-plugins names."""
+    enabled, disabled = ({p.strip() for p in flag.split(",") if p.strip()} for flag in (settings.admission_plugins, settings.disabled_admission_plugins))
+    for name, plugins in (("--enable-admission-plugins", enabled), ("--disable-admission-plugins", disabled)):
+        if unknown := sorted(plugins.difference(ADMISSION_PLUGINS)):
+            raise ConfigurationError(f"{name}: unknown plugin(s) {unknown}; known: {', '.join(ADMISSION_PLUGINS)}")
+    return frozenset(enabled.union(DEFAULT_ADMISSION_PLUGINS).difference(disabled))
 
 
 def _lookup(storage: Storage) -> Any:
@@ -97,10 +110,11 @@ class AuthSystem:
         self.constrained = ConstrainedImpersonation(self.authorizer) if gates.enabled("ConstrainedImpersonation") else None
         # Everything is allowed: skip attribute parsing and the authorizers on the request path.
         self.allow_all = self.modes == ("AlwaysAllow",)
-        plugins = [p.strip() for p in settings.admission_plugins.split(",") if p.strip()]
-        if unknown_plugins := [p for p in plugins if p not in ADMISSION_PLUGINS]:
-            raise ConfigurationError(f"--enable-admission-plugins: unknown plugin(s) {unknown_plugins}; known: {', '.join(ADMISSION_PLUGINS)}")
-        self.admission: list[AdmissionPlugin] = [NodeRestriction(lookup)] if "NodeRestriction" in plugins else []
+        self.admission_plugins = enabled_admission_plugins(settings)
+        self.policies = ValidatingAdmissionPolicies(storage, self.authorizer)
+        plugins: dict[str, AdmissionPlugin] = {"NodeRestriction": NodeRestriction(lookup), "ValidatingAdmissionPolicy": self.policies}
+        # ResourceQuota is the generic store's write admission (app.admission), not a plugin of the requester.
+        self.admission = [plugins[name] for name in ADMISSION_PLUGINS if name in plugins and name in self.admission_plugins]
         self.tokens = self._service_account_tokens(settings, lookup)
         authenticators: list[Authenticator] = []
         if settings.client_ca_file:
@@ -139,6 +153,8 @@ class AuthSystem:
             self.storage.follow(resource, functools.partial(self.rbac.apply, resource))
         for resource in node.RESOURCES:
             self.storage.follow(resource, functools.partial(self.graph.apply, resource))
+        if self.policies in self.admission:
+            self.policies.start()
 
     def close(self) -> None:
         if self.audit is not None:
@@ -223,10 +239,12 @@ class AuthFilter:
         code = 500
         requester: context.Requester | None = None
 
-        async def send_audited(message: MutableMapping[str, Any]) -> None:
+        async def send_out(message: MutableMapping[str, Any]) -> None:
             nonlocal code
             if message["type"] == "http.response.start":
                 code = message["status"]
+                if requester is not None and requester.warnings:
+                    message = with_warnings(message, requester.warnings)
             await send(message)
 
         try:
@@ -241,7 +259,7 @@ class AuthFilter:
                 return
             token = context.set_current(requester)
             try:
-                await self.app(scope, receive, send_audited if audit is not None else send)
+                await self.app(scope, receive, send_out)
             finally:
                 context.reset(token)
         finally:
@@ -273,7 +291,22 @@ class AuthFilter:
             finished=time.time(),
             decision=decision,
             reason=reason,
+            annotations=notes.get("annotations"),
         )
+
+
+def with_warnings(message: MutableMapping[str, Any], warnings: list[str]) -> MutableMapping[str, Any]:
+    """A response start with admission's warnings after those the handler wrote (upstream's order:
+    the strategy's warnings are recorded before admission runs)."""
+    headers = list(message.get("headers") or [])
+    added = context.warning_header_value(warnings).encode()
+    for index, (name, value) in enumerate(headers):
+        if name.lower() == b"warning":
+            headers[index] = (name, value + b", " + added)
+            break
+    else:
+        headers.append((b"warning", added))
+    return {**message, "headers": headers}
 
 
 def _audit_id() -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from app.registry.admissionregistration import validatingadmissionpolicy, validatingadmissionpolicybinding
 from app.registry.apps import replicaset, statefulset
 from app.registry.authentication import selfsubjectreview
 from app.registry.authorization import localsubjectaccessreview, selfsubjectaccessreview, selfsubjectrulesreview, subjectaccessreview
@@ -17,6 +18,7 @@ from app.registry.base import KindStrategy, ScopeStrategy
 from app.registry.coordination import lease
 from app.registry.core import (
     configmap,
+    endpoints,
     event,
     namespace,
     node,
@@ -24,10 +26,12 @@ from app.registry.core import (
     persistentvolumeclaim,
     pod,
     replicationcontroller,
+    resourcequota,
     secret,
     service,
     serviceaccount,
 )
+from app.registry.discovery import endpointslice
 from app.registry.events import event as events_event
 from app.registry.policy import poddisruptionbudget
 from app.registry.rbac import clusterrole, clusterrolebinding, role, rolebinding
@@ -56,6 +60,7 @@ KINDS: tuple[KindStrategy, ...] = (
     lease.STRATEGY,
     serviceaccount.STRATEGY,
     secret.STRATEGY,
+    resourcequota.STRATEGY,
     role.STRATEGY,
     clusterrole.STRATEGY,
     rolebinding.STRATEGY,
@@ -68,6 +73,8 @@ KINDS: tuple[KindStrategy, ...] = (
     localsubjectaccessreview.STRATEGY,
     workload.STRATEGY,
     podgroup.STRATEGY,
+    validatingadmissionpolicy.STRATEGY,
+    validatingadmissionpolicybinding.STRATEGY,
     # Served as storage only (app.registry.storageonly): upstream's components watch them.
     persistentvolume.STRATEGY,
     persistentvolumeclaim.STRATEGY,
@@ -82,6 +89,9 @@ KINDS: tuple[KindStrategy, ...] = (
     csidriver.STRATEGY,
     csistoragecapacity.STRATEGY,
     volumeattachment.STRATEGY,
+    # The server's own endpoints (default/kubernetes) are written in both.
+    endpoints.STRATEGY,
+    endpointslice.STRATEGY,
 )
 
 # Kinds served from another kind's storage, in another group (``KindStrategy.storage_group``):
