@@ -262,6 +262,11 @@ class PreFilterPlugin(Plugin, Protocol):
 
 
 class FilterPlugin(Plugin, Protocol):
+    """Two optional members make the hot path cheaper: ``spec_fields`` (a tuple of node spec
+    fields, for a filter that reads nothing else of the node: the cycle does not call it for
+    nodes without them) and ``node_filter(state)`` (the callable the cycle should use per node
+    this attempt, when the plugin has one made for the pod)."""
+
     def filter(self, state: CycleState, pod: Obj, node: Obj) -> Status | None:
         """Whether the pod fits ``node`` (None) or why not."""
 
