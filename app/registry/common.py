@@ -1,5 +1,5 @@
-"""Validation rules kinds of several API groups share: core/v1 node selectors, metav1 conditions,
-and core/v1 resource names and quantities."""
+"""Validation rules kinds of several API groups share: core/v1 node selectors, metav1 label
+selectors and conditions, and core/v1 resource names and quantities."""
 
 from __future__ import annotations
 
@@ -8,10 +8,52 @@ from typing import Any
 
 from app.registry.accessors import Errs, dict_entries, get_int, get_list, get_str, parse_quantity_field
 from app.registry.base import Obj
-from app.registry.objectmeta import IS_NEGATIVE, qualified_name_problems, validate_label_key
+from app.registry.objectmeta import (
+    IS_NEGATIVE,
+    qualified_name_problems,
+    validate_label_key,
+    validate_label_value,
+    validate_labels,
+    validate_qualified_name,
+)
 from kube.errors import FieldError, duplicate, forbidden, invalid, not_supported, required, too_long, too_many
 
 _CONDITION_REASON_RE = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
+
+
+# --- label selectors (metav1 validation) ----------------------------------------------------------
+
+LABEL_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+def validate_label_selector(selector: Any, path: str) -> Errs:
+    """upstream's ValidateLabelSelector (strict: values must be valid label values): matchLabels
+    as labels, and each matchExpressions requirement's operator, values and key."""
+    if not isinstance(selector, dict):
+        return []
+    errs: Errs = validate_labels(selector.get("matchLabels"), f"{path}.matchLabels")
+    for _, req, rpath in dict_entries(get_list(selector, "matchExpressions", path, errs) or [], f"{path}.matchExpressions", errs):
+        operator = req.get("operator")
+        raw_values: Any = req.get("values")
+        values: list[Any] = raw_values if isinstance(raw_values, list) else []
+        if operator in ("In", "NotIn"):
+            if not values:
+                errs.append(required(f"{rpath}.values", "must be specified when `operator` is 'In' or 'NotIn'"))
+        elif operator in ("Exists", "DoesNotExist"):
+            if values:
+                errs.append(forbidden(f"{rpath}.values", "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"))
+        else:
+            errs.append(invalid(f"{rpath}.operator", operator, "not a valid selector operator"))
+        key = req.get("key")
+        errs += validate_qualified_name(key if isinstance(key, str) else "", f"{rpath}.key")
+        for index, value in enumerate(values):
+            errs += validate_label_value(value if isinstance(value, str) else "", f"{rpath}.values[{index}]")
+    return errs
+
+
+def label_selector_is_empty(selector: Any) -> bool:
+    """Whether a (non-null) selector has neither matchLabels nor matchExpressions: it selects everything."""
+    return isinstance(selector, dict) and not selector.get("matchLabels") and not selector.get("matchExpressions")
 
 
 # --- node selectors (core validation) ---------------------------------------------------------
