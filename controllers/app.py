@@ -1,5 +1,6 @@
 """The controller process: flags, logging, health endpoint, leader election, and the claim,
-garbage collection, device taint eviction and (gate DRAResourcePoolStatus) pool status controllers."""
+garbage collection, device taint eviction, (gate DRAResourcePoolStatus) pool status and workload
+controllers."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from controllers.garbagecollector import GarbageCollector
 from controllers.podgroups import PodGroupController
 from controllers.resourceclaim import ClaimController
 from controllers.resourcepoolstatus import PoolStatusController
+from controllers.workloadcontrollers import ACCOUNTS as WORKLOAD_ACCOUNTS
+from controllers.workloadcontrollers import WorkloadControllers
 from kube import podgroups
 from kube.client import KubeClient
 from kube.features import FeatureGates
@@ -32,6 +35,7 @@ ACCOUNTS = {
     "gc": "generic-garbage-collector",
     "eviction": "device-taint-eviction-controller",
     "pool-status": "resourcepoolstatusrequest-controller",
+    **WORKLOAD_ACCOUNTS,
 }
 
 
@@ -58,9 +62,12 @@ def new_controllers(
     controller's requests go through ``clients[<ACCOUNTS key>]`` when given, else ``client``."""
     clients = clients or {}
     claims = ClaimController(clients.get("claims", client), workers=args.workers)
-    collector = GarbageCollector(clients.get("gc", client), pods=claims.pods, claims=claims.claims, claims_by_owner=claims.claims_by_owner, workers=args.workers)
-    informers = [*claims.informers, *collector.informers]
-    work = [claims.process, collector.process]
+    workloads = WorkloadControllers(lambda key: clients.get(key, client), claims.pods, workers=args.workers)
+    collector = GarbageCollector(
+        clients.get("gc", client), pods=claims.pods, claims=claims.claims, claims_by_owner=claims.claims_by_owner, workers=args.workers, more=workloads.collected
+    )
+    informers = [*claims.informers, *collector.informers, *workloads.informers]
+    work = [claims.process, collector.process, *workloads.processes]
     # Upstream starts the eviction controller only with DynamicResourceAllocation and DRADeviceTaints,
     # and watches DeviceTaintRules only with DRADeviceTaintRules.
     if gates.enabled("DynamicResourceAllocation") and gates.enabled("DRADeviceTaints"):
@@ -114,7 +121,7 @@ async def run(args: argparse.Namespace, gates: FeatureGates) -> None:
     accounts = ServiceAccountClients(client, connection_from_args(args), user_agent="dra-controller/0.1", qps=args.qps or None)
     try:
         # Only the accounts of the controllers that run (as kube-controller-manager makes them).
-        wanted = {"claims", "gc"}
+        wanted = {"claims", "gc", *WORKLOAD_ACCOUNTS}
         if gates.enabled("DynamicResourceAllocation") and gates.enabled("DRADeviceTaints"):
             wanted.add("eviction")
         if gates.enabled("DRAResourcePoolStatus"):

@@ -1,0 +1,43 @@
+"""The workload controllers together: they share the pod informer (the claim controller's) and
+an index of pods by controlling owner, and the garbage collector reads their informers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from controllers.garbagecollector import Collected
+from controllers.replicaset import ReplicaSetController
+from controllers.workloads import OwnerIndexKey, controller_index_keys
+from kube.client import KubeClient
+from kube.indexer import Index
+from kube.informer import Informer
+
+# The service account of each controller under --use-service-account-credentials (upstream's names).
+ACCOUNTS = {
+    "replicasets": "replicaset-controller",
+}
+
+
+class WorkloadControllers:
+    """Every workload controller, each with its own client (``client_for(<ACCOUNTS key>)``)."""
+
+    def __init__(self, client_for: Callable[[str], KubeClient], pods: Informer, *, workers: int = 4, watch_timeout_seconds: int | None = None) -> None:
+        self.pods = pods
+        self.pods_by_controller: Index[OwnerIndexKey] = Index(pods, controller_index_keys)
+        self.replica_sets = ReplicaSetController(
+            client_for("replicasets"), pods=pods, pods_by_controller=self.pods_by_controller, workers=workers, watch_timeout_seconds=watch_timeout_seconds
+        )
+
+    @property
+    def informers(self) -> list[Informer]:
+        return [self.pods, self.replica_sets.replica_sets]
+
+    @property
+    def collected(self) -> list[Collected]:
+        """What the garbage collector looks after besides pods, claims and events."""
+        return [Collected("apps", "v1", "replicasets", "ReplicaSet", self.replica_sets.replica_sets)]
+
+    @property
+    def processes(self) -> list[Callable[[], Coroutine[Any, Any, None]]]:
+        return [self.replica_sets.process]
