@@ -21,9 +21,9 @@ import time
 from controllers.objects import controller_owner, get_live, metadata
 from controllers.workloads import (
     BURST_REPLICAS,
+    Claimer,
     Expectations,
     OwnerIndexKey,
-    PodClaimer,
     PodControl,
     generate_name_prefix,
     is_controlled_by,
@@ -232,7 +232,7 @@ class ReplicaSetController:
             return True
         candidates = owned_and_orphans(self.pods_by_controller, rs)
         active_candidates = [pod for pod in candidates if is_pod_active(pod)]
-        claimer = PodClaimer(self.client, rs, owner_reference(rs, f"{GROUP}/{VERSION}", KIND), selector, lambda: self._fresh(namespace, name))
+        claimer = Claimer(self.client, rs, owner_reference(rs, f"{GROUP}/{VERSION}", KIND), selector, lambda: self._fresh(namespace, name))
         active = await claimer.claim(active_candidates)
         terminating = [pod for pod in candidates if is_pod_terminating(pod) and is_controlled_by(pod, rs) and selector.matches(labels_of(pod))]
         failure: Exception | None = None

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from controllers.deployment import DeploymentController
 from controllers.garbagecollector import Collected
 from controllers.replicaset import ReplicaSetController
 from controllers.workloads import OwnerIndexKey, controller_index_keys
@@ -16,6 +17,7 @@ from kube.informer import Informer
 # The service account of each controller under --use-service-account-credentials (upstream's names).
 ACCOUNTS = {
     "replicasets": "replicaset-controller",
+    "deployments": "deployment-controller",
 }
 
 
@@ -28,16 +30,23 @@ class WorkloadControllers:
         self.replica_sets = ReplicaSetController(
             client_for("replicasets"), pods=pods, pods_by_controller=self.pods_by_controller, workers=workers, watch_timeout_seconds=watch_timeout_seconds
         )
+        self.deployments = DeploymentController(
+            client_for("deployments"), replica_sets=self.replica_sets.replica_sets, pods=pods, pods_by_controller=self.pods_by_controller,
+            workers=workers, watch_timeout_seconds=watch_timeout_seconds,
+        )  # fmt: skip
 
     @property
     def informers(self) -> list[Informer]:
-        return [self.pods, self.replica_sets.replica_sets]
+        return [self.pods, self.replica_sets.replica_sets, self.deployments.deployments]
 
     @property
     def collected(self) -> list[Collected]:
         """What the garbage collector looks after besides pods, claims and events."""
-        return [Collected("apps", "v1", "replicasets", "ReplicaSet", self.replica_sets.replica_sets)]
+        return [
+            Collected("apps", "v1", "replicasets", "ReplicaSet", self.replica_sets.replica_sets),
+            Collected("apps", "v1", "deployments", "Deployment", self.deployments.deployments),
+        ]
 
     @property
     def processes(self) -> list[Callable[[], Coroutine[Any, Any, None]]]:
-        return [self.replica_sets.process]
+        return [self.replica_sets.process, self.deployments.process]

@@ -20,6 +20,8 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from controllers.objects import controller_owner, metadata
 from kube.client import KubeClient, record_event, resource_path
 from kube.errors import ApiError
@@ -334,17 +336,27 @@ def next_availability_check(pods: Iterable[Obj], min_ready_seconds: int, now: fl
 # ---- claiming pods --------------------------------------------------------------------------------
 
 
-class PodClaimer:
-    """Upstream's PodControllerRefManager for one owner: its pods that its selector no longer
-    matches are released, matching orphans adopted (once a fresh read of the owner shows it is not
-    being deleted), by strategic merge patches with the pod's UID as precondition."""
+class Claimer:
+    """Upstream's ControllerRefManager for one owner and one kind of dependent (pods, or a
+    Deployment's ReplicaSets): the dependents it controls that its selector no longer matches are
+    released, matching orphans adopted (once a fresh read of the owner shows it is not being
+    deleted), by strategic merge patches with the dependent's UID as precondition."""
 
-    def __init__(self, client: KubeClient, owner: Obj, owner_ref: Obj, selector: LabelSelector, fresh_owner: Callable[[], Awaitable[Obj | None]]) -> None:
+    def __init__(
+        self,
+        client: KubeClient,
+        owner: Obj,
+        owner_ref: Obj,
+        selector: LabelSelector,
+        fresh_owner: Callable[[], Awaitable[Obj | None]],
+        path_of: Callable[[Obj], str] | None = None,
+    ) -> None:
         self.client = client
         self.owner = owner
         self.owner_ref = owner_ref
         self.selector = selector
         self._fresh_owner = fresh_owner
+        self._path_of = path_of or _pod_path
         self._can_adopt: bool | None = None
 
     async def can_adopt(self) -> bool:
@@ -353,31 +365,31 @@ class PodClaimer:
             self._can_adopt = fresh is not None and metadata(fresh).get("uid") == metadata(self.owner).get("uid") and not metadata(fresh).get("deletionTimestamp")
         return self._can_adopt
 
-    async def claim(self, pods: Iterable[Obj], match: Callable[[Obj], bool] | None = None) -> list[Obj]:
-        """The pods this owner controls after adopting and releasing; patch failures other than
-        a pod gone or changed are raised once every pod had its turn."""
+    async def claim(self, objects: Iterable[Obj], match: Callable[[Obj], bool] | None = None) -> list[Obj]:
+        """The dependents this owner controls after adopting and releasing; patch failures other
+        than a dependent gone or invalid are raised once every dependent had its turn."""
         claimed: list[Obj] = []
         failures: list[ApiError] = []
         owner_meta = metadata(self.owner)
-        for pod in pods:
-            matches = self.selector.matches(labels_of(pod)) and (match is None or match(pod))
-            ref = controller_owner(pod)
+        for obj in objects:
+            matches = self.selector.matches(labels_of(obj)) and (match is None or match(obj))
+            ref = controller_owner(obj)
             try:
                 if ref is not None:
                     if ref.get("uid") != owner_meta.get("uid"):
                         continue
                     if matches:
-                        claimed.append(pod)
+                        claimed.append(obj)
                     elif not owner_meta.get("deletionTimestamp"):
-                        await self._patch(pod, {"ownerReferences": [{"$patch": "delete", "uid": owner_meta["uid"]}]})
+                        await self._patch(obj, {"ownerReferences": [{"$patch": "delete", "uid": owner_meta["uid"]}]})
                     continue
-                if owner_meta.get("deletionTimestamp") or not matches or metadata(pod).get("deletionTimestamp"):
+                if owner_meta.get("deletionTimestamp") or not matches or metadata(obj).get("deletionTimestamp"):
                     continue
-                if metadata(pod).get("namespace") != owner_meta.get("namespace"):
+                if metadata(obj).get("namespace") != owner_meta.get("namespace"):
                     continue
                 if not await self.can_adopt():
                     continue
-                adopted = await self._patch(pod, {"ownerReferences": [self.owner_ref]})
+                adopted = await self._patch(obj, {"ownerReferences": [self.owner_ref]})
                 if adopted is not None:
                     claimed.append(adopted)
             except ApiError as exc:
@@ -386,16 +398,42 @@ class PodClaimer:
             raise failures[0]
         return claimed
 
-    async def _patch(self, pod: Obj, meta: Obj) -> Obj | None:
-        """A strategic merge patch of the pod's metadata with its UID; None when the pod is gone."""
-        pmeta = metadata(pod)
-        path = resource_path("", "v1", "pods", pmeta.get("namespace"), pmeta["name"])
+    async def _patch(self, obj: Obj, meta: Obj) -> Obj | None:
+        """A strategic merge patch of the dependent's metadata with its UID; None when it is gone."""
         try:
-            return await self.client.patch(path, {"metadata": {**meta, "uid": pmeta["uid"]}}, patch_type="strategic")
+            return await self.client.patch(self._path_of(obj), {"metadata": {**meta, "uid": metadata(obj)["uid"]}}, patch_type="strategic")
         except ApiError as exc:
             if exc.code in (404, 422):  # gone, or (releasing) invalid: nothing to do, as upstream
                 return None
             raise
+
+
+def _pod_path(pod: Obj) -> str:
+    meta = metadata(pod)
+    return resource_path("", "v1", "pods", meta.get("namespace"), meta["name"])
+
+
+# ---- hashes -----------------------------------------------------------------------------------------
+
+_SAFE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+
+def safe_encode(text: str) -> str:
+    """rand.SafeEncodeString: each character mapped onto the consonants and digits of generated names."""
+    return "".join(_SAFE_ALPHABET[ord(ch) % len(_SAFE_ALPHABET)] for ch in text)
+
+
+def compute_hash(template: Any, collision_count: int | None = None) -> str:
+    """controller.ComputeHash: FNV-1a (32 bits) of the template, and of the collision count when
+    there is one, as a short safe string (upstream hashes Go's dump of the struct; this one hashes
+    the template's canonical JSON, so the values differ from upstream's, the form does not)."""
+    data = orjson.dumps(template, option=orjson.OPT_SORT_KEYS)
+    if collision_count is not None:
+        data += (collision_count & 0xFFFFFFFF).to_bytes(4, "little") + b"\0\0\0\0"
+    value = 0x811C9DC5
+    for byte in data:
+        value = ((value ^ byte) * 0x01000193) & 0xFFFFFFFF
+    return safe_encode(str(value))
 
 
 def resolve_controller(informer: Informer, namespace: str, ref: Obj | None, kind: str) -> Obj | None:

@@ -4,7 +4,6 @@ counters of their status."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from app.registry.accessors import Errs
@@ -13,9 +12,9 @@ from app.registry.common import label_selector_is_empty, validate_label_selector
 from app.registry.core.podtemplate import restart_policy_of, template_labels, template_spec, validate_pod_template_spec
 from app.registry.objectmeta import IS_NEGATIVE, is_int, validate_nonnegative
 from kube.errors import ApiError, forbidden, invalid, not_supported, required
+from kube.intstr import PERCENT, percent
 from kube.labels import selector_from_label_selector_object
 
-_PERCENT = re.compile(r"^[0-9]+%$")
 # apimachinery's IsValidPercent message.
 _PERCENT_MESSAGE = "a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%', or '93%', regex used for validation is '[0-9]+%')"
 # The pod template and the conditions of the workload kinds' create examples.
@@ -33,32 +32,18 @@ def example_template() -> Obj:
 def validate_int_or_percent(value: Any, path: str) -> Errs:
     """ValidatePositiveIntOrPercent: a non-negative integer, or a percent string."""
     if isinstance(value, str):
-        return [] if _PERCENT.match(value) else [invalid(path, value, _PERCENT_MESSAGE)]
+        return [] if PERCENT.match(value) else [invalid(path, value, _PERCENT_MESSAGE)]
     if is_int(value):
         return [invalid(path, value, IS_NEGATIVE)] if value < 0 else []
     return [invalid(path, value, "must be an integer or percentage (e.g '5%')")]
 
 
-def int_or_percent_value(value: Any) -> int:
-    """getIntOrPercentValue: a percent's number, an integer itself; 0 for anything else."""
-    if isinstance(value, str):
-        return int(value[:-1]) if _PERCENT.match(value) else 0
-    return value if is_int(value) else 0
-
-
 def not_more_than_100_percent(value: Any, path: str) -> Errs:
     """IsNotMoreThan100Percent: a percent over 100 is refused (integers are not percentages)."""
-    if isinstance(value, str) and _PERCENT.match(value) and int(value[:-1]) > 100:
+    number = percent(value)
+    if number is not None and number > 100:
         return [invalid(path, value, "must not be greater than 100%")]
     return []
-
-
-def scaled_int_or_percent(value: Any, total: int, round_up: bool) -> int:
-    """intstr.GetScaledValueFromIntOrPercent: an integer itself, a percent of ``total`` rounded up or down."""
-    if isinstance(value, str) and _PERCENT.match(value):
-        percent = int(value[:-1])
-        return -(-percent * total // 100) if round_up else percent * total // 100
-    return value if is_int(value) else 0
 
 
 # ---- selector and template -----------------------------------------------------------------------

@@ -7,7 +7,6 @@ from typing import Any
 
 from app.registry.accessors import Errs
 from app.registry.apps.common import (
-    int_or_percent_value,
     nonnegative_fields,
     not_more_than_100_percent,
     selector_of,
@@ -19,6 +18,7 @@ from app.registry.common import label_selector_is_empty, validate_label_selector
 from app.registry.core.podtemplate import default_pod_template, template_labels, validate_pod_template_spec
 from app.registry.objectmeta import validate_immutable
 from kube.errors import invalid, not_supported, required
+from kube.intstr import int_or_percent_value
 
 UPDATE_STRATEGY_TYPES = ("RollingUpdate", "OnDelete")
 STATUS_COUNTERS = (

@@ -7,7 +7,6 @@ from typing import Any
 
 from app.registry.accessors import Errs
 from app.registry.apps.common import (
-    int_or_percent_value,
     nonnegative_fields,
     not_greater,
     not_more_than_100_percent,
@@ -18,6 +17,7 @@ from app.registry.apps.replicaset_validation import validate_replicated_spec
 from app.registry.core.podtemplate import default_pod_template
 from app.registry.objectmeta import is_int, validate_immutable
 from kube.errors import forbidden, invalid, not_supported, required
+from kube.intstr import int_or_percent_value
 
 STRATEGY_TYPES = ("Recreate", "RollingUpdate")
 _NOT_ABOVE_REPLICAS = "cannot be greater than status.replicas"

@@ -11,7 +11,6 @@ from typing import Any
 
 from app.registry.accessors import Errs
 from app.registry.apps.common import (
-    int_or_percent_value,
     nonnegative_fields,
     not_greater,
     not_more_than_100_percent,
@@ -25,6 +24,7 @@ from app.registry.apps.common import (
 from app.registry.core.podtemplate import default_pod_template, template_labels, validate_pod_template_spec
 from app.registry.objectmeta import validate_annotations, validate_dns1123_label, validate_immutable, validate_labels, validate_nonnegative
 from kube.errors import invalid, not_supported, required
+from kube.intstr import int_or_percent_value
 
 POD_MANAGEMENT_POLICIES = ("OrderedReady", "Parallel")
 RETENTION_POLICIES = ("Retain", "Delete")
