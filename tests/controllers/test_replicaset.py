@@ -13,25 +13,17 @@ from typing import Any
 
 import pytest
 
-from controllers.garbagecollector import GarbageCollector
-from controllers.objects import owner_uids
 from controllers.workloadcontrollers import WorkloadControllers
 from controllers.workloads import Expectations, pods_to_delete, slow_start_batch
 from kube.client import KubeClient, resource_path
-from kube.indexer import Index
-from kube.informer import Informer, run_with_informers
-from kube.timeutil import now_rfc3339
-from tests.processes import eventually_async, get_or_none, in_background
+from tests.controllers.workload_helpers import make_ready, pods_path, running_controllers
+from tests.processes import eventually_async, get_or_none
 
 LABELS = {"app": "proxy"}
 
 
 def rs_path(ns: str, name: str = "", sub: str | None = None) -> str:
     return resource_path("apps", "v1", "replicasets", ns, name or None, sub)
-
-
-def pods_path(ns: str, name: str = "", sub: str | None = None) -> str:
-    return resource_path("", "v1", "pods", ns, name or None, sub)
 
 
 def replica_set(name: str, replicas: int, **spec: Any) -> dict[str, Any]:
@@ -42,26 +34,12 @@ def replica_set(name: str, replicas: int, **spec: Any) -> dict[str, Any]:
 
 @pytest.fixture
 async def controllers(kube_client: KubeClient) -> AsyncIterator[WorkloadControllers]:
-    pods = Informer(kube_client, resource_path("", "v1", "pods"), name="pods")
-    claims = Informer(kube_client, resource_path("resource.k8s.io", "v1", "resourceclaims"), name="resourceclaims")
-    workloads = WorkloadControllers(lambda _key: kube_client, pods, workers=4)
-    collector = GarbageCollector(kube_client, pods=pods, claims=claims, claims_by_owner=Index(claims, owner_uids), workers=2, more=workloads.collected)
-    informers = [*collector.informers, *workloads.informers]
-    work = run_with_informers(informers, collector.process(), *(process() for process in workloads.processes))
-    async with in_background(work, synced=informers):
+    async with running_controllers(kube_client) as workloads:
         yield workloads
 
 
 async def owned_pods(client: KubeClient, ns: str) -> list[dict[str, Any]]:
     return [p for p in (await client.list(pods_path(ns)))["items"] if not p["metadata"].get("deletionTimestamp")]
-
-
-async def make_ready(client: KubeClient, ns: str, pod: dict[str, Any], node: str = "node-a") -> None:
-    """What a scheduler and a kubelet do: bind the pod, then report it Running and Ready."""
-    name = pod["metadata"]["name"]
-    await client.post_raw(pods_path(ns, name, "binding"), {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name}, "target": {"kind": "Node", "name": node}})
-    status = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": now_rfc3339()}]}
-    await client.patch(pods_path(ns, name, "status"), {"status": status})
 
 
 async def wait_for_available(client: KubeClient, ns: str, rs: dict[str, Any], target: int) -> dict[str, Any]:
