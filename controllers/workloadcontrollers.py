@@ -8,7 +8,9 @@ from typing import Any
 
 from controllers.deployment import DeploymentController
 from controllers.garbagecollector import Collected
+from controllers.job import JobController
 from controllers.replicaset import ReplicaSetController
+from controllers.ttlafterfinished import TTLAfterFinishedController
 from controllers.workloads import OwnerIndexKey, controller_index_keys
 from kube.client import KubeClient
 from kube.indexer import Index
@@ -18,6 +20,8 @@ from kube.informer import Informer
 ACCOUNTS = {
     "replicasets": "replicaset-controller",
     "deployments": "deployment-controller",
+    "jobs": "job-controller",
+    "ttl": "ttl-after-finished-controller",
 }
 
 
@@ -34,10 +38,14 @@ class WorkloadControllers:
             client_for("deployments"), replica_sets=self.replica_sets.replica_sets, pods=pods, pods_by_controller=self.pods_by_controller,
             workers=workers, watch_timeout_seconds=watch_timeout_seconds,
         )  # fmt: skip
+        self.jobs = JobController(
+            client_for("jobs"), pods=pods, pods_by_controller=self.pods_by_controller, workers=workers, watch_timeout_seconds=watch_timeout_seconds
+        )
+        self.ttl = TTLAfterFinishedController(client_for("ttl"), jobs=self.jobs.jobs)
 
     @property
     def informers(self) -> list[Informer]:
-        return [self.pods, self.replica_sets.replica_sets, self.deployments.deployments]
+        return [self.pods, self.replica_sets.replica_sets, self.deployments.deployments, self.jobs.jobs]
 
     @property
     def collected(self) -> list[Collected]:
@@ -45,8 +53,9 @@ class WorkloadControllers:
         return [
             Collected("apps", "v1", "replicasets", "ReplicaSet", self.replica_sets.replica_sets),
             Collected("apps", "v1", "deployments", "Deployment", self.deployments.deployments),
+            Collected("batch", "v1", "jobs", "Job", self.jobs.jobs),
         ]
 
     @property
     def processes(self) -> list[Callable[[], Coroutine[Any, Any, None]]]:
-        return [self.replica_sets.process, self.deployments.process]
+        return [self.replica_sets.process, self.deployments.process, self.jobs.process, self.ttl.process]

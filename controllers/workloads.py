@@ -350,6 +350,7 @@ class Claimer:
         selector: LabelSelector,
         fresh_owner: Callable[[], Awaitable[Obj | None]],
         path_of: Callable[[Obj], str] | None = None,
+        finalizers: list[str] | None = None,
     ) -> None:
         self.client = client
         self.owner = owner
@@ -357,6 +358,9 @@ class Claimer:
         self.selector = selector
         self._fresh_owner = fresh_owner
         self._path_of = path_of or _pod_path
+        # Finalizers added with the owner reference on adoption and removed with it on release
+        # (the Job controller's tracking finalizer).
+        self._finalizers = list(finalizers or [])
         self._can_adopt: bool | None = None
 
     async def can_adopt(self) -> bool:
@@ -381,7 +385,10 @@ class Claimer:
                     if matches:
                         claimed.append(obj)
                     elif not owner_meta.get("deletionTimestamp"):
-                        await self._patch(obj, {"ownerReferences": [{"$patch": "delete", "uid": owner_meta["uid"]}]})
+                        release: Obj = {"ownerReferences": [{"$patch": "delete", "uid": owner_meta["uid"]}]}
+                        if self._finalizers:
+                            release["$deleteFromPrimitiveList/finalizers"] = self._finalizers
+                        await self._patch(obj, release)
                     continue
                 if owner_meta.get("deletionTimestamp") or not matches or metadata(obj).get("deletionTimestamp"):
                     continue
@@ -389,7 +396,10 @@ class Claimer:
                     continue
                 if not await self.can_adopt():
                     continue
-                adopted = await self._patch(obj, {"ownerReferences": [self.owner_ref]})
+                adopt: Obj = {"ownerReferences": [self.owner_ref]}
+                if self._finalizers:
+                    adopt["finalizers"] = self._finalizers
+                adopted = await self._patch(obj, adopt)
                 if adopted is not None:
                     claimed.append(adopted)
             except ApiError as exc:

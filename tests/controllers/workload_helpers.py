@@ -50,16 +50,39 @@ def is_ready(pod: dict[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in (pod.get("status") or {}).get("conditions") or [])
 
 
-async def kubelet_loop(client: KubeClient, ns: str, *, ready: bool = True, interval: float = 0.1) -> None:
-    """Until cancelled: ready every new pod of the namespace (when ``ready``) and finish the
-    graceful deletion of the pods being deleted, as the kubelet simulator does."""
+async def finish(client: KubeClient, ns: str, pod: dict[str, Any], exit_code: int = 0) -> None:
+    """Report the pod's containers ended with ``exit_code``: Succeeded on 0, else Failed."""
+    now = now_rfc3339()
+    containers = [
+        {"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": False, "restartCount": 0,
+         "state": {"terminated": {"exitCode": exit_code, "reason": "Completed" if exit_code == 0 else "Error", "startedAt": now, "finishedAt": now}}}
+        for c in pod["spec"]["containers"]
+    ]  # fmt: skip
+    status = {
+        "phase": "Succeeded" if exit_code == 0 else "Failed",
+        "conditions": [{"type": "Ready", "status": "False", "lastTransitionTime": now, "reason": "PodCompleted"}],
+        "containerStatuses": containers,
+    }
+    await client.patch(pods_path(ns, pod["metadata"]["name"], "status"), {"status": status})
+
+
+async def kubelet_loop(client: KubeClient, ns: str, *, ready: bool = True, exit_code: int | None = None, interval: float = 0.1) -> None:
+    """Until cancelled: ready every new pod of the namespace (when ``ready``), or (with
+    ``exit_code``) end it so, and finish the graceful deletion of the pods being deleted."""
     while True:
         for pod in (await client.list(pods_path(ns)))["items"]:
             meta = pod["metadata"]
             try:
                 if meta.get("deletionTimestamp"):
                     await client.delete(pods_path(ns, meta["name"]), grace_period_seconds=0, missing_ok=True)
-                elif ready and not is_ready(pod) and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+                elif (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                    continue
+                elif exit_code is not None:
+                    if not (pod.get("spec") or {}).get("nodeName"):
+                        await make_ready(client, ns, pod)
+                        pod = await client.get(pods_path(ns, meta["name"]))
+                    await finish(client, ns, pod, exit_code)
+                elif ready and not is_ready(pod):
                     await make_ready(client, ns, pod)
             except ApiError as exc:
                 if exc.code not in (404, 409):
@@ -68,8 +91,8 @@ async def kubelet_loop(client: KubeClient, ns: str, *, ready: bool = True, inter
 
 
 @contextlib.asynccontextmanager
-async def kubelet(client: KubeClient, ns: str, *, ready: bool = True) -> AsyncIterator[None]:
-    task = asyncio.create_task(kubelet_loop(client, ns, ready=ready))
+async def kubelet(client: KubeClient, ns: str, *, ready: bool = True, exit_code: int | None = None) -> AsyncIterator[None]:
+    task = asyncio.create_task(kubelet_loop(client, ns, ready=ready, exit_code=exit_code))
     try:
         yield
     finally:
