@@ -24,13 +24,13 @@ from controllers.objects import controller_owner, metadata
 from controllers.replicaset import replicas_of
 from controllers.workloads import (
     Claimer,
+    ControllerOwners,
     OwnerIndexKey,
     compute_hash,
     key_of,
     labels_of,
     owner_reference,
     parse_selector,
-    resolve_controller,
 )
 from kube.client import KubeClient, record_event, resource_path
 from kube.errors import ApiError
@@ -401,13 +401,13 @@ def rs_name(deployment: str, template_hash: str) -> str:
 
 class DeploymentController:
     """Informer handlers queue Deployments; ``process()`` syncs them until cancelled. It reads the
-    ReplicaSet controller's ReplicaSet informer and the shared pod index."""
+    ReplicaSet controller's ReplicaSets (``replica_sets``) and the shared pod index."""
 
     def __init__(
         self,
         client: KubeClient,
         *,
-        replica_sets: Informer,
+        replica_sets: ControllerOwners,
         pods: Informer,
         pods_by_controller: Index[OwnerIndexKey],
         workers: int = 4,
@@ -415,12 +415,13 @@ class DeploymentController:
     ) -> None:
         self.client = client
         self.workers = workers
-        self.replica_sets = replica_sets
+        # The ReplicaSet controller's informer, with its index by namespace.
+        self.rs_owners = replica_sets
+        self.replica_sets = replica_sets.informer
         self.pods = pods
         self.pods_by_controller = pods_by_controller
         self.deployments = Informer(client, resource_path(GROUP, VERSION, PLURAL), name=PLURAL, watch_timeout_seconds=watch_timeout_seconds)
-        self.by_namespace: Index[str] = Index(self.deployments, lambda d: [str(metadata(d).get("namespace") or "")])
-        self.rs_by_namespace: Index[str] = Index(replica_sets, lambda rs: [str(metadata(rs).get("namespace") or "")])
+        self.owners = ControllerOwners(self.deployments, KIND)
         self.queue: WorkQueue[tuple[str, str]] = WorkQueue()
         self._wire()
 
@@ -442,19 +443,9 @@ class DeploymentController:
     def enqueue(self, d: Obj) -> None:
         self.queue.add(key_of(d))
 
-    def _owner_of(self, rs: Obj, ref: Obj | None = None) -> Obj | None:
-        return resolve_controller(self.deployments, str(metadata(rs).get("namespace") or ""), ref if ref is not None else controller_owner(rs), KIND)
-
     def _matching(self, rs: Obj) -> list[Obj]:
-        """getDeploymentsForReplicaSet: the namespace's Deployments whose selector matches an orphan."""
-        if not labels_of(rs):
-            return []
-        found = []
-        for d in self.by_namespace.get(str(metadata(rs).get("namespace") or "")):
-            selector = parse_selector(_spec(d).get("selector"))
-            if selector is not None and not selector.empty and selector.matches(labels_of(rs)):
-                found.append(d)
-        return found
+        """getDeploymentsForReplicaSet: none for a ReplicaSet without labels."""
+        return self.owners.matching(rs) if labels_of(rs) else []
 
     def _rs_added(self, rs: Obj) -> None:
         if metadata(rs).get("deletionTimestamp"):
@@ -462,7 +453,7 @@ class DeploymentController:
             return
         ref = controller_owner(rs)
         if ref is not None:
-            d = self._owner_of(rs, ref)
+            d = self.owners.owner_of(rs, ref)
             if d is not None:
                 self.enqueue(d)
             return
@@ -475,11 +466,11 @@ class DeploymentController:
         old_ref, new_ref = controller_owner(old), controller_owner(new)
         ref_changed = (old_ref or {}).get("uid") != (new_ref or {}).get("uid")
         if ref_changed and old_ref is not None:
-            previous = self._owner_of(old, old_ref)
+            previous = self.owners.owner_of(old, old_ref)
             if previous is not None:
                 self.enqueue(previous)
         if new_ref is not None:
-            d = self._owner_of(new, new_ref)
+            d = self.owners.owner_of(new, new_ref)
             if d is not None:
                 self.enqueue(d)
             return
@@ -488,14 +479,14 @@ class DeploymentController:
                 self.enqueue(d)
 
     def _rs_deleted(self, rs: Obj) -> None:
-        d = self._owner_of(rs)
+        d = self.owners.owner_of(rs)
         if d is not None:
             self.enqueue(d)
 
     def _pod_deleted(self, pod: Obj) -> None:
         """A Recreate rollout waits for the old pods to be gone: their deletion brings it back."""
-        rs = resolve_controller(self.replica_sets, str(metadata(pod).get("namespace") or ""), controller_owner(pod), "ReplicaSet")
-        d = self._owner_of(rs) if rs is not None else None
+        rs = self.rs_owners.owner_of(pod)
+        d = self.owners.owner_of(rs) if rs is not None else None
         if d is not None and (_spec(d).get("strategy") or {}).get("type") == "Recreate":
             self.enqueue(d)
 
@@ -572,7 +563,7 @@ class _Rollout:
                 raise
 
         claimer = Claimer(self.client, self.d, owner_reference(self.d, f"{GROUP}/{VERSION}", KIND), selector, fresh, _rs_object_path)
-        return [copy.deepcopy(rs) for rs in await claimer.claim(self.c.rs_by_namespace.get(self.namespace))]
+        return [copy.deepcopy(rs) for rs in await claimer.claim(self.c.rs_owners.by_namespace.get(self.namespace))]
 
     async def write_status(self, status: Obj) -> None:
         """UpdateStatus with the Deployment as this sync has it (annotations included); ``d`` becomes the answer."""

@@ -35,6 +35,7 @@ from controllers.objects import controller_owner, metadata
 from controllers.workloads import (
     BURST_REPLICAS,
     Claimer,
+    ControllerOwners,
     Expectations,
     OwnerIndexKey,
     PodControl,
@@ -45,7 +46,6 @@ from controllers.workloads import (
     parse_selector,
     pod_from_template,
     pods_to_delete,
-    resolve_controller,
     slow_start_batch,
 )
 from kube.client import KubeClient, resource_path
@@ -357,7 +357,7 @@ class JobController:
         self.pods = pods
         self.pods_by_controller = pods_by_controller
         self.jobs = Informer(client, resource_path(GROUP, VERSION, PLURAL), name=PLURAL, watch_timeout_seconds=watch_timeout_seconds)
-        self.by_namespace: Index[str] = Index(self.jobs, lambda j: [str(metadata(j).get("namespace") or "")])
+        self.owners = ControllerOwners(self.jobs, KIND)
         self.expectations = Expectations()
         # The pods whose tracking finalizer this controller removes and the informer has not shown yet, per Job.
         self.finalizers_pending: dict[str, set[str]] = {}
@@ -411,31 +411,20 @@ class JobController:
             if has_finalizer(pod) and selector.matches(labels_of(pod)):
                 self._enqueue_orphan(pod)
 
-    def _owner_of(self, pod: Obj, ref: Obj | None = None) -> Obj | None:
-        return resolve_controller(self.jobs, str(metadata(pod).get("namespace") or ""), ref if ref is not None else controller_owner(pod), KIND)
-
-    def _matching(self, pod: Obj) -> list[Obj]:
-        found = []
-        for job in self.by_namespace.get(str(metadata(pod).get("namespace") or "")):
-            selector = parse_selector(_spec(job).get("selector"))
-            if selector is not None and not selector.empty and selector.matches(labels_of(pod)):
-                found.append(job)
-        return found
-
     def _pod_added(self, pod: Obj) -> None:
         if metadata(pod).get("deletionTimestamp"):
             self._pod_deleted(pod, final=False)
             return
         ref = controller_owner(pod)
         if ref is not None:
-            job = self._owner_of(pod, ref)
+            job = self.owners.owner_of(pod, ref)
             if job is not None:
                 self.expectations.creation_observed("/".join(key_of(job)))
                 self.enqueue(job)
             return
         if has_finalizer(pod):
             self._enqueue_orphan(pod)
-        for job in self._matching(pod):
+        for job in self.owners.matching(pod):
             self.enqueue(job)
 
     def _pod_updated(self, old: Obj, new: Obj) -> None:
@@ -447,13 +436,13 @@ class JobController:
         removed = not has_finalizer(new)
         old_ref, new_ref = controller_owner(old), controller_owner(new)
         if old_ref != new_ref and old_ref is not None:
-            previous = self._owner_of(old, old_ref)
+            previous = self.owners.owner_of(old, old_ref)
             if previous is not None:
                 if removed:
                     self._finalizer_gone(previous, new)
                 self.enqueue(previous)
         if new_ref is not None:
-            job = self._owner_of(new, new_ref)
+            job = self.owners.owner_of(new, new_ref)
             if job is None:
                 if has_finalizer(new):
                     self._enqueue_orphan(new)
@@ -465,12 +454,12 @@ class JobController:
         if has_finalizer(new):
             self._enqueue_orphan(new)
         if labels_of(old) != labels_of(new) or old_ref != new_ref:
-            for job in self._matching(new):
+            for job in self.owners.matching(new):
                 self.enqueue(job)
 
     def _pod_deleted(self, pod: Obj, final: bool = True) -> None:
         ref = controller_owner(pod)
-        job = self._owner_of(pod, ref) if ref is not None else None
+        job = self.owners.owner_of(pod, ref) if ref is not None else None
         if job is None or is_finished(job):
             if has_finalizer(pod):
                 self._enqueue_orphan(pod)
@@ -509,7 +498,7 @@ class JobController:
         if ref is not None:
             if ref.get("kind") != KIND or ref.get("apiVersion") != f"{GROUP}/{VERSION}":
                 return
-            job = self._owner_of(pod, ref)
+            job = self.owners.owner_of(pod, ref)
             if job is not None and (_managed_elsewhere(job) or not is_finished(job)):
                 return
         await self._remove_finalizer(pod)

@@ -22,6 +22,7 @@ from controllers.objects import controller_owner, get_live, metadata
 from controllers.workloads import (
     BURST_REPLICAS,
     Claimer,
+    ControllerOwners,
     Expectations,
     OwnerIndexKey,
     PodControl,
@@ -36,7 +37,6 @@ from controllers.workloads import (
     pod_from_template,
     pod_key,
     pods_to_delete,
-    resolve_controller,
     slow_start_batch,
 )
 from kube.client import KubeClient, resource_path
@@ -123,7 +123,7 @@ class ReplicaSetController:
         self.pods = pods
         self.pods_by_controller = pods_by_controller
         self.replica_sets = Informer(client, resource_path(GROUP, VERSION, PLURAL), name=PLURAL, watch_timeout_seconds=watch_timeout_seconds)
-        self.by_namespace: Index[str] = Index(self.replica_sets, lambda rs: [str(metadata(rs).get("namespace") or "")])
+        self.owners = ControllerOwners(self.replica_sets, KIND)
         self.expectations = Expectations()
         self.queue: WorkQueue[tuple[str, str]] = WorkQueue()
         self.pod_control = PodControl(client, COMPONENT)
@@ -146,18 +146,6 @@ class ReplicaSetController:
     def enqueue(self, rs: Obj) -> None:
         self.queue.add(key_of(rs))
 
-    def _owner_of(self, pod: Obj, ref: Obj | None = None) -> Obj | None:
-        return resolve_controller(self.replica_sets, str(metadata(pod).get("namespace") or ""), ref if ref is not None else controller_owner(pod), KIND)
-
-    def _matching(self, pod: Obj) -> list[Obj]:
-        """getPodReplicaSets: the namespace's ReplicaSets whose selector matches an orphan."""
-        found = []
-        for rs in self.by_namespace.get(str(metadata(pod).get("namespace") or "")):
-            selector = parse_selector((rs.get("spec") or {}).get("selector"))
-            if selector is not None and not selector.empty and selector.matches(labels_of(pod)):
-                found.append(rs)
-        return found
-
     def _pod_added(self, pod: Obj) -> None:
         if metadata(pod).get("deletionTimestamp"):
             # Seen for the first time while being deleted (a re-list): a deletion, not a creation.
@@ -165,12 +153,12 @@ class ReplicaSetController:
             return
         ref = controller_owner(pod)
         if ref is not None:
-            rs = self._owner_of(pod, ref)
+            rs = self.owners.owner_of(pod, ref)
             if rs is not None:
                 self.expectations.creation_observed("/".join(key_of(rs)))
                 self.enqueue(rs)
             return
-        for rs in self._matching(pod):
+        for rs in self.owners.matching(pod):
             self.enqueue(rs)
 
     def _pod_updated(self, old: Obj, new: Obj) -> None:
@@ -187,11 +175,11 @@ class ReplicaSetController:
         old_ref, new_ref = controller_owner(old), controller_owner(new)
         ref_changed = (old_ref or {}).get("uid") != (new_ref or {}).get("uid")
         if ref_changed and old_ref is not None:
-            previous = self._owner_of(old, old_ref)
+            previous = self.owners.owner_of(old, old_ref)
             if previous is not None:
                 self.enqueue(previous)
         if new_ref is not None:
-            rs = self._owner_of(new, new_ref)
+            rs = self.owners.owner_of(new, new_ref)
             if rs is None:
                 return
             self.enqueue(rs)
@@ -201,11 +189,11 @@ class ReplicaSetController:
                 self.queue.add_after(key_of(rs), float(min_ready))
             return
         if labels_changed or ref_changed:
-            for rs in self._matching(new):
+            for rs in self.owners.matching(new):
                 self.enqueue(rs)
 
     def _pod_deleted(self, pod: Obj) -> None:
-        rs = self._owner_of(pod)
+        rs = self.owners.owner_of(pod)
         if rs is None:
             return
         self.expectations.deletion_observed("/".join(key_of(rs)), pod_key(pod))
@@ -313,7 +301,7 @@ class ReplicaSetController:
         owner = controller_owner(rs)
         sets = [rs]
         if owner is not None:
-            sets = [other for other in self.by_namespace.get(str(metadata(rs).get("namespace") or "")) if (controller_owner(other) or {}).get("uid") == owner.get("uid")]
+            sets = [other for other in self.owners.by_namespace.get(str(metadata(rs).get("namespace") or "")) if (controller_owner(other) or {}).get("uid") == owner.get("uid")]
         related: list[Obj] = []
         for replica_set in sets:
             related.extend(self.pods_by_controller.get(("uid", str(metadata(replica_set).get("uid") or ""))))

@@ -35,7 +35,7 @@ class WorkloadControllers:
             client_for("replicasets"), pods=pods, pods_by_controller=self.pods_by_controller, workers=workers, watch_timeout_seconds=watch_timeout_seconds
         )
         self.deployments = DeploymentController(
-            client_for("deployments"), replica_sets=self.replica_sets.replica_sets, pods=pods, pods_by_controller=self.pods_by_controller,
+            client_for("deployments"), replica_sets=self.replica_sets.owners, pods=pods, pods_by_controller=self.pods_by_controller,
             workers=workers, watch_timeout_seconds=watch_timeout_seconds,
         )  # fmt: skip
         self.jobs = JobController(

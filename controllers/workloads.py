@@ -446,6 +446,29 @@ def compute_hash(template: Any, collision_count: int | None = None) -> str:
     return safe_encode(str(value))
 
 
+class ControllerOwners:
+    """A workload kind's objects as owners of their dependents (pods, or a Deployment's
+    ReplicaSets): the owner a dependent's controller reference names (resolveControllerRef), and
+    the owners whose selector matches an orphan (getPodReplicaSets and its kin)."""
+
+    def __init__(self, informer: Informer, kind: str) -> None:
+        self.informer = informer
+        self.kind = kind
+        self.by_namespace: Index[str] = Index(informer, lambda obj: [str(metadata(obj).get("namespace") or "")])
+
+    def owner_of(self, dependent: Obj, ref: Obj | None = None) -> Obj | None:
+        return resolve_controller(self.informer, str(metadata(dependent).get("namespace") or ""), ref if ref is not None else controller_owner(dependent), self.kind)
+
+    def matching(self, dependent: Obj) -> list[Obj]:
+        """The namespace's owners with a non-empty selector matching the dependent's labels."""
+        found = []
+        for owner in self.by_namespace.get(str(metadata(dependent).get("namespace") or "")):
+            selector = parse_selector((owner.get("spec") or {}).get("selector"))
+            if selector is not None and not selector.empty and selector.matches(labels_of(dependent)):
+                found.append(owner)
+        return found
+
+
 def resolve_controller(informer: Informer, namespace: str, ref: Obj | None, kind: str) -> Obj | None:
     """resolveControllerRef: the cached owner a controller reference of ``kind`` names, when its UID matches."""
     if ref is None or ref.get("kind") != kind:

@@ -71,8 +71,12 @@ async def test_pods_from_the_template_counted_then_scaled_to_zero_by_update(kube
             {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "driver", "uid": rs["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
         ]
     # Not ready yet: replicas counted, none available.
-    current = await kube_client.get(rs_path(ns, "driver"))
-    assert (current["status"].get("replicas"), current["status"].get("availableReplicas", 0)) == (3, 0)
+
+    async def counted() -> dict[str, Any] | None:
+        status = (await kube_client.get(rs_path(ns, "driver")))["status"]
+        return status if status.get("replicas") == 3 else None
+
+    assert (await eventually_async(counted, what="three replicas counted")).get("availableReplicas", 0) == 0
     for pod in pods:
         await make_ready(kube_client, ns, pod)
     ready = await wait_for_available(kube_client, ns, rs, 3)
