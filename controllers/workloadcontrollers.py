@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from controllers.daemonset import DaemonSetController
 from controllers.deployment import DeploymentController
 from controllers.garbagecollector import Collected
 from controllers.job import JobController
@@ -21,6 +22,7 @@ ACCOUNTS = {
     "replicasets": "replicaset-controller",
     "deployments": "deployment-controller",
     "jobs": "job-controller",
+    "daemonsets": "daemon-set-controller",
     "ttl": "ttl-after-finished-controller",
 }
 
@@ -42,10 +44,16 @@ class WorkloadControllers:
             client_for("jobs"), pods=pods, pods_by_controller=self.pods_by_controller, workers=workers, watch_timeout_seconds=watch_timeout_seconds
         )
         self.ttl = TTLAfterFinishedController(client_for("ttl"), jobs=self.jobs.jobs)
+        self.daemon_sets = DaemonSetController(
+            client_for("daemonsets"), pods=pods, pods_by_controller=self.pods_by_controller, workers=workers, watch_timeout_seconds=watch_timeout_seconds
+        )
 
     @property
     def informers(self) -> list[Informer]:
-        return [self.pods, self.replica_sets.replica_sets, self.deployments.deployments, self.jobs.jobs]
+        return [
+            self.pods, self.replica_sets.replica_sets, self.deployments.deployments, self.jobs.jobs,
+            self.daemon_sets.daemon_sets, self.daemon_sets.nodes, self.daemon_sets.revisions,
+        ]  # fmt: skip
 
     @property
     def collected(self) -> list[Collected]:
@@ -54,8 +62,10 @@ class WorkloadControllers:
             Collected("apps", "v1", "replicasets", "ReplicaSet", self.replica_sets.replica_sets),
             Collected("apps", "v1", "deployments", "Deployment", self.deployments.deployments),
             Collected("batch", "v1", "jobs", "Job", self.jobs.jobs),
+            Collected("apps", "v1", "daemonsets", "DaemonSet", self.daemon_sets.daemon_sets),
+            Collected("apps", "v1", "controllerrevisions", "ControllerRevision", self.daemon_sets.revisions),
         ]
 
     @property
     def processes(self) -> list[Callable[[], Coroutine[Any, Any, None]]]:
-        return [self.replica_sets.process, self.deployments.process, self.jobs.process, self.ttl.process]
+        return [self.replica_sets.process, self.deployments.process, self.jobs.process, self.ttl.process, self.daemon_sets.process]

@@ -124,12 +124,16 @@ class Expectations:
         fulfilled = expected.creations <= 0 and expected.deletions <= 0
         return fulfilled or time.monotonic() - expected.since > self.timeout
 
+    def expect(self, key: str, creations: int, pod_keys: Iterable[str] = ()) -> None:
+        """SetExpectations: ``creations`` pods to appear and these pods (namespace/name) to go."""
+        deleting = set(pod_keys)
+        self._by_key[key] = _Expected(creations=creations, deletions=len(deleting), deleting=deleting)
+
     def expect_creations(self, key: str, count: int) -> None:
-        self._by_key[key] = _Expected(creations=count)
+        self.expect(key, count)
 
     def expect_deletions(self, key: str, pod_keys: Iterable[str]) -> None:
-        deleting = set(pod_keys)
-        self._by_key[key] = _Expected(deletions=len(deleting), deleting=deleting)
+        self.expect(key, 0, pod_keys)
 
     def creation_observed(self, key: str) -> None:
         expected = self._by_key.get(key)
@@ -440,10 +444,17 @@ def compute_hash(template: Any, collision_count: int | None = None) -> str:
     data = orjson.dumps(template, option=orjson.OPT_SORT_KEYS)
     if collision_count is not None:
         data += (collision_count & 0xFFFFFFFF).to_bytes(4, "little") + b"\0\0\0\0"
+    return safe_encode(str(fnv32(data, alternate=True)))
+
+
+def fnv32(data: bytes, alternate: bool = False) -> int:
+    """The 32-bit FNV-1 hash of ``data`` (FNV-1a with ``alternate``), as Go's hash/fnv computes it."""
     value = 0x811C9DC5
+    prime, mask = 0x01000193, 0xFFFFFFFF
     for byte in data:
-        value = ((value ^ byte) * 0x01000193) & 0xFFFFFFFF
-    return safe_encode(str(value))
+        # FNV-1a mixes the byte in before multiplying, FNV-1 after.
+        value = ((value ^ byte) * prime) & mask if alternate else ((value * prime) & mask) ^ byte
+    return value
 
 
 class ControllerOwners:

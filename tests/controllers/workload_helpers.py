@@ -36,9 +36,21 @@ async def running_controllers(client: KubeClient) -> AsyncIterator[WorkloadContr
         yield workloads
 
 
+def affinity_node(pod: dict[str, Any]) -> str | None:
+    """The node a pod's required node affinity names by metadata.name (a daemon pod's), if any."""
+    required = (((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    for term in required.get("nodeSelectorTerms") or []:
+        for field in term.get("matchFields") or []:
+            if field.get("key") == "metadata.name" and len(field.get("values") or []) == 1:
+                return str(field["values"][0])
+    return None
+
+
 async def make_ready(client: KubeClient, ns: str, pod: dict[str, Any], node: str = "node-a") -> None:
-    """Bind the pod (when it is not bound) and report it Running and Ready."""
+    """Bind the pod (when it is not bound: to the node its affinity names, else ``node``) and
+    report it Running and Ready."""
     name = pod["metadata"]["name"]
+    node = affinity_node(pod) or node
     if not (pod.get("spec") or {}).get("nodeName"):
         binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name}, "target": {"kind": "Node", "name": node}}
         await client.post_raw(pods_path(ns, name, "binding"), binding)
