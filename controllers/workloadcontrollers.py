@@ -11,6 +11,7 @@ from controllers.deployment import DeploymentController
 from controllers.garbagecollector import Collected
 from controllers.job import JobController
 from controllers.replicaset import ReplicaSetController
+from controllers.statefulset import StatefulSetController
 from controllers.ttlafterfinished import TTLAfterFinishedController
 from controllers.workloads import OwnerIndexKey, controller_index_keys
 from kube.client import KubeClient
@@ -23,6 +24,7 @@ ACCOUNTS = {
     "deployments": "deployment-controller",
     "jobs": "job-controller",
     "daemonsets": "daemon-set-controller",
+    "statefulsets": "statefulset-controller",
     "ttl": "ttl-after-finished-controller",
 }
 
@@ -47,12 +49,16 @@ class WorkloadControllers:
         self.daemon_sets = DaemonSetController(
             client_for("daemonsets"), pods=pods, pods_by_controller=self.pods_by_controller, workers=workers, watch_timeout_seconds=watch_timeout_seconds
         )
+        self.stateful_sets = StatefulSetController(
+            client_for("statefulsets"), pods=pods, pods_by_controller=self.pods_by_controller, revisions=self.daemon_sets.revisions,
+            revisions_by_namespace=self.daemon_sets.revisions_by_namespace, workers=workers, watch_timeout_seconds=watch_timeout_seconds,
+        )  # fmt: skip
 
     @property
     def informers(self) -> list[Informer]:
         return [
             self.pods, self.replica_sets.replica_sets, self.deployments.deployments, self.jobs.jobs,
-            self.daemon_sets.daemon_sets, self.daemon_sets.nodes, self.daemon_sets.revisions,
+            self.daemon_sets.daemon_sets, self.daemon_sets.nodes, self.daemon_sets.revisions, self.stateful_sets.stateful_sets,
         ]  # fmt: skip
 
     @property
@@ -64,8 +70,12 @@ class WorkloadControllers:
             Collected("batch", "v1", "jobs", "Job", self.jobs.jobs),
             Collected("apps", "v1", "daemonsets", "DaemonSet", self.daemon_sets.daemon_sets),
             Collected("apps", "v1", "controllerrevisions", "ControllerRevision", self.daemon_sets.revisions),
+            Collected("apps", "v1", "statefulsets", "StatefulSet", self.stateful_sets.stateful_sets),
         ]
 
     @property
     def processes(self) -> list[Callable[[], Coroutine[Any, Any, None]]]:
-        return [self.replica_sets.process, self.deployments.process, self.jobs.process, self.ttl.process, self.daemon_sets.process]
+        return [
+            self.replica_sets.process, self.deployments.process, self.jobs.process, self.ttl.process, self.daemon_sets.process,
+            self.stateful_sets.process,
+        ]
