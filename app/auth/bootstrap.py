@@ -50,6 +50,12 @@ PROJECT_CONTROLLERS = (
     "generic-garbage-collector",
     "device-taint-eviction-controller",
     "resourcepoolstatusrequest-controller",
+    "replicaset-controller",
+    "deployment-controller",
+    "job-controller",
+    "ttl-after-finished-controller",
+    "daemon-set-controller",
+    "statefulset-controller",
 )
 CONTROLLER_MANAGER_BINDING_PREFIX = "system:dra-controller-manager:"
 
