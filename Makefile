@@ -97,7 +97,7 @@ protobuf-schema: venv
 
 # Upstream's etcd v3.7.3 and kube-apiserver, kube-scheduler, kube-controller-manager v1.37.2, built
 # from the Go module proxy into .gobin/upstream-v1.37.2/ once (devtools/upstream.py; needs Go).
-.PHONY: upstream interop
+.PHONY: upstream interop e2e
 upstream: venv
 	$(BIN)/python -m devtools.upstream build
 
@@ -109,6 +109,12 @@ bench-upstream: upstream
 	$(BIN)/python -m bench.api --against-upstream --clients 16 --duration 5 --rounds 2
 	$(BIN)/python -m bench.api --against-upstream --clients 16 --duration 5 --rounds 2 --protobuf
 	$(BIN)/python -m bench.scheduler --against-upstream --nodes 500 --pods 1000
+
+# Upstream's own DRA e2e suite (k8s.io/kubernetes v1.37.2 test/e2e/dra, built from interop/e2e into
+# .gobin/) against make run's stack, then against upstream's control plane with the kubelet simulator
+# as the reference: every spec that needs no real kubelet, one line per spec and stack (devtools/e2e.py).
+e2e: upstream
+	$(BIN)/python -m devtools.e2e run
 
 # The interop tests (tests/interop: Go programs and upstream's binaries, so not in `make test`),
 # and kubectl's protobuf-speaking create commands again; without Go they fail here, not skip.

@@ -67,7 +67,12 @@ class Settings:
     # Authorization and admission.
     authorization_mode: str = "AlwaysAllow"
     admission_plugins: str = "NodeRestriction"
+    disabled_admission_plugins: str = ""
     audit_log_path: str = ""
+    # The `kubernetes` Service and its endpoints (app.controlplane.kubernetesservice), upstream's flags.
+    advertise_address: str = ""
+    service_cluster_ip_range: str = ""
+    endpoint_reconciler_type: str = "lease"
 
     @property
     def host(self) -> str:
@@ -157,6 +162,29 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds between BOOKMARK events on watches that asked for them (DRA_BOOKMARK_INTERVAL)",
     )
     _add_security_arguments(parser, d)
+    _add_service_arguments(parser, d)
+
+
+def _add_service_arguments(parser: argparse.ArgumentParser, d: Settings) -> None:
+    """What the ``kubernetes`` Service in ``default`` and its endpoints say, as kube-apiserver's flags do."""
+    parser.add_argument(
+        "--advertise-address",
+        default=env("DRA_ADVERTISE_ADDRESS", d.advertise_address),
+        help="the IP address the kubernetes Service's endpoints give for this server; default: the --listen address, "
+        "or when that is loopback or unspecified the address of the host's default route (DRA_ADVERTISE_ADDRESS)",
+    )
+    parser.add_argument(
+        "--service-cluster-ip-range",
+        default=env("DRA_SERVICE_CLUSTER_IP_RANGE", d.service_cluster_ip_range),
+        help="CIDR of service cluster IPs; the kubernetes Service gets its first address (default 10.0.0.0/24); "
+        "other Services get none allocated (DRA_SERVICE_CLUSTER_IP_RANGE)",
+    )
+    parser.add_argument(
+        "--endpoint-reconciler-type",
+        default=env("DRA_ENDPOINT_RECONCILER_TYPE", d.endpoint_reconciler_type),
+        help="lease: the kubernetes Service's endpoints list every live server (each renews a lease); none: no endpoints "
+        "(DRA_ENDPOINT_RECONCILER_TYPE)",
+    )
 
 
 def _strings(value: str) -> tuple[str, ...]:
@@ -198,7 +226,8 @@ def _add_security_arguments(parser: argparse.ArgumentParser, d: Settings) -> Non
         help="longest lifetime (seconds) of a requested token; 0: no limit (DRA_SERVICE_ACCOUNT_MAX_TOKEN_EXPIRATION)",
     )
     flag("--authorization-mode", "DRA_AUTHORIZATION_MODE", d.authorization_mode, "authorizers in order, comma-separated: Node, RBAC, AlwaysAllow, AlwaysDeny")
-    flag("--enable-admission-plugins", "DRA_ENABLE_ADMISSION_PLUGINS", d.admission_plugins, "admission plugins, comma-separated: NodeRestriction")
+    flag("--enable-admission-plugins", "DRA_ENABLE_ADMISSION_PLUGINS", d.admission_plugins, "admission plugins besides the default ones, comma-separated: NodeRestriction, ResourceQuota")
+    flag("--disable-admission-plugins", "DRA_DISABLE_ADMISSION_PLUGINS", d.disabled_admission_plugins, "admission plugins off, default ones included (ResourceQuota is on by default), comma-separated")
     flag("--audit-log-path", "DRA_AUDIT_LOG_PATH", d.audit_log_path, "append one JSON line per request (Metadata level) to this file; - for standard output")
 
 
@@ -291,5 +320,9 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         service_account_max_token_expiration=args.service_account_max_token_expiration,
         authorization_mode=args.authorization_mode,
         admission_plugins=args.enable_admission_plugins,
+        disabled_admission_plugins=args.disable_admission_plugins,
         audit_log_path=args.audit_log_path,
+        advertise_address=args.advertise_address,
+        service_cluster_ip_range=args.service_cluster_ip_range,
+        endpoint_reconciler_type=args.endpoint_reconciler_type,
     )

@@ -20,6 +20,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from app import metrics
+from app.admission.resourcequota import QuotaAdmission
 from app.api import discovery, negotiation, openapi
 from app.api.generic import GenericStore
 from app.api.negotiation import accept_header, json_response, status_body, status_response
@@ -27,6 +28,7 @@ from app.api.routing import METHODS, ResourceRouter, path_not_found
 from app.auth.system import AuthFilter, AuthSystem
 from app.config import Settings
 from app.controlplane.authentication import ensure_authentication_configmap
+from app.controlplane.kubernetesservice import KubernetesService, service_config
 from app.controlplane.namespaces import NamespaceLifecycle, ensure_system_namespaces
 from app.controlplane.rbac import ClusterRoleAggregation, ensure_bootstrap_policy
 from app.controlplane.scheduling import ensure_system_priority_classes
@@ -133,8 +135,13 @@ class ApiServer:
         self.storage = Storage(store, bookmark_interval=settings.bookmark_interval)
         self.auth = AuthSystem(settings, self.storage, self.gates)
         self.registry = GenericStore(self.storage, self.gates, settings.min_request_timeout, self.auth.tokens, settings.delete_collection_workers)
+        self.quota = QuotaAdmission(self.registry) if "ResourceQuota" in self.auth.admission_plugins else None
+        if self.quota is not None:
+            self.registry.write_admission.append(self.quota.admit)
         self.namespaces = NamespaceLifecycle(self.registry)
         self.aggregation = ClusterRoleAggregation(self.registry)
+        # ValueError for a bad --service-cluster-ip-range, --advertise-address or reconciler type.
+        self.kubernetes_service = KubernetesService(self.registry, service_config(settings))
         self.started = time.time()
         self._heap_task: asyncio.Task[None] | None = None
 
@@ -148,14 +155,18 @@ class ApiServer:
         await ensure_authentication_configmap(self.registry, self.settings.client_ca_file)
         self.namespaces.start()
         self.aggregation.start()
+        self.kubernetes_service.start()
         metrics.bind_storage(self.storage)
         # The watch cache is the bulk of the heap; keep it out of the cycle collector's scans.
         self._heap_task = asyncio.get_running_loop().create_task(keep_heap_frozen(), name="gc-freeze")
 
     async def stop(self) -> None:
         await cancel_and_wait(self._heap_task)
+        await self.kubernetes_service.stop()
         await self.namespaces.stop()
         await self.aggregation.stop()
+        if self.quota is not None:
+            await self.quota.stop()
         await self.storage.stop()
         self.auth.close()
         await self.engine.dispose()

@@ -1,6 +1,7 @@
 """The controller process: flags, logging, health endpoint, leader election, and the claim,
-garbage collection, device taint eviction, (gate DRAResourcePoolStatus) pool status and workload
-controllers."""
+garbage collection, device taint eviction, resource quota, (gate DRAResourcePoolStatus) pool
+status and workload controllers, and kube-controller-manager's service account controller and root
+CA publisher."""
 
 from __future__ import annotations
 
@@ -13,9 +14,14 @@ from typing import Any
 from controllers.credentials import ServiceAccountClients
 from controllers.devicetainteviction import DEFAULT_RULE_STATUS_PERIOD, DeviceTaintEvictionController
 from controllers.garbagecollector import GarbageCollector
+from controllers.namespaced import namespace_informer
 from controllers.podgroups import PodGroupController
 from controllers.resourceclaim import ClaimController
 from controllers.resourcepoolstatus import PoolStatusController
+from controllers.resourcequota import DEFAULT_WORKERS as QUOTA_WORKERS
+from controllers.resourcequota import ResourceQuotaController
+from controllers.rootcacertpublisher import RootCACertPublisher, root_ca
+from controllers.serviceaccounts import ServiceAccountsController
 from controllers.workloadcontrollers import ACCOUNTS as WORKLOAD_ACCOUNTS
 from controllers.workloadcontrollers import WorkloadControllers
 from kube import podgroups
@@ -23,6 +29,7 @@ from kube.client import KubeClient
 from kube.features import FeatureGates
 from kube.informer import run_with_informers
 from kube.process import client_from_args, connection_from_args, run_leader_elected, worker_main, worker_parser
+from kube.timeutil import duration_seconds
 
 log = logging.getLogger("controllers")
 
@@ -35,6 +42,9 @@ ACCOUNTS = {
     "gc": "generic-garbage-collector",
     "eviction": "device-taint-eviction-controller",
     "pool-status": "resourcepoolstatusrequest-controller",
+    "quota": "resourcequota-controller",
+    "service-accounts": "service-account-controller",
+    "root-ca": "root-ca-cert-publisher",
     **WORKLOAD_ACCOUNTS,
 }
 
@@ -48,9 +58,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds between DeviceTaintRule status updates while an eviction runs (upstream: 10)",
     )  # fmt: skip
     parser.add_argument(
+        "--resource-quota-sync-period", type=duration_seconds, default="5m0s",
+        help="how often every quota's use is counted again (Go duration, as upstream's flag; 0 = never)",
+    )  # fmt: skip
+    parser.add_argument("--concurrent-resource-quota-syncs", type=int, default=QUOTA_WORKERS, help="quotas counted at once (upstream's flag)")
+    parser.add_argument(
         "--use-service-account-credentials", action="store_true",
         help="each controller as its own service account kube-system/<controller> (made when missing, tokens renewed), as "
         "kube-controller-manager's flag of the same name does; what upstream kube-apiserver's bootstrap RBAC grants",
+    )  # fmt: skip
+    parser.add_argument(
+        "--root-ca-file", default="",
+        help="the CA published in every namespace's ConfigMap kube-root-ca.crt (default: the CA of the --kubeconfig)",
     )  # fmt: skip
     return parser
 
@@ -66,8 +85,15 @@ def new_controllers(
     collector = GarbageCollector(
         clients.get("gc", client), pods=claims.pods, claims=claims.claims, claims_by_owner=claims.claims_by_owner, workers=args.workers, more=workloads.collected
     )
-    informers = [*claims.informers, *collector.informers, *workloads.informers]
-    work = [claims.process, collector.process, *workloads.processes]
+    quotas = ResourceQuotaController(
+        clients.get("quota", client), pods=claims.pods, claims=claims.claims, sync_period=args.resource_quota_sync_period, workers=args.concurrent_resource_quota_syncs
+    )  # fmt: skip
+    # kube-controller-manager's: every namespace's default ServiceAccount and kube-root-ca.crt.
+    namespaces = namespace_informer(client)
+    accounts = ServiceAccountsController(clients.get("service-accounts", client), namespaces)
+    publisher = RootCACertPublisher(clients.get("root-ca", client), namespaces, root_ca(args.root_ca_file, connection_from_args(args)))
+    informers = [*claims.informers, *collector.informers, namespaces, *accounts.informers, *publisher.informers, *workloads.informers]
+    work = [claims.process, collector.process, quotas.process, accounts.process, publisher.process, *workloads.processes]
     # Upstream starts the eviction controller only with DynamicResourceAllocation and DRADeviceTaints,
     # and watches DeviceTaintRules only with DRADeviceTaintRules.
     if gates.enabled("DynamicResourceAllocation") and gates.enabled("DRADeviceTaints"):
@@ -121,7 +147,7 @@ async def run(args: argparse.Namespace, gates: FeatureGates) -> None:
     accounts = ServiceAccountClients(client, connection_from_args(args), user_agent="dra-controller/0.1", qps=args.qps or None)
     try:
         # Only the accounts of the controllers that run (as kube-controller-manager makes them).
-        wanted = {"claims", "gc", *WORKLOAD_ACCOUNTS}
+        wanted = {"claims", "gc", "quota", "service-accounts", "root-ca", *WORKLOAD_ACCOUNTS}
         if gates.enabled("DynamicResourceAllocation") and gates.enabled("DRADeviceTaints"):
             wanted.add("eviction")
         if gates.enabled("DRAResourcePoolStatus"):

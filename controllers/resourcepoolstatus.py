@@ -9,20 +9,24 @@ and device counts: devices allocated (each once, however many claims share it; a
 not count), devices unavailable (a NoSchedule or NoExecute taint, on the device or from a
 DeviceTaintRule) and the rest available. Pools are sorted by driver and name and cut at
 ``spec.limit``; ``poolCount`` counts them all. Answered requests go after an hour, unanswered ones
-after a day. The partition and shareable-capacity summaries are not computed.
+after a day. A complete pool also carries its partition and shareable-capacity summaries
+(``poolviews``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from controllers.objects import metadata
+from controllers.poolviews import Counters, DeviceRecord, pool_views, resolve_partition_types, slice_counters, slice_devices
 from kube.client import KubeClient, resource_path
 from kube.errors import ApiError
 from kube.informer import Informer, run_with_informers
 from kube.objects import Obj
+from kube.quantity import ZERO, Quantity, parse_quantity_or_none
 from kube.workqueue import WorkQueue, log_failures
 
 log = logging.getLogger("resourcepoolstatusrequest-controller")
@@ -70,17 +74,27 @@ def pool_status(request: Obj, slices: list[Obj], claims: list[Obj], rules: list[
         s for s in slices
         if (s.get("spec") or {}).get("driver") == driver and (not pool_filter or ((s["spec"].get("pool") or {}).get("name") == pool_filter))
     ]  # fmt: skip
+    # The informer's order is arbitrary; by name, a pool's devices and its first fault are always the same.
+    matching.sort(key=lambda s: str(metadata(s).get("name") or ""))
     newest: dict[str, int] = {}
     for s in matching:
         pool = s["spec"].get("pool") or {}
         newest[pool.get("name", "")] = max(newest.get(pool.get("name", ""), pool.get("generation", 0)), pool.get("generation", 0))
     allocated: dict[tuple[str, str], set[str]] = {}
+    consumed: dict[tuple[str, str], dict[str, Quantity]] = {}
     for claim in claims:
         allocation = (claim.get("status") or {}).get("allocation") or {}
         for result in (allocation.get("devices") or {}).get("results") or []:
-            if not result.get("adminAccess"):
-                allocated.setdefault((result.get("driver", ""), result.get("pool", "")), set()).add(result.get("device", ""))
-    pools: dict[str, Obj] = {}
+            if result.get("adminAccess"):
+                continue
+            key = (result.get("driver", ""), result.get("pool", ""))
+            allocated.setdefault(key, set()).add(result.get("device", ""))
+            used = consumed.setdefault(key, {})
+            for name, text in (result.get("consumedCapacity") or {}).items():
+                amount = parse_quantity_or_none(text)
+                if amount is not None:
+                    used[name] = used.get(name, ZERO) + amount
+    pools: dict[str, _PoolData] = {}
     for s in matching:
         sspec = s["spec"]
         pool = sspec.get("pool") or {}
@@ -90,28 +104,38 @@ def pool_status(request: Obj, slices: list[Obj], claims: list[Obj], rules: list[
         devices = sspec.get("devices") or []
         unavailable = sum(1 for d in devices if _tainted(d) or any(_rule_taints(r, driver, name, d.get("name", "")) for r in rules))
         node = sspec.get("nodeName") or ""
-        info = pools.setdefault(name, {"node": node, "mixed": False, "total": 0, "unavailable": 0, "slices": 0, "expected": pool.get("resourceSliceCount", 0)})
-        info["total"] += len(devices)
-        info["unavailable"] += unavailable
-        info["slices"] += 1
-        info["mixed"] = info["mixed"] or node != info["node"]
+        info = pools.setdefault(name, _PoolData(node=node, expected=pool.get("resourceSliceCount", 0)))
+        info.total += len(devices)
+        info.unavailable += unavailable
+        info.slices += 1
+        info.mixed = info.mixed or node != info.node
+        info.devices += slice_devices(sspec)
+        info.counters.update(slice_counters(sspec))
     answers: list[Obj] = []
     for name, info in sorted(pools.items()):
         entry: Obj = {"driver": driver, "poolName": name, "generation": newest[name]}
-        if info["node"] and not info["mixed"]:
-            entry["nodeName"] = info["node"]
-        if info["slices"] < info["expected"]:
-            message = f"{INCOMPLETE_PREFIX} pool {driver}/{name} is incomplete: observed {info['slices']}/{info['expected']} slices at generation {newest[name]}"
-            entry["validationError"] = message.encode()[:VALIDATION_ERROR_MAX_BYTES].decode(errors="ignore")
+        if info.node and not info.mixed:
+            entry["nodeName"] = info.node
+        if info.slices < info.expected:
+            message = f"{INCOMPLETE_PREFIX} pool {driver}/{name} is incomplete: observed {info.slices}/{info.expected} slices at generation {newest[name]}"
+            entry["validationError"] = _truncated(message)
         else:
-            in_use = len(allocated.get((driver, name), ()))
+            in_use = allocated.get((driver, name), set())
             entry.update(
-                resourceSliceCount=info["slices"],
-                totalDevices=info["total"],
-                allocatedDevices=in_use,
-                availableDevices=max(0, info["total"] - in_use - info["unavailable"]),
-                unavailableDevices=info["unavailable"],
+                resourceSliceCount=info.slices,
+                totalDevices=info.total,
+                allocatedDevices=len(in_use),
+                availableDevices=max(0, info.total - len(in_use) - info.unavailable),
+                unavailableDevices=info.unavailable,
             )
+            resolve_partition_types(driver, info.devices, spec.get("defaultPartitionTypeAttribute"))
+            views = pool_views(driver, name, info.devices, info.counters, in_use, consumed.get((driver, name), {}))
+            if views.validation_error:
+                entry["validationError"] = _truncated(views.validation_error)
+            if views.partition_summary:
+                entry["partitionSummary"] = views.partition_summary
+            if views.shareable_summary is not None:
+                entry["shareableSummary"] = views.shareable_summary
         answers.append(entry)
     limit = spec.get("limit") or LIMIT_DEFAULT
     shown = answers[:limit]
@@ -124,6 +148,25 @@ def pool_status(request: Obj, slices: list[Obj], claims: list[Obj], rules: list[
     if shown:
         status["pools"] = shown
     return status
+
+
+@dataclass
+class _PoolData:
+    """One pool's newest-generation slices, summed up."""
+
+    node: str
+    expected: int
+    mixed: bool = False
+    total: int = 0
+    unavailable: int = 0
+    slices: int = 0
+    devices: list[DeviceRecord] = field(default_factory=list)
+    counters: Counters = field(default_factory=dict)
+
+
+def _truncated(message: str) -> str:
+    """At most the bytes ``validationError`` may hold, never half a character."""
+    return message.encode()[:VALIDATION_ERROR_MAX_BYTES].decode(errors="ignore")
 
 
 def _expired(request: Obj, now: datetime) -> bool:

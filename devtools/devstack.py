@@ -232,6 +232,7 @@ def start_server(args: argparse.Namespace, logs: Path) -> tuple[ServerProcess, P
     migrate_or_fail(args.database_url)
     logs.mkdir(parents=True, exist_ok=True)
     flags = ["--feature-gates", args.feature_gates] if args.feature_gates else []
+    flags += ["--runtime-config", args.runtime_config] if args.runtime_config else []
     flags += ["--audit-log-path", str(logs / "audit.log")]
     pki = args.data_dir / "pki"
     try:
@@ -244,7 +245,7 @@ def start_server(args: argparse.Namespace, logs: Path) -> tuple[ServerProcess, P
     start_server_or_fail(server, logs / "apiserver.log")
     with httpx.Client(**server.httpx_options(), timeout=30.0) as admin:  # type: ignore[arg-type]
         apply_grants(admin)
-    return server, write_kubeconfig(server, REPO_ROOT / ".kube-dra" / "config")
+    return server, write_kubeconfig(server, args.kubeconfig)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -264,6 +265,13 @@ def main(argv: list[str] | None = None) -> int:
         help=f"the scheduler's explanation port, for kubectl dra (DRA_EXPLAIN_PORT; default {EXPLAIN_PORT}; 0: off)",
     )  # fmt: skip
     parser.add_argument("--data-dir", type=Path, default=REPO_ROOT / "data", help="credentials (pki/) and logs (logs/) go here (default: data)")
+    parser.add_argument(
+        "--runtime-config", default=os.environ.get("DRA_RUNTIME_CONFIG", ""),
+        help="API versions the server serves besides the defaults, kube-apiserver's syntax (e.g. resource.k8s.io/v1alpha3=true)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--kubeconfig", type=Path, default=REPO_ROOT / ".kube-dra" / "config", help="where the cluster admin's kubeconfig goes (default: .kube-dra/config)"
+    )
     args = parser.parse_args(argv)
     profile = args.profile or ("none" if args.example_driver else DEFAULT_PROFILE)
 

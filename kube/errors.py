@@ -84,9 +84,6 @@ class FieldError:
         if self.reason == TOO_LONG:
             text = "Too long"
             return f"{text}: {self.detail}" if self.detail else text
-        if self.reason == TOO_MANY:
-            text = "Too many"
-            return f"{text}: {self.detail}" if self.detail else text
         if self.reason == INTERNAL:
             return f"Internal error: {self.detail}"
         names = {
@@ -95,6 +92,7 @@ class FieldError:
             NOT_SUPPORTED: "Unsupported value",
             NOT_FOUND: "Not found",
             TYPE_INVALID: "Invalid value",
+            TOO_MANY: "Too many",
         }
         text = names.get(self.reason, "Invalid value")
         if self.has_value:
@@ -131,7 +129,10 @@ def forbidden(field: str, detail: str) -> FieldError:
 
 
 def too_many(field: str, actual: int, limit: int) -> FieldError:
-    return FieldError(TOO_MANY, field, f"must have at most {limit} items", actual, False)
+    """``Too many: 33: must have at most 32 items`` (apimachinery's field.TooMany; a negative count
+    or limit is left out, as there)."""
+    detail = (f"must have at most {limit} item" + ("" if limit == 1 else "s")) if limit >= 0 else "has too many items"
+    return FieldError(TOO_MANY, field, detail, actual if actual >= 0 else None, actual >= 0)
 
 
 def too_long(field: str, limit: int) -> FieldError:

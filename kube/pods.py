@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from fractions import Fraction
-from typing import Any
+from typing import Any, TypeVar
 
 from kube.objects import Obj
-from kube.quantity import BINARY_SI, Quantity, QuantityError, parse_quantity_or_none
+from kube.quantity import BINARY_SI, ZERO, Quantity, QuantityError, parse_quantity_or_none
 from kube.timeutil import parse_time
 
 Resources = dict[str, Fraction]
+# The two number types resource amounts are added up in: exact fractions (what fits where), and
+# quantities (what quota records, in upstream's spelling).
+Amount = TypeVar("Amount", Fraction, Quantity)
 
 # Resources pods may request as a whole (spec.resources, PodLevelResources), besides hugepages-*.
 POD_LEVEL_RESOURCES = ("cpu", "memory")
@@ -81,21 +84,26 @@ def claim_status_amounts(entry: Mapping[str, Any]) -> Resources:
     return total
 
 
-def add_resources(total: Resources, more: Mapping[str, Fraction]) -> Resources:
+def add_resources(total: dict[str, Amount], more: Mapping[str, Amount]) -> dict[str, Amount]:
     """``total`` plus ``more``, in place; returns ``total``."""
     for name, amount in more.items():
-        total[name] = total.get(name, Fraction(0)) + amount
+        total[name] = total[name] + amount if name in total else amount
     return total
 
 
-def _max_resources(total: Resources, other: Mapping[str, Fraction]) -> None:
+def _max_resources(total: dict[str, Amount], other: Mapping[str, Amount]) -> None:
     for name, amount in other.items():
         if name not in total or amount > total[name]:
             total[name] = amount
 
 
-def _resource_list(raw: Any) -> Resources:
-    return {name: quantity_fraction(value) for name, value in raw.items()} if isinstance(raw, dict) else {}
+def quantity_or_zero(value: Any) -> Quantity:
+    """A quantity as written; malformed or missing values count as 0."""
+    return parse_quantity_or_none(value) or ZERO
+
+
+def _resource_list(raw: Any, parse: Callable[[Any], Amount]) -> dict[str, Amount]:
+    return {name: parse(value) for name, value in raw.items()} if isinstance(raw, dict) else {}
 
 
 def _pod_level_resource(name: str) -> bool:
@@ -105,8 +113,12 @@ def _pod_level_resource(name: str) -> bool:
 
 def pod_level_resources(pod: Mapping[str, Any], kind: str) -> Resources:
     """``spec.resources.<kind>`` (requests or limits), only the resources pod-level resources support."""
+    return _pod_level(pod, kind, quantity_fraction)
+
+
+def _pod_level(pod: Mapping[str, Any], kind: str, parse: Callable[[Any], Amount]) -> dict[str, Amount]:
     raw = ((pod.get("spec") or {}).get("resources") or {}).get(kind) or {}
-    return {name: value for name, value in _resource_list(raw).items() if _pod_level_resource(name)}
+    return {name: value for name, value in _resource_list(raw, parse).items() if _pod_level_resource(name)}
 
 
 def _all_containers(spec: Mapping[str, Any]) -> list[Obj]:
@@ -147,18 +159,18 @@ def _dra_amounts(pod: Mapping[str, Any]) -> tuple[Resources, dict[str, Resources
     return fixed, per_container
 
 
-def _aggregate(spec: Mapping[str, Any], kind: str, per_container: Mapping[str, Resources]) -> Resources:
+def _aggregate(spec: Mapping[str, Any], kind: str, per_container: Mapping[str, Mapping[str, Amount]], parse: Callable[[Any], Amount]) -> dict[str, Amount]:
     """Containers summed, at least the peak of the init containers (KEP-753 sidecar rules): a
     restartable init container (``restartPolicy: Always``) runs beside everything after it, so it
     counts in the sum and on top of every later init container; an ordinary one runs alone."""
-    total: Resources = {}
+    total: dict[str, Amount] = {}
     for c in spec.get("containers") or []:
-        add_resources(total, _resource_list((c.get("resources") or {}).get(kind)))
+        add_resources(total, _resource_list((c.get("resources") or {}).get(kind), parse))
         add_resources(total, per_container.get(c.get("name", ""), {}))
-    sidecars: Resources = {}
-    init_peak: Resources = {}
+    sidecars: dict[str, Amount] = {}
+    init_peak: dict[str, Amount] = {}
     for c in spec.get("initContainers") or []:
-        own = add_resources(_resource_list((c.get("resources") or {}).get(kind)), per_container.get(c.get("name", ""), {}))
+        own = add_resources(_resource_list((c.get("resources") or {}).get(kind), parse), per_container.get(c.get("name", ""), {}))
         if c.get("restartPolicy") == "Always":
             add_resources(total, own)
             add_resources(sidecars, own)
@@ -179,13 +191,8 @@ def pod_requests(pod: Mapping[str, Any], *, node_allocatable: bool = True, overh
     off do). Pod-level requests (``spec.resources``) replace all that for the resources they name.
     Finally the pod overhead (``spec.overhead``) unless ``overhead=False``.
     """
-    spec = pod.get("spec") or {}
     fixed, per_container = _dra_amounts(pod) if node_allocatable else ({}, {})
-    total = add_resources(_aggregate(spec, "requests", per_container), fixed)
-    total.update(pod_level_resources(pod, "requests"))
-    if overhead:
-        add_resources(total, _resource_list(spec.get("overhead")))
-    return total
+    return _requests(pod, fixed, per_container, overhead, quantity_fraction)
 
 
 def pod_limits(pod: Mapping[str, Any], *, node_allocatable: bool = True, overhead: bool = True) -> Resources:
@@ -193,20 +200,49 @@ def pod_limits(pod: Mapping[str, Any], *, node_allocatable: bool = True, overhea
     resources some container declares a limit for (no limit means unlimited; hugepages always
     count). Pod-level limits replace the result for the resources they name; the pod overhead is
     added to the limits that are set."""
-    spec = pod.get("spec") or {}
     fixed, per_container = _dra_amounts(pod) if node_allocatable else ({}, {})
+    return _limits(pod, fixed, per_container, overhead, quantity_fraction)
+
+
+def pod_request_quantities(pod: Mapping[str, Any]) -> dict[str, Quantity]:
+    """``pod_requests`` as resource quota charges them (no node allocatable amounts, the overhead
+    included), each a Quantity added up as upstream adds them, so that a sum keeps the suffix
+    family of what it sums (``2Gi``, ``1500m``, ``3G``)."""
+    return _requests(pod, {}, {}, True, quantity_or_zero)
+
+
+def pod_limit_quantities(pod: Mapping[str, Any]) -> dict[str, Quantity]:
+    """``pod_limits`` as resource quota charges them (see ``pod_request_quantities``)."""
+    return _limits(pod, {}, {}, True, quantity_or_zero)
+
+
+def _requests(
+    pod: Mapping[str, Any], fixed: Mapping[str, Amount], per_container: Mapping[str, Mapping[str, Amount]], overhead: bool, parse: Callable[[Any], Amount]
+) -> dict[str, Amount]:  # fmt: skip
+    spec = pod.get("spec") or {}
+    total = add_resources(_aggregate(spec, "requests", per_container, parse), fixed)
+    total.update(_pod_level(pod, "requests", parse))
+    if overhead:
+        add_resources(total, _resource_list(spec.get("overhead"), parse))
+    return total
+
+
+def _limits(
+    pod: Mapping[str, Any], fixed: Mapping[str, Amount], per_container: Mapping[str, Mapping[str, Amount]], overhead: bool, parse: Callable[[Any], Amount]
+) -> dict[str, Amount]:  # fmt: skip
+    spec = pod.get("spec") or {}
     declared = {name for c in _all_containers(spec) for name in (c.get("resources") or {}).get("limits") or {}}
 
-    def limited(amounts: Resources) -> Resources:
+    def limited(amounts: Mapping[str, Amount]) -> dict[str, Amount]:
         return {k: v for k, v in amounts.items() if k in declared or k.startswith(HUGEPAGES_PREFIX)}
 
-    total = add_resources(_aggregate(spec, "limits", {k: limited(v) for k, v in per_container.items()}), limited(fixed))
-    if pod_level_resources(pod, "requests") or pod_level_resources(pod, "limits"):
-        total.update(pod_level_resources(pod, "limits"))
+    total = add_resources(_aggregate(spec, "limits", {k: limited(v) for k, v in per_container.items()}, parse), limited(fixed))
+    if _pod_level(pod, "requests", parse) or _pod_level(pod, "limits", parse):
+        total.update(_pod_level(pod, "limits", parse))
     if overhead:
-        for name, amount in _resource_list(spec.get("overhead")).items():
+        for name, amount in _resource_list(spec.get("overhead"), parse).items():
             if total.get(name):
-                total[name] += amount
+                total[name] = total[name] + amount
     return total
 
 

@@ -441,6 +441,40 @@ def _is_empty(field: Field, value: Any) -> bool:
     return not value  # "", 0, false
 
 
+def fill_zero_fields(value: Obj, message: Message) -> None:
+    """Complete ``value`` (the JSON of a ``message``, changed in place) as encoding/json writes its
+    Go value: a non-pointer field it leaves out (or sets to null) gets its zero value unless
+    ``omitempty`` drops that (a struct is never dropped: ``"status": {}``), and the structs it
+    holds, directly or in lists and maps, are completed in turn. What Go would write as null stays
+    out, as ``decode`` leaves it out; values are not canonicalised."""
+    for field in message.fields:
+        nested = field.message
+        if field.inline:
+            if nested is not None:
+                fill_zero_fields(value, nested)
+            continue
+        present = value.get(field.json)
+        if present is None:
+            if field.label in (LIST, MAP) or field.pointer:
+                continue
+            zero = _zero(field)
+            if zero is not None and not (field.omitempty and _is_empty(field, zero)):
+                value[field.json] = zero
+        elif nested is not None and not field.wrapped:
+            if field.label == MESSAGE:
+                if isinstance(present, dict):
+                    fill_zero_fields(present, nested)
+            elif field.label == LIST:
+                items = present if isinstance(present, list) else ()
+                for item in items:
+                    if isinstance(item, dict):
+                        fill_zero_fields(item, nested)
+            elif isinstance(present, dict):
+                for item in present.values():
+                    if isinstance(item, dict):
+                        fill_zero_fields(item, nested)
+
+
 def _read_message(message: Message, data: bytes, start: int, end: int, depth: int) -> Obj:
     if depth > MAX_DEPTH:
         raise ProtobufError(f"proto: {message.name.rsplit('.', 1)[-1]}: message nested deeper than {MAX_DEPTH}")

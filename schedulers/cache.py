@@ -28,11 +28,12 @@ from typing import Any
 
 from kube import podgroups
 from kube.client import KubeClient, resource_path
+from kube.extendedresources import resource_classes
 from kube.informer import Informer, object_key
 from kube.objects import Obj
 from kube.pods import Resources, pod_priority, pod_requests
 from schedulers.allocator import AllocatedState, AllocatorFeatures, ResourceIndex, SearchCache
-from schedulers.extended import owned_special_claim_of, resource_classes
+from schedulers.extended import owned_special_claim_of
 from schedulers.nodefit import insufficient, node_allocatable
 from schedulers.podgroups import PodGroupView
 from schedulers.queue import SchedulingQueue

@@ -15,8 +15,7 @@ Init containers that run to completion before the others may reuse the devices o
 long-running containers that come after them; of the requests they still need, only the largest
 is made, and all of them map to it.
 
-When two classes name the same extended resource, the one created last wins, and of two created
-at the same time the one whose name sorts first.
+Which class serves a resource is ``kube.extendedresources``' rule, which resource quota shares.
 """
 
 from __future__ import annotations
@@ -26,39 +25,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from kube.claims import EXTENDED_RESOURCE_CLAIM_ANNOTATION
+from kube.extendedresources import is_dra_extended_resource_name
 from kube.objects import Obj
 from kube.pods import Resources, pod_requests
 from schedulers.nodefit import INSUFFICIENT
 
-DEVICE_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"
 IN_MEMORY_NAME = "<extended-resources>"  # not a valid object name, so never an existing claim's
 STALE_CLAIM = "cannot schedule extended resource claim"
-
-
-def is_dra_extended_resource_name(name: str) -> bool:
-    """An extended resource name (domain-prefixed, not kubernetes.io's, not a quota ``requests.``
-    name) or a class's implicit name."""
-    if name.startswith(DEVICE_CLASS_PREFIX):
-        return True
-    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
-
-
-def resource_classes(classes: Iterable[Mapping[str, Any]]) -> dict[str, str]:
-    """Extended resource name -> the name of the class that serves it."""
-    mapping: dict[str, str] = {}
-    by_name = sorted(classes, key=lambda c: str((c.get("metadata") or {}).get("name", "")))
-    for klass in by_name:
-        name = str((klass.get("metadata") or {}).get("name", ""))
-        mapping[DEVICE_CLASS_PREFIX + name] = name
-    # Newest first; sorted() is stable, so equal timestamps keep name order.
-    newest_first = sorted(by_name, key=lambda c: str((c.get("metadata") or {}).get("creationTimestamp") or ""), reverse=True)
-    explicit: dict[str, str] = {}
-    for klass in newest_first:
-        resource = (klass.get("spec") or {}).get("extendedResourceName")
-        if resource and resource not in explicit:
-            explicit[resource] = str((klass.get("metadata") or {}).get("name", ""))
-    mapping.update(explicit)
-    return mapping
 
 
 def extended_requests(pod: Mapping[str, Any], mapping: Mapping[str, str]) -> dict[str, int]:

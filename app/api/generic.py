@@ -11,7 +11,7 @@ import asyncio
 import logging
 import random
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -39,7 +39,7 @@ from app.storage.cache import ADDED, DELETED, MODIFIED, StoredObject
 from app.storage.dialects import WriteOp
 from app.storage.errors import ContinueExpired, KeyExists, ResourceVersionTooLarge, RevisionCompacted, RevisionMismatch, StorageError
 from app.storage.storage import Predicate, Storage, WatchBatch
-from kube import errors
+from kube import errors, protobuf
 from kube.errors import ApiError, FieldError
 from kube.features import FeatureGates
 from kube.fields import FieldSelector, parse_field_selector, unknown_field_error, unsupported_field_error
@@ -68,6 +68,25 @@ class WriteResult:
         return self.obj.raw if isinstance(self.obj, StoredObject) else orjson.dumps(self.obj)
 
 
+@dataclass(frozen=True)
+class AdmittedWrite:
+    """A create or update about to be written, as the admission steps that may wait see it."""
+
+    operation: str  # CREATE or UPDATE
+    strategy: KindStrategy
+    namespace: str  # "" for a cluster-scoped kind
+    name: str
+    obj: Obj  # as it will be stored
+    old: Obj | None  # as stored (None on CREATE)
+    subresource: str
+    dry_run: bool
+
+
+# An admission step that may wait (resource quota: it writes the quota's status before the object
+# may be written); it raises ApiError to refuse.
+WriteAdmission = Callable[[AdmittedWrite], Awaitable[None]]
+
+
 @dataclass
 class DeleteResult:
     obj: StoredObject | Obj | None
@@ -91,6 +110,9 @@ class GenericStore:
         # The service account token issuer, for the token subresource.
         self.tokens = tokens
         self.delete_collection_workers = max(1, delete_collection_workers)
+        # Run on every create and update of a stored object after the synchronous admission,
+        # whoever writes (the server's own loops too).
+        self.write_admission: list[WriteAdmission] = []
 
     def lookup(self, group: str, resource: str, namespace: str, name: str) -> Obj | None:
         """The object this server holds now, by group and plural (None when there is none)."""
@@ -125,6 +147,14 @@ class GenericStore:
                 "old": old,
             }
         )
+
+    async def _admit_write(self, operation: str, strategy: KindStrategy, namespace: str, name: str, new: Obj, old: Obj | None, dry_run: bool, subresource: str = "") -> None:
+        """The admission steps that may wait, in order; a dry run is admitted without its effects."""
+        if not self.write_admission:
+            return
+        write = AdmittedWrite(operation, strategy, namespace if strategy.namespaced else "", name, new, old, subresource or strategy.subresource, dry_run)
+        for admit in self.write_admission:
+            await admit(write)
 
     def _not_found(self, strategy: KindStrategy, name: str) -> ApiError:
         return errors.not_found(strategy.qualified_resource, name, strategy.group, strategy.plural)
@@ -449,6 +479,8 @@ class GenericStore:
         strategy.prepare_named(obj, ctx)
         strategy.default(obj, ctx)
         strategy.drop_disabled_fields(obj, None, ctx)
+        if strategy.stored:
+            complete_status(strategy, obj)
         errs = self._validate_meta(strategy, obj) + strategy.validate_create(obj, ctx)
         if errs:
             raise self._invalid(strategy, metadata.get("name") or "", errs)
@@ -458,6 +490,7 @@ class GenericStore:
         self._admit(CREATE, strategy, namespace, name, obj, None)
         if not applied:
             ssa.update_managed_fields(None, obj, wopts.field_manager, "Update", strategy.api_version, now, reset_fields=strategy.reset_fields())
+        await self._admit_write(CREATE, strategy, namespace, metadata["name"], obj, None, wopts.dry_run)
         if wopts.dry_run:
             return WriteResult(obj, created=True, warnings=warnings)
         for attempt in range(GENERATE_NAME_ATTEMPTS if generated else 1):
@@ -489,11 +522,13 @@ class GenericStore:
         *,
         dry_run: bool = False,
         create: Callable[[Obj], Any] | None = None,
+        subresource: str = "",
     ) -> WriteResult:
         """Read, mutate, write with the read revision as precondition; retry on races.
 
         ``mutate`` returns the new object, or None for "nothing to change". It raises
         ApiError for client mistakes (including a stale resourceVersion the client gave).
+        ``subresource``: the action subresource writing (the strategy's own otherwise).
         """
         ns = namespace if strategy.namespaced else ""
         fresh = False
@@ -508,6 +543,7 @@ class GenericStore:
             if new is None:
                 return WriteResult(current)
             deleting = bool(new["metadata"].get("deletionTimestamp")) and not strategy.blocks_deletion(new) and not new["metadata"].get("deletionGracePeriodSeconds")
+            await self._admit_write(UPDATE, strategy, ns, name, new, current.obj, dry_run, subresource)
             if dry_run:
                 return WriteResult(new)
             op = WriteOp(DELETED if deleting else MODIFIED, strategy.stored_resource, ns, name, strategy.to_stored(new), current.revision)
@@ -567,6 +603,7 @@ class GenericStore:
         strategy.prepare_for_update(new, old, ctx)
         strategy.default(new, ctx)
         strategy.drop_disabled_fields(new, old, ctx)
+        complete_status(strategy, new)
         if operation != "Apply":
             # Before validation, as upstream's field manager runs first: managedFields a client
             # sent that cannot be read give way to the stored ones, and what is left is validated.
@@ -645,6 +682,7 @@ class GenericStore:
                 if current is None:
                     return None
                 doc = current.copy()
+                complete_status(strategy, doc)  # an object stored before statuses were completed
                 if patch_type == "json":
                     new = patches.apply_json_patch(doc, patch_body)
                 elif patch_type == "merge":
@@ -773,7 +811,7 @@ class GenericStore:
                 ssa.update_managed_fields(current.obj, new, wopts.field_manager, "Update", strategy.api_version, now_rfc3339(), subresource.name)
             return new
 
-        return await self.guaranteed_update(strategy, namespace, name, mutate, dry_run=wopts.dry_run)
+        return await self.guaranteed_update(strategy, namespace, name, mutate, dry_run=wopts.dry_run, subresource=subresource.name)
 
 
     async def get_scale(self, strategy: KindStrategy, subresource: ScaleSubresource, namespace: str, name: str) -> Obj:
@@ -844,6 +882,34 @@ class GenericStore:
             raise self._not_found(strategy, name)
         self._admit(CREATE, strategy, namespace, name, body, current.obj, subresource.name)
         return subresource.respond(strategy, current.obj, body, self.context(namespace))
+
+
+# (apiVersion, kind) -> the message of the kind's status when its Go type holds it by value.
+_STATUS_MESSAGES: dict[tuple[str, str], protobuf.Message | None] = {}
+
+
+def _status_message(api_version: str, kind: str) -> protobuf.Message | None:
+    key = (api_version, kind)
+    if key not in _STATUS_MESSAGES:
+        message = protobuf.schema().kinds.get(key)
+        found = next((f for f in message.fields if f.json == "status"), None) if message is not None else None
+        by_value = found is not None and found.label == protobuf.MESSAGE and not found.pointer
+        _STATUS_MESSAGES[key] = found.message if found is not None and by_value else None
+    return _STATUS_MESSAGES[key]
+
+
+def complete_status(strategy: KindStrategy, obj: Obj) -> None:
+    """Give ``obj`` the status upstream serialises for it: a kind whose Go type holds its status by
+    value (not a pointer) always has one, ``"status": {}`` at least, with the zero fields Go writes
+    (``kube.protobuf.fill_zero_fields``), so that a JSON patch can add to a new object's status."""
+    message = _status_message(strategy.api_version, strategy.kind)
+    if message is None:
+        return
+    status = obj.get("status")
+    if status is None:
+        obj["status"] = status = {}
+    if isinstance(status, dict):
+        protobuf.fill_zero_fields(status, message)
 
 
 def _numbered_revision(value: Any) -> bool:

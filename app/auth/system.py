@@ -53,11 +53,22 @@ log = logging.getLogger("app.auth")
 DEFAULT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 # Where the TLS layer puts the client certificate (DER) in the ASGI scope.
 PEER_CERTIFICATE = "dra.peer_certificate"
-ADMISSION_PLUGINS = ("NodeRestriction",)
+ADMISSION_PLUGINS = ("NodeRestriction", "ResourceQuota")
+# On unless --disable-admission-plugins names them, as upstream's default plugins are.
+DEFAULT_ADMISSION_PLUGINS = ("ResourceQuota",)
 
 
 class ConfigurationError(ValueError):
     """Settings the server cannot start with."""
+
+
+def enabled_admission_plugins(settings: Settings) -> frozenset[str]:
+    """The default plugins and those --enable-admission-plugins names, less those --disable-admission-plugins names."""
+    enabled, disabled = ({p.strip() for p in flag.split(",") if p.strip()} for flag in (settings.admission_plugins, settings.disabled_admission_plugins))
+    for name, plugins in (("--enable-admission-plugins", enabled), ("--disable-admission-plugins", disabled)):
+        if unknown := sorted(plugins.difference(ADMISSION_PLUGINS)):
+            raise ConfigurationError(f"{name}: unknown plugin(s) {unknown}; known: {', '.join(ADMISSION_PLUGINS)}")
+    return frozenset(enabled.union(DEFAULT_ADMISSION_PLUGINS).difference(disabled))
 
 
 def _lookup(storage: Storage) -> Any:
@@ -97,10 +108,8 @@ class AuthSystem:
         self.constrained = ConstrainedImpersonation(self.authorizer) if gates.enabled("ConstrainedImpersonation") else None
         # Everything is allowed: skip attribute parsing and the authorizers on the request path.
         self.allow_all = self.modes == ("AlwaysAllow",)
-        plugins = [p.strip() for p in settings.admission_plugins.split(",") if p.strip()]
-        if unknown_plugins := [p for p in plugins if p not in ADMISSION_PLUGINS]:
-            raise ConfigurationError(f"--enable-admission-plugins: unknown plugin(s) {unknown_plugins}; known: {', '.join(ADMISSION_PLUGINS)}")
-        self.admission: list[AdmissionPlugin] = [NodeRestriction(lookup)] if "NodeRestriction" in plugins else []
+        self.admission_plugins = enabled_admission_plugins(settings)
+        self.admission: list[AdmissionPlugin] = [NodeRestriction(lookup)] if "NodeRestriction" in self.admission_plugins else []
         self.tokens = self._service_account_tokens(settings, lookup)
         authenticators: list[Authenticator] = []
         if settings.client_ca_file:

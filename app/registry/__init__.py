@@ -18,6 +18,7 @@ from app.registry.batch import job
 from app.registry.coordination import lease
 from app.registry.core import (
     configmap,
+    endpoints,
     event,
     namespace,
     node,
@@ -25,10 +26,12 @@ from app.registry.core import (
     persistentvolumeclaim,
     pod,
     replicationcontroller,
+    resourcequota,
     secret,
     service,
     serviceaccount,
 )
+from app.registry.discovery import endpointslice
 from app.registry.events import event as events_event
 from app.registry.policy import poddisruptionbudget
 from app.registry.rbac import clusterrole, clusterrolebinding, role, rolebinding
@@ -57,6 +60,7 @@ KINDS: tuple[KindStrategy, ...] = (
     lease.STRATEGY,
     serviceaccount.STRATEGY,
     secret.STRATEGY,
+    resourcequota.STRATEGY,
     role.STRATEGY,
     clusterrole.STRATEGY,
     rolebinding.STRATEGY,
@@ -88,6 +92,9 @@ KINDS: tuple[KindStrategy, ...] = (
     csidriver.STRATEGY,
     csistoragecapacity.STRATEGY,
     volumeattachment.STRATEGY,
+    # The server's own endpoints (default/kubernetes) are written in both.
+    endpoints.STRATEGY,
+    endpointslice.STRATEGY,
 )
 
 # Kinds served from another kind's storage, in another group (``KindStrategy.storage_group``):

@@ -1,8 +1,9 @@
 """Validation rules kinds of several API groups share: core/v1 node selectors, metav1 label
-selectors and conditions, and core/v1 resource names and quantities."""
+selectors and conditions, core/v1 resource names and quantities, and IP addresses and port numbers."""
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Any
 
@@ -16,7 +17,7 @@ from app.registry.objectmeta import (
     validate_labels,
     validate_qualified_name,
 )
-from kube.errors import FieldError, duplicate, forbidden, invalid, not_supported, required, too_long, too_many
+from kube.errors import FieldError, duplicate, forbidden, go_quote, invalid, not_supported, required, too_long, too_many
 
 _CONDITION_REASON_RE = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
 
@@ -170,6 +171,18 @@ def validate_conditions(conditions: list[Any], path: str) -> Errs:
 
 # --- resource names and quantities (core/v1) --------------------------------------------------
 
+# helper.IsStandardResourceName: container resources plus quota and storage names (and hugepages).
+_STANDARD_RESOURCES = frozenset(
+    {
+        "cpu", "memory", "ephemeral-storage", "pods", "services", "replicationcontrollers", "resourcequotas",
+        "secrets", "configmaps", "persistentvolumeclaims", "storage", "requests.cpu", "requests.memory",
+        "requests.storage", "requests.ephemeral-storage", "limits.cpu", "limits.memory",
+        "limits.ephemeral-storage", "services.nodeports", "services.loadbalancers",
+    }
+)
+HUGEPAGES_PREFIXES = ("hugepages-", "requests.hugepages-")
+NOT_STANDARD_RESOURCE = "must be a standard resource type or fully qualified"
+
 # helper.IsIntegerResourceName's standard part (extended resources are integers too).
 _INTEGER_RESOURCES = frozenset(
     {
@@ -191,6 +204,18 @@ def is_extended_resource(name: str) -> bool:
     return not qualified_name_problems("requests." + name)
 
 
+def is_standard_resource(name: str) -> bool:
+    return name in _STANDARD_RESOURCES or name.startswith(HUGEPAGES_PREFIXES)
+
+
+def validate_resource_name(name: str, path: str) -> list[FieldError]:
+    """validateResourceName: a qualified name, and a standard one unless it has a domain."""
+    errs = validate_qualified_name(name, path)
+    if not errs and "/" not in name and not is_standard_resource(name):
+        errs.append(invalid(path, name, NOT_STANDARD_RESOURCE))
+    return errs
+
+
 def is_integer_resource(name: str) -> bool:
     return name in _INTEGER_RESOURCES or is_extended_resource(name)
 
@@ -206,3 +231,107 @@ def validate_resource_quantity(name: str, value: object, path: str) -> list[Fiel
     if is_integer_resource(name) and quantity.milli_value() % 1000 != 0:
         errs.append(invalid(path, quantity.canonical(), "must be an integer"))
     return errs
+
+
+# --- IP addresses and ports (apimachinery's util/validation, core's ValidateEndpointIP) -----------
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+INVALID_IP = "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"
+INVALID_PORT = "must be between 1 and 65535, inclusive"
+
+
+def parse_ip_sloppy(value: object) -> IPAddress | None:
+    """An address as Go's sloppy parser reads it: IPv4 octets may have leading zeros (decimal);
+    no zone, no prefix. None when it is not an address."""
+    if not isinstance(value, str) or not value.isascii() or "%" in value:
+        return None
+    if ":" not in value:
+        octets = value.split(".")
+        if len(octets) != 4 or not all(o.isdigit() and int(o) <= 255 for o in octets):
+            return None
+        return ipaddress.IPv4Address(".".join(str(int(o)) for o in octets))
+    try:
+        return ipaddress.IPv6Address(value)
+    except ValueError:
+        return None
+
+
+def _leading_zeros(value: str) -> bool:
+    return any(len(o) > 1 and o.startswith("0") for o in value.rsplit(":", 1)[-1].split(".")) if "." in value else False
+
+
+def _strict_ip_errors(value: str, ip: IPAddress, path: str) -> list[FieldError]:
+    """What StrictIPCIDRValidation (beta, on in v1.37) refuses of an address Go's sloppy parser takes."""
+    errs: list[FieldError] = []
+    if _leading_zeros(value):
+        errs.append(invalid(path, value, "must not have leading 0s"))
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        errs.append(invalid(path, value, "must not be an IPv4-mapped IPv6 address"))
+    return errs
+
+
+def validate_ip_for_legacy_field(value: object, path: str) -> list[FieldError]:
+    """IsValidIPForLegacyField with strict validation: an address, without leading zeros or an
+    IPv4-mapped IPv6 form."""
+    ip = parse_ip_sloppy(value)
+    if ip is None or not isinstance(value, str):
+        return [invalid(path, value, INVALID_IP)]
+    return _strict_ip_errors(value, ip, path)
+
+
+def validate_ip(value: object, path: str) -> list[FieldError]:
+    """IsValidIP (for new fields): strict, and in canonical form."""
+    errs = validate_ip_for_legacy_field(value, path)
+    ip = parse_ip_sloppy(value)
+    if errs or ip is None:
+        return errs
+    if value != str(ip):
+        errs.append(invalid(path, value, f"must be in canonical form ({go_quote(str(ip))})"))
+    return errs
+
+
+def _as_ipv4(ip: IPAddress) -> IPAddress:
+    """Go treats an IPv4-mapped IPv6 address as the IPv4 address it maps."""
+    return ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None else ip
+
+
+def validate_endpoint_ip(value: object, path: str) -> list[FieldError]:
+    """ValidateEndpointIP: an address a client can be sent to (not unspecified, loopback or link-local)."""
+    parsed = parse_ip_sloppy(value)
+    if parsed is None:
+        return [invalid(path, value, "must be a valid IP address")]
+    ip = _as_ipv4(parsed)
+    errs: list[FieldError] = []
+    if ip.is_unspecified:
+        errs.append(invalid(path, value, f"may not be unspecified ({value})"))
+    if ip.is_loopback:
+        errs.append(invalid(path, value, "may not be in the loopback range (127.0.0.0/8, ::1/128)"))
+    if ip in _LINK_LOCAL[ip.version]:
+        errs.append(invalid(path, value, "may not be in the link-local range (169.254.0.0/16, fe80::/10)"))
+    if ip in _LINK_LOCAL_MULTICAST_V4 if ip.version == 4 else (ip.packed[0] == 0xFF and ip.packed[1] & 0x0F == 0x02):
+        errs.append(invalid(path, value, "may not be in the link-local multicast range (224.0.0.0/24, ff02::/10)"))
+    return errs
+
+
+_LINK_LOCAL = {4: ipaddress.ip_network("169.254.0.0/16"), 6: ipaddress.ip_network("fe80::/10")}
+_LINK_LOCAL_MULTICAST_V4 = ipaddress.ip_network("224.0.0.0/24")
+
+
+def ip_warnings(value: object, path: str) -> list[str]:
+    """GetWarningsForIP: an address written in a form other than the standard one."""
+    ip = parse_ip_sloppy(value)
+    if ip is None or not isinstance(value, str):
+        return []
+    standard = str(_as_ipv4(ip))
+    if _leading_zeros(value) or (isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None):
+        return [f"{path}: non-standard IP address {go_quote(value)} is invalid: use {go_quote(standard)}"]
+    if ip.version == 6 and value != standard:
+        return [f"{path}: IPv6 address {go_quote(value)} should be in RFC 5952 canonical format ({go_quote(standard)})"]
+    return []
+
+
+def validate_port_number(value: object, path: str) -> list[FieldError]:
+    """IsValidPortNum."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 65535:
+        return [invalid(path, value, INVALID_PORT)]
+    return []

@@ -121,9 +121,9 @@ class Storage:
         """The object as this server holds it now, without waiting (a resourceVersion="0" get)."""
         return self._cache.get(resource, namespace, name)
 
-    def cached_all(self, resource: str) -> list[StoredObject]:
-        """Every object of ``resource`` as this server holds it now, without waiting."""
-        return self._cache.items(resource, None)
+    def cached_all(self, resource: str, namespace: str | None = None) -> list[StoredObject]:
+        """Every object of ``resource`` (in ``namespace``, unless None) as this server holds it now, without waiting."""
+        return self._cache.items(resource, namespace)
 
     async def get(self, resource: str, namespace: str, name: str, revision: int | None = None) -> StoredObject | None:
         """One object, not older than ``revision`` (None: the newest; 0: any)."""

@@ -23,3 +23,14 @@ def test_delete_collection_workers_come_from_the_flag_or_the_environment(monkeyp
     assert _settings().delete_collection_workers == 4
     with pytest.raises(SystemExit):
         _settings("--delete-collection-workers", "many")
+
+
+def test_the_kubernetes_service_flags(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("DRA_ADVERTISE_ADDRESS", "DRA_SERVICE_CLUSTER_IP_RANGE", "DRA_ENDPOINT_RECONCILER_TYPE"):
+        monkeypatch.delenv(name, raising=False)
+    defaults = _settings()
+    assert (defaults.advertise_address, defaults.service_cluster_ip_range, defaults.endpoint_reconciler_type) == ("", "", "lease")
+    given = _settings("--advertise-address", "192.0.2.9", "--service-cluster-ip-range", "10.96.0.0/12", "--endpoint-reconciler-type", "none")
+    assert (given.advertise_address, given.service_cluster_ip_range, given.endpoint_reconciler_type) == ("192.0.2.9", "10.96.0.0/12", "none")
+    monkeypatch.setenv("DRA_ENDPOINT_RECONCILER_TYPE", "none")
+    assert _settings().endpoint_reconciler_type == "none"

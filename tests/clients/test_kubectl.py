@@ -50,7 +50,7 @@ from tests.helpers import RESOURCE, claim, claims_path, pod
 
 
 def build_example(group: str, plural: str) -> Callable[[str, str, dict[str, str]], Obj]:
-    """A builder of the kind's OpenAPI create example (the kinds served as storage only)."""
+    """A builder of the kind's OpenAPI create example (the kinds without a builder of their own)."""
 
     def build(name: str, ns: str, labels: dict[str, str]) -> Obj:
         strategy = lookup(group, "v1", plural)
@@ -168,6 +168,11 @@ KINDS = [
     ),
     storage_only("storage.k8s.io", "csistoragecapacities", True, ("NAME", "STORAGECLASSNAME", "CAPACITY")),
     storage_only("storage.k8s.io", "volumeattachments", False, ("NAME", "ATTACHER", "PV", "NODE", "ATTACHED", "AGE")),
+    Kind("endpoints", "endpoints", "/api/v1", True, build_example("", "endpoints"), ("NAME", "ENDPOINTS", "AGE"), ("NAME", "ENDPOINTS", "AGE")),
+    Kind(
+        "endpointslices", "endpointslice.discovery.k8s.io", "/apis/discovery.k8s.io/v1", True, build_example("discovery.k8s.io", "endpointslices"),
+        ("NAME", "ADDRESSTYPE", "PORTS", "ENDPOINTS", "AGE"), ("NAME", "ADDRESSTYPE", "PORTS", "ENDPOINTS", "AGE"),
+    ),
 ]  # fmt: skip
 
 
@@ -200,6 +205,8 @@ def test_api_resources_and_versions(kubectl: Kubectl) -> None:
         ("jobs", "batch/v1"): ("true", "Job"),
         ("poddisruptionbudgets", "policy/v1"): ("true", "PodDisruptionBudget"),
         ("csinodes", "storage.k8s.io/v1"): ("false", "CSINode"),
+        ("endpoints", "v1"): ("true", "Endpoints"),
+        ("endpointslices", "discovery.k8s.io/v1"): ("true", "EndpointSlice"),
     }
     for key, (namespaced, kind) in expected.items():
         assert key in by_name, f"{key} missing from api-resources:\n{rows}"

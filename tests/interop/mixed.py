@@ -19,7 +19,9 @@ from tests.processes import Worker, eventually
 
 RESOURCE = "/apis/resource.k8s.io/v1"
 # The controllers of kube-controller-manager that do what the project's controller does.
-DRA_CONTROLLERS = ("resourceclaim-controller", "device-taint-eviction-controller", "garbage-collector-controller", "namespace-controller")
+DRA_CONTROLLERS = (
+    "resourceclaim-controller", "device-taint-eviction-controller", "garbage-collector-controller", "namespace-controller", "resourcequota-controller",
+)  # fmt: skip
 
 # What upstream's components log whatever server they talk to (they log it against kube-apiserver
 # too, tests/interop/test_upstream_control_plane.py): not findings about this server.

@@ -1,5 +1,5 @@
 """Upstream's kube-controller-manager v1.37.2 (resourceclaim, device-taint-eviction, garbage
-collector and namespace controllers) against this server in place of the project's controller,
+collector, namespace and resource quota controllers) against this server in place of the project's controller,
 with the project's scheduler and kubelet simulators: claims made from templates, reservations
 released when pods go (``tests/e2e/test_examples.py`` unchanged), and the controller manager's
 log free of anything kube-apiserver would not have caused."""
@@ -72,10 +72,28 @@ def test_a_claim_from_a_template_is_released_and_deleted_with_its_pod(stack: htt
     eventually(released, "the shared claim released and deallocated")
 
 
+def test_upstreams_quota_controller_keeps_the_status_this_servers_admission_enforces(stack: httpx.Client) -> None:
+    """Upstream's e2e "supports count/resourceclaims.resource.k8s.io ResourceQuota" with upstream's
+    controller (it watches every resource this server serves) and this server's admission."""
+    count = "count/resourceclaims.resource.k8s.io"
+    assert stack.post("/api/v1/namespaces", json={"metadata": {"name": "kcm-quota"}}).status_code == 201
+    claim = {"metadata": {"name": "claim-0"}, "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}}}
+    assert stack.post(f"{RESOURCE}/namespaces/kcm-quota/resourceclaims", json=claim).status_code == 201
+    assert stack.post("/api/v1/namespaces/kcm-quota/resourcequotas", json={"metadata": {"name": "object-count"}, "spec": {"hard": {count: "1"}}}).status_code == 201
+
+    def counted() -> bool:
+        return stack.get("/api/v1/namespaces/kcm-quota/resourcequotas/object-count").json().get("status") == {"hard": {count: "1"}, "used": {count: "1"}}
+
+    eventually(counted, "upstream's controller counted the claim", timeout=60)
+    refused = stack.post(f"{RESOURCE}/namespaces/kcm-quota/resourceclaims", json={**claim, "metadata": {"generateName": "claim-1-"}})
+    assert refused.status_code == 403, refused.text
+    assert f"exceeded quota: object-count, requested: {count}=1, used: {count}=1, limited: {count}=1" in refused.json()["message"]
+
+
 def test_each_controller_acts_as_its_service_account(stack: httpx.Client) -> None:
     """--use-service-account-credentials: kube-controller-manager made each controller's account
     (the bootstrap policy binds the controller roles to those accounts only)."""
-    for account in ("resource-claim-controller", "device-taint-eviction-controller", "generic-garbage-collector", "namespace-controller"):
+    for account in ("resource-claim-controller", "device-taint-eviction-controller", "generic-garbage-collector", "namespace-controller", "resourcequota-controller"):
         path = f"/api/v1/namespaces/kube-system/serviceaccounts/{account}"
 
         def made(path: str = path) -> bool:

@@ -150,3 +150,27 @@ def test_a_pod_gets_a_claim_from_its_template_and_loses_it_when_deleted(cluster:
         f"claim {claim_name} deleted with its pod\n{cluster.worker_logs()}",
         timeout=TIMEOUT,
     )
+
+
+def test_upstreams_admission_enforces_the_quota_status_our_controller_keeps(cluster: Cluster) -> None:
+    # Upstream's e2e "supports count/resourceclaims.resource.k8s.io ResourceQuota", with this
+    # project's controller (as upstream's resourcequota-controller account) and upstream's admission.
+    count = "count/resourceclaims.resource.k8s.io"
+    cluster.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "quota"}})
+    cluster.create("/apis/resource.k8s.io/v1/namespaces/quota/resourceclaims", {**CLAIM, "metadata": {"name": "claim-0"}})
+    cluster.create("/api/v1/namespaces/quota/resourcequotas", {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "object-count"},
+                                                             "spec": {"hard": {count: "1"}}})  # fmt: skip
+
+    def counted() -> bool:
+        return cluster.get("/api/v1/namespaces/quota/resourcequotas/object-count").get("status") == {"hard": {count: "1"}, "used": {count: "1"}}
+
+    eventually(counted, f"the quota's status\n{cluster.worker_logs()}", timeout=TIMEOUT)
+    refused = cluster.admin.post("/apis/resource.k8s.io/v1/namespaces/quota/resourceclaims", json={**CLAIM, "metadata": {"generateName": "claim-1-"}})
+    assert refused.status_code == 403, refused.text
+    status = refused.json()
+    # The words this server's admission uses too (tests/app/admission/test_resourcequota.py).
+    name = status["details"]["name"]
+    assert name.startswith("claim-1-") and status["details"] == {"name": name, "group": "resource.k8s.io", "kind": "resourceclaims"}
+    assert status["message"] == (
+        f'resourceclaims.resource.k8s.io "{name}" is forbidden: exceeded quota: object-count, requested: {count}=1, used: {count}=1, limited: {count}=1'
+    )

@@ -237,3 +237,102 @@ def test_go_durations(text: str, nanos: int) -> None:
     assert protobuf.parse_go_duration(text) == nanos
     assert protobuf.parse_go_duration(protobuf.go_duration(nanos)) == nanos
     assert protobuf.go_duration(5_400_000_000_000) == "1h30m0s"
+
+
+def _field_message(api_version: str, kind: str, *path: str) -> protobuf.Message:
+    """The message of the field at ``path`` in the kind's (the kind's own for no path)."""
+    message: protobuf.Message | None = _message(api_version, kind)
+    for name in path:
+        assert message is not None
+        message = next(f for f in message.fields if f.json == name).message
+    assert message is not None
+    return message
+
+
+@pytest.mark.parametrize(
+    ("api_version", "kind", "path", "value"),
+    [
+        ("resource.k8s.io/v1", "ResourceClaim", ("status",), {}),
+        ("resource.k8s.io/v1", "ResourceClaim", ("status",), {"allocation": {}, "reservedFor": [{"resource": "pods", "name": "p", "uid": "u"}]}),
+        ("v1", "Node", ("status",), {"capacity": {"cpu": "4"}, "nodeInfo": {"kubeletVersion": "v1.37.2"}}),
+        ("v1", "Pod", ("status",), {"phase": "Running", "containerStatuses": [{"name": "c"}], "conditions": [{"type": "Ready", "status": "True"}]}),
+        ("v1", "Service", ("status",), {"loadBalancer": None}),
+        ("policy/v1", "PodDisruptionBudget", ("status",), {"disruptionsAllowed": 1}),
+        ("v1", "Node", (), {"metadata": {"name": "n"}}),
+        ("v1", "Event", (), {"involvedObject": {"name": "p"}, "reason": "R"}),
+    ],
+)
+def test_zero_fields_are_filled_in_as_go_writes_them(api_version: str, kind: str, path: tuple[str, ...], value: dict[str, Any]) -> None:
+    message = _field_message(api_version, kind, *path)
+    filled = copy.deepcopy(value)
+    protobuf.fill_zero_fields(filled, message)
+    assert filled == protobuf.decode(protobuf.encode(value, message), message)
+
+
+def test_zero_fields_of_a_status() -> None:
+    status: dict[str, Any] = {"containerStatuses": [{"name": "c", "ready": True}]}
+    protobuf.fill_zero_fields(status, _field_message("v1", "Pod", "status"))
+    assert status == {"containerStatuses": [{"name": "c", "ready": True, "state": {}, "lastState": {}, "restartCount": 0, "image": "", "imageID": ""}]}
+    claim_status: dict[str, Any] = {"allocation": {}}
+    protobuf.fill_zero_fields(claim_status, _field_message("resource.k8s.io/v1", "ResourceClaim", "status"))
+    assert claim_status == {"allocation": {"devices": {}}}
+
+
+# ---- every field of every kind ------------------------------------------------------------------
+
+# A value of each special type as JSON writes it, read back unchanged (canonical already).
+_SPECIAL_VALUES = {
+    "time": "2026-11-29T06:25:57Z",
+    "microtime": "2026-11-29T06:25:57.123456Z",
+    "duration": "1m30s",
+    "quantity": "40Gi",
+    "intorstring": "http",
+    "rawextension": {"apiVersion": "v1", "kind": "Example", "x": 1},
+    "fieldsv1": {"f:metadata": {}},
+}
+_SCALAR_VALUES = {"bool": True, "int32": 7, "int64": 7, "uint32": 7, "uint64": 7, "bytes": "eA=="}
+
+
+def _filled(message: protobuf.Message, within: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """An object of ``message`` with every field set to a value that is not its zero (so that no
+    field can be dropped on the way unnoticed); a message inside itself is left out."""
+    obj: dict[str, Any] = {}
+    within = within | {message.name}
+    for field in message.fields:
+        if field.inline:
+            assert field.message is not None
+            obj.update(_filled(field.message, within))
+            continue
+        if field.type == "message":
+            assert field.message is not None
+            if field.message.name in within:
+                continue
+            element: Any = _filled(field.message, within)
+        elif field.type == "string":
+            element = f"v-{field.json}"
+        else:
+            element = _SPECIAL_VALUES.get(field.type, _SCALAR_VALUES.get(field.type))
+        if field.wrapped:
+            element = [element]
+        if field.label == "list":
+            obj[field.json] = [element]
+        elif field.label == "map":
+            obj[field.json] = {"k": element}
+        else:
+            obj[field.json] = element
+    return obj
+
+
+def _resource_kinds() -> list[tuple[str, str]]:
+    return sorted(key for key in protobuf.schema().kinds if key[0].startswith("resource.k8s.io/") or key == ("v1", "Pod"))
+
+
+@pytest.mark.parametrize(("api_version", "kind"), _resource_kinds(), ids=lambda value: str(value))
+def test_every_field_of_a_dra_kind_survives_a_round_trip(api_version: str, kind: str) -> None:
+    """Encoding and decoding keep every field (ResourceClaim's status.devices, a slice's device
+    attributes and counters, a pod's resource claims...): a field the encoder or decoder loses
+    would reach protobuf clients (kube-scheduler, kube-controller-manager) silently."""
+    message = _message(api_version, kind)
+    obj = {"apiVersion": api_version, "kind": kind, **_filled(message)}
+    decoded = protobuf.decode_object(protobuf.encode_object(obj))
+    assert decoded == obj

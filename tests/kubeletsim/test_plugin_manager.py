@@ -70,16 +70,17 @@ class Node:
 
 
 @asynccontextmanager
-async def node(call_timeout: float = 5.0) -> AsyncIterator[Node]:
-    dirs = NodeDirs(short_root(), "n0")
+async def node(call_timeout: float = 5.0, name: str = "n0") -> AsyncIterator[Node]:
+    """A node's plugin side (watcher, plugin store, DRA manager, health streams) in this event loop."""
+    dirs = NodeDirs(short_root(), name)
     dirs.create()
     cache = HealthCache()
     changes: list[tuple[str, set[str]]] = []
     checkpoint = Checkpoint(dirs.checkpoint)
     holder: list[DRAManager] = []
-    streams = HealthStreams("n0", cache, lambda driver, devices: changes.append((driver, holder[0].pods_using(driver, devices))), retry_interval=0.1)
-    store = PluginStore("n0", reserved=[BUILTIN], call_timeout=call_timeout, on_change=streams.plugin_changed)
-    manager = DRAManager("n0", store, checkpoint, cache, builtin_drivers=[BUILTIN])
+    streams = HealthStreams(name, cache, lambda driver, devices: changes.append((driver, holder[0].pods_using(driver, devices))), retry_interval=0.1)
+    store = PluginStore(name, reserved=[BUILTIN], call_timeout=call_timeout, on_change=streams.plugin_changed)
+    manager = DRAManager(name, store, checkpoint, cache, builtin_drivers=[BUILTIN])
     holder.append(manager)
     watcher = PluginWatcher(dirs, store, interval=0.02, timeouts=FAST)
     task = asyncio.create_task(watcher.run())

@@ -18,6 +18,9 @@ from kubeletsim import nodes as nodes_mod
 from kubeletsim.podcontroller import PodController
 from kubeletsim.profiles import load_profiles
 from tests.kubeletsim.harness import NODES, register_node, running
+from tests.kubeletsim.test_plugin_manager import FAKE
+from tests.kubeletsim.test_plugin_manager import driver as plugin_driver
+from tests.kubeletsim.test_plugin_manager import node as plugin_node
 from tests.processes import eventually_async, get_or_none
 
 GPU = "gpu.example.com"
@@ -66,19 +69,19 @@ async def bound_pod(kube_client: KubeClient, ns: str, name: str, node: str, *, c
     return await kube_client.get(pods_path(ns, name))
 
 
-async def allocated_claim(kube_client: KubeClient, ns: str, name: str, node: str, device: str, users: list[dict[str, Any]]) -> None:
+async def allocated_claim(kube_client: KubeClient, ns: str, name: str, node: str, device: str, users: list[dict[str, Any]], driver: str = GPU) -> dict[str, Any]:
     """A claim with the allocation (and reservations) a scheduler would write."""
-    requests = {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": GPU}}]}}
+    requests = {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": driver}}]}}
     claim = await kube_client.create(claims_path(ns), {"metadata": {"name": name}, "spec": requests})
     claim["status"] = {
         "allocation": {
-            "devices": {"results": [{"request": "gpu", "driver": GPU, "pool": node, "device": device}]},
+            "devices": {"results": [{"request": "gpu", "driver": driver, "pool": node, "device": device}]},
             "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]},
         }
     }
     if users:
         claim["status"]["reservedFor"] = [{"resource": "pods", "name": u["metadata"]["name"], "uid": u["metadata"]["uid"]} for u in users]
-    await kube_client.update(claims_path(ns, name, "status"), claim)
+    return await kube_client.update(claims_path(ns, name, "status"), claim)
 
 
 async def in_phase(kube_client: KubeClient, ns: str, name: str, phase: str) -> dict[str, Any] | None:
@@ -159,6 +162,35 @@ async def test_a_pod_that_ends_releases_its_devices(kube_client: KubeClient, pod
     await eventually_async(lambda: in_phase(kube_client, ns, "ends", "Succeeded"), what="pod finished after its run time")
     # The pod object stays (Succeeded); its device is released all the same.
     await eventually_async(lambda: _empty(devices(kube_client, ns, "gpu")), what="device released after the pod ended")
+
+
+async def test_a_pod_that_ends_has_its_plugin_drivers_claims_unprepared(kube_client: KubeClient, prefix: str, ns: str) -> None:
+    """A driver on the node's plugin socket: the kubelet calls NodeUnprepareResources once the
+    pod's containers are done, while the pod object stays (Succeeded), not only when it goes."""
+    name = f"{prefix}0"
+    await register_node(kube_client, name, 0)
+    async with plugin_node(name=name) as node, plugin_driver(node) as fake:
+        controller = PodController(
+            kube_client, Informer(kube_client, NODES, name="nodes"),
+            Informer(kube_client, resource_path("", "v1", "pods"), field_selector="spec.nodeName!=", name="pods"),
+            Informer(kube_client, resource_path("resource.k8s.io", "v1", "resourceclaims"), name="resourceclaims"),
+            [name], load_profiles("gpu"), max_pods=110, gates=FeatureGates(), backoff=ExponentialBackoff(0.05, 1.0), managers={name: node.manager},
+        )  # fmt: skip
+        async with running([controller.nodes, controller.pods, controller.claims], controller.queue, controller.sync):
+            pod = await bound_pod(kube_client, ns, "ends", name, claim="plugged", annotations={"dra.example.dev/run-seconds": "1"})
+            claim = await allocated_claim(kube_client, ns, "plugged", name, "dev-plugged", [pod], driver=FAKE)
+            await eventually_async(lambda: in_phase(kube_client, ns, "ends", "Running"), what="pod Running")
+            assert fake.node.prepare_calls == [[(ns, "plugged", claim["metadata"]["uid"])]]
+            assert fake.node.unprepare_calls == []
+            await eventually_async(lambda: in_phase(kube_client, ns, "ends", "Succeeded"), what="pod finished after its run time")
+
+            async def unprepared() -> bool:
+                return bool(fake.node.unprepare_calls)
+
+            await eventually_async(unprepared, what="NodeUnprepareResources after the pod ended")
+            assert fake.node.unprepare_calls == [[(ns, "plugged", claim["metadata"]["uid"])]]
+            assert fake.node.prepared == set()
+            assert await in_phase(kube_client, ns, "ends", "Succeeded"), "the pod object stays"
 
 
 async def test_a_pod_deleted_at_once_releases_its_devices(kube_client: KubeClient, pods: PodController, prefix: str, ns: str) -> None:

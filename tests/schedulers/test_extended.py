@@ -1,4 +1,4 @@
-"""Extended resources backed by devices, in the scheduler: which class serves a resource, the
+"""Extended resources backed by devices, in the scheduler: the
 special claim's requests and mappings, and the cycle's placement (cache fed in memory)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Any
 
 from kube.objects import Obj
 from schedulers.cycle import Placement, ScheduleFailure, SchedulingCycle
-from schedulers.extended import IN_MEMORY_NAME, requests_and_mappings, resource_classes
+from schedulers.extended import IN_MEMORY_NAME, requests_and_mappings
 from tests.schedulers.cluster import CLASS, DRIVER, Cluster, claim, device_class, node, node_slice, pod
 
 GPU = "example.com/gpu"
@@ -27,19 +27,6 @@ def asking(name: str, amounts: dict[str, str], *, init: list[Obj] | None = None,
     if init is not None:
         p["spec"]["initContainers"] = init
     return p
-
-
-def test_a_class_serves_its_explicit_and_implicit_names() -> None:
-    mapping = resource_classes([klass("gpu", GPU), klass("nic")])
-    assert mapping == {GPU: "gpu", "deviceclass.resource.kubernetes.io/gpu": "gpu", "deviceclass.resource.kubernetes.io/nic": "nic"}
-
-
-def test_colliding_names_go_to_the_newest_class_then_the_first_name() -> None:
-    old, new = klass("old", GPU, "2026-01-01T00:00:00Z"), klass("new", GPU, "2026-02-01T00:00:00Z")
-    assert resource_classes([new, old])[GPU] == "new"
-    assert resource_classes([old, new])[GPU] == "new"
-    b, a = klass("b", GPU, "2026-02-01T00:00:00Z"), klass("a", GPU, "2026-02-01T00:00:00Z")
-    assert resource_classes([b, a, old])[GPU] == "a"
 
 
 def test_requests_per_container_and_init_containers_reuse_later_ones() -> None:

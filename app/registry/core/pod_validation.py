@@ -11,7 +11,13 @@ from typing import Any
 
 from app.registry.accessors import as_dict, as_dict_entries, as_list, as_str, parse_quantity_field
 from app.registry.base import Obj
-from app.registry.common import is_extended_resource, is_native_resource, validate_resource_quantity
+from app.registry.common import (
+    NOT_STANDARD_RESOURCE,
+    is_extended_resource,
+    is_native_resource,
+    is_standard_resource,
+    validate_resource_quantity,
+)
 from app.registry.core.node_validation import TAINT_EFFECTS
 from app.registry.objectmeta import (
     IS_NEGATIVE,
@@ -46,15 +52,6 @@ UPDATABLE_POD_SPEC_FIELDS = (
 )
 
 _STANDARD_CONTAINER_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage"})
-# helper.IsStandardResourceName: container resources plus quota and storage names.
-_STANDARD_RESOURCES = _STANDARD_CONTAINER_RESOURCES | frozenset(
-    {
-        "pods", "services", "replicationcontrollers", "resourcequotas", "secrets", "configmaps",
-        "persistentvolumeclaims", "storage", "requests.cpu", "requests.memory", "requests.storage",
-        "requests.ephemeral-storage", "limits.cpu", "limits.memory", "limits.ephemeral-storage",
-        "services.nodeports", "services.loadbalancers",
-    }
-)
 _HUGEPAGES_PREFIX = "hugepages-"
 # What a node allocates to pods and containers (KEP-5517 status entries).
 _NODE_ALLOCATABLE_RE = re.compile(r"^(cpu|memory|ephemeral-storage|hugepages-.+)$")
@@ -65,18 +62,14 @@ _NODE_ALLOCATABLE_RE = re.compile(r"^(cpu|memory|ephemeral-storage|hugepages-.+)
 # ---------------------------------------------------------------------------------------------
 
 
-def _is_standard_resource(name: str) -> bool:
-    return name in _STANDARD_RESOURCES or name.startswith(_HUGEPAGES_PREFIX) or name.startswith("requests.hugepages-")
-
-
 def validate_container_resource_name(name: str, path: str) -> list[FieldError]:
     """validateContainerResourceName: qualified, and standard for containers or extended."""
     errs = validate_qualified_name(name, path)
     if errs:
         return errs
     if "/" not in name:
-        if not _is_standard_resource(name):
-            errs.append(invalid(path, name, "must be a standard resource type or fully qualified"))
+        if not is_standard_resource(name):
+            errs.append(invalid(path, name, NOT_STANDARD_RESOURCE))
         if name not in _STANDARD_CONTAINER_RESOURCES and not name.startswith(_HUGEPAGES_PREFIX):
             errs.append(invalid(path, name, "must be a standard resource for containers"))
     elif not is_native_resource(name) and not is_extended_resource(name):

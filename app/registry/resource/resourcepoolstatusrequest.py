@@ -8,6 +8,7 @@ from app.registry.base import KindStrategy, Obj, RequestContext, StatusStrategy,
 from app.registry.columns import age_column, name_column
 from app.registry.resource.resourcepoolstatusrequest_validation import (
     default_request_spec,
+    drop_request_fields,
     validate_request_spec,
     validate_request_spec_update,
     validate_request_status,
@@ -32,8 +33,11 @@ class ResourcePoolStatusRequestStrategy(KindStrategy):
     def default(self, obj: Obj, ctx: RequestContext) -> None:
         default_request_spec(obj.get("spec"))
 
+    def drop_disabled_fields(self, obj: Obj, old: Obj | None, ctx: RequestContext) -> None:
+        drop_request_fields(obj.get("spec"), old.get("spec") if old is not None else None, ctx.feature_gates)
+
     def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
-        return validate_request_spec(obj.get("spec"), ctx.feature_gates)
+        return validate_request_spec(obj.get("spec"))
 
     def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
         return validate_request_spec_update(new.get("spec"), old.get("spec"))

@@ -1,5 +1,6 @@
 """CSINode (storage.k8s.io/v1, cluster-scoped), served as storage: the scheduler's volume limits
-and binding watch it."""
+and binding watch it. Since v1.37 it has a status (the drivers' storage health) and upstream
+serves csinodes/status."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from app.registry.storageonly import StorageOnlyKind, StorageOnlyStrategy
 
 STRATEGY: StorageOnlyStrategy = StorageOnlyStrategy(
     StorageOnlyKind(
-        group="storage.k8s.io", kind="CSINode", plural="csinodes", namespaced=False,
+        group="storage.k8s.io", kind="CSINode", plural="csinodes", namespaced=False, status=True,
         create_example={"spec": {"drivers": []}},
         printer_columns=(
             name_column(),

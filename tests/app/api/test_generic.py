@@ -54,14 +54,14 @@ def _binding(pod_name: str, node: str = "node-7", **metadata: Any) -> dict[str, 
 # ---- create, get ----------------------------------------------------------------------------
 
 
-async def test_create_sets_server_metadata_and_drops_status(store: GenericStore, store_ns: str) -> None:
+async def test_create_sets_server_metadata_and_resets_status(store: GenericStore, store_ns: str) -> None:
     result = await store.create(CLAIMS, store_ns, {**claim("c1"), "status": {"allocation": ALLOCATION}}, WRITER)
     assert result.created
     obj = _written(result)
     meta = obj["metadata"]
     assert (meta["name"], meta["namespace"], meta["generation"]) == ("c1", store_ns, 1)
     assert meta["uid"] and meta["creationTimestamp"].endswith("Z") and meta["resourceVersion"].isdigit()
-    assert "status" not in obj
+    assert obj["status"] == {}  # reset to the empty struct upstream's ResourceClaim serialises
     assert [entry["manager"] for entry in meta["managedFields"]] == ["test"]
     stored = await store.get(CLAIMS, store_ns, "c1")
     assert stored.obj["metadata"]["uid"] == meta["uid"]

@@ -76,6 +76,7 @@ def test_index_lists_every_group_version_with_document_hash() -> None:
         "apis/batch/v1",
         "apis/policy/v1",
         "apis/storage.k8s.io/v1",
+        "apis/discovery.k8s.io/v1",
         "apis/events.k8s.io/v1",
     }
     for group, version in GROUP_VERSIONS:
@@ -335,6 +336,7 @@ def test_v3_shared_definitions_present_and_trimmed() -> None:
         "batch/v1",
         "policy/v1",
         "storage.k8s.io/v1",
+        "discovery.k8s.io/v1",
         "events.k8s.io/v1",
     }
     assert schemas["io.k8s.api.resource.v1.ResourceClaimList"]["required"] == ["items"]

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from devtools.server import ServerProcess
+from kube import protobuf
 from kube.objects import Obj
 from tests.contract import check_response_body
 from tests.helpers import assert_status, new_namespace, watch_lines
@@ -361,7 +362,6 @@ def test_a_pool_status_request_is_defaulted_and_its_spec_is_immutable(pool_statu
         ({"limit": 0}, [("spec.limit", "FieldValueInvalid")]),
         ({"limit": 1001}, [("spec.limit", "FieldValueInvalid")]),
         ({"poolName": "bad pool"}, [("spec.poolName", "FieldValueInvalid")]),
-        ({"defaultPartitionTypeAttribute": "example.com/profile"}, [("spec.defaultPartitionTypeAttribute", "FieldValueForbidden")]),
     ],
 )
 def test_a_pool_status_request_is_validated(pool_status: httpx.Client, spec: Obj, causes: list[tuple[str, str]]) -> None:
@@ -369,6 +369,13 @@ def test_a_pool_status_request_is_validated(pool_status: httpx.Client, spec: Obj
     body["spec"].update(spec)
     refused = assert_status(pool_status.post(REQUESTS, json=body), 422, "Invalid")
     assert [(c["field"], c["reason"]) for c in refused["details"]["causes"]] == causes
+
+
+def test_a_default_partition_type_attribute_is_dropped_without_its_gate(pool_status: httpx.Client) -> None:
+    # DRAPartitionableDevicesType is off on this server: upstream drops the field rather than refuse it.
+    created = pool_status.post(REQUESTS, json=_request(_unique("req"), defaultPartitionTypeAttribute="example.com/profile"))
+    assert created.status_code == 201, created.text
+    assert created.json()["spec"] == {"driver": "gpu.example.com", "limit": 100}
 
 
 def test_a_pool_status_requests_status_is_written_once(pool_status: httpx.Client) -> None:
@@ -392,3 +399,95 @@ def test_a_pool_status_requests_status_is_written_once(pool_status: httpx.Client
     assert [c["field"] for c in refused["details"]["causes"]] == ["status"]
     deleted = pool_status.delete(f"{REQUESTS}/{name}")
     assert deleted.json()["kind"] == "ResourcePoolStatusRequest"
+
+
+# The status the controller writes for a partitionable pool and a pool of shareable devices.
+VIEWS_ANSWER: Obj = {
+    "poolCount": 2,
+    "pools": [
+        {
+            "driver": "gpu.example.com", "poolName": "partitioned", "generation": 1, "resourceSliceCount": 2,
+            "totalDevices": 3, "allocatedDevices": 1, "availableDevices": 2, "unavailableDevices": 0,
+            "partitionSummary": [
+                {"attribute": "gpu.example.com/profile", "type": "Full", "total": 1, "allocatable": 0},
+                {"attribute": "gpu.example.com/profile", "type": "Half", "total": 2, "allocatable": 1},
+            ],
+        },
+        {
+            "driver": "gpu.example.com", "poolName": "shareable", "generation": 1, "resourceSliceCount": 1,
+            "totalDevices": 2, "allocatedDevices": 1, "availableDevices": 1, "unavailableDevices": 0,
+            "shareableSummary": {
+                "fullyAvailableDevices": 1, "partiallyAvailableDevices": 1,
+                "capacity": [{"name": "memory", "total": "32Gi", "consumed": "6Gi", "available": "26Gi"}],
+            },
+        },
+    ],
+    "conditions": [{"type": "Complete", "status": "True", "reason": "CalculationComplete", "message": "Calculated status for 2 pools", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("encoding", ["json", "protobuf"])
+def test_the_partition_and_shareable_summaries_are_kept(pool_status: httpx.Client, encoding: str) -> None:
+    name = _unique("views")
+    created = pool_status.post(REQUESTS, json=_request(name)).json()
+    answered = {**created, "status": VIEWS_ANSWER}
+    if encoding == "json":
+        written = pool_status.put(f"{REQUESTS}/{name}/status", json=answered)
+    else:
+        pb = {"content-type": protobuf.CONTENT_TYPE, "accept": protobuf.CONTENT_TYPE}
+        written = pool_status.put(f"{REQUESTS}/{name}/status", content=protobuf.encode_object(answered), headers=pb)
+    assert written.status_code == 200, written.content[:300]
+    # Read back both ways: JSON and protobuf answers carry the summaries unchanged.
+    assert pool_status.get(f"{REQUESTS}/{name}").json()["status"] == VIEWS_ANSWER
+    in_protobuf = pool_status.get(f"{REQUESTS}/{name}", headers={"accept": protobuf.CONTENT_TYPE})
+    assert protobuf.decode_object(in_protobuf.content)["status"] == VIEWS_ANSWER
+
+
+
+
+def _pool(**fields: Any) -> Obj:
+    return {"driver": "gpu.example.com", "poolName": "p", "generation": 1, **fields}
+
+
+@pytest.mark.parametrize(
+    ("pool", "causes"),
+    [
+        (_pool(generation=0), [("status.pools[0].generation", "FieldValueRequired", "Required value")]),
+        (
+            _pool(partitionSummary=[{"attribute": "gpu.example.com/profile", "type": "Full", "total": 1, "allocatable": 1}] * 2),
+            [("status.pools[0].partitionSummary[1]", "FieldValueDuplicate",
+              'Duplicate value: {"attribute":"gpu.example.com/profile","type":"Full","total":1,"allocatable":1}')],
+        ),
+        (
+            _pool(partitionSummary=[{"attribute": "", "type": "Full", "total": -1}]),
+            [("status.pools[0].partitionSummary[0].attribute", "FieldValueRequired", "Required value"),
+             ("status.pools[0].partitionSummary[0].total", "FieldValueInvalid", "Invalid value: -1: must be greater than or equal to 0"),
+             ("status.pools[0].partitionSummary[0].allocatable", "FieldValueRequired", "Required value")],
+        ),
+        (
+            # Too many entries: the entries themselves are not looked at.
+            _pool(partitionSummary=[{"type": str(i)} for i in range(33)]),
+            [("status.pools[0].partitionSummary", "FieldValueTooMany", "Too many: 33: must have at most 32 items")],
+        ),
+        (
+            _pool(shareableSummary={"partiallyAvailableDevices": -1, "capacity": [{"name": "memory", "total": "1"}]}),
+            [("status.pools[0].shareableSummary.fullyAvailableDevices", "FieldValueRequired", "Required value"),
+             ("status.pools[0].shareableSummary.partiallyAvailableDevices", "FieldValueInvalid", "Invalid value: -1: must be greater than or equal to 0"),
+             ("status.pools[0].shareableSummary.capacity[0].consumed", "FieldValueRequired", "Required value"),
+             ("status.pools[0].shareableSummary.capacity[0].available", "FieldValueRequired", "Required value")],
+        ),
+        (
+            _pool(shareableSummary={"fullyAvailableDevices": 0, "partiallyAvailableDevices": 0,
+                                    "capacity": [{"name": "", "total": "1", "consumed": "0", "available": "1"}] * 33}),
+            [("status.pools[0].shareableSummary.capacity", "FieldValueTooMany", "Too many: 33: must have at most 32 items")],
+        ),
+    ],
+    ids=["generation-zero", "duplicate-partition", "partition-entry", "partitions-over-cap", "shareable", "capacities-over-cap"],
+)  # fmt: skip
+def test_a_pool_status_answer_is_validated(pool_status: httpx.Client, pool: Obj, causes: list[tuple[str, str, str]]) -> None:
+    name = _unique("bad")
+    created = pool_status.post(REQUESTS, json=_request(name)).json()
+    refused = assert_status(pool_status.put(f"{REQUESTS}/{name}/status", json={**created, "status": {"poolCount": 1, "pools": [pool]}}), 422, "Invalid")
+    got = [(c["field"], c["reason"], c["message"]) for c in refused["details"]["causes"]]
+    assert got == causes
+    assert "status" not in pool_status.get(f"{REQUESTS}/{name}").json()

@@ -48,13 +48,19 @@ def test_the_scheduler_records_events_through_the_events_api(auth_cluster: AuthC
         assert scheduler.post(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events", json=event).status_code == 201
 
 
-def test_the_controller_manager_reads_configmaps_and_does_not_write_them(auth_cluster: AuthCluster) -> None:
+def test_the_controller_manager_reads_configmaps_and_creates_them_as_the_root_ca_publisher(auth_cluster: AuthCluster) -> None:
     with auth_cluster.as_user("system:kube-controller-manager") as manager:
         # Allowed: the server publishes it (app/controlplane/authentication.py).
         assert manager.get("/api/v1/namespaces/kube-system/configmaps/extension-apiserver-authentication").status_code == 200
         assert manager.get("/api/v1/namespaces/kube-system/configmaps/other").status_code == 404  # upstream's "get configmaps"
+        # Upstream's own rules for the process write no ConfigMaps; the root CA publisher's role
+        # (create, update), bound to the process for running without service account credentials, does.
         body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "mine"}}
-        assert manager.post("/api/v1/namespaces/kube-system/configmaps", json=body).status_code == 403
+        assert manager.post("/api/v1/namespaces/kube-system/configmaps", json=body).status_code == 201
+    with auth_cluster.admin() as admin:
+        binding = admin.get("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/system:dra-controller-manager:root-ca-cert-publisher").json()
+        assert binding["roleRef"]["name"] == "system:controller:root-ca-cert-publisher"
+        assert admin.delete("/api/v1/namespaces/kube-system/configmaps/mine").status_code == 200
 
 
 def test_the_scheduler_reads_the_authentication_configmap_through_its_role(auth_cluster: AuthCluster) -> None:

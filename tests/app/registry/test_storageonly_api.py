@@ -36,6 +36,8 @@ class Case:
     # a status its /status accepts (None: the kind has no status subresource)
     status: dict[str, Any] | None = None
     generation: bool = False
+    # The status of a new object: what Go writes for the kind's zero status (None: the kind has none).
+    new_status: dict[str, Any] | None = None
 
     def __str__(self) -> str:
         return f"{self.plural}.{self.group}" if self.group else self.plural
@@ -45,17 +47,17 @@ REPLICAS = ("Name", "Desired", "Current", "Ready", "Age", "Containers", "Images"
 CONDITIONS = {"conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z", "reason": "Test", "message": "ok"}]}
 REPLICA_STATUS = {"replicas": 0, "observedGeneration": 1}
 CASES = [
-    Case("", "persistentvolumes", ("Name", "Capacity", "Access Modes", "Reclaim Policy", "Status", "Claim", "StorageClass", "VolumeAttributesClass", "Reason", "Age", "VolumeMode"), status={"phase": "Available"}),
-    Case("", "persistentvolumeclaims", ("Name", "Status", "Volume", "Capacity", "Access Modes", "StorageClass", "VolumeAttributesClass", "Age", "VolumeMode"), status={"phase": "Bound"}),
-    Case("", "services", ("Name", "Type", "Cluster-IP", "External-IP", "Port(s)", "Age", "Selector"), status=CONDITIONS),
-    Case("", "replicationcontrollers", REPLICAS, status=REPLICA_STATUS, generation=True),
+    Case("", "persistentvolumes", ("Name", "Capacity", "Access Modes", "Reclaim Policy", "Status", "Claim", "StorageClass", "VolumeAttributesClass", "Reason", "Age", "VolumeMode"), status={"phase": "Available"}, new_status={}),
+    Case("", "persistentvolumeclaims", ("Name", "Status", "Volume", "Capacity", "Access Modes", "StorageClass", "VolumeAttributesClass", "Age", "VolumeMode"), status={"phase": "Bound"}, new_status={}),
+    Case("", "services", ("Name", "Type", "Cluster-IP", "External-IP", "Port(s)", "Age", "Selector"), status=CONDITIONS, new_status={"loadBalancer": {}}),
+    Case("", "replicationcontrollers", REPLICAS, status=REPLICA_STATUS, generation=True, new_status={"replicas": 0}),
     Case("", "configmaps", ("Name", "Data", "Age")),
-    Case("policy", "poddisruptionbudgets", ("Name", "Min Available", "Max Unavailable", "Allowed Disruptions", "Age"), status={"disruptionsAllowed": 1, "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1}, generation=True),
+    Case("policy", "poddisruptionbudgets", ("Name", "Min Available", "Max Unavailable", "Allowed Disruptions", "Age"), status={"disruptionsAllowed": 1, "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1}, generation=True, new_status=dict.fromkeys(("disruptionsAllowed", "currentHealthy", "desiredHealthy", "expectedPods"), 0)),
     Case("storage.k8s.io", "storageclasses", ("Name", "Provisioner", "ReclaimPolicy", "VolumeBindingMode", "AllowVolumeExpansion", "Age")),
-    Case("storage.k8s.io", "csinodes", ("Name", "Drivers", "Age")),
+    Case("storage.k8s.io", "csinodes", ("Name", "Drivers", "Age"), status={"storageHealth": [{"name": "csi.example.com", "healthConditions": [{"status": "StorageDegraded", "reason": "Test"}]}]}, new_status={}),
     Case("storage.k8s.io", "csidrivers", ("Name", "AttachRequired", "PodInfoOnMount", "StorageCapacity", "TokenRequests", "RequiresRepublish", "Modes", "Age")),
     Case("storage.k8s.io", "csistoragecapacities", ("Name", "StorageClassName", "Capacity")),
-    Case("storage.k8s.io", "volumeattachments", ("Name", "Attacher", "PV", "Node", "Attached", "Age"), status={"attached": True}),
+    Case("storage.k8s.io", "volumeattachments", ("Name", "Attacher", "PV", "Node", "Attached", "Age"), status={"attached": True}, new_status={"attached": False}),
 ]  # fmt: skip
 
 
@@ -93,7 +95,8 @@ def test_create_get_list_watch_delete(api: httpx.Client, ns: str, case: Case) ->
     obj = created.json()
     assert (obj["apiVersion"], obj["kind"], obj["metadata"]["name"]) == (strategy.api_version, strategy.kind, name)
     assert (obj["metadata"].get("generation") == 1) == case.generation
-    assert obj.get("status") in (None, {})  # a client cannot set status on create
+    # A client cannot set status on create; a kind whose Go type holds a status has Go's zero one.
+    assert obj.get("status") == case.new_status
     assert api.get(f"{path}/{name}").json()["metadata"]["uid"] == obj["metadata"]["uid"]
 
     listed = api.get(path, params={"labelSelector": f"test={label['test']}"})
@@ -140,11 +143,12 @@ def test_status_subresource(api: httpx.Client, ns: str, case: Case) -> None:
     merge = {"Content-Type": "application/merge-patch+json"}
     # Status writes keep the rest; main writes keep the status.
     status = case.status
+    assert status is not None
     patched = api.patch(f"{path}/{name}/status", json={"status": status}, headers=merge)
     assert patched.status_code == 200, patched.text
-    assert patched.json()["status"] == status
-    assert api.patch(f"{path}/{name}", json={"status": {}, "metadata": {"labels": {"main": "yes"}}}, headers=merge).json()["status"] == status
-    assert api.get(f"{path}/{name}/status").json()["status"] == status
+    assert patched.json()["status"] == {**(case.new_status or {}), **status}
+    assert api.patch(f"{path}/{name}", json={"status": {}, "metadata": {"labels": {"main": "yes"}}}, headers=merge).json()["status"] == patched.json()["status"]
+    assert api.get(f"{path}/{name}/status").json()["status"] == patched.json()["status"]
 
 
 def test_discovery(api: httpx.Client) -> None:

@@ -234,3 +234,38 @@ async def test_a_commit_is_answered_as_stored_though_the_log_before_it_cannot_be
         assert await store.cache.wait_for_revision(written.revision, 10)
         assert store.cache.get(CLAIMS, "default", "elsewhere") is not None
         assert store.cache.get(CLAIMS, "default", "c").revision == written.revision  # type: ignore[union-attr]
+
+
+async def test_another_replicas_write_at_the_revision_a_lost_commit_expected_is_not_taken_for_it(backend: str, url: str) -> None:
+    """The writer's commit never reached the database; before the writer reads the log, another
+    replica commits a different object into the revision the lost commit would have had. The log's
+    row at that revision is not this write (other key, other bytes): the write is answered as not
+    stored, and the client's retry creates it."""
+    if backend != "postgres":
+        pytest.skip("several replicas need Postgres")
+    async with running(url) as store, running(url) as other:
+        await store.write(WriteOp(ADDED, CLAIMS, "default", "before", _claim("before")))
+        await _cut_next_commit(store, lost_after_commit=False)
+        settle = store.dialect.settle
+        taken: list[int] = []
+
+        async def after_another_replica_wrote(conn: Any, doubt: Any) -> bool:
+            if not taken:
+                taken.append((await other.write(WriteOp(ADDED, CLAIMS, "default", "elsewhere", _claim("elsewhere")))).revision)
+            return await settle(conn, doubt)
+
+        store.dialect.settle = after_another_replica_wrote  # type: ignore[method-assign]
+        with pytest.raises(StorageError) as caught:
+            await wait_for(store.write(WriteOp(ADDED, CLAIMS, "default", "c", _claim("c"))), 30)
+        assert not isinstance(caught.value, CommitOutcomeUnknown)
+        assert taken == [(await _revision_of(url, "before")) + 1], "the other replica's write took the revision the lost commit expected"
+        assert store.cache.get(CLAIMS, "default", "c") is None
+        written = await store.write(WriteOp(ADDED, CLAIMS, "default", "c", _claim("c")))
+        assert written.revision > taken[0]
+    assert await _stored(url, "c") == written.revision
+
+
+async def _revision_of(url: str, name: str) -> int:
+    revision = await _stored(url, name)
+    assert revision is not None, f"{name} is stored"
+    return revision

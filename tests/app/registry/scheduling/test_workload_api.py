@@ -229,7 +229,7 @@ def test_pod_group_validation(gated: httpx.Client) -> None:
     assert causes(gated.post(podgroups(ns), json=bad)) == {
         ("spec.schedulingPolicy", "FieldValueInvalid", 'Invalid value: "{`basic`, `gang`}": exactly one of `basic`, `gang` is required, but multiple fields are set'),
         ("spec.workloadRef.templateName", "FieldValueRequired", "Required value"),
-        ("spec.resourceClaims", "FieldValueTooMany", "Too many: must have at most 4 items"),
+        ("spec.resourceClaims", "FieldValueTooMany", "Too many: 5: must have at most 4 items"),
         ("spec.parentCompositePodGroupName", "FieldValueForbidden", "Forbidden: disabled by feature gate CompositePodGroup"),
     }
     gang = pod_group("gang", schedulingPolicy={"gang": {}})
