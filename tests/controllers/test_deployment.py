@@ -61,6 +61,13 @@ def condition(d: dict[str, Any], kind: str) -> dict[str, Any]:
     return next(c for c in d["status"]["conditions"] if c["type"] == kind)
 
 
+async def set_image(client: KubeClient, ns: str, name: str, image: str, **spec: Any) -> dict[str, Any]:
+    """``kubectl set image``'s strategic merge patch (with ``spec``'s other fields): no
+    resourceVersion, so the controller's status writes meanwhile cannot make it conflict."""
+    template = {"spec": {"containers": [{"name": "main", "image": image}]}}
+    return await client.patch(d_path(ns, name), {"spec": {**spec, "template": template}}, patch_type="strategic")
+
+
 async def test_first_replica_set_and_a_rolling_update(kube_client: KubeClient, controllers: WorkloadControllers, ns: str) -> None:
     async with kubelet(kube_client, ns):
         created = await kube_client.create(d_path(ns), deployment("web", 3))
@@ -82,8 +89,7 @@ async def test_first_replica_set_and_a_rolling_update(kube_client: KubeClient, c
         assert (progressing["status"], progressing["reason"], progressing["message"]) == ("True", "NewReplicaSetAvailable", f'ReplicaSet "{rs["metadata"]["name"]}" has successfully progressed.')
 
         # A new image: a second ReplicaSet takes over, the first is kept (empty) as history.
-        d["spec"]["template"]["spec"]["containers"][0]["image"] = "pause:2"
-        updated = await kube_client.update(d_path(ns, "web"), d)
+        updated = await set_image(kube_client, ns, "web", "pause:2")
         assert updated["metadata"]["generation"] == 2
 
         async def second_done() -> dict[str, Any] | None:
@@ -101,9 +107,7 @@ async def test_first_replica_set_and_a_rolling_update(kube_client: KubeClient, c
         assert f"Scaled up replica set {rs['metadata']['name']} from 0 to 3" in events
         assert any(m.startswith(f"Scaled down replica set {old['metadata']['name']} from ") for m in events)
         # Rolling back to the first template reuses its ReplicaSet, now revision 3.
-        back = await kube_client.get(d_path(ns, "web"))
-        back["spec"]["template"]["spec"]["containers"][0]["image"] = "pause:1"
-        await kube_client.update(d_path(ns, "web"), back)
+        await set_image(kube_client, ns, "web", "pause:1")
 
         async def third() -> bool:
             sets = {r["metadata"]["name"]: r for r in await replica_sets(kube_client, ns)}
@@ -130,9 +134,8 @@ async def test_scale_through_the_scale_subresource(kube_client: KubeClient, cont
 async def test_recreate_removes_every_old_pod_before_the_new_ones(kube_client: KubeClient, controllers: WorkloadControllers, ns: str) -> None:
     async with kubelet(kube_client, ns):
         await kube_client.create(d_path(ns), deployment("db", 2, strategy={"type": "Recreate"}))
-        d = await eventually_async(lambda: rolled_out(kube_client, ns, "db"), what="rolled out")
-        d["spec"]["template"]["spec"]["containers"][0]["image"] = "pause:2"
-        await kube_client.update(d_path(ns, "db"), d)
+        await eventually_async(lambda: rolled_out(kube_client, ns, "db"), what="rolled out")
+        await set_image(kube_client, ns, "db", "pause:2")
 
         async def second() -> bool:
             done = await rolled_out(kube_client, ns, "db")
@@ -154,9 +157,8 @@ async def test_revision_history_limit_keeps_the_newest_old_sets(kube_client: Kub
     async with kubelet(kube_client, ns):
         await kube_client.create(d_path(ns), deployment("hist", 1, revisionHistoryLimit=1))
         for image in ("pause:2", "pause:3"):
-            d = await eventually_async(lambda: rolled_out(kube_client, ns, "hist"), what="rolled out")
-            d["spec"]["template"]["spec"]["containers"][0]["image"] = image
-            await kube_client.update(d_path(ns, "hist"), d)
+            await eventually_async(lambda: rolled_out(kube_client, ns, "hist"), what="rolled out")
+            await set_image(kube_client, ns, "hist", image)
 
         async def two_sets() -> bool:
             sets = await replica_sets(kube_client, ns)
@@ -169,10 +171,8 @@ async def test_revision_history_limit_keeps_the_newest_old_sets(kube_client: Kub
 async def test_a_paused_deployment_does_not_roll_out(kube_client: KubeClient, controllers: WorkloadControllers, ns: str) -> None:
     async with kubelet(kube_client, ns):
         await kube_client.create(d_path(ns), deployment("paused", 1))
-        d = await eventually_async(lambda: rolled_out(kube_client, ns, "paused"), what="rolled out")
-        d["spec"]["paused"] = True
-        d["spec"]["template"]["spec"]["containers"][0]["image"] = "pause:2"
-        await kube_client.update(d_path(ns, "paused"), d)
+        await eventually_async(lambda: rolled_out(kube_client, ns, "paused"), what="rolled out")
+        await set_image(kube_client, ns, "paused", "pause:2", paused=True)
 
         async def paused() -> dict[str, Any] | None:
             current = await kube_client.get(d_path(ns, "paused"))
