@@ -4,13 +4,15 @@ counters of their status."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from app.registry.accessors import Errs
-from app.registry.base import Obj
+from app.registry.base import KindStrategy, Obj
 from app.registry.common import label_selector_is_empty, validate_label_selector
 from app.registry.core.podtemplate import restart_policy_of, template_labels, template_spec, validate_pod_template_spec
 from app.registry.objectmeta import IS_NEGATIVE, is_int, validate_nonnegative
+from kube import protobuf
 from kube.errors import ApiError, forbidden, invalid, not_supported, required
 from kube.intstr import PERCENT, percent
 from kube.labels import selector_from_label_selector_object
@@ -151,17 +153,24 @@ def spec_of(obj: Obj) -> Obj:
     return spec if isinstance(spec, dict) else {}
 
 
-def go_round_trip_status(obj: Obj, required: tuple[str, ...], omit_zero: tuple[str, ...]) -> None:
-    """A status as upstream's Go types store it: counters without omitempty present (0 when
-    unset), omitempty counters at 0 left out."""
+def omit_empty_status_fields(strategy: KindStrategy, obj: Obj) -> None:
+    """Leave out of ``obj``'s status the fields encoding/json leaves out at their zero value
+    (``omitempty`` counters and strings that are not pointers: a ReplicaSet's ``readyReplicas:
+    0``), as an object upstream stored reads back; the generic store adds the ones it writes
+    anyway (``replicas: 0``)."""
     status = obj.get("status")
-    if status is None:
-        status = obj["status"] = {}
     if not isinstance(status, dict):
         return  # the generic store refuses the wrong type before the hooks run
-    for name in required:
-        if status.get(name) is None:
-            status[name] = 0
-    for name in omit_zero:
-        if status.get(name) == 0 and not isinstance(status.get(name), bool):
+    for name, zero in _omitted_zeros(strategy.api_version, strategy.kind):
+        value = status.get(name)
+        if value == zero and type(value) is type(zero):
             del status[name]
+
+
+@functools.cache
+def _omitted_zeros(api_version: str, kind: str) -> tuple[tuple[str, Any], ...]:
+    message = protobuf.schema().kinds[(api_version, kind)]
+    status = next(f for f in message.fields if f.json == "status").message
+    assert status is not None
+    zeros = {"int32": 0, "int64": 0, "string": "", "bool": False}
+    return tuple((f.json, zeros[f.type]) for f in status.fields if f.label == protobuf.SCALAR and f.omitempty and not f.pointer and f.type in zeros)

@@ -3,7 +3,7 @@ DaemonSet controller (controllers/daemonset.py)."""
 
 from __future__ import annotations
 
-from app.registry.apps.common import EXAMPLE_LABELS, example_template, go_round_trip_status
+from app.registry.apps.common import EXAMPLE_LABELS, example_template, omit_empty_status_fields
 from app.registry.apps.daemonset_validation import (
     default_daemon_set_spec,
     validate_daemon_set_spec,
@@ -19,9 +19,6 @@ SPEC = "io.k8s.api.apps.v1.DaemonSetSpec"
 STATUS = "io.k8s.api.apps.v1.DaemonSetStatus"
 # apps/v1 keeps the internal spec.templateGeneration in this annotation (upstream's conversion).
 TEMPLATE_GENERATION_ANNOTATION = "deprecated.daemonset.template.generation"
-# The first four DaemonSetStatus counters have no omitempty; the others do.
-REQUIRED_STATUS = ("currentNumberScheduled", "numberMisscheduled", "desiredNumberScheduled", "numberReady")
-OMITTED_ZERO_STATUS = ("observedGeneration", "updatedNumberScheduled", "numberAvailable", "numberUnavailable")
 
 
 def template_generation(obj: Obj) -> int:
@@ -72,7 +69,7 @@ class DaemonSetStrategy(KindStrategy):
 
     def prepare_for_create(self, obj: Obj, ctx: RequestContext) -> None:
         super().prepare_for_create(obj, ctx)
-        go_round_trip_status(obj, REQUIRED_STATUS, OMITTED_ZERO_STATUS)
+        omit_empty_status_fields(self, obj)
         set_template_generation(obj, max(template_generation(obj), 1))
 
     def prepare_for_update(self, new: Obj, old: Obj, ctx: RequestContext) -> None:
@@ -99,7 +96,7 @@ class DaemonSetStrategy(KindStrategy):
 class DaemonSetStatusStrategy(StatusStrategy, DaemonSetStrategy):
     def prepare_for_update(self, new: Obj, old: Obj, ctx: RequestContext) -> None:
         super().prepare_for_update(new, old, ctx)
-        go_round_trip_status(new, REQUIRED_STATUS, OMITTED_ZERO_STATUS)
+        omit_empty_status_fields(self, new)
         # The template generation is part of the spec internally: a status write keeps it too.
         set_template_generation(new, template_generation(old))
 

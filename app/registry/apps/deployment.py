@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.registry.apps.common import EXAMPLE_LABELS, example_template, go_round_trip_status, selector_of
+from app.registry.apps.common import EXAMPLE_LABELS, example_template, omit_empty_status_fields, selector_of
 from app.registry.apps.deployment_validation import (
     default_deployment_spec,
     validate_deployment_spec,
@@ -19,8 +19,6 @@ from kube.errors import FieldError
 
 SPEC = "io.k8s.api.apps.v1.DeploymentSpec"
 STATUS = "io.k8s.api.apps.v1.DeploymentStatus"
-# Every DeploymentStatus counter is omitempty.
-OMITTED_ZERO_STATUS = ("observedGeneration", "replicas", "updatedReplicas", "readyReplicas", "availableReplicas", "unavailableReplicas")
 
 
 def _count(obj: Obj, *path: str) -> int:
@@ -58,7 +56,7 @@ class DeploymentStrategy(KindStrategy):
 
     def prepare_for_create(self, obj: Obj, ctx: RequestContext) -> None:
         super().prepare_for_create(obj, ctx)
-        go_round_trip_status(obj, (), OMITTED_ZERO_STATUS)
+        omit_empty_status_fields(self, obj)
 
     def default(self, obj: Obj, ctx: RequestContext) -> None:
         default_deployment_spec(obj.get("spec"))
@@ -80,7 +78,7 @@ class DeploymentStrategy(KindStrategy):
 class DeploymentStatusStrategy(StatusStrategy, DeploymentStrategy):
     def prepare_for_update(self, new: Obj, old: Obj, ctx: RequestContext) -> None:
         super().prepare_for_update(new, old, ctx)
-        go_round_trip_status(new, (), OMITTED_ZERO_STATUS)
+        omit_empty_status_fields(self, new)
         # Upstream's status strategy also keeps the labels as stored.
         if "labels" in old["metadata"]:
             new["metadata"]["labels"] = old["metadata"]["labels"]

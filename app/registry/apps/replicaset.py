@@ -3,7 +3,7 @@ kept at spec.replicas by the ReplicaSet controller (controllers/replicaset.py)."
 
 from __future__ import annotations
 
-from app.registry.apps.common import EXAMPLE_LABELS, example_template, go_round_trip_status
+from app.registry.apps.common import EXAMPLE_LABELS, example_template, omit_empty_status_fields
 from app.registry.apps.replicaset_validation import (
     default_replica_set_spec,
     validate_replica_set_spec,
@@ -17,9 +17,6 @@ from kube.errors import FieldError
 
 SPEC = "io.k8s.api.apps.v1.ReplicaSetSpec"
 STATUS = "io.k8s.api.apps.v1.ReplicaSetStatus"
-# ReplicaSetStatus.replicas has no omitempty; the other counters do.
-REQUIRED_STATUS = ("replicas",)
-OMITTED_ZERO_STATUS = ("fullyLabeledReplicas", "readyReplicas", "availableReplicas", "observedGeneration")
 
 
 class ReplicaSetStrategy(KindStrategy):
@@ -39,7 +36,7 @@ class ReplicaSetStrategy(KindStrategy):
 
     def prepare_for_create(self, obj: Obj, ctx: RequestContext) -> None:
         super().prepare_for_create(obj, ctx)
-        go_round_trip_status(obj, REQUIRED_STATUS, OMITTED_ZERO_STATUS)
+        omit_empty_status_fields(self, obj)
 
     def default(self, obj: Obj, ctx: RequestContext) -> None:
         default_replica_set_spec(obj.get("spec"))
@@ -57,7 +54,7 @@ class ReplicaSetStrategy(KindStrategy):
 class ReplicaSetStatusStrategy(StatusStrategy, ReplicaSetStrategy):
     def prepare_for_update(self, new: Obj, old: Obj, ctx: RequestContext) -> None:
         super().prepare_for_update(new, old, ctx)
-        go_round_trip_status(new, REQUIRED_STATUS, OMITTED_ZERO_STATUS)
+        omit_empty_status_fields(self, new)
 
     def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
         return validate_replica_set_status(new.get("status"))

@@ -3,7 +3,7 @@ per-pod claims, created in order by the StatefulSet controller (controllers/stat
 
 from __future__ import annotations
 
-from app.registry.apps.common import EXAMPLE_LABELS, example_template, go_round_trip_status
+from app.registry.apps.common import EXAMPLE_LABELS, example_template, omit_empty_status_fields
 from app.registry.apps.statefulset_validation import (
     default_stateful_set_spec,
     validate_stateful_set_spec,
@@ -14,10 +14,6 @@ from app.registry.base import KindStrategy, Obj, PrinterColumn, RequestContext, 
 from app.registry.columns import age_column, container_columns, dig, name_column
 from app.registry.core.podtemplate import drop_disabled_template_fields
 from kube.errors import FieldError
-
-# StatefulSetStatus.replicas and availableReplicas have no omitempty; the other counters do.
-REQUIRED_STATUS = ("replicas", "availableReplicas")
-OMITTED_ZERO_STATUS = ("observedGeneration", "readyReplicas", "currentReplicas", "updatedReplicas")
 
 
 def _ready(obj: Obj) -> str:
@@ -45,7 +41,7 @@ class StatefulSetStrategy(KindStrategy):
 
     def prepare_for_create(self, obj: Obj, ctx: RequestContext) -> None:
         super().prepare_for_create(obj, ctx)
-        go_round_trip_status(obj, REQUIRED_STATUS, OMITTED_ZERO_STATUS)
+        omit_empty_status_fields(self, obj)
 
     def default(self, obj: Obj, ctx: RequestContext) -> None:
         default_stateful_set_spec(obj.get("spec"))
@@ -63,7 +59,7 @@ class StatefulSetStrategy(KindStrategy):
 class StatefulSetStatusStrategy(StatusStrategy, StatefulSetStrategy):
     def prepare_for_update(self, new: Obj, old: Obj, ctx: RequestContext) -> None:
         super().prepare_for_update(new, old, ctx)
-        go_round_trip_status(new, REQUIRED_STATUS, OMITTED_ZERO_STATUS)
+        omit_empty_status_fields(self, new)
 
     def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
         return validate_stateful_set_status(new.get("status"), old.get("status"))

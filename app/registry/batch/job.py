@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from app.registry.apps.common import go_round_trip_status
+from app.registry.apps.common import omit_empty_status_fields
 from app.registry.base import KindStrategy, Obj, PrinterColumn, RequestContext, StatusStrategy, StatusSubresource
 from app.registry.batch.job_validation import (
     default_job_labels,
@@ -23,8 +23,6 @@ from kube.timeutil import human_duration, parse_time
 
 SPEC = "io.k8s.api.batch.v1.JobSpec"
 STATUS = "io.k8s.api.batch.v1.JobStatus"
-# Every JobStatus counter is omitempty.
-OMITTED_ZERO_STATUS = ("active", "succeeded", "failed")
 
 
 def _condition(obj: Obj, kind: str) -> bool:
@@ -91,7 +89,7 @@ class JobStrategy(KindStrategy):
 
     def prepare_for_create(self, obj: Obj, ctx: RequestContext) -> None:
         super().prepare_for_create(obj, ctx)
-        go_round_trip_status(obj, (), OMITTED_ZERO_STATUS)
+        omit_empty_status_fields(self, obj)
 
     def prepare_named(self, obj: Obj, ctx: RequestContext) -> None:
         # The selector names the Job: generated once it has its name. Upstream defaults (the Job's
@@ -124,7 +122,7 @@ class JobStrategy(KindStrategy):
 class JobStatusStrategy(StatusStrategy, JobStrategy):
     def prepare_for_update(self, new: Obj, old: Obj, ctx: RequestContext) -> None:
         super().prepare_for_update(new, old, ctx)
-        go_round_trip_status(new, (), OMITTED_ZERO_STATUS)
+        omit_empty_status_fields(self, new)
 
     def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
         return validate_job_status_update(new, old)

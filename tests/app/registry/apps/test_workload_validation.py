@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from app.api.generic import complete_status
 from app.registry.apps import controllerrevision, daemonset, deployment, replicaset, statefulset
 from app.registry.base import KindStrategy
 from kube.errors import FORBIDDEN, INVALID, NOT_SUPPORTED, REQUIRED
@@ -19,10 +20,11 @@ TEMPLATE = {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"na
 
 
 def created(strategy: KindStrategy, spec: Obj, name: str = "web") -> Obj:
-    """An object as the server holds it after prepare_for_create and defaults."""
+    """An object as the server holds it after prepare_for_create, defaults and the store's status completion."""
     obj: Obj = {"apiVersion": strategy.api_version, "kind": strategy.kind, "metadata": {"name": name, "namespace": "ns", "uid": "u1"}, "spec": copy.deepcopy(spec)}
     strategy.prepare_for_create(obj, ctx())
     strategy.default(obj, ctx())
+    complete_status(strategy, obj)
     return obj
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from app.api.generic import complete_status
 from app.registry.batch.job import STATUS_STRATEGY, STRATEGY
 from app.registry.batch.job_validation import indexes_total
 from kube.errors import DUPLICATE, FORBIDDEN, INVALID, NOT_SUPPORTED, REQUIRED
@@ -24,6 +25,7 @@ def created(name: str = "pi", **spec: Any) -> Obj:
     STRATEGY.prepare_for_create(job, ctx())
     STRATEGY.prepare_named(job, ctx())
     STRATEGY.default(job, ctx())
+    complete_status(STRATEGY, job)
     return job
 
 
