@@ -2,7 +2,8 @@
 kubectl as a user would: a Deployment whose pod template names a claim template rolls out, scales,
 rolls to a new template and back, each pod with an allocated claim of its own; a Job whose pods
 each take a GPU completes; ``kubectl create deployment``, ``create job``, ``scale`` and
-``rollout status`` (Deployment, DaemonSet, StatefulSet), and the three cascading deletes."""
+``rollout status`` (Deployment, DaemonSet, StatefulSet), and the three cascading deletes; and the
+ReplicaSet upstream's DRA e2e suite deploys its test driver with, the way the suite does."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 
 import httpx
 import pytest
+import yaml
 
 from devtools.server import REPO_ROOT
 from kube.objects import Obj
@@ -268,3 +270,82 @@ def test_kubectl_creates_scales_and_follows_rollouts(stack: Stack, admin: httpx.
     ok(stack, "delete", "daemonset", "agent", "-n", ns)
     eventually(lambda: not items(admin, f"/api/v1/namespaces/{ns}/pods", "app=agent"), "the daemon pods deleted", TIMEOUT)
     ok(stack, "delete", "namespace", ns, "--wait=false")
+
+
+# test/e2e/testing-manifests/dra/dra-test-driver-proxy.yaml of k8s.io/kubernetes v1.37.2, with the
+# image and replicas the suite patches in (test/e2e/dra/utils/deploy.go).
+DRA_TEST_DRIVER = """
+kind: ReplicaSet
+apiVersion: apps/v1
+metadata:
+  name: dra-test-driver
+  labels:
+    app.kubernetes.io/instance: test-driver.dra.k8s.io
+    app.kubernetes.io/part-of: dra-test-driver
+    app.kubernetes.io/name: dra-test-driver-kubelet-plugin
+    app.kubernetes.io/component: kubelet-plugin
+spec:
+  selector:
+    matchLabels:
+      app.kubernetes.io/instance: test-driver.dra.k8s.io
+      app.kubernetes.io/part-of: dra-test-driver
+      app.kubernetes.io/name: dra-test-driver-kubelet-plugin
+      app.kubernetes.io/component: kubelet-plugin
+  replicas: 2
+  template:
+    metadata:
+      labels:
+        app.kubernetes.io/instance: test-driver.dra.k8s.io
+        app.kubernetes.io/part-of: dra-test-driver
+        app.kubernetes.io/name: dra-test-driver-kubelet-plugin
+        app.kubernetes.io/component: kubelet-plugin
+    spec:
+      affinity:
+        podAntiAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+          - labelSelector:
+              matchLabels:
+                app.kubernetes.io/instance: test-driver.dra.k8s.io
+            topologyKey: kubernetes.io/hostname
+      containers:
+        - name: pause
+          image: registry.k8s.io/sig-storage/hostpathplugin:v1.17.0
+          command: [/bin/sh, -c, while true; do sleep 10000; done]
+          volumeMounts:
+            - {mountPath: /var/lib/kubelet/plugins/test-driver.dra.k8s.io, name: socket-dir}
+            - {mountPath: /var/lib/kubelet/plugins_registry, name: registration-dir}
+            - {mountPath: /cdi, name: cdi-dir}
+          securityContext:
+            privileged: true
+      volumes:
+        - {hostPath: {path: /var/lib/kubelet/plugins/test-driver.dra.k8s.io, type: DirectoryOrCreate}, name: socket-dir}
+        - {hostPath: {path: /var/lib/kubelet/plugins_registry, type: DirectoryOrCreate}, name: registration-dir}
+        - {hostPath: {path: /var/run/cdi, type: DirectoryOrCreate}, name: cdi-dir}
+"""
+
+
+def target_available(admin: httpx.Client, path: str, replicas: int) -> bool:
+    """test/e2e/framework/replicaset's WaitForReplicaSetTargetAvailableReplicas: the generation
+    observed and that many available."""
+    rs = admin.get(path).json()
+    status = rs.get("status") or {}
+    return bool(rs["metadata"]["generation"] <= status.get("observedGeneration", 0) and status.get("availableReplicas", 0) == replicas)
+
+
+def test_the_dra_e2e_suites_driver_replica_set(stack: Stack, admin: httpx.Client) -> None:
+    """Deployed, waited for, listed and scaled to zero as test/e2e/dra/utils/deploy.go does (one
+    replica per node; spreading them is the scheduler's inter-pod anti-affinity)."""
+    ns = f"e2e-{uuid.uuid4().hex[:8]}"
+    assert admin.post("/api/v1/namespaces", json={"metadata": {"name": ns}}).status_code == 201
+    path = f"{APPS}/namespaces/{ns}/replicasets"
+    assert admin.post(path, json=yaml.safe_load(DRA_TEST_DRIVER)).status_code == 201
+    eventually(lambda: target_available(admin, f"{path}/dra-test-driver", 2), "all kubelet plugin proxies running", TIMEOUT)
+    pods = items(admin, f"/api/v1/namespaces/{ns}/pods", "app.kubernetes.io/instance=test-driver.dra.k8s.io")
+    assert len(pods) == 2 and all(ready(p) and p["spec"]["nodeName"] for p in pods)  # "number of proxy pods"
+    rs = admin.get(f"{path}/dra-test-driver").json()
+    rs["spec"]["replicas"] = 0
+    updated = admin.put(f"{path}/dra-test-driver", json=rs)
+    assert updated.status_code == 200, updated.text
+    eventually(lambda: target_available(admin, f"{path}/dra-test-driver", 0), "all kubelet plugin proxies stopped", TIMEOUT)
+    eventually(lambda: not items(admin, f"/api/v1/namespaces/{ns}/pods"), "the proxy pods gone", TIMEOUT)
+    assert admin.delete(f"/api/v1/namespaces/{ns}").status_code == 200
