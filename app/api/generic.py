@@ -32,7 +32,7 @@ from app.api.options import (
 )
 from app.auth import context as requests
 from app.auth.admission import CREATE, DELETE, UPDATE
-from app.registry import SCOPE_KIND
+from app.registry import SCOPE_KIND, lookup_kind
 from app.registry.base import ActionSubresource, ComputedSubresource, KindStrategy, Obj, RequestContext, ScaleSubresource
 from app.registry.objectmeta import validate_object_meta, validate_object_meta_update
 from app.storage.cache import ADDED, DELETED, MODIFIED, StoredObject
@@ -127,11 +127,24 @@ class GenericStore:
 
     def context(self, namespace: str = "") -> RequestContext:
         labels = SCOPE_KIND.labels_of(self._scope(namespace)) if namespace else {}
-        return RequestContext(self.gates, labels, requester=requests.current(), tokens=self.tokens, lookup=self.lookup, lookup_all=self.lookup_all)
+        return RequestContext(
+            self.gates, labels, requester=requests.current(), tokens=self.tokens, lookup=self.lookup, lookup_all=self.lookup_all, resolve_kind=lookup_kind
+        )
 
     @staticmethod
-    def _admit(operation: str, strategy: KindStrategy, namespace: str, name: str, new: Obj | None, old: Obj | None, subresource: str = "") -> None:
-        """Admission by identity (NodeRestriction) of one write the requester makes."""
+    def _admit(
+        operation: str,
+        strategy: KindStrategy,
+        namespace: str,
+        name: str,
+        new: Obj | None,
+        old: Obj | None,
+        subresource: str = "",
+        *,
+        options: WriteOptions | DeleteOptions | None = None,
+        kind: str = "",
+    ) -> None:
+        """Admission of one write the requester makes (NodeRestriction, the admission policies)."""
         requester = requests.current()
         if requester is None:
             return
@@ -145,6 +158,10 @@ class GenericStore:
                 "name": name,
                 "obj": new,
                 "old": old,
+                "version": strategy.version,
+                "kind": kind or strategy.kind,
+                "dry_run": options is not None and options.dry_run,
+                "options": (lambda: options.admission_options(operation)) if options is not None else None,
             }
         )
 
@@ -487,7 +504,7 @@ class GenericStore:
         warnings.extend(ctx.warnings)
         if not strategy.stored:
             return WriteResult(strategy.respond(obj, ctx), created=True, warnings=warnings)
-        self._admit(CREATE, strategy, namespace, name, obj, None)
+        self._admit(CREATE, strategy, namespace, name, obj, None, options=wopts)
         if not applied:
             ssa.update_managed_fields(None, obj, wopts.field_manager, "Update", strategy.api_version, now, reset_fields=strategy.reset_fields())
         await self._admit_write(CREATE, strategy, namespace, metadata["name"], obj, None, wopts.dry_run)
@@ -616,7 +633,7 @@ class GenericStore:
         if errs:
             raise self._invalid(strategy, name, errs)
         warnings.extend(ctx.warnings)
-        self._admit(UPDATE, strategy, old["metadata"].get("namespace", ""), name, new, old, subresource)
+        self._admit(UPDATE, strategy, old["metadata"].get("namespace", ""), name, new, old, subresource, options=wopts)
         if _same_object(new, old):
             return None
         return new
@@ -720,7 +737,7 @@ class GenericStore:
             meta = current.obj["metadata"]
             self._check_delete_preconditions(strategy, name, meta, dopts)
             strategy.check_delete(current.obj)
-            self._admit(DELETE, strategy, ns, name, None, current.obj)
+            self._admit(DELETE, strategy, ns, name, None, current.obj, options=dopts)
             new = current.copy()
             new_meta = new["metadata"]
             grace = strategy.delete_grace_period(current.obj, dopts.grace_period_seconds)
@@ -803,7 +820,9 @@ class GenericStore:
             if current is None:
                 return None
             self._check_preconditions(strategy, name, current.obj["metadata"], uid, resource_version)
-            self._admit(CREATE if "create" in subresource.verbs else UPDATE, strategy, namespace, name, body, current.obj, subresource.name)
+            operation = CREATE if "create" in subresource.verbs else UPDATE
+            kind = subresource.group_version_kind(strategy)[2]
+            self._admit(operation, strategy, namespace, name, body, current.obj, subresource.name, options=wopts, kind=kind)
             new = subresource.apply(strategy, name, body, current.copy())
             if new == current.obj:
                 return None
@@ -880,7 +899,7 @@ class GenericStore:
         current = self.storage.cached(strategy.stored_resource, namespace if strategy.namespaced else "", name)
         if current is None:
             raise self._not_found(strategy, name)
-        self._admit(CREATE, strategy, namespace, name, body, current.obj, subresource.name)
+        self._admit(CREATE, strategy, namespace, name, body, current.obj, subresource.name, kind=kind)
         return subresource.respond(strategy, current.obj, body, self.context(namespace))
 
 

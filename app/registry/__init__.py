@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from app.registry.admissionregistration import validatingadmissionpolicy, validatingadmissionpolicybinding
 from app.registry.apps import controllerrevision, daemonset, deployment, replicaset, statefulset
 from app.registry.authentication import selfsubjectreview
 from app.registry.authorization import localsubjectaccessreview, selfsubjectaccessreview, selfsubjectrulesreview, subjectaccessreview
@@ -73,6 +74,8 @@ KINDS: tuple[KindStrategy, ...] = (
     localsubjectaccessreview.STRATEGY,
     workload.STRATEGY,
     podgroup.STRATEGY,
+    validatingadmissionpolicy.STRATEGY,
+    validatingadmissionpolicybinding.STRATEGY,
     # Workloads: their controllers are in controllers/.
     deployment.STRATEGY,
     replicaset.STRATEGY,

@@ -65,6 +65,9 @@ class RequestContext:
     lookup: Callable[[str, str, str, str], Obj | None] | None = None
     # (group, resource) -> every stored object of that resource this server holds now.
     lookup_all: Callable[[str, str], list[Obj]] | None = None
+    # (apiVersion, kind) -> the served kind of that name, or None (upstream's RESTMapper, for
+    # kinds that name another kind: a policy's paramKind).
+    resolve_kind: Callable[[str, str], KindStrategy | None] | None = None
 
 
 class KindStrategy:

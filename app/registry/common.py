@@ -22,41 +22,6 @@ from kube.errors import FieldError, duplicate, forbidden, go_quote, invalid, not
 _CONDITION_REASON_RE = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
 
 
-# --- label selectors (metav1 validation) ----------------------------------------------------------
-
-LABEL_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
-
-
-def validate_label_selector(selector: Any, path: str) -> Errs:
-    """upstream's ValidateLabelSelector (strict: values must be valid label values): matchLabels
-    as labels, and each matchExpressions requirement's operator, values and key."""
-    if not isinstance(selector, dict):
-        return []
-    errs: Errs = validate_labels(selector.get("matchLabels"), f"{path}.matchLabels")
-    for _, req, rpath in dict_entries(get_list(selector, "matchExpressions", path, errs) or [], f"{path}.matchExpressions", errs):
-        operator = req.get("operator")
-        raw_values: Any = req.get("values")
-        values: list[Any] = raw_values if isinstance(raw_values, list) else []
-        if operator in ("In", "NotIn"):
-            if not values:
-                errs.append(required(f"{rpath}.values", "must be specified when `operator` is 'In' or 'NotIn'"))
-        elif operator in ("Exists", "DoesNotExist"):
-            if values:
-                errs.append(forbidden(f"{rpath}.values", "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"))
-        else:
-            errs.append(invalid(f"{rpath}.operator", operator, "not a valid selector operator"))
-        key = req.get("key")
-        errs += validate_qualified_name(key if isinstance(key, str) else "", f"{rpath}.key")
-        for index, value in enumerate(values):
-            errs += validate_label_value(value if isinstance(value, str) else "", f"{rpath}.values[{index}]")
-    return errs
-
-
-def label_selector_is_empty(selector: Any) -> bool:
-    """Whether a (non-null) selector has neither matchLabels nor matchExpressions: it selects everything."""
-    return isinstance(selector, dict) and not selector.get("matchLabels") and not selector.get("matchExpressions")
-
-
 # --- node selectors (core validation) ---------------------------------------------------------
 
 
@@ -167,6 +132,42 @@ def validate_conditions(conditions: list[Any], path: str) -> Errs:
         if gen is not None and gen < 0:
             errs.append(invalid(f"{cpath}.observedGeneration", gen, "must be greater than or equal to zero"))
     return errs
+
+
+# --- metav1 label selectors (apimachinery's ValidateLabelSelector) -------------------------------
+
+
+def validate_label_selector(selector: Any, path: str) -> Errs:
+    """A metav1.LabelSelector: valid label keys and values, operators with the values they take
+    (upstream's strict form, which newer types use: unknown operators and bad values refused)."""
+    errs: Errs = []
+    if not isinstance(selector, dict):
+        return errs
+    labels = selector.get("matchLabels")
+    if isinstance(labels, dict):
+        labels = dict(sorted(labels.items()))  # Go reports in map order; sorted reads stable
+    errs += validate_labels(labels, f"{path}.matchLabels")
+    expressions = get_list(selector, "matchExpressions", path, errs) or []
+    for _, requirement, rpath in dict_entries(expressions, f"{path}.matchExpressions", errs):
+        operator = requirement.get("operator")
+        values = requirement.get("values") or []
+        if operator in ("In", "NotIn"):
+            if not values:
+                errs.append(required(f"{rpath}.values", "must be specified when `operator` is 'In' or 'NotIn'"))
+        elif operator in ("Exists", "DoesNotExist"):
+            if values:
+                errs.append(forbidden(f"{rpath}.values", "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"))
+        else:
+            errs.append(invalid(f"{rpath}.operator", operator if operator is not None else "", "not a valid selector operator"))
+        errs += validate_qualified_name(str(requirement.get("key") or ""), f"{rpath}.key")
+        for index, value in enumerate(values if isinstance(values, list) else []):
+            errs += validate_label_value(str(value), f"{rpath}.values[{index}]")
+    return errs
+
+
+def label_selector_is_empty(selector: Any) -> bool:
+    """Whether a (non-null) selector has neither matchLabels nor matchExpressions: it selects everything."""
+    return isinstance(selector, dict) and not selector.get("matchLabels") and not selector.get("matchExpressions")
 
 
 # --- resource names and quantities (core/v1) --------------------------------------------------

@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 
+import httpx
 import pytest
 from lightkube import ApiError, Client, KubeConfig
 from lightkube.models.core_v1 import Container, PodSpec
@@ -51,7 +52,8 @@ def lk(server: ServerProcess) -> Iterator[Client]:
             "current-context": "test",
         }
     )
-    client = Client(config=config, field_manager="lightkube-test")
+    # 30 s as the other clients of the suite (lightkube's own default is 10 s).
+    client = Client(config=config, field_manager="lightkube-test", timeout=httpx.Timeout(30.0))
     yield client
 
 

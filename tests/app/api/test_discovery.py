@@ -80,7 +80,7 @@ def test_aggregated_groups() -> None:
     names = [item["metadata"]["name"] for item in doc["items"]]
     assert names == [
         "resource.k8s.io", "coordination.k8s.io", "rbac.authorization.k8s.io", "authentication.k8s.io", "authorization.k8s.io",
-        "scheduling.k8s.io", "apps", "batch", "policy", "storage.k8s.io", "discovery.k8s.io", "events.k8s.io",
+        "scheduling.k8s.io", "admissionregistration.k8s.io", "apps", "batch", "policy", "storage.k8s.io", "discovery.k8s.io", "events.k8s.io",
     ]  # fmt: skip
     assert all(item["metadata"]["creationTimestamp"] is None for item in doc["items"])
     resources = _resources(doc, "resource.k8s.io")

@@ -78,6 +78,7 @@ def test_index_lists_every_group_version_with_document_hash() -> None:
         "apis/storage.k8s.io/v1",
         "apis/discovery.k8s.io/v1",
         "apis/events.k8s.io/v1",
+        "apis/admissionregistration.k8s.io/v1",
     }
     for group, version in GROUP_VERSIONS:
         key = openapi.v3_path_key(group, version)
@@ -338,6 +339,7 @@ def test_v3_shared_definitions_present_and_trimmed() -> None:
         "storage.k8s.io/v1",
         "discovery.k8s.io/v1",
         "events.k8s.io/v1",
+        "admissionregistration.k8s.io/v1",
     }
     assert schemas["io.k8s.api.resource.v1.ResourceClaimList"]["required"] == ["items"]
     quantity = schemas["io.k8s.apimachinery.pkg.api.resource.Quantity"]
