@@ -74,8 +74,12 @@ async def test_completions_and_parallelism(kube_client: KubeClient, controllers:
     # Every pod counted once, its finalizer gone.
     pods = await pods_of(kube_client, ns)
     assert len(pods) == 3 and all(not p["metadata"].get("finalizers") for p in pods)
-    events = {e["reason"] for e in (await kube_client.list(resource_path("", "v1", "events", ns)))["items"]}
-    assert {"SuccessfulCreate", "Completed"} <= events
+
+    async def events_recorded() -> bool:  # the Completed event is recorded after the status write
+        events = {e["reason"] for e in (await kube_client.list(resource_path("", "v1", "events", ns)))["items"]}
+        return {"SuccessfulCreate", "Completed"} <= events
+
+    await eventually_async(events_recorded, what="the job's events")
 
 
 async def test_backoff_limit(kube_client: KubeClient, controllers: WorkloadControllers, ns: str) -> None:
