@@ -57,6 +57,23 @@ async def test_copies_fill_the_devices_one_after_another() -> None:
     ]
 
 
+async def test_copies_with_anti_affinity_to_each_other_take_one_node_each() -> None:
+    """A placed copy changes other nodes' verdicts under pod anti-affinity: the what-if does not
+    remember verdicts then, and each copy lands where the scheduler would put it."""
+    cluster = Cluster()
+    zone = "topology.kubernetes.io/zone"
+    await cluster.put(cluster.cache.classes, device_class())
+    for name, where in (("a", "z1"), ("b", "z1"), ("c", "z2")):
+        await cluster.put(cluster.cache.nodes, node(name, labels={zone: where}))
+        await cluster.put(cluster.cache.slices, node_slice(name, 4))
+    spread_out = templated_pod(affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "train"}}, "topologyKey": zone}]}})
+    spread_out["metadata"]["labels"] = {"app": "train"}
+    answer = whatif(cluster).fit(spread_out, {"one-gpu": template()}, 100)
+    assert answer["total"] == 2 and sorted(n["name"] for n in answer["nodes"]) == ["a", "c"]
+    assert answer["unfit"] == [{"name": "b", "reason": "node(s) didn't match pod anti-affinity rules"}]
+
+
 # --- the allocator's table, asked through fit ----------------------------------------------------
 
 
