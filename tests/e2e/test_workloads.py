@@ -333,15 +333,16 @@ def target_available(admin: httpx.Client, path: str, replicas: int) -> bool:
 
 
 def test_the_dra_e2e_suites_driver_replica_set(stack: Stack, admin: httpx.Client) -> None:
-    """Deployed, waited for, listed and scaled to zero as test/e2e/dra/utils/deploy.go does (one
-    replica per node; spreading them is the scheduler's inter-pod anti-affinity)."""
+    """Deployed, waited for, listed and scaled to zero as test/e2e/dra/utils/deploy.go does: one
+    replica per node (the scheduler's inter-pod anti-affinity spreads them)."""
     ns = f"e2e-{uuid.uuid4().hex[:8]}"
     assert admin.post("/api/v1/namespaces", json={"metadata": {"name": ns}}).status_code == 201
     path = f"{APPS}/namespaces/{ns}/replicasets"
     assert admin.post(path, json=yaml.safe_load(DRA_TEST_DRIVER)).status_code == 201
     eventually(lambda: target_available(admin, f"{path}/dra-test-driver", 2), "all kubelet plugin proxies running", TIMEOUT)
     pods = items(admin, f"/api/v1/namespaces/{ns}/pods", "app.kubernetes.io/instance=test-driver.dra.k8s.io")
-    assert len(pods) == 2 and all(ready(p) and p["spec"]["nodeName"] for p in pods)  # "number of proxy pods"
+    assert len(pods) == 2 and all(ready(p) for p in pods)  # "number of proxy pods"
+    assert sorted(p["spec"]["nodeName"] for p in pods) == ["sim-0", "sim-1"]
     rs = admin.get(f"{path}/dra-test-driver").json()
     rs["spec"]["replicas"] = 0
     updated = admin.put(f"{path}/dra-test-driver", json=rs)
