@@ -165,6 +165,11 @@ def validate_label_selector(selector: Any, path: str) -> Errs:
     return errs
 
 
+def label_selector_is_empty(selector: Any) -> bool:
+    """Whether a (non-null) selector has neither matchLabels nor matchExpressions: it selects everything."""
+    return isinstance(selector, dict) and not selector.get("matchLabels") and not selector.get("matchExpressions")
+
+
 # --- resource names and quantities (core/v1) --------------------------------------------------
 
 # helper.IsStandardResourceName: container resources plus quota and storage names (and hugepages).

@@ -13,7 +13,6 @@ import threading
 import time
 from collections.abc import Iterator
 
-import httpx
 import pytest
 from lightkube import ApiError, Client, KubeConfig
 from lightkube.models.core_v1 import Container, PodSpec
@@ -53,7 +52,7 @@ def lk(server: ServerProcess) -> Iterator[Client]:
         }
     )
     # 30 s as the other clients of the suite (lightkube's own default is 10 s).
-    client = Client(config=config, field_manager="lightkube-test", timeout=httpx.Timeout(30.0))
+    client = Client(config=config, field_manager="lightkube-test", timeout=30.0)  # a number: lightkube builds its own Timeout (httpx or httpx2)
     yield client
 
 

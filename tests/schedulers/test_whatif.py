@@ -343,9 +343,9 @@ async def test_more_questions_than_turns_are_refused_with_429() -> None:
 
 
 async def test_a_slow_selector_is_stopped_by_the_answers_deadline() -> None:
-    """A selector admission accepts that takes most of a second per device: the copy's filter
+    """A selector admission accepts that takes about a tenth of a second per device (five of them): the copy's filter
     timeout is cut to the answer's deadline, so the answer comes and says what stopped it."""
-    server, _ = await _server(WhatIfLimits(seconds=0.5))
+    server, _ = await _server(WhatIfLimits(seconds=0.2))
     slow = template()
     slow["spec"]["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [
         {"cel": {"expression": "!lists.range(300).all(i, lists.range(300).all(j, i + j >= 0))"}}
