@@ -562,8 +562,9 @@ class Explainer:
         if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             return finish(FINISHED, f"the pod has finished ({pod['status']['phase']})")
         wanted = spec.get("schedulerName") or "default-scheduler"
-        if wanted != self.cache.scheduler_name:
-            return finish(OTHER_SCHEDULER, f"the pod asks for scheduler {wanted!r}; this is {self.cache.scheduler_name!r}")
+        if not self.cache.follows(wanted):
+            this = ", ".join(repr(n) for n in sorted(self.cache.followed))
+            return finish(OTHER_SCHEDULER, f"the pod asks for scheduler {wanted!r}; this is {this}")
         gates = [g.get("name", "") for g in spec.get("schedulingGates") or []]
         if gates:
             return finish(GATED, f"the pod is not considered for scheduling until its scheduling gates are removed: {', '.join(gates)}")
