@@ -245,7 +245,15 @@ class DeviceExplainer:
         selector_false: dict[int, list[Device]] = {}
         matching: list[Device] = []
         for dev in candidates:
-            if allocator.selectable(req, dev):
+            try:
+                selectable = allocator.selectable(req, dev)
+            except AllocationError:
+                # The allocator (as upstream's) asks no selector of a device in use: the device is
+                # taken, whatever its selectors would say; on a free one the error is the answer.
+                if not probe.in_use(ci, req, dev):
+                    raise
+                selectable = True
+            if selectable:
                 matching.append(dev)
             elif dev.binding_conditions and not features.binding_conditions:
                 binding_off.append(dev)
