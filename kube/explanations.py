@@ -5,6 +5,10 @@ or, for an observer (which holds no Lease), in the kubeconfig context's extensio
 
 from __future__ import annotations
 
+import base64
+import binascii
+from collections.abc import Mapping
+from typing import Any
 from urllib.parse import quote
 
 SCHEDULER_LEASE_NAMESPACE = "kube-system"
@@ -17,3 +21,17 @@ KUBECONFIG_EXTENSION = "dra.example.com/scheduler"
 def explain_path(namespace: str, name: str) -> str:
     """The path of one pod's explanation."""
     return f"/explain/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}"
+
+
+def recorded_scheduler(extensions: Mapping[str, Any]) -> tuple[str, bytes | None] | None:
+    """The URL (and the CA of its certificate) a kubeconfig context's ``KUBECONFIG_EXTENSION``
+    names, if it names one; ValueError when its CA is not base64."""
+    extension = extensions.get(KUBECONFIG_EXTENSION)
+    if not isinstance(extension, dict) or not extension.get("url"):
+        return None
+    url = str(extension["url"]).rstrip("/")
+    ca = extension.get("certificate-authority-data")
+    try:
+        return url, base64.b64decode(ca, validate=True) if ca else None
+    except (binascii.Error, TypeError, ValueError):
+        raise ValueError(f"the kubeconfig's extension {KUBECONFIG_EXTENSION}: certificate-authority-data is not base64") from None

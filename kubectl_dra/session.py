@@ -6,8 +6,6 @@ or on the scheduler's Lease)."""
 
 from __future__ import annotations
 
-import base64
-import binascii
 import dataclasses
 from collections.abc import Mapping
 from typing import Any
@@ -16,7 +14,8 @@ import httpx
 
 from kube.client import KubeClient, resource_path
 from kube.errors import ApiError
-from kube.explanations import EXPLAIN_URL_ANNOTATION, KUBECONFIG_EXTENSION, SCHEDULER_LEASE_NAME, SCHEDULER_LEASE_NAMESPACE, explain_path
+from kube.explanations import EXPLAIN_URL_ANNOTATION, SCHEDULER_LEASE_NAME, SCHEDULER_LEASE_NAMESPACE, explain_path
+from kube.explanations import recorded_scheduler as recorded
 from kube.kubeconfig import KubeconfigContext
 from kube.objects import Obj
 
@@ -50,16 +49,11 @@ class Session:
 
 
 def recorded_scheduler(extensions: Mapping[str, Any]) -> tuple[str, bytes | None] | None:
-    """The URL (and CA) the context's ``KUBECONFIG_EXTENSION`` names, if it names one."""
-    extension = extensions.get(KUBECONFIG_EXTENSION)
-    if not isinstance(extension, dict) or not extension.get("url"):
-        return None
-    url = str(extension["url"]).rstrip("/")
-    ca = extension.get("certificate-authority-data")
+    """The scheduler the kubeconfig context records (``kube.explanations.recorded_scheduler``)."""
     try:
-        return url, base64.b64decode(ca, validate=True) if ca else None
-    except (binascii.Error, TypeError, ValueError):
-        raise CommandError(f"the kubeconfig's extension {KUBECONFIG_EXTENSION}: certificate-authority-data is not base64") from None
+        return recorded(extensions)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
 
 
 async def scheduler_url(session: Session, client: KubeClient) -> str:
