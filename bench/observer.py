@@ -379,9 +379,9 @@ def summary(verdicts: list[Verdict]) -> dict[str, Any]:
 
 
 def show(result: dict[str, Any], seconds: float) -> None:
-    print(f"{'kind':<20}{'pods':>6}{'bound':>7}{'pending':>9}{'agree':>7}")
+    print(f"{'kind':<20}{'pods':>6}{'bound':>7}{'pending':>9}{'error':>7}{'agree':>7}")
     for kind, counts in result["by_kind"].items():
-        print(f"{kind:<20}{counts['pods']:>6}{counts.get('bound', 0):>7}{counts.get('unschedulable', 0):>9}{counts['agree']:>7}")
+        print(f"{kind:<20}{counts['pods']:>6}{counts.get('bound', 0):>7}{counts.get('unschedulable', 0):>9}{counts.get('error', 0):>7}{counts['agree']:>7}")
     share = "n/a" if result["agreement"] is None else f"{100 * result['agreement']:.1f}%"
     print(f"agreement with kube-scheduler: {result['agreed']}/{result['decided']} pods ({share}); "
           f"{result['bound']} bound, {result['unschedulable']} left pending ({result['unschedulable_explained_per_node']} with a reason per node), "
