@@ -61,10 +61,12 @@ def test_the_observer_agrees_with_kube_scheduler_on_every_pod(cluster: ObservedC
 
 
 def failed_scheduling_pod(cluster: ObservedCluster) -> dict[str, Any]:
-    """A pod kube-scheduler reported FailedScheduling for (nine GPUs: more than any node has free)."""
+    """A pod kube-scheduler reported FailedScheduling for (nine GPUs of sim-0, which has eight)."""
     pod = pod_of("too-many", 9000, random.Random(0))
     pod["metadata"]["name"] = "big"
     pod["spec"].pop("schedulingGates")
+    only = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [cluster.nodes[0]]}]}
+    pod["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [only]}}}
     assert GATE not in str(pod["spec"])
     cluster.admin.post(resource_path("", "v1", "pods", "default"), json=pod).raise_for_status()
 
