@@ -117,7 +117,11 @@ def test_the_dashboard_explains_through_the_observer(cluster: ObservedCluster) -
                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
     try:
         def explained() -> dict[str, Any] | None:
-            answer = httpx.get(f"http://127.0.0.1:{port}/api/explain/default/big", timeout=10)
+            try:
+                answer = httpx.get(f"http://127.0.0.1:{port}/api/explain/default/big", timeout=10)
+            except httpx.TransportError:
+                assert dashboard.poll() is None, dashboard.stderr.read() if dashboard.stderr else ""
+                return None  # not listening yet
             return dict(answer.json()) if answer.status_code == 200 else None
 
         body = eventually(explained, "the dashboard's explanation of big", timeout=60)
