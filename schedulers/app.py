@@ -91,12 +91,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def check_flags(args: argparse.Namespace) -> str | None:
     """What is wrong with the explanation flags, if anything."""
+    if not args.observe and (args.follow or args.record_in_kubeconfig or args.as_user or args.as_group):
+        return "--follow, --as, --as-group and --record-in-kubeconfig go with --observe"
     if args.as_group and not args.as_user:
         return "--as-group needs --as"
-    if args.observe and args.record_in_kubeconfig and not args.kubeconfig:
+    if args.record_in_kubeconfig and not args.kubeconfig:
         return "--record-in-kubeconfig needs --kubeconfig"
     if not args.explain_port:
-        return None if args.observe or not (args.follow or args.record_in_kubeconfig) else "--follow and --record-in-kubeconfig go with --observe"
+        return None
     if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
         return "--tls-cert-file and --tls-private-key-file go together"
     if not args.tls_cert_file and not is_loopback(args.explain_address):

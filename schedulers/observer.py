@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import httpx
 import yaml
 
 from kube.client import KubeClient, WatchExpired, resource_path
@@ -142,8 +143,8 @@ async def preflight(client: KubeClient, cache: SchedulerCache, timeout: float = 
     watch every kind ``cache`` watches; raises :class:`ObserveError` saying all that is missing."""
     try:
         info = await wait_for(client.get("/version"), timeout)
-    except (ApiError, OSError, TimeoutError) as exc:
-        raise ObserveError(f"cannot reach the API server: {exc or type(exc).__name__}") from None
+    except (ApiError, OSError, TimeoutError, httpx.TransportError) as exc:
+        raise ObserveError(f"cannot reach the API server at {client.server}: {exc or type(exc).__name__}") from None
     version = _version(info)
     git_version = info.get("gitVersion") or f"{info.get('major')}.{info.get('minor')}"
     if version is not None and version < (1, MINIMUM_MINOR):

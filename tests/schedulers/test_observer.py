@@ -136,7 +136,8 @@ def test_the_observers_flags() -> None:
 
     assert problem("--observe") is None
     assert problem("--observe", "--follow", "a", "--follow", "b") is None
-    assert problem("--follow", "a") == "--follow and --record-in-kubeconfig go with --observe"
+    assert problem("--follow", "a") == "--follow, --as, --as-group and --record-in-kubeconfig go with --observe"
+    assert problem("--as", "u", "--explain-port", "1") == "--follow, --as, --as-group and --record-in-kubeconfig go with --observe"
     assert problem("--observe", "--record-in-kubeconfig") == "--record-in-kubeconfig needs --kubeconfig"
     assert problem("--observe", "--as-group", "g") == "--as-group needs --as"
 
@@ -170,3 +171,12 @@ async def test_kubectl_dra_takes_the_recorded_url_before_the_lease(tmp_path: Pat
     bad = Session(dataclasses.replace(session.context, extensions={KUBECONFIG_EXTENSION: {"url": "u", "certificate-authority-data": "%%"}}), "default", "")
     with pytest.raises(CommandError, match="certificate-authority-data is not base64"):
         await scheduler_url(bad, client)
+
+
+async def test_an_unreachable_server_is_one_error() -> None:
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused", request=request)
+
+    client = KubeClient("https://cluster:6443", user_agent="test", transport=httpx.MockTransport(refuse))
+    with pytest.raises(ObserveError, match=r"^cannot reach the API server at https://cluster:6443: connection refused$"):
+        await preflight(client, Observer(client).cache)
