@@ -13,8 +13,10 @@ partitions, pods that fit nowhere and pods that wait for a class) is placed one 
 pod is created with a scheduling gate; once the observer has seen it (and its claims), the observer
 is asked for its verdict as if the gate were gone (``?ifUngated=true&nodes=all``: every node that
 fits, and why each other does not); the gate is removed and kube-scheduler decides. A pod
-kube-scheduler binds to node N agrees when the observer had said N fits; a pod it reports
-``FailedScheduling`` for agrees when the observer had said no node fits. Every disagreement is
+kube-scheduler binds to node N agrees when the observer had said N fits and the devices kube-scheduler
+allocated are one of the answers this project's allocator gives on the state it chose them in
+(``devices_refused``); a pod it reports ``FailedScheduling`` for agrees when the observer had said
+no node fits (a scheduler error, a selector's CEL runtime error, when the observer said Error). Every disagreement is
 printed with both sides' words. Last, the apiserver's audit log is read: the observer's user must
 have written nothing (its SubjectAccessReviews, which store nothing, aside).
 """
@@ -46,13 +48,16 @@ from devtools.server import REPO_ROOT
 from kube.client import KubeClient, resource_path
 from kube.errors import ApiError
 from kube.explanations import KUBECONFIG_EXTENSION, explain_path, recorded_scheduler
+from kube.features import FeatureGates
 from kube.kubeconfig import load_kubeconfig_context
+from schedulers.allocator import Allocated, AllocatedState, Allocator, AllocatorFeatures, ResourceIndex
 
 OBSERVER_ACCOUNT = ("kube-system", "dra-observer")
 OBSERVER_USER = f"system:serviceaccount:{OBSERVER_ACCOUNT[0]}:{OBSERVER_ACCOUNT[1]}"
 OBSERVER_RBAC = REPO_ROOT / "examples" / "observer" / "rbac.yaml"
 GATE = "example.com/observed"
 FEATURE_GATES = "DRAPartitionableDevices=true"
+FEATURES = AllocatorFeatures.from_gates(FeatureGates.parse(FEATURE_GATES))
 # kube-controller-manager's controllers a DRA cluster's pods need (claims from templates and their
 # removal, nodes' not-ready taint lifted, namespaces' default ServiceAccount).
 CONTROLLERS = ("resourceclaim-controller", "garbage-collector-controller", "node-lifecycle-controller", "serviceaccount-controller")
@@ -272,11 +277,15 @@ class Verdict:
     scheduler: str = ""  # "bound", "unschedulable", "error" (PodScheduled's reason SchedulerError) or "undecided"
     node: str = ""
     scheduler_message: str = ""
+    # For a bound pod: why kube-scheduler's devices (for the claims it allocated) are not an answer
+    # this project's allocator accepts on the state it chose them in ("" when they are).
+    devices_refused: str = ""
+    devices_checked: bool = False
 
     @property
     def agrees(self) -> bool:
         if self.scheduler == "bound":
-            return self.observer_state == "Schedulable" and self.node in self.fitting
+            return self.observer_state == "Schedulable" and self.node in self.fitting and not self.devices_refused
         if self.scheduler == "unschedulable":
             return self.observer_state == "Unschedulable"
         if self.scheduler == "error":  # a broken claim or class (a CEL runtime error on a device)
@@ -333,6 +342,7 @@ async def place_one(api: KubeClient, observer: KubeClient, kind: str, pod: dict[
     verdict.observer_state, verdict.observer_message = answer.get("state", ""), answer.get("message", "")
     verdict.fitting = list((answer.get("nodes") or {}).get("fitting") or [])
     verdict.nodes_explained = sum(g.get("count", 0) for g in answer.get("groups") or [])
+    fresh = {c["name"] for c in answer.get("claims") or [] if not c.get("allocated")}
     await api.patch(path, {"spec": {"schedulingGates": None}})
 
     async def decided() -> dict[str, Any] | None:
@@ -345,6 +355,8 @@ async def place_one(api: KubeClient, observer: KubeClient, kind: str, pod: dict[
         verdict.scheduler = "undecided"
     elif found["spec"].get("nodeName"):
         verdict.scheduler, verdict.node = "bound", found["spec"]["nodeName"]
+        refused = await devices_refused(api, found, fresh, FEATURES)
+        verdict.devices_checked, verdict.devices_refused = refused is not None, refused or ""
         # The next verdict is asked of an observer that has seen this binding.
         await _until(lambda: _bound_seen(observer, namespace, name), seconds)
     else:
@@ -352,6 +364,36 @@ async def place_one(api: KubeClient, observer: KubeClient, kind: str, pod: dict[
         verdict.scheduler = "unschedulable" if condition.get("reason") == "Unschedulable" else "error"
         verdict.scheduler_message = condition.get("message", "")
     return verdict
+
+
+async def devices_refused(api: KubeClient, pod: dict[str, Any], fresh: set[str], features: AllocatorFeatures) -> str | None:
+    """Whether the devices kube-scheduler allocated to ``pod``'s claims named in ``fresh`` (those
+    unallocated when the observer was asked, and the claim of its extended resources) are one of
+    the answers this project's allocator gives: it is asked to allocate those claims on the pod's
+    node again, on the same state (every other claim's allocation), with no device of the node
+    but the ones kube-scheduler chose. "" when they are, the allocator's reason when not, None
+    when kube-scheduler allocated nothing for the pod."""
+    namespace = pod["metadata"]["namespace"]
+    extended = ((pod.get("status") or {}).get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
+    names = fresh | ({f"{namespace}/{extended}"} if extended else set())
+    claims = (await api.get(resource_path(RESOURCE, "v1", "resourceclaims")))["items"]
+    mine = [c for c in claims if f"{c['metadata']['namespace']}/{c['metadata']['name']}" in names and (c.get("status") or {}).get("allocation")]
+    if not mine:
+        return None
+    uids = {c["metadata"]["uid"] for c in mine}
+    chosen = {(r["driver"], r["pool"], r["device"]) for c in mine for r in c["status"]["allocation"]["devices"].get("results") or []}
+    slices = (await api.get(resource_path(RESOURCE, "v1", "resourceslices")))["items"]
+    only_chosen = [{**s, "spec": {**s["spec"], "devices": [d for d in s["spec"].get("devices") or []
+                                                           if (s["spec"]["driver"], s["spec"]["pool"]["name"], d["name"]) in chosen]}}
+                   for s in slices]  # fmt: skip
+    classes = (await api.get(resource_path(RESOURCE, "v1", "deviceclasses")))["items"]
+    rules = (await api.get(resource_path(RESOURCE, "v1", "devicetaintrules")))["items"]
+    labels = {n["metadata"]["name"]: n["metadata"].get("labels") or {} for n in (await api.get("/api/v1/namespaces"))["items"]}
+    node = await api.get(resource_path("", "v1", "nodes", name=pod["spec"]["nodeName"]))
+    others = AllocatedState.from_claims(c for c in claims if c["metadata"]["uid"] not in uids)
+    allocator = Allocator(ResourceIndex(only_chosen, classes, rules, features), others, features, labels)
+    outcome = allocator.allocate(node, [{**c, "status": {}} for c in mine])
+    return "" if isinstance(outcome, Allocated) else f"{outcome.message} (devices {sorted('/'.join(d) for d in chosen)})"
 
 
 async def _bound_seen(observer: KubeClient, namespace: str, name: str) -> bool:
@@ -372,6 +414,7 @@ def summary(verdicts: list[Verdict]) -> dict[str, Any]:
         "agreement": round(len(agreed) / len(decided), 4) if decided else None,
         "bound": sum(v.scheduler == "bound" for v in verdicts), "unschedulable": sum(v.scheduler == "unschedulable" for v in verdicts),
         "errors": sum(v.scheduler == "error" for v in verdicts),
+        "devices_checked": sum(v.devices_checked for v in verdicts), "devices_refused": sum(bool(v.devices_refused) for v in verdicts),
         "unschedulable_explained_per_node": sum(v.scheduler == "unschedulable" and v.nodes_explained > 0 for v in verdicts),
         "by_kind": {kind: dict(counts) for kind, counts in sorted(by_kind.items())},
         "disagreements": [asdict(v) for v in verdicts if not v.agrees],
@@ -386,10 +429,12 @@ def show(result: dict[str, Any], seconds: float) -> None:
     print(f"agreement with kube-scheduler: {result['agreed']}/{result['decided']} pods ({share}); "
           f"{result['bound']} bound, {result['unschedulable']} left pending ({result['unschedulable_explained_per_node']} with a reason per node), "
           f"{result['errors']} refused with a scheduler error, "
+          f"kube-scheduler's devices checked for {result['devices_checked']} bound pods ({result['devices_refused']} refused), "
           f"{result['pods'] - result['decided']} undecided; {seconds:.0f} s")  # fmt: skip
     for d in result["disagreements"]:
         print(f"  DISAGREE {d['pod']} ({d['kind']}): kube-scheduler {d['scheduler']} {d['node']} {d['scheduler_message']!r}; "
-              f"observer {d['observer_state']} fitting={d['fitting']} {d['observer_message']!r}")  # fmt: skip
+              f"observer {d['observer_state']} fitting={d['fitting']} {d['observer_message']!r}"
+              + (f"; kube-scheduler's devices refused: {d['devices_refused']}" if d["devices_refused"] else ""))  # fmt: skip
     print(f"observer writes in the audit log: {result['observer_writes'] or 'none'}")
 
 

@@ -5,8 +5,9 @@ runs as a user starts it (the user's kubeconfig, acting as the read-only account
 ``examples/observer/rbac.yaml``, recording itself in that kubeconfig), and:
 
 * agrees with kube-scheduler on every pod of a mixed workload (``bench.observer``, which measures
-  the same on 1,000 pods): a pod kube-scheduler binds to N, the observer had said N fits; a pod it
-  leaves pending, the observer had said no node fits;
+  the same on 1,000 pods): a pod kube-scheduler binds to N, the observer had said N fits (and the
+  devices kube-scheduler chose are an answer of this project's allocator on the same state); a
+  pod it leaves pending, the observer had said no node fits;
 * answers ``kubectl dra why|fit|drain-plan`` and the dashboard unchanged, found through the
   kubeconfig, on a pod kube-scheduler reported ``FailedScheduling`` for;
 * refuses to start, in one error naming each permission, as an identity that may not list what it needs;
@@ -58,6 +59,8 @@ def test_the_observer_agrees_with_kube_scheduler_on_every_pod(cluster: ObservedC
     # Both outcomes were met, and pending pods were explained node by node.
     assert result["bound"] >= 10 and result["unschedulable"] >= 5
     assert result["unschedulable_explained_per_node"] >= 3
+    # kube-scheduler's devices were an answer of this project's allocator for every pod it allocated to.
+    assert result["devices_checked"] >= 5 and result["devices_refused"] == 0
 
 
 def failed_scheduling_pod(cluster: ObservedCluster) -> dict[str, Any]:
