@@ -228,7 +228,7 @@ async def test_a_selector_that_fails_on_a_device_in_use_is_not_an_error() -> Non
     await cluster.put(cluster.cache.nodes, c.node("a", labels={"kubernetes.io/hostname": "a"}))
     out = explainer(cluster).explain(pod)
     assert out["state"] == ex.UNSCHEDULABLE
-    assert [r["message"] for g in out["groups"] for r in g["reasons"]][0] == "claim default/mine, request gpu: every gpu device is taken"
+    assert next(r["message"] for g in out["groups"] if g["nodes"] == ["a"] for r in g["reasons"]) == "claim default/mine, request gpu: every gpu device is taken"
     await cluster.delete(cluster.cache.claims, await cluster.put(cluster.cache.claims, c.claim("held")))
     out = explainer(cluster).explain(pod)
     assert out["state"] == ex.ERROR and "CEL runtime error: no such key: profile" in out["message"]
