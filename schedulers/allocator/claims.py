@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from kube.apitypes import DeviceClass, DeviceToleration
+from kube.apitypes import DeviceClass, DeviceToleration, ResourceClaim
 from kube.cel import CompiledSelector
 from kube.quantity import DECIMAL_SI, Quantity
 from kube.tolerations import tolerations_tolerate
@@ -59,7 +59,7 @@ class Constraint:
 
 @dataclass(eq=False)
 class PreparedClaim:
-    obj: Mapping[str, Any]
+    obj: ResourceClaim
     ref: str  # namespace/name
     requests: list[PreparedRequest]
     constraints: list[tuple[frozenset[str], str, bool]]
