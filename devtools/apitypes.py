@@ -229,10 +229,20 @@ def _rank(message: str) -> int:
     return _PREFERRED_PACKAGES.index(package) if package in _PREFERRED_PACKAGES else len(_PREFERRED_PACKAGES)
 
 
+def _stored_kinds_renderer(schema: Mapping[str, Any]) -> _Renderer:
+    from app.server import stored_kinds_shape
+
+    stored, extra = stored_kinds_shape()
+    kinds = [kind + suffix for kind in stored for suffix in ("", "List")]
+    return _Renderer(schema, [k for k in kinds if k in schema["kinds"]], extra)
+
+
 def render(schema: Mapping[str, Any]) -> tuple[str, str]:
     """The stub's and the module's text for the kinds this server stores (and their lists), from ``schema``."""
-    from app.api.schemas import merged_extra_properties
-    from app.registry import KINDS, SHARED_STORAGE
+    return _stored_kinds_renderer(schema).render()
 
-    kinds = [f"{k.api_version}/{k.kind}{suffix}" for k in KINDS + SHARED_STORAGE for suffix in ("", "List")]
-    return _Renderer(schema, [k for k in kinds if k in schema["kinds"]], merged_extra_properties(KINDS + SHARED_STORAGE)).render()
+
+def typed_messages(schema: Mapping[str, Any]) -> dict[str, bool]:
+    """The messages the typed dicts declare (Go names), each with whether it is a kind's."""
+    renderer = _stored_kinds_renderer(schema)
+    return {message: message in renderer.kind_messages for message in renderer.reached}

@@ -39,6 +39,35 @@ def test_the_project_fields_beyond_the_go_types_are_typed(rendered: tuple[str, s
     assert "    reservedForAnyPod: bool\n" in stub
 
 
+def test_the_openapi_definitions_declare_the_go_types_fields() -> None:
+    """The third place a field is declared, the official OpenAPI definitions that pruning, strict
+    validation and the served documents use, agrees with the Go types field for field: what the
+    project adds is only its extra_schema_properties."""
+    from app.api.openapi import source_definitions
+
+    schema = orjson.loads(protobuf.SCHEMA_PATH.read_bytes())
+    definitions = source_definitions()
+
+    def go_fields(message: str) -> set[str]:
+        fields: set[str] = set()
+        for field in schema["messages"][message] or []:
+            fields |= go_fields(field["message"]) if field.get("inline") else {field["json"]}
+        return fields
+
+    inlined = {f["message"] for fields in schema["messages"].values() for f in fields or [] if f.get("inline")}
+    compared = 0
+    for message, is_kind in apitypes.typed_messages(schema).items():
+        name = "io." + message.replace("k8s.io/apimachinery/", "k8s.apimachinery.").replace("k8s.io/api/", "k8s.api.").replace("/", ".")
+        definition = definitions.get(name)
+        if definition is None:
+            assert message in inlined, f"{message}: no OpenAPI definition {name}"
+            continue
+        declared = set(definition.get("properties") or {}) - ({"apiVersion", "kind"} if is_kind else set())
+        assert declared == go_fields(message), message
+        compared += 1
+    assert compared > 400
+
+
 def test_two_go_types_of_one_name_get_distinct_names() -> None:
     schema = orjson.loads(protobuf.SCHEMA_PATH.read_bytes())
     stub, _ = apitypes.render(schema)
