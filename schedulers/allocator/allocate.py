@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from fractions import Fraction
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 
@@ -78,7 +78,13 @@ class Allocator:
         )
         cached = self._prepared.get(key)
         if cached is None:
-            cached = [self._prepare_claim(c) for c in claims]
+            # The informer's JSON, typed from here on (kube/apitypes.pyi); cast for mypy only, since
+            # a call of cast() would be a cost of every scheduling cycle.
+            if TYPE_CHECKING:
+                typed = cast("Sequence[ResourceClaim]", claims)
+            else:
+                typed = claims
+            cached = [self._prepare_claim(c) for c in typed]
             if len(self._prepared) > 256:
                 self._prepared.clear()
             self._prepared[key] = cached
@@ -112,7 +118,8 @@ class Allocator:
         )
         # Upstream's DeviceSubRequest has no adminAccess (the server prunes one), but a subrequest's
         # is read as an exact request's is, as before the types said so.
-        admin_access = cast("Mapping[str, Any]", raw).get("adminAccess")
+        fields: Mapping[str, Any] = raw
+        admin_access = fields.get("adminAccess")
         if admin_access is not None and not self.features.admin_access:
             raise AllocationError(f"{where}: admin access is requested, but the feature is disabled")
         capacity_raw = (raw.get("capacity") or {}).get("requests") or {}
@@ -147,8 +154,7 @@ class Allocator:
             capacity={k: as_quantity(v) for k, v in capacity_raw.items()},
         )
 
-    def _prepare_claim(self, obj: Mapping[str, Any]) -> PreparedClaim:
-        claim = cast(ResourceClaim, obj)  # the informer's JSON, typed from here on (kube/apitypes.pyi)
+    def _prepare_claim(self, claim: ResourceClaim) -> PreparedClaim:
         ref = claim_reference(claim)
         devices = (claim.get("spec") or {}).get("devices") or {}
         requests: list[PreparedRequest] = []
