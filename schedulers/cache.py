@@ -129,6 +129,8 @@ class SchedulerCache:
         self.client = client
         self.queue = queue
         self.scheduler_name = scheduler_name
+        # The scheduler names whose pods this cache follows (an observer follows several).
+        self.followed: frozenset[str] = frozenset((scheduler_name,))
         self.features = features or AllocatorFeatures()
         self.index = ResourceIndex(features=self.features)
         self.search_cache = SearchCache()  # successful device searches per node, reused across cycles
@@ -226,11 +228,15 @@ class SchedulerCache:
         spec = pod.get("spec") or {}
         return (
             not spec.get("nodeName")
-            and (spec.get("schedulerName") or "default-scheduler") == self.scheduler_name
+            and (spec.get("schedulerName") or "default-scheduler") in self.followed
             and not spec.get("schedulingGates")
             and not meta(pod).get("deletionTimestamp")
             and not _terminal(pod)
         )
+
+    def follows(self, scheduler_name: str) -> bool:
+        """Whether pods asking for ``scheduler_name`` are this cache's to place (or to explain)."""
+        return scheduler_name in self.followed
 
     def is_binding(self, key: Key) -> bool:
         """Whether a binding task is writing this pod (its outcome decides what happens next)."""
