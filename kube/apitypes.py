@@ -300,6 +300,8 @@ _NAMES = frozenset(
         "PodSecurityContext",
         "PodSpec",
         "PodStatus",
+        "PodTemplate",
+        "PodTemplateList",
         "PodTemplateSpec",
         "PodVolumeHealth",
         "PolicyRule",

@@ -2418,6 +2418,22 @@ class PodStatus(TypedDict, total=False):
     nodeAllocatableResourceClaimStatuses: list[NodeAllocatableResourceClaimStatus]
     volumeHealth: list[PodVolumeHealth]
 
+class PodTemplate(TypedDict, total=False):
+    """k8s.io/api/core/v1.PodTemplate"""
+
+    apiVersion: str
+    kind: str
+    metadata: ObjectMeta
+    template: PodTemplateSpec
+
+class PodTemplateList(TypedDict, total=False):
+    """k8s.io/api/core/v1.PodTemplateList"""
+
+    apiVersion: str
+    kind: str
+    metadata: ListMeta
+    items: list[PodTemplate] | None
+
 class PodTemplateSpec(TypedDict, total=False):
     """k8s.io/api/core/v1.PodTemplateSpec"""
 
