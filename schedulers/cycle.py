@@ -16,8 +16,9 @@ The cycle runs the plugins (:mod:`schedulers.plugins`) at upstream's extension p
    kept: a node's successful device search for the same claim specs (``SearchCache``, valid while
    that node's pools, the classes and the allocated state are unchanged) and its cpu/memory/pods
    verdict for the same requests.
-4. *Score*: PodTopologySpread and InterPodAffinity score the feasible nodes (their weighted,
-   normalised sum, higher first) when the pod or the placed pods ask for it; within equal scores,
+4. *Score*: TaintToleration (PreferNoSchedule taints), NodeAffinity (preferred terms),
+   PodTopologySpread and InterPodAffinity score the feasible nodes (their weighted, normalised
+   sum, higher first) when the pod, the nodes or the placed pods ask for it; within equal scores,
    and for every other pod, the node order of DynamicResources decides (fewest free devices left
    after the allocation; pods without claims to allocate by the node's pod count), then the name.
 
@@ -112,15 +113,16 @@ class SchedulingCycle:
         self._next_start = 0
         # The plugins, in the order their filters run.
         self.dynamic_resources = DynamicResources(cache, filter_timeout)
-        node_affinity, node_resources = NodeAffinity(), NodeResourcesFit(cache)
+        node_affinity, node_resources, taints = NodeAffinity(), NodeResourcesFit(cache), TaintToleration(cache)
         self.pod_topology_spread = PodTopologySpread(cache)
         self.inter_pod_affinity = InterPodAffinity(cache)
         ports, spread, affinity = NodePorts(cache), self.pod_topology_spread, self.inter_pod_affinity
         self.filter_plugins: list[FilterPlugin] = [
-            NodeUnschedulable(), TaintToleration(), node_affinity, ports, node_resources, spread, affinity, self.dynamic_resources,
+            NodeUnschedulable(), taints, node_affinity, ports, node_resources, spread, affinity, self.dynamic_resources,
         ]  # fmt: skip
         self.pre_filter_plugins: list[PreFilterPlugin] = [node_affinity, ports, node_resources, spread, affinity, self.dynamic_resources]
-        self.score_plugins: list[ScorePlugin] = [spread, affinity]
+        # Upstream's default profile's order and weights (TaintToleration 3, the others 2).
+        self.score_plugins: list[ScorePlugin] = [taints, node_affinity, spread, affinity]
         # The filters that read the pods placed on nodes: preemption asks them without its victims.
         self.placed_pods_filters: list[PlacedPodsFilterPlugin] = [ports, spread, affinity]
         # The per-node checks a walk calls (replace_node_checks may put others in their place).

@@ -301,6 +301,20 @@ class ScorePlugin(Plugin, Protocol):
     def normalize(self, state: CycleState, names: Sequence[str], scores: list[int]) -> list[int]: ...
 
 
+MAX_NODE_SCORE = 100  # upstream's MaxNodeScore: what a normalised score reaches
+
+
+def default_normalize(scores: Sequence[int], reverse: bool = False) -> list[int]:
+    """Upstream's DefaultNormalizeScore: scale ``[0, max]`` to ``[0, 100]`` (integer division);
+    ``reverse`` for raw scores where less is better (100 minus that). All zeros stay zeros, or all
+    become 100 when reversed."""
+    highest = max(scores, default=0)
+    if highest == 0:
+        return [MAX_NODE_SCORE if reverse else 0] * len(scores)
+    scaled = [MAX_NODE_SCORE * s // highest for s in scores]
+    return [MAX_NODE_SCORE - s for s in scaled] if reverse else scaled
+
+
 def reasons_of(status: Status, kind: str) -> list[Reason]:
     """An explanation's reasons for a status, one per reason, without node facts."""
     return [Reason(kind, r) for r in status.reasons]
@@ -326,6 +340,7 @@ def histogram_message(total: int, reasons: Iterable[str]) -> str:
 
 
 __all__ = [
+    "MAX_NODE_SCORE",
     "NOT_HELPFUL",
     "SKIP",
     "Code",
@@ -340,6 +355,7 @@ __all__ = [
     "ScorePlugin",
     "Status",
     "WaitForClaims",
+    "default_normalize",
     "fit_error_message",
     "histogram_message",
     "reasons_of",
