@@ -276,11 +276,16 @@ class FilterPlugin(Plugin, Protocol):
 
 class PlacedPodsFilterPlugin(FilterPlugin, Protocol):
     """A filter that reads the pods placed on nodes (host ports, pod affinity, topology spread):
-    preemption asks it again without its victims (upstream's PreFilterExtensions.RemovePod)."""
+    preemption asks it again without its victims (upstream's PreFilterExtensions.RemovePod), and
+    the cycle asks it on a node with the pods nominated there as if they were placed (AddPod)."""
 
     def without(self, state: CycleState, removed: Iterable[tuple[Obj, Obj]]) -> None:
         """Replace this plugin's data in ``state`` (a copy) as if ``removed`` (placed pods, each
         with its Node object) were gone."""
+
+    def adding(self, state: CycleState, added: Iterable[tuple[Obj, Obj]]) -> None:
+        """Replace this plugin's data in ``state`` (a copy) as if ``added`` (pods, each with the
+        Node object it is nominated to) were placed there."""
 
 
 class ScorePlugin(Plugin, Protocol):

@@ -278,12 +278,20 @@ class InterPodAffinity:
     def without(self, state: CycleState, removed: Iterable[tuple[Obj, Obj]]) -> None:
         """The state as if ``removed`` (placed pods and their Node objects) were gone (preemption's
         RemovePod); call it on a copy of the cycle state."""
+        self._shift(state, removed, -1)
+
+    def adding(self, state: CycleState, added: Iterable[tuple[Obj, Obj]]) -> None:
+        """The state as if ``added`` (pods nominated to the given Node objects) were placed there
+        (AddPod); call it on a copy of the cycle state."""
+        self._shift(state, added, 1)
+
+    def _shift(self, state: CycleState, pods: Iterable[tuple[Obj, Obj]], delta: int) -> None:
         s: AffinityState | None = state.data.get(NAME)
         if s is None:
             return
         s = s.copy()
-        for placed, node in removed:
-            s.count(placed, self.terms_of(placed), meta(node).get("labels") or {}, -1)
+        for placed, node in pods:
+            s.count(placed, self.terms_of(placed), meta(node).get("labels") or {}, delta)
         state.data[NAME] = s
 
     # --- Filter ---
