@@ -41,7 +41,9 @@ from schedulers.framework import (
     FilterPlugin,
     PlacedPodsFilterPlugin,
     Placement,
+    PreBindPlugin,
     PreFilterPlugin,
+    ReservePlugin,
     ScheduleFailure,
     ScorePlugin,
     Status,
@@ -124,6 +126,9 @@ class SchedulingCycle:
         self.pre_filter_plugins: list[PreFilterPlugin] = [node_affinity, ports, node_resources, spread, affinity, self.dynamic_resources]
         # Upstream's default profile's order and weights (TaintToleration 3, the others 2).
         self.score_plugins: list[ScorePlugin] = [taints, node_affinity, spread, affinity]
+        # The binding cycle's plugins (upstream's default profile has VolumeBinding first, not served here).
+        self.reserve_plugins: list[ReservePlugin] = [self.dynamic_resources]
+        self.pre_bind_plugins: list[PreBindPlugin] = [self.dynamic_resources]
         # The filters that read the pods placed on nodes: preemption asks them without its victims.
         self.placed_pods_filters: list[PlacedPodsFilterPlugin] = [ports, spread, affinity]
         # The per-node checks a walk calls (replace_node_checks may put others in their place).
@@ -179,6 +184,7 @@ class SchedulingCycle:
         # A plugin may hand the cycle a per-node check made for this attempt (node_filter).
         state.run_filters = [p.node_filter(state) if hasattr(p, "node_filter") else p.filter for p in others]
         state.scorers = [p for p in self.score_plugins if p.may_score(state, pod)]
+        state.reservers, state.pre_binders = self.reserve_plugins, self.pre_bind_plugins
         return state
 
     def prepare(self, pod: Obj) -> CycleState | ScheduleFailure | WaitForClaims:
