@@ -115,7 +115,9 @@ class Binder:
 
     def reserve(self, pod: Obj, placement: Placement) -> None:
         """Charge the pod to the node, run the Reserve plugins, then start the binding task."""
-        state = placement.state if placement.state is not None else CycleState(pod)
+        state = placement.state
+        if state is None:
+            raise ValueError("a placement without its cycle state: the binding cycle's plugins would not run")
         node = placement.node
         self.cache.assume_pod(pod, node, placement.requests)
         for i, plugin in enumerate(state.reservers):
