@@ -4,8 +4,9 @@
   template, and records it in ``pod.status.resourceClaimStatuses``;
 - it removes deleted or finished pods from ``claim.status.reservedFor`` and deallocates claims
   that nobody reserves any more; the ``delete-protection`` finalizer goes only from claims
-  it deallocated itself, or that are being deleted and unused (the scheduler may write the
-  allocation before the finalizer, so an unallocated claim without users is not a reason);
+  it deallocated itself, or that are being deleted and unused (the scheduler adds the finalizer
+  first and writes the allocation after it, so an unallocated, unreserved claim that carries the
+  finalizer may be about to get its allocation: that alone is not a reason);
 - it deletes claims generated for pods that are gone or finished, once unreserved (and the
   scheduler's claims for pods' extended resources the same way).
 
@@ -345,7 +346,8 @@ class ClaimController:
         finalizers: list[str] = list(meta.get("finalizers") or [])
         # The finalizer guards an allocation. It goes when this controller deallocated the claim, or
         # the claim is being deleted and unused; never merely because a claim is unallocated and
-        # unreserved, since the scheduler may write the allocation first and the finalizer after.
+        # unreserved: the scheduler adds the finalizer before it writes the allocation, so such a
+        # claim may be between the two writes.
         unprotect = DELETE_PROTECTION_FINALIZER in finalizers and not valid and not allocated and (deallocated or being_deleted)
         if unprotect and await set_finalizers(self.client, self._claim_path(namespace, name), claim, [f for f in finalizers if f != DELETE_PROTECTION_FINALIZER]) is None:
             return None, deallocated

@@ -18,11 +18,11 @@ from kube.httpserve import is_loopback, serve_http, server_tls_context
 from kube.process import client_from_args, connection_from_args, run_leader_elected, run_worker, worker_main, worker_parser
 from kube.timeutil import duration_seconds
 from schedulers.allocator import AllocatorFeatures
-from schedulers.binder import DEFAULT_BINDING_TIMEOUT
 from schedulers.cycle import DEFAULT_FILTER_TIMEOUT, DEFAULT_NODES_TO_FIND
 from schedulers.explain import ExplainLimits
 from schedulers.explainserver import EXPLAIN_URL_ANNOTATION, ExplainServer
 from schedulers.observer import ObserveError, Observer, client_ca, preflight, record_in_kubeconfig, serving_tls
+from schedulers.plugins.dynamicresources_binding import DEFAULT_BINDING_TIMEOUT
 from schedulers.scheduler import Scheduler
 
 log = logging.getLogger("schedulers")
