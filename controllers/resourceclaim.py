@@ -17,7 +17,8 @@ controllers share its pod and claim informers and indexes.
 from __future__ import annotations
 
 import logging
-from typing import Any, Protocol
+from collections.abc import Mapping
+from typing import Any, Protocol, cast
 
 from controllers.objects import (
     controller_owner,
@@ -29,6 +30,7 @@ from controllers.objects import (
     reserved_uids,
     set_finalizers,
 )
+from kube.apitypes import ResourceClaim, ResourceClaimConsumerReference, ResourceClaimStatus
 from kube.claims import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from kube.client import KubeClient, record_event, resource_path
 from kube.errors import ApiError
@@ -117,7 +119,7 @@ class GroupClaims(Protocol):
         """(whether the pod claim entry is its group's claim, that claim's name once known);
         (True, None) also while the pod's group does not exist yet."""
 
-    async def reference_alive(self, namespace: str, ref: Obj) -> bool:
+    async def reference_alive(self, namespace: str, ref: Mapping[str, Any]) -> bool:
         """Whether the PodGroup a reservedFor entry names still exists."""
 
 
@@ -300,9 +302,10 @@ class ClaimController:
         """(True when done or None on a conflict, whether this sync deallocated the claim)."""
         meta = metadata(claim)
         namespace, name = meta.get("namespace", ""), meta["name"]
-        status: Obj = claim.get("status") or {}
-        reserved: list[Obj] = status.get("reservedFor") or []
-        valid: list[Obj] = []
+        # The informer's JSON, typed from here on (kube/apitypes.pyi).
+        status: ResourceClaimStatus = cast(ResourceClaim, claim).get("status") or {}
+        reserved: list[ResourceClaimConsumerReference] = status.get("reservedFor") or []
+        valid: list[ResourceClaimConsumerReference] = []
         for ref in reserved:
             if ref.get("resource") == "pods" and not ref.get("apiGroup"):
                 pod = await self._pod(namespace, ref.get("name", ""), ref.get("uid", ""))
@@ -318,7 +321,7 @@ class ClaimController:
         # writes allocation and reservedFor in one update, so this never races a fresh allocation.
         deallocate = not valid and allocated
         if len(valid) < len(reserved) or deallocate:
-            new_status = dict(status)
+            new_status: ResourceClaimStatus = {**status}
             if valid:
                 new_status["reservedFor"] = valid
             else:

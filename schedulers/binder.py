@@ -33,10 +33,11 @@ import contextlib
 import logging
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import httpx
 
+from kube.apitypes import AllocationResult, ResourceClaim
 from kube.client import KubeClient, record_event, resource_path
 from kube.errors import ApiError
 from kube.informer import object_key
@@ -94,7 +95,7 @@ def _go_quote(text: str) -> str:
 def _binding_state(claim: Mapping[str, Any]) -> bool | str:
     """Whether every device of the claim with binding conditions has them all True (True), one
     is still pending (False), or why its binding failed (a failure condition is True)."""
-    status = claim.get("status") or {}
+    status = cast(ResourceClaim, claim).get("status") or {}
     allocation = status.get("allocation")
     if not allocation:
         return False
@@ -117,17 +118,17 @@ def _binding_state(claim: Mapping[str, Any]) -> bool | str:
 
 
 def _has_binding_conditions(claim: Mapping[str, Any]) -> bool:
-    results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []
+    results = (((cast(ResourceClaim, claim).get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []
     return any(r.get("bindingConditions") for r in results)
 
 
 def _device_ids(allocation: Mapping[str, Any] | None) -> list[tuple[str, str, str]]:
-    results = ((allocation or {}).get("devices") or {}).get("results") or []
+    results = ((cast("AllocationResult | None", allocation) or {}).get("devices") or {}).get("results") or []
     return sorted((r.get("driver", ""), r.get("pool", ""), r.get("device", "")) for r in results)
 
 
 def _reserved_uids(claim: Mapping[str, Any]) -> set[str]:
-    return {r.get("uid", "") for r in (claim.get("status") or {}).get("reservedFor") or []}
+    return {r.get("uid", "") for r in (cast(ResourceClaim, claim).get("status") or {}).get("reservedFor") or []}
 
 
 def _claim_path(claim: Obj, subresource: str | None = None) -> str:
@@ -367,7 +368,7 @@ class Binder:
                         raise
                     obj = await self.client.get(_claim_path(claim))
                 continue  # the checks again against what the server now holds, then the status
-            new_allocation = current or allocation
+            new_allocation = cast("AllocationResult | None", current or allocation)
             if self.features.binding_conditions and new_allocation and not new_allocation.get("allocationTimestamp"):
                 # Upstream's PreBind stamps every allocation; the binding timeout counts from it.
                 new_allocation = {**new_allocation, "allocationTimestamp": now_rfc3339()}

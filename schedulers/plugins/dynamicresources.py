@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from kube import podgroups
+from kube.apitypes import Pod, PodResourceClaim
 from kube.informer import object_key
 from kube.labels import node_selector_matches
 from kube.objects import Obj
@@ -191,14 +192,15 @@ class DynamicResources:
         """The pod's claims, a reason to wait for some of them, or an unschedulable message."""
         ns, _ = object_key(pod)
         pod_uid = meta(pod).get("uid", "")
-        statuses = {s.get("name"): s for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []}
+        typed = cast(Pod, pod)  # the informer's JSON, typed from here on (kube/apitypes.pyi)
+        statuses = {s.get("name"): s for s in (typed.get("status") or {}).get("resourceClaimStatuses") or []}
         out = PodClaims()
         waiting: list[Key] = []
         why = ""
         group = self._pod_group(pod, out)
         if isinstance(group, WaitForClaims):
             return group
-        for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
+        for entry in (typed.get("spec") or {}).get("resourceClaims") or []:
             if group is not None and self.features.workload_resource_claims:
                 group_claim = podgroups.matching_group_claim(entry, group)
                 if group_claim is not None:
@@ -270,7 +272,7 @@ class DynamicResources:
             out.gang = (ns, name, need)
         return group
 
-    def _group_claim(self, pod: Obj, entry: Obj, group: Obj, group_claim: Obj, out: PodClaims) -> WaitForClaims | str | None:
+    def _group_claim(self, pod: Obj, entry: PodResourceClaim, group: Obj, group_claim: Obj, out: PodClaims) -> WaitForClaims | str | None:
         """Resolve a pod claim entry that is its group's claim: None when resolved (added to ``out``),
         what to wait for, or an unschedulable message."""
         ns, _ = object_key(pod)
