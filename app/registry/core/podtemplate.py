@@ -118,10 +118,10 @@ class PodTemplateStrategy(KindStrategy):
         drop_disabled_template_fields(obj.get("template"), old.get("template") if old else None, ctx.feature_gates)
 
     def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
-        return validate_pod_template_spec(obj.get("template"), "template")
+        return validate_pod_template_spec(obj.get("template"), "template", allow_privileged=ctx.allow_privileged)
 
     def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
-        return validate_pod_template_spec(new.get("template"), "template")
+        return validate_pod_template_spec(new.get("template"), "template", allow_privileged=ctx.allow_privileged)
 
 
 STRATEGY: PodTemplateStrategy = PodTemplateStrategy()
