@@ -6,6 +6,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kube.features import Gate
+
 DeviceID = tuple[str, str, str]  # (driver, pool, device)
 PoolID = tuple[str, str]  # (driver, pool)
 
@@ -145,20 +147,20 @@ class AllocatorFeatures:
         def on(name: str, default: bool) -> bool:
             return bool(gates.get(name, default))
 
-        taints = on("DRADeviceTaints", True)
+        taints = on(Gate.DRADeviceTaints, True)
         return cls(
-            admin_access=on("DRAAdminAccess", True),
-            prioritized_list=on("DRAPrioritizedList", True),
-            partitionable_devices=on("DRAPartitionableDevices", True),
+            admin_access=on(Gate.DRAAdminAccess, True),
+            prioritized_list=on(Gate.DRAPrioritizedList, True),
+            partitionable_devices=on(Gate.DRAPartitionableDevices, True),
             device_taints=taints,
-            device_taint_rules=taints and on("DRADeviceTaintRules", True),
-            binding_conditions=on("DRADeviceBindingConditions", True) and on("DRAResourceClaimDeviceStatus", True),
-            consumable_capacity=on("DRAConsumableCapacity", True),
-            list_attributes=on("DRAListTypeAttributes", False),
-            node_allocatable_resources=on("DRANodeAllocatableResources", False),
-            reserved_for_workloads=on("DRAReservedForWorkloads", False),
-            generic_workload=on("GenericWorkload", False),
-            workload_resource_claims=on("GenericWorkload", False) and on("DRAWorkloadResourceClaims", False),
-            dra_preemption=on("DRAPreemption", True),
-            extended_resource=on("DRAExtendedResource", True),
+            device_taint_rules=taints and on(Gate.DRADeviceTaintRules, True),
+            binding_conditions=on(Gate.DRADeviceBindingConditions, True) and on(Gate.DRAResourceClaimDeviceStatus, True),
+            consumable_capacity=on(Gate.DRAConsumableCapacity, True),
+            list_attributes=on(Gate.DRAListTypeAttributes, False),
+            node_allocatable_resources=on(Gate.DRANodeAllocatableResources, False),
+            reserved_for_workloads=on(Gate.DRAReservedForWorkloads, False),
+            generic_workload=on(Gate.GenericWorkload, False),
+            workload_resource_claims=on(Gate.GenericWorkload, False) and on(Gate.DRAWorkloadResourceClaims, False),
+            dra_preemption=on(Gate.DRAPreemption, True),
+            extended_resource=on(Gate.DRAExtendedResource, True),
         )

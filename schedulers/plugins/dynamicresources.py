@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kube import podgroups
+from kube.features import Gate
 from kube.informer import object_key
 from kube.labels import node_selector_matches
 from kube.objects import Obj
@@ -47,7 +48,7 @@ log = logging.getLogger("scheduler")
 
 NAME = "DynamicResources"
 REASON_CLAIM_NOT_ON_NODE = "resourceclaim not available on the node"
-NODE_ALLOCATABLE_FEATURE = "DRANodeAllocatableResources"
+NODE_ALLOCATABLE_FEATURE = Gate.DRANodeAllocatableResources
 REASON_FEATURE_NOT_DECLARED = f"node(s) did not declare the {NODE_ALLOCATABLE_FEATURE} feature"
 DEFAULT_FILTER_TIMEOUT = 10.0  # upstream's DynamicResources filterTimeout
 CLAIM_ON_OTHER_NODE = "ClaimAllocatedElsewhere"  # an explanation's reason kind
@@ -347,7 +348,7 @@ class DynamicResources:
                 wanted = [(name, request["exactly"].get("deviceClassName") or "")]
             elif request.get("firstAvailable"):
                 if not self.features.prioritized_list:
-                    return f"resource claim {ref}, request {name}: has subrequests, but the DRAPrioritizedList feature is disabled"
+                    return f"resource claim {ref}, request {name}: has subrequests, but the {Gate.DRAPrioritizedList} feature is disabled"
                 wanted = [(f"{name}/{sub.get('name', '')}", sub.get("deviceClassName") or "") for sub in request["firstAvailable"]]
             else:
                 return f"resource claim {ref}, request {name}: unknown request type"

@@ -31,6 +31,7 @@ from app.registry.objectmeta import (
     validate_qualified_name,
 )
 from kube.errors import NOT_FOUND, FieldError, duplicate, forbidden, invalid, not_supported, required
+from kube.features import Gate
 from kube.quantity import Quantity
 
 INT32_MAX = 2**31 - 1
@@ -733,7 +734,7 @@ def drop_disabled_pod_fields(pod: Obj, old: Obj | None, gates: Any) -> None:
     old_spec = (old or {}).get("spec") if isinstance((old or {}).get("spec"), dict) else {}
     old_status = (old or {}).get("status") if isinstance((old or {}).get("status"), dict) else {}
     assert isinstance(old_spec, dict) and isinstance(old_status, dict)
-    if not gates.enabled("DynamicResourceAllocation") and not old_spec.get("resourceClaims"):
+    if not gates.enabled(Gate.DynamicResourceAllocation) and not old_spec.get("resourceClaims"):
         if spec is not None:
             spec.pop("resourceClaims", None)
             for container in _all_containers(spec):
@@ -744,9 +745,9 @@ def drop_disabled_pod_fields(pod: Obj, old: Obj | None, gates: Any) -> None:
             # Keyed off the old *spec*, as upstream does.
             status.pop("resourceClaimStatuses", None)
     if status is not None:
-        if not gates.enabled("DRAExtendedResource") and not old_status.get("extendedResourceClaimStatus"):
+        if not gates.enabled(Gate.DRAExtendedResource) and not old_status.get("extendedResourceClaimStatus"):
             status.pop("extendedResourceClaimStatus", None)
-        if not gates.enabled("DRANodeAllocatableResources") and not old_status.get("nodeAllocatableResourceClaimStatuses"):
+        if not gates.enabled(Gate.DRANodeAllocatableResources) and not old_status.get("nodeAllocatableResourceClaimStatuses"):
             status.pop("nodeAllocatableResourceClaimStatuses", None)
-    if spec is not None and not gates.enabled("GenericWorkload") and not old_spec.get("schedulingGroup"):
+    if spec is not None and not gates.enabled(Gate.GenericWorkload) and not old_spec.get("schedulingGroup"):
         spec.pop("schedulingGroup", None)

@@ -39,6 +39,7 @@ from app.registry.resource.common import (
 )
 from kube.cel import validate_selector_expression
 from kube.errors import forbidden, invalid, not_supported, required
+from kube.features import Gate
 
 # --- limits (k8s.io/api/resource/v1/types.go) -------------------------------------------------
 
@@ -58,7 +59,7 @@ ALLOCATION_MODES = ("All", "ExactCount")
 CLAIM_SPEC_SCHEMA_PROPERTIES: dict[str, dict[str, Obj]] = {
     "io.k8s.api.resource.v1.ResourceClaimSpec": {
         "reservedFor": {
-            "description": "KEP-5194 (gate DRAReservedForWorkloads): the consumer the claim is reserved for "
+            "description": f"KEP-5194 (gate {Gate.DRAReservedForWorkloads}): the consumer the claim is reserved for "
             "once allocated, instead of the pods that use it.",
             "allOf": [{"$ref": "#/$defs/io.k8s.api.resource.v1.ResourceClaimConsumerReference"}],
         },
@@ -239,7 +240,7 @@ def _validate_constraint(con: Obj, path: str, names: RequestNames, opts: ClaimOp
         errs.extend(validate_fully_qualified_name(match, f"{path}.matchAttribute"))
     elif distinct is not None:
         errs.extend(validate_fully_qualified_name(distinct, f"{path}.distinctAttribute"))
-    elif opts.enabled("DRAConsumableCapacity"):
+    elif opts.enabled(Gate.DRAConsumableCapacity):
         # Upstream's message really says "but multiple fields are set" for the missing case.
         errs.append(
             required(path, 'exactly one of "matchAttribute" or "distinctAttribute" is required, but multiple fields are set')
@@ -387,21 +388,21 @@ def drop_claim_spec_fields(spec: Any, old_spec: Any, gates: Any) -> None:
     def used(pred: Callable[[Any], bool]) -> bool:
         return old_spec is not None and pred(old_spec)
 
-    if not gates.enabled("DRAAdminAccess") and not used(
+    if not gates.enabled(Gate.DRAAdminAccess) and not used(
         lambda s: any(r.get("exactly", {}).get("adminAccess") is not None for r in claim_requests(s) if isinstance(r.get("exactly"), dict))
     ):
         pop_all((r["exactly"] for r in claim_requests(spec) if isinstance(r.get("exactly"), dict)), "adminAccess")
-    if not gates.enabled("DRAPrioritizedList") and not used(lambda s: any(r.get("firstAvailable") for r in claim_requests(s))):
+    if not gates.enabled(Gate.DRAPrioritizedList) and not used(lambda s: any(r.get("firstAvailable") for r in claim_requests(s))):
         pop_all(claim_requests(spec), "firstAvailable")
-    if not gates.enabled("DRADeviceTaints") and not used(lambda s: any(b.get("tolerations") for b in _request_bodies(s))):
+    if not gates.enabled(Gate.DRADeviceTaints) and not used(lambda s: any(b.get("tolerations") for b in _request_bodies(s))):
         pop_all(_request_bodies(spec), "tolerations")
-    if not gates.enabled("DRAConsumableCapacity") and not used(
+    if not gates.enabled(Gate.DRAConsumableCapacity) and not used(
         lambda s: any(c.get("distinctAttribute") is not None for c in _constraints(s))
         or any(b.get("capacity") is not None for b in _request_bodies(s))
     ):
         pop_all(_constraints(spec), "distinctAttribute")
         pop_all(_request_bodies(spec), "capacity")
-    if not gates.enabled("DRADerivedAttributes") and not used(lambda s: any(b.get("derivedAttributes") for b in _request_bodies(s))):
+    if not gates.enabled(Gate.DRADerivedAttributes) and not used(lambda s: any(b.get("derivedAttributes") for b in _request_bodies(s))):
         pop_all(_request_bodies(spec), "derivedAttributes")
-    if not gates.enabled("DRAReservedForWorkloads") and not used(lambda s: s.get("reservedFor") is not None):
+    if not gates.enabled(Gate.DRAReservedForWorkloads) and not used(lambda s: s.get("reservedFor") is not None):
         spec.pop("reservedFor", None)

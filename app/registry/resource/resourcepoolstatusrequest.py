@@ -14,6 +14,7 @@ from app.registry.resource.resourcepoolstatusrequest_validation import (
     validate_request_status,
 )
 from kube.errors import FieldError
+from kube.features import Gate
 
 
 class ResourcePoolStatusRequestStrategy(KindStrategy):
@@ -23,7 +24,7 @@ class ResourcePoolStatusRequestStrategy(KindStrategy):
     plural = "resourcepoolstatusrequests"
     singular = "resourcepoolstatusrequest"
     namespaced = False
-    feature_gate = "DRAResourcePoolStatus"
+    feature_gate = Gate.DRAResourcePoolStatus
     create_example: Obj = {"spec": {"driver": "gpu.example.com"}}
     has_status = True
     tracks_generation = False

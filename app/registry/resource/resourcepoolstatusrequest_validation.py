@@ -14,6 +14,7 @@ from app.registry.common import validate_status_conditions
 from app.registry.objectmeta import dns1123_subdomain_problems, validate_dns1123_subdomain
 from app.registry.resource.common import validate_fully_qualified_name, validate_pool_name
 from kube.errors import GoSyntax, duplicate, invalid, required, too_long, too_many
+from kube.features import Gate
 
 LIMIT_DEFAULT = 100
 LIMIT_MAX = 1000
@@ -69,7 +70,7 @@ def validate_request_spec(spec: Any) -> Errs:
 def drop_request_fields(spec: Any, old_spec: Any, gates: Any) -> None:
     """Without DRAPartitionableDevicesType a new request loses its default partition type attribute
     (upstream drops it rather than refuse it); one already stored keeps it."""
-    if not isinstance(spec, dict) or gates.enabled("DRAPartitionableDevicesType"):
+    if not isinstance(spec, dict) or gates.enabled(Gate.DRAPartitionableDevicesType):
         return
     if isinstance(old_spec, dict) and old_spec.get("defaultPartitionTypeAttribute") is not None:
         return

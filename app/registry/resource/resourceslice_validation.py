@@ -41,6 +41,7 @@ from app.registry.resource.common import (
     validate_taint,
 )
 from kube.errors import NOT_FOUND, FieldError, forbidden, invalid, required, too_long
+from kube.features import Gate
 from kube.quantity import Quantity
 
 # --- limits (k8s.io/api/resource/v1/types.go) -------------------------------------------------
@@ -143,7 +144,7 @@ def _request_policy(value: Quantity | None, policy: Obj, path: str, gates: Any, 
                 errs.append(invalid(f"{vpath}[{i + 1}]", str(b), "values must be sorted in ascending order"))
         if over_limit(valid_values, VALID_VALUES_MAX, vpath, errs):
             return
-        fractional = gates.enabled("DRAFractionalCapacityRange")
+        fractional = gates.enabled(Gate.DRAFractionalCapacityRange)
         found = False
         keys: list[tuple[int, Any]] = []
         for i, opt in enumerate(options):
@@ -192,7 +193,7 @@ def _valid_range(cap: Quantity, default: Quantity, rng: Obj, path: str, gates: A
     if lo + step > cap:
         errs.append(invalid(f"{path}.step", str(step), f"one step {lo + step} is larger than capacity value: {cap}"))
     # Without DRAFractionalCapacityRange upstream compares integer values (Value() rounds up).
-    fractional = gates.enabled("DRAFractionalCapacityRange")
+    fractional = gates.enabled(Gate.DRAFractionalCapacityRange)
 
     def num(q: Quantity) -> Any:
         return q.as_fraction() if fractional else q.value()
@@ -556,7 +557,7 @@ def drop_slice_fields(spec: Any, old_spec: Any, gates: Any) -> None:
     devices = _slice_devices(spec)
     old = old_spec if isinstance(old_spec, dict) else {}
 
-    if not gates.enabled("DRADeviceTaints") and not any(d.get("taints") for d in old_devices):
+    if not gates.enabled(Gate.DRADeviceTaints) and not any(d.get("taints") for d in old_devices):
         pop_all(devices, "taints")
     partitionable_used = (
         old.get("sharedCounters") is not None
@@ -566,19 +567,19 @@ def drop_slice_fields(spec: Any, old_spec: Any, gates: Any) -> None:
             for d in old_devices
         )
     )
-    if not gates.enabled("DRAPartitionableDevices") and not partitionable_used:
+    if not gates.enabled(Gate.DRAPartitionableDevices) and not partitionable_used:
         spec.pop("sharedCounters", None)
         spec.pop("perDeviceNodeSelection", None)
         pop_all(devices, "consumesCounters", "nodeName", "nodeSelector", "allNodes")
-    if not gates.enabled("DRAPartitionableDevicesType") and old.get("partitionTypeAttribute") is None:
+    if not gates.enabled(Gate.DRAPartitionableDevicesType) and old.get("partitionTypeAttribute") is None:
         spec.pop("partitionTypeAttribute", None)
-    if not gates.enabled("DRADeviceCompatibilityGroups") and not any(
+    if not gates.enabled(Gate.DRADeviceCompatibilityGroups) and not any(
         isinstance(c, dict) and c.get("compatibilityGroups") for d in old_devices for c in d.get("consumesCounters") or []
     ):
         for d in devices:
             cons = d.get("consumesCounters")
             pop_all((c for c in cons if isinstance(c, dict)) if isinstance(cons, list) else [], "compatibilityGroups")
-    if not gates.enabled("DRAConsumableCapacity") and not any(
+    if not gates.enabled(Gate.DRAConsumableCapacity) and not any(
         d.get("allowMultipleAllocations") is not None
         or any(isinstance(c, dict) and c.get("requestPolicy") is not None for c in (d.get("capacity") or {}).values())
         for d in old_devices
@@ -587,12 +588,12 @@ def drop_slice_fields(spec: Any, old_spec: Any, gates: Any) -> None:
         for d in devices:
             caps = d.get("capacity")
             pop_all((c for c in caps.values() if isinstance(c, dict)) if isinstance(caps, dict) else [], "requestPolicy")
-    binding_on = gates.enabled("DRADeviceBindingConditions") and gates.enabled("DRAResourceClaimDeviceStatus")
+    binding_on = gates.enabled(Gate.DRADeviceBindingConditions) and gates.enabled(Gate.DRAResourceClaimDeviceStatus)
     if not binding_on and not any(
         d.get("bindsToNode") is not None or d.get("bindingConditions") or d.get("bindingFailureConditions") for d in old_devices
     ):
         pop_all(devices, "bindsToNode", "bindingConditions", "bindingFailureConditions")
-    if not gates.enabled("DRAListTypeAttributes") and not _has_list_attributes(old_devices):
+    if not gates.enabled(Gate.DRAListTypeAttributes) and not _has_list_attributes(old_devices):
         for d in devices:
             attrs = d.get("attributes")
             pop_all(
@@ -602,7 +603,7 @@ def drop_slice_fields(spec: Any, old_spec: Any, gates: Any) -> None:
                 "strings",
                 "versions",
             )
-    if not gates.enabled("DRAOptionalNodeOperations") and not old.get("skipNodeOperations"):
+    if not gates.enabled(Gate.DRAOptionalNodeOperations) and not old.get("skipNodeOperations"):
         spec.pop("skipNodeOperations", None)
-    if not gates.enabled("DRANodeAllocatableResources") and not any(d.get("nodeAllocatableResources") for d in old_devices):
+    if not gates.enabled(Gate.DRANodeAllocatableResources) and not any(d.get("nodeAllocatableResources") for d in old_devices):
         pop_all(devices, "nodeAllocatableResources")

@@ -14,6 +14,7 @@ from app.registry.scheduling.podgroup_validation import (
 )
 from app.registry.scheduling.podgroupspec import GROUP, VERSION
 from kube.errors import FieldError
+from kube.features import Gate
 
 
 class PodGroupStrategy(KindStrategy):
@@ -23,7 +24,7 @@ class PodGroupStrategy(KindStrategy):
     plural = "podgroups"
     singular = "podgroup"
     namespaced = True
-    feature_gate = "GenericWorkload"
+    feature_gate = Gate.GenericWorkload
     has_status = True
     create_example: Obj = {"spec": {"schedulingPolicy": {"basic": {}}}}
     printer_columns = (name_column(), age_column())

@@ -16,13 +16,14 @@ from app.registry.accessors import Errs, dict_entries, get_dict, get_int, get_li
 from app.registry.base import Obj
 from app.registry.objectmeta import dns1123_label_problems, dns1123_subdomain_problems, validate_immutable
 from kube.errors import duplicate, forbidden, invalid, required, too_many
+from kube.features import Gate
 
 GROUP = "scheduling.k8s.io"
 VERSION = "v1beta1"
 API_VERSION = f"{GROUP}/{VERSION}"
 MAX_RESOURCE_CLAIMS = 4
 HIGHEST_USER_DEFINABLE_PRIORITY = 1_000_000_000
-CLAIMS_GATE = "DRAWorkloadResourceClaims"
+CLAIMS_GATE = Gate.DRAWorkloadResourceClaims
 
 
 def disabled_by_gate(path: str, gate: str) -> Any:

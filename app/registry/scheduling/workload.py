@@ -11,6 +11,7 @@ from app.registry.scheduling.workload_validation import (
     validate_workload_update,
 )
 from kube.errors import FieldError
+from kube.features import Gate
 
 
 class WorkloadStrategy(KindStrategy):
@@ -20,7 +21,7 @@ class WorkloadStrategy(KindStrategy):
     plural = "workloads"
     singular = "workload"
     namespaced = True
-    feature_gate = "GenericWorkload"
+    feature_gate = Gate.GenericWorkload
     create_example: Obj = {"spec": {"podGroupTemplates": [{"name": "workers", "schedulingPolicy": {"basic": {}}}]}}
     printer_columns = (name_column(), age_column())
 
