@@ -31,7 +31,6 @@ from app.registry.objectmeta import validate_dns1123_label, validate_dns1123_sub
 from app.registry.resource.common import (
     ATTRIBUTE_KEY_TRUNCATE,
     default_taint,
-    pop_all,
     validate_binding_conditions,
     validate_driver_name,
     validate_fully_qualified_name,
@@ -539,71 +538,3 @@ def default_slice_spec(spec: Any) -> None:
         taints = dev.get("taints") if isinstance(dev, dict) else None
         for taint in taints if isinstance(taints, list) else []:
             default_taint(taint)
-
-
-# --- feature-gate drop rules ------------------------------------------------------------------
-
-
-def _slice_devices(spec: Any) -> list[Obj]:
-    devs = spec.get("devices") if isinstance(spec, dict) else None
-    return [d for d in devs if isinstance(d, dict)] if isinstance(devs, list) else []
-
-
-def drop_slice_fields(spec: Any, old_spec: Any, gates: Any) -> None:
-    """Clear slice fields of disabled gates unless the old slice already used them."""
-    if not isinstance(spec, dict):
-        return
-    old_devices = _slice_devices(old_spec)
-    devices = _slice_devices(spec)
-    old = old_spec if isinstance(old_spec, dict) else {}
-
-    if not gates.enabled(Gate.DRADeviceTaints) and not any(d.get("taints") for d in old_devices):
-        pop_all(devices, "taints")
-    partitionable_used = (
-        old.get("sharedCounters") is not None
-        or old.get("perDeviceNodeSelection") is not None
-        or any(
-            d.get("consumesCounters") or d.get("nodeName") is not None or d.get("nodeSelector") is not None or d.get("allNodes") is not None
-            for d in old_devices
-        )
-    )
-    if not gates.enabled(Gate.DRAPartitionableDevices) and not partitionable_used:
-        spec.pop("sharedCounters", None)
-        spec.pop("perDeviceNodeSelection", None)
-        pop_all(devices, "consumesCounters", "nodeName", "nodeSelector", "allNodes")
-    if not gates.enabled(Gate.DRAPartitionableDevicesType) and old.get("partitionTypeAttribute") is None:
-        spec.pop("partitionTypeAttribute", None)
-    if not gates.enabled(Gate.DRADeviceCompatibilityGroups) and not any(
-        isinstance(c, dict) and c.get("compatibilityGroups") for d in old_devices for c in d.get("consumesCounters") or []
-    ):
-        for d in devices:
-            cons = d.get("consumesCounters")
-            pop_all((c for c in cons if isinstance(c, dict)) if isinstance(cons, list) else [], "compatibilityGroups")
-    if not gates.enabled(Gate.DRAConsumableCapacity) and not any(
-        d.get("allowMultipleAllocations") is not None
-        or any(isinstance(c, dict) and c.get("requestPolicy") is not None for c in (d.get("capacity") or {}).values())
-        for d in old_devices
-    ):
-        pop_all(devices, "allowMultipleAllocations")
-        for d in devices:
-            caps = d.get("capacity")
-            pop_all((c for c in caps.values() if isinstance(c, dict)) if isinstance(caps, dict) else [], "requestPolicy")
-    binding_on = gates.enabled(Gate.DRADeviceBindingConditions) and gates.enabled(Gate.DRAResourceClaimDeviceStatus)
-    if not binding_on and not any(
-        d.get("bindsToNode") is not None or d.get("bindingConditions") or d.get("bindingFailureConditions") for d in old_devices
-    ):
-        pop_all(devices, "bindsToNode", "bindingConditions", "bindingFailureConditions")
-    if not gates.enabled(Gate.DRAListTypeAttributes) and not _has_list_attributes(old_devices):
-        for d in devices:
-            attrs = d.get("attributes")
-            pop_all(
-                (a for a in attrs.values() if isinstance(a, dict)) if isinstance(attrs, dict) else [],
-                "bools",
-                "ints",
-                "strings",
-                "versions",
-            )
-    if not gates.enabled(Gate.DRAOptionalNodeOperations) and not old.get("skipNodeOperations"):
-        spec.pop("skipNodeOperations", None)
-    if not gates.enabled(Gate.DRANodeAllocatableResources) and not any(d.get("nodeAllocatableResources") for d in old_devices):
-        pop_all(devices, "nodeAllocatableResources")
