@@ -25,7 +25,10 @@ from typing import Any
 from kube.features import KNOWN_FEATURES, Gate
 
 # Shapes: where a row's paths start. A kind's strategy applies the rows of each shape it holds.
-POD = "Pod"
+POD = "Pod"  # a pod, and a pod template's spec as {"spec": ...}
+JOB = "Job"
+WORKLOAD_SPEC = "WorkloadSpec"
+POD_GROUP = "PodGroup"
 RESOURCE_CLAIM = "ResourceClaim"
 CLAIM_SPEC = "ResourceClaimSpec"  # a claim's spec, and a template's spec.spec
 SLICE_SPEC = "ResourceSliceSpec"
@@ -216,6 +219,27 @@ GATED_FIELDS: tuple[GatedField, ...] = (
     # --- DeviceClassSpec, ResourcePoolStatusRequestSpec ---
     _row(Gate.DRAExtendedResource, DEVICE_CLASS_SPEC, "extendedResourceName", allocator=True),
     _row(Gate.DRAPartitionableDevicesType, POOL_STATUS_REQUEST_SPEC, "defaultPartitionTypeAttribute"),
+    # --- Pod (pods and pod templates; "in use" of the status looks at the stored spec, as upstream) ---
+    _row(
+        Gate.DynamicResourceAllocation, POD, "spec.resourceClaims",
+        "spec.containers[].resources.claims", "spec.initContainers[].resources.claims", "spec.ephemeralContainers[].resources.claims",
+        "status.resourceClaimStatuses",
+        used_if_nonempty=("spec.resourceClaims",),
+    ),
+    _row(Gate.DRAExtendedResource, POD, "status.extendedResourceClaimStatus", used_if_nonempty=("status.extendedResourceClaimStatus",)),
+    _row(
+        Gate.DRANodeAllocatableResources, POD, "status.nodeAllocatableResourceClaimStatuses",
+        used_if_nonempty=("status.nodeAllocatableResourceClaimStatuses",),
+    ),
+    _row(Gate.GenericWorkload, POD, "spec.schedulingGroup", used_if_nonempty=("spec.schedulingGroup",), allocator=True),
+    # --- Job (WorkloadWithJob depends on GenericWorkload upstream), Workload, PodGroup ---
+    _row(Gate.GenericWorkload, JOB, "spec.scheduling"),
+    _row(
+        Gate.DRAWorkloadResourceClaims, WORKLOAD_SPEC, "podGroupTemplates[].resourceClaims",
+        used_if_nonempty=("podGroupTemplates[].resourceClaims",), allocator=True,
+    ),
+    _row(Gate.DRAWorkloadResourceClaims, POD_GROUP, "spec.resourceClaims", used_if_nonempty=("spec.resourceClaims",), allocator=True),
+    _row(Gate.DRAWorkloadResourceClaims, POD_GROUP, "status.resourceClaimStatuses", used_if_nonempty=("status.resourceClaimStatuses",)),
 )  # fmt: skip
 
 _BY_SHAPE: dict[str, tuple[GatedField, ...]] = {}

@@ -7,7 +7,6 @@ from app.registry.columns import age_column, name_column
 from app.registry.scheduling.podgroup_validation import (
     PROTECTION_FINALIZER,
     default_pod_group_spec,
-    drop_disabled_pod_group_fields,
     validate_pod_group_spec,
     validate_pod_group_status,
     validate_pod_group_update,
@@ -15,6 +14,7 @@ from app.registry.scheduling.podgroup_validation import (
 from app.registry.scheduling.podgroupspec import GROUP, VERSION
 from kube.errors import FieldError
 from kube.features import Gate
+from kube.gatedfields import POD_GROUP, drop_disabled
 
 
 class PodGroupStrategy(KindStrategy):
@@ -39,7 +39,7 @@ class PodGroupStrategy(KindStrategy):
         default_pod_group_spec(obj.get("spec"))
 
     def drop_disabled_fields(self, obj: Obj, old: Obj | None, ctx: RequestContext) -> None:
-        drop_disabled_pod_group_fields(obj, old, ctx.feature_gates)
+        drop_disabled(POD_GROUP, obj, old, ctx.feature_gates)
 
     def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
         return validate_pod_group_spec(obj.get("spec"))
