@@ -753,6 +753,17 @@ def test_features_from_gates() -> None:
     assert features.consumable_capacity and features.partitionable_devices and features.device_taints
 
 
+def test_features_default_to_the_gates_defaults_and_read_the_allocators_field_gates() -> None:
+    assert AllocatorFeatures() == AllocatorFeatures.from_gates(FeatureGates())
+    assert AllocatorFeatures.from_gates({}) == AllocatorFeatures()
+    on = AllocatorFeatures.from_gates(FeatureGates({Gate.DRAListTypeAttributes: True, Gate.DRADeviceTaintRules: False}))
+    # A field gate of an allocator row (kube.gatedfields) reads through enabled(); other gates read as off.
+    assert on.enabled(Gate.DRAListTypeAttributes) and not AllocatorFeatures().enabled(Gate.DRAListTypeAttributes)
+    assert not on.enabled(Gate.DRADerivedAttributes)
+    # A feature that needs two gates is off with either off.
+    assert on.device_taints and not on.device_taint_rules
+
+
 def test_node_allocatable_demand() -> None:
     dev = device(
         "device-1", capacity={"memory": "4Gi"},
