@@ -18,7 +18,8 @@ there quietly: validation reports malformed objects, dropping never does.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+import weakref
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,38 +38,62 @@ POOL_STATUS_REQUEST_SPEC = "ResourcePoolStatusRequestSpec"
 
 _RESOURCE_V1 = "io.k8s.api.resource.v1."
 
-_Step = tuple[str, str]  # (key, "" | "[]" | "{}")
+_LIST, _MAP = "[]", "{}"
 
 
-def _steps(path: str) -> tuple[_Step, ...]:
-    steps = []
-    for part in path.split("."):
-        if part.endswith("[]") or part.endswith("{}"):
-            steps.append((part[:-2], part[-2:]))
-        else:
-            steps.append((part, ""))
-    return tuple(steps)
+def _plain_prefix(steps: tuple[tuple[str, str], ...]) -> int:
+    count = 0
+    for _, walk in steps:
+        if walk:
+            break
+        count += 1
+    return count
 
 
-def _parents(root: Any, steps: tuple[_Step, ...]) -> Iterator[dict[str, Any]]:
-    """The objects that hold the path's last key (each at most once)."""
-    level: list[Any] = [root]
-    for key, walk in steps[:-1]:
-        nxt: list[Any] = []
-        for node in level:
-            value = node.get(key) if isinstance(node, dict) else None
-            if walk == "[]":
-                if isinstance(value, list):
-                    nxt.extend(value)
-            elif walk == "{}":
-                if isinstance(value, dict):
+@dataclass(frozen=True)
+class _Paths:
+    """Paths that end in the same objects: the steps to those objects, and the keys there."""
+
+    steps: tuple[tuple[str, str], ...]  # (key, "" | "[]" | "{}")
+    keys: tuple[str, ...]
+    # The leading steps into one object (no list or map): followed without building lists.
+    plain: int = 0
+
+    @staticmethod
+    def parse(paths: Iterable[str]) -> tuple[_Paths, ...]:
+        """``paths`` grouped by where they end, so that one walk serves all the keys of a place."""
+        grouped: dict[tuple[tuple[str, str], ...], list[str]] = {}
+        for path in paths:
+            parts = path.split(".")
+            steps = tuple((p[:-2], p[-2:]) if p.endswith((_LIST, _MAP)) else (p, "") for p in parts[:-1])
+            grouped.setdefault(steps, []).append(parts[-1])
+        return tuple(_Paths(steps, tuple(keys), _plain_prefix(steps)) for steps, keys in grouped.items())
+
+    def parents(self, root: Any) -> list[dict[str, Any]]:
+        """The objects that hold the last key (each at most once; on the hot path of every write)."""
+        node = root
+        for key, _ in self.steps[: self.plain]:
+            if not isinstance(node, dict):
+                return []
+            node = node.get(key)
+        level: list[Any] = [node]
+        for key, walk in self.steps[self.plain :]:
+            nxt: list[Any] = []
+            for node in level:
+                if not isinstance(node, dict):
+                    continue
+                value = node.get(key)
+                if not walk:
+                    nxt.append(value)
+                elif walk == _LIST:
+                    if isinstance(value, list):
+                        nxt.extend(value)
+                elif isinstance(value, dict):
                     nxt.extend(value.values())
-            else:
-                nxt.append(value)
-        level = nxt
-    for node in level:
-        if isinstance(node, dict):
-            yield node
+            if not nxt:
+                return []
+            level = nxt
+        return [node for node in level if isinstance(node, dict)]
 
 
 @dataclass(frozen=True)
@@ -91,9 +116,9 @@ class GatedField:
     schema: Mapping[str, Any] | None = None
     schema_definition: str = ""
     allocator: bool = False
-    _drop_steps: tuple[tuple[_Step, ...], ...] = field(init=False, repr=False, compare=False)
-    _set_steps: tuple[tuple[_Step, ...], ...] = field(init=False, repr=False, compare=False)
-    _nonempty_steps: tuple[tuple[_Step, ...], ...] = field(init=False, repr=False, compare=False)
+    _drop_paths: tuple[_Paths, ...] = field(init=False, repr=False, compare=False)
+    _set_paths: tuple[_Paths, ...] = field(init=False, repr=False, compare=False)
+    _nonempty_paths: tuple[_Paths, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for gate in self.gates:
@@ -102,29 +127,36 @@ class GatedField:
         if self.schema is not None and (not self.schema_definition or len(self.drops) != 1):
             raise ValueError("a field with a schema names its definition and is its row's only path")
         used_if_set = self.used_if_set if self.used_if_set or self.used_if_nonempty else self.drops
-        object.__setattr__(self, "_drop_steps", tuple(_steps(p) for p in self.drops))
-        object.__setattr__(self, "_set_steps", tuple(_steps(p) for p in used_if_set))
-        object.__setattr__(self, "_nonempty_steps", tuple(_steps(p) for p in self.used_if_nonempty))
+        object.__setattr__(self, "_drop_paths", _Paths.parse(self.drops))
+        object.__setattr__(self, "_set_paths", _Paths.parse(used_if_set))
+        object.__setattr__(self, "_nonempty_paths", _Paths.parse(self.used_if_nonempty))
 
     def enabled(self, gates: Any) -> bool:
-        return all(gates.enabled(g) for g in self.gates)
+        for gate in self.gates:  # noqa: SIM110 (no generator: every write asks every row of its shapes)
+            if not gates.enabled(gate):
+                return False
+        return True
 
     def used_by(self, old: Any) -> bool:
-        for steps in self._set_steps:
-            key = steps[-1][0]
-            if any(parent.get(key) is not None for parent in _parents(old, steps)):
-                return True
-        for steps in self._nonempty_steps:
-            key = steps[-1][0]
-            if any(parent.get(key) for parent in _parents(old, steps)):
-                return True
+        if not isinstance(old, dict):
+            return False
+        for paths in self._set_paths:
+            for parent in paths.parents(old):
+                for key in paths.keys:
+                    if parent.get(key) is not None:
+                        return True
+        for paths in self._nonempty_paths:
+            for parent in paths.parents(old):
+                for key in paths.keys:
+                    if parent.get(key):
+                        return True
         return False
 
     def drop(self, new: Any) -> None:
-        for steps in self._drop_steps:
-            key = steps[-1][0]
-            for parent in list(_parents(new, steps)):
-                parent.pop(key, None)
+        for paths in self._drop_paths:
+            for parent in paths.parents(new):
+                for key in paths.keys:
+                    parent.pop(key, None)
 
 
 def _row(gates: str | tuple[str, ...], shape: str, *drops: str, **rest: Any) -> GatedField:
@@ -247,13 +279,34 @@ for _field in GATED_FIELDS:
     _BY_SHAPE[_field.shape] = (*_BY_SHAPE.get(_field.shape, ()), _field)
 
 
+# The rows each gates object turns off, by shape: gates do not change once made, and every write
+# would otherwise ask every row. Keyed by identity (FeatureGates is a Mapping, so unhashable) and
+# forgotten with the object.
+_rows_off: dict[int, tuple[weakref.ReferenceType[Any], dict[str, tuple[GatedField, ...]]]] = {}
+
+
+def _disabled_rows(shape: str, gates: Any) -> tuple[GatedField, ...]:
+    key = id(gates)
+    entry = _rows_off.get(key)
+    if entry is None or entry[0]() is not gates:
+        try:
+            ref = weakref.ref(gates, lambda _ref: _rows_off.pop(key, None))
+        except TypeError:  # an object that takes no weak reference: ask it every time
+            return tuple(row for row in _BY_SHAPE.get(shape, ()) if not row.enabled(gates))
+        entry = _rows_off[key] = (ref, {})
+    rows = entry[1].get(shape)
+    if rows is None:
+        rows = entry[1][shape] = tuple(row for row in _BY_SHAPE.get(shape, ()) if not row.enabled(gates))
+    return rows
+
+
 def drop_disabled(shape: str, new: Any, old: Any, gates: Any) -> None:
     """Clear from ``new`` (an object of ``shape``) the fields of disabled gates that ``old``, the
     stored object it replaces (None on create), does not use."""
     if not isinstance(new, dict):
         return
-    for gated in _BY_SHAPE.get(shape, ()):
-        if not gated.enabled(gates) and not gated.used_by(old):
+    for gated in _disabled_rows(shape, gates):
+        if not gated.used_by(old):
             gated.drop(new)
 
 
