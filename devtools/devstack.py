@@ -69,6 +69,7 @@ MANIFEST_KINDS = {
     "ServiceAccount": ("", "v1", "serviceaccounts", True),
     "ClusterRole": ("rbac.authorization.k8s.io", "v1", "clusterroles", False),
     "ClusterRoleBinding": ("rbac.authorization.k8s.io", "v1", "clusterrolebindings", False),
+    "RoleBinding": ("rbac.authorization.k8s.io", "v1", "rolebindings", True),
     "DeviceClass": ("resource.k8s.io", "v1", "deviceclasses", False),
     "ResourceClaimTemplate": ("resource.k8s.io", "v1", "resourceclaimtemplates", True),
     "Pod": ("", "v1", "pods", True),

@@ -45,6 +45,7 @@ from schedulers.plugins.podtopologyspread import NAME as SPREAD_PLUGIN
 from schedulers.plugins.podtopologyspread import default_selector
 from schedulers.plugins.podtopologyspread import requeue_after_add as spread_requeue_after_add
 from schedulers.plugins.podtopologyspread import requeue_after_relabel as spread_requeue_after_relabel
+from schedulers.plugins.tainttoleration import has_soft_taint
 from schedulers.podgroups import PodGroupView
 from schedulers.queue import SchedulingQueue
 
@@ -129,6 +130,8 @@ class SchedulerCache:
         self.client = client
         self.queue = queue
         self.scheduler_name = scheduler_name
+        # The scheduler names whose pods this cache follows (an observer follows several).
+        self.followed: frozenset[str] = frozenset((scheduler_name,))
         self.features = features or AllocatorFeatures()
         self.index = ResourceIndex(features=self.features)
         self.search_cache = SearchCache()  # successful device searches per node, reused across cycles
@@ -152,6 +155,8 @@ class SchedulerCache:
         self.replica_sets = informer("apps", "replicasets")
         self.stateful_sets = informer("apps", "statefulsets")
         self._services_by_namespace: Index[str] = Index(self.services, lambda s: [meta(s).get("namespace", "")])
+        # TaintToleration scores only while some node has a PreferNoSchedule taint.
+        self._soft_tainted_nodes: Index[bool] = Index(self.nodes, lambda n: (True,) if has_soft_taint(n) else ())
         self.informers = [
             self.pods, self.nodes, self.claims, self.slices, self.classes, self.taint_rules, self.namespaces,
             self.services, self.replication_controllers, self.replica_sets, self.stateful_sets,
@@ -226,11 +231,15 @@ class SchedulerCache:
         spec = pod.get("spec") or {}
         return (
             not spec.get("nodeName")
-            and (spec.get("schedulerName") or "default-scheduler") == self.scheduler_name
+            and (spec.get("schedulerName") or "default-scheduler") in self.followed
             and not spec.get("schedulingGates")
             and not meta(pod).get("deletionTimestamp")
             and not _terminal(pod)
         )
+
+    def follows(self, scheduler_name: str) -> bool:
+        """Whether pods asking for ``scheduler_name`` are this cache's to place (or to explain)."""
+        return scheduler_name in self.followed
 
     def is_binding(self, key: Key) -> bool:
         """Whether a binding task is writing this pod (its outcome decides what happens next)."""
@@ -399,6 +408,10 @@ class SchedulerCache:
             }.get((owner.get("apiVersion", ""), owner.get("kind", "")))
             owning = informer.get(namespace, owner.get("name", "")) if informer is not None else None
         return default_selector(pod, self._services_by_namespace.get(namespace), owning)
+
+    def any_soft_tainted_node(self) -> bool:
+        """Whether any node has a PreferNoSchedule taint (TaintToleration's scoring)."""
+        return len(self._soft_tainted_nodes) > 0
 
     def node_usage(self, node: str) -> tuple[Resources, int]:
         """What the pods charged to ``node`` use, and how many they are."""

@@ -23,7 +23,7 @@ from app.registry.scheduling.priorityclass import admit_pod, keep_pod_priority
 from kube import errors
 from kube.errors import FieldError
 from kube.gatedfields import POD, drop_disabled
-from kube.pods import qos_class
+from kube.pods import merge_pod_affinity_label_keys, qos_class
 from kube.timeutil import now_rfc3339
 
 # The PodScheduled condition a pod created with scheduling gates gets (v1.PodReasonSchedulingGated).
@@ -106,6 +106,9 @@ class PodStrategy(KindStrategy):
         super().prepare_for_create(obj, ctx)
         # Upstream's mutating admission (Priority) runs before the strategy; nothing here depends on it.
         admit_pod(obj, ctx)
+        # MatchLabelKeysInPodAffinity (GA): the terms' label keys become selector requirements with
+        # this pod's label values now, so later relabelling does not change whom the terms select.
+        merge_pod_affinity_label_keys(obj)
         status: Obj = {"phase": "Pending", "qosClass": qos_class(obj)}
         if dig(obj, "spec", "schedulingGates"):
             # Upstream's applySchedulingGatedCondition: a gated pod says why it is not scheduled
