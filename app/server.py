@@ -136,7 +136,9 @@ class ApiServer:
         )
         self.storage = Storage(store, bookmark_interval=settings.bookmark_interval)
         self.auth = AuthSystem(settings, self.storage, self.gates)
-        self.registry = GenericStore(self.storage, self.gates, settings.min_request_timeout, self.auth.tokens, settings.delete_collection_workers)
+        self.registry = GenericStore(
+            self.storage, self.gates, settings.min_request_timeout, self.auth.tokens, settings.delete_collection_workers, settings.allow_privileged
+        )
         self.quota = QuotaAdmission(self.registry) if "ResourceQuota" in self.auth.admission_plugins else None
         if self.quota is not None:
             self.registry.write_admission.append(self.quota.admit)

@@ -56,6 +56,10 @@ users:
 """
 
 
+# Server flags of a cluster made to run DRA drivers, as kube-up, kind and local-up-cluster set them:
+# drivers' kubelet plugins run in privileged containers (kube-apiserver refuses them by default).
+CLUSTER_SERVER_FLAGS = ("--allow-privileged=true",)
+
 NODE_PREFIX = "sim-"
 DEFAULT_PROFILE = "gpu,nic"
 
@@ -232,7 +236,8 @@ def start_server(args: argparse.Namespace, logs: Path) -> tuple[ServerProcess, P
     check_ports(args.port, args.explain_port)
     migrate_or_fail(args.database_url)
     logs.mkdir(parents=True, exist_ok=True)
-    flags = ["--feature-gates", args.feature_gates] if args.feature_gates else []
+    flags = [*CLUSTER_SERVER_FLAGS]
+    flags += ["--feature-gates", args.feature_gates] if args.feature_gates else []
     flags += ["--runtime-config", args.runtime_config] if args.runtime_config else []
     flags += ["--audit-log-path", str(logs / "audit.log")]
     pki = args.data_dir / "pki"

@@ -40,6 +40,8 @@ from schedulers.plugins.interpodaffinity import NAME as AFFINITY_PLUGIN
 from schedulers.plugins.interpodaffinity import has_pod_affinity
 from schedulers.plugins.interpodaffinity import requeue_after_add as affinity_requeue_after_add
 from schedulers.plugins.interpodaffinity import requeue_after_relabel as affinity_requeue_after_relabel
+from schedulers.plugins.nodeports import NAME as PORTS_PLUGIN
+from schedulers.plugins.noderesources import NAME as RESOURCES_PLUGIN
 from schedulers.plugins.noderesources import RequestsKey, insufficient, node_allocatable
 from schedulers.plugins.podtopologyspread import NAME as SPREAD_PLUGIN
 from schedulers.plugins.podtopologyspread import default_selector
@@ -54,6 +56,12 @@ log = logging.getLogger("scheduler")
 Key = tuple[str, str]  # (namespace, name)
 
 RESOURCE = "resource.k8s.io"
+
+# The plugins that register upstream's AssignedPod Delete event (a pod leaving its node frees its
+# cpu, memory, pod slot and ports, and ends its affinity and spread terms). DynamicResources is
+# not one: what a pod's claims hold is freed by the claim events that follow (deallocation), and
+# an attempt before them only fails again and lengthens the pod's backoff.
+ASSIGNED_POD_DELETE_PLUGINS = (RESOURCES_PLUGIN, PORTS_PLUGIN, AFFINITY_PLUGIN, SPREAD_PLUGIN)
 
 
 @dataclass
@@ -276,7 +284,7 @@ class SchedulerCache:
             was_counted = meta(pod).get("uid", "") in self._pod_usage
             self._account_bound(pod)
             if was_counted and _terminal(pod) and not _terminal(old):
-                self.queue.move_all()  # a pod leaving frees cpu/memory/pods
+                self._assigned_pod_left()
             elif not (old.get("spec") or {}).get("nodeName") or meta(old).get("labels") != meta(pod).get("labels"):
                 self._placed_changed(old if (old.get("spec") or {}).get("nodeName") else None, pod)
             return
@@ -317,7 +325,12 @@ class SchedulerCache:
         if self.nominations and self.forget_nomination(meta(pod).get("uid", "")):
             self.queue.move_all()  # what it held is free for others
         if self._release(meta(pod).get("uid", "")):
-            self.queue.move_all()
+            self._assigned_pod_left()
+
+    def _assigned_pod_left(self) -> None:
+        """A pod left its node (deleted or finished): upstream's AssignedPod Delete event, for the
+        pods the plugins registered for it rejected (and preemptors waiting for their victims)."""
+        self.queue.move_rejected_by(ASSIGNED_POD_DELETE_PLUGINS, lambda _key: True, unrecorded=True)
 
     def _account_bound(self, pod: Obj) -> None:
         uid = meta(pod).get("uid", "")

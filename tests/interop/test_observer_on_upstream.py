@@ -78,13 +78,14 @@ def failed_scheduling_pod(cluster: ObservedCluster) -> dict[str, Any]:
         condition: dict[str, Any] = next((c for c in found.get("status", {}).get("conditions", []) if c["type"] == "PodScheduled"), {})
         return found if condition.get("reason") == "Unschedulable" else None
 
-    found = eventually(failed, "kube-scheduler reports big unschedulable", timeout=60)
+    # Generous: kube-scheduler may still be working through the agreement run's backlog on a loaded machine.
+    found = eventually(failed, "kube-scheduler reports big unschedulable", timeout=180)
 
     def reported() -> bool:
         events = cluster.admin.get("/apis/events.k8s.io/v1/namespaces/default/events").json()["items"]
         return any(e.get("reason") == "FailedScheduling" and e.get("regarding", {}).get("name") == "big" for e in events)
 
-    eventually(reported, "kube-scheduler's FailedScheduling event for big", timeout=60)
+    eventually(reported, "kube-scheduler's FailedScheduling event for big", timeout=180)
     return dict(found)
 
 

@@ -141,10 +141,10 @@ class PodStrategy(KindStrategy):
         drop_disabled(POD, obj, old, ctx.feature_gates)
 
     def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
-        return validate_pod_create(obj)
+        return validate_pod_create(obj, allow_privileged=ctx.allow_privileged)
 
     def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
-        return validate_pod_update(new, old)
+        return validate_pod_update(new, old, allow_privileged=ctx.allow_privileged)
 
     def delete_grace_period(self, obj: Obj, requested: int | None) -> int:
         # Upstream: a pod that never reached a node, or has finished, goes at once.

@@ -55,7 +55,7 @@ def template_labels(template: Any) -> dict[str, str]:
     return labels if isinstance(labels, dict) else {}
 
 
-def validate_pod_template_spec(template: Any, path: str) -> list[FieldError]:
+def validate_pod_template_spec(template: Any, path: str, *, allow_privileged: bool) -> list[FieldError]:
     """upstream's ValidatePodTemplateSpec: labels, annotations, the spec as a pod's, no ephemeral containers."""
     if not isinstance(template, dict):
         return [required(path)]
@@ -64,7 +64,7 @@ def validate_pod_template_spec(template: Any, path: str) -> list[FieldError]:
     errs = validate_labels(meta.get("labels"), f"{path}.labels")
     errs += validate_annotations(meta.get("annotations"), f"{path}.annotations")
     spec = template.get("spec")
-    errs += validate_pod_spec(spec, f"{path}.spec")
+    errs += validate_pod_spec(spec, f"{path}.spec", allow_privileged=allow_privileged)
     if isinstance(spec, dict) and spec.get("ephemeralContainers"):
         errs.append(forbidden(f"{path}.spec.ephemeralContainers", "ephemeral containers not allowed in pod template"))
     return errs
@@ -119,10 +119,10 @@ class PodTemplateStrategy(KindStrategy):
         drop_disabled_template_fields(obj.get("template"), old.get("template") if old else None, ctx.feature_gates)
 
     def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
-        return validate_pod_template_spec(obj.get("template"), "template")
+        return validate_pod_template_spec(obj.get("template"), "template", allow_privileged=ctx.allow_privileged)
 
     def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
-        return validate_pod_template_spec(new.get("template"), "template")
+        return validate_pod_template_spec(new.get("template"), "template", allow_privileged=ctx.allow_privileged)
 
 
 STRATEGY: PodTemplateStrategy = PodTemplateStrategy()
