@@ -54,7 +54,8 @@ class NodeController:
         self.profile_name = profile_name
         # The gated features this kubelet supports, which the scheduler checks (status.declaredFeatures).
         self.declared_features = [nodes_mod.NODE_ALLOCATABLE_FEATURE] if gates.enabled(nodes_mod.NODE_ALLOCATABLE_FEATURE) else []
-        self.node_index = {name: i for i, name in enumerate(settings.node_names)}
+        # This process's nodes (its shard of the range) -> their numbers in the whole range.
+        self.node_index = settings.node_index
         self.queue: WorkQueue[str] = WorkQueue(backoff)
         # node -> uid of the Node object whose Lease this process last renewed or created on registration.
         self._lease_synced: dict[str, str] = {}
@@ -116,7 +117,7 @@ class NodeController:
             try:
                 node = await self.identities.node(name).create(NODES, nodes_mod.build_node(name, index, self.profile_name, max_pods=max_pods, declared_features=features))
                 registered = True
-                log.info("registered node", extra={"node": name})
+                log.info("registered node", extra={"node": name, "shard": str(self.settings.shard)})
             except ApiError as exc:
                 if exc.code != 409:
                     raise

@@ -78,7 +78,7 @@ class Simulator:
             plugin_settings = dataclasses.replace(plugin_settings, watch_health=False)
         self.plugins = {name: self._node_plugins(name, plugin_settings) for name in node_names}
         self.pod_controller = PodController(
-            client, self.nodes, self.pods, self.claims, node_names, profile, max_pods=settings.max_pods, gates=gates, backoff=RETRY_BACKOFF,
+            client, self.nodes, self.pods, self.claims, settings.node_index, profile, max_pods=settings.max_pods, gates=gates, backoff=RETRY_BACKOFF,
             identities=identities, managers={name: p.manager for name, p in self.plugins.items()},
         )  # fmt: skip
         self.binding_controller = BindingController(
