@@ -172,8 +172,11 @@ async def run(args: argparse.Namespace, gates: FeatureGates) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the process exit code."""
     args = build_parser().parse_args(argv)
+    given = sys.argv[1:] if argv is None else argv
+    if args.shard and not any(a == "--shards" or a.startswith("--shards=") for a in given):
+        args.shards = 1  # one shard named (flag or DRA_KUBELETSIM_SHARD): DRA_KUBELETSIM_SHARDS is its parent's
     if args.shards > 1 and not args.shard:
-        return worker_main(args, lambda _gates: _supervise(sys.argv[1:] if argv is None else argv, args), check=lambda: check(args))
+        return worker_main(args, lambda _gates: _supervise(given, args), check=lambda: check(args))
     return worker_main(args, lambda gates: run(args, gates), check=lambda: check(args))
 
 

@@ -70,6 +70,17 @@ def test_shard_flags_are_checked_before_anything_runs() -> None:
         assert result.returncode == 2 and message in result.stderr, (args, result.stderr)
 
 
+def test_a_shard_named_alone_ignores_the_shard_count_of_its_environment() -> None:
+    """DRA_KUBELETSIM_SHARDS set for a supervisor (make run SHARDS=N, compose) and inherited by a
+    process started with --shard K/N is no second, conflicting flag: that process runs its shard."""
+    env = {**os.environ, "DRA_KUBELETSIM_SHARDS": "2"}
+    result = subprocess.run(
+        [sys.executable, "-m", "kubeletsim", "--nodes", "4", "--shard", "2/2"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, env=env
+    )
+    # The shard's own flag is what is checked (a valid one would run), not "exclude each other".
+    assert result.returncode == 2 and "--shard 2/2: K must be at least 0 and less than N" in result.stderr, result.stderr
+
+
 def test_each_child_gets_the_flags_but_the_parents() -> None:
     argv = ["--nodes", "100", "--shards", "4", "--health-port=8080", "--profile", "gpu", "--healthz-port", "9", "--shards=4"]
     assert child_argv(argv, 3, 4) == ["--nodes", "100", "--profile", "gpu", "--shard", "3/4"]
