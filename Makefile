@@ -25,8 +25,11 @@ $(BIN)/.installed: pyproject.toml setup.py kube/compiled.py
 venv: $(BIN)/.installed
 
 # make run EXAMPLE_DRIVER=1: the example DRA driver on every node instead of built-in devices.
+# make run REPLICAS=2 SHARDS=4 DATABASE_URL=postgresql://...: two API servers on one Postgres (ports
+# PORT and PORT+1), the kubelet simulator as four processes, the workers spread over the replicas.
 run: venv
-	$(BIN)/python -m devtools.devstack --port $(PORT) --database-url '$(DATABASE_URL)' $(if $(EXAMPLE_DRIVER),--example-driver)
+	$(BIN)/python -m devtools.devstack --port $(PORT) --database-url '$(DATABASE_URL)' $(if $(EXAMPLE_DRIVER),--example-driver) \
+		$(if $(NODES),--nodes $(NODES)) $(if $(REPLICAS),--replicas $(REPLICAS)) $(if $(SHARDS),--shards $(SHARDS))
 
 # Every run prints its 30 slowest tests, so a test that grows slow shows up where it is run.
 DURATIONS := --durations=30
