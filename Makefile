@@ -10,7 +10,7 @@ DATABASE_URL ?= sqlite:///./data/dra.sqlite
 # keep the order they were written in.
 TEST_WORKERS ?= 3
 
-.PHONY: venv run test test-fast test-image test-pure lint typecheck fuzz protobuf-schema bench bench-memory bench-scheduler bench-simulator bench-dradriver bench-faults bench-httpfloor clean
+.PHONY: venv run test test-fast test-image test-pure lint typecheck fuzz protobuf-schema bench bench-memory bench-scheduler bench-simulator bench-scale bench-dradriver bench-faults bench-httpfloor clean
 
 # The install compiles the hot modules with mypyc (setup.py; list in kube/compiled.py; about two
 # minutes of CPU) once the dependencies are in. DRA_PURE_PYTHON=1 skips that, at install or at run time.
@@ -80,6 +80,11 @@ bench-scheduler: venv
 
 bench-simulator: venv
 	$(BIN)/python -m bench.simulator
+
+# 10,000 simulated GPU nodes as 8 simulator shards on 2 API server replicas on one Postgres, with a
+# 1,000-node run of the same command first (per-node ratios); about 25 minutes. bench/README.md.
+bench-scale: venv
+	$(BIN)/python -m bench.scale
 
 # Pod starts/s with the example DRA driver over gRPC against built-in devices, 100 nodes.
 bench-dradriver: venv

@@ -321,7 +321,7 @@ async def metrics(urls: list[str]) -> list[dict[str, float]]:
     async with contextlib.AsyncExitStack() as stack:
         for url in urls:
             client = await stack.enter_async_context(httpx.AsyncClient(base_url=url, timeout=60))
-            out.append(await request_counts(client))
+            out.append(await request_counts(client, refused=True))
     return out
 
 
@@ -384,7 +384,11 @@ async def create_pods(pools: list[Pool], names: list[str], concurrency: int = 32
 
     async def worker() -> None:
         for i, name in todo:
-            await pools[i % len(pools)].ok("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", gpu_pod(name))
+            # As client-go: a 429 (the server's in-flight limit) is sent again after its Retry-After.
+            while (answer := await pools[i % len(pools)].request("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", gpu_pod(name)))[0] == 429:
+                await asyncio.sleep(1.0)
+            if answer[0] != 201:
+                raise RuntimeError(f"creating pod {name}: {answer[0]} {str(answer[1])[:300]}")
             created[name] = now()
 
     await asyncio.gather(*(worker() for _ in range(concurrency)))
@@ -459,7 +463,7 @@ async def run_point(point: Point, args: argparse.Namespace, logs: Path) -> Obj:
             await asyncio.sleep(1.0)
         result["register_s"] = round(now() - t0, 1)
         result["register_cpu"] = cpu.stop()
-        await asyncio.sleep(interval)  # renewals made while registering are not on their slots yet
+        result["settle_s"] = await settle(observer, names, interval, stack)
 
         # Heartbeats only.
         pids = stack.pids()
@@ -490,17 +494,11 @@ async def run_point(point: Point, args: argparse.Namespace, logs: Path) -> Obj:
             result["profiles"] = {r.name: pyspy.summary(r.path) for r in profiles}
 
         # Pods with a GPU claim each.
-        count = min(args.pods, point.nodes * DEVICES_PER_NODE // 2)
-        if count:
-            cpu = Cpu(stack.pids())
-            p0 = now()
-            result["pods"] = await pods_phase(stack, observer, pools, [f"p{i:05d}" for i in range(count)], args.pods_timeout)
-            result["pods"]["cpu"] = cpu.stop()
-            result["busy"] = lease_health(observer.leases, p0, now(), names, interval)
-        result["leaders"] = {"scheduler": leader_lines(stack.logs, "scheduler"), "controller": leader_lines(stack.logs, "controller")}
-        if point.replicas > 1 and args.failover_pods:
-            result["failover"] = await failover(stack, observer, pools, args)
-        result["consistent"] = await consistent(stack.urls, stack.prefix)
+        try:
+            await later_phases(stack, observer, pools, args, result, names)
+        except (RuntimeError, OSError, httpx.HTTPError) as exc:
+            result["error"] = str(exc)
+            print(f"  failed after the heartbeats: {exc}", flush=True)
     finally:
         if observer is not None:
             await observer.stop()
@@ -509,6 +507,43 @@ async def run_point(point: Point, args: argparse.Namespace, logs: Path) -> Obj:
         stack.stop()
     result["load_end"] = load_average()
     return result
+
+
+async def later_phases(stack: Stack, observer: Observer, pools: list[Pool], args: argparse.Namespace, result: Obj, names: list[str]) -> None:
+    """Pods, failover, the replicas' agreement: ``result`` gets their figures as each ends."""
+    point, interval = stack.point, args.lease_interval
+    count = min(args.pods, point.nodes * DEVICES_PER_NODE // 2)
+    # Fresh connections: the server closes ones idle for 90 s.
+    for pool in pools:
+        await pool.close()
+    pools[:] = [Pool(url, 16) for url in stack.urls]
+    if count:
+        requests0 = await metrics(stack.urls)
+        cpu = Cpu(stack.pids())
+        p0 = now()
+        result["pods"] = await pods_phase(stack, observer, pools, [f"p{i:05d}" for i in range(count)], args.pods_timeout)
+        result["pods"]["cpu"] = cpu.stop()
+        result["pods"]["requests"] = request_delta(requests0, await metrics(stack.urls))
+        result["busy"] = lease_health(observer.leases, p0, now(), names, interval)
+    result["leaders"] = {"scheduler": leader_lines(stack.logs, "scheduler"), "controller": leader_lines(stack.logs, "controller")}
+    if point.replicas > 1 and args.failover_pods:
+        result["failover"] = await failover(stack, observer, pools, args)
+    result["consistent"] = await consistent(stack.urls, stack.prefix)
+
+
+async def settle(observer: Observer, names: list[str], interval: float, stack: Stack, limit: float = 180.0) -> float:
+    """Wait until the renewals made while registering are on their slots: for a whole interval every
+    node renewed and none more than 2 s late (at most ``limit`` seconds); how long that took."""
+    t0 = now()
+    await asyncio.sleep(interval)
+    while now() - t0 < limit:
+        stack.check_alive()
+        recent = lease_health(observer.leases, now() - 2 * interval, now(), names, interval)
+        if recent["renewals"] >= 1.9 * len(names) and (recent["lag_max"] or 0.0) <= 2.0:
+            break
+        await asyncio.sleep(2.0)
+    print(f"  settled after {now() - t0:.0f}s", flush=True)
+    return round(now() - t0, 1)
 
 
 def profiled(pids: dict[str, int]) -> dict[str, int]:
@@ -531,6 +566,9 @@ async def failover(stack: Stack, observer: Observer, pools: list[Pool], args: ar
         worker.process.wait()
         stack.workers[f"{leader}-killed"] = stack.workers.pop(leader)
         killed[lease] = leader
+    for pool in pools:
+        await pool.close()
+    pools[:] = [Pool(url, 16) for url in stack.urls]
     t0 = now()
     # Read the Leases from another replica than the first: the takeover is written through the standby's replica.
     url = stack.urls[-1]
@@ -590,6 +628,10 @@ def cpu_ms_per_renewal(r: Obj, kinds: tuple[str, ...]) -> float | None:
     return sum(cores[k] for k in kinds) * idle["seconds"] * 1000 / renewals if renewals else None
 
 
+def refused(requests: dict[str, float]) -> float:
+    return sum(v for k, v in requests.items() if k.endswith(" 429"))
+
+
 def show_point(r: Obj) -> None:
     p = r["point"]
     idle = r["idle"]
@@ -610,24 +652,30 @@ def show_point(r: Obj) -> None:
     print(f"  CPU per renewal: servers {fmt(cpu_ms_per_renewal(r, ('server',)))} ms, Postgres {fmt(cpu_ms_per_renewal(r, ('postgres',)))} ms, "
           f"shards {fmt(cpu_ms_per_renewal(r, ('sim',)))} ms")  # fmt: skip
     renewals = idle["renewals"] or 1
-    top = list(idle["requests"].items())[:6]
-    print(f"  requests per renewal: {', '.join(f'{k} {v / renewals:.3f}' for k, v in top)}")
+    top = [(k, v) for k, v in idle["requests"].items() if not k.endswith(" 429")][:6]
+    print(f"  requests per renewal: {', '.join(f'{k} {v / renewals:.3f}' for k, v in top)}; refused (429): {refused(idle['requests']):.0f}")
     print(f"  RSS MiB: {', '.join(f'{k} {v:.0f}' for k, v in sorted(r['rss_mib'].items()) if v is not None)}")
     if "pods" in r:
         pods, busy = r["pods"], r["busy"]
         pc = group_cores(pods["cpu"])
         print(f"pods with a GPU claim: {pods['running']}/{pods['pods']} Running, {pods['per_s']:.1f} pods/s, latency p50/p99 "
               f"{fmt(pods['p50_s'])} / {fmt(pods['p99_s'])} s; cores: {', '.join(f'{k} {v:.2f}' for k, v in pc.items())}")  # fmt: skip
+        per_pod = [(k, v / max(1, pods["running"])) for k, v in pods["requests"].items() if not k.endswith(" 429") and "leases" not in k][:8]
+        print(f"  requests per pod: {', '.join(f'{k} {v:.2f}' for k, v in per_pod)}; refused (429): {refused(pods['requests']):.0f}")
         print(f"  heartbeats meanwhile: {busy['renewals_per_s']:.0f}/s of {busy['expected_per_s']:.0f}, lag p99 {fmt(busy['lag_p99'])} s, "
               f"max {fmt(busy['lag_max'])} s, NotReady at 40 s {busy['not_ready_40s']}, at 50 s {busy['not_ready_grace']}")  # fmt: skip
-    print(f"leaders: scheduler {r['leaders']['scheduler']}, controller {r['leaders']['controller']}")
+    if "leaders" in r:
+        print(f"leaders: scheduler {r['leaders']['scheduler']}, controller {r['leaders']['controller']}")
     if "failover" in r:
         f = r["failover"]
         fp = f.get("pods") or {}
         print(f"failover: killed {f.get('scheduler_leader_before')} and {f.get('controller_leader_before')}; taken over in {f.get('takeover_s')} "
               f"by {f.get('dra-scheduler_now')} / {f.get('dra-controller_now')}; then {fp.get('running', 0)}/{fp.get('pods', 0)} pods Running")  # fmt: skip
-    c = r["consistent"]
-    print(f"replicas agree: {'yes' if c['equal'] else 'NO'} {c['per_replica']}")
+    if "consistent" in r:
+        c = r["consistent"]
+        print(f"replicas agree: {'yes' if c['equal'] else 'NO'} {c['per_replica']}")
+    if "error" in r:
+        print(f"failed after the heartbeats: {r['error']}")
     for name, prof in (r.get("profiles") or {}).items():
         print(f"  profile {name} ({prof['samples']} samples holding the GIL): " + "; ".join(f"{f} {s}%" for f, s in prof["functions"][:8]))
         print("    by file: " + "; ".join(f"{f} {s}%" for f, s in prof["files"][:8]))
