@@ -226,8 +226,18 @@ def _add_security_arguments(parser: argparse.ArgumentParser, d: Settings) -> Non
         help="longest lifetime (seconds) of a requested token; 0: no limit (DRA_SERVICE_ACCOUNT_MAX_TOKEN_EXPIRATION)",
     )
     flag("--authorization-mode", "DRA_AUTHORIZATION_MODE", d.authorization_mode, "authorizers in order, comma-separated: Node, RBAC, AlwaysAllow, AlwaysDeny")
-    flag("--enable-admission-plugins", "DRA_ENABLE_ADMISSION_PLUGINS", d.admission_plugins, "admission plugins besides the default ones, comma-separated: NodeRestriction, ResourceQuota")
-    flag("--disable-admission-plugins", "DRA_DISABLE_ADMISSION_PLUGINS", d.disabled_admission_plugins, "admission plugins off, default ones included (ResourceQuota is on by default), comma-separated")
+    flag(
+        "--enable-admission-plugins",
+        "DRA_ENABLE_ADMISSION_PLUGINS",
+        d.admission_plugins,
+        "admission plugins besides the default ones, comma-separated: NodeRestriction, ValidatingAdmissionPolicy, ResourceQuota",
+    )
+    flag(
+        "--disable-admission-plugins",
+        "DRA_DISABLE_ADMISSION_PLUGINS",
+        d.disabled_admission_plugins,
+        "admission plugins off, default ones included (ValidatingAdmissionPolicy and ResourceQuota are on by default), comma-separated",
+    )
     flag("--audit-log-path", "DRA_AUDIT_LOG_PATH", d.audit_log_path, "append one JSON line per request (Metadata level) to this file; - for standard output")
 
 

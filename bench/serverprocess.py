@@ -57,6 +57,12 @@ class ServerProcess:
 
     def start(self, timeout: float = 90.0) -> None:
         """Migrate, start the server and wait for /readyz."""
+        self.migrate()
+        self.launch()
+        self.wait_ready(timeout)
+
+    def migrate(self) -> None:
+        """``python -m app migrate`` on the database."""
         mig = subprocess.run(
             [sys.executable, "-m", "app", "migrate", "--database-url", self.database_url],
             cwd=self.root,
@@ -67,6 +73,9 @@ class ServerProcess:
         )
         if mig.returncode != 0:
             raise RuntimeError(f"`python -m app migrate` failed ({mig.returncode}):\n{mig.stdout}\n{mig.stderr}")
+
+    def launch(self, env: dict[str, str] | None = None) -> None:
+        """Start the server process (its output to the log), without waiting for it."""
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - open for the server's lifetime
         self.proc = subprocess.Popen(
             self.command(),
@@ -75,9 +84,14 @@ class ServerProcess:
             stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            env=env,
         )
+
+    def wait_ready(self, timeout: float, poll: float = 0.1) -> None:
+        """Until /readyz passes (RuntimeError with the log's end if the server exits or ``timeout`` passes)."""
         import httpx
 
+        assert self.proc is not None, "wait_ready follows launch"
         deadline = now() + timeout
         while now() < deadline:
             if self.proc.poll() is not None:
@@ -87,7 +101,7 @@ class ServerProcess:
             with contextlib.suppress(httpx.HTTPError):
                 if httpx.get(self.base_url + "/readyz", timeout=2).status_code == 200:
                     return
-            time.sleep(0.1)
+            time.sleep(poll)
         raise RuntimeError(f"server not ready after {timeout}s; log {self.log_path}:\n{self.log_tail()}")
 
     def log_tail(self, limit: int = 3000) -> str:

@@ -1,6 +1,7 @@
 """The controller process: flags, logging, health endpoint, leader election, and the claim,
-garbage collection, device taint eviction, resource quota and (gate DRAResourcePoolStatus) pool
-status controllers, and kube-controller-manager's service account controller and root CA publisher."""
+garbage collection, device taint eviction, resource quota, (gate DRAResourcePoolStatus) pool
+status and workload controllers, and kube-controller-manager's service account controller and root
+CA publisher."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ from controllers.resourcequota import DEFAULT_WORKERS as QUOTA_WORKERS
 from controllers.resourcequota import ResourceQuotaController
 from controllers.rootcacertpublisher import RootCACertPublisher, root_ca
 from controllers.serviceaccounts import ServiceAccountsController
+from controllers.workloadcontrollers import ACCOUNTS as WORKLOAD_ACCOUNTS
+from controllers.workloadcontrollers import WorkloadControllers
 from kube import podgroups
 from kube.client import KubeClient
 from kube.features import FeatureGates
@@ -42,6 +45,7 @@ ACCOUNTS = {
     "quota": "resourcequota-controller",
     "service-accounts": "service-account-controller",
     "root-ca": "root-ca-cert-publisher",
+    **WORKLOAD_ACCOUNTS,
 }
 
 
@@ -77,7 +81,10 @@ def new_controllers(
     controller's requests go through ``clients[<ACCOUNTS key>]`` when given, else ``client``."""
     clients = clients or {}
     claims = ClaimController(clients.get("claims", client), workers=args.workers)
-    collector = GarbageCollector(clients.get("gc", client), pods=claims.pods, claims=claims.claims, claims_by_owner=claims.claims_by_owner, workers=args.workers)
+    workloads = WorkloadControllers(lambda key: clients.get(key, client), claims.pods, workers=args.workers)
+    collector = GarbageCollector(
+        clients.get("gc", client), pods=claims.pods, claims=claims.claims, claims_by_owner=claims.claims_by_owner, workers=args.workers, more=workloads.collected
+    )
     quotas = ResourceQuotaController(
         clients.get("quota", client), pods=claims.pods, claims=claims.claims, sync_period=args.resource_quota_sync_period, workers=args.concurrent_resource_quota_syncs
     )  # fmt: skip
@@ -85,8 +92,8 @@ def new_controllers(
     namespaces = namespace_informer(client)
     accounts = ServiceAccountsController(clients.get("service-accounts", client), namespaces)
     publisher = RootCACertPublisher(clients.get("root-ca", client), namespaces, root_ca(args.root_ca_file, connection_from_args(args)))
-    informers = [*claims.informers, *collector.informers, namespaces, *accounts.informers, *publisher.informers]
-    work = [claims.process, collector.process, quotas.process, accounts.process, publisher.process]
+    informers = [*claims.informers, *collector.informers, namespaces, *accounts.informers, *publisher.informers, *workloads.informers]
+    work = [claims.process, collector.process, quotas.process, accounts.process, publisher.process, *workloads.processes]
     # Upstream starts the eviction controller only with DynamicResourceAllocation and DRADeviceTaints,
     # and watches DeviceTaintRules only with DRADeviceTaintRules.
     if gates.enabled("DynamicResourceAllocation") and gates.enabled("DRADeviceTaints"):
@@ -140,7 +147,7 @@ async def run(args: argparse.Namespace, gates: FeatureGates) -> None:
     accounts = ServiceAccountClients(client, connection_from_args(args), user_agent="dra-controller/0.1", qps=args.qps or None)
     try:
         # Only the accounts of the controllers that run (as kube-controller-manager makes them).
-        wanted = {"claims", "gc", "quota", "service-accounts", "root-ca"}
+        wanted = {"claims", "gc", "quota", "service-accounts", "root-ca", *WORKLOAD_ACCOUNTS}
         if gates.enabled("DynamicResourceAllocation") and gates.enabled("DRADeviceTaints"):
             wanted.add("eviction")
         if gates.enabled("DRAResourcePoolStatus"):

@@ -1,4 +1,6 @@
-"""A garbage collector for the kinds DRA creates with owners: pods, ResourceClaims and Events.
+"""A garbage collector for the kinds created with owners: pods, ResourceClaims and Events, and the
+workloads' own (ReplicaSets of Deployments, ControllerRevisions, and the workloads themselves, which
+may be dependents and are owners that can be deleted in the foreground or orphaning).
 
 It does upstream's collector's job for these kinds:
 
@@ -17,6 +19,8 @@ keeps its dependents). Dependents are found through indexes of objects by owner 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from controllers.objects import get_live, group_of, metadata, owner_uids, set_finalizers
 from kube.client import KubeClient, resource_path
@@ -50,6 +54,17 @@ OWNER_KINDS: dict[tuple[str, str], tuple[str, str, str, bool]] = {
 WATCHED_OWNER_KINDS = {("", "Pod"), (RESOURCE_GROUP, "ResourceClaim"), ("", "Event")}
 
 
+@dataclass(frozen=True)
+class Collected:
+    """A further resource the collector looks after, read through a shared informer."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    informer: Informer
+
+
 class _Unknown:
     """Marker: an owner of a kind the collector cannot look up."""
 
@@ -57,7 +72,7 @@ class _Unknown:
 UNKNOWN = _Unknown()
 
 
-def _unchanged(old: Obj, new: Obj) -> bool:
+def _unchanged(old: Obj, new: Obj, watched: set[tuple[str, str]]) -> bool:
     """An update the collector need not look at: same owners, deletion and finalizers, all owners of
     kinds whose deletion it watches (others are re-checked on every update)."""
     refs = new.get("ownerReferences") or []
@@ -65,21 +80,16 @@ def _unchanged(old: Obj, new: Obj) -> bool:
         refs == (old.get("ownerReferences") or [])
         and new.get("deletionTimestamp") == old.get("deletionTimestamp")
         and new.get("finalizers") == old.get("finalizers")
-        and all((group_of(r.get("apiVersion", "")), r.get("kind", "")) in WATCHED_OWNER_KINDS for r in refs)
+        and all((group_of(r.get("apiVersion", "")), r.get("kind", "")) in watched for r in refs)
     )
-
-
-def _path(plural: str, obj: Obj) -> str:
-    group, version = COLLECTED[plural]
-    m = metadata(obj)
-    return resource_path(group, version, plural, m.get("namespace") or None, m["name"])
 
 
 class GarbageCollector:
     """Informer handlers queue candidates; ``process()`` collects them until cancelled.
 
     ``pods`` and ``claims`` (and ``claims_by_owner``, claims by owner UID) are shared with the
-    claim controller; the collector adds its own Event informer and owner indexes.
+    claim controller; the collector adds its own Event informer and owner indexes. ``more`` are
+    further resources (the workloads'), read through their controllers' informers.
     """
 
     def __init__(
@@ -91,10 +101,13 @@ class GarbageCollector:
         claims_by_owner: Index[str],
         workers: int = 4,
         watch_timeout_seconds: int | None = None,
+        more: Sequence[Collected] = (),
     ) -> None:
         self.client = client
         # OWNER_KINDS plus the kinds of gated APIs found served at start (PodGroups with GenericWorkload).
         self.owner_kinds = dict(OWNER_KINDS)
+        self.resources = dict(COLLECTED)
+        self.watched = set(WATCHED_OWNER_KINDS)
         self.workers = workers
         self.pods = pods
         self.claims = claims
@@ -106,14 +119,25 @@ class GarbageCollector:
             "resourceclaims": claims_by_owner,
             "events": Index(self.events, owner_uids),
         }
+        for resource in more:
+            self.resources[resource.plural] = (resource.group, resource.version)
+            self.owner_kinds[(resource.group, resource.kind)] = (resource.group, resource.version, resource.plural, True)
+            self.watched.add((resource.group, resource.kind))
+            self.by_plural[resource.plural] = resource.informer
+            self.by_owner[resource.plural] = Index(resource.informer, owner_uids)
         self.queue: WorkQueue[Key] = WorkQueue()
         for plural, informer in self.by_plural.items():
             self._wire(plural, informer)
 
     @property
     def informers(self) -> list[Informer]:
-        """Every informer the collector reads (pods and claims are shared)."""
-        return [self.pods, self.claims, self.events]
+        """Every informer the collector reads (all but its Event informer are shared)."""
+        return list(self.by_plural.values())
+
+    def _path(self, plural: str, obj: Obj) -> str:
+        group, version = self.resources[plural]
+        m = metadata(obj)
+        return resource_path(group, version, plural, m.get("namespace") or None, m["name"])
 
     # ---- event handlers -------------------------------------------------------------
 
@@ -126,7 +150,7 @@ class GarbageCollector:
         m = metadata(obj)
         if not (m.get("ownerReferences") or m.get("deletionTimestamp")):
             return
-        if old is not None and _unchanged(metadata(old), m):
+        if old is not None and _unchanged(metadata(old), m, self.watched):
             return  # owners and deletion as before: their own events already queued what they decide
         self.queue.add((plural, m.get("namespace", ""), m.get("name", "")))
 
@@ -195,7 +219,7 @@ class GarbageCollector:
                 waiting = True
             else:
                 solid.append(ref)
-        path = _path(plural, obj)
+        path = self._path(plural, obj)
         if solid:
             if not stale:
                 return False
@@ -225,7 +249,7 @@ class GarbageCollector:
         return True
 
     async def _finish_owner_deletion(self, owner_plural: str, owner: Obj, finalizers: list[str]) -> bool:
-        path = _path(owner_plural, owner)
+        path = self._path(owner_plural, owner)
         uid = metadata(owner)["uid"]
         dependents = self.dependents(uid)
         if "orphan" in finalizers:
@@ -234,7 +258,7 @@ class GarbageCollector:
                 remaining = [r for r in dmeta.get("ownerReferences") or [] if r.get("uid") != uid]
                 patch = {"metadata": {"ownerReferences": remaining or None, "resourceVersion": dmeta["resourceVersion"]}}
                 try:
-                    await self.client.patch(_path(plural, dependent), patch)
+                    await self.client.patch(self._path(plural, dependent), patch)
                 except ApiError as exc:
                     if exc.code == 409:
                         return False

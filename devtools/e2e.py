@@ -40,6 +40,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TextIO
 
 import httpx
 
@@ -150,7 +151,7 @@ def _wait_nodes_ready(kubeconfig: Path, count: int, timeout: float, alive: list[
         while time.monotonic() < deadline:
             for process in alive:
                 if process.poll() is not None:
-                    raise RuntimeError(f"{process.args[:3]} exited with {process.returncode} before its nodes were ready")
+                    raise RuntimeError(f"{process.args!r} exited with {process.returncode} before its nodes were ready")
             with contextlib.suppress(httpx.HTTPError):
                 answer = admin.get("/api/v1/nodes")
                 if answer.status_code == 200:
@@ -248,7 +249,7 @@ class SpecResult:
     failure: str = ""
 
 
-def _spec_name(report: dict[str, object]) -> str:
+def _spec_name(report: dict[str, Any]) -> str:
     texts = [str(t) for t in report.get("ContainerHierarchyTexts") or []] + [str(report.get("LeafNodeText") or "")]
     return " ".join(t for t in texts if t)
 
@@ -270,7 +271,7 @@ def run_suite(binaries: Path, stack: Stack, spec_set: SpecSet, report_dir: Path,
     but ``--provider=skeleton`` (so it waits for each namespace's ``default`` ServiceAccount)."""
     report_dir.mkdir(parents=True, exist_ok=True)
     command = [
-        str(binaries / "ginkgo"), f"--procs={procs}", "--no-color", f"--timeout={timeout}", "--poll-progress-after=120s",
+        str(binaries / "ginkgo"), f"--procs={procs}", "--no-color", f"--timeout={timeout}", "--poll-progress-after=120s", *(["--output-interceptor-mode=none"] if os.environ.get("E2E_NO_INTERCEPT") else []),
         f"--label-filter={spec_set.label_filter}", f"--output-dir={report_dir}", "--json-report=report.json",
         *([f"--focus={focus}"] if focus else []),
         str(binaries / "e2e.test"), "--",
@@ -292,9 +293,8 @@ def _short(message: str, width: int = 160) -> str:
     return line if len(line) <= width else line[: width - 3] + "..."
 
 
-def print_table(results: dict[tuple[str, str], list[SpecResult]], out: object = None) -> None:
-    """One line per spec: its result on each stack that ran it, the first failure's message below."""
-    stream = out or sys.stdout
+def print_table(results: dict[tuple[str, str], list[SpecResult]], stream: TextIO = sys.stdout) -> None:
+    """One line per spec: its result on each stack that ran it, the failure's first words below."""
     stacks = sorted({stack for _set, stack in results}, key=STACKS.index)
     for set_name in SPEC_SETS:
         by_spec: dict[str, dict[str, SpecResult]] = {}

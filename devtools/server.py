@@ -15,6 +15,7 @@ import httpx
 
 from devtools.credentials import ClusterCredentials
 from devtools.ports import free_port
+from devtools.progress import STALL_LIMIT, START_TIMEOUT, Progress
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -49,6 +50,7 @@ def migrate(database_url: str) -> None:
         check=True,
         cwd=REPO_ROOT,
         capture_output=True,
+        timeout=START_TIMEOUT,
     )
 
 
@@ -118,7 +120,7 @@ class ServerProcess:
             return ["--server", self.url]
         return self.credentials.worker_flags(identity)
 
-    def start(self, timeout: float = 30.0) -> ServerProcess:
+    def start(self, timeout: float = START_TIMEOUT) -> ServerProcess:
         if self.credentials is not None:
             self.credentials.write_kubeconfigs(self.url)
         args = [
@@ -128,23 +130,42 @@ class ServerProcess:
         out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115 - closed in stop()
         self._log_file = out
         self.process = subprocess.Popen(args, cwd=REPO_ROOT, stdout=out, stderr=out, env={**os.environ, **self.env})
-        self.wait_ready(timeout)
+        try:
+            self.wait_ready(timeout)
+        except BaseException:
+            self.stop()  # one that is not ready in time must not go on starting beside the next test
+            raise
         return self
 
-    def wait_ready(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
+    def wait_ready(self, timeout: float = START_TIMEOUT, stall: float = STALL_LIMIT) -> None:
+        """Wait until ``/readyz`` passes, for as long as the process makes progress (its log grows,
+        it spends CPU time) and at most ``timeout`` seconds: TimeoutError once it has shown none for
+        ``stall`` seconds or at the bound, RuntimeError if it exits; each says what it waited for."""
+        assert self.process is not None, "wait_ready follows start"
+        progress = Progress(self.process.pid, self.log_path)
+        started = last_progress = time.monotonic()
+        answer = "no answer"
         # As the admin: a server with --anonymous-auth=false answers anonymous probes 401.
         with httpx.Client(**self.httpx_options(), timeout=1.0) as client:  # type: ignore[arg-type]
-            while time.monotonic() < deadline:
-                if self.process is not None and self.process.poll() is not None:
-                    raise RuntimeError(f"server exited with code {self.process.returncode}; log: {self.log_path}")
+            while True:
+                if self.process.poll() is not None:
+                    raise RuntimeError(f"server exited with code {self.process.returncode} before it was ready; log {self.log_path}:{progress.log_tail()}")
                 try:
-                    if client.get("/readyz").status_code == 200:
+                    response = client.get("/readyz")
+                    if response.status_code == 200:
                         return
-                except httpx.HTTPError:
-                    pass
+                    answer = f"{response.status_code} {response.text[:200]!r}"
+                except httpx.HTTPError as exc:
+                    answer = f"no answer ({type(exc).__name__})"
+                now = time.monotonic()
+                if progress.moved():
+                    last_progress = now
+                waited = f"{now - started:.0f} s for {self.url}/readyz (last: {answer})"
+                if now - last_progress >= stall:
+                    raise TimeoutError(f"server stuck: no log line and no CPU time for {stall:.0f} s, after {waited}; log {self.log_path}:{progress.log_tail()}")
+                if now - started >= timeout:
+                    raise TimeoutError(f"server not ready although still working, after {waited}; log {self.log_path}:{progress.log_tail()}")
                 time.sleep(0.05)
-        raise TimeoutError(f"server at {self.url} not ready after {timeout}s; log: {self.log_path}")
 
     def stop(self, kill: bool = False) -> None:
         stop_process(self.process, kill)

@@ -56,6 +56,9 @@ KNOWN_FEATURES: dict[str, FeatureSpec] = {
     "DRAPreemption": FeatureSpec(True, BETA),
     # KEP-5284, from k8s.io/apiserver: impersonation constrained to what the request does (app.auth.impersonation).
     "ConstrainedImpersonation": FeatureSpec(True, BETA),
+    # KEP-5793, from k8s.io/apiserver: admission configuration from manifests. Only its API side is
+    # here: names ending in ".static.k8s.io" are reserved (app.registry.admissionregistration).
+    "ManifestBasedAdmissionControlConfig": FeatureSpec(True, BETA),
 }
 
 

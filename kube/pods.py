@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 from kube.objects import Obj
 from kube.quantity import BINARY_SI, ZERO, Quantity, QuantityError, parse_quantity_or_none
+from kube.timeutil import parse_time
 
 Resources = dict[str, Fraction]
 # The two number types resource amounts are added up in: exact fractions (what fits where), and
@@ -274,3 +275,70 @@ def resource_list(amounts: Mapping[str, Fraction]) -> dict[str, str]:
             quantity = quantity.with_format(BINARY_SI)
         out[name] = quantity.canonical()
     return out
+
+
+# ---- pod state (what controllers count: upstream's pkg/api/v1/pod and controller_utils) -----------
+
+TERMINAL_PHASES = ("Succeeded", "Failed")
+
+
+def pod_condition(pod: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
+    """The pod's status condition of type ``kind``, if it has one."""
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if isinstance(condition, Mapping) and condition.get("type") == kind:
+            return condition
+    return None
+
+
+def is_pod_ready(pod: Mapping[str, Any]) -> bool:
+    """Whether the pod's Ready condition is True (IsPodReady)."""
+    condition = pod_condition(pod, "Ready")
+    return condition is not None and condition.get("status") == "True"
+
+
+def ready_since(pod: Mapping[str, Any]) -> str:
+    """When a ready pod became ready (its Ready condition's lastTransitionTime; "" when not ready or unknown)."""
+    condition = pod_condition(pod, "Ready")
+    if condition is None or condition.get("status") != "True":
+        return ""
+    return str(condition.get("lastTransitionTime") or "")
+
+
+def is_pod_available(pod: Mapping[str, Any], min_ready_seconds: int, now: float) -> bool:
+    """IsPodAvailable: ready for at least ``min_ready_seconds`` at ``now`` (a Unix time)."""
+    if not is_pod_ready(pod):
+        return False
+    if min_ready_seconds <= 0:
+        return True
+    since = _unix(ready_since(pod))
+    return since is not None and since + min_ready_seconds <= now
+
+
+def seconds_until_available(pod: Mapping[str, Any], min_ready_seconds: int, now: float) -> float | None:
+    """How long until a ready pod counts as available (None when it is not ready, or already is)."""
+    if min_ready_seconds <= 0 or not is_pod_ready(pod):
+        return None
+    since = _unix(ready_since(pod))
+    if since is None:
+        return None
+    left = since + min_ready_seconds - now
+    return left if left > 0 else None
+
+
+def is_pod_terminal(pod: Mapping[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") in TERMINAL_PHASES
+
+
+def is_pod_active(pod: Mapping[str, Any]) -> bool:
+    """Not finished and not being deleted (IsPodActive)."""
+    return not is_pod_terminal(pod) and not (pod.get("metadata") or {}).get("deletionTimestamp")
+
+
+def is_pod_terminating(pod: Mapping[str, Any]) -> bool:
+    """Being deleted but not finished (IsPodTerminating)."""
+    return not is_pod_terminal(pod) and bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def _unix(timestamp: str) -> float | None:
+    parsed = parse_time(timestamp) if timestamp else None
+    return parsed.timestamp() if parsed is not None else None

@@ -1,4 +1,4 @@
-"""Ending asyncio tasks without losing the caller's own cancellation."""
+"""Ending asyncio tasks without losing the caller's own cancellation, and awaiting several at once."""
 
 from __future__ import annotations
 
@@ -23,6 +23,17 @@ async def cancel_and_wait(*tasks: asyncio.Future[Any] | None) -> None:
     for task in pending:
         if not task.cancelled():
             task.exception()  # retrieved, so a failure at shutdown is not reported as never retrieved
+
+
+async def together(*awaitables: Awaitable[T]) -> list[T]:
+    """The results of ``awaitables``, run concurrently; when one fails, its error (the first in
+    argument order) is raised once every one has ended, so none is left running unwatched as
+    ``asyncio.gather`` leaves the others when it raises."""
+    results = await asyncio.gather(*awaitables, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return results  # type: ignore[return-value]
 
 
 async def wait_for(awaitable: Awaitable[T], timeout: float | None) -> T:

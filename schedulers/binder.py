@@ -3,11 +3,15 @@
 1. *Reserve*: the new allocations go into the cache as in flight and the pod's requests are
    charged to the node, so the next cycle (which starts before this pod's writes land) cannot
    hand out the same devices or cpu.
-2. *PreBind/Bind* (an asyncio task per pod, so writes of different pods overlap): per claim
-   write ``status.allocation`` + ``reservedFor`` with the claim's resourceVersion (re-read and
-   retry on 409) and add the ``delete-protection`` finalizer, then POST ``pods/binding``. Any
-   failure undoes the reservation (in memory, and reservedFor on the server) and retries the pod
-   with backoff. Every claim written goes into the cache's assume cache.
+2. *PreBind/Bind* (an asyncio task per pod, so writes of different pods overlap): per claim the
+   scheduler allocates, first the ``delete-protection`` finalizer (a normal update: a status
+   write cannot change metadata), then ``status.allocation`` + ``reservedFor`` with the claim's
+   resourceVersion (re-read and retry on 409), as upstream's bindClaim does, so nobody ever sees
+   an allocated claim without the finalizer; claims allocated before only get the pod in
+   ``reservedFor``. Then POST ``pods/binding``. Any failure undoes the reservation (in memory,
+   and reservedFor on the server; a finalizer already added stays, as upstream's, until the
+   claim controller removes it from a claim being deleted) and retries the pod with backoff.
+   Every claim written goes into the cache's assume cache.
 3. *Reporting*: a pod no node fits gets a ``PodScheduled=False`` condition and a
    ``FailedScheduling`` event (once per distinct message); a bound pod a ``Scheduled`` event.
 4. *Preemption* (:meth:`Binder.preempt`): the preemptor's nomination is held in the cache at
@@ -321,8 +325,9 @@ class Binder:
         self._spawn(self._event(pod, "Normal", "Scheduled", f"Successfully assigned {ns}/{name} to {node_name}"))
 
     async def _write_claim(self, pod: Obj, claim: Obj, allocation: Mapping[str, Any] | None, group_ref: Obj | None = None) -> Obj:
-        """Add the finalizer, then allocation (if new) + the consumer in reservedFor; retry on conflict.
-        The consumer is the pod, or for a PodGroup claim the group (whose later pods write nothing)."""
+        """For a new allocation the finalizer first, then the allocation + the consumer in
+        reservedFor; retry on conflict. The consumer is the pod, or for a PodGroup claim the group
+        (whose later pods write nothing)."""
         pod_meta = meta(pod)
         entry = group_ref or {"resource": "pods", "name": pod_meta.get("name", ""), "uid": pod_meta.get("uid", "")}
         uid = meta(claim).get("uid", "")
@@ -343,18 +348,25 @@ class Binder:
                 raise _BindFailure(f"claim {_claim_name(claim)} was deallocated")
             reserved = list(status.get("reservedFor") or [])
             workload = (obj.get("spec") or {}).get("reservedFor") if self.features.reserved_for_workloads else None
-            if group_ref is not None and allocation is None and entry["uid"] in {r.get("uid") for r in reserved}:
-                # A later pod of the group: the member that allocated the claim protects it.
-                self.cache.assume_claim(obj)
-                return obj
             if entry["uid"] in {r.get("uid") for r in reserved} or (
                 # KEP-5194: a claim reserved for a workload serves any pod; pods are not listed.
                 self.features.reserved_for_workloads and any(not is_pod_reference(r) and not is_group_reference(r) for r in reserved)
             ):
+                # Reserved already (a new leader finishing an attempt, a later pod of a group).
                 self.cache.assume_claim(obj)
-                return await self._protect(obj)
+                return obj
             if len(reserved) >= RESERVED_FOR_MAX:
                 raise _BindFailure(f"claim {_claim_name(claim)} is reserved for {RESERVED_FOR_MAX} consumers already")
+            finalizers = list(obj_meta.get("finalizers") or [])
+            if allocation is not None and DELETE_PROTECTION_FINALIZER not in finalizers:
+                # Upstream's bindClaim: the finalizer guards the allocation before there is one.
+                try:
+                    obj = await self.client.update(_claim_path(obj), {**obj, "metadata": {**obj_meta, "finalizers": [*finalizers, DELETE_PROTECTION_FINALIZER]}})
+                except ApiError as exc:
+                    if exc.code != 409:
+                        raise
+                    obj = await self.client.get(_claim_path(claim))
+                continue  # the checks again against what the server now holds, then the status
             new_allocation = current or allocation
             if self.features.binding_conditions and new_allocation and not new_allocation.get("allocationTimestamp"):
                 # Upstream's PreBind stamps every allocation; the binding timeout counts from it.
@@ -373,7 +385,7 @@ class Binder:
                 obj = await self.client.get(_claim_path(claim))
                 continue
             self.cache.assume_claim(obj)
-            return await self._protect(obj)
+            return obj
         raise _BindFailure(f"claim {_claim_name(claim)}: too many conflicts")
 
     async def _group_allocation(self, claim: Obj, obj: Obj) -> Obj:
@@ -406,32 +418,6 @@ class Binder:
             if asyncio.get_running_loop().time() >= deadline:
                 raise _BindingConditionsFailed("device binding timeout")
             await asyncio.sleep(BINDING_POLL)
-
-    async def _protect(self, obj: Obj) -> Obj:
-        """Add the delete-protection finalizer to a claim that is allocated and reserved.
-
-        Upstream adds it before the status write and removes it again in Unreserve; here it
-        comes after, so a failed attempt never leaves the finalizer on an unallocated claim (the
-        controller only removes it with a deallocation of its own). A claim deleted in between
-        makes this write fail, and the pod is retried.
-        """
-        for _ in range(CLAIM_WRITE_ATTEMPTS):
-            obj_meta = meta(obj)
-            finalizers = list(obj_meta.get("finalizers") or [])
-            if DELETE_PROTECTION_FINALIZER in finalizers:
-                return obj
-            if obj_meta.get("deletionTimestamp"):
-                raise _BindFailure(f"claim {_claim_name(obj)} is being deleted")
-            try:
-                obj = await self.client.update(_claim_path(obj), {**obj, "metadata": {**obj_meta, "finalizers": [*finalizers, DELETE_PROTECTION_FINALIZER]}})
-            except ApiError as exc:
-                if exc.code != 409:
-                    raise
-                obj = await self.client.get(_claim_path(obj))
-                continue
-            self.cache.assume_claim(obj)
-            return obj
-        raise _BindFailure(f"claim {_claim_name(obj)}: too many conflicts")
 
     async def _drop_reservation(self, pod: Obj, claim: Obj, group_ref: Obj | None = None) -> None:
         """Undo: remove the pod (or its group, when no other pod of the group is placed) from
@@ -486,12 +472,15 @@ class Binder:
 
     # ------------------------------------------------------------------ reporting
 
-    def unschedulable(self, pod: Obj, message: str, reason: str = "Unschedulable", *, clear_nomination: bool = False) -> None:
+    def unschedulable(
+        self, pod: Obj, message: str, reason: str = "Unschedulable", *, clear_nomination: bool = False, plugins: frozenset[str] = frozenset()
+    ) -> None:
         """Park the pod and record why (condition + event, only when the message changes).
-        ``clear_nomination``: preemption cannot help any more, the pod's nominated node goes."""
+        ``clear_nomination``: preemption cannot help any more, the pod's nominated node goes;
+        ``plugins``: the ones that rejected it (their events bring it back)."""
         key = object_key(pod)
         self.stats.unschedulable += 1
-        self.queue.unschedulable(key)
+        self.queue.unschedulable(key, plugins)
         uid = meta(pod).get("uid", "")
         log.info("pod unschedulable", extra={"pod": "/".join(key), "why": message})
         nominated: str | None = None

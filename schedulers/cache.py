@@ -29,20 +29,28 @@ from typing import Any
 from kube import podgroups
 from kube.client import KubeClient, resource_path
 from kube.extendedresources import resource_classes
+from kube.indexer import Index
 from kube.informer import Informer, object_key
+from kube.labels import EVERYTHING, LabelSelector
 from kube.objects import Obj
 from kube.pods import Resources, pod_priority, pod_requests
 from schedulers.allocator import AllocatedState, AllocatorFeatures, ResourceIndex, SearchCache
 from schedulers.extended import owned_special_claim_of
-from schedulers.nodefit import insufficient, node_allocatable
+from schedulers.plugins.interpodaffinity import NAME as AFFINITY_PLUGIN
+from schedulers.plugins.interpodaffinity import has_pod_affinity
+from schedulers.plugins.interpodaffinity import requeue_after_add as affinity_requeue_after_add
+from schedulers.plugins.interpodaffinity import requeue_after_relabel as affinity_requeue_after_relabel
+from schedulers.plugins.noderesources import RequestsKey, insufficient, node_allocatable
+from schedulers.plugins.podtopologyspread import NAME as SPREAD_PLUGIN
+from schedulers.plugins.podtopologyspread import default_selector
+from schedulers.plugins.podtopologyspread import requeue_after_add as spread_requeue_after_add
+from schedulers.plugins.podtopologyspread import requeue_after_relabel as spread_requeue_after_relabel
 from schedulers.podgroups import PodGroupView
 from schedulers.queue import SchedulingQueue
 
 log = logging.getLogger("scheduler")
 
 Key = tuple[str, str]  # (namespace, name)
-# A pod's requests in exact integers (name, numerator, denominator), cheap to compare with a memo.
-RequestsKey = tuple[tuple[str, int, int], ...]
 
 RESOURCE = "resource.k8s.io"
 
@@ -138,7 +146,16 @@ class SchedulerCache:
         self.taint_rules = informer(RESOURCE, "devicetaintrules")
         # Admin access is only for namespaces with the admin-access label, checked again at allocation.
         self.namespaces = informer("", "namespaces")
-        self.informers = [self.pods, self.nodes, self.claims, self.slices, self.classes, self.taint_rules, self.namespaces]
+        # PodTopologySpread's cluster defaults spread the pods a Service selects or a controller owns.
+        self.services = informer("", "services")
+        self.replication_controllers = informer("", "replicationcontrollers")
+        self.replica_sets = informer("apps", "replicasets")
+        self.stateful_sets = informer("apps", "statefulsets")
+        self._services_by_namespace: Index[str] = Index(self.services, lambda s: [meta(s).get("namespace", "")])
+        self.informers = [
+            self.pods, self.nodes, self.claims, self.slices, self.classes, self.taint_rules, self.namespaces,
+            self.services, self.replication_controllers, self.replica_sets, self.stateful_sets,
+        ]  # fmt: skip
         self.namespace_labels: Mapping[str, Mapping[str, str]] = _NamespaceLabels(self.namespaces)
 
         # Node accounting: pod uid -> (node, requests), for bound and assumed pods.
@@ -152,6 +169,7 @@ class SchedulerCache:
         self._fit_memo: dict[str, tuple[Resources, RequestsKey, list[str]]] = {}
         self._binding: dict[Key, str] = {}  # assumed pods (a binding task is writing them) -> pod uid
         self._on_node: dict[str, dict[str, Key]] = {}  # node -> uid -> key of the pods charged to it
+        self._with_affinity: dict[str, Key] = {}  # uid -> key of the charged pods with pod (anti-)affinity terms
         # Preemption: nominations by pod uid, and the uids nominated per node.
         self.nominations: dict[str, Nomination] = {}
         self.nominated_on: dict[str, set[str]] = {}
@@ -221,7 +239,7 @@ class SchedulerCache:
     def assume_pod(self, pod: Obj, node: str, requests: Resources) -> None:
         """Charge the pod to ``node`` while its binding is written."""
         uid = meta(pod).get("uid", "")
-        self._charge(uid, node, requests, object_key(pod))
+        self._charge(uid, node, requests, pod)
         self._binding[object_key(pod)] = uid
 
     def finish_binding(self, pod: Obj) -> None:
@@ -236,6 +254,7 @@ class SchedulerCache:
     def _pod_added(self, pod: Obj) -> None:
         if (pod.get("spec") or {}).get("nodeName"):
             self._account_bound(pod)
+            self._placed_changed(None, pod)
         elif self.wants(pod):
             self.queue.add(object_key(pod), pod_priority(pod))
 
@@ -249,6 +268,8 @@ class SchedulerCache:
             self._account_bound(pod)
             if was_counted and _terminal(pod) and not _terminal(old):
                 self.queue.move_all()  # a pod leaving frees cpu/memory/pods
+            elif not (old.get("spec") or {}).get("nodeName") or meta(old).get("labels") != meta(pod).get("labels"):
+                self._placed_changed(old if (old.get("spec") or {}).get("nodeName") else None, pod)
             return
         if not self.wants(pod):
             self.queue.delete(key)
@@ -257,6 +278,21 @@ class SchedulerCache:
             return  # our own binding is under way; its outcome decides
         if not self.wants(old) or self._relevant_change(old, pod):
             self.queue.add(key, pod_priority(pod))
+
+    def _placed_changed(self, old: Obj | None, pod: Obj) -> None:
+        """A pod was placed (``old`` None) or a placed pod's labels changed: pods that pod affinity
+        or topology spread rejected may fit now (upstream's AssignedPod Add / UpdatePodLabel
+        events, with its plugins' queueing hints)."""
+
+        def may_help(key: Key) -> bool:
+            target = self.pods.get(*key)
+            if target is None:
+                return False
+            if old is None:
+                return affinity_requeue_after_add(target, pod) or spread_requeue_after_add(target, pod)
+            return affinity_requeue_after_relabel(target, old, pod) or spread_requeue_after_relabel(target, old, pod)
+
+        self.queue.move_rejected_by((AFFINITY_PLUGIN, SPREAD_PLUGIN), may_help)
 
     @staticmethod
     def _relevant_change(old: Obj, new: Obj) -> bool:
@@ -281,11 +317,14 @@ class SchedulerCache:
         elif uid not in self._pod_usage:
             # What the pod's claims charge counts only while the gate is on, as upstream's PodRequests.
             requests = pod_requests(pod, node_allocatable=self.features.node_allocatable_resources)
-            self._charge(uid, (pod.get("spec") or {}).get("nodeName", ""), requests, object_key(pod))
+            self._charge(uid, (pod.get("spec") or {}).get("nodeName", ""), requests, pod)
 
-    def _charge(self, uid: str, node: str, requests: Resources, key: Key) -> None:
+    def _charge(self, uid: str, node: str, requests: Resources, pod: Obj) -> None:
+        key = object_key(pod)
         self._pod_usage[uid] = (node, requests)
         self._on_node.setdefault(node, {})[uid] = key
+        if has_pod_affinity(pod):
+            self._with_affinity[uid] = key
         self._fit_memo.pop(node, None)
         used = self._node_used.setdefault(node, {})
         for name, amount in requests.items():
@@ -298,6 +337,7 @@ class SchedulerCache:
             return False
         node, requests = entry
         self._on_node.get(node, {}).pop(uid, None)
+        self._with_affinity.pop(uid, None)
         self._fit_memo.pop(node, None)
         used = self._node_used.get(node, {})
         for name, amount in requests.items():
@@ -314,6 +354,51 @@ class SchedulerCache:
             if pod is not None and meta(pod).get("uid") == uid:
                 out.append((pod, self._pod_usage[uid][1]))
         return out
+
+    def placed_pods(self) -> Iterator[tuple[Obj, str]]:
+        """Every pod charged to a node, with the node's name (upstream's NodeInfo pods)."""
+        get = self.pods.get
+        for node, pods in self._on_node.items():
+            for uid, key in pods.items():
+                pod = get(*key)
+                if pod is not None and meta(pod).get("uid") == uid:
+                    yield pod, node
+
+    def pods_with_affinity(self) -> list[tuple[Obj, str]]:
+        """The charged pods that have pod affinity or anti-affinity terms, with their nodes."""
+        out = []
+        for uid, key in self._with_affinity.items():
+            pod = self.pods.get(*key)
+            if pod is not None and meta(pod).get("uid") == uid:
+                out.append((pod, self._pod_usage[uid][0]))
+        return out
+
+    def node_labels(self, name: str) -> Mapping[str, str] | None:
+        """The node's labels, None when the node is not known."""
+        node = self.nodes.get("", name)
+        return None if node is None else meta(node).get("labels") or {}
+
+    def node_objects(self) -> list[Obj]:
+        """Every node, in name order."""
+        get = self.nodes.get
+        return [node for name in self.node_names() if (node := get("", name)) is not None]
+
+    def default_spread_selector(self, pod: Obj) -> LabelSelector:
+        """What PodTopologySpread's cluster defaults count for the pod: the selectors of the Services
+        selecting it and of the controller owning it (upstream's DefaultSelector)."""
+        namespace = meta(pod).get("namespace", "")
+        owner = next((o for o in meta(pod).get("ownerReferences") or [] if o.get("controller")), None)
+        if owner is None and not self._services_by_namespace.get(namespace):
+            return EVERYTHING  # nothing selects the pod (the common case, cheaply)
+        owning: Obj | None = None
+        if owner is not None:
+            informer = {
+                ("v1", "ReplicationController"): self.replication_controllers,
+                ("apps/v1", "ReplicaSet"): self.replica_sets,
+                ("apps/v1", "StatefulSet"): self.stateful_sets,
+            }.get((owner.get("apiVersion", ""), owner.get("kind", "")))
+            owning = informer.get(namespace, owner.get("name", "")) if informer is not None else None
+        return default_selector(pod, self._services_by_namespace.get(namespace), owning)
 
     def node_usage(self, node: str) -> tuple[Resources, int]:
         """What the pods charged to ``node`` use, and how many they are."""

@@ -24,13 +24,11 @@ import asyncio
 import re
 import time
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
 from kube.informer import object_key
-from kube.labels import node_selector_matches
-from kube.pods import pod_requests
 from kube.quantity import Quantity
 from kube.tolerations import tolerations_tolerate
 from schedulers.allocator import (
@@ -39,28 +37,28 @@ from schedulers.allocator import (
     Allocated,
     AllocationError,
     Allocator,
+    Device,
     DeviceID,
-    _attribute_value,
-    _Claim,
-    _consumption,
-    _Device,
-    _from_fraction,
-    _NodeView,
-    _NotAdmin,
-    _Request,
-    _round_to_policy,
-    _Search,
+    NodeView,
+    NotAdmin,
+    PreparedClaim,
+    PreparedRequest,
+    Search,
+    attribute_value,
+    from_fraction,
+    round_to_policy,
+    share_consumption,
 )
 from schedulers.cache import Obj, SchedulerCache, is_pod_reference, meta
-from schedulers.cycle import REASON_CLAIM_NOT_ON_NODE, SchedulingCycle, WaitForClaims
-from schedulers.extended import extended_requests, needed_on_node, served_by_devices, special_claim
-from schedulers.nodefit import REASON_AFFINITY, matches_node_selector_and_affinity, untolerated_taint
+from schedulers.cycle import SchedulingCycle
+from schedulers.framework import CycleState, ExplainContext, Reason, Status, WaitForClaims
+from schedulers.plugins import dynamicresources, nodeaffinity, noderesources, tainttoleration
 
 # Reason kinds (CamelCase like Kubernetes reasons); the tests hold one case per kind.
-NODE_SELECTOR = "NodeSelectorMismatch"
-NODE_TAINT = "NodeTaintNotTolerated"
-NODE_RESOURCES = "NodeResourcesInsufficient"
-CLAIM_ON_OTHER_NODE = "ClaimAllocatedElsewhere"
+NODE_SELECTOR = nodeaffinity.KIND
+NODE_TAINT = tainttoleration.KIND
+NODE_RESOURCES = noderesources.KIND
+CLAIM_ON_OTHER_NODE = dynamicresources.CLAIM_ON_OTHER_NODE
 NO_DEVICE_OF_CLASS = "NoDeviceOfClass"
 SELECTOR_FALSE = "SelectorFalse"
 DEVICES_TAKEN = "DevicesTaken"
@@ -99,49 +97,6 @@ class ExplainLimits:
     nodes_per_group: int = 5  # node names shown per group
 
 
-@dataclass
-class Reason:
-    """One reason a node does not take the pod.
-
-    ``summary`` is the same text on every node with this cause (nodes are grouped by it);
-    ``details`` are this node's facts (which devices, values, claims), a few of them.
-    """
-
-    kind: str
-    summary: str
-    claim: str = ""
-    request: str = ""
-    details: list[str] = field(default_factory=list)
-    alternatives: list[Reason] = field(default_factory=list)  # a prioritized list's subrequests, in order
-    devices: list[DeviceID] = field(default_factory=list)  # the devices that keep the pod out (taken, tainted, full)
-
-    @property
-    def key(self) -> tuple[Any, ...]:
-        return (self.kind, self.claim, self.request, self.summary, tuple(a.key for a in self.alternatives))
-
-    def text(self) -> str:
-        """The summary with where it applies (claim and request)."""
-        if self.request:
-            return f"claim {self.claim}, request {self.request}: {self.summary}"
-        if self.claim:
-            return f"claim {self.claim}: {self.summary}"
-        return self.summary
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"kind": self.kind, "message": self.text(), "summary": self.summary}
-        if self.claim:
-            out["claim"] = self.claim
-        if self.request:
-            out["request"] = self.request
-        if self.details:
-            out["details"] = list(self.details)
-        if self.alternatives:
-            out["alternatives"] = [a.to_dict() for a in self.alternatives]
-        if self.devices:
-            out["devices"] = ["/".join(d) for d in self.devices]
-        return out
-
-
 def _bounded(items: Sequence[str], limit: int) -> str:
     """``a, b, c (+4 more)``."""
     shown = ", ".join(items[:limit])
@@ -162,19 +117,19 @@ def _typed_value(attr: Any) -> str:
     return "<none>"
 
 
-def _device_attribute(dev: _Device, domain: str, name: str) -> str:
+def _device_attribute(dev: Device, domain: str, name: str) -> str:
     attr = dev.attributes.get(f"{domain}/{name}")
     if attr is None and domain == dev.driver:
         attr = dev.attributes.get(name)
     return _typed_value(attr)
 
 
-def _device_capacity(dev: _Device, domain: str, name: str) -> str:
+def _device_capacity(dev: Device, domain: str, name: str) -> str:
     value = dev.capacity.get(f"{domain}/{name}") if domain and domain != dev.driver else dev.capacity.get(name)
     return value.canonical() if value is not None else "<none>"
 
 
-def selector_values(expression: str, dev: _Device) -> str:
+def selector_values(expression: str, dev: Device) -> str:
     """The values of what ``expression`` reads from the device (``memory=40Gi, model=A``)."""
     parts: list[str] = []
     seen: set[str] = set()
@@ -204,9 +159,9 @@ class _RequestFit:
     """One request (or subrequest) against one node's devices, with nothing else taken yet."""
 
     reasons: list[Reason]
-    usable: list[_Device]
+    usable: list[Device]
     need: int
-    request: _Request
+    request: PreparedRequest
 
 
 class DeviceExplainer:
@@ -243,16 +198,15 @@ class DeviceExplainer:
             after = f" after {timeout:g}s" if timeout is not None else ""
             return [Reason(FILTER_TIMEOUT, f"the device search timed out{after} (the scheduler's filter timeout)")]
         try:
-            prepared = self.allocator._prepare(claims)
-        except _NotAdmin:
+            probe = self.allocator.probe(node, claims)
+        except NotAdmin:
             return self._admin_not_allowed(claims)
-        view = self.allocator.index.node_view(node)
+        view, prepared = probe.view, probe.claims
         invalid = [p for p in view.pools if p.invalid]
         if invalid:
             return [Reason(POOL_INVALID, "invalid resource pools on the node", details=[f"{p.id[0]}/{p.id[1]}: {p.invalid}" for p in invalid])]
-        probe = _Search(self.allocator, prepared, view, (node.get("metadata") or {}).get("name", ""))
         reasons: list[Reason] = []
-        chosen: list[tuple[int, _Claim, _RequestFit]] = []
+        chosen: list[tuple[int, PreparedClaim, _RequestFit]] = []
         for ci, claim in enumerate(prepared):
             for top in claim.requests:
                 if not top.subrequests:
@@ -282,14 +236,14 @@ class DeviceExplainer:
 
     # --- one request ---
 
-    def _request(self, probe: _Search, ci: int, claim: _Claim, req: _Request, view: _NodeView) -> _RequestFit:
+    def _request(self, probe: Search, ci: int, claim: PreparedClaim, req: PreparedRequest, view: NodeView) -> _RequestFit:
         """Sort the node's devices by the first check that keeps ``req`` from them."""
         allocator, features = self.allocator, self.features
         candidates = view.candidates
-        binding_off: list[_Device] = []
-        not_of_class: list[_Device] = []
-        selector_false: dict[int, list[_Device]] = {}
-        matching: list[_Device] = []
+        binding_off: list[Device] = []
+        not_of_class: list[Device] = []
+        selector_false: dict[int, list[Device]] = {}
+        matching: list[Device] = []
         for dev in candidates:
             if allocator.selectable(req, dev):
                 matching.append(dev)
@@ -313,31 +267,31 @@ class DeviceExplainer:
             elif not binding_off:
                 reasons.append(self._no_device_of_class(req, candidates, not_of_class, view, where))
             return _RequestFit(reasons, [], 0, req)
-        need = probe._need(req)
-        taken: list[_Device] = []
-        tainted: dict[str, list[_Device]] = {}
-        capacity: list[_Device] = []
-        counters: list[_Device] = []
-        lacking: list[_Device] = []
-        usable: list[_Device] = []
+        need = probe.need(req)
+        taken: list[Device] = []
+        tainted: dict[str, list[Device]] = {}
+        capacity: list[Device] = []
+        counters: list[Device] = []
+        lacking: list[Device] = []
+        usable: list[Device] = []
         for dev in matching:
-            if probe._in_use(ci, req, dev):
+            if probe.in_use(ci, req, dev):
                 taken.append(dev)
                 continue
             blocking = [t for t in dev.taints if t.get("effect") in _BLOCKING and not tolerations_tolerate(req.tolerations, t)] if features.device_taints else []
             if blocking:
                 tainted.setdefault(_taint_text(blocking[0]), []).append(dev)
                 continue
-            if probe._fit(ci, req, dev, must=False) is not None:
+            if probe.can_take(ci, req, dev):
                 usable.append(dev)
-            elif features.consumable_capacity and (probe._shared(dev) or req.capacity) and probe._capacity_for(dev, req) is False:
+            elif features.consumable_capacity and (probe.shared(dev) or req.capacity) and probe.capacity_for(dev, req) is False:
                 capacity.append(dev)
             elif dev.consumes:
                 counters.append(dev)
             else:
                 lacking.append(dev)
         if len(usable) >= need and need > 0:
-            if not any(d.consumes for d in usable) or probe._counters_suffice(usable, need):
+            if not any(d.consumes for d in usable) or probe.counters_suffice(usable, need):
                 return _RequestFit([], usable, need, req)
             return _RequestFit([Reason(
                 COUNTERS_EXHAUSTED, f"shared counters do not cover {need} devices together", *where,
@@ -374,7 +328,7 @@ class DeviceExplainer:
             reasons.extend(self._selector_reasons(req, selector_false, where))
         return _RequestFit(reasons, usable, need, req)
 
-    def _no_device_of_class(self, req: _Request, candidates: list[_Device], others: list[_Device], view: _NodeView, where: tuple[str, str]) -> Reason:
+    def _no_device_of_class(self, req: PreparedRequest, candidates: list[Device], others: list[Device], view: NodeView, where: tuple[str, str]) -> Reason:
         summary = f"no device of class {req.class_name} on the node"
         if not candidates:
             pools = [p for p in view.pools if p.devices]
@@ -390,7 +344,7 @@ class DeviceExplainer:
             details.append(f"class {req.class_name} selects `{' && '.join(expressions)}`")
         return Reason(NO_DEVICE_OF_CLASS, summary, *where, details=details)
 
-    def _selector_reasons(self, req: _Request, failing: dict[int, list[_Device]], where: tuple[str, str]) -> list[Reason]:
+    def _selector_reasons(self, req: PreparedRequest, failing: dict[int, list[Device]], where: tuple[str, str]) -> list[Reason]:
         reasons = []
         for index, devices in sorted(failing.items()):
             expression = req.selectors[index].expression
@@ -406,7 +360,7 @@ class DeviceExplainer:
             reasons.append(Reason(SELECTOR_FALSE, f"selector `{expression}` is false", *where, details=details))
         return reasons
 
-    def _taken_by(self, devices: list[_Device]) -> str:
+    def _taken_by(self, devices: list[Device]) -> str:
         """``gpu-0, gpu-1 by default/a (pod p); gpu-2 by default/b``: devices grouped by who holds them."""
         by_holder: dict[str, list[str]] = {}
         for dev in devices:
@@ -415,21 +369,21 @@ class DeviceExplainer:
         items = [f"{_bounded(names, self.examples)} by {holder}" for holder, names in by_holder.items()]
         return "; ".join(items[: self.examples]) + (f"; (+{len(items) - self.examples} more claims)" if len(items) > self.examples else "")
 
-    def _capacity_reason(self, probe: _Search, req: _Request, devices: list[_Device], where: tuple[str, str]) -> Reason:
+    def _capacity_reason(self, probe: Search, req: PreparedRequest, devices: list[Device], where: tuple[str, str]) -> Reason:
         items = []
         keys: set[str] = set()
         for dev in devices:
-            if not probe._shared(dev):
+            if not probe.shared(dev):
                 short = [k for k, amount in req.capacity.items() if k not in dev.capacity or amount > dev.capacity[k]]
                 keys.update(short)
                 items.append(f"{dev.name}: " + ", ".join(
                     f"requests {req.capacity[k].canonical()} {k}, has {dev.capacity[k].canonical() if k in dev.capacity else 'none'}" for k in short
                 ))  # fmt: skip
                 continue
-            consumed = _consumption(dev, req)
+            consumed = share_consumption(dev, req)
             if consumed is None:
                 missing = [k for k in req.capacity if k not in dev.capacity]
-                bad = [k for k in req.capacity if k in dev.capacity and _round_to_policy(req.capacity[k], dev.policies.get(k) or {}) is None]
+                bad = [k for k in req.capacity if k in dev.capacity and round_to_policy(req.capacity[k], dev.policies.get(k) or {}) is None]
                 keys.update(missing + bad)
                 facts = [f"has no {k}" for k in missing] + [f"request {req.capacity[k].canonical()} {k} is outside its request policy" for k in bad]
                 items.append(f"{dev.name}: {', '.join(facts)}")
@@ -446,7 +400,7 @@ class DeviceExplainer:
             CAPACITY_EXHAUSTED, f"not enough {', '.join(sorted(keys)) or 'capacity'} left on the devices", *where, details=items[: self.examples], devices=[d.id for d in devices]
         )  # fmt: skip
 
-    def _counters_reason(self, probe: _Search, devices: list[_Device], where: tuple[str, str]) -> Reason:
+    def _counters_reason(self, probe: Search, devices: list[Device], where: tuple[str, str]) -> Reason:
         if not self.features.partitionable_devices:
             return Reason(COUNTERS_EXHAUSTED, "partitionable devices are off (DRAPartitionableDevices)", *where)
         items = []
@@ -457,13 +411,13 @@ class DeviceExplainer:
                 for counter, amount in counters.items():
                     left = available.get((set_name, counter), Fraction(0))
                     if left < amount.as_fraction():
-                        facts.append(f"{set_name}/{counter} needs {amount.canonical()}, {_from_fraction(left, amount.format).canonical()} left")
+                        facts.append(f"{set_name}/{counter} needs {amount.canonical()}, {from_fraction(left, amount.format).canonical()} left")
             items.append(f"{dev.name}: {', '.join(facts)}")
         return Reason(COUNTERS_EXHAUSTED, "shared counters of the devices are used up by other devices", *where, details=items[: self.examples], devices=[d.id for d in devices])
 
     # --- requests together ---
 
-    def _combinations(self, probe: _Search, chosen: list[tuple[int, _Claim, _RequestFit]]) -> list[Reason]:
+    def _combinations(self, probe: Search, chosen: list[tuple[int, PreparedClaim, _RequestFit]]) -> list[Reason]:
         """Every request could be served alone: constraints or competition for the same devices."""
         lists = self.features.list_attributes
         reasons: list[Reason] = []
@@ -474,7 +428,7 @@ class DeviceExplainer:
                     continue
                 total = sum(f.need for f in fits)
                 devices = {d.id: d for f in fits for d in f.usable}
-                values = {dev_id: _attribute_value(d, con.attribute, lists) for dev_id, d in devices.items()}
+                values = {dev_id: attribute_value(d, con.attribute, lists) for dev_id, d in devices.items()}
                 if any(v is not None and len(v) != 1 for v in values.values()):
                     continue  # list attributes intersect in ways counting does not capture
                 groups: dict[Any, set[DeviceID]] = {}
@@ -498,7 +452,7 @@ class DeviceExplainer:
                 ))  # fmt: skip
         if reasons:
             return reasons
-        exclusive = [(claim, f) for _, claim, f in chosen if not f.request.admin and not any(probe._shared(d) for d in f.usable)]
+        exclusive = [(claim, f) for _, claim, f in chosen if not f.request.admin and not any(probe.shared(d) for d in f.usable)]
         union = {d.id: d for _, f in exclusive for d in f.usable}
         total = sum(f.need for _, f in exclusive)
         if len(exclusive) > 1 and total > len(union):
@@ -559,19 +513,6 @@ def device_users(claims: Iterable[Mapping[str, Any]]) -> dict[DeviceID, list[str
     return users
 
 
-def _selector_mismatch(pod: Mapping[str, Any], node: Mapping[str, Any]) -> list[str]:
-    labels = meta(node).get("labels") or {}
-    details = [
-        f"nodeSelector {key}={value}: the node has {labels.get(key, 'no such label')}"
-        for key, value in ((pod.get("spec") or {}).get("nodeSelector") or {}).items()
-        if labels.get(key) != value
-    ]
-    required = (((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
-    if required is not None and not node_selector_matches(required, node):
-        details.append("required node affinity does not match the node's labels")
-    return details
-
-
 class Explainer:
     """Explanations of pods against one scheduler's cache and cycle (the leader's)."""
 
@@ -629,13 +570,14 @@ class Explainer:
         if self.cache.is_binding(object_key(pod)):
             return finish(BINDING, "the scheduler has placed the pod and is binding it now")
 
-        resolved = self.cycle.resolve_claims(pod)
-        if isinstance(resolved, WaitForClaims):
-            waiting = [name for _, name in resolved.claims if not name.startswith("<")]
-            return finish(WAITING_FOR_CLAIMS, resolved.why, waitingFor=waiting)
+        state = self.cycle.begin(pod)
+        if isinstance(state, WaitForClaims):
+            waiting = [name for _, name in state.claims if not name.startswith("<")]
+            return finish(WAITING_FOR_CLAIMS, state.why, waitingFor=waiting)
         names = self.cache.node_names()
-        if isinstance(resolved, str):
-            return finish(UNSCHEDULABLE, resolved, nodes={"total": len(names)})
+        if isinstance(state, Status):
+            return finish(ERROR if state.is_error else UNSCHEDULABLE, state.message, nodes={"total": len(names)})
+        resolved = dynamicresources.dra_state(state).claims
         out["claims"] = [self._claim_summary(c, resolved.entry_names.get(meta(c).get("uid", ""), "")) for c in resolved.claims]
         if not resolved.claims:
             out["note"] = "the pod has no resource claims; only node filters apply"
@@ -645,17 +587,13 @@ class Explainer:
         def claim_name(ref: str) -> str:
             return ref if can_see_namespace(ref.split("/", 1)[0]) else "a claim in another namespace"
 
-        # Extended resources backed by devices: the scheduler's special claim joins the pod's claims
-        # on nodes that do not advertise the resource.
-        mapping = self.cache.resource_classes() if self.cache.features.extended_resource else {}
-        extended = extended_requests(pod, mapping) if mapping else {}
-        allocator: Allocator | None = None
-        devices: DeviceExplainer | None = None
-        if resolved.unallocated or extended:
-            allocator = Allocator(
-                self.cache.index, self.cache.allocated_state(), self.cache.features,
-                namespace_labels=self.cache.namespace_labels, timeout=self.cycle.filter_timeout, cache=self.cache.search_cache,
-            )  # fmt: skip
+        # The cycle's allocator (DynamicResources' PreFilter made it when something is to be
+        # allocated, the extended resources' special claim included) says which devices keep it out.
+        allocator = dynamicresources.dra_state(state).allocator
+        explain_devices: Callable[[Obj, list[Obj]], list[Reason]] | None = None
+        filter_timeout = self.cycle.filter_timeout
+        left = limits.seconds
+        if allocator is not None:
             claims = self.cache.claims.list()
             users = device_users(claims)
             refs = {meta(c).get("uid", ""): "/".join(object_key(c)) for c in claims}
@@ -664,17 +602,24 @@ class Explainer:
                     users.setdefault(dev_id, []).append(refs.get(uid, "a claim being allocated"))
             devices = DeviceExplainer(allocator, users, examples=limits.examples, claim_name=claim_name)
             try:
-                allocator._prepare(resolved.unallocated)
+                allocator.prepare(resolved.unallocated)
             except AllocationError as exc:
                 return finish(ERROR, str(exc), nodes={"total": len(names)})
-            except _NotAdmin:
+            except NotAdmin:
                 pass  # per node, like the scheduler
-        requests = pod_requests(pod, node_allocatable=False)
+
+            def explain_devices(node: Obj, to_allocate: list[Obj]) -> list[Reason]:
+                assert allocator is not None
+                allocator.timeout = min(filter_timeout, left) if filter_timeout is not None else left
+                reasons = devices.explain(node, to_allocate)
+                if reasons and reasons[0].kind == FILTER_TIMEOUT and (filter_timeout is None or left < filter_timeout):
+                    reasons = [Reason(NOT_EXAMINED, "not examined: the explanation ran out of time")]
+                return reasons
+
         groups: dict[tuple[Any, ...], dict[str, Any]] = {}
         fits: list[str] = []
         examined = 0
         not_examined = 0
-        filter_timeout = self.cycle.filter_timeout
         for name in names:
             left = limits.seconds - (time.monotonic() - started)
             if left <= 0:
@@ -684,17 +629,10 @@ class Explainer:
             if node is None:
                 continue
             examined += 1
-            reasons = self._node_reasons(pod, node, requests, resolved.allocated, extended)
-            needed = needed_on_node(extended, self.cache.allocatable(node)) if extended else {}
-            to_allocate = [*resolved.unallocated, special_claim(pod, needed, mapping).claim] if needed else resolved.unallocated
-            if not reasons and devices is not None and allocator is not None and to_allocate:
-                allocator.timeout = min(filter_timeout, left) if filter_timeout is not None else left
-                try:
-                    reasons = devices.explain(node, to_allocate)
-                except AllocationError as exc:
-                    return finish(ERROR, f"node {name}: {exc}", nodes={"total": len(names)})
-                if reasons and reasons[0].kind == FILTER_TIMEOUT and (filter_timeout is None or left < filter_timeout):
-                    reasons = [Reason(NOT_EXAMINED, "not examined: the explanation ran out of time")]
+            try:
+                reasons = self.node_reasons(state, pod, node, explain_devices)
+            except AllocationError as exc:
+                return finish(ERROR, f"node {name}: {exc}", nodes={"total": len(names)})
             if not reasons:
                 fits.append(name)
             else:
@@ -728,31 +666,14 @@ class Explainer:
         parts = [f"{g['count']} {'node' if g['count'] == 1 else 'nodes'}: {'; '.join(r.text() for r in g['reasons'])}" for g in shown]
         return finish(UNSCHEDULABLE, f"0/{len(names)} nodes fit. " + ". ".join(parts[:3]) + ("." if parts else ""), **extra)
 
-    def _node_reasons(self, pod: Obj, node: Obj, requests: Any, allocated: list[Obj], extended: Mapping[str, int]) -> list[Reason]:
-        """Every node filter that fails (the scheduler stops at the first)."""
-        reasons = []
-        if not matches_node_selector_and_affinity(pod, node):
-            reasons.append(Reason(NODE_SELECTOR, REASON_AFFINITY, details=_selector_mismatch(pod, node)))
-        taint = untolerated_taint(pod, node)
-        if taint is not None:
-            reasons.append(Reason(NODE_TAINT, taint))
-        name = meta(node).get("name", "")
-        for short in served_by_devices(self.cache.insufficient(name, node, requests), extended, self.cache.allocatable(node)):
-            reasons.append(Reason(NODE_RESOURCES, short, details=self._resource_details(short, name, node, requests)))
-        for claim in allocated:
-            selector = (claim.get("status") or {}).get("allocation", {}).get("nodeSelector")
-            if not node_selector_matches(selector, node):
-                reasons.append(Reason(CLAIM_ON_OTHER_NODE, REASON_CLAIM_NOT_ON_NODE, "/".join(object_key(claim)), details=["the claim is allocated with devices of other nodes"]))
+    @staticmethod
+    def node_reasons(state: CycleState, pod: Obj, node: Obj, explain_devices: Callable[[Obj, list[Obj]], list[Reason]] | None = None) -> list[Reason]:
+        """Every reason of every filter the cycle runs for the pod against ``node`` (the cycle
+        stops at the first); the device search only where nothing else keeps the node out."""
+        reasons: list[Reason] = []
+        for plugin in state.filters:
+            reasons += plugin.explain(state, pod, node, ExplainContext(reasons, explain_devices))
         return reasons
-
-    def _resource_details(self, short: str, name: str, node: Obj, requests: Mapping[str, Fraction]) -> list[str]:
-        allocatable = self.cache.allocatable(node)
-        used, pods = self.cache.node_usage(name)
-        if short.startswith("Insufficient "):
-            resource = short.split(" ", 1)[1]
-            free = allocatable.get(resource, Fraction(0)) - used.get(resource, Fraction(0))
-            return [f"requests {_amount(requests.get(resource, Fraction(0)))} {resource}, {_amount(free)} of {_amount(allocatable.get(resource, Fraction(0)))} free"]
-        return [f"{pods} pods on the node, it takes {_amount(allocatable.get('pods', Fraction(0)))}"]
 
     def _claim_summary(self, claim: Obj, entry: str) -> dict[str, Any]:
         allocation = (claim.get("status") or {}).get("allocation")
@@ -803,12 +724,6 @@ def _advance(steps: Generator[None, None, dict[str, Any]]) -> dict[str, Any] | N
         result: dict[str, Any] = done.value
         return result
     return None
-
-
-def _amount(value: Fraction) -> str:
-    if value.denominator == 1:
-        return str(value.numerator)
-    return f"{float(value):g}"
 
 
 __all__ = ["DeviceExplainer", "ExplainLimits", "Explainer", "Reason", "allocated_devices", "device_users", "selector_values"]

@@ -28,10 +28,22 @@ from kube.claims import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from kube.extendedresources import is_dra_extended_resource_name
 from kube.objects import Obj
 from kube.pods import Resources, pod_requests
-from schedulers.nodefit import INSUFFICIENT
 
 IN_MEMORY_NAME = "<extended-resources>"  # not a valid object name, so never an existing claim's
 STALE_CLAIM = "cannot schedule extended resource claim"
+
+
+def names_extended_resources(pod: Mapping[str, Any]) -> bool:
+    """Whether a container of the pod names a domain-prefixed resource (a cheap first look, before
+    :func:`extended_requests` works the requests out)."""
+    spec = pod.get("spec") or {}
+    for key in ("containers", "initContainers"):
+        for container in spec.get(key) or ():
+            resources = container.get("resources") or {}
+            for kind in ("requests", "limits"):
+                if any("/" in name for name in resources.get(kind) or ()):
+                    return True
+    return False
 
 
 def extended_requests(pod: Mapping[str, Any], mapping: Mapping[str, str]) -> dict[str, int]:
@@ -46,12 +58,6 @@ def extended_requests(pod: Mapping[str, Any], mapping: Mapping[str, str]) -> dic
 def needed_on_node(extended: Mapping[str, int], allocatable: Resources) -> dict[str, int]:
     """The resources the node must serve with devices: those it does not advertise (or advertises as 0)."""
     return {name: amount for name, amount in extended.items() if not allocatable.get(name)}
-
-
-def served_by_devices(reasons: list[str], extended: Mapping[str, int], allocatable: Resources) -> list[str]:
-    """NodeResourcesFit reasons without those for extended resources the node does not advertise:
-    devices serve them (the allocator decides)."""
-    return [r for r in reasons if not (r.startswith(INSUFFICIENT) and r[len(INSUFFICIENT) :] in extended and not allocatable.get(r[len(INSUFFICIENT) :]))]
 
 
 def find_special_claim(pod: Mapping[str, Any], claims: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:

@@ -6,9 +6,10 @@ fit, and names those pods (the victims). Like upstream:
 1. *Eligibility*: a pod with ``preemptionPolicy: Never`` never preempts; a pod nominated on a
    node where pods it preempted are still terminating waits for them (and, for devices, until
    their claims are deallocated) instead of preempting again.
-2. *Candidates*: only nodes that failed for a reason removing pods can fix (cpu, memory, pod
-   slots; devices with DRAPreemption). On each, every pod of lower priority is removed; if the
-   pod still does not fit, the node is out. Otherwise victims are reprieved one by one, most
+2. *Candidates*: only nodes whose status is Unschedulable, a reason removing pods can fix (cpu,
+   memory, pod slots, host ports, pod anti-affinity, a topology spread skew; devices with
+   DRAPreemption). On each, every pod of lower priority is removed (the filters that read placed
+   pods are asked without them, upstream's RemovePod); if the pod still does not fit, the node is out. Otherwise victims are reprieved one by one, most
    important first (higher priority, then longer running), as long as the pod still fits: what
    remains are the victims. At most 10% of the nodes (at least 100) are tried.
 3. *Choice*: the node whose most important victim has the lowest priority, then the lowest
@@ -34,9 +35,10 @@ from typing import Any
 from kube.pods import Resources, add_resources, pod_priority
 from schedulers.allocator import Allocated, AllocationError, Unschedulable
 from schedulers.cache import Nomination, Obj, is_pod_reference, meta
-from schedulers.cycle import Attempt, ScheduleFailure, SchedulingCycle
-from schedulers.extended import served_by_devices
-from schedulers.nodefit import NOT_HELPFUL, insufficient
+from schedulers.cycle import SchedulingCycle
+from schedulers.framework import NOT_HELPFUL, Code, CycleState, ScheduleFailure, Status, histogram_message
+from schedulers.plugins.dynamicresources import dra_state
+from schedulers.plugins.noderesources import insufficient, pod_fit, served_by_devices
 
 log = logging.getLogger("scheduler")
 
@@ -111,14 +113,6 @@ def _node_local(allocation: Mapping[str, Any], node: str) -> bool:
     return len(fields) == 1 and fields[0].get("key") == "metadata.name" and fields[0].get("operator") == "In" and fields[0].get("values") == [node]
 
 
-def histogram_message(total: int, reasons: Iterable[str]) -> str:
-    """``0/N nodes are available: <count> <reason>, ... .`` over the given per-node reasons."""
-    counts: dict[str, int] = {}
-    for reason in reasons:
-        counts[reason] = counts.get(reason, 0) + 1
-    return f"0/{total} nodes are available: {', '.join(sorted(f'{n} {r}' for r, n in counts.items()))}."
-
-
 class Preemption:
     """Decides preemptions for pods the cycle could not place; see the module docstring."""
 
@@ -134,12 +128,12 @@ class Preemption:
         if spec.get("preemptionPolicy") == "Never":
             return NoPreemption(f"{failure.fit_message} preemption: {NOT_ELIGIBLE_NEVER}")
         nominated = status.get("nominatedNodeName") or ""
-        if nominated and (nominated not in failure.node_reasons or self.cycle.preemption_may_help(failure.node_reasons[nominated])):
+        if nominated and (nominated not in failure.node_statuses or failure.node_statuses[nominated].code == Code.UNSCHEDULABLE):
             waiting = self._still_settling(pod, nominated)
             if waiting is not None:
                 return NoPreemption(f"{failure.fit_message} preemption: {waiting}")
         attempt = self.cycle.prepare(pod)
-        if not failure.potential or not isinstance(attempt, Attempt):
+        if not failure.potential or not isinstance(attempt, CycleState):
             return NoPreemption(self._fit_error(failure, total, {}), clear_nomination=bool(nominated))
         candidates, statuses = self._dry_run(pod, attempt, failure.potential)
         if not candidates:
@@ -148,8 +142,8 @@ class Preemption:
         nomination = Nomination(
             pod=(meta(pod).get("namespace", ""), meta(pod).get("name", "")),
             node=best.node,
-            priority=attempt.fit.priority,
-            requests=attempt.fit.requests,
+            priority=pod_fit(attempt).priority,
+            requests=pod_fit(attempt).requests,
             allocations=best.allocations,
             victim_claims=best.released,
         )
@@ -175,7 +169,7 @@ class Preemption:
 
     # --- dry run ---
 
-    def _dry_run(self, pod: Obj, attempt: Attempt, potential: list[str]) -> tuple[list[_Candidate], dict[str, str]]:
+    def _dry_run(self, pod: Obj, attempt: CycleState, potential: list[str]) -> tuple[list[_Candidate], dict[str, str]]:
         """Candidates from the potential nodes (starting at a moving offset), and why the others failed."""
         total = len(self.cache.node_names())
         wanted = min(len(potential), max(total * MIN_CANDIDATE_NODES_PERCENTAGE // 100, MIN_CANDIDATE_NODES_ABSOLUTE))
@@ -245,10 +239,11 @@ class Preemption:
         """Claims of removed victims whose devices removing them frees (see the module docstring)."""
         return {claim for victim, claim, pods in releasable if victim in removed and pods is not None and pods <= removed}
 
-    def _select_victims(self, pod: Obj, attempt: Attempt, node: Obj) -> _Candidate | str:
+    def _select_victims(self, pod: Obj, attempt: CycleState, node: Obj) -> _Candidate | str:
         """The fewest pods to remove from ``node`` so that the pod fits, or why none will do."""
         name = meta(node).get("name", "")
-        fit = attempt.fit
+        fit = pod_fit(attempt)
+        dra = dra_state(attempt)
         victims = self._victims_on(pod, name, fit.priority)
         if not victims:
             return NO_VICTIMS
@@ -268,12 +263,15 @@ class Preemption:
                     for resource, amount in victim.requests.items():
                         remaining[resource] = remaining.get(resource, 0) - amount
             short = insufficient(fit.requests, remaining, count + len(held) - len(removed), allocatable)
-            if short and attempt.extended:
-                short = served_by_devices(short, attempt.extended, allocatable)
+            if short and fit.extended:
+                short = served_by_devices(short, fit.extended, allocatable)
             if short:
                 return short[0], [], set()
+            placement = self._placement_filters(pod, attempt, node, [v.pod for v in victims if v.uid in removed])
+            if placement is not None:
+                return placement.reasons[0], [], set()
             released = self._released(removed, releasable)
-            claims, _ = attempt.claims_for(pod, allocatable, self.cache.resource_classes())
+            claims, _ = dra.claims_for(pod, allocatable, self.cache.resource_classes())
             if not claims:
                 return None, [], released
             gone = [a for uid in released if (a := self.cache.allocation_of(uid)) is not None]
@@ -302,6 +300,23 @@ class Preemption:
             removed.add(victim.uid)
             chosen.append(victim)
         return _Candidate(name, chosen, allocations, released)
+
+
+    def _placement_filters(self, pod: Obj, attempt: CycleState, node: Obj, removed: list[Obj]) -> Status | None:
+        """The verdict on ``node``, with ``removed`` gone from it, of the filters that read the
+        placed pods (host ports, topology spread, pod affinity: upstream's RemovePod, then the
+        filters): a victim may stand in the way of those, not only of resources."""
+        active = [p for p in self.cycle.placed_pods_filters if any(p is f for f in attempt.filters)]
+        if not active:
+            return None
+        trial = attempt.copy()
+        for plugin in active:
+            plugin.without(trial, [(victim, node) for victim in removed])
+        for plugin in active:
+            status = plugin.filter(trial, pod, node)
+            if status is not None:
+                return status
+        return None
 
 
 def _pick_one(candidates: list[_Candidate]) -> _Candidate:

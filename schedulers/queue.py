@@ -8,7 +8,9 @@ Modelled on upstream's PriorityQueue, simplified:
   (1 s doubling per failed attempt, at most 10 s, like upstream's defaults).
 * ``unschedulable``: pods no node fits. They stay there until :meth:`move_all` reports a cluster
   event that could make them schedulable (then they go to backoff or, if their backoff already
-  expired, straight to active). Nothing retries them on a timer, except a long safety flush.
+  expired, straight to active), or :meth:`move_rejected_by` one that concerns the plugins that
+  rejected them (upstream's queueing hints). Nothing retries them on a timer, except a long
+  safety flush.
 * ``waiting``: pods whose claims do not exist yet (or are being allocated for another pod). They
   are not attempts at all: no backoff, and :meth:`claim_ready` makes them active at once.
 """
@@ -19,7 +21,7 @@ import asyncio
 import time
 from bisect import insort
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
@@ -86,6 +88,7 @@ class SchedulingQueue(Generic[K, C]):
         self._priority: dict[K, int] = {}  # spec.priority of every pod the queue knows (0 when not given)
         self._backoff: dict[K, asyncio.TimerHandle] = {}
         self._unschedulable: dict[K, float] = {}  # key -> time it was parked
+        self._rejected_by: dict[K, frozenset[str]] = {}  # unschedulable key -> the plugins that rejected it
         self._waiting: dict[K, frozenset[C]] = {}
         self._waiters: dict[C, set[K]] = {}
         self._attempts: dict[K, int] = {}
@@ -117,6 +120,7 @@ class SchedulingQueue(Generic[K, C]):
         if timer is not None:
             timer.cancel()
         self._unschedulable.pop(key, None)
+        self._rejected_by.pop(key, None)
         claims = self._waiting.pop(key, None)
         for c in claims or ():
             keys = self._waiters.get(c)
@@ -206,8 +210,9 @@ class SchedulingQueue(Generic[K, C]):
         self._count_attempt(key)
         self._to_backoff(key)
 
-    def unschedulable(self, key: K) -> None:
-        """No node fits: park the pod until an event could change that."""
+    def unschedulable(self, key: K, plugins: Iterable[str] = ()) -> None:
+        """No node fits: park the pod until an event could change that (``plugins``: the ones that
+        rejected it, for :meth:`move_rejected_by`)."""
         self._in_flight.discard(key)
         self._count_attempt(key)
         if key in self._changed:
@@ -217,6 +222,8 @@ class SchedulingQueue(Generic[K, C]):
             return
         self._detach(key)
         self._unschedulable[key] = time.monotonic()
+        if plugins:
+            self._rejected_by[key] = frozenset(plugins)
 
     def wait_for(self, key: K, claims: Iterable[C]) -> None:
         """Park the pod until one of ``claims`` appears or changes (no backoff, no attempt counted)."""
@@ -243,6 +250,17 @@ class SchedulingQueue(Generic[K, C]):
         Returns the number of pods moved.
         """
         keys = list(self._unschedulable)
+        for key in keys:
+            self._to_backoff(key)
+        return len(keys)
+
+    def move_rejected_by(self, plugins: Iterable[str], wants: Callable[[K], bool]) -> int:
+        """An event that concerns ``plugins``: back off, then retry the unschedulable pods one of
+        them rejected and for which ``wants`` (the plugin's queueing hint) says the event may help."""
+        if not self._rejected_by:
+            return 0
+        concerned = frozenset(plugins)
+        keys = [key for key, rejected in self._rejected_by.items() if rejected & concerned and wants(key)]
         for key in keys:
             self._to_backoff(key)
         return len(keys)

@@ -123,4 +123,4 @@ class Scheduler:
                 self.binder.deallocate_stale(pod, result.pinning_claims)
             if result.stale_extended_claim is not None:
                 self.binder.delete_stale_special_claim(pod, result.stale_extended_claim)
-            self.binder.unschedulable(pod, message, result.reason, clear_nomination=clear_nomination)
+            self.binder.unschedulable(pod, message, result.reason, clear_nomination=clear_nomination, plugins=result.plugins)

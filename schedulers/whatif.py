@@ -34,10 +34,12 @@ from typing import Any
 import orjson
 
 from kube.informer import Informer, object_key
-from schedulers.allocator import AllocationError
 from schedulers.cache import Key, Obj, SchedulerCache, meta
-from schedulers.cycle import Attempt, Placement, ScheduleFailure, SchedulingCycle, WaitForClaims
+from schedulers.cycle import NodeFilter, NodeScore, NodeVerdict, SchedulingCycle
 from schedulers.explain import NOT_EXAMINED, SCHEDULABLE, UNSCHEDULABLE, Explainer, ExplainLimits
+from schedulers.framework import CycleState, Placement, ScheduleFailure, WaitForClaims
+from schedulers.plugins.dynamicresources import NodeOutcome, dra_state
+from schedulers.plugins.noderesources import pod_fit
 
 RESERVED_FOR_MAX = 256  # ResourceClaimReservedForMaxSize: consumers one claim may have
 DEFAULT_ALLOCATABLE = {"cpu": "32", "memory": "256Gi", "pods": "110"}  # the kubelet simulator's nodes
@@ -127,46 +129,50 @@ class _Verdicts:
 
     def __init__(self, cycle: SchedulingCycle) -> None:
         self._signature: Any = None
-        self._attempt: Attempt | None = None
-        self._filtered: dict[str, tuple[Any, Any]] = {}
+        self._state: CycleState | None = None
+        self._filtered: dict[str, NodeVerdict] = {}
         self._scores: dict[str, int] = {}
+        self._cycle = cycle
+        self._filter: NodeFilter
+        self._score: NodeScore
         self._filter, self._score = cycle.replace_node_checks(self.filter, self.score)  # this copy's cycle only
 
-    def filter(self, pod: Obj, node: Obj, fit: Any, selectors: list[Any], allocator: Any, attempt: Attempt) -> Any:
-        if attempt is not self._attempt:  # a new cycle: is it the same pod to the nodes?
-            self._attempt = attempt
-            signature = self._shape(attempt)
+    def filter(self, state: CycleState, pod: Obj, node: Obj) -> NodeVerdict:
+        if state is not self._state:  # a new cycle: is it the same pod to the nodes?
+            self._state = state
+            signature = self._shape(self._cycle, state)
             if signature is None or signature != self._signature:
                 self.forget_all()
                 self._signature = signature
         signature = self._signature
         if signature is None:
-            return self._filter(pod, node, fit, selectors, allocator, attempt)
+            return self._filter(state, pod, node)
         name = meta(node).get("name", "")
         known = self._filtered.get(name)
         if known is None:
-            reason, outcome, _claims, _special = self._filter(pod, node, fit, selectors, allocator, attempt)
-            if isinstance(reason, AllocationError):
-                return reason, outcome, _claims, _special
-            known = self._filtered[name] = (reason, outcome)
-        reason, outcome = known
-        return reason, outcome, attempt.claims.unallocated if outcome is not None else [], None
+            known = self._filter(state, pod, node)
+            if known[0] is not None and known[0].is_error:
+                return known
+            self._filtered[name] = known
+        return known
 
-    def score(self, node: Obj, allocator: Any, outcome: Any) -> int:
+    def score(self, state: CycleState, node: Obj, result: NodeOutcome) -> int:
         if self._signature is None:
-            return self._score(node, allocator, outcome)
+            return self._score(state, node, result)
         name = meta(node).get("name", "")
         known = self._scores.get(name)
         if known is None:
-            known = self._scores[name] = self._score(node, allocator, outcome)
+            known = self._scores[name] = self._score(state, node, result)
         return known
 
     @staticmethod
-    def _shape(attempt: Attempt) -> Any:
-        claims = attempt.claims
-        if claims.allocated or attempt.extended or len(claims.unallocated) != len(claims.claims) or claims.group_refs or claims.gang:
+    def _shape(cycle: SchedulingCycle, state: CycleState) -> Any:
+        if cycle.depends_on_placements(state):
+            return None  # pod affinity or topology spread: a placement changes other nodes' verdicts
+        claims = dra_state(state).claims
+        if claims.allocated or dra_state(state).extended or len(claims.unallocated) != len(claims.claims) or claims.group_refs or claims.gang:
             return None
-        return (attempt.fit.key, tuple(orjson.dumps(c.get("spec"), option=orjson.OPT_SORT_KEYS) for c in claims.unallocated))
+        return (pod_fit(state).key, tuple(orjson.dumps(c.get("spec"), option=orjson.OPT_SORT_KEYS) for c in claims.unallocated))
 
     def replay(self, cycle: SchedulingCycle, pod: Obj) -> Placement | None:
         """The cycle's choice for ``pod``, walking the nodes as the cycle does but asking its node
@@ -180,17 +186,17 @@ class _Verdicts:
         """
         if self._signature is None or cycle.features.node_allocatable_resources:
             return None
-        attempt = cycle.prepare(pod)
-        if not isinstance(attempt, Attempt) or self._shape(attempt) != self._signature:
+        state = cycle.prepare(pod)
+        if not isinstance(state, CycleState) or self._shape(cycle, state) != self._signature:
             return None
+        self._state = state  # the same pod to the nodes: what is remembered holds
         names = cycle.cache.node_names()
         count = len(names)
         if not count:
             return None
         start = cycle.walk_start(count)
         filtered, scores, get_node = self._filtered, self._scores, cycle.cache.nodes.get
-        allocator: Any = None
-        best: tuple[int, str, Any] | None = None
+        best: tuple[int, str, NodeOutcome] | None = None
         feasible = processed = 0
         for i in range(count):
             processed += 1
@@ -201,12 +207,9 @@ class _Verdicts:
                 node = get_node("", name)
                 if node is None:
                     continue
-                if allocator is None and (attempt.claims.unallocated or attempt.extended):
-                    allocator = cycle.allocator()
-                reason, outcome, _, _ = self.filter(pod, node, attempt.fit, attempt.selectors, allocator, attempt)
-                if isinstance(reason, AllocationError):
+                known = self.filter(state, pod, node)
+                if known[0] is not None and known[0].is_error:
                     return None
-                known = (reason, outcome)
             if known[0] is not None:
                 continue
             score = scores.get(name)
@@ -214,7 +217,7 @@ class _Verdicts:
                 node = node or get_node("", name)
                 if node is None:
                     continue
-                score = self.score(node, allocator, known[1])
+                score = self.score(state, node, known[1])
             feasible += 1
             if best is None or (score, name) < (best[0], best[1]):
                 best = (score, name, known[1])
@@ -223,11 +226,7 @@ class _Verdicts:
         if best is None:
             return None  # no node fits: the cycle says so in its words
         cycle.walked(start, processed, count)
-        claims, outcome = attempt.claims, best[2]
-        allocations = (
-            dict(zip((meta(c).get("uid", "") for c in claims.unallocated), outcome.allocations, strict=True)) if outcome is not None else {}
-        )
-        return Placement(best[1], claims.claims, allocations, attempt.fit.requests, [], claims.group_refs, claims.gang)
+        return cycle.dynamic_resources.placement(state, pod, best[1], best[2], pod_fit(state).requests)
 
     def placed(self, node: str, allocations: Iterable[Mapping[str, Any] | None]) -> None:
         """A copy went to ``node``: its verdict is stale (every node's, if devices elsewhere were taken)."""

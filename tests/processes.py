@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Seque
 from pathlib import Path
 from typing import Any
 
+from devtools.progress import STALL_LIMIT, START_TIMEOUT, Progress
 from devtools.server import REPO_ROOT, stop_process
 from kube.client import KubeClient
 from kube.errors import ApiError
@@ -28,6 +29,30 @@ def eventually(check: Callable[[], Any], what: str = "condition", timeout: float
         if result:
             return result
         assert time.monotonic() < deadline, f"{what}: not met in {timeout}s"
+        time.sleep(interval)
+
+
+def eventually_while_progressing(
+    check: Callable[[], Any], what: str, processes: Sequence[tuple[subprocess.Popen[bytes], Path | None]],
+    timeout: float = START_TIMEOUT, stall: float = STALL_LIMIT, interval: float = 0.1,
+) -> Any:  # fmt: skip
+    """``eventually`` for what starting processes bring about: it waits as long as one of them makes
+    progress (its log grows or it spends CPU time), at most ``timeout`` seconds, and fails once none
+    has for ``stall`` seconds or one exits, naming what it waited for and the processes' last lines."""
+    watched = [(process, Progress(process.pid, log)) for process, log in processes]
+    started = last_progress = time.monotonic()
+    while True:
+        result = check()
+        if result:
+            return result
+        now = time.monotonic()
+        for process, progress in watched:
+            assert process.poll() is None, f"{what}: {process.args!r} exited with {process.returncode}{progress.log_tail()}"
+            if progress.moved():
+                last_progress = now
+        tails = "".join(progress.log_tail(3) for _, progress in watched)
+        assert now - last_progress < stall, f"{what}: no process made progress for {stall:.0f} s (after {now - started:.0f} s){tails}"
+        assert now - started < timeout, f"{what}: not met in {timeout:.0f} s although the processes kept working{tails}"
         time.sleep(interval)
 
 

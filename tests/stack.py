@@ -19,7 +19,7 @@ from devtools.devstack import node_names, worker_commands
 from devtools.grants import apply_grants
 from devtools.ports import free_port
 from devtools.server import REPO_ROOT, ServerProcess, migrated_sqlite, stop_process
-from tests.processes import eventually
+from tests.processes import eventually_while_progressing
 
 
 @dataclass
@@ -80,7 +80,8 @@ def running_stack(tmp: Path, *, nodes: int = 2, profile: str = "gpu", explain: b
                 slices = admin.get("/apis/resource.k8s.io/v1/resourceslices").json().get("items") or []
                 return lease.status_code == 200 and len({s["spec"].get("nodeName") for s in slices}) >= nodes
 
-            eventually(ready, "the scheduler leads and every node published its devices", timeout=60)
+            started = [(process, stack.tmp / f"{name}.log") for name, process in stack.workers.items()]
+            eventually_while_progressing(ready, "the scheduler leads and every node published its devices", started)
         yield stack
     finally:
         for name in list(stack.workers):

@@ -32,8 +32,8 @@ from app.api.options import (
 )
 from app.auth import context as requests
 from app.auth.admission import CREATE, DELETE, UPDATE
-from app.registry import SCOPE_KIND
-from app.registry.base import ActionSubresource, ComputedSubresource, KindStrategy, Obj, RequestContext
+from app.registry import SCOPE_KIND, lookup_kind
+from app.registry.base import ActionSubresource, ComputedSubresource, KindStrategy, Obj, RequestContext, ScaleSubresource
 from app.registry.objectmeta import validate_object_meta, validate_object_meta_update
 from app.storage.cache import ADDED, DELETED, MODIFIED, StoredObject
 from app.storage.dialects import WriteOp
@@ -127,11 +127,24 @@ class GenericStore:
 
     def context(self, namespace: str = "") -> RequestContext:
         labels = SCOPE_KIND.labels_of(self._scope(namespace)) if namespace else {}
-        return RequestContext(self.gates, labels, requester=requests.current(), tokens=self.tokens, lookup=self.lookup, lookup_all=self.lookup_all)
+        return RequestContext(
+            self.gates, labels, requester=requests.current(), tokens=self.tokens, lookup=self.lookup, lookup_all=self.lookup_all, resolve_kind=lookup_kind
+        )
 
     @staticmethod
-    def _admit(operation: str, strategy: KindStrategy, namespace: str, name: str, new: Obj | None, old: Obj | None, subresource: str = "") -> None:
-        """Admission by identity (NodeRestriction) of one write the requester makes."""
+    def _admit(
+        operation: str,
+        strategy: KindStrategy,
+        namespace: str,
+        name: str,
+        new: Obj | None,
+        old: Obj | None,
+        subresource: str = "",
+        *,
+        options: WriteOptions | DeleteOptions | None = None,
+        kind: str = "",
+    ) -> None:
+        """Admission of one write the requester makes (NodeRestriction, the admission policies)."""
         requester = requests.current()
         if requester is None:
             return
@@ -145,6 +158,10 @@ class GenericStore:
                 "name": name,
                 "obj": new,
                 "old": old,
+                "version": strategy.version,
+                "kind": kind or strategy.kind,
+                "dry_run": options is not None and options.dry_run,
+                "options": (lambda: options.admission_options(operation)) if options is not None else None,
             }
         )
 
@@ -476,6 +493,7 @@ class GenericStore:
         if generated:
             # After PrepareForCreate and before validation, which checks the name too (upstream's BeforeCreate).
             metadata["name"] = _generated_name(generate)
+        strategy.prepare_named(obj, ctx)
         strategy.default(obj, ctx)
         strategy.drop_disabled_fields(obj, None, ctx)
         if strategy.stored:
@@ -486,7 +504,7 @@ class GenericStore:
         warnings.extend(ctx.warnings)
         if not strategy.stored:
             return WriteResult(strategy.respond(obj, ctx), created=True, warnings=warnings)
-        self._admit(CREATE, strategy, namespace, name, obj, None)
+        self._admit(CREATE, strategy, namespace, name, obj, None, options=wopts)
         if not applied:
             ssa.update_managed_fields(None, obj, wopts.field_manager, "Update", strategy.api_version, now, reset_fields=strategy.reset_fields())
         await self._admit_write(CREATE, strategy, namespace, metadata["name"], obj, None, wopts.dry_run)
@@ -562,11 +580,14 @@ class GenericStore:
         wopts: WriteOptions,
         operation: str,
         warnings: list[str],
+        subresource: str = "",
     ) -> Obj | None:
         """Shared update rules: preconditions, system metadata, strategy hooks, validation.
 
         A write through ``/status`` comes with the kind's status strategy, whose hooks keep
-        everything but status from the stored object."""
+        everything but status from the stored object; a write through another subresource
+        (``scale``) with the kind's own strategy names that subresource here."""
+        subresource = subresource or strategy.subresource
         old = current.obj
         metadata = new["metadata"]
         name = old["metadata"]["name"]
@@ -604,7 +625,7 @@ class GenericStore:
             # Before validation, as upstream's field manager runs first: managedFields a client
             # sent that cannot be read give way to the stored ones, and what is left is validated.
             ssa.update_managed_fields(
-                old, new, wopts.field_manager, operation, strategy.api_version, now_rfc3339(), strategy.subresource, reset_fields=strategy.reset_fields()
+                old, new, wopts.field_manager, operation, strategy.api_version, now_rfc3339(), subresource, reset_fields=strategy.reset_fields()
             )
         errs = self._validate_meta(strategy, new, old) + strategy.validate_update(new, old, ctx)
         if strategy.tracks_generation and strategy.spec_changed(new, old):
@@ -612,7 +633,7 @@ class GenericStore:
         if errs:
             raise self._invalid(strategy, name, errs)
         warnings.extend(ctx.warnings)
-        self._admit(UPDATE, strategy, old["metadata"].get("namespace", ""), name, new, old)
+        self._admit(UPDATE, strategy, old["metadata"].get("namespace", ""), name, new, old, subresource, options=wopts)
         if _same_object(new, old):
             return None
         return new
@@ -716,7 +737,7 @@ class GenericStore:
             meta = current.obj["metadata"]
             self._check_delete_preconditions(strategy, name, meta, dopts)
             strategy.check_delete(current.obj)
-            self._admit(DELETE, strategy, ns, name, None, current.obj)
+            self._admit(DELETE, strategy, ns, name, None, current.obj, options=dopts)
             new = current.copy()
             new_meta = new["metadata"]
             grace = strategy.delete_grace_period(current.obj, dopts.grace_period_seconds)
@@ -728,6 +749,9 @@ class GenericStore:
             policy = dopts.propagation_policy
             if policy is None and dopts.orphan_dependents:
                 policy = "Orphan"
+            if policy is None and dopts.orphan_dependents is None and not {"orphan", "foregroundDeletion"} & set(finalizers):
+                # Neither the request nor the object says: the kind's default (upstream's DefaultGarbageCollectionPolicy).
+                policy = strategy.default_propagation_policy
             if policy == "Foreground" and "foregroundDeletion" not in finalizers:
                 finalizers.append("foregroundDeletion")
             elif policy == "Orphan" and "orphan" not in finalizers:
@@ -796,7 +820,9 @@ class GenericStore:
             if current is None:
                 return None
             self._check_preconditions(strategy, name, current.obj["metadata"], uid, resource_version)
-            self._admit(CREATE if "create" in subresource.verbs else UPDATE, strategy, namespace, name, body, current.obj, subresource.name)
+            operation = CREATE if "create" in subresource.verbs else UPDATE
+            kind = subresource.group_version_kind(strategy)[2]
+            self._admit(operation, strategy, namespace, name, body, current.obj, subresource.name, options=wopts, kind=kind)
             new = subresource.apply(strategy, name, body, current.copy())
             if new == current.obj:
                 return None
@@ -807,6 +833,64 @@ class GenericStore:
         return await self.guaranteed_update(strategy, namespace, name, mutate, dry_run=wopts.dry_run, subresource=subresource.name)
 
 
+    async def get_scale(self, strategy: KindStrategy, subresource: ScaleSubresource, namespace: str, name: str) -> Obj:
+        """The Scale of the stored object."""
+        stored = await self.get(strategy, namespace, name)
+        return subresource.scale_of(stored.obj)
+
+    async def update_scale(
+        self, strategy: KindStrategy, subresource: ScaleSubresource, namespace: str, name: str, change: Callable[[Obj], Any], wopts: WriteOptions
+    ) -> tuple[Obj, list[str]]:
+        """Set the object's replicas from the Scale ``change`` makes of its current Scale (a PUT's
+        body, a patch applied to it), as upstream's ScaleREST: the Scale is checked (its type, name,
+        replicas), its resourceVersion and uid are the update's preconditions, and the object is
+        updated under the kind's own rules. Returns the new Scale and the write's warnings."""
+        warnings: list[str] = []
+
+        def mutate(current: StoredObject | None) -> Obj | None:
+            if current is None:
+                return None
+            scale = self._checked_scale(strategy, subresource, namespace, name, change(subresource.scale_of(current.obj)))
+            meta = scale["metadata"]
+            uid = meta.get("uid")
+            if uid and uid != current.obj["metadata"].get("uid"):
+                why = f"Precondition failed: UID in precondition: {uid}, UID in object meta: {current.obj['metadata'].get('uid', '')}"
+                raise errors.conflict(f"{strategy.plural}/scale.{strategy.group}" if strategy.group else f"{strategy.plural}/scale", name, strategy.group, f"{strategy.plural}/scale", why)
+            new = current.copy()
+            new["spec"]["replicas"] = (scale.get("spec") or {}).get("replicas") or 0
+            new["metadata"]["resourceVersion"] = meta.get("resourceVersion") or ""
+            return self._prepare_update(strategy, current, new, wopts, "Update", warnings, subresource.name)
+
+        result = await self.guaranteed_update(strategy, namespace, name, mutate, dry_run=wopts.dry_run)
+        obj = result.obj.obj if isinstance(result.obj, StoredObject) else result.obj
+        return subresource.scale_of(obj), warnings
+
+    def _checked_scale(self, strategy: KindStrategy, subresource: ScaleSubresource, namespace: str, name: str, scale: Any) -> Obj:
+        """A Scale a client wrote, as upstream's decoding and ValidateScale take it: 400 for another
+        type or place, 422 (Scale.autoscaling) for replicas below 0."""
+        group, version, kind = subresource.group_version_kind(strategy)
+        api_version = f"{group}/{version}"
+        if not isinstance(scale, dict):
+            raise errors.bad_request(f"the body of the request must be a {kind} object")
+        if scale.get("apiVersion") not in (None, "", api_version) or scale.get("kind") not in (None, "", kind):
+            raise errors.bad_request(f'{scale.get("kind") or kind} in version "{str(scale.get("apiVersion") or api_version).rsplit("/", 1)[-1]}" cannot be handled as a {kind}')
+        mismatch = bodies.kind_decode_error(scale, api_version, kind)
+        if mismatch is not None:
+            raise errors.bad_request(f'{kind} in version "{version}" cannot be handled as a {kind}: {mismatch}')
+        schemas.prune_unknown_fields(scale, api_version, kind)
+        meta = scale.get("metadata")
+        if meta is None:
+            meta = scale["metadata"] = {}
+        if not isinstance(meta, dict):
+            raise errors.bad_request("metadata must be an object")
+        self._check_name(meta, name)
+        if meta.get("namespace") not in (None, "", namespace):
+            raise errors.bad_request("the namespace of the provided object does not match the namespace sent on the request")
+        replicas = (scale.get("spec") or {}).get("replicas") or 0
+        if replicas < 0:
+            raise errors.invalid_object(kind, name, group, [errors.invalid("spec.replicas", replicas, "must be greater than or equal to 0")])
+        return scale
+
     async def compute_subresource(self, strategy: KindStrategy, subresource: ComputedSubresource, namespace: str, name: str, body: Any) -> Obj:
         """The answer of a computed subresource (a token) about the stored object; nothing is written."""
         kind = subresource.group_version_kind(strategy)[2]
@@ -815,7 +899,7 @@ class GenericStore:
         current = self.storage.cached(strategy.stored_resource, namespace if strategy.namespaced else "", name)
         if current is None:
             raise self._not_found(strategy, name)
-        self._admit(CREATE, strategy, namespace, name, body, current.obj, subresource.name)
+        self._admit(CREATE, strategy, namespace, name, body, current.obj, subresource.name, kind=kind)
         return subresource.respond(strategy, current.obj, body, self.context(namespace))
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
 import re
 from collections.abc import AsyncIterator, Sequence
@@ -32,6 +31,7 @@ from app.api import bodies, discovery, protobuf, tables
 from app.api.generic import WriteResult
 from app.api.options import table_include_object
 from app.api.tables import Conversion
+from app.auth.context import warning_header_value
 from app.registry.base import KindStrategy, Obj
 from app.storage.cache import StoredObject, event_line_parts
 from kube import errors
@@ -391,9 +391,7 @@ def warning_headers(warnings: list[str]) -> dict[str, str]:
     if not warnings:
         return {}
     # Starlette joins repeated headers poorly; one header with comma-separated warn-values is valid HTTP.
-    # A quoted string with control and non-ASCII characters escaped (as Go's strconv.Quote does):
-    # header values may hold neither.
-    return {"Warning": ", ".join(f"299 - {json.dumps(w)}" for w in warnings)}
+    return {"Warning": warning_header_value(warnings)}
 
 
 def _plain(item: StoredObject | Obj) -> Obj:

@@ -175,6 +175,22 @@ class WriteOptions:
     field_manager: str = ""
     field_validation: str = "Warn"
     force: bool = False
+    # Which options these are (CreateOptions, UpdateOptions, PatchOptions).
+    kind: str = CREATE_OPTIONS
+
+    def admission_options(self, operation: str) -> dict[str, Any]:
+        """These options as admission shows them (``request.options``): a CREATE is made with
+        CreateOptions, whatever verb asked for it (a PUT or an apply that creates)."""
+        kind = CREATE_OPTIONS if operation == "CREATE" else self.kind
+        out: dict[str, Any] = {"kind": kind, "apiVersion": "meta.k8s.io/v1"}
+        if self.dry_run:
+            out["dryRun"] = [DRY_RUN_ALL]
+        if kind == PATCH_OPTIONS and self.force:
+            out["force"] = True
+        if self.field_manager:
+            out["fieldManager"] = self.field_manager
+        out["fieldValidation"] = self.field_validation
+        return out
 
     @classmethod
     def parse(
@@ -209,6 +225,7 @@ class WriteOptions:
             field_manager=manager or default_field_manager(user_agent),
             field_validation=validation or "Warn",
             force=parse_bool(params, "force"),
+            kind=kind,
         )
 
 
@@ -263,6 +280,22 @@ class DeleteOptions:
     preconditions_rv: str | None = None
     dry_run: bool = False
     orphan_dependents: bool | None = None
+
+    def admission_options(self, operation: str = "DELETE") -> dict[str, Any]:
+        """These options as admission shows them (``request.options``)."""
+        out: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1"}
+        if self.grace_period_seconds is not None:
+            out["gracePeriodSeconds"] = self.grace_period_seconds
+        preconditions = {k: v for k, v in (("uid", self.preconditions_uid), ("resourceVersion", self.preconditions_rv)) if v is not None}
+        if preconditions:
+            out["preconditions"] = preconditions
+        if self.orphan_dependents is not None:
+            out["orphanDependents"] = self.orphan_dependents
+        if self.propagation_policy is not None:
+            out["propagationPolicy"] = self.propagation_policy
+        if self.dry_run:
+            out["dryRun"] = [DRY_RUN_ALL]
+        return out
 
     @classmethod
     def parse(cls, params: Mapping[str, str], body: object, dry_run: list[str] | None = None) -> DeleteOptions:

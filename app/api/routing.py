@@ -23,12 +23,13 @@ from app.api.handlers.create import create
 from app.api.handlers.delete import delete, delete_collection
 from app.api.handlers.get import get, list_resource
 from app.api.handlers.patch import patch
+from app.api.handlers.scale import get_scale, patch_scale, update_scale
 from app.api.handlers.scope import Handler, RequestScope
 from app.api.handlers.update import update
 from app.api.requestinfo import request_verb
 from app.api.storagestatus import storage_status
 from app.registry import served_kinds
-from app.registry.base import ActionSubresource, ComputedSubresource, KindStrategy, StatusSubresource, Subresource
+from app.registry.base import ActionSubresource, ComputedSubresource, KindStrategy, ScaleSubresource, StatusSubresource, Subresource
 from app.storage.errors import RequestTooLarge, StorageFailure, StorageUnavailable
 from kube import errors
 from kube.errors import ApiError
@@ -89,6 +90,8 @@ def _subresource_route(owner: KindStrategy, sub: Subresource) -> Route:
         return Route(owner, {_VERB_METHODS[verb]: act for verb in sub.verbs}, sub)
     if isinstance(sub, ComputedSubresource):
         return Route(owner, {"POST": compute}, sub)
+    if isinstance(sub, ScaleSubresource):
+        return Route(owner, {"GET": get_scale, "PUT": update_scale, "PATCH": patch_scale}, sub)
     raise TypeError(f"{owner.plural}/{sub.name}: no handlers for a {type(sub).__name__}")
 
 

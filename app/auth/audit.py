@@ -46,6 +46,7 @@ class AuditLog:
         finished: float,
         decision: str = "",
         reason: str = "",
+        annotations: dict[str, str] | None = None,
     ) -> None:
         event: dict[str, Any] = {
             "kind": "Event",
@@ -79,8 +80,10 @@ class AuditLog:
         event["responseStatus"] = {"metadata": {}, "code": code}
         event["requestReceivedTimestamp"] = _micro_time(received)
         event["stageTimestamp"] = _micro_time(finished)
-        if decision:
-            event["annotations"] = {"authorization.k8s.io/decision": decision, "authorization.k8s.io/reason": reason}
+        if decision or annotations:
+            # Authorization's decision, then what admission added (policies' audit annotations).
+            noted = {"authorization.k8s.io/decision": decision, "authorization.k8s.io/reason": reason} if decision else {}
+            event["annotations"] = {**noted, **(annotations or {})}
         line = orjson.dumps(event) + b"\n"
         with self._lock:
             self._out.write(line)

@@ -53,6 +53,12 @@ PROJECT_CONTROLLERS = (
     "resourcequota-controller",
     "service-account-controller",
     "root-ca-cert-publisher",
+    "replicaset-controller",
+    "deployment-controller",
+    "job-controller",
+    "ttl-after-finished-controller",
+    "daemon-set-controller",
+    "statefulset-controller",
 )
 CONTROLLER_MANAGER_BINDING_PREFIX = "system:dra-controller-manager:"
 

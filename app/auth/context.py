@@ -35,6 +35,8 @@ class Requester:
     audit: dict[str, Any] = field(default_factory=dict)
     # The configured authorization modes, in order (what a rules review asks of each).
     modes: tuple[str, ...] = ()
+    # Warnings admission gave for the response (each once, in order: upstream's warning recorder).
+    warnings: list[str] = field(default_factory=list)
     _attributes: Attributes | None = None
 
     @property
@@ -139,9 +141,23 @@ class Requester:
     def admit(self, request_args: dict[str, Any]) -> None:
         if not self.admission:
             return
-        request = AdmissionRequest(user=self.user, **request_args)
+        request = AdmissionRequest(user=self.user, recorder=self, **request_args)
         for plugin in self.admission:
             plugin.admit(request)
+
+    def warn(self, text: str) -> None:
+        if text not in self.warnings:
+            self.warnings.append(text)
+
+    def annotate(self, key: str, value: str) -> None:
+        """An annotation of the request's audit event (the first value given a key stands, as upstream's)."""
+        self.audit.setdefault("annotations", {}).setdefault(key, value)
+
+
+def warning_header_value(warnings: list[str]) -> str:
+    """Warnings as one Warning header's value: ``299 - "text"`` each, comma-separated (a quoted
+    string with control and non-ASCII characters escaped, as header values may hold neither)."""
+    return ", ".join(f"299 - {json.dumps(w)}" for w in warnings)
 
 
 _current: contextvars.ContextVar[Requester | None] = contextvars.ContextVar("requester", default=None)

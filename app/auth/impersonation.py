@@ -5,7 +5,6 @@ upstream's constrained modes are tried first (``ConstrainedImpersonation``)."""
 
 from __future__ import annotations
 
-import re
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -25,8 +24,8 @@ from app.auth.user import (
     service_account_groups,
     split_service_account_username,
 )
-from app.registry.objectmeta import dns1123_subdomain_problems
-from kube.errors import ApiError, FieldError, go_quote, invalid
+from app.registry.objectmeta import dns1123_subdomain_problems, validate_domain_prefixed_path
+from kube.errors import ApiError, go_quote
 
 USER_HEADER = "impersonate-user"
 UID_HEADER = "impersonate-uid"
@@ -161,7 +160,7 @@ def _extra_problem(extra: dict[str, tuple[str, ...]]) -> str:
         values = extra[key]
         if not key:
             return "impersonating the empty string key in extra is not allowed"
-        errors = [str(e) for e in _domain_prefixed_path_errors(key)]
+        errors = [str(e) for e in validate_domain_prefixed_path(key, "extra.key")]
         if errors:
             joined = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
             return f"impersonating an invalid key in extra is not allowed: {joined}"
@@ -172,22 +171,6 @@ def _extra_problem(extra: dict[str, tuple[str, ...]]) -> str:
         if "" in values:
             return "impersonating the empty string value in extra is not allowed"
     return ""
-
-
-_HTTP_PATH = r"[A-Za-z0-9/\-._~%!$&'()*+,;=:]+"
-_HTTP_PATH_RE = re.compile(f"^{_HTTP_PATH}$")
-
-
-def _domain_prefixed_path_errors(key: str) -> list[FieldError]:
-    """apimachinery's IsDomainPrefixedPath on an extra's key (field ``extra.key``)."""
-    path = "extra.key"
-    host, slash, rest = key.partition("/")
-    if not slash or not host or not rest:
-        return [invalid(path, key, 'must be a domain-prefixed path (such as "acme.io/foo")')]
-    errors = [invalid(path, host, problem) for problem in dns1123_subdomain_problems(host)]
-    if not _HTTP_PATH_RE.match(rest):
-        return [*errors, invalid(path, rest, f"Invalid path (regex used for validation is '{_HTTP_PATH}')")]
-    return errors
 
 
 class ConstrainedImpersonation:

@@ -41,6 +41,7 @@ from app.auth.authorizers import (
 from app.auth.impersonation import ConstrainedImpersonation, impersonate, wanted_user
 from app.auth.node import NodeAuthorizer, NodeGraph
 from app.auth.noderestriction import NodeRestriction
+from app.auth.policies import ValidatingAdmissionPolicies
 from app.auth.rbac import RBACAuthorizer, RBACIndex
 from app.auth.user import SYSTEM_PRIVILEGED_GROUP, UserInfo
 from app.config import Settings
@@ -53,9 +54,10 @@ log = logging.getLogger("app.auth")
 DEFAULT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 # Where the TLS layer puts the client certificate (DER) in the ASGI scope.
 PEER_CERTIFICATE = "dra.peer_certificate"
-ADMISSION_PLUGINS = ("NodeRestriction", "ResourceQuota")
+# The admission plugins this server has, in upstream's order.
+ADMISSION_PLUGINS = ("NodeRestriction", "ValidatingAdmissionPolicy", "ResourceQuota")
 # On unless --disable-admission-plugins names them, as upstream's default plugins are.
-DEFAULT_ADMISSION_PLUGINS = ("ResourceQuota",)
+DEFAULT_ADMISSION_PLUGINS = ("ValidatingAdmissionPolicy", "ResourceQuota")
 
 
 class ConfigurationError(ValueError):
@@ -109,7 +111,10 @@ class AuthSystem:
         # Everything is allowed: skip attribute parsing and the authorizers on the request path.
         self.allow_all = self.modes == ("AlwaysAllow",)
         self.admission_plugins = enabled_admission_plugins(settings)
-        self.admission: list[AdmissionPlugin] = [NodeRestriction(lookup)] if "NodeRestriction" in self.admission_plugins else []
+        self.policies = ValidatingAdmissionPolicies(storage, self.authorizer)
+        plugins: dict[str, AdmissionPlugin] = {"NodeRestriction": NodeRestriction(lookup), "ValidatingAdmissionPolicy": self.policies}
+        # ResourceQuota is the generic store's write admission (app.admission), not a plugin of the requester.
+        self.admission = [plugins[name] for name in ADMISSION_PLUGINS if name in plugins and name in self.admission_plugins]
         self.tokens = self._service_account_tokens(settings, lookup)
         authenticators: list[Authenticator] = []
         if settings.client_ca_file:
@@ -148,6 +153,8 @@ class AuthSystem:
             self.storage.follow(resource, functools.partial(self.rbac.apply, resource))
         for resource in node.RESOURCES:
             self.storage.follow(resource, functools.partial(self.graph.apply, resource))
+        if self.policies in self.admission:
+            self.policies.start()
 
     def close(self) -> None:
         if self.audit is not None:
@@ -232,10 +239,12 @@ class AuthFilter:
         code = 500
         requester: context.Requester | None = None
 
-        async def send_audited(message: MutableMapping[str, Any]) -> None:
+        async def send_out(message: MutableMapping[str, Any]) -> None:
             nonlocal code
             if message["type"] == "http.response.start":
                 code = message["status"]
+                if requester is not None and requester.warnings:
+                    message = with_warnings(message, requester.warnings)
             await send(message)
 
         try:
@@ -250,7 +259,7 @@ class AuthFilter:
                 return
             token = context.set_current(requester)
             try:
-                await self.app(scope, receive, send_audited if audit is not None else send)
+                await self.app(scope, receive, send_out)
             finally:
                 context.reset(token)
         finally:
@@ -282,7 +291,22 @@ class AuthFilter:
             finished=time.time(),
             decision=decision,
             reason=reason,
+            annotations=notes.get("annotations"),
         )
+
+
+def with_warnings(message: MutableMapping[str, Any], warnings: list[str]) -> MutableMapping[str, Any]:
+    """A response start with admission's warnings after those the handler wrote (upstream's order:
+    the strategy's warnings are recorded before admission runs)."""
+    headers = list(message.get("headers") or [])
+    added = context.warning_header_value(warnings).encode()
+    for index, (name, value) in enumerate(headers):
+        if name.lower() == b"warning":
+            headers[index] = (name, value + b", " + added)
+            break
+    else:
+        headers.append((b"warning", added))
+    return {**message, "headers": headers}
 
 
 def _audit_id() -> str:

@@ -14,6 +14,7 @@ from app.controlplane.loop import ControlLoop
 from app.registry import KINDS
 from app.registry.core import namespace as namespace_kind
 from kube.errors import ApiError
+from kube.tasks import together
 
 log = logging.getLogger("app.namespaces")
 NAMESPACES = namespace_kind.STRATEGY
@@ -21,10 +22,14 @@ SYSTEM_MANAGER = WriteOptions(field_manager="kube-apiserver")
 
 
 async def ensure_system_namespaces(registry: GenericStore) -> None:
-    for name in namespace_kind.SYSTEM_NAMESPACES:
-        if registry.storage.cached(NAMESPACES.qualified_resource, "", name) is None:
-            with contextlib.suppress(ApiError):
-                await registry.create(NAMESPACES, "", {"metadata": {"name": name}}, SYSTEM_MANAGER)
+    """Create the system namespaces that are missing, together (one group commit)."""
+    await together(*(_ensure_namespace(registry, name) for name in namespace_kind.SYSTEM_NAMESPACES))
+
+
+async def _ensure_namespace(registry: GenericStore, name: str) -> None:
+    if registry.storage.cached(NAMESPACES.qualified_resource, "", name) is None:
+        with contextlib.suppress(ApiError):
+            await registry.create(NAMESPACES, "", {"metadata": {"name": name}}, SYSTEM_MANAGER)
 
 
 class NamespaceLifecycle(ControlLoop):

@@ -14,11 +14,13 @@ from app.api.generic import GenericStore
 from app.api.options import WriteOptions
 from app.auth import bootstrap
 from app.controlplane.loop import ControlLoop
+from app.registry.base import KindStrategy
 from app.registry.core import serviceaccount
 from app.registry.rbac import clusterrole, clusterrolebinding, rolebinding
 from app.registry.rbac import role as namespace_role
 from kube.errors import ApiError
 from kube.labels import selector_from_label_selector_object
+from kube.tasks import together
 
 log = logging.getLogger("app.rbac")
 SYSTEM_MANAGER = WriteOptions(field_manager="kube-apiserver")
@@ -33,35 +35,47 @@ def _missing(wanted: list[Any], have: list[Any]) -> list[Any]:
 async def ensure_bootstrap_policy(registry: GenericStore) -> None:
     """Create the default ClusterRoles, ClusterRoleBindings, Roles and RoleBindings (and the
     service accounts they name), and add back what was removed from those still marked for
-    auto-update."""
-    for account in bootstrap.service_accounts():
-        meta = account["metadata"]
-        if registry.storage.cached(serviceaccount.STRATEGY.qualified_resource, meta["namespace"], meta["name"]) is None:
-            with contextlib.suppress(ApiError):
-                await registry.create(serviceaccount.STRATEGY, meta["namespace"], account, SYSTEM_MANAGER)
-    for strategy, objects, field in (
-        (clusterrole.STRATEGY, bootstrap.cluster_roles(registry.gates), "rules"),
-        (clusterrolebinding.STRATEGY, bootstrap.cluster_role_bindings(registry.gates), "subjects"),
-        (namespace_role.STRATEGY, bootstrap.roles(), "rules"),
-        (rolebinding.STRATEGY, bootstrap.role_bindings(), "subjects"),
-    ):
-        for obj in objects:
-            name = obj["metadata"]["name"]
-            namespace = obj["metadata"].get("namespace", "")
-            stored = registry.storage.cached(strategy.qualified_resource, namespace, name)
-            try:
-                if stored is None:
-                    await registry.create(strategy, namespace, obj, SYSTEM_MANAGER)
-                    continue
-                current = stored.obj
-                if (current["metadata"].get("annotations") or {}).get(AUTOUPDATE) != "true" or "aggregationRule" in obj:
-                    continue
-                missing = _missing(obj.get(field) or [], current.get(field) or [])
-                if missing:
-                    await registry.patch(strategy, namespace, name, {field: [*(current.get(field) or []), *missing]}, "merge", SYSTEM_MANAGER)
-            except ApiError as exc:
-                if exc.code != 409:
-                    raise
+    auto-update. All at once: their writes share group commits."""
+    await together(
+        *(_ensure_service_account(registry, account) for account in bootstrap.service_accounts()),
+        *(
+            _ensure_policy_object(registry, strategy, obj, field)
+            for strategy, objects, field in (
+                (clusterrole.STRATEGY, bootstrap.cluster_roles(registry.gates), "rules"),
+                (clusterrolebinding.STRATEGY, bootstrap.cluster_role_bindings(registry.gates), "subjects"),
+                (namespace_role.STRATEGY, bootstrap.roles(), "rules"),
+                (rolebinding.STRATEGY, bootstrap.role_bindings(), "subjects"),
+            )
+            for obj in objects
+        ),
+    )
+
+
+async def _ensure_service_account(registry: GenericStore, account: dict[str, Any]) -> None:
+    meta = account["metadata"]
+    if registry.storage.cached(serviceaccount.STRATEGY.qualified_resource, meta["namespace"], meta["name"]) is None:
+        with contextlib.suppress(ApiError):
+            await registry.create(serviceaccount.STRATEGY, meta["namespace"], account, SYSTEM_MANAGER)
+
+
+async def _ensure_policy_object(registry: GenericStore, strategy: KindStrategy, obj: dict[str, Any], field: str) -> None:
+    """Create ``obj``, or add back the ``field`` entries (rules, subjects) missing from the stored one."""
+    name = obj["metadata"]["name"]
+    namespace = obj["metadata"].get("namespace", "")
+    stored = registry.storage.cached(strategy.qualified_resource, namespace, name)
+    try:
+        if stored is None:
+            await registry.create(strategy, namespace, obj, SYSTEM_MANAGER)
+            return
+        current = stored.obj
+        if (current["metadata"].get("annotations") or {}).get(AUTOUPDATE) != "true" or "aggregationRule" in obj:
+            return
+        missing = _missing(obj.get(field) or [], current.get(field) or [])
+        if missing:
+            await registry.patch(strategy, namespace, name, {field: [*(current.get(field) or []), *missing]}, "merge", SYSTEM_MANAGER)
+    except ApiError as exc:
+        if exc.code != 409:
+            raise
 
 
 def aggregated_rules(role: dict[str, Any], roles: list[dict[str, Any]]) -> list[Any]:
@@ -76,6 +90,25 @@ def aggregated_rules(role: dict[str, Any], roles: list[dict[str, Any]]) -> list[
         if any(selector.matches(labels) for selector in selectors):
             rules.extend(r for r in other.get("rules") or [] if r not in rules)
     return rules
+
+
+def roles_by_name(roles: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {role["metadata"]["name"]: role for role in roles}
+
+
+def settled_rules(roles: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    """The rules of every aggregated ClusterRole once aggregation has settled: an aggregated role
+    may select others (admin selects edit, edit selects view), so the rules are worked out again with
+    the new ones until nothing changes, and written once, rather than one round of writes per level.
+    Roles that select each other could change forever: the rounds stop at one per aggregated role."""
+    current = roles_by_name(roles)
+    aggregated = [name for name, role in current.items() if role.get("aggregationRule") is not None]
+    for _ in range(len(aggregated) + 1):
+        rules = {name: aggregated_rules(current[name], list(current.values())) for name in aggregated}
+        if all(rules[name] == (current[name].get("rules") or []) for name in aggregated):
+            break
+        current = {**current, **{name: {**current[name], "rules": rules[name]} for name in aggregated}}
+    return {name: current[name].get("rules") or [] for name in aggregated}
 
 
 class ClusterRoleAggregation(ControlLoop):
@@ -105,11 +138,10 @@ class ClusterRoleAggregation(ControlLoop):
 
     async def reconcile(self) -> None:
         roles = [item.obj for item in (await self.registry.storage.list(CLUSTER_ROLES, None, revision=0)).items]
-        for role in roles:
-            if role.get("aggregationRule") is None:
-                continue
-            rules = aggregated_rules(role, roles)
-            if rules == (role.get("rules") or []):
-                continue
-            with contextlib.suppress(ApiError):
-                await self.registry.patch(clusterrole.STRATEGY, "", role["metadata"]["name"], {"rules": rules}, "merge", SYSTEM_MANAGER)
+        stored = roles_by_name(roles)
+        changed = {name: rules for name, rules in settled_rules(roles).items() if rules != (stored[name].get("rules") or [])}
+        await together(*(self._set_rules(name, rules) for name, rules in changed.items()))
+
+    async def _set_rules(self, name: str, rules: list[Any]) -> None:
+        with contextlib.suppress(ApiError):
+            await self.registry.patch(clusterrole.STRATEGY, "", name, {"rules": rules}, "merge", SYSTEM_MANAGER)

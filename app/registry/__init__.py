@@ -10,10 +10,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from app.registry.apps import replicaset, statefulset
+from app.registry.admissionregistration import validatingadmissionpolicy, validatingadmissionpolicybinding
+from app.registry.apps import controllerrevision, daemonset, deployment, replicaset, statefulset
 from app.registry.authentication import selfsubjectreview
 from app.registry.authorization import localsubjectaccessreview, selfsubjectaccessreview, selfsubjectrulesreview, subjectaccessreview
 from app.registry.base import KindStrategy, ScopeStrategy
+from app.registry.batch import job
 from app.registry.coordination import lease
 from app.registry.core import (
     configmap,
@@ -72,14 +74,21 @@ KINDS: tuple[KindStrategy, ...] = (
     localsubjectaccessreview.STRATEGY,
     workload.STRATEGY,
     podgroup.STRATEGY,
+    validatingadmissionpolicy.STRATEGY,
+    validatingadmissionpolicybinding.STRATEGY,
+    # Workloads: their controllers are in controllers/.
+    deployment.STRATEGY,
+    replicaset.STRATEGY,
+    statefulset.STRATEGY,
+    daemonset.STRATEGY,
+    controllerrevision.STRATEGY,
+    job.STRATEGY,
     # Served as storage only (app.registry.storageonly): upstream's components watch them.
     persistentvolume.STRATEGY,
     persistentvolumeclaim.STRATEGY,
     service.STRATEGY,
     replicationcontroller.STRATEGY,
     configmap.STRATEGY,
-    replicaset.STRATEGY,
-    statefulset.STRATEGY,
     poddisruptionbudget.STRATEGY,
     storageclass.STRATEGY,
     csinode.STRATEGY,

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Self
 
 from kube.errors import ApiError, FieldError
+from kube.labels import selector_from_label_selector_object
 from kube.objects import Obj
 
 
@@ -64,6 +65,9 @@ class RequestContext:
     lookup: Callable[[str, str, str, str], Obj | None] | None = None
     # (group, resource) -> every stored object of that resource this server holds now.
     lookup_all: Callable[[str, str], list[Obj]] | None = None
+    # (apiVersion, kind) -> the served kind of that name, or None (upstream's RESTMapper, for
+    # kinds that name another kind: a policy's paramKind).
+    resolve_kind: Callable[[str, str], KindStrategy | None] | None = None
 
 
 class KindStrategy:
@@ -122,6 +126,9 @@ class KindStrategy:
     # The group whose storage holds the objects, when it is not the kind's own: upstream serves a
     # kind of one group from another's objects (events.k8s.io/v1 Event from core/v1 Event's).
     storage_group: str | None = None
+    # What a DELETE without propagationPolicy (or orphanDependents) does to the object's dependents:
+    # "Background" unless upstream's strategy defaults otherwise (batch/v1 Jobs orphan their pods).
+    default_propagation_policy: str = "Background"
 
     def __init__(self, subresources: tuple[Subresource, ...] = ()) -> None:
         self.subresources = subresources
@@ -209,6 +216,11 @@ class KindStrategy:
         """Reset what a client may not set on create (e.g. status) and apply defaults."""
         if self.has_status:
             obj.pop("status", None)
+
+    def prepare_named(self, obj: Obj, ctx: RequestContext) -> None:
+        """Create-time work that needs the object's final name: upstream's PrepareForCreate runs
+        after generateName made one, here ``prepare_for_create`` runs before (pods' admission
+        names a pod by its generateName) and this after."""
 
     def prepare_for_update(self, new: Obj, old: Obj, ctx: RequestContext) -> None:
         """Main-resource update: status comes from the stored object."""
@@ -340,6 +352,46 @@ class StatusSubresource(Subresource):
 
     def __init__(self, strategy: StatusStrategy) -> None:
         self.strategy = strategy
+
+
+class ScaleSubresource(Subresource):
+    """``/scale``: the object's desired replicas seen and set as an autoscaling/v1 Scale (what
+    ``kubectl scale`` and autoscalers use). Reads answer the Scale of the stored object; writes
+    change ``spec.replicas`` through the kind's own update rules."""
+
+    name = "scale"
+    verbs = ("get", "patch", "update")
+    kind = ("autoscaling", "v1", "Scale")
+
+    def scale_of(self, obj: Obj) -> Obj:
+        """The Scale of a stored object (upstream's scaleFrom<Kind>)."""
+        meta = obj.get("metadata") or {}
+        spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+        status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
+        assert isinstance(spec, dict) and isinstance(status, dict)
+        scale_meta = {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp") if meta.get(k) is not None}
+        replicas = spec.get("replicas") or 0
+        scale_status: Obj = {"replicas": status.get("replicas") or 0}
+        selector = self.selector_text(spec.get("selector"))
+        if selector:
+            scale_status["selector"] = selector
+        return {
+            "kind": "Scale",
+            "apiVersion": "autoscaling/v1",
+            "metadata": scale_meta,
+            "spec": {"replicas": replicas} if replicas else {},
+            "status": scale_status,
+        }
+
+    @staticmethod
+    def selector_text(selector: Any) -> str:
+        """The label selector as a selector string (upstream's LabelSelectorAsSelector(...).String())."""
+        if not isinstance(selector, dict):
+            return ""
+        try:
+            return str(selector_from_label_selector_object(selector))
+        except ApiError:
+            return ""
 
 
 class ComputedSubresource(Subresource):

@@ -1,5 +1,5 @@
-"""Validation rules kinds of several API groups share: core/v1 node selectors, metav1 conditions,
-core/v1 resource names and quantities, and IP addresses and port numbers."""
+"""Validation rules kinds of several API groups share: core/v1 node selectors, metav1 label
+selectors and conditions, core/v1 resource names and quantities, and IP addresses and port numbers."""
 
 from __future__ import annotations
 
@@ -9,7 +9,14 @@ from typing import Any
 
 from app.registry.accessors import Errs, dict_entries, get_int, get_list, get_str, parse_quantity_field
 from app.registry.base import Obj
-from app.registry.objectmeta import IS_NEGATIVE, qualified_name_problems, validate_label_key, validate_qualified_name
+from app.registry.objectmeta import (
+    IS_NEGATIVE,
+    qualified_name_problems,
+    validate_label_key,
+    validate_label_value,
+    validate_labels,
+    validate_qualified_name,
+)
 from kube.errors import FieldError, duplicate, forbidden, go_quote, invalid, not_supported, required, too_long, too_many
 
 _CONDITION_REASON_RE = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
@@ -125,6 +132,42 @@ def validate_conditions(conditions: list[Any], path: str) -> Errs:
         if gen is not None and gen < 0:
             errs.append(invalid(f"{cpath}.observedGeneration", gen, "must be greater than or equal to zero"))
     return errs
+
+
+# --- metav1 label selectors (apimachinery's ValidateLabelSelector) -------------------------------
+
+
+def validate_label_selector(selector: Any, path: str) -> Errs:
+    """A metav1.LabelSelector: valid label keys and values, operators with the values they take
+    (upstream's strict form, which newer types use: unknown operators and bad values refused)."""
+    errs: Errs = []
+    if not isinstance(selector, dict):
+        return errs
+    labels = selector.get("matchLabels")
+    if isinstance(labels, dict):
+        labels = dict(sorted(labels.items()))  # Go reports in map order; sorted reads stable
+    errs += validate_labels(labels, f"{path}.matchLabels")
+    expressions = get_list(selector, "matchExpressions", path, errs) or []
+    for _, requirement, rpath in dict_entries(expressions, f"{path}.matchExpressions", errs):
+        operator = requirement.get("operator")
+        values = requirement.get("values") or []
+        if operator in ("In", "NotIn"):
+            if not values:
+                errs.append(required(f"{rpath}.values", "must be specified when `operator` is 'In' or 'NotIn'"))
+        elif operator in ("Exists", "DoesNotExist"):
+            if values:
+                errs.append(forbidden(f"{rpath}.values", "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"))
+        else:
+            errs.append(invalid(f"{rpath}.operator", operator if operator is not None else "", "not a valid selector operator"))
+        errs += validate_qualified_name(str(requirement.get("key") or ""), f"{rpath}.key")
+        for index, value in enumerate(values if isinstance(values, list) else []):
+            errs += validate_label_value(str(value), f"{rpath}.values[{index}]")
+    return errs
+
+
+def label_selector_is_empty(selector: Any) -> bool:
+    """Whether a (non-null) selector has neither matchLabels nor matchExpressions: it selects everything."""
+    return isinstance(selector, dict) and not selector.get("matchLabels") and not selector.get("matchExpressions")
 
 
 # --- resource names and quantities (core/v1) --------------------------------------------------

@@ -126,6 +126,23 @@ def validate_dns1123_subdomain(value: str, path: str) -> list[FieldError]:
     return [invalid(path, value, p) for p in dns1123_subdomain_problems(value)]
 
 
+_HTTP_PATH = r"[A-Za-z0-9/\-._~%!$&'()*+,;=:]+"
+_HTTP_PATH_RE = re.compile(f"^{_HTTP_PATH}$")
+
+
+def validate_domain_prefixed_path(value: str, path: str) -> list[FieldError]:
+    """apimachinery's IsDomainPrefixedPath: ``host/path`` with a DNS subdomain host and an HTTP path."""
+    if not value:
+        return [required(path)]
+    host, slash, rest = value.partition("/")
+    if not slash or not host or not rest:
+        return [invalid(path, value, 'must be a domain-prefixed path (such as "acme.io/foo")')]
+    errors = [invalid(path, host, problem) for problem in dns1123_subdomain_problems(host)]
+    if not _HTTP_PATH_RE.match(rest):
+        return [*errors, invalid(path, rest, f"Invalid path (regex used for validation is '{_HTTP_PATH}')")]
+    return errors
+
+
 def validate_nonnegative(value: object, path: str) -> list[FieldError]:
     """Upstream's ValidateNonnegativeField; a non-integer is reported instead of raising."""
     if not is_int(value):

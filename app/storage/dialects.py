@@ -541,8 +541,7 @@ class SQLiteDialect(Dialect):
 
     async def _writer_connection(self) -> AsyncConnection:
         if self._writer is None or self._writer.closed:
-            self._writer = await self.engine.connect()
-            self._writer.info["write"] = True
+            self._writer = await for_writing(await self.engine.connect())
         return self._writer
 
     async def commit(self, batch: list[WriteOp]) -> GroupCommit:
@@ -658,6 +657,19 @@ def _causes(exc: BaseException) -> list[BaseException]:
     return found
 
 
+# The execution option that marks a connection whose transactions write. An option of the
+# connection, not ``Connection.info``: that belongs to the pooled DBAPI connection and outlived
+# the compaction that set it, so the reads that later took the connection began write
+# transactions and waited behind every write (up to the busy timeout).
+_WRITES = "dra_writes"
+
+
+async def for_writing(conn: AsyncConnection) -> AsyncConnection:
+    """``conn``, its transactions taking the write lock from the start (SQLite's BEGIN IMMEDIATE,
+    so that writers queue at BEGIN instead of failing at their first write)."""
+    return await conn.execution_options(**{_WRITES: True})
+
+
 def _configure_sqlite(engine: AsyncEngine) -> None:
     """WAL for concurrent readers; BEGIN IMMEDIATE so writers serialise at the start."""
 
@@ -672,7 +684,7 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
 
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(conn: Any) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.info.get("write") else "BEGIN")
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get(_WRITES) else "BEGIN")
 
 
 DIALECTS: tuple[type[Dialect], ...] = (PostgresDialect, SQLiteDialect)

@@ -20,7 +20,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.storage.cache import ADDED, Event, StoredObject, WatchCache
-from app.storage.dialects import CommitInDoubt, GroupCommit, InDoubt, WriteOp, dialect_for
+from app.storage.dialects import CommitInDoubt, GroupCommit, InDoubt, WriteOp, dialect_for, for_writing
 from app.storage.errors import CommitOutcomeUnknown, KeyExists, RevisionCompacted, RevisionMismatch, StorageError, StorageUnavailable
 from kube.tasks import cancel_and_wait, wait_for
 
@@ -379,7 +379,7 @@ class Store:
         """Drop log entries older than the window and beyond the retained count."""
         now = time.time() if now is None else now
         async with self.engine.connect() as conn:
-            conn.info["write"] = True
+            await for_writing(conn)
             async with conn.begin():
                 lock = self.dialect.revision_row_lock
                 current, compacted = (await conn.execute(text(f"SELECT current_revision, compacted_revision FROM revision_state WHERE id = 1{lock}"))).one()

@@ -23,6 +23,8 @@ comprehensions, no way to add the ``sortBy`` macro).
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -157,11 +159,13 @@ class CELRuntimeError(CELError):
     """Evaluation failed; the message is cel-go's, followed by the expression. ``interrupted``:
     the evaluation passed its deadline (the failure says nothing about the input)."""
 
-    def __init__(self, expression: str, message: str, *, interrupted: bool = False) -> None:
+    def __init__(self, expression: str, message: str, *, interrupted: bool = False, cost: int = 0) -> None:
         super().__init__(f"{message} (expression: {expression!r})")
         self.expression = expression
         self.detail = message
         self.interrupted = interrupted
+        # What the evaluation had cost when it failed (cel-go reports it with the error too).
+        self.cost = cost
 
 
 # --- environments -------------------------------------------------------------------------------
@@ -298,6 +302,18 @@ class Environment:
             variables=frozenset(self.variables),
         )
 
+    def extend(self, variables: Mapping[str, Type] | None = None, structs: Mapping[str, Mapping[str, Type]] | None = None) -> Environment:
+        """This environment with more variables and object types declared: the libraries and
+        options are shared, so deriving one costs little (building one from scratch costs ms)."""
+        extended = copy.copy(self)
+        decls = copy.copy(self.decls)
+        decls.variables = {**self.decls.variables, **(variables or {})}
+        decls.structs = {**self.decls.structs, **{name: StructType(name, dict(fields)) for name, fields in (structs or {}).items()}}
+        extended.decls = decls
+        extended.variables = {**self.variables, **(variables or {})}
+        extended.runtime = dataclasses.replace(self.runtime, variables=frozenset(extended.variables))
+        return extended
+
     def compile(self, expression: str, *, check_types: bool = True) -> Program:
         """Parse, check and plan; raises CELCompileError with cel-go's message."""
         try:
@@ -402,13 +418,13 @@ class Program:
         try:
             return evaluate(self._program, self._frame_size, activation, tracker), tracker.cost
         except Interrupted as exc:
-            raise CELRuntimeError(self.expression, str(exc), interrupted=True) from None
+            raise CELRuntimeError(self.expression, str(exc), interrupted=True, cost=tracker.cost) from None
         except (EvalError, CostLimitExceeded) as exc:
-            raise CELRuntimeError(self.expression, str(exc)) from None
+            raise CELRuntimeError(self.expression, str(exc), cost=tracker.cost) from None
         except RecursionError:
-            raise CELRuntimeError(self.expression, "expression recursion limit exceeded") from None
+            raise CELRuntimeError(self.expression, "expression recursion limit exceeded", cost=tracker.cost) from None
         except Exception as exc:  # a library defect must not escape as a non-CEL error
-            raise CELRuntimeError(self.expression, f"internal error: {type(exc).__name__}: {exc}") from None
+            raise CELRuntimeError(self.expression, f"internal error: {type(exc).__name__}: {exc}", cost=tracker.cost) from None
 
 
 def kubernetes_environment(

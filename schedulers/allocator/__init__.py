@@ -24,9 +24,17 @@ devices charge a pod in node allocatable resources). This package re-exports wha
 from __future__ import annotations
 
 from schedulers.allocator.allocate import Allocator, allocate_claims
-from schedulers.allocator.claims import _attribute_value, _Claim, _consumption, _from_fraction, _NotAdmin, _Request, _round_to_policy
-from schedulers.allocator.devices import _Device
-from schedulers.allocator.index import ResourceIndex, _NodeView
+from schedulers.allocator.claims import (
+    NotAdmin,
+    PreparedClaim,
+    PreparedRequest,
+    attribute_value,
+    from_fraction,
+    round_to_policy,
+    share_consumption,
+)
+from schedulers.allocator.devices import Device
+from schedulers.allocator.index import NodeView, ResourceIndex
 from schedulers.allocator.nodeallocatable import has_node_allocatable_mapping, node_allocatable_claim_status, node_allocatable_demand
 from schedulers.allocator.results import (
     ADMIN_ACCESS_LABEL,
@@ -41,7 +49,7 @@ from schedulers.allocator.results import (
     DeviceID,
     Unschedulable,
 )
-from schedulers.allocator.search import SearchCache, _Search
+from schedulers.allocator.search import Search, SearchCache
 from schedulers.allocator.state import AllocatedState
 
 __all__ = [
@@ -56,22 +64,22 @@ __all__ = [
     "AllocationOutcome",
     "Allocator",
     "AllocatorFeatures",
+    "Device",
     "DeviceID",
+    "NodeView",
+    "NotAdmin",
+    "PreparedClaim",
+    "PreparedRequest",
     "ResourceIndex",
+    "Search",
     "SearchCache",
     "Unschedulable",
-    "_Claim",
-    "_Device",
-    "_NodeView",
-    "_NotAdmin",
-    "_Request",
-    "_Search",
-    "_attribute_value",
-    "_consumption",
-    "_from_fraction",
-    "_round_to_policy",
     "allocate_claims",
+    "attribute_value",
+    "from_fraction",
     "has_node_allocatable_mapping",
     "node_allocatable_claim_status",
     "node_allocatable_demand",
+    "round_to_policy",
+    "share_consumption",
 ]

@@ -10,9 +10,9 @@ from typing import Any
 import orjson
 
 from kube.cel import CELCompileError, CELRuntimeError, CompiledSelector, compile_selector
-from schedulers.allocator.claims import _Claim, _claim_ref, _NotAdmin, _Request, _untolerated
-from schedulers.allocator.devices import _Device, _quantity
-from schedulers.allocator.index import ResourceIndex, _NodeView
+from schedulers.allocator.claims import NotAdmin, PreparedClaim, PreparedRequest, claim_reference, untolerated
+from schedulers.allocator.devices import Device, as_quantity
+from schedulers.allocator.index import NodeView, ResourceIndex
 from schedulers.allocator.results import (
     ADMIN_ACCESS_LABEL,
     BOUND_AFTER_STEPS,
@@ -25,7 +25,7 @@ from schedulers.allocator.results import (
     PoolID,
     Unschedulable,
 )
-from schedulers.allocator.search import SearchCache, _allocated, _Search, _TimedOut
+from schedulers.allocator.search import Search, SearchCache, TimedOut, found_allocation
 from schedulers.allocator.state import AllocatedState
 
 
@@ -58,14 +58,17 @@ class Allocator:
         # None: admission already checked the admin-access label (not re-checked here).
         self.namespace_labels = namespace_labels
         self.share_id = share_id or (lambda: str(uuid.uuid4()))
-        self._prepared: dict[tuple[Any, ...], list[_Claim]] = {}
+        self._prepared: dict[tuple[Any, ...], list[PreparedClaim]] = {}
         self._available: dict[PoolID, dict[tuple[str, str], Fraction]] = {}
-        self._last_prepared: tuple[Sequence[Mapping[str, Any]], list[_Claim]] | None = None
+        self._last_prepared: tuple[Sequence[Mapping[str, Any]], list[PreparedClaim]] | None = None
         self._signature: tuple[Sequence[Mapping[str, Any]], bytes | None] | None = None
 
     # --- preparation (node independent, cached per claim versions) ---
 
-    def _prepare(self, claims: Sequence[Mapping[str, Any]]) -> list[_Claim]:
+    def prepare(self, claims: Sequence[Mapping[str, Any]]) -> list[PreparedClaim]:
+        """The claims prepared for a search (classes resolved, selectors compiled), once per
+        claim versions. Raises :class:`AllocationError` for input no node can serve and
+        :class:`NotAdmin` for admin access the namespace may not have."""
         last = self._last_prepared
         if last is not None and last[0] is claims and len(last[1]) == len(claims):
             return last[1]  # the same claim list for every node of a cycle
@@ -98,7 +101,7 @@ class Allocator:
             out.append(self._compile(cel["expression"], where, i))
         return out
 
-    def _prepare_request(self, claim: Mapping[str, Any], ref: str, raw: Mapping[str, Any], parent: str, sub: str) -> _Request:
+    def _prepare_request(self, claim: Mapping[str, Any], ref: str, raw: Mapping[str, Any], parent: str, sub: str) -> PreparedRequest:
         name = f"{parent}/{sub}" if sub else parent
         where = f"claim {ref}, request {name}"
         selectors = self._selectors(
@@ -127,21 +130,21 @@ class Allocator:
         if admin and self.namespace_labels is not None:
             ns = (claim.get("metadata") or {}).get("namespace", "")
             if (self.namespace_labels.get(ns) or {}).get(ADMIN_ACCESS_LABEL) != "true":
-                raise _NotAdmin(
+                raise NotAdmin(
                     f"{where}: admin access requires the namespace {ns} to be labelled {ADMIN_ACCESS_LABEL}=\"true\""
                 )
-        return _Request(
+        return PreparedRequest(
             name=name, claim_ref=ref, parent=parent, sub=sub, class_name=class_name, class_obj=class_obj,
             class_selectors=class_selectors, selectors=selectors, admin=admin, all_mode=mode == "All",
             count=int(raw.get("count") or 1) if mode == "ExactCount" else 0,
             tolerations=list(raw.get("tolerations") or []),
-            capacity={k: _quantity(v) for k, v in capacity_raw.items()},
+            capacity={k: as_quantity(v) for k, v in capacity_raw.items()},
         )
 
-    def _prepare_claim(self, claim: Mapping[str, Any]) -> _Claim:
-        ref = _claim_ref(claim)
+    def _prepare_claim(self, claim: Mapping[str, Any]) -> PreparedClaim:
+        ref = claim_reference(claim)
         devices = (claim.get("spec") or {}).get("devices") or {}
-        requests: list[_Request] = []
+        requests: list[PreparedRequest] = []
         fewest: int | None = 0
         for raw in devices.get("requests") or []:
             name = raw.get("name", "")
@@ -149,7 +152,7 @@ class Allocator:
                 if not self.features.prioritized_list:
                     raise AllocationError(f"claim {ref}, request {name}: has subrequests, but the DRAPrioritizedList feature is disabled")
                 subs = [self._prepare_request(claim, ref, s, name, s.get("name", "")) for s in raw["firstAvailable"]]
-                requests.append(_Request(name, ref, name, "", "", {}, [], [], False, False, 0, [], {}, subrequests=subs))
+                requests.append(PreparedRequest(name, ref, name, "", "", {}, [], [], False, False, 0, [], {}, subrequests=subs))
                 if fewest is not None:
                     fewest = None if any(s.all_mode for s in subs) else fewest + min(s.count for s in subs)
             else:
@@ -168,7 +171,7 @@ class Allocator:
         has_config = bool(devices.get("config")) or any(
             (r.class_obj.get("spec") or {}).get("config") for top in requests for r in (top.subrequests or [top])
         )
-        return _Claim(claim, ref, requests, constraints, has_config, fewest)
+        return PreparedClaim(claim, ref, requests, constraints, has_config, fewest)
 
     # --- per-node entry point ---
 
@@ -181,8 +184,8 @@ class Allocator:
         if not claims:
             return Allocated([])
         try:
-            prepared = self._prepare(claims)
-        except _NotAdmin as exc:
+            prepared = self.prepare(claims)
+        except NotAdmin as exc:
             return Unschedulable(str(exc), reason=str(exc))
         view = self.index.node_view(node)
         node_name = (node.get("metadata") or {}).get("name", "")
@@ -192,13 +195,13 @@ class Allocator:
             hit = self.cache.get(node_name, view, self.allocated, stamp, self.index.classes_version, signature)
             if hit is not None:
                 if hit.found:
-                    return _allocated(hit, allocation_timestamp, self.share_id)
+                    return found_allocation(hit, allocation_timestamp, self.share_id)
                 return self._no_solution(prepared, view, hit.deepest)
-        search = _Search(self, prepared, view, node_name)
+        search = Search(self, prepared, view, node_name)
         self.deadline = search.deadline
         try:
             search.found = search.run()
-        except _TimedOut:
+        except TimedOut:
             return Unschedulable(TIMED_OUT)
         finally:
             self.deadline = None
@@ -206,10 +209,16 @@ class Allocator:
         if self.cache is not None and signature is not None:
             self.cache.put(node_name, view, self.allocated, stamp, self.index.classes_version, signature, search)
         if search.found:
-            return _allocated(search, allocation_timestamp, self.share_id)
+            return found_allocation(search, allocation_timestamp, self.share_id)
         return self._no_solution(prepared, view, search.deepest)
 
-    def _no_solution(self, claims: list[_Claim], view: _NodeView, deepest: tuple[int, int]) -> Unschedulable:
+    def probe(self, node: Mapping[str, Any], claims: Sequence[Mapping[str, Any]]) -> Search:
+        """The search ``allocate`` would run for ``claims`` on ``node``, not run: its per-device
+        checks (:class:`Search`) say which devices a request could take, with nothing taken yet.
+        Raises like :meth:`prepare`."""
+        return Search(self, self.prepare(claims), self.index.node_view(node), (node.get("metadata") or {}).get("name", ""))
+
+    def _no_solution(self, claims: list[PreparedClaim], view: NodeView, deepest: tuple[int, int]) -> Unschedulable:
         """Why a search that got no further than claim/request ``deepest`` failed (details built when read)."""
         invalid = [p for p in view.pools if p.invalid]
         if invalid:
@@ -224,7 +233,7 @@ class Allocator:
 
         return Unschedulable(reason=CANNOT_ALLOCATE, details=explain)
 
-    def _claims_signature(self, claims: Sequence[Mapping[str, Any]], prepared: list[_Claim]) -> bytes | None:
+    def _claims_signature(self, claims: Sequence[Mapping[str, Any]], prepared: list[PreparedClaim]) -> bytes | None:
         """What a search depends on besides node, state and classes: the claims' specs (once per claim list).
 
         None (no caching) when a request asks for admin access, whose check reads namespace labels.
@@ -237,7 +246,7 @@ class Allocator:
         self._signature = (claims, signature)
         return signature
 
-    def free_candidates(self, view: _NodeView) -> list[_Device]:
+    def free_candidates(self, view: NodeView) -> list[Device]:
         """The node's candidates minus devices allocated exclusively before."""
         return self.allocated.free_candidates(view)
 
@@ -258,7 +267,7 @@ class Allocator:
             self._available[pool_id] = cached
         return cached
 
-    def explain_request(self, claim: _Claim, req: _Request, view: _NodeView) -> str:
+    def explain_request(self, claim: PreparedClaim, req: PreparedRequest, view: NodeView) -> str:
         """Why a request fails on its own: matching vs. available devices."""
         if req.subrequests:
             return f"claim {claim.ref}, request {req.name}: none of the subrequests can be satisfied"
@@ -267,7 +276,7 @@ class Allocator:
         if not matching:
             return f"{where}: no device matches the device class {req.class_name} and the request's selectors"
         free = [d for d in matching if req.admin or (d.allow_multiple and self.features.consumable_capacity) or d.id not in self.allocated.devices]
-        tolerated = [d for d in free if not (self.features.device_taints and _untolerated(d, req))]
+        tolerated = [d for d in free if not (self.features.device_taints and untolerated(d, req))]
         need = len(matching) if req.all_mode else req.count
         if len(tolerated) < need:
             noun = "device" if need == 1 else "devices"
@@ -277,7 +286,7 @@ class Allocator:
             return text
         return f"{where}: no combination of devices satisfies all requests and constraints"
 
-    def selectable(self, req: _Request, dev: _Device) -> bool:
+    def selectable(self, req: PreparedRequest, dev: Device) -> bool:
         """Class and request selectors (cached per request and device); errors are fatal."""
         hit = req.match.get(dev)
         if hit is not None:

@@ -11,13 +11,13 @@ from typing import Any
 from kube.cel import CompiledSelector
 from kube.quantity import DECIMAL_SI, Quantity
 from kube.tolerations import tolerations_tolerate
-from schedulers.allocator.devices import _Device, _quantity
+from schedulers.allocator.devices import Device, as_quantity
 
 _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
 
 @dataclass(eq=False)
-class _Request:
+class PreparedRequest:
     """A request without subrequests, or one subrequest."""
 
     name: str  # "req" or "req/sub"
@@ -33,18 +33,18 @@ class _Request:
     count: int
     tolerations: list[dict[str, Any]]
     capacity: dict[str, Quantity]
-    subrequests: list[_Request] = field(default_factory=list)
-    match: dict[_Device, bool] = field(default_factory=dict)
+    subrequests: list[PreparedRequest] = field(default_factory=list)
+    match: dict[Device, bool] = field(default_factory=dict)
 
 
 @dataclass(eq=False)
-class _Constraint:
+class Constraint:
     requests: frozenset[str]
     attribute: str
     distinct: bool
     values: list[Any] = field(default_factory=list)  # one entry per device in scope (LIFO)
 
-    def applies(self, req: _Request) -> bool:
+    def applies(self, req: PreparedRequest) -> bool:
         return not self.requests or req.parent in self.requests or (bool(req.sub) and req.name in self.requests)
 
     def admits(self, value: frozenset[Any] | None) -> bool:
@@ -57,22 +57,22 @@ class _Constraint:
 
 
 @dataclass(eq=False)
-class _Claim:
+class PreparedClaim:
     obj: Mapping[str, Any]
     ref: str  # namespace/name
-    requests: list[_Request]
+    requests: list[PreparedRequest]
     constraints: list[tuple[frozenset[str], str, bool]]
     has_config: bool = True
     # The fewest results the claim can take; None when an "All" request makes it node dependent.
     fewest: int | None = None
 
 
-def _claim_ref(claim: Mapping[str, Any]) -> str:
+def claim_reference(claim: Mapping[str, Any]) -> str:
     meta = claim.get("metadata") or {}
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}" if meta.get("namespace") else meta.get("name", "")
 
 
-def _attribute_value(device: _Device, name: str, lists: bool) -> frozenset[Any] | None:
+def attribute_value(device: Device, name: str, lists: bool) -> frozenset[Any] | None:
     """Value of a fully qualified attribute as a set of typed values (scalars: one element)."""
     attr = device.attributes.get(name)
     if attr is None:
@@ -91,34 +91,34 @@ def _attribute_value(device: _Device, name: str, lists: bool) -> frozenset[Any] 
     return None
 
 
-def _untolerated(device: _Device, req: _Request) -> bool:
+def untolerated(device: Device, req: PreparedRequest) -> bool:
     return any(t.get("effect") in _BLOCKING_EFFECTS and not tolerations_tolerate(req.tolerations, t) for t in device.taints)
 
 
-def _round_to_policy(requested: Quantity, policy: Mapping[str, Any]) -> Quantity | None:
+def round_to_policy(requested: Quantity, policy: Mapping[str, Any]) -> Quantity | None:
     """Apply a requestPolicy to a requested amount; None if the device cannot serve it."""
     valid_range = policy.get("validRange")
     if valid_range:
-        low = _quantity(valid_range.get("min", "0"))
+        low = as_quantity(valid_range.get("min", "0"))
         value = max(requested, low)
         if valid_range.get("step"):
-            step = _quantity(valid_range["step"]).as_fraction()
+            step = as_quantity(valid_range["step"]).as_fraction()
             if step > 0:
                 steps = -(-(value.as_fraction() - low.as_fraction()) // step)
-                value = _from_fraction(low.as_fraction() + steps * step, requested.format)
-        if valid_range.get("max") is not None and value > _quantity(valid_range["max"]):
+                value = from_fraction(low.as_fraction() + steps * step, requested.format)
+        if valid_range.get("max") is not None and value > as_quantity(valid_range["max"]):
             return None
         return value
     valid_values = policy.get("validValues")
     if valid_values:
-        for v in sorted((_quantity(x) for x in valid_values), key=lambda q: q.as_fraction()):
+        for v in sorted((as_quantity(x) for x in valid_values), key=lambda q: q.as_fraction()):
             if v >= requested:
                 return v
         return None
     return requested
 
 
-def _from_fraction(value: Fraction, fmt: str = DECIMAL_SI) -> Quantity:
+def from_fraction(value: Fraction, fmt: str = DECIMAL_SI) -> Quantity:
     """An exact Quantity for a decimal fraction, rounded up at nano precision otherwise."""
     scale = 0
     while value.denominator != 1 and scale < 9:
@@ -128,7 +128,7 @@ def _from_fraction(value: Fraction, fmt: str = DECIMAL_SI) -> Quantity:
     return Quantity.from_scaled(whole, -scale).with_format(fmt)
 
 
-def _consumption(device: _Device, req: _Request) -> dict[str, Quantity] | None:
+def share_consumption(device: Device, req: PreparedRequest) -> dict[str, Quantity] | None:
     """Capacity a shared device gives to ``req`` (all capacities), or None if it cannot."""
     if any(k not in device.capacity for k in req.capacity):
         return None
@@ -136,16 +136,16 @@ def _consumption(device: _Device, req: _Request) -> dict[str, Quantity] | None:
     for key, total in device.capacity.items():
         policy = device.policies.get(key) or {}
         if key in req.capacity:
-            amount = _round_to_policy(req.capacity[key], policy)
+            amount = round_to_policy(req.capacity[key], policy)
             if amount is None:
                 return None
         elif policy.get("default") is not None:
-            amount = _quantity(policy["default"])
+            amount = as_quantity(policy["default"])
         else:
             amount = total
         out[key] = amount
     return out
 
 
-class _NotAdmin(Exception):
+class NotAdmin(Exception):
     """Admin access in a namespace without the admin-access label (unschedulable)."""

@@ -18,7 +18,7 @@ from kube.quantity import Quantity
 from schedulers.allocator.results import DeviceID
 
 
-def _quantity(value: Any) -> Quantity:
+def as_quantity(value: Any) -> Quantity:
     return value if isinstance(value, Quantity) else Quantity.parse(value)
 
 
@@ -28,12 +28,12 @@ def _quantity(value: Any) -> Quantity:
 # stay cached per device, so a view is rebuilt only for a new expression.
 VIEWS_KEPT = 1024
 SHARED_KEPT = 4096  # distinct device values (capacities, counters, taints...) shared across slices
-_viewed: deque[_Device] = deque()
+_viewed: deque[Device] = deque()
 # The devices of the slice read last (record, its devices): a search reads one slice's devices in a row.
-_last_read: list[tuple[_Slice, Sequence[Mapping[str, Any]]]] = []
+last_read: list[tuple[SliceRecord, Sequence[Mapping[str, Any]]]] = []
 
 # Shared by every device without the field; like everything prepared, never modified.
-_NO_LIST: list[Any] = []
+NO_LIST: list[Any] = []
 _NO_MAP: dict[str, Any] = {}
 _UNSET = object()
 
@@ -47,7 +47,7 @@ def _freeze(value: Any) -> Any:
     return (type(value).__name__, value)
 
 
-class _SharedValues:
+class SharedValues:
     """Equal values among devices, kept once: a fleet of identical GPUs repeats the same capacity,
     counters and taints in every device of every slice, and each decoded copy costs several times
     its JSON. One per index; best effort and bounded (forgets everything past ``SHARED_KEPT``
@@ -86,7 +86,7 @@ class _SharedValues:
             capacity: dict[str, Quantity] = {}
             policies: dict[str, Mapping[str, Any]] = {}
             for key, cap in raw.items():
-                capacity[key] = _quantity(cap.get("value", "0"))
+                capacity[key] = as_quantity(cap.get("value", "0"))
                 if cap.get("requestPolicy"):
                     policies[key] = cap["requestPolicy"]
             prepared = self._capacities[id(raw)] = (raw, capacity or _NO_MAP, policies or _NO_MAP)
@@ -94,10 +94,10 @@ class _SharedValues:
 
 
 def _consumes(raw: list[Mapping[str, Any]]) -> list[tuple[str, dict[str, Quantity]]]:
-    return [(c.get("counterSet", ""), {k: _quantity(v.get("value", "0")) for k, v in (c.get("counters") or {}).items()}) for c in raw]
+    return [(c.get("counterSet", ""), {k: as_quantity(v.get("value", "0")) for k, v in (c.get("counters") or {}).items()}) for c in raw]
 
 
-class _Placement:
+class DevicePlacement:
     """What a device shares with others of its slice (one instance per distinct combination): its
     slice, the node selection it was published with and the one its allocation carries, and the
     fields allocation reads rarely."""
@@ -107,12 +107,12 @@ class _Placement:
         "policies", "raw_capacity", "record",
     )  # fmt: skip
 
-    def __init__(self, record: _Slice, spec: Mapping[str, Any], dev: Mapping[str, Any], shared: _SharedValues) -> None:
+    def __init__(self, record: SliceRecord, spec: Mapping[str, Any], dev: Mapping[str, Any], shared: SharedValues) -> None:
         self.record = record
         self.raw_capacity: Mapping[str, Any] = shared.value(dev.get("capacity")) or _NO_MAP
         self.policies = shared.capacity(self.raw_capacity)[1]
         self.node_allocatable: Mapping[str, Any] = shared.value(dev.get("nodeAllocatableResources")) or _NO_MAP
-        self.binding_failure_conditions: list[str] = shared.value(list(dev.get("bindingFailureConditions") or [])) or _NO_LIST
+        self.binding_failure_conditions: list[str] = shared.value(list(dev.get("bindingFailureConditions") or [])) or NO_LIST
         self.binds_to_node = bool(dev.get("bindsToNode"))
         # The device's own node selection (per-device node selection), as published.
         self.node_name: str = dev.get("nodeName") or ""
@@ -132,11 +132,11 @@ class _Placement:
         )  # fmt: skip
 
 
-class _Device:
+class Device:
     """One published device, prepared once per slice version; caches CEL results.
 
     Keeps what the search reads on every device (equal values of a slice's devices shared, absent
-    fields one empty list or map) and a ``_Placement`` shared with the slice's like devices; the
+    fields one empty list or map) and a ``DevicePlacement`` shared with the slice's like devices; the
     attributes are read from the slice when needed (see ``VIEWS_KEPT``).
     """
 
@@ -146,23 +146,23 @@ class _Device:
     )  # fmt: skip
 
     def __init__(
-        self, spec: Mapping[str, Any], dev: Mapping[str, Any], record: _Slice, position: int, taints: list[dict[str, Any]],
-        shared: _SharedValues | None = None, placements: dict[tuple[Any, ...], _Placement] | None = None,
+        self, spec: Mapping[str, Any], dev: Mapping[str, Any], record: SliceRecord, position: int, taints: list[dict[str, Any]],
+        shared: SharedValues | None = None, placements: dict[tuple[Any, ...], DevicePlacement] | None = None,
     ) -> None:  # fmt: skip
-        shared = shared or _SharedValues()
+        shared = shared or SharedValues()
         name = dev.get("name", "")
         self.name: str = sys.intern(name) if type(name) is str else name
         self.id: DeviceID = (record.driver, record.pool, self.name)
-        placement = _Placement(record, spec, dev, shared)
+        placement = DevicePlacement(record, spec, dev, shared)
         if placements is not None:
             placement = placements.setdefault(placement.key(), placement)
         self.placement = placement
         self.position = position
         self.capacity = shared.capacity(placement.raw_capacity)[0]
         self.allow_multiple = bool(dev.get("allowMultipleAllocations"))
-        self.consumes: list[tuple[str, dict[str, Quantity]]] = shared.derived(dev.get("consumesCounters"), _consumes) or _NO_LIST
-        self.taints = shared.value(taints) or _NO_LIST
-        self.binding_conditions: list[str] = shared.value(list(dev.get("bindingConditions") or [])) or _NO_LIST
+        self.consumes: list[tuple[str, dict[str, Quantity]]] = shared.derived(dev.get("consumesCounters"), _consumes) or NO_LIST
+        self.taints = shared.value(taints) or NO_LIST
+        self.binding_conditions: list[str] = shared.value(list(dev.get("bindingConditions") or [])) or NO_LIST
         self.attrs: Mapping[str, Any] | None = None  # decoded while the device is among the VIEWS_KEPT read last
         self.view: DeviceView | None = None
         self.cel_expression: str | None = None  # the first expression evaluated and its result, then ``cel``
@@ -188,11 +188,11 @@ class _Device:
         attrs = self.attrs
         if attrs is None:
             record = self.placement.record
-            if _last_read and _last_read[0][0] is record:
-                devices = _last_read[0][1]
+            if last_read and last_read[0][0] is record:
+                devices = last_read[0][1]
             else:
-                devices = record.spec().get("devices") or _NO_LIST
-                _last_read[:] = [(record, devices)]
+                devices = record.spec().get("devices") or NO_LIST
+                last_read[:] = [(record, devices)]
             dev = devices[self.position] if self.position < len(devices) else _NO_MAP
             if dev.get("name") != self.name:  # the slice changed since (its new version replaces this device soon)
                 dev = next((d for d in devices if d.get("name") == self.name), _NO_MAP)
@@ -247,7 +247,7 @@ class _Device:
         return result
 
 
-def _device_matches_node(dev: _Device, node: Mapping[str, Any], node_name: str) -> bool:
+def device_matches_node(dev: Device, node: Mapping[str, Any], node_name: str) -> bool:
     """Per-device node selection: whether the device is reachable from ``node``."""
     if dev.node_name:
         return dev.node_name == node_name
@@ -258,7 +258,7 @@ def _device_matches_node(dev: _Device, node: Mapping[str, Any], node_name: str) 
     return False
 
 
-class _Slice:
+class SliceRecord:
     """What the index keeps of one ResourceSlice: the fields pools and node views are built from,
     and the object itself, or a loader when the caller keeps it compactly (read only to prepare
     the devices, once per slice version)."""

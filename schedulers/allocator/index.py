@@ -9,28 +9,37 @@ from typing import Any
 from kube.devicetaints import rule_selects
 from kube.labels import node_selector_matches
 from kube.quantity import Quantity
-from schedulers.allocator.devices import _NO_LIST, _Device, _device_matches_node, _last_read, _Placement, _quantity, _SharedValues, _Slice
+from schedulers.allocator.devices import (
+    NO_LIST,
+    Device,
+    DevicePlacement,
+    SharedValues,
+    SliceRecord,
+    as_quantity,
+    device_matches_node,
+    last_read,
+)
 from schedulers.allocator.results import AllocatorFeatures, DeviceID, PoolID
 
 
 @dataclass
-class _PoolView:
+class PoolView:
     """A pool as seen from one node."""
 
     id: PoolID
-    devices: list[_Device]  # devices targeting the node, in allocation order
+    devices: list[Device]  # devices targeting the node, in allocation order
     incomplete: bool = False
     invalid: str | None = None
     has_binding: bool = False
 
 
 @dataclass
-class _NodeView:
-    pools: list[_PoolView]
-    candidates: list[_Device]  # devices of usable (complete, valid) pools, in allocation order
+class NodeView:
+    pools: list[PoolView]
+    candidates: list[Device]  # devices of usable (complete, valid) pools, in allocation order
     # Candidates not allocated exclusively, for one AllocatedState at the pools' change counts
     # (see AllocatedState.free_candidates).
-    free: tuple[Any, int, list[_Device]] | None = None
+    free: tuple[Any, int, list[Device]] | None = None
 
 
 class ResourceIndex:
@@ -49,17 +58,17 @@ class ResourceIndex:
         features: AllocatorFeatures | None = None,
     ) -> None:
         self.features = features or AllocatorFeatures()
-        self._slices: dict[str, _Slice] = {}
+        self._slices: dict[str, SliceRecord] = {}
         self.classes: dict[str, Mapping[str, Any]] = {}
         self.classes_version = 0  # bumped on every class change (SearchCache entries depend on classes)
         self._rules: dict[str, Mapping[str, Any]] = {}
-        self._devices: dict[str, tuple[_Slice, list[_Device]]] = {}
+        self._devices: dict[str, tuple[SliceRecord, list[Device]]] = {}
         self._by_node: dict[str, list[str]] = {}
         self._other: list[str] = []  # slices without spec.nodeName
         self._by_pool: dict[PoolID, list[str]] = {}
-        self._views: dict[str, tuple[Mapping[str, Any], Any, _NodeView]] = {}  # node name -> (node, labels, view)
-        self._pool_devices: dict[PoolID, tuple[dict[str, _Device], dict[str, dict[str, Quantity]], str | None]] = {}
-        self._shared = _SharedValues()
+        self._views: dict[str, tuple[Mapping[str, Any], Any, NodeView]] = {}  # node name -> (node, labels, view)
+        self._pool_devices: dict[PoolID, tuple[dict[str, Device], dict[str, dict[str, Quantity]], str | None]] = {}
+        self._shared = SharedValues()
         self._dirty = True
         for s in slices:
             self.set_slice(s)
@@ -74,7 +83,7 @@ class ResourceIndex:
         """Add or replace a ResourceSlice. With ``load`` (which returns this version of the object)
         the index keeps only what it indexes by, and reads the devices through ``load`` when it
         prepares them."""
-        self._slices[obj["metadata"]["name"]] = _Slice(obj, load)
+        self._slices[obj["metadata"]["name"]] = SliceRecord(obj, load)
         self._dirty = True
 
     def remove_slice(self, name: str) -> None:
@@ -107,7 +116,7 @@ class ResourceIndex:
 
     # --- derived structures ---
 
-    def _usable(self, record: _Slice) -> bool:
+    def _usable(self, record: SliceRecord) -> bool:
         # With partitionable devices off, upstream skips these slices entirely.
         return self.features.partitionable_devices or not (record.per_device or record.shared_counters)
 
@@ -128,7 +137,7 @@ class ResourceIndex:
             self._by_pool.setdefault((record.driver, record.pool), []).append(name)
         self._dirty = False
 
-    def slice_devices(self, name: str) -> list[_Device]:
+    def slice_devices(self, name: str) -> list[Device]:
         """Prepared devices of a slice (cached per slice version)."""
         record = self._slices[name]
         cached = self._devices.get(name)
@@ -139,15 +148,15 @@ class ResourceIndex:
         rules = list(self._rules.values()) if self.features.device_taint_rules else []
         devices = []
         shared = self._shared
-        placements: dict[tuple[Any, ...], _Placement] = {}
+        placements: dict[tuple[Any, ...], DevicePlacement] = {}
         for position, dev in enumerate(spec.get("devices") or []):
             taints = list(dev.get("taints") or []) if self.features.device_taints else []
             for rule in rules:
                 if rule_selects(rule, driver, pool, dev.get("name", "")):
                     taints.append((rule.get("spec") or {}).get("taint") or {})
-            devices.append(_Device(spec, dev, record, position, taints, shared, placements))
+            devices.append(Device(spec, dev, record, position, taints, shared, placements))
         self._devices[name] = (record, devices)
-        _last_read[:] = [(record, spec.get("devices") or _NO_LIST)]  # CEL views of these devices come next
+        last_read[:] = [(record, spec.get("devices") or NO_LIST)]  # CEL views of these devices come next
         return devices
 
     def _pool_generation(self, names: list[str]) -> tuple[int, list[str]]:
@@ -162,19 +171,19 @@ class ResourceIndex:
                 chosen.append(n)
         return best, chosen
 
-    def _pool_info(self, pool_id: PoolID, names: list[str]) -> tuple[dict[str, _Device], dict[str, dict[str, Quantity]], str | None]:
+    def _pool_info(self, pool_id: PoolID, names: list[str]) -> tuple[dict[str, Device], dict[str, dict[str, Quantity]], str | None]:
         """All devices and counter sets of the pool at one generation, plus a validation error."""
         cached = self._pool_devices.get(pool_id)
         if cached is not None:
             return cached
-        devices: dict[str, _Device] = {}
+        devices: dict[str, Device] = {}
         counters: dict[str, dict[str, Quantity]] = {}
         problem: str | None = None
         for n in names:
             for cs in self._slices[n].shared_counters:
                 if cs.get("name") in counters and problem is None:
                     problem = f"duplicate counter set name {cs.get('name')}"
-                counters[cs.get("name", "")] = {k: _quantity(v.get("value", "0")) for k, v in (cs.get("counters") or {}).items()}
+                counters[cs.get("name", "")] = {k: as_quantity(v.get("value", "0")) for k, v in (cs.get("counters") or {}).items()}
             for d in self.slice_devices(n):
                 if d.name in devices and problem is None:
                     problem = f"duplicate device name {d.name}"
@@ -195,7 +204,7 @@ class ResourceIndex:
         self._pool_devices[pool_id] = info
         return info
 
-    def pool_counters(self, pool_id: PoolID) -> tuple[dict[str, _Device], dict[str, dict[str, Quantity]]]:
+    def pool_counters(self, pool_id: PoolID) -> tuple[dict[str, Device], dict[str, dict[str, Quantity]]]:
         """Devices and shared counters of the newest complete-or-not generation of a pool."""
         if self._dirty:
             self._rebuild()
@@ -204,12 +213,12 @@ class ResourceIndex:
         devices, counters, _ = self._pool_info(pool_id, chosen)
         return devices, counters
 
-    def device(self, device_id: DeviceID) -> _Device | None:
+    def device(self, device_id: DeviceID) -> Device | None:
         """Look a device up in the newest generation of its pool."""
         devices, _ = self.pool_counters((device_id[0], device_id[1]))
         return devices.get(device_id[2])
 
-    def node_view(self, node: Mapping[str, Any]) -> _NodeView:
+    def node_view(self, node: Mapping[str, Any]) -> NodeView:
         """Pools usable from ``node`` and the ordered candidate devices (cached per node labels)."""
         if self._dirty:
             self._rebuild()
@@ -226,7 +235,7 @@ class ResourceIndex:
         self._views[node_name] = (node, labels, view)  # informer objects are never changed in place: no copy
         return view
 
-    def _build_view(self, node: Mapping[str, Any], node_name: str) -> _NodeView:
+    def _build_view(self, node: Mapping[str, Any], node_name: str) -> NodeView:
         relevant: dict[PoolID, list[str]] = {}
         per_device: set[str] = set()
         for name in self._by_node.get(node_name, []):
@@ -237,7 +246,7 @@ class ResourceIndex:
             if record.all_nodes:
                 ok = True
             elif record.per_device:
-                ok = any(_device_matches_node(d, node, node_name) for d in self.slice_devices(name))
+                ok = any(device_matches_node(d, node, node_name) for d in self.slice_devices(name))
                 # A counter-only slice carries no devices; it is pulled in via the pool instead.
                 per_device.add(name)
             elif record.node_selector is not None:
@@ -246,11 +255,11 @@ class ResourceIndex:
                 ok = False  # unknown future node selection mode
             if ok:
                 relevant.setdefault((record.driver, record.pool), []).append(name)
-        pools: list[_PoolView] = []
+        pools: list[PoolView] = []
         for pool_id, names in relevant.items():
             gen, chosen = self._pool_generation(names)
             count = self._slices[chosen[0]].count
-            pool = _PoolView(pool_id, [])
+            pool = PoolView(pool_id, [])
             all_gen, all_chosen = self._pool_generation(self._by_pool.get(pool_id, []))
             if len(chosen) != count:
                 if all_gen > gen:
@@ -258,7 +267,7 @@ class ResourceIndex:
                 pool.incomplete = len(all_chosen) != count
             for name in sorted(chosen):
                 for dev in self.slice_devices(name):
-                    if name in per_device and not _device_matches_node(dev, node, node_name):
+                    if name in per_device and not device_matches_node(dev, node, node_name):
                         continue
                     pool.devices.append(dev)
                     if dev.binding_conditions:
@@ -274,7 +283,7 @@ class ResourceIndex:
         usable = [p for p in pools if not p.incomplete and p.invalid is None]
         # Lists here are never changed once built: one pool's list serves as the candidates too.
         candidates = usable[0].devices if len(usable) == 1 else [d for p in usable for d in p.devices]
-        return _NodeView(pools, candidates)
+        return NodeView(pools, candidates)
 
     def _validate_only(self, names: list[str]) -> str | None:
         """Duplicate-name check for a stale-but-complete generation (kept like upstream)."""

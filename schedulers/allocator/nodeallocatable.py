@@ -8,8 +8,8 @@ from typing import Any
 
 from kube.pods import claim_status_amounts
 from kube.quantity import DECIMAL_SI, Quantity
-from schedulers.allocator.claims import _from_fraction
-from schedulers.allocator.devices import _quantity
+from schedulers.allocator.claims import from_fraction
+from schedulers.allocator.devices import as_quantity
 from schedulers.allocator.index import ResourceIndex
 
 
@@ -47,26 +47,26 @@ def node_allocatable_claim_status(
             if mapped.get("capacityKey"):
                 key = mapped["capacityKey"]
                 consumed = (r.get("consumedCapacity") or {}).get(key)
-                base = _quantity(consumed) if consumed is not None else dev.capacity.get(key)
+                base = as_quantity(consumed) if consumed is not None else dev.capacity.get(key)
                 if base is not None:
-                    amount = base.as_fraction() * _quantity(mapped.get("capacityMultiplier", "1")).as_fraction()
+                    amount = base.as_fraction() * as_quantity(mapped.get("capacityMultiplier", "1")).as_fraction()
                     mapping[resource] = mapping.get(resource, Fraction(0)) + amount
                     formats.setdefault(resource, base.format)
             elif mapped.get("deviceMultiplier") is not None:
-                multiplier = _quantity(mapped["deviceMultiplier"])
+                multiplier = as_quantity(mapped["deviceMultiplier"])
                 mapping[resource] = mapping.get(resource, Fraction(0)) + multiplier.as_fraction()
                 formats.setdefault(resource, multiplier.format)
             overhead = spec.get("overhead") or {}
             for key, totals in (("perPod", per_pod), ("perContainer", per_container)):
                 if overhead.get(key) is not None:
-                    q = _quantity(overhead[key])
+                    q = as_quantity(overhead[key])
                     totals[resource] = totals.get(resource, Fraction(0)) + q.as_fraction()
                     formats.setdefault(resource, q.format)
     if not found:
         return None
 
     def text(resource: str, value: Fraction) -> str:
-        return _from_fraction(value, formats.get(resource, DECIMAL_SI)).canonical()
+        return from_fraction(value, formats.get(resource, DECIMAL_SI)).canonical()
 
     entry: dict[str, Any] = {"resourceClaimName": claim_name}
     if containers:
@@ -95,7 +95,7 @@ def node_allocatable_demand(
     entry = node_allocatable_claim_status("claim", claim_allocation, slices, [f"c{i}" for i in range(containers_referencing)])
     if entry is None:
         return {}
-    return {k: _from_fraction(v) for k, v in claim_status_amounts(entry).items()}
+    return {k: from_fraction(v) for k, v in claim_status_amounts(entry).items()}
 
 
 def has_node_allocatable_mapping(claim_allocation: Mapping[str, Any] | None, index: ResourceIndex) -> bool:

@@ -21,9 +21,9 @@ from fractions import Fraction
 from typing import Any, Protocol
 
 from kube.quantity import Quantity
-from schedulers.allocator.claims import _attribute_value, _Claim, _Constraint, _consumption, _Request, _untolerated
-from schedulers.allocator.devices import _Device
-from schedulers.allocator.index import _NodeView
+from schedulers.allocator.claims import Constraint, PreparedClaim, PreparedRequest, attribute_value, share_consumption, untolerated
+from schedulers.allocator.devices import Device
+from schedulers.allocator.index import NodeView
 from schedulers.allocator.results import MAX_RESULTS, Allocated, AllocationError, AllocatorFeatures, DeviceID, PoolID
 from schedulers.allocator.state import AllocatedState
 
@@ -36,17 +36,17 @@ class _Allocating(Protocol):
     timeout: float | None
     bound_after: int
 
-    def selectable(self, req: _Request, dev: _Device) -> bool: ...
+    def selectable(self, req: PreparedRequest, dev: Device) -> bool: ...
 
     def available_counters(self, pool_id: PoolID) -> dict[tuple[str, str], Fraction]: ...
 
-    def free_candidates(self, view: _NodeView) -> list[_Device]: ...
+    def free_candidates(self, view: NodeView) -> list[Device]: ...
 
 
 _CHECKPOINT_STEPS = 256  # deadline (and supply check) checks this often
 
 
-class _TimedOut(Exception):
+class TimedOut(Exception):
     """The search on one node ran past the allocator's timeout."""
 
 
@@ -56,12 +56,12 @@ class _Restart(Exception):
 
 @dataclass
 class _Pick:
-    device: _Device
-    request: _Request
+    device: Device
+    request: PreparedRequest
     consumed: dict[str, Quantity] | None  # shared device: capacity taken by this share
 
 
-_NO_CONSTRAINTS: list[_Constraint] = []
+_NO_CONSTRAINTS: list[Constraint] = []
 _NO_CHANGES: list[Any] = []  # shared, never appended to
 
 # What a search step answers: a solution, no solution on this path, or no solution whatever
@@ -70,10 +70,10 @@ _NO_CHANGES: list[Any] = []  # shared, never appended to
 _FOUND, _FAILED, _EXCEEDED = 1, 2, 3
 
 # What taking a device changes: shared?, consumed capacity, counter deltas, constraint values.
-_Fit = tuple[bool, dict[str, Quantity] | None, list[tuple[PoolID, tuple[str, str], Fraction]], list[tuple[_Constraint, Any]]]
+_Fit = tuple[bool, dict[str, Quantity] | None, list[tuple[PoolID, tuple[str, str], Fraction]], list[tuple[Constraint, Any]]]
 
 
-def _allocated(search: _Search, timestamp: str | None, share_id: Callable[[], str]) -> Allocated:
+def found_allocation(search: Search, timestamp: str | None, share_id: Callable[[], str]) -> Allocated:
     """A found solution; the result dicts (fresh share IDs included) are built only if asked for."""
     exclusive = search.exclusive_picks()
     return Allocated(build=lambda: search.build(timestamp, share_id), exclusive=exclusive, free_left=len(search.free) - exclusive)
@@ -95,17 +95,17 @@ class SearchCache:
     __slots__ = ("_entries", "hits")
 
     def __init__(self) -> None:
-        self._entries: dict[str, tuple[_NodeView, AllocatedState, int, int, bytes, _Search]] = {}
+        self._entries: dict[str, tuple[NodeView, AllocatedState, int, int, bytes, Search]] = {}
         self.hits = 0
 
-    def get(self, node: str, view: _NodeView, state: AllocatedState, stamp: int, classes: int, signature: bytes) -> _Search | None:
+    def get(self, node: str, view: NodeView, state: AllocatedState, stamp: int, classes: int, signature: bytes) -> Search | None:
         entry = self._entries.get(node)
         if entry is None or entry[0] is not view or entry[1] is not state or entry[2] != stamp or entry[3] != classes or entry[4] != signature:
             return None
         self.hits += 1
         return entry[5]
 
-    def put(self, node: str, view: _NodeView, state: AllocatedState, stamp: int, classes: int, signature: bytes, search: _Search) -> None:
+    def put(self, node: str, view: NodeView, state: AllocatedState, stamp: int, classes: int, signature: bytes, search: Search) -> None:
         self._entries[node] = (view, state, stamp, classes, signature, search)
 
     def discard(self, node: str) -> None:
@@ -113,7 +113,7 @@ class SearchCache:
         self._entries.pop(node, None)
 
 
-class _Search:
+class Search:
     """State of one ``allocate`` call: the depth-first search and its undo log.
 
     The search visits claims, requests, subrequests and device slots in upstream's order and
@@ -123,9 +123,13 @@ class _Search:
     that runs longer than :data:`BOUND_AFTER_STEPS` starts over and also prunes by supply (see
     ``_enough``): those checks only drop paths without any solution, so the first solution
     stays the same.
+
+    Its per-device checks are public (:meth:`need`, :meth:`in_use`, :meth:`can_take`,
+    :meth:`shared`, :meth:`capacity_for`, :meth:`counters_suffice`): an explanation asks them of
+    a search that has not run (:meth:`Allocator.probe`), device by device, with nothing taken yet.
     """
 
-    def __init__(self, alloc: _Allocating, claims: list[_Claim], view: _NodeView, node_name: str) -> None:
+    def __init__(self, alloc: _Allocating, claims: list[PreparedClaim], view: NodeView, node_name: str) -> None:
         self.alloc = alloc
         self.features = alloc.features
         self.allocated = alloc.allocated
@@ -140,8 +144,8 @@ class _Search:
         self._attributes: dict[tuple[DeviceID, str], frozenset[Any] | None] = {}
         self.selected: dict[tuple[int, int], int] = {}
         # Constraints keep per-search state; claims without any share one empty list (never appended to).
-        self.constraints = [[_Constraint(r, a, d) for r, a, d in c.constraints] if c.constraints else _NO_CONSTRAINTS for c in claims]
-        self.all_devices: dict[int, list[_Device]] = {}  # id(_Request) -> devices
+        self.constraints = [[Constraint(r, a, d) for r, a, d in c.constraints] if c.constraints else _NO_CONSTRAINTS for c in claims]
+        self.all_devices: dict[int, list[Device]] = {}  # id(PreparedRequest) -> devices
         self.deepest = (-1, -1)
         self.free = alloc.free_candidates(view)
         self.deadline = time.monotonic() + alloc.timeout if alloc.timeout is not None else None
@@ -179,11 +183,11 @@ class _Search:
         for claim in self.claims:
             fewest = claim.fewest
             if fewest is None:
-                fewest = sum(min(self._need(req) for req in top.subrequests or [top]) for top in claim.requests)
+                fewest = sum(min(self.need(req) for req in top.subrequests or [top]) for top in claim.requests)
             if fewest > MAX_RESULTS:
                 raise AllocationError(f"claim {claim.ref}: number of requested devices {fewest} exceeds the claim limit of {MAX_RESULTS}")
 
-    def _need(self, req: _Request) -> int:
+    def need(self, req: PreparedRequest) -> int:
         """Devices ``req`` takes: its count, or all matching devices (computed on first use)."""
         if not req.all_mode:
             return req.count
@@ -193,7 +197,7 @@ class _Search:
             self.all_devices[id(req)] = devices
         return len(devices)
 
-    def _all_devices(self, req: _Request) -> list[_Device]:
+    def _all_devices(self, req: PreparedRequest) -> list[Device]:
         out = []
         for pool in self.view.pools:
             where = f"claim {req.claim_ref}, request {req.name}: asks for all devices, but resource pool {pool.id[0]}/{pool.id[1]}"
@@ -205,7 +209,7 @@ class _Search:
                 if not self.alloc.selectable(req, dev):
                     continue
                 # Upstream filters by capacity here too: a shared device without room is not part of "all".
-                if self.features.consumable_capacity and self._capacity_for(dev, req) is False:
+                if self.features.consumable_capacity and self.capacity_for(dev, req) is False:
                     continue
                 out.append(dev)
         return out
@@ -216,7 +220,7 @@ class _Search:
         """Every 256 steps: give up past the deadline; start over with the supply checks once the search is long."""
         self._checkpoint_at = self.steps + _CHECKPOINT_STEPS
         if self.deadline is not None and time.monotonic() > self.deadline:
-            raise _TimedOut
+            raise TimedOut
         if not self._bound_checked and self.steps >= self.alloc.bound_after:
             self._bound_checked = True
             if self._bounds_safe():
@@ -250,13 +254,13 @@ class _Search:
                 all_exceeded = False
         return _EXCEEDED if all_exceeded else _FAILED
 
-    def _slot(self, ci: int, ri: int, req: _Request, di: int, start: int) -> int:
+    def _slot(self, ci: int, ri: int, req: PreparedRequest, di: int, start: int) -> int:
         """Place device ``di`` of ``req`` (request ``ri`` of claim ``ci``), trying candidates from ``start``."""
         self.steps += 1
         if self.steps >= self._checkpoint_at:
             self._checkpoint()
         if req.all_mode:
-            need = self._need(req)
+            need = self.need(req)
             if not need:
                 return _FAILED  # "All" needs at least one device
         else:
@@ -267,7 +271,7 @@ class _Search:
             return _EXCEEDED
         if req.all_mode:
             dev = self.all_devices[id(req)][di]
-            if self._in_use(ci, req, dev):
+            if self.in_use(ci, req, dev):
                 return _FAILED
             undo = self._take(ci, req, dev, must=True)
             if undo is None:
@@ -286,7 +290,7 @@ class _Search:
             candidates = self.view.candidates
             for pos in range(start, len(candidates)):
                 dev = candidates[pos]
-                if self._in_use(ci, req, dev) or not selectable(req, dev):
+                if self.in_use(ci, req, dev) or not selectable(req, dev):
                     continue
                 undo = self._take(ci, req, dev, must=False)
                 if undo is None:
@@ -329,8 +333,8 @@ class _Search:
         candidate or an "All" request is constrained: the plain search (and its deadline) decides.
         Called once per search; it starts the caches the checks use.
         """
-        self._selectable: dict[int, tuple[list[int], list[_Device]]] = {}  # id(_Request) -> positions, devices
-        self._possible: dict[int, list[_Device]] = {}  # id(_Request) -> devices it could take at all
+        self._selectable: dict[int, tuple[list[int], list[Device]]] = {}  # id(PreparedRequest) -> positions, devices
+        self._possible: dict[int, list[Device]] = {}  # id(PreparedRequest) -> devices it could take at all
         for ci, claim in enumerate(self.claims):
             for top in claim.requests:
                 for req in top.subrequests or [top]:
@@ -359,10 +363,10 @@ class _Search:
         self.counters = {}
         self.results = [[] for _ in self.claims]
         self.selected = {}
-        self.constraints = [[_Constraint(con.requests, con.attribute, con.distinct) for con in cons] if cons else _NO_CONSTRAINTS for cons in self.constraints]
+        self.constraints = [[Constraint(con.requests, con.attribute, con.distinct) for con in cons] if cons else _NO_CONSTRAINTS for cons in self.constraints]
         self.deepest = (-1, -1)
 
-    def _selectable_positions(self, req: _Request) -> tuple[list[int], list[_Device]]:
+    def _selectable_positions(self, req: PreparedRequest) -> tuple[list[int], list[Device]]:
         """Positions (in the list ``_slot`` walks for ``req``) and devices that pass its selectors."""
         cached = self._selectable.get(id(req))
         if cached is None:
@@ -373,21 +377,21 @@ class _Search:
             self._selectable[id(req)] = cached
         return cached
 
-    def _takeable(self, ci: int, req: _Request, start: int) -> list[_Device]:
+    def _takeable(self, ci: int, req: PreparedRequest, start: int) -> list[Device]:
         """Devices from position ``start`` on that ``req`` could take now."""
         if req.all_mode:
             devices = self.all_devices[id(req)]
         else:
             positions, selectable = self._selectable_positions(req)
             devices = selectable[bisect_left(positions, start):]
-        return [dev for dev in devices if not self._in_use(ci, req, dev) and self._fit(ci, req, dev, must=False) is not None]
+        return [dev for dev in devices if not self.in_use(ci, req, dev) and self._fit(ci, req, dev, must=False) is not None]
 
-    def _still_possible(self, ci: int, req: _Request) -> list[_Device]:
+    def _still_possible(self, ci: int, req: PreparedRequest) -> list[Device]:
         """A cheap superset of ``_takeable(ci, req, 0)``: possible at the start, not in use, constraints still met."""
         constraints = [con for con in self.constraints[ci] if con.values and con.applies(req)]
         out = []
         for dev in self._possible[id(req)]:
-            if self._in_use(ci, req, dev):
+            if self.in_use(ci, req, dev):
                 continue
             if all(con.admits(self._attribute(dev, con.attribute)) for con in constraints):
                 out.append(dev)
@@ -397,10 +401,10 @@ class _Search:
         """Whether claim ``ci`` exceeds the result limit whatever the devices, taking ``more`` for request ``ri`` and the fewest after it."""
         fewest = len(self.results[ci]) + more
         for top in self.claims[ci].requests[ri + 1:]:
-            fewest += min(self._need(req) for req in top.subrequests or [top])
+            fewest += min(self.need(req) for req in top.subrequests or [top])
         return fewest > MAX_RESULTS
 
-    def _enough(self, ci: int, ri: int, req: _Request, need: int, start: int) -> bool:
+    def _enough(self, ci: int, ri: int, req: PreparedRequest, need: int, start: int) -> bool:
         """Whether ``need`` more devices for ``req`` from position ``start`` on, and everything after it, may still be found.
 
         Necessary conditions only, each checked against devices that could still be taken:
@@ -413,13 +417,13 @@ class _Search:
         * a constraint tying this request to later ones: enough devices (values) for all of them.
         """
         if self.deadline is not None and time.monotonic() > self.deadline:
-            raise _TimedOut  # these checks can be slow; do not wait for the next checkpoint
+            raise TimedOut  # these checks can be slow; do not wait for the next checkpoint
         now = self._takeable(ci, req, start)
         if len(now) < need or not self._values_suffice(ci, req, now, need):
             return False
-        if any(dev.consumes for dev in now) and not self._counters_suffice(now, need):
+        if any(dev.consumes for dev in now) and not self.counters_suffice(now, need):
             return False
-        later: dict[int, list[_Device]] = {}  # id(_Request) -> still possible devices
+        later: dict[int, list[Device]] = {}  # id(PreparedRequest) -> still possible devices
         exclusive_need = need if self._takes_exclusively(req, now) else 0
         exclusive_devices = {dev.id for dev in now} if exclusive_need else set()
         # A failure is explained with the last request a check involved, where the plain search would fail.
@@ -432,7 +436,7 @@ class _Search:
                 union: set[DeviceID] = set()
                 exclusive = True
                 for alt in top.subrequests or [top]:
-                    alt_need = self._need(alt)
+                    alt_need = self.need(alt)
                     devices = later[id(alt)] = self._still_possible(cj, alt)
                     if len(devices) < alt_need or (alt.all_mode and not alt_need):
                         continue
@@ -451,26 +455,26 @@ class _Search:
             return False
         return all(self._tie_suffices(ci, ri, req, need, now, con, later) for con in self.constraints[ci] if con.applies(req))
 
-    def _takes_exclusively(self, req: _Request, devices: list[_Device]) -> bool:
+    def _takes_exclusively(self, req: PreparedRequest, devices: list[Device]) -> bool:
         """Whether every device ``req`` takes from ``devices`` is then taken from everybody else."""
-        return not req.admin and not any(self._shared(dev) for dev in devices)
+        return not req.admin and not any(self.shared(dev) for dev in devices)
 
-    def _values_suffice(self, ci: int, req: _Request, devices: list[_Device], need: int) -> bool:
+    def _values_suffice(self, ci: int, req: PreparedRequest, devices: list[Device], need: int) -> bool:
         """Whether each constraint on ``req`` leaves ``need`` of ``devices`` (see ``_values_allow``)."""
         return all(self._values_allow(con, devices, need) for con in self.constraints[ci] if con.applies(req))
 
-    def _attribute(self, dev: _Device, name: str) -> frozenset[Any] | None:
-        """``_attribute_value``, once per device and attribute in this search: a device keeps its
+    def _attribute(self, dev: Device, name: str) -> frozenset[Any] | None:
+        """``attribute_value``, once per device and attribute in this search: a device keeps its
         attributes only while among the last ``VIEWS_KEPT`` read, and a search over more devices
         than that must not read slices again and again."""
         key = (dev.id, name)
         try:
             return self._attributes[key]
         except KeyError:
-            value = self._attributes[key] = _attribute_value(dev, name, self.features.list_attributes)
+            value = self._attributes[key] = attribute_value(dev, name, self.features.list_attributes)
             return value
 
-    def _values_allow(self, con: _Constraint, devices: list[_Device], need: int) -> bool:
+    def _values_allow(self, con: Constraint, devices: list[Device], need: int) -> bool:
         """Enough distinct values for a distinctAttribute, a large enough group of one value for a matchAttribute."""
         if con.values and not con.distinct:
             return len(devices) >= need  # the fixed value already filtered the devices
@@ -482,7 +486,7 @@ class _Search:
         return bool(values) and max(Counter(values).values()) >= need
 
     def _tie_suffices(
-        self, ci: int, ri: int, req: _Request, need: int, now: list[_Device], con: _Constraint, later: dict[int, list[_Device]],
+        self, ci: int, ri: int, req: PreparedRequest, need: int, now: list[Device], con: Constraint, later: dict[int, list[Device]],
     ) -> bool:
         """Whether ``con`` leaves enough devices for this request and the later requests of the claim it applies to.
 
@@ -496,11 +500,11 @@ class _Search:
             if not any(con.applies(alt) for alt in alternatives):
                 continue
             last = rj
-            total += min(self._need(alt) if con.applies(alt) else 0 for alt in alternatives)
+            total += min(self.need(alt) if con.applies(alt) else 0 for alt in alternatives)
             for alt in alternatives:
                 if not con.applies(alt):
                     continue
-                if any(self._shared(dev) for dev in later[id(alt)]):
+                if any(self.shared(dev) for dev in later[id(alt)]):
                     return True  # a shared device may serve two requests
                 devices.update((dev.id, dev) for dev in later[id(alt)])
         if total == need:
@@ -510,11 +514,11 @@ class _Search:
         self.deepest = max(self.deepest, (ci, last))
         return False
 
-    def _counters_suffice(self, takeable: list[_Device], need: int) -> bool:
+    def counters_suffice(self, takeable: list[Device], need: int) -> bool:
         """Whether the ``need`` devices consuming least of each counter fit into what is left of it."""
         amounts: dict[tuple[PoolID, tuple[str, str]], list[Fraction]] = {}
         for dev in takeable:
-            if self._shared(dev) and (dev.id in self.allocated.shared_devices or self.shares.get(dev.id)):
+            if self.shared(dev) and (dev.id in self.allocated.shared_devices or self.shares.get(dev.id)):
                 continue  # its counters are consumed already
             pool_id = (dev.id[0], dev.id[1])
             per_device: dict[tuple[PoolID, tuple[str, str]], Fraction] = {}
@@ -536,24 +540,26 @@ class _Search:
 
     # --- taking one device ---
 
-    def _shared(self, dev: _Device) -> bool:
+    def shared(self, dev: Device) -> bool:
+        """Whether ``dev`` is shared (allocated in shares) rather than taken whole."""
         return dev.allow_multiple and self.features.consumable_capacity
 
-    def _in_use(self, ci: int, req: _Request, dev: _Device) -> bool:
+    def in_use(self, ci: int, req: PreparedRequest, dev: Device) -> bool:
+        """Whether ``dev`` is taken for ``req`` of claim ``ci``: allocated before, or picked on this path."""
         users = self.allocating.get(dev.id)
         if req.admin:
             return users is not None and ci in users
         return dev.id in self.allocated.devices or bool(users)
 
-    def _capacity_for(self, dev: _Device, req: _Request) -> dict[str, Quantity] | bool | None:
+    def capacity_for(self, dev: Device, req: PreparedRequest) -> dict[str, Quantity] | bool | None:
         """Consumed capacity for a share (dict), None for an exclusive fit, False if it does not fit."""
-        if not self._shared(dev):
+        if not self.shared(dev):
             # Capacity requests act as a filter on exclusive devices.
             for key, amount in req.capacity.items():
                 if key not in dev.capacity or amount > dev.capacity[key]:
                     return False
             return None
-        consumed = _consumption(dev, req)
+        consumed = share_consumption(dev, req)
         if consumed is None:
             return False
         taken = self.allocated.capacity.get(dev.id) or {}
@@ -564,13 +570,18 @@ class _Search:
                 return False
         return consumed
 
-    def _fit(self, ci: int, req: _Request, dev: _Device, must: bool) -> _Fit | None:
+    def can_take(self, ci: int, req: PreparedRequest, dev: Device) -> bool:
+        """Whether ``req`` of claim ``ci`` could take ``dev`` now, in-use aside (:meth:`in_use`):
+        capacity, shared counters, taints and the claim's constraints."""
+        return self._fit(ci, req, dev, must=False) is not None
+
+    def _fit(self, ci: int, req: PreparedRequest, dev: Device, must: bool) -> _Fit | None:
         """What taking ``dev`` for ``req`` would change, or None if it cannot be taken now."""
         # A device that allows multiple allocations is shared, with admin access too (upstream).
-        shared = self._shared(dev)
+        shared = self.shared(dev)
         consumed: dict[str, Quantity] | None = None
         if self.features.consumable_capacity and (shared or req.capacity):
-            fit = self._capacity_for(dev, req)
+            fit = self.capacity_for(dev, req)
             if fit is False:
                 return None
             consumed = fit if isinstance(fit, dict) else None
@@ -590,12 +601,12 @@ class _Search:
                     if available.get(key, Fraction(0)) - used.get(key, Fraction(0)) < amount:
                         return None
                     counter_delta.append((pool_id, key, amount))
-        if self.features.device_taints and dev.taints and _untolerated(dev, req):
+        if self.features.device_taints and dev.taints and untolerated(dev, req):
             return None
         constraints = self.constraints[ci]
         if not constraints:
             return shared, consumed, counter_delta, _NO_CHANGES
-        values: list[tuple[_Constraint, Any]] = []
+        values: list[tuple[Constraint, Any]] = []
         for con in constraints:
             if not con.applies(req):
                 continue
@@ -611,7 +622,7 @@ class _Search:
             values.append((con, value if con.distinct or not con.values else value & con.values[-1]))
         return shared, consumed, counter_delta, values
 
-    def _take(self, ci: int, req: _Request, dev: _Device, must: bool) -> Callable[[], None] | None:
+    def _take(self, ci: int, req: PreparedRequest, dev: Device, must: bool) -> Callable[[], None] | None:
         """Try to add ``dev`` for ``req``; returns an undo function, or None if it cannot be taken."""
         fit = self._fit(ci, req, dev, must)
         if fit is None:
@@ -699,10 +710,10 @@ class _Search:
             out.append(allocation)
         return out
 
-    def _chosen(self, ci: int, ri: int, top: _Request) -> _Request:
+    def _chosen(self, ci: int, ri: int, top: PreparedRequest) -> PreparedRequest:
         return top.subrequests[self.selected[(ci, ri)]] if top.subrequests else top
 
-    def _config(self, ci: int, claim: _Claim) -> list[dict[str, Any]]:
+    def _config(self, ci: int, claim: PreparedClaim) -> list[dict[str, Any]]:
         if not claim.has_config:
             return []
         config: list[dict[str, Any]] = []

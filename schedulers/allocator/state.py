@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from kube.quantity import Quantity
-from schedulers.allocator.devices import _Device, _quantity
-from schedulers.allocator.index import _NodeView
+from schedulers.allocator.devices import Device, as_quantity
+from schedulers.allocator.index import NodeView
 from schedulers.allocator.results import DeviceID, PoolID
 
 _T = TypeVar("_T")
@@ -87,7 +87,7 @@ class AllocatedState:
                 # A fresh dict: a what-if copy (:meth:`changed`) shares the original's sums.
                 agg = self.capacity[dev_id] = dict(self.capacity.get(dev_id, {}))
                 for key, value in (r.get("consumedCapacity") or {}).items():
-                    agg[key] = agg.get(key, Quantity(0)) + _quantity(value)
+                    agg[key] = agg.get(key, Quantity(0)) + as_quantity(value)
             else:
                 self.devices.add(dev_id)
 
@@ -113,18 +113,18 @@ class AllocatedState:
                     state.shared_devices.discard(dev_id)
                 agg = state.capacity[dev_id] = dict(state.capacity.get(dev_id, {}))
                 for key, value in (r.get("consumedCapacity") or {}).items():
-                    agg[key] = agg.get(key, Quantity(0)) - _quantity(value)
+                    agg[key] = agg.get(key, Quantity(0)) - as_quantity(value)
         for allocation in add:
             state.add_allocation(allocation)
         return state
 
-    def stamp(self, view: _NodeView) -> int:
+    def stamp(self, view: NodeView) -> int:
         """Changes to the view's pools so far; counts only grow, so their sum moves whenever one does."""
         changes = self.pool_changes
         pools = view.pools
         return changes.get(pools[0].id, 0) if len(pools) == 1 else sum(changes.get(p.id, 0) for p in pools)
 
-    def free_candidates(self, view: _NodeView) -> list[_Device]:
+    def free_candidates(self, view: NodeView) -> list[Device]:
         """The view's candidates minus devices allocated exclusively.
 
         Kept on the view across scheduling cycles and recomputed only when an allocation lands

@@ -134,6 +134,17 @@ KINDS = [
         ("NAME", "VALUE", "GLOBAL-DEFAULT", "AGE", "PREEMPTIONPOLICY"),
         ("NAME", "VALUE", "GLOBAL-DEFAULT", "AGE", "PREEMPTIONPOLICY"),
     ),
+    # The workload kinds, with upstream's columns (built from their OpenAPI create examples too).
+    storage_only("apps", "deployments", True, ("NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"), ("NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE", "CONTAINERS", "IMAGES", "SELECTOR")),
+    storage_only("apps", "replicasets", True, ("NAME", "DESIRED", "CURRENT", "READY", "AGE"), ("NAME", "DESIRED", "CURRENT", "READY", "AGE", "CONTAINERS", "IMAGES", "SELECTOR")),
+    storage_only("apps", "statefulsets", True, ("NAME", "READY", "AGE"), ("NAME", "READY", "AGE", "CONTAINERS", "IMAGES")),
+    storage_only(
+        "apps", "daemonsets", True,
+        ("NAME", "DESIRED", "CURRENT", "READY", "UP-TO-DATE", "AVAILABLE", "NODE SELECTOR", "AGE"),
+        ("NAME", "DESIRED", "CURRENT", "READY", "UP-TO-DATE", "AVAILABLE", "NODE SELECTOR", "AGE", "CONTAINERS", "IMAGES", "SELECTOR"),
+    ),
+    storage_only("apps", "controllerrevisions", True, ("NAME", "CONTROLLER", "REVISION", "AGE")),
+    storage_only("batch", "jobs", True, ("NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE"), ("NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE", "CONTAINERS", "IMAGES", "SELECTOR")),
     # Served as storage only, with upstream's columns (docs/upstream-components.md).
     storage_only(
         "", "persistentvolumes", False,
@@ -148,8 +159,6 @@ KINDS = [
     storage_only("", "services", True, ("NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)", "AGE"), ("NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)", "AGE", "SELECTOR")),
     storage_only("", "replicationcontrollers", True, ("NAME", "DESIRED", "CURRENT", "READY", "AGE"), ("NAME", "DESIRED", "CURRENT", "READY", "AGE", "CONTAINERS", "IMAGES", "SELECTOR")),
     storage_only("", "configmaps", True, ("NAME", "DATA", "AGE")),
-    storage_only("apps", "replicasets", True, ("NAME", "DESIRED", "CURRENT", "READY", "AGE"), ("NAME", "DESIRED", "CURRENT", "READY", "AGE", "CONTAINERS", "IMAGES", "SELECTOR")),
-    storage_only("apps", "statefulsets", True, ("NAME", "READY", "AGE"), ("NAME", "READY", "AGE", "CONTAINERS", "IMAGES")),
     storage_only("policy", "poddisruptionbudgets", True, ("NAME", "MIN AVAILABLE", "MAX UNAVAILABLE", "ALLOWED DISRUPTIONS", "AGE")),
     storage_only("storage.k8s.io", "storageclasses", False, ("NAME", "PROVISIONER", "RECLAIMPOLICY", "VOLUMEBINDINGMODE", "ALLOWVOLUMEEXPANSION", "AGE")),
     storage_only("storage.k8s.io", "csinodes", False, ("NAME", "DRIVERS", "AGE")),
@@ -189,6 +198,11 @@ def test_api_resources_and_versions(kubectl: Kubectl) -> None:
         ("events", "events.k8s.io/v1"): ("true", "Event"),
         ("services", "v1"): ("true", "Service"),
         ("statefulsets", "apps/v1"): ("true", "StatefulSet"),
+        ("deployments", "apps/v1"): ("true", "Deployment"),
+        ("replicasets", "apps/v1"): ("true", "ReplicaSet"),
+        ("daemonsets", "apps/v1"): ("true", "DaemonSet"),
+        ("controllerrevisions", "apps/v1"): ("true", "ControllerRevision"),
+        ("jobs", "batch/v1"): ("true", "Job"),
         ("poddisruptionbudgets", "policy/v1"): ("true", "PodDisruptionBudget"),
         ("csinodes", "storage.k8s.io/v1"): ("false", "CSINode"),
         ("endpoints", "v1"): ("true", "Endpoints"),
@@ -202,6 +216,8 @@ def test_api_resources_and_versions(kubectl: Kubectl) -> None:
     assert by_name[("events", "v1")]["SHORTNAMES"] == "ev"
     assert by_name[("priorityclasses", "scheduling.k8s.io/v1")]["SHORTNAMES"] == "pc"
     assert (by_name[("events", "events.k8s.io/v1")]["SHORTNAMES"], by_name[("services", "v1")]["SHORTNAMES"]) == ("ev", "svc")
+    workloads = [("deployments", "apps/v1"), ("replicasets", "apps/v1"), ("statefulsets", "apps/v1"), ("daemonsets", "apps/v1"), ("jobs", "batch/v1")]
+    assert [by_name[key]["SHORTNAMES"] for key in workloads] == ["deploy", "rs", "sts", "ds", ""]
 
     names = kubectl.ok("api-resources", "--api-group=resource.k8s.io", "-o", "name").split()
     assert sorted(names) == sorted(

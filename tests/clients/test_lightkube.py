@@ -51,7 +51,8 @@ def lk(server: ServerProcess) -> Iterator[Client]:
             "current-context": "test",
         }
     )
-    client = Client(config=config, field_manager="lightkube-test")
+    # 30 s as the other clients of the suite (lightkube's own default is 10 s).
+    client = Client(config=config, field_manager="lightkube-test", timeout=30.0)  # a number: lightkube builds its own Timeout (httpx or httpx2)
     yield client
 
 

@@ -224,8 +224,8 @@ def test_bound_pod_pod_without_claims_missing_claim_and_class_bad_cel(stack: Sta
     assert missing.stdout.splitlines()[:2] == ["Pod default/missing-claim: WaitingForClaims", "  waiting for resourceclaim 'does-not-exist' to be created"]
     classless = kubectl(stack, "why", "pod/classless", "-o", "json")
     document = json.loads(classless.stdout)
-    assert document["state"] == "Error"
-    assert 'could not retrieve device class no-such-class: deviceclass.resource.k8s.io "no-such-class" not found' in document["message"]
+    # The scheduler's PreFilter (upstream's DynamicResources): unschedulable until the class exists.
+    assert (document["state"], document["message"]) == ("Unschedulable", "request gpu: device class no-such-class does not exist")
     faulty = json.loads(kubectl(stack, "why", "pod/faulty", "-o", "json").stdout)
     assert faulty["state"] == "Error" and "CEL runtime error" in faulty["message"], faulty
 

@@ -1,4 +1,4 @@
-"""kube.tasks: ending tasks without swallowing the caller's cancellation."""
+"""kube.tasks: ending tasks without swallowing the caller's cancellation, and awaiting several together."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import contextlib
 
 import pytest
 
-from kube.tasks import cancel_and_wait, wait_for
+from kube.tasks import cancel_and_wait, together, wait_for
 
 
 async def _slow_to_stop(stopping: asyncio.Event) -> None:
@@ -82,3 +82,20 @@ async def test_a_loop_woken_as_it_is_cancelled_stops(yields: int) -> None:
         await cancel_and_wait(loop)
     assert loop.cancelled()
     assert rounds <= 1
+
+
+async def test_together_answers_in_order_and_raises_the_first_failure_once_all_have_ended() -> None:
+    ended: list[str] = []
+
+    async def after(delay: float, name: str, failure: Exception | None = None) -> str:
+        await asyncio.sleep(delay)
+        ended.append(name)
+        if failure is not None:
+            raise failure
+        return name
+
+    assert await together(after(0.02, "a"), after(0, "b")) == ["a", "b"]
+    ended.clear()
+    with pytest.raises(KeyError):
+        await together(after(0.01, "fails first", KeyError("k")), after(0, "fails", ValueError("v")), after(0.05, "slow"))
+    assert sorted(ended) == ["fails", "fails first", "slow"], "every one ran to its end before the failure was raised"

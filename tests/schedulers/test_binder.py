@@ -107,6 +107,8 @@ async def world() -> AsyncIterator[World]:
 
 
 async def test_a_new_allocation_is_written_then_the_pod_is_bound(world: World) -> None:
+    """The finalizer first, then the allocation (upstream's bindClaim): no watcher ever sees the
+    claim allocated without the finalizer (upstream's e2e claim informer fails on that)."""
     await world.cluster.topology({"n1": 2})
     await world.claim(claim("c"))
     p = await world.popped(pod("p", claims=["c"]))
@@ -115,7 +117,10 @@ async def test_a_new_allocation_is_written_then_the_pod_is_bound(world: World) -
     assert world.cache.is_binding((NS, "p")) and world.cache.allocating_pod("uid-c") == "uid-p"
     assert world.cache.allocated_state().devices == {(DRIVER, "n1", "dev-0")}
     await world.binder.wait()
-    assert world.api.written() == [("PUT", f"{CLAIMS}/c/status"), ("PUT", f"{CLAIMS}/c"), ("POST", f"{PODS}/p/binding")]
+    assert world.api.written() == [("PUT", f"{CLAIMS}/c"), ("PUT", f"{CLAIMS}/c/status"), ("POST", f"{PODS}/p/binding")]
+    [protected] = world.api.bodies("PUT", f"{CLAIMS}/c")
+    assert protected["metadata"]["finalizers"] == [DELETE_PROTECTION_FINALIZER] and "allocation" not in protected.get("status", {})
+    assert world.api.bodies("PUT", f"{CLAIMS}/c/status")[0]["metadata"]["finalizers"] == [DELETE_PROTECTION_FINALIZER]
     status = world.api.bodies("PUT", f"{CLAIMS}/c/status")[0]["status"]
     assert status["reservedFor"] == reserved_for(p)
     assert [r["device"] for r in status["allocation"]["devices"]["results"]] == ["dev-0"]
@@ -154,7 +159,7 @@ async def test_a_conflict_rereads_the_claim_and_writes_again(world: World) -> No
     world.binder.reserve(p, world.placement(p))
     await world.binder.wait()
     assert [(m, path) for m, path, _ in world.api.requests if path != EVENTS] == [
-        ("PUT", f"{CLAIMS}/c/status"), ("GET", f"{CLAIMS}/c"), ("PUT", f"{CLAIMS}/c/status"), ("PUT", f"{CLAIMS}/c"), ("POST", f"{PODS}/p/binding"),
+        ("PUT", f"{CLAIMS}/c"), ("GET", f"{CLAIMS}/c"), ("PUT", f"{CLAIMS}/c"), ("PUT", f"{CLAIMS}/c/status"), ("POST", f"{PODS}/p/binding"),
     ]  # fmt: skip
     assert world.server_claim("c")["metadata"]["labels"] == {"new": "yes"}  # the other writer's change is kept
     assert world.binder.stats.scheduled == 1
@@ -169,6 +174,8 @@ async def test_a_failed_binding_frees_the_claim_and_retries_the_pod_after_a_back
     await world.binder.wait()
     assert world.api.written()[-1] == ("PUT", f"{CLAIMS}/c/status")
     assert "allocation" not in world.server_claim("c")["status"] and "reservedFor" not in world.server_claim("c")["status"]
+    # As upstream's: the finalizer stays until the claim controller removes it from a claim being deleted.
+    assert world.server_claim("c")["metadata"]["finalizers"] == [DELETE_PROTECTION_FINALIZER]
     assert world.queue.state((NS, "p")) == "backoff" and world.binder.stats.bind_failures == 1
     # Nothing of the attempt is left in the cache: the node's cpu and the device are free again.
     node = world.cache.nodes.get("", "n1")

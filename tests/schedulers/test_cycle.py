@@ -9,7 +9,7 @@ from fractions import Fraction
 from typing import Any
 
 from schedulers.cycle import Placement, ScheduleFailure, SchedulingCycle, WaitForClaims
-from tests.schedulers.cluster import DRIVER, NS, Cluster, allocation, claim, node, pod, reserved_for
+from tests.schedulers.cluster import CLASS, DRIVER, NS, Cluster, allocation, claim, device_class, node, pod, reserved_for
 
 PREEMPTION = "preemption: 0/{n} nodes are available: {n} Preemption is not helpful for scheduling."
 
@@ -80,6 +80,33 @@ async def test_each_node_counts_once_under_its_first_reason() -> None:
     assert placed(cycle.schedule(tolerant)).node == "tainted"
 
 
+async def test_a_node_that_fails_several_filters_counts_under_the_first_in_upstreams_order() -> None:
+    """NodeUnschedulable, TaintToleration, NodeAffinity, NodeResourcesFit, DynamicResources: a
+    tainted node outside the pod's zone is a taint to upstream's scheduler, not a selector mismatch."""
+    cluster = Cluster()
+    taint = {"key": "k", "value": "v", "effect": "NoSchedule"}
+    await cluster.put(cluster.cache.nodes, node("tainted-elsewhere", labels={"zone": "y"}, taints=[taint], cpu="50m"))
+    await cluster.put(cluster.cache.nodes, node("small-elsewhere", labels={"zone": "y"}, cpu="50m"))
+    p = await cluster.put(cluster.cache.pods, pod("p", nodeSelector={"zone": "x"}))
+    assert failed(SchedulingCycle(cluster.cache).schedule(p)).message == failure(
+        2, "1 node(s) didn't match Pod's node affinity/selector", "1 node(s) had untolerated taint {k: v}"
+    )
+
+
+async def test_a_node_short_of_several_resources_counts_under_each() -> None:
+    """Upstream's NodeResourcesFit names every resource the node lacks, and FitError counts each."""
+    cluster = Cluster()
+    await cluster.put(cluster.cache.nodes, node("small", cpu="50m", pods="1"))
+    await cluster.put(cluster.cache.nodes, node("roomy"))
+    await cluster.put(cluster.cache.pods, pod("there", cpu="0", nodeName="small"))
+    big = pod("big")
+    big["spec"]["containers"][0]["resources"]["requests"]["memory"] = "64Gi"
+    p = await cluster.put(cluster.cache.pods, big)
+    result = failed(SchedulingCycle(cluster.cache).schedule(p))
+    assert result.message == failure(2, "1 Insufficient cpu", "1 Too many pods", "2 Insufficient memory")
+    assert sorted(result.potential) == ["roomy", "small"]
+
+
 async def test_devices_already_allocated_or_in_flight_are_not_handed_out() -> None:
     cluster = Cluster()
     cache = cluster.cache
@@ -121,7 +148,7 @@ async def test_template_claims_wait_for_the_controller_and_must_belong_to_the_po
     assert isinstance(result, WaitForClaims) and result.why == "waiting for resource claim of entry gpu"
     p = await cluster.put(cache.pods, {**p, "status": {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "p-gpu"}]}})
     await cluster.put(cache.claims, claim("p-gpu"))
-    assert failed(cycle.schedule(p)).message == f"0/1 nodes are available: ResourceClaim {NS}/p-gpu was not created for pod p (pod is not owner)."
+    assert failed(cycle.schedule(p)).message == f"0/1 nodes are available: ResourceClaim {NS}/p-gpu was not created for pod p (pod is not owner). " + PREEMPTION.format(n=1)
     owner = [{"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "uid-p", "controller": True}]
     await cluster.put(cache.claims, claim("p-gpu", ownerReferences=owner))
     assert placed(cycle.schedule(p)).node == "n1"
@@ -134,7 +161,44 @@ async def test_a_claim_being_deleted_makes_the_pod_unschedulable() -> None:
     await cluster.topology({"n1": 2})
     await cluster.put(cluster.cache.claims, claim("c", deletionTimestamp="2030-01-01T00:00:00Z"))
     p = await cluster.put(cluster.cache.pods, pod("p", claims=["c"]))
-    assert failed(SchedulingCycle(cluster.cache).schedule(p)).message == '0/1 nodes are available: resourceclaim "c" is being deleted.'
+    result = failed(SchedulingCycle(cluster.cache).schedule(p))
+    # A PreFilter rejection: upstream's FitError with the PreFilter's message, then what PostFilter says.
+    assert result.message == '0/1 nodes are available: resourceclaim "c" is being deleted. ' + PREEMPTION.format(n=1)
+    assert result.fit_message == '0/1 nodes are available: resourceclaim "c" is being deleted.' and result.potential == []
+
+
+async def test_a_claim_whose_class_does_not_exist_is_unschedulable_until_the_class_appears() -> None:
+    """Upstream's DynamicResources PreFilter: every class a request names must exist; until then
+    the pod is Unschedulable (a DeviceClass event brings it back), not an error."""
+    cluster = Cluster()
+    await cluster.topology({"n1": 2, "n2": 2})
+    await cluster.put(cluster.cache.claims, claim("c", device_class_name="later"))
+    p = await cluster.put(cluster.cache.pods, pod("p", claims=["c"]))
+    cycle = SchedulingCycle(cluster.cache)
+    result = failed(cycle.schedule(p))
+    assert result.reason == "Unschedulable"
+    assert result.message == "0/2 nodes are available: request gpu: device class later does not exist. " + PREEMPTION.format(n=2)
+    await cluster.put(cluster.cache.classes, device_class("later"))
+    assert placed(cycle.schedule(p)).node in ("n1", "n2")
+
+
+async def test_a_subrequest_names_its_missing_class_by_request_and_subrequest() -> None:
+    cluster = Cluster()
+    await cluster.topology({"n1": 2})
+    body = claim("c")
+    body["spec"]["devices"]["requests"] = [{"name": "gpu", "firstAvailable": [
+        {"name": "big", "deviceClassName": CLASS}, {"name": "small", "deviceClassName": "nowhere"}]}]
+    await cluster.put(cluster.cache.claims, body)
+    p = await cluster.put(cluster.cache.pods, pod("p", claims=["c"]))
+    assert failed(SchedulingCycle(cluster.cache).schedule(p)).fit_message == "0/1 nodes are available: request gpu/small: device class nowhere does not exist."
+
+
+async def test_no_nodes_at_all_is_said_once() -> None:
+    """Upstream's ErrNoNodesAvailable: unresolvable, and no preemption text after it."""
+    cluster = Cluster()
+    p = await cluster.put(cluster.cache.pods, pod("p"))
+    result = failed(SchedulingCycle(cluster.cache).schedule(p))
+    assert (result.message, result.fit_message, result.reason) == ("no nodes available to schedule pods", "", "Unschedulable")
 
 
 async def test_an_allocated_claim_pins_the_pod_to_its_node() -> None:
@@ -155,11 +219,13 @@ async def test_an_allocated_claim_pins_the_pod_to_its_node() -> None:
 async def test_a_broken_claim_is_a_scheduler_error() -> None:
     cluster = Cluster()
     await cluster.topology({"n1": 2})
-    await cluster.put(cluster.cache.claims, claim("c", device_class_name="missing"))
+    broken = claim("c")
+    broken["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [{"cel": {"expression": "device.driver =="}}]
+    await cluster.put(cluster.cache.claims, broken)
     p = await cluster.put(cluster.cache.pods, pod("p", claims=["c"]))
     result = failed(SchedulingCycle(cluster.cache).schedule(p))
     assert result.reason == "SchedulerError"
-    assert result.message.startswith('running "DynamicResources" filter plugin: ') and "missing" in result.message
+    assert result.message.startswith('running "DynamicResources" filter plugin: claim default/c: selector #0: CEL compile error')
 
 
 async def test_the_search_stops_after_enough_feasible_nodes_and_the_next_one_starts_further_on() -> None:

@@ -224,9 +224,9 @@ async def test_node_filters_all_show() -> None:
     by_node = {g["nodes"][0]: [(r["kind"], r["message"], r.get("details")) for r in g["reasons"]] for g in out["groups"]}
     assert by_node == {
         "other": [(ex.NODE_SELECTOR, "node(s) didn't match Pod's node affinity/selector", ["nodeSelector zone=a: the node has b"])],
-        "tainted": [
-            (ex.NODE_SELECTOR, "node(s) didn't match Pod's node affinity/selector", ["nodeSelector zone=a: the node has no such label"]),
+        "tainted": [  # in the scheduler's (upstream's) filter order
             (ex.NODE_TAINT, "node(s) had untolerated taint {k: v}", None),
+            (ex.NODE_SELECTOR, "node(s) didn't match Pod's node affinity/selector", ["nodeSelector zone=a: the node has no such label"]),
             (ex.NODE_RESOURCES, "Insufficient cpu", ["requests 2 cpu, 1 of 1 free"]),
         ],
     }
@@ -275,7 +275,7 @@ async def test_groups_examples_and_time_are_bounded() -> None:
     out = explainer(cluster, groups=3, nodes_per_group=2).explain(pod)
     assert [g["count"] for g in out["groups"]] == [3, 3, 3] and out["moreGroups"] == {"groups": 7, "nodes": 21}
     assert out["groups"][0]["nodes"] == ["n00", "n10"]
-    assert [r["kind"] for r in out["groups"][0]["reasons"]] == [ex.NODE_SELECTOR, ex.NODE_TAINT]
+    assert [r["kind"] for r in out["groups"][0]["reasons"]] == [ex.NODE_TAINT, ex.NODE_SELECTOR]
     slow = explainer(cluster, seconds=0.0).explain(pod)
     assert slow["nodes"]["examined"] == 0
     assert slow["groups"] == [{"count": 30, "nodes": [], "reasons": [{
@@ -320,8 +320,7 @@ async def test_missing_claim_and_missing_class_and_bad_cel() -> None:
     assert await pod_state(cluster, c.pod("p1", claims=["nowhere"])) == (ex.WAITING_FOR_CLAIMS, "waiting for resourceclaim 'nowhere' to be created")
     await cluster.put(cluster.cache.claims, c.claim("classless", device_class_name="missing"))
     state, message = await pod_state(cluster, c.pod("p2", claims=["classless"]))
-    assert state == ex.ERROR
-    assert message == 'claim default/classless, request gpu: could not retrieve device class missing: deviceclass.resource.k8s.io "missing" not found'
+    assert (state, message) == (ex.UNSCHEDULABLE, "request gpu: device class missing does not exist")  # the scheduler's PreFilter
     broken = c.claim("broken")
     broken["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [{"cel": {"expression": "device.driver =="}}]
     await cluster.put(cluster.cache.claims, broken)

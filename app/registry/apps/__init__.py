@@ -1,1 +1,1 @@
-"""apps/v1 kinds served as storage only (``app.registry.storageonly``): ReplicaSet, StatefulSet."""
+"""apps/v1 kinds: Deployment, ReplicaSet, StatefulSet, DaemonSet and ControllerRevision."""

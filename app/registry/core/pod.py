@@ -18,14 +18,13 @@ from app.registry.base import (
 )
 from app.registry.columns import age_column, dig, name_column
 from app.registry.core.pod_validation import drop_disabled_pod_fields, validate_pod_create, validate_pod_status_update, validate_pod_update
+from app.registry.core.podtemplate import DEFAULT_GRACE_PERIOD_SECONDS, default_pod_spec
 from app.registry.scheduling.priorityclass import admit_pod, keep_pod_priority
 from kube import errors
 from kube.errors import FieldError
 from kube.pods import qos_class
 from kube.timeutil import now_rfc3339
 
-# Upstream's default terminationGracePeriodSeconds.
-DEFAULT_GRACE_PERIOD_SECONDS = 30
 # The PodScheduled condition a pod created with scheduling gates gets (v1.PodReasonSchedulingGated).
 SCHEDULING_GATED = "SchedulingGated"
 SCHEDULING_GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
@@ -126,20 +125,9 @@ class PodStrategy(KindStrategy):
         spec = obj.setdefault("spec", {})
         if not isinstance(spec, dict):
             return  # validation reports the wrong type
-        spec.setdefault("schedulerName", "default-scheduler")
-        spec.setdefault("restartPolicy", "Always")
-        spec.setdefault("terminationGracePeriodSeconds", DEFAULT_GRACE_PERIOD_SECONDS)
-        spec.setdefault("dnsPolicy", "ClusterFirst")
-        spec.setdefault("securityContext", {})
+        default_pod_spec(spec)
+        # Pods only: upstream leaves it out of templates (SetDefaults_Pod, not SetDefaults_PodSpec).
         spec.setdefault("enableServiceLinks", True)
-        for key in ("containers", "initContainers"):
-            containers = spec.get(key)
-            for container in containers if isinstance(containers, list) else []:
-                if isinstance(container, dict):
-                    container.setdefault("terminationMessagePath", "/dev/termination-log")
-                    container.setdefault("terminationMessagePolicy", "File")
-                    container.setdefault("imagePullPolicy", "IfNotPresent")
-                    container.setdefault("resources", {})
 
     def prepare_for_update(self, new: Obj, old: Obj, ctx: RequestContext) -> None:
         super().prepare_for_update(new, old, ctx)

@@ -135,8 +135,8 @@ def test_claims_are_charged_per_device_class() -> None:
 
 
 def test_resource_quota_is_on_unless_disabled() -> None:
-    assert enabled_admission_plugins(Settings()) == {"NodeRestriction", "ResourceQuota"}
-    assert enabled_admission_plugins(Settings(admission_plugins="", disabled_admission_plugins="ResourceQuota")) == frozenset()
+    assert enabled_admission_plugins(Settings()) == {"NodeRestriction", "ValidatingAdmissionPolicy", "ResourceQuota"}
+    assert enabled_admission_plugins(Settings(admission_plugins="", disabled_admission_plugins="ResourceQuota")) == {"ValidatingAdmissionPolicy"}
     with pytest.raises(ConfigurationError, match=r"--disable-admission-plugins: unknown plugin\(s\) \['Quota'\]"):
         enabled_admission_plugins(Settings(disabled_admission_plugins="Quota"))
 

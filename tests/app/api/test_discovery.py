@@ -80,7 +80,7 @@ def test_aggregated_groups() -> None:
     names = [item["metadata"]["name"] for item in doc["items"]]
     assert names == [
         "resource.k8s.io", "coordination.k8s.io", "rbac.authorization.k8s.io", "authentication.k8s.io", "authorization.k8s.io",
-        "scheduling.k8s.io", "apps", "policy", "storage.k8s.io", "discovery.k8s.io", "events.k8s.io",
+        "scheduling.k8s.io", "admissionregistration.k8s.io", "apps", "batch", "policy", "storage.k8s.io", "discovery.k8s.io", "events.k8s.io",
     ]  # fmt: skip
     assert all(item["metadata"]["creationTimestamp"] is None for item in doc["items"])
     resources = _resources(doc, "resource.k8s.io")
@@ -133,7 +133,7 @@ def test_api_group_list_and_group() -> None:
     assert group is not None
     assert group["kind"] == "APIGroup"
     assert group["preferredVersion"]["groupVersion"] == "coordination.k8s.io/v1"
-    assert api_group("batch") is None
+    assert api_group("networking.k8s.io") is None
     assert api_group("") is None
 
 
@@ -171,7 +171,7 @@ def test_api_resource_list_group() -> None:
     assert claims["kind"] == "ResourceClaim"
     assert "group" not in claims
     assert api_resource_list("resource.k8s.io", "v1beta1") is None
-    assert api_resource_list("batch", "v1") is None
+    assert api_resource_list("networking.k8s.io", "v1") is None
 
 
 def test_storage_version_hash_matches_upstream_algorithm() -> None:

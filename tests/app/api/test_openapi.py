@@ -73,10 +73,12 @@ def test_index_lists_every_group_version_with_document_hash() -> None:
         "apis/authorization.k8s.io/v1",
         "apis/scheduling.k8s.io/v1",
         "apis/apps/v1",
+        "apis/batch/v1",
         "apis/policy/v1",
         "apis/storage.k8s.io/v1",
         "apis/discovery.k8s.io/v1",
         "apis/events.k8s.io/v1",
+        "apis/admissionregistration.k8s.io/v1",
     }
     for group, version in GROUP_VERSIONS:
         key = openapi.v3_path_key(group, version)
@@ -85,7 +87,7 @@ def test_index_lists_every_group_version_with_document_hash() -> None:
         assert url == f"/openapi/v3/{key}?hash={digest}"
         assert openapi.v3_group_version(key) == (group, version)
         assert openapi.v3_group_version(f"/{key}/") == (group, version)
-    assert openapi.v3_group_version("apis/batch/v1") is None
+    assert openapi.v3_group_version("apis/networking.k8s.io/v1") is None
 
 
 def test_index_hash_mixes_in_base_source() -> None:
@@ -111,8 +113,8 @@ def test_documents_are_cached_and_serialized() -> None:
 
 def test_unserved_group_version() -> None:
     with pytest.raises(KeyError):
-        openapi.openapi_v3_document("batch", "v1")
-    assert openapi.openapi_v3_bytes("batch", "v1") is None
+        openapi.openapi_v3_document("networking.k8s.io", "v1")
+    assert openapi.openapi_v3_bytes("networking.k8s.io", "v1") is None
     assert openapi.openapi_v3_etag("resource.k8s.io", "v1beta1") is None
 
 
@@ -332,10 +334,12 @@ def test_v3_shared_definitions_present_and_trimmed() -> None:
         "authorization.k8s.io/v1",
         "scheduling.k8s.io/v1",
         "apps/v1",
+        "batch/v1",
         "policy/v1",
         "storage.k8s.io/v1",
         "discovery.k8s.io/v1",
         "events.k8s.io/v1",
+        "admissionregistration.k8s.io/v1",
     }
     assert schemas["io.k8s.api.resource.v1.ResourceClaimList"]["required"] == ["items"]
     quantity = schemas["io.k8s.apimachinery.pkg.api.resource.Quantity"]

@@ -7,9 +7,7 @@ records empty and the aggregation fills in."""
 
 from __future__ import annotations
 
-import functools
 import json
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,10 +16,9 @@ import httpx
 import pytest
 import yaml
 
-from devtools import gobuild, upstream
 from devtools.server import ServerProcess
 from tests.authcluster import start_auth_cluster
-from tests.interop.golang import REQUIRED
+from tests.interop.golang import upstream_file
 
 TESTDATA = "plugin/pkg/auth/authorizer/rbac/bootstrappolicy/testdata"
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
@@ -36,25 +33,8 @@ FILES = {
 }
 
 
-@functools.cache
-def upstream_testdata() -> Path | None:
-    """upstream's bootstrap policy testdata in Go's module cache, None without Go or the module."""
-    go = gobuild.go_binary()
-    if go is None:
-        return None
-    cache = subprocess.run([go, "env", "GOMODCACHE"], capture_output=True, text=True, check=True).stdout.strip()
-    directory = Path(cache) / f"k8s.io/kubernetes@{upstream.KUBERNETES_VERSION}" / TESTDATA
-    return directory if directory.is_dir() else None
-
-
 def upstream_items(name: str) -> list[dict[str, Any]]:
-    directory = upstream_testdata()
-    if directory is None:
-        reason = f"no Go toolchain, or k8s.io/kubernetes@{upstream.KUBERNETES_VERSION} is not in its module cache"
-        if REQUIRED:
-            pytest.fail(f"DRA_REQUIRE_GO is set but there is {reason}")
-        pytest.skip(reason)
-    items: list[dict[str, Any]] = yaml.safe_load((directory / name).read_text())["items"]
+    items: list[dict[str, Any]] = yaml.safe_load(upstream_file(f"{TESTDATA}/{name}").read_text())["items"]
     return items
 
 

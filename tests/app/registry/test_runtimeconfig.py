@@ -66,7 +66,7 @@ def test_core_v1_keys_address_the_core_group() -> None:
         ("api/all=false", "invalid key with only api/all=false"),
         ("resource.k8s.io", "runtime-config invalid key resource.k8s.io"),
         ("a/b/c/d=true", "runtime-config invalid key a/b/c/d"),
-        ("batch/v1=true", "unknown api groups batch"),
+        ("networking.k8s.io/v1=true", "unknown api groups networking.k8s.io"),
         ("resource.k8s.io/v1beta1=true", "group version resource.k8s.io/v1beta1 that has not been registered"),
         ("resource.k8s.io/v1beta2=maybe", 'invalid value of resource.k8s.io/v1beta2: maybe, err: strconv.ParseBool: parsing "maybe": invalid syntax'),
         ("api/beta=1", "invalid value api/beta=1"),

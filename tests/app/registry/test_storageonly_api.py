@@ -52,8 +52,6 @@ CASES = [
     Case("", "services", ("Name", "Type", "Cluster-IP", "External-IP", "Port(s)", "Age", "Selector"), status=CONDITIONS, new_status={"loadBalancer": {}}),
     Case("", "replicationcontrollers", REPLICAS, status=REPLICA_STATUS, generation=True, new_status={"replicas": 0}),
     Case("", "configmaps", ("Name", "Data", "Age")),
-    Case("apps", "replicasets", REPLICAS, status=REPLICA_STATUS, generation=True, new_status={"replicas": 0}),
-    Case("apps", "statefulsets", ("Name", "Ready", "Age", "Containers", "Images"), status=REPLICA_STATUS, generation=True, new_status={"replicas": 0, "availableReplicas": 0}),
     Case("policy", "poddisruptionbudgets", ("Name", "Min Available", "Max Unavailable", "Allowed Disruptions", "Age"), status={"disruptionsAllowed": 1, "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1}, generation=True, new_status=dict.fromkeys(("disruptionsAllowed", "currentHealthy", "desiredHealthy", "expectedPods"), 0)),
     Case("storage.k8s.io", "storageclasses", ("Name", "Provisioner", "ReclaimPolicy", "VolumeBindingMode", "AllowVolumeExpansion", "Age")),
     Case("storage.k8s.io", "csinodes", ("Name", "Drivers", "Age"), status={"storageHealth": [{"name": "csi.example.com", "healthConditions": [{"status": "StorageDegraded", "reason": "Test"}]}]}, new_status={}),
@@ -195,10 +193,10 @@ def test_deleting_a_namespace_empties_it_of_these_kinds(api: httpx.Client) -> No
 def test_values_go_cannot_decode_are_refused(api: httpx.Client, ns: str) -> None:
     """Nothing validates these kinds' fields, but a value of the wrong JSON type is refused as Go's
     decoding refuses it: 400 on create and update, 422 on the field "patch" for a patch."""
-    replicasets, services, configmaps = _collection(CASES[5], ns), _collection(CASES[2], ns), _collection(CASES[4], ns)
+    controllers, services, configmaps = _collection(CASES[3], ns), _collection(CASES[2], ns), _collection(CASES[4], ns)
     cases = [
-        (replicasets, {**_body(CASES[5], "rs"), "spec": {"replicas": "two"}},
-         'ReplicaSet in version "v1" cannot be handled as a ReplicaSet: json: cannot unmarshal string into Go struct field ReplicaSetSpec.spec.replicas of type int32'),
+        (controllers, {**_body(CASES[3], "rc"), "spec": {"replicas": "two"}},
+         'ReplicationController in version "v1" cannot be handled as a ReplicationController: json: cannot unmarshal string into Go struct field ReplicationControllerSpec.spec.replicas of type int32'),
         (services, {**_body(CASES[2], "svc"), "spec": {"ports": [{"port": 80, "nodePort": 1.5}]}},
          'Service in version "v1" cannot be handled as a Service: json: cannot unmarshal number 1.5 into Go struct field ServicePort.spec.ports.nodePort of type int32'),
         (configmaps, {**_body(CASES[4], "cm"), "data": ["x"]},
@@ -208,12 +206,12 @@ def test_values_go_cannot_decode_are_refused(api: httpx.Client, ns: str) -> None
     ]  # fmt: skip
     for path, body, message in cases:
         assert assert_status(api.post(path, json=body), 400, "BadRequest")["message"] == message
-    assert api.post(replicasets, json=_body(CASES[5], "rs")).status_code == 201
-    put = {**api.get(f"{replicasets}/rs").json(), "spec": {"replicas": [1]}}
-    assert "cannot unmarshal array into Go struct field ReplicaSetSpec.spec.replicas of type int32" in assert_status(api.put(f"{replicasets}/rs", json=put), 400, "BadRequest")["message"]
-    patched = assert_status(api.patch(f"{replicasets}/rs", json={"spec": {"replicas": "two"}}, headers={"Content-Type": "application/merge-patch+json"}), 422, "Invalid")
+    assert api.post(controllers, json=_body(CASES[3], "rc")).status_code == 201
+    put = {**api.get(f"{controllers}/rc").json(), "spec": {"replicas": [1]}}
+    assert "cannot unmarshal array into Go struct field ReplicationControllerSpec.spec.replicas of type int32" in assert_status(api.put(f"{controllers}/rc", json=put), 400, "BadRequest")["message"]
+    patched = assert_status(api.patch(f"{controllers}/rc", json={"spec": {"replicas": "two"}}, headers={"Content-Type": "application/merge-patch+json"}), 422, "Invalid")
     assert patched["details"]["causes"][0]["field"] == "patch"
-    assert patched["message"].endswith("json: cannot unmarshal string into Go struct field ReplicaSetSpec.spec.replicas of type int32")
+    assert patched["message"].endswith("json: cannot unmarshal string into Go struct field ReplicationControllerSpec.spec.replicas of type int32")
     # Quantities and int-or-strings decode numbers and strings alike.
-    pdbs = _collection(CASES[7], ns)
-    assert api.post(pdbs, json={**_body(CASES[7], "p"), "spec": {"maxUnavailable": "50%"}}).status_code == 201
+    pdbs = _collection(CASES[5], ns)
+    assert api.post(pdbs, json={**_body(CASES[5], "p"), "spec": {"maxUnavailable": "50%"}}).status_code == 201

@@ -10,8 +10,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-import tempfile
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,15 +26,16 @@ from app.storage.storage import Storage
 from app.storage.store import Store
 from devtools.ports import free_port
 from devtools.server import REPO_ROOT
+from kube.tasks import wait_for
 from tests.app.storage.test_storage import running
 
 CLAIMS = "resourceclaims.resource.k8s.io"
 
 
-def serve_once(url: str, *, as_user: list[str] | None = None) -> subprocess.CompletedProcess[str]:
+def serve_once(url: str, *, prefix: list[str] | None = None) -> subprocess.CompletedProcess[str]:
     """``python -m app serve`` on ``url``, expected to refuse and exit."""
     command = [sys.executable, "-m", "app", "serve", "--listen", f"127.0.0.1:{free_port()}", "--database-url", url]
-    return subprocess.run([*(as_user or []), *command], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    return subprocess.run([*(prefix or []), *command], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
 
 
 def test_a_damaged_file_is_refused_with_a_clear_error(tmp_path: Path) -> None:
@@ -48,34 +48,45 @@ def test_a_damaged_file_is_refused_with_a_clear_error(tmp_path: Path) -> None:
     assert database.read_bytes().startswith(b"not a database"), "the file is left as it was"
 
 
+# Linux's capability that lets root write whatever a file's mode says (capabilities(7)).
+CAP_DAC_OVERRIDE = 1
+
+
+def overrides_file_modes() -> bool:
+    """Whether this process may write a file its mode makes read-only (root, with CAP_DAC_OVERRIDE)."""
+    if os.geteuid() != 0:
+        return False
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("CapEff:"):
+            return bool(int(line.split()[1], 16) >> CAP_DAC_OVERRIDE & 1)
+    return True
+
+
 @pytest.fixture
-def unprivileged() -> Iterator[tuple[Path, list[str]]]:
-    """A directory anyone may enter and a command prefix running as someone who cannot write root's files."""
-    directory = Path(tempfile.mkdtemp(prefix="dra-readonly-", dir="/tmp"))
-    directory.chmod(0o777)
-    prefix: list[str] = []
-    if os.geteuid() == 0:
-        setpriv = shutil.which("setpriv")
-        if setpriv is None:
-            pytest.skip("running as root without setpriv: a read-only file is writable")
-        prefix = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
-    try:
-        yield directory, prefix
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
+def file_modes_enforced() -> list[str]:
+    """A command prefix under which a process cannot write what a file's mode makes read-only.
+
+    An ordinary user needs none. Root keeps its identity, so it still reads the checkout and the
+    virtualenv wherever they live (a private home, a ``mktemp -d`` folder), but loses
+    CAP_DAC_OVERRIDE, the one capability that writes past a file's mode. (Run as another user,
+    as this test once was, the server could not import itself from a checkout only its owner reads.)"""
+    if not overrides_file_modes():
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv (util-linux): a read-only file is writable")
+    # Out of the inheritable and bounding sets, it is not in the permitted set after exec.
+    return [setpriv, "--inh-caps=-dac_override", "--bounding-set=-dac_override", "--"]
 
 
-def test_a_read_only_file_is_refused_with_a_clear_error(unprivileged: tuple[Path, list[str]]) -> None:
-    directory, prefix = unprivileged
-    database = directory / "dra.sqlite"
+def test_a_read_only_file_is_refused_with_a_clear_error(tmp_path: Path, file_modes_enforced: list[str]) -> None:
+    database = tmp_path / "dra.sqlite"
     run_migrations(f"sqlite:///{database}")
     database.chmod(0o444)
-    if not prefix:
-        directory.chmod(0o555)
-    result = serve_once(f"sqlite:///{database}", as_user=prefix)
-    directory.chmod(0o777)
+    result = serve_once(f"sqlite:///{database}", prefix=file_modes_enforced)
     assert result.returncode == 3, result.stderr
     assert f"the database file {database} cannot be written" in result.stderr, result.stderr
+    assert database.stat().st_mode & 0o777 == 0o444, "the file is left as it was"
 
 
 @pytest.fixture
@@ -157,3 +168,24 @@ def test_a_full_disk_at_start_is_explained(tmp_path: Path) -> None:
     assert SQLiteDialect.explain(make_url(f"sqlite:///{database}"), full.value) == (
         f"the disk holding the database file {database} is full (database or disk is full (SQLITE_FULL)); free some space"
     )
+
+
+async def test_reads_never_wait_for_a_writer_even_on_connections_that_wrote(sqlite_url: str) -> None:
+    """WAL lets reads run beside another's write transaction. The connections that wrote (the
+    compactor's, a replaced writer's) go back to the pool, and a read that takes one must not begin
+    a write transaction: it would wait for the write lock, up to the 30-s busy timeout."""
+    async with running(sqlite_url) as (storage, store):
+        await write(storage, "a")
+        await store.compact()
+        await store.dialect.reset_writer()  # the writer's connection goes back to the pool
+        await write(storage, "b")  # on a new writer connection
+        holder = sqlite3.connect(make_url(sqlite_url).database or "", isolation_level=None, timeout=0)
+        holder.execute("BEGIN IMMEDIATE")  # someone else is writing
+        try:
+            # Sequential reads take the pooled connections in turn (the pool hands out the oldest first).
+            for _ in range(store.engine.pool.size() + 2):  # type: ignore[attr-defined]
+                await wait_for(store.ping(), 5)
+                assert (await wait_for(store.read_object(CLAIMS, "default", "a"), 5)) is not None
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
