@@ -82,7 +82,7 @@ bench-simulator: venv
 	$(BIN)/python -m bench.simulator
 
 # 10,000 simulated GPU nodes as 8 simulator shards on 2 API server replicas on one Postgres, with a
-# 1,000-node run of the same command first (per-node ratios); about 25 minutes. bench/README.md.
+# 1,000-node run of the same command first (per-node ratios); long (registering 10,000 nodes took 12.5 min at load 20-30). bench/README.md.
 bench-scale: venv
 	$(BIN)/python -m bench.scale
 
