@@ -69,6 +69,8 @@ class Settings:
     admission_plugins: str = "NodeRestriction"
     disabled_admission_plugins: str = ""
     audit_log_path: str = ""
+    # Upstream's flag and default: pods and pod templates with privileged containers are refused.
+    allow_privileged: bool = False
     # The `kubernetes` Service and its endpoints (app.controlplane.kubernetesservice), upstream's flags.
     advertise_address: str = ""
     service_cluster_ip_range: str = ""
@@ -239,6 +241,14 @@ def _add_security_arguments(parser: argparse.ArgumentParser, d: Settings) -> Non
         "admission plugins off, default ones included (ValidatingAdmissionPolicy and ResourceQuota are on by default), comma-separated",
     )
     flag("--audit-log-path", "DRA_AUDIT_LOG_PATH", d.audit_log_path, "append one JSON line per request (Metadata level) to this file; - for standard output")
+    parser.add_argument(
+        "--allow-privileged",
+        nargs="?",
+        const="true",
+        default=env("DRA_ALLOW_PRIVILEGED", str(d.allow_privileged).lower()),
+        choices=["true", "false"],
+        help="If true, allow privileged containers. [default=false] (DRA_ALLOW_PRIVILEGED)",
+    )
 
 
     parser.add_argument(
@@ -332,6 +342,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         admission_plugins=args.enable_admission_plugins,
         disabled_admission_plugins=args.disable_admission_plugins,
         audit_log_path=args.audit_log_path,
+        allow_privileged=args.allow_privileged == "true",
         advertise_address=args.advertise_address,
         service_cluster_ip_range=args.service_cluster_ip_range,
         endpoint_reconciler_type=args.endpoint_reconciler_type,

@@ -25,6 +25,7 @@ from app.api import discovery, negotiation, openapi
 from app.api.generic import GenericStore
 from app.api.negotiation import accept_header, json_response, status_body, status_response
 from app.api.routing import METHODS, ResourceRouter, path_not_found
+from app.api.schemas import merged_extra_properties
 from app.auth.system import AuthFilter, AuthSystem
 from app.config import Settings
 from app.controlplane.authentication import ensure_authentication_configmap
@@ -35,7 +36,7 @@ from app.controlplane.rbac import ClusterRoleAggregation, ensure_bootstrap_polic
 from app.controlplane.scheduling import ensure_system_priority_classes
 from app.filters.limits import RequestLimits
 from app.health import HealthEndpoints, storage_checks
-from app.registry import KINDS, serve
+from app.registry import KINDS, SHARED_STORAGE, serve
 from app.registry.runtimeconfig import enabled_kinds
 from app.storage.cache import WatchCache, parse_watch_cache_sizes
 from app.storage.db import check_schema, create_engine
@@ -135,7 +136,9 @@ class ApiServer:
         )
         self.storage = Storage(store, bookmark_interval=settings.bookmark_interval)
         self.auth = AuthSystem(settings, self.storage, self.gates)
-        self.registry = GenericStore(self.storage, self.gates, settings.min_request_timeout, self.auth.tokens, settings.delete_collection_workers)
+        self.registry = GenericStore(
+            self.storage, self.gates, settings.min_request_timeout, self.auth.tokens, settings.delete_collection_workers, settings.allow_privileged
+        )
         self.quota = QuotaAdmission(self.registry) if "ResourceQuota" in self.auth.admission_plugins else None
         if self.quota is not None:
             self.registry.write_admission.append(self.quota.admit)
@@ -181,6 +184,14 @@ class ApiServer:
         await self.storage.stop()
         self.auth.close()
         await self.engine.dispose()
+
+
+def stored_kinds_shape() -> tuple[list[str], dict[str, dict[str, dict[str, Any]]]]:
+    """The kinds this server stores, as ``group/version/Kind`` (core: ``v1/Kind``), and the fields
+    it serves beyond their Go types by OpenAPI definition name: what ``kube/apitypes.pyi`` types
+    (``devtools/apitypes.py``)."""
+    kinds = KINDS + SHARED_STORAGE
+    return [f"{k.api_version}/{k.kind}" for k in kinds], merged_extra_properties(kinds)
 
 
 def create_app(settings: Settings) -> Any:

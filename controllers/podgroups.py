@@ -14,6 +14,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from typing import Any
 
 from controllers.objects import get_live, metadata, set_finalizers
 from controllers.resourceclaim import claim_from_template, generated_claim
@@ -138,7 +140,7 @@ class PodGroupController:
             return False, None
         return True, podgroups.group_claim_name(found, group)
 
-    async def reference_alive(self, namespace: str, ref: Obj) -> bool:
+    async def reference_alive(self, namespace: str, ref: Mapping[str, Any]) -> bool:
         """Whether the PodGroup a ``reservedFor`` entry names still exists (same UID)."""
         name, uid = str(ref.get("name") or ""), str(ref.get("uid") or "")
         return await get_live(self.client, self.groups, _group_path(namespace, name), namespace, name, uid) is not None

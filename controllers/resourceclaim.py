@@ -4,8 +4,9 @@
   template, and records it in ``pod.status.resourceClaimStatuses``;
 - it removes deleted or finished pods from ``claim.status.reservedFor`` and deallocates claims
   that nobody reserves any more; the ``delete-protection`` finalizer goes only from claims
-  it deallocated itself, or that are being deleted and unused (the scheduler may write the
-  allocation before the finalizer, so an unallocated claim without users is not a reason);
+  it deallocated itself, or that are being deleted and unused (the scheduler adds the finalizer
+  first and writes the allocation after it, so an unallocated, unreserved claim that carries the
+  finalizer may be about to get its allocation: that alone is not a reason);
 - it deletes claims generated for pods that are gone or finished, once unreserved (and the
   scheduler's claims for pods' extended resources the same way).
 
@@ -17,7 +18,8 @@ controllers share its pod and claim informers and indexes.
 from __future__ import annotations
 
 import logging
-from typing import Any, Protocol
+from collections.abc import Mapping
+from typing import Any, Protocol, cast
 
 from controllers.objects import (
     controller_owner,
@@ -29,6 +31,7 @@ from controllers.objects import (
     reserved_uids,
     set_finalizers,
 )
+from kube.apitypes import ResourceClaim, ResourceClaimConsumerReference, ResourceClaimStatus
 from kube.claims import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from kube.client import KubeClient, record_event, resource_path
 from kube.errors import ApiError
@@ -117,7 +120,7 @@ class GroupClaims(Protocol):
         """(whether the pod claim entry is its group's claim, that claim's name once known);
         (True, None) also while the pod's group does not exist yet."""
 
-    async def reference_alive(self, namespace: str, ref: Obj) -> bool:
+    async def reference_alive(self, namespace: str, ref: Mapping[str, Any]) -> bool:
         """Whether the PodGroup a reservedFor entry names still exists."""
 
 
@@ -300,9 +303,10 @@ class ClaimController:
         """(True when done or None on a conflict, whether this sync deallocated the claim)."""
         meta = metadata(claim)
         namespace, name = meta.get("namespace", ""), meta["name"]
-        status: Obj = claim.get("status") or {}
-        reserved: list[Obj] = status.get("reservedFor") or []
-        valid: list[Obj] = []
+        # The informer's JSON, typed from here on (kube/apitypes.pyi).
+        status: ResourceClaimStatus = cast(ResourceClaim, claim).get("status") or {}
+        reserved: list[ResourceClaimConsumerReference] = status.get("reservedFor") or []
+        valid: list[ResourceClaimConsumerReference] = []
         for ref in reserved:
             if ref.get("resource") == "pods" and not ref.get("apiGroup"):
                 pod = await self._pod(namespace, ref.get("name", ""), ref.get("uid", ""))
@@ -318,7 +322,7 @@ class ClaimController:
         # writes allocation and reservedFor in one update, so this never races a fresh allocation.
         deallocate = not valid and allocated
         if len(valid) < len(reserved) or deallocate:
-            new_status = dict(status)
+            new_status: ResourceClaimStatus = {**status}
             if valid:
                 new_status["reservedFor"] = valid
             else:
@@ -342,7 +346,8 @@ class ClaimController:
         finalizers: list[str] = list(meta.get("finalizers") or [])
         # The finalizer guards an allocation. It goes when this controller deallocated the claim, or
         # the claim is being deleted and unused; never merely because a claim is unallocated and
-        # unreserved, since the scheduler may write the allocation first and the finalizer after.
+        # unreserved: the scheduler adds the finalizer before it writes the allocation, so such a
+        # claim may be between the two writes.
         unprotect = DELETE_PROTECTION_FINALIZER in finalizers and not valid and not allocated and (deallocated or being_deleted)
         if unprotect and await set_finalizers(self.client, self._claim_path(namespace, name), claim, [f for f in finalizers if f != DELETE_PROTECTION_FINALIZER]) is None:
             return None, deallocated

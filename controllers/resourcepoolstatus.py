@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import cast
 
 from controllers.objects import metadata
 from controllers.poolviews import Counters, DeviceRecord, pool_views, resolve_partition_types, slice_counters, slice_devices
+from kube.apitypes import ResourceClaim
 from kube.client import KubeClient, resource_path
 from kube.errors import ApiError
 from kube.informer import Informer, run_with_informers
@@ -82,7 +85,7 @@ def pool_status(request: Obj, slices: list[Obj], claims: list[Obj], rules: list[
         newest[pool.get("name", "")] = max(newest.get(pool.get("name", ""), pool.get("generation", 0)), pool.get("generation", 0))
     allocated: dict[tuple[str, str], set[str]] = {}
     consumed: dict[tuple[str, str], dict[str, Quantity]] = {}
-    for claim in claims:
+    for claim in cast("Iterable[ResourceClaim]", claims):  # the informer's JSON, typed (kube/apitypes.pyi)
         allocation = (claim.get("status") or {}).get("allocation") or {}
         for result in (allocation.get("devices") or {}).get("results") or []:
             if result.get("adminAccess"):

@@ -61,6 +61,10 @@ users:
 """
 
 
+# Server flags of a cluster made to run DRA drivers, as kube-up, kind and local-up-cluster set them:
+# drivers' kubelet plugins run in privileged containers (kube-apiserver refuses them by default).
+CLUSTER_SERVER_FLAGS = ("--allow-privileged=true",)
+
 NODE_PREFIX = "sim-"
 DEFAULT_PROFILE = "gpu,nic"
 
@@ -74,6 +78,7 @@ MANIFEST_KINDS = {
     "ServiceAccount": ("", "v1", "serviceaccounts", True),
     "ClusterRole": ("rbac.authorization.k8s.io", "v1", "clusterroles", False),
     "ClusterRoleBinding": ("rbac.authorization.k8s.io", "v1", "clusterrolebindings", False),
+    "RoleBinding": ("rbac.authorization.k8s.io", "v1", "rolebindings", True),
     "DeviceClass": ("resource.k8s.io", "v1", "deviceclasses", False),
     "ResourceClaimTemplate": ("resource.k8s.io", "v1", "resourceclaimtemplates", True),
     "Pod": ("", "v1", "pods", True),
@@ -270,7 +275,8 @@ def start_servers(args: argparse.Namespace, logs: Path) -> tuple[list[ServerProc
     check_ports(args.port, args.explain_port, replicas)
     migrate_or_fail(args.database_url)
     logs.mkdir(parents=True, exist_ok=True)
-    flags = ["--feature-gates", args.feature_gates] if args.feature_gates else []
+    flags = [*CLUSTER_SERVER_FLAGS]
+    flags += ["--feature-gates", args.feature_gates] if args.feature_gates else []
     flags += ["--runtime-config", args.runtime_config] if args.runtime_config else []
     pki = args.data_dir / "pki"
     # One log (and audit log) per replica; the first keeps the names of a single server's.

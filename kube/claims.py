@@ -3,7 +3,8 @@ and the claim the scheduler makes for a pod's extended resources backed by devic
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from kube.client import KubeClient, resource_path
 from kube.errors import ApiError
@@ -24,7 +25,13 @@ def claim_path(namespace: str, name: str, subresource: str | None = None) -> str
 
 
 async def update_device_status(
-    client: KubeClient, namespace: str, name: str, compute: Callable[[Obj], list[Obj] | None], claim: Obj | None = None, *, attempts: int = 5
+    client: KubeClient,
+    namespace: str,
+    name: str,
+    compute: Callable[[Obj], Sequence[Mapping[str, Any]] | None],
+    claim: Obj | None = None,
+    *,
+    attempts: int = 5,
 ) -> None:
     """PATCH ``status.devices`` to ``compute(claim)`` (None: nothing to change) under the claim's
     resourceVersion, re-reading the claim after a conflict. ``claim``: the copy last seen (read

@@ -13,7 +13,7 @@ import os
 import ssl
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +77,9 @@ class KubeconfigContext:
     name: str
     connection: Connection
     namespace: str = "default"
+    # The context's extensions by name (kubeconfig's NamedExtension list): where tools that are not
+    # the API server (kubectl dra's scheduler) are found.
+    extensions: Mapping[str, Any] = field(default_factory=dict)
 
 
 def default_kubeconfig_paths(environ: Mapping[str, str] | None = None) -> list[Path]:
@@ -141,7 +144,8 @@ def load_kubeconfig_context(paths: Sequence[str | Path], context: str = "") -> K
         client_key_data=_data(user, "client-key-data", "client-key", user_base),
         token=token,
     )
-    return KubeconfigContext(name, connection, str(ctx.get("namespace") or "default"))
+    extensions = {str(e["name"]): e.get("extension") for e in ctx.get("extensions") or () if isinstance(e, dict) and e.get("name")}
+    return KubeconfigContext(name, connection, str(ctx.get("namespace") or "default"), extensions)
 
 
 def load_kubeconfig(path: str | Path, context: str = "") -> Connection:

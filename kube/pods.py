@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any, TypeVar
 
@@ -342,3 +342,48 @@ def is_pod_terminating(pod: Mapping[str, Any]) -> bool:
 def _unix(timestamp: str) -> float | None:
     parsed = parse_time(timestamp) if timestamp else None
     return parsed.timestamp() if parsed is not None else None
+
+
+def merge_label_keys(selector: Mapping[str, Any] | None, labels: Mapping[str, str], match: Sequence[str], mismatch: Sequence[str]) -> Mapping[str, Any] | None:
+    """A pod affinity term's ``labelSelector`` with ``key In (value)`` for each of
+    ``matchLabelKeys`` and ``key NotIn (value)`` for each of ``mismatchLabelKeys`` that the pod
+    has a label for (KEP-3633). A missing selector selects nothing and stays missing."""
+    if not isinstance(selector, Mapping) or (not match and not mismatch):
+        return selector
+    extra = [
+        {"key": key, "operator": operator, "values": [labels[key]]}
+        for keys, operator in ((match, "In"), (mismatch, "NotIn"))
+        for key in keys
+        if isinstance(key, str) and key in labels
+    ]
+    if not extra:
+        return selector
+    expressions = selector.get("matchExpressions")
+    return {**selector, "matchExpressions": [*(expressions if isinstance(expressions, list) else []), *extra]}
+
+
+def merge_pod_affinity_label_keys(pod: Obj) -> None:
+    """What kube-apiserver does to a pod it creates (MatchLabelKeysInPodAffinity, GA): every pod
+    affinity and anti-affinity term, required and preferred, gets its ``matchLabelKeys`` and
+    ``mismatchLabelKeys`` merged into its ``labelSelector`` with the pod's label values; the key
+    lists stay. Malformed parts are left for validation."""
+    spec = pod.get("spec")
+    affinity = spec.get("affinity") if isinstance(spec, dict) else None
+    if not isinstance(affinity, dict):
+        return
+    metadata = pod.get("metadata")
+    labels = metadata.get("labels") if isinstance(metadata, dict) else None
+    labels = labels if isinstance(labels, dict) else {}
+    for kind in ("podAffinity", "podAntiAffinity"):
+        terms = affinity.get(kind)
+        if not isinstance(terms, dict):
+            continue
+        required = terms.get("requiredDuringSchedulingIgnoredDuringExecution")
+        preferred = terms.get("preferredDuringSchedulingIgnoredDuringExecution")
+        found = [t for t in required if isinstance(t, dict)] if isinstance(required, list) else []
+        if isinstance(preferred, list):
+            found += [w["podAffinityTerm"] for w in preferred if isinstance(w, dict) and isinstance(w.get("podAffinityTerm"), dict)]
+        for term in found:
+            match, mismatch = term.get("matchLabelKeys") or [], term.get("mismatchLabelKeys") or []
+            if isinstance(term.get("labelSelector"), dict) and isinstance(match, list) and isinstance(mismatch, list):
+                term["labelSelector"] = merge_label_keys(term["labelSelector"], labels, match, mismatch)

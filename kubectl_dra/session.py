@@ -1,16 +1,21 @@
 """What every ``kubectl dra`` command and the dashboard share: the kubeconfig context they run
 with (:class:`Session`), errors in kubectl's words (:class:`CommandError`), and the way to the
-scheduler's explanations (:func:`fetch_explanation`: its URL is on the scheduler's Lease)."""
+scheduler's explanations (:func:`fetch_explanation`: its URL is given, or in the kubeconfig
+context's extension ``dra.example.com/scheduler`` where an observing scheduler records itself,
+or on the scheduler's Lease)."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
+from typing import Any
 
 import httpx
 
 from kube.client import KubeClient, resource_path
 from kube.errors import ApiError
 from kube.explanations import EXPLAIN_URL_ANNOTATION, SCHEDULER_LEASE_NAME, SCHEDULER_LEASE_NAMESPACE, explain_path
+from kube.explanations import recorded_scheduler as recorded
 from kube.kubeconfig import KubeconfigContext
 from kube.objects import Obj
 
@@ -34,14 +39,31 @@ class Session:
         return KubeClient.from_connection(self.context.connection, user_agent=USER_AGENT)
 
     def scheduler_client(self, url: str) -> KubeClient:
-        """The scheduler's explanation port, with the same credentials as the API server."""
-        return KubeClient.from_connection(dataclasses.replace(self.context.connection, server=url), user_agent=USER_AGENT)
+        """The scheduler's explanation port, with the same credentials as the API server (and the
+        CA the kubeconfig's extension names for that URL, if any)."""
+        connection = dataclasses.replace(self.context.connection, server=url)
+        recorded = recorded_scheduler(self.context.extensions)
+        if recorded is not None and recorded[0] == url and recorded[1] is not None:
+            connection = dataclasses.replace(connection, ca_data=recorded[1], insecure_skip_tls_verify=False)
+        return KubeClient.from_connection(connection, user_agent=USER_AGENT)
+
+
+def recorded_scheduler(extensions: Mapping[str, Any]) -> tuple[str, bytes | None] | None:
+    """The scheduler the kubeconfig context records (``kube.explanations.recorded_scheduler``)."""
+    try:
+        return recorded(extensions)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
 
 
 async def scheduler_url(session: Session, client: KubeClient) -> str:
-    """The explanation URL: given, or the one the leading scheduler wrote on its Lease."""
+    """The explanation URL: given, else the one the kubeconfig context records (an observer's),
+    else the one the leading scheduler wrote on its Lease."""
     if session.scheduler_url:
         return session.scheduler_url.rstrip("/")
+    recorded = recorded_scheduler(session.context.extensions)
+    if recorded is not None:
+        return recorded[0]
     lease_path = resource_path("coordination.k8s.io", "v1", "leases", SCHEDULER_LEASE_NAMESPACE, SCHEDULER_LEASE_NAME)
     hint = f"pass --scheduler-url or set {SCHEDULER_URL_ENV}"
     try:

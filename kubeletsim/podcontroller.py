@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from kube.claims import update_device_status
 from kube.client import KubeClient, record_event, resource_path
@@ -475,7 +476,7 @@ class PodController:
         return running and not _meta(other).get("deletionTimestamp")
 
     async def _write_claim_devices(
-        self, node_name: str, namespace: str, name: str, compute: Callable[[Obj], list[Obj] | None], claim: Obj | None = None
+        self, node_name: str, namespace: str, name: str, compute: Callable[[Obj], Sequence[Mapping[str, Any]] | None], claim: Obj | None = None
     ) -> None:
         """PATCH the claim's status.devices to ``compute(claim)`` as the node's drivers, re-reading the claim on a conflict.
 

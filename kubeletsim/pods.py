@@ -9,8 +9,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+from typing import cast
 
 from kube import podgroups
+from kube.apitypes import AllocatedDeviceStatus, DeviceRequestAllocationResult, NetworkDeviceData, ResourceClaim
 from kube.claims import extended_resource_claim_name
 from kube.labels import node_selector_matches
 from kube.objects import Obj
@@ -59,14 +61,14 @@ def pod_claim_names(pod: Obj) -> list[tuple[str, str | None, bool]]:
     return out
 
 
-def _skips(result: Obj, operation: str) -> bool:
+def _skips(result: DeviceRequestAllocationResult, operation: str) -> bool:
     skip = result.get("skipNodeOperations") or []
     return operation in skip or "*" in skip
 
 
-def node_results(claim: Obj, operation: str = "NodePrepareResources") -> list[Obj]:
+def node_results(claim: Obj, operation: str = "NodePrepareResources") -> list[DeviceRequestAllocationResult]:
     """The allocation results this node has to prepare (or unprepare)."""
-    allocation = (claim.get("status") or {}).get("allocation") or {}
+    allocation = (cast(ResourceClaim, claim).get("status") or {}).get("allocation") or {}
     results = ((allocation.get("devices") or {}).get("results")) or []
     return [r for r in results if not _skips(r, operation)]
 
@@ -98,47 +100,48 @@ def check_admission(
             if from_template and pod_claim in statuses:
                 continue  # the controller decided no claim is needed (resourceClaimName: null)
             return Admission(False, f"waiting for the ResourceClaim of pod claim {pod_claim!r} to be created")
-        claim = claims.get(claim_name)
-        if claim is None:
+        found = claims.get(claim_name)
+        if found is None:
             return Admission(False, f'failed to fetch ResourceClaim {claim_name}: resourceclaim "{claim_name}" not found')
+        claim = cast(ResourceClaim, found)  # the informer's JSON, typed from here on (kube/apitypes.pyi)
         owned = any(o.get("uid") == uid for o in (claim.get("metadata") or {}).get("ownerReferences") or [])
-        if from_template and not owned and not (pod_group_claims and podgroups.owned_by_pod_group(claim, pod)):
+        if from_template and not owned and not (pod_group_claims and podgroups.owned_by_pod_group(found, pod)):
             return Admission(False, f"ResourceClaim {claim_name} was not created for the pod")
         allocation = (claim.get("status") or {}).get("allocation")
         if not allocation:
             return Admission(False, f"ResourceClaim {claim_name} is not allocated")
         reserved = any(r.get("uid") == uid for r in (claim.get("status") or {}).get("reservedFor") or [])
         # KEP-5729: a claim reserved for the pod's PodGroup (by name) serves every pod of the group.
-        reserved = reserved or (pod_group_claims and podgroups.reserved_for_pod_group(claim, pod))
+        reserved = reserved or (pod_group_claims and podgroups.reserved_for_pod_group(found, pod))
         if not reserved and not (reserved_for_workloads and allocation.get("reservedForAnyPod") is True):
             return Admission(
                 False, f"pod {meta.get('name')} is not allowed to use ResourceClaim {claim_name}: it is not reserved for the pod"
             )
         if not node_selector_matches(allocation.get("nodeSelector"), node):
             return Admission(False, f"ResourceClaim {claim_name} is allocated for another node, not {node_name}")
-        for result in node_results(claim):
+        for result in node_results(found):
             if result.get("driver") in drivers and result.get("pool") != node_name:
                 return Admission(
                     False, f"device {result.get('pool')}/{result.get('device')} of ResourceClaim {claim_name} is not on node {node_name}"
                 )
-        used[claim_name] = claim
+        used[claim_name] = found
     return Admission(True, claims=used)
 
 
-def _device_key(entry: Obj) -> tuple[str, str, str, str]:
+def _device_key(entry: AllocatedDeviceStatus | DeviceRequestAllocationResult) -> tuple[str, str, str, str]:
     return (entry.get("driver", ""), entry.get("pool", ""), entry.get("device", ""), entry.get("shareID") or "")
 
 
 def prepared_devices(
     claim: Obj, now: str, attributes: Mapping[tuple[str, str], Obj] | None = None, drivers: Collection[str] | None = None
-) -> list[Obj] | None:
+) -> list[AllocatedDeviceStatus] | None:
     """The claim's ``status.devices`` with every device of this node marked Ready, or None if nothing changes.
 
     ``attributes`` maps (driver, device) to the device's published attributes; network devices
     with ``interfaceName``/``macAddress`` attributes get ``networkData`` like a CNI-style driver reports.
     ``drivers``: only the devices of these drivers (default: all).
     """
-    existing: list[Obj] = list((claim.get("status") or {}).get("devices") or [])
+    existing: list[AllocatedDeviceStatus] = list((cast(ResourceClaim, claim).get("status") or {}).get("devices") or [])
     by_key = {_device_key(e): e for e in existing}
     changed = False
     for result in node_results(claim):
@@ -148,7 +151,7 @@ def prepared_devices(
         entry = by_key.get(key)
         if entry is not None and any(c.get("type") == "Ready" and c.get("status") == "True" for c in entry.get("conditions") or []):
             continue
-        new: Obj = {"driver": key[0], "pool": key[1], "device": key[2]}
+        new: AllocatedDeviceStatus = {"driver": key[0], "pool": key[1], "device": key[2]}
         if key[3]:
             new["shareID"] = key[3]
         new["conditions"] = [
@@ -161,7 +164,7 @@ def prepared_devices(
             }
         ]
         attrs = (attributes or {}).get((key[0], key[2])) or {}
-        network: Obj = {}
+        network: NetworkDeviceData = {}
         if isinstance(attrs.get("interfaceName"), dict) and attrs["interfaceName"].get("string"):
             network["interfaceName"] = attrs["interfaceName"]["string"]
         if isinstance(attrs.get("macAddress"), dict) and attrs["macAddress"].get("string"):
@@ -176,19 +179,25 @@ def prepared_devices(
     return existing if changed else None
 
 
-def attached_devices(claim: Obj, drivers: Collection[str], node_name: str, now: str, *, fail: bool = False) -> list[Obj] | None:
+def attached_devices(
+    claim: Obj, drivers: Collection[str], node_name: str, now: str, *, fail: bool = False
+) -> list[AllocatedDeviceStatus] | None:
     """The claim's ``status.devices`` with this node's devices that carry binding conditions
     reported as a driver's attachment controller would: every binding condition True, or with
     ``fail`` every binding failure condition True. None when nothing changes."""
-    existing: list[Obj] = list((claim.get("status") or {}).get("devices") or [])
+    status = cast(ResourceClaim, claim).get("status") or {}
+    existing: list[AllocatedDeviceStatus] = list(status.get("devices") or [])
     by_key = {_device_key(e): e for e in existing}
     changed = False
-    for result in ((((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results")) or []:
+    for result in (((status.get("allocation") or {}).get("devices") or {}).get("results")) or []:
         if result.get("driver") not in drivers or result.get("pool") != node_name or not result.get("bindingConditions"):
             continue
         types = result.get("bindingFailureConditions") if fail else result.get("bindingConditions")
         key = _device_key(result)
-        entry = dict(by_key.get(key) or {"driver": key[0], "pool": key[1], "device": key[2], **({"shareID": key[3]} if key[3] else {})})
+        found = by_key.get(key)
+        entry: AllocatedDeviceStatus = {**found} if found else {"driver": key[0], "pool": key[1], "device": key[2]}
+        if not found and key[3]:
+            entry["shareID"] = key[3]
         conditions = {c.get("type"): c for c in entry.get("conditions") or []}
         if all((conditions.get(t) or {}).get("status") == "True" for t in types or []):
             continue
@@ -201,9 +210,9 @@ def attached_devices(claim: Obj, drivers: Collection[str], node_name: str, now: 
     return list(by_key.values()) if changed else None
 
 
-def unprepared_devices(claim: Obj, drivers: Collection[str], node_name: str) -> list[Obj] | None:
+def unprepared_devices(claim: Obj, drivers: Collection[str], node_name: str) -> list[AllocatedDeviceStatus] | None:
     """The claim's ``status.devices`` without this node's entries, or None if there are none."""
-    existing: list[Obj] = list((claim.get("status") or {}).get("devices") or [])
+    existing: list[AllocatedDeviceStatus] = list((cast(ResourceClaim, claim).get("status") or {}).get("devices") or [])
     kept = [e for e in existing if not (e.get("driver") in drivers and e.get("pool") == node_name)]
     return kept if len(kept) != len(existing) else None
 

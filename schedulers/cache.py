@@ -40,11 +40,14 @@ from schedulers.plugins.interpodaffinity import NAME as AFFINITY_PLUGIN
 from schedulers.plugins.interpodaffinity import has_pod_affinity
 from schedulers.plugins.interpodaffinity import requeue_after_add as affinity_requeue_after_add
 from schedulers.plugins.interpodaffinity import requeue_after_relabel as affinity_requeue_after_relabel
+from schedulers.plugins.nodeports import NAME as PORTS_PLUGIN
+from schedulers.plugins.noderesources import NAME as RESOURCES_PLUGIN
 from schedulers.plugins.noderesources import RequestsKey, insufficient, node_allocatable
 from schedulers.plugins.podtopologyspread import NAME as SPREAD_PLUGIN
 from schedulers.plugins.podtopologyspread import default_selector
 from schedulers.plugins.podtopologyspread import requeue_after_add as spread_requeue_after_add
 from schedulers.plugins.podtopologyspread import requeue_after_relabel as spread_requeue_after_relabel
+from schedulers.plugins.tainttoleration import has_soft_taint
 from schedulers.podgroups import PodGroupView
 from schedulers.queue import SchedulingQueue
 
@@ -53,6 +56,12 @@ log = logging.getLogger("scheduler")
 Key = tuple[str, str]  # (namespace, name)
 
 RESOURCE = "resource.k8s.io"
+
+# The plugins that register upstream's AssignedPod Delete event (a pod leaving its node frees its
+# cpu, memory, pod slot and ports, and ends its affinity and spread terms). DynamicResources is
+# not one: what a pod's claims hold is freed by the claim events that follow (deallocation), and
+# an attempt before them only fails again and lengthens the pod's backoff.
+ASSIGNED_POD_DELETE_PLUGINS = (RESOURCES_PLUGIN, PORTS_PLUGIN, AFFINITY_PLUGIN, SPREAD_PLUGIN)
 
 
 @dataclass
@@ -129,6 +138,8 @@ class SchedulerCache:
         self.client = client
         self.queue = queue
         self.scheduler_name = scheduler_name
+        # The scheduler names whose pods this cache follows (an observer follows several).
+        self.followed: frozenset[str] = frozenset((scheduler_name,))
         self.features = features or AllocatorFeatures()
         self.index = ResourceIndex(features=self.features)
         self.search_cache = SearchCache()  # successful device searches per node, reused across cycles
@@ -152,6 +163,8 @@ class SchedulerCache:
         self.replica_sets = informer("apps", "replicasets")
         self.stateful_sets = informer("apps", "statefulsets")
         self._services_by_namespace: Index[str] = Index(self.services, lambda s: [meta(s).get("namespace", "")])
+        # TaintToleration scores only while some node has a PreferNoSchedule taint.
+        self._soft_tainted_nodes: Index[bool] = Index(self.nodes, lambda n: (True,) if has_soft_taint(n) else ())
         self.informers = [
             self.pods, self.nodes, self.claims, self.slices, self.classes, self.taint_rules, self.namespaces,
             self.services, self.replication_controllers, self.replica_sets, self.stateful_sets,
@@ -226,11 +239,15 @@ class SchedulerCache:
         spec = pod.get("spec") or {}
         return (
             not spec.get("nodeName")
-            and (spec.get("schedulerName") or "default-scheduler") == self.scheduler_name
+            and (spec.get("schedulerName") or "default-scheduler") in self.followed
             and not spec.get("schedulingGates")
             and not meta(pod).get("deletionTimestamp")
             and not _terminal(pod)
         )
+
+    def follows(self, scheduler_name: str) -> bool:
+        """Whether pods asking for ``scheduler_name`` are this cache's to place (or to explain)."""
+        return scheduler_name in self.followed
 
     def is_binding(self, key: Key) -> bool:
         """Whether a binding task is writing this pod (its outcome decides what happens next)."""
@@ -267,7 +284,7 @@ class SchedulerCache:
             was_counted = meta(pod).get("uid", "") in self._pod_usage
             self._account_bound(pod)
             if was_counted and _terminal(pod) and not _terminal(old):
-                self.queue.move_all()  # a pod leaving frees cpu/memory/pods
+                self._assigned_pod_left()
             elif not (old.get("spec") or {}).get("nodeName") or meta(old).get("labels") != meta(pod).get("labels"):
                 self._placed_changed(old if (old.get("spec") or {}).get("nodeName") else None, pod)
             return
@@ -308,7 +325,12 @@ class SchedulerCache:
         if self.nominations and self.forget_nomination(meta(pod).get("uid", "")):
             self.queue.move_all()  # what it held is free for others
         if self._release(meta(pod).get("uid", "")):
-            self.queue.move_all()
+            self._assigned_pod_left()
+
+    def _assigned_pod_left(self) -> None:
+        """A pod left its node (deleted or finished): upstream's AssignedPod Delete event, for the
+        pods the plugins registered for it rejected (and preemptors waiting for their victims)."""
+        self.queue.move_rejected_by(ASSIGNED_POD_DELETE_PLUGINS, lambda _key: True, unrecorded=True)
 
     def _account_bound(self, pod: Obj) -> None:
         uid = meta(pod).get("uid", "")
@@ -399,6 +421,10 @@ class SchedulerCache:
             }.get((owner.get("apiVersion", ""), owner.get("kind", "")))
             owning = informer.get(namespace, owner.get("name", "")) if informer is not None else None
         return default_selector(pod, self._services_by_namespace.get(namespace), owning)
+
+    def any_soft_tainted_node(self) -> bool:
+        """Whether any node has a PreferNoSchedule taint (TaintToleration's scoring)."""
+        return len(self._soft_tainted_nodes) > 0
 
     def node_usage(self, node: str) -> tuple[Resources, int]:
         """What the pods charged to ``node`` use, and how many they are."""

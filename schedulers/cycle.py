@@ -16,8 +16,9 @@ The cycle runs the plugins (:mod:`schedulers.plugins`) at upstream's extension p
    kept: a node's successful device search for the same claim specs (``SearchCache``, valid while
    that node's pools, the classes and the allocated state are unchanged) and its cpu/memory/pods
    verdict for the same requests.
-4. *Score*: PodTopologySpread and InterPodAffinity score the feasible nodes (their weighted,
-   normalised sum, higher first) when the pod or the placed pods ask for it; within equal scores,
+4. *Score*: TaintToleration (PreferNoSchedule taints), NodeAffinity (preferred terms),
+   PodTopologySpread and InterPodAffinity score the feasible nodes (their weighted, normalised
+   sum, higher first) when the pod, the nodes or the placed pods ask for it; within equal scores,
    and for every other pod, the node order of DynamicResources decides (fewest free devices left
    after the allocation; pods without claims to allocate by the node's pod count), then the name.
 
@@ -29,7 +30,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from kube.objects import Obj
+from kube.objects import Obj, meta
+from kube.pods import pod_priority
 from schedulers.allocator import AllocatedState, Allocator
 from schedulers.cache import SchedulerCache
 from schedulers.framework import (
@@ -39,7 +41,9 @@ from schedulers.framework import (
     FilterPlugin,
     PlacedPodsFilterPlugin,
     Placement,
+    PreBindPlugin,
     PreFilterPlugin,
+    ReservePlugin,
     ScheduleFailure,
     ScorePlugin,
     Status,
@@ -112,15 +116,19 @@ class SchedulingCycle:
         self._next_start = 0
         # The plugins, in the order their filters run.
         self.dynamic_resources = DynamicResources(cache, filter_timeout)
-        node_affinity, node_resources = NodeAffinity(), NodeResourcesFit(cache)
+        node_affinity, node_resources, taints = NodeAffinity(), NodeResourcesFit(cache), TaintToleration(cache)
         self.pod_topology_spread = PodTopologySpread(cache)
         self.inter_pod_affinity = InterPodAffinity(cache)
         ports, spread, affinity = NodePorts(cache), self.pod_topology_spread, self.inter_pod_affinity
         self.filter_plugins: list[FilterPlugin] = [
-            NodeUnschedulable(), TaintToleration(), node_affinity, ports, node_resources, spread, affinity, self.dynamic_resources,
+            NodeUnschedulable(), taints, node_affinity, ports, node_resources, spread, affinity, self.dynamic_resources,
         ]  # fmt: skip
         self.pre_filter_plugins: list[PreFilterPlugin] = [node_affinity, ports, node_resources, spread, affinity, self.dynamic_resources]
-        self.score_plugins: list[ScorePlugin] = [spread, affinity]
+        # Upstream's default profile's order and weights (TaintToleration 3, the others 2).
+        self.score_plugins: list[ScorePlugin] = [taints, node_affinity, spread, affinity]
+        # The binding cycle's plugins (upstream's default profile has VolumeBinding first, not served here).
+        self.reserve_plugins: list[ReservePlugin] = [self.dynamic_resources]
+        self.pre_bind_plugins: list[PreBindPlugin] = [self.dynamic_resources]
         # The filters that read the pods placed on nodes: preemption asks them without its victims.
         self.placed_pods_filters: list[PlacedPodsFilterPlugin] = [ports, spread, affinity]
         # The per-node checks a walk calls (replace_node_checks may put others in their place).
@@ -176,6 +184,7 @@ class SchedulingCycle:
         # A plugin may hand the cycle a per-node check made for this attempt (node_filter).
         state.run_filters = [p.node_filter(state) if hasattr(p, "node_filter") else p.filter for p in others]
         state.scorers = [p for p in self.score_plugins if p.may_score(state, pod)]
+        state.reservers, state.pre_binders = self.reserve_plugins, self.pre_bind_plugins
         return state
 
     def prepare(self, pod: Obj) -> CycleState | ScheduleFailure | WaitForClaims:
@@ -211,19 +220,51 @@ class SchedulingCycle:
 
     def check_node(self, state: CycleState, pod: Obj, node: Obj) -> NodeVerdict:
         """The node's first rejection by the cycle's filters (None: it fits) and what
-        DynamicResources worked out there."""
+        DynamicResources worked out there; with the pods nominated to the node first (see
+        :meth:`with_nominated`)."""
+        if self.cache.nominated_on and meta(node).get("name", "") in self.cache.nominated_on:
+            status = self.with_nominated(state, pod, node)
+            if status is not None:
+                return status, None
+        return self.run_filters(state, pod, node), state.result
+
+    def run_filters(self, state: CycleState, pod: Obj, node: Obj) -> Status | None:
+        """One pass of the filters over ``node``, to the first rejection (None: it fits)."""
         state.result = None
         spec = node.get("spec")
         if spec and any(spec.get(f) for f in state.spec_fields):
             for run in state.spec_filters:
                 status = run(state, pod, node)
                 if status is not None:
-                    return status, None
+                    return status
         for run in state.run_filters:
             status = run(state, pod, node)
             if status is not None:
-                return status, None
-        return None, state.result
+                return status
+        return None
+
+    def nominated_pods(self, pod: Obj, node: Obj) -> list[tuple[Obj, Obj]]:
+        """The pods nominated to ``node`` (preemptors waiting for their victims to go) that ``pod``
+        must count as placed there: other pods of no lower priority; each with ``node``."""
+        held = self.cache.nominated_for(meta(node).get("name", ""), meta(pod).get("uid", ""), pod_priority(pod))
+        return [(nominated, node) for n in held if (nominated := self.cache.pods.get(*n.pod)) is not None]
+
+    def with_nominated(self, state: CycleState, pod: Obj, node: Obj) -> Status | None:
+        """Upstream's filtering with nominated pods: the filters over ``node`` as if the pods
+        nominated there (:meth:`nominated_pods`) were placed, for the filters that read placed pods
+        (pod affinity, topology spread, host ports; resources and devices count nominations in
+        every pass). The node must also pass without them, which the caller's own pass checks:
+        a pod whose affinity only a nominated pod satisfies does not go there yet."""
+        active = [p for p in self.placed_pods_filters if any(p is f for f in state.filters)]
+        if not active:
+            return None
+        added = self.nominated_pods(pod, node)
+        if not added:
+            return None
+        trial = state.copy()
+        for plugin in active:
+            plugin.adding(trial, added)
+        return self.run_filters(trial, pod, node)
 
     # --- the whole cycle ---
 
@@ -250,6 +291,7 @@ class SchedulingCycle:
         # call less per node (the cycle visits hundreds per pod).
         runners = state.run_filters if check == self.check_node else None
         spec_fields, spec_runners = state.spec_fields, state.spec_filters
+        nominated_on = self.cache.nominated_on  # nodes with nominated pods (rarely any)
         for i in range(n):
             processed += 1
             name = names[(start + i) % n]
@@ -257,8 +299,8 @@ class SchedulingCycle:
             if node is None:
                 continue
             if runners is not None:
-                status = None
-                if spec_fields:
+                status = self.with_nominated(state, pod, node) if nominated_on and name in nominated_on else None
+                if status is None and spec_fields:
                     spec = node.get("spec")
                     if spec:
                         for field_name in spec_fields:

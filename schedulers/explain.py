@@ -245,7 +245,15 @@ class DeviceExplainer:
         selector_false: dict[int, list[Device]] = {}
         matching: list[Device] = []
         for dev in candidates:
-            if allocator.selectable(req, dev):
+            try:
+                selectable = allocator.selectable(req, dev)
+            except AllocationError:
+                # The allocator (as upstream's) asks no selector of a device in use: the device is
+                # taken, whatever its selectors would say; on a free one the error is the answer.
+                if not probe.in_use(ci, req, dev):
+                    raise
+                selectable = True
+            if selectable:
                 matching.append(dev)
             elif dev.binding_conditions and not features.binding_conditions:
                 binding_off.append(dev)
@@ -562,8 +570,9 @@ class Explainer:
         if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             return finish(FINISHED, f"the pod has finished ({pod['status']['phase']})")
         wanted = spec.get("schedulerName") or "default-scheduler"
-        if wanted != self.cache.scheduler_name:
-            return finish(OTHER_SCHEDULER, f"the pod asks for scheduler {wanted!r}; this is {self.cache.scheduler_name!r}")
+        if not self.cache.follows(wanted):
+            this = ", ".join(repr(n) for n in sorted(self.cache.followed))
+            return finish(OTHER_SCHEDULER, f"the pod asks for scheduler {wanted!r}; this is {this}")
         gates = [g.get("name", "") for g in spec.get("schedulingGates") or []]
         if gates:
             return finish(GATED, f"the pod is not considered for scheduling until its scheduling gates are removed: {', '.join(gates)}")

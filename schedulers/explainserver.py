@@ -1,7 +1,9 @@
 """The scheduler's explanation endpoint, served by the process that holds the caches.
 
 ``GET /explain/namespaces/NS/pods/NAME`` answers :class:`schedulers.explain.Explainer`'s
-explanation of the pod as JSON (kind ``PodExplanation``). Callers are authenticated and
+explanation of the pod as JSON (kind ``PodExplanation``). Query parameters: ``ifUngated=true``
+explains a pod held by scheduling gates as if they were removed now (the answer keeps ``gates``),
+``nodes=all`` names every node (each fitting one, and every node of each group) rather than a few. Callers are authenticated and
 authorized by the API server (:mod:`kube.delegation`): whoever may ``get`` the pod may have it
 explained; claims of other namespaces are named only to those who may list claims everywhere.
 Errors are Kubernetes ``Status`` objects, so clients report them as they report the API server's.
@@ -13,6 +15,7 @@ it serves on into its Lease (``EXPLAIN_URL_ANNOTATION``), which is how ``kubectl
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
 from kube.delegation import DelegatedAuth, Unauthenticated, User, forbidden_message
@@ -21,9 +24,8 @@ from kube.explanations import EXPLAIN_URL_ANNOTATION, EXPLANATION_API_VERSION
 from kube.health import HEALTH_PATHS
 from kube.httpserve import Request, Response
 from schedulers.explain import Explainer, ExplainLimits
-from schedulers.scheduler import Scheduler
 from schedulers.whatifserver import PREFIX as WHATIF_PREFIX
-from schedulers.whatifserver import WhatIfLimits, WhatIfServer
+from schedulers.whatifserver import Scheduler, WhatIfLimits, WhatIfServer
 
 _POD_PATH = re.compile(r"^/explain/namespaces/([^/]+)/pods/([^/]+)$")
 
@@ -36,11 +38,11 @@ def status(code: int, reason: str, message: str, **details: Any) -> Response:
 class ExplainServer:
     """Routes explanation requests to the scheduler of the current leadership term (``scheduler``)."""
 
-    def __init__(self, auth: DelegatedAuth, limits: ExplainLimits | None = None, whatif: WhatIfLimits | None = None) -> None:
+    def __init__(self, auth: DelegatedAuth, limits: ExplainLimits | None = None, whatif: WhatIfLimits | None = None, *, check_pods: bool = True) -> None:
         self.auth = auth
         self.limits = limits or ExplainLimits()
         self.scheduler: Scheduler | None = None
-        self.whatif = WhatIfServer(auth, whatif)
+        self.whatif = WhatIfServer(auth, whatif, check_pods=check_pods)
 
     async def handle(self, request: Request) -> Response:
         if request.path in HEALTH_PATHS:
@@ -70,9 +72,17 @@ class ExplainServer:
         pod = scheduler.cache.pods.get(namespace, name)
         if pod is None:
             return status(404, "NotFound", f'pods "{name}" not found (the scheduler has not seen it)', name=name, kind="pods")
+        gates = [g.get("name", "") for g in (pod.get("spec") or {}).get("schedulingGates") or []]
+        if gates and request.query.get("ifUngated") == "true":
+            pod = {**pod, "spec": {**pod["spec"], "schedulingGates": []}}
+        limits = self.limits
+        if request.query.get("nodes") == "all":
+            limits = replace(limits, nodes_per_group=len(scheduler.cache.node_names()) or 1, groups=len(scheduler.cache.node_names()) or 1)
         everywhere = await self._sees_all_claims(user)
-        explainer = Explainer(scheduler.cache, scheduler.cycle, self.limits)
+        explainer = Explainer(scheduler.cache, scheduler.cycle, limits)
         result = await explainer.explain_async(pod, can_see_namespace=lambda ns: everywhere or ns == namespace)
+        if gates and request.query.get("ifUngated") == "true":
+            result["gates"] = gates
         return Response.json(200, {"kind": "PodExplanation", "apiVersion": EXPLANATION_API_VERSION, **result})
 
 

@@ -9,9 +9,10 @@ Modelled on upstream's ``k8s.io/kube-scheduler/framework`` (interface.go) and
   returns ``None`` (success), or ``Skip`` from PreFilter/PreScore to be left out of the cycle.
 * The extension points, in the order a pod meets them: **PreFilter** (once per attempt: work out
   what the pod asks, or reject it for every node), **Filter** (once per node: the first
-  rejection ends the node's turn), **PostFilter** (when no node fits: preemption), **Score**
-  (the feasible nodes, higher is better), **Reserve** (the placement is counted in the cache
-  before anything is written) and **PreBind** (the writes before the binding).
+  rejection ends the node's turn), **PostFilter** (when no node fits: DynamicResources frees
+  claims that pin the pod, then DefaultPreemption), **Score** (the feasible nodes, higher is
+  better), **Reserve** / **Unreserve** (the placement is counted in the cache before anything is
+  written, and uncounted when the binding fails) and **PreBind** (the writes before the binding).
 * :class:`CycleState` carries one attempt: the pod, each plugin's PreFilter data under its name,
   the filters that did not skip, and what the last node's filters worked out.
 * :func:`fit_error_message` is upstream's FitError text, ``0/N nodes are available: ...``.
@@ -119,6 +120,8 @@ class Placement:
     # Extended resources served by devices: the special claim to create (in ``claims``, allocated in
     # ``allocations`` under its stand-in uid) and the pod's request mappings.
     extended: SpecialClaim | None = None
+    # The attempt's cycle state: the binding cycle's plugins (Reserve, PreBind) read theirs from it.
+    state: CycleState | None = None
 
 
 @dataclass
@@ -216,7 +219,7 @@ class CycleState:
     through; None when it skipped).
     """
 
-    __slots__ = ("data", "filters", "pod", "result", "run_filters", "scorers", "spec_fields", "spec_filters")
+    __slots__ = ("data", "filters", "pod", "pre_binders", "reservers", "result", "run_filters", "scorers", "spec_fields", "spec_filters")
 
     def __init__(self, pod: Obj) -> None:
         self.pod = pod
@@ -227,6 +230,9 @@ class CycleState:
         self.spec_fields: tuple[str, ...] = ()
         self.spec_filters: list[Callable[[CycleState, Obj, Obj], Status | None]] = []
         self.scorers: list[ScorePlugin] = []
+        # The binding cycle's plugins for this attempt, in order.
+        self.reservers: list[ReservePlugin] = []
+        self.pre_binders: list[PreBindPlugin] = []
         self.result: Any = None
 
     def copy(self) -> CycleState:
@@ -236,6 +242,7 @@ class CycleState:
         other.data = dict(self.data)
         other.filters, other.run_filters, other.scorers = self.filters, self.run_filters, self.scorers
         other.spec_fields, other.spec_filters = self.spec_fields, self.spec_filters
+        other.reservers, other.pre_binders = self.reservers, self.pre_binders
         return other
 
     def read(self, key: str) -> Any:
@@ -276,11 +283,16 @@ class FilterPlugin(Plugin, Protocol):
 
 class PlacedPodsFilterPlugin(FilterPlugin, Protocol):
     """A filter that reads the pods placed on nodes (host ports, pod affinity, topology spread):
-    preemption asks it again without its victims (upstream's PreFilterExtensions.RemovePod)."""
+    preemption asks it again without its victims (upstream's PreFilterExtensions.RemovePod), and
+    the cycle asks it on a node with the pods nominated there as if they were placed (AddPod)."""
 
     def without(self, state: CycleState, removed: Iterable[tuple[Obj, Obj]]) -> None:
         """Replace this plugin's data in ``state`` (a copy) as if ``removed`` (placed pods, each
         with its Node object) were gone."""
+
+    def adding(self, state: CycleState, added: Iterable[tuple[Obj, Obj]]) -> None:
+        """Replace this plugin's data in ``state`` (a copy) as if ``added`` (pods, each with the
+        Node object it is nominated to) were placed there."""
 
 
 class ScorePlugin(Plugin, Protocol):
@@ -299,6 +311,44 @@ class ScorePlugin(Plugin, Protocol):
     def score(self, state: CycleState, pod: Obj, node: Obj) -> int: ...
 
     def normalize(self, state: CycleState, names: Sequence[str], scores: list[int]) -> list[int]: ...
+
+
+MAX_NODE_SCORE = 100  # upstream's MaxNodeScore: what a normalised score reaches
+
+
+def default_normalize(scores: Sequence[int], reverse: bool = False) -> list[int]:
+    """Upstream's DefaultNormalizeScore: scale ``[0, max]`` to ``[0, 100]`` (integer division);
+    ``reverse`` for raw scores where less is better (100 minus that). All zeros stay zeros, or all
+    become 100 when reversed."""
+    highest = max(scores, default=0)
+    if highest == 0:
+        return [MAX_NODE_SCORE if reverse else 0] * len(scores)
+    scaled = [MAX_NODE_SCORE * s // highest for s in scores]
+    return [MAX_NODE_SCORE - s for s in scaled] if reverse else scaled
+
+
+class ReservePlugin(Plugin, Protocol):
+    """Upstream's Reserve with its Unreserve: the placement counted in memory before the binding
+    task writes anything, and uncounted when a later step fails. Upstream's Unreserve also undoes
+    on the server what the plugin wrote; that half is :meth:`release`, which is left out when the
+    scheduler loses its leadership mid-binding (the next leader finishes or undoes the writes)."""
+
+    def reserve(self, state: CycleState, pod: Obj, node: str) -> Status | None:
+        """Take what the pod gets on ``node`` in the cache (None), or refuse the placement."""
+
+    def unreserve(self, state: CycleState, pod: Obj, node: str) -> None:
+        """Undo :meth:`reserve` in the cache; idempotent, called in reverse order of the plugins."""
+
+    async def release(self, state: CycleState, pod: Obj, node: str) -> None:
+        """Undo on the server what this plugin's PreBind wrote (after :meth:`unreserve`)."""
+
+
+class PreBindPlugin(Plugin, Protocol):
+    """Upstream's PreBind: the writes before the pod is bound, in the binding task."""
+
+    async def pre_bind(self, state: CycleState, pod: Obj, node: str) -> Status | None:
+        """None to go on; ``Unschedulable`` to try the pod again; ``Error`` to try it again and say
+        why on the pod (``running PreBind plugin "<name>": <message>``)."""
 
 
 def reasons_of(status: Status, kind: str) -> list[Reason]:
@@ -326,6 +376,7 @@ def histogram_message(total: int, reasons: Iterable[str]) -> str:
 
 
 __all__ = [
+    "MAX_NODE_SCORE",
     "NOT_HELPFUL",
     "SKIP",
     "Code",
@@ -334,12 +385,15 @@ __all__ = [
     "FilterPlugin",
     "Placement",
     "Plugin",
+    "PreBindPlugin",
     "PreFilterPlugin",
     "Reason",
+    "ReservePlugin",
     "ScheduleFailure",
     "ScorePlugin",
     "Status",
     "WaitForClaims",
+    "default_normalize",
     "fit_error_message",
     "histogram_message",
     "reasons_of",

@@ -305,17 +305,26 @@ class Preemption:
     def _placement_filters(self, pod: Obj, attempt: CycleState, node: Obj, removed: list[Obj]) -> Status | None:
         """The verdict on ``node``, with ``removed`` gone from it, of the filters that read the
         placed pods (host ports, topology spread, pod affinity: upstream's RemovePod, then the
-        filters): a victim may stand in the way of those, not only of resources."""
+        filters): a victim may stand in the way of those, not only of resources. As in the cycle,
+        the node must pass both with and without the pods nominated to it."""
         active = [p for p in self.cycle.placed_pods_filters if any(p is f for f in attempt.filters)]
         if not active:
             return None
         trial = attempt.copy()
         for plugin in active:
             plugin.without(trial, [(victim, node) for victim in removed])
-        for plugin in active:
-            status = plugin.filter(trial, pod, node)
-            if status is not None:
-                return status
+        passes = [trial]
+        nominated = self.cycle.nominated_pods(pod, node) if meta(node).get("name", "") in self.cache.nominated_on else []
+        if nominated:
+            with_nominated = trial.copy()
+            for plugin in active:
+                plugin.adding(with_nominated, nominated)
+            passes.insert(0, with_nominated)
+        for state in passes:
+            for plugin in active:
+                status = plugin.filter(state, pod, node)
+                if status is not None:
+                    return status
         return None
 
 

@@ -254,13 +254,15 @@ class SchedulingQueue(Generic[K, C]):
             self._to_backoff(key)
         return len(keys)
 
-    def move_rejected_by(self, plugins: Iterable[str], wants: Callable[[K], bool]) -> int:
+    def move_rejected_by(self, plugins: Iterable[str], wants: Callable[[K], bool], *, unrecorded: bool = False) -> int:
         """An event that concerns ``plugins``: back off, then retry the unschedulable pods one of
-        them rejected and for which ``wants`` (the plugin's queueing hint) says the event may help."""
-        if not self._rejected_by:
-            return 0
+        them rejected and for which ``wants`` (the plugin's queueing hint) says the event may help;
+        with ``unrecorded`` also the pods parked without the plugins that rejected them (preemptors
+        waiting for their victims)."""
         concerned = frozenset(plugins)
         keys = [key for key, rejected in self._rejected_by.items() if rejected & concerned and wants(key)]
+        if unrecorded:
+            keys += [key for key in self._unschedulable if key not in self._rejected_by]
         for key in keys:
             self._to_backoff(key)
         return len(keys)

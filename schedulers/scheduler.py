@@ -23,9 +23,10 @@ import logging
 
 from kube.client import KubeClient
 from schedulers.allocator import AllocatorFeatures
-from schedulers.binder import DEFAULT_BINDING_TIMEOUT, Binder, SchedulerStats
+from schedulers.binder import Binder, SchedulerStats
 from schedulers.cache import Key, SchedulerCache
 from schedulers.cycle import DEFAULT_FILTER_TIMEOUT, DEFAULT_NODES_TO_FIND, Placement, SchedulingCycle, WaitForClaims
+from schedulers.plugins.dynamicresources_binding import DEFAULT_BINDING_TIMEOUT
 from schedulers.preemption import Preempt, Preemption
 from schedulers.queue import SchedulingQueue
 
@@ -51,8 +52,9 @@ class Scheduler:
             client, self.queue, scheduler_name=scheduler_name, features=features, watch_timeout_seconds=watch_timeout_seconds
         )
         self.cycle = SchedulingCycle(self.cache, nodes_to_find=nodes_to_find, filter_timeout=filter_timeout)
+        self.cycle.dynamic_resources.binding_timeout = binding_timeout
         self.preemption = Preemption(self.cycle)
-        self.binder = Binder(client, self.cache, self.queue, stats=self.stats, binding_timeout=binding_timeout)
+        self.binder = Binder(client, self.cache, self.queue, stats=self.stats)
         self.cache.pods.on_delete(self.binder.forget_reports)
 
     async def run(self) -> None:
@@ -114,13 +116,17 @@ class Scheduler:
             clear_nomination = False
             message = result.message
             if result.reason == "Unschedulable" and result.fit_message:
+                # PostFilter in upstream's default profile's order: DynamicResources frees claims that
+                # pin the pod, then DefaultPreemption looks for victims; their reasons follow the
+                # filters' message in that order.
+                freed, writes = self.cycle.dynamic_resources.post_filter(pod, result)
+                if writes is not None:
+                    self.binder.spawn(writes)
                 decision = self.preemption.post_filter(pod, result)
                 if isinstance(decision, Preempt):
                     self.binder.preempt(pod, decision)
                     return
                 message, clear_nomination = decision.message, decision.clear_nomination
-            if result.pinning_claims:
-                self.binder.deallocate_stale(pod, result.pinning_claims)
-            if result.stale_extended_claim is not None:
-                self.binder.delete_stale_special_claim(pod, result.stale_extended_claim)
+                if freed is not None and message.startswith(result.fit_message + " "):
+                    message = f"{result.fit_message} {freed.message}, {message[len(result.fit_message) + 1 :]}"
             self.binder.unschedulable(pod, message, result.reason, clear_nomination=clear_nomination, plugins=result.plugins)

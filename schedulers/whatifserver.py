@@ -52,7 +52,7 @@ import struct
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -63,8 +63,8 @@ from kube.errors import ApiError, bad_request, invalid, invalid_object, not_foun
 from kube.explanations import EXPLANATION_API_VERSION
 from kube.httpserve import Request, Response
 from kube.tasks import wait_for
-from schedulers.cache import Obj, meta
-from schedulers.scheduler import Scheduler
+from schedulers.cache import Obj, SchedulerCache, meta
+from schedulers.cycle import SchedulingCycle
 from schedulers.whatif import DEFAULT_ALLOCATABLE, Changes, WhatIf
 
 FIT_PATH = re.compile(r"^/whatif/namespaces/([^/]+)/fit$")
@@ -79,6 +79,14 @@ IMPERSONATION_NEEDED = (
     'in API group "authentication.k8s.io", and "impersonate-on:user-info:create" and "impersonate-on:serviceaccount:create" '
     'on pods: the ClusterRole system:dra-scheduler-whatif; a member of system:masters can only be impersonated with "impersonate"'
 )
+
+
+class Scheduler(Protocol):
+    """What the endpoints read: the caches and the cycle of a scheduler (the leader's) or of an
+    observer (:mod:`schedulers.observer`), which holds the same without placing pods."""
+
+    cache: SchedulerCache
+    cycle: SchedulingCycle
 
 
 @dataclass(frozen=True)
@@ -290,9 +298,12 @@ async def answer_in_copy(job: Job, seconds: float) -> dict[str, Any]:
 class WhatIfServer:
     """The what-if routes; ``scheduler`` is the leader's (None on a standby)."""
 
-    def __init__(self, auth: DelegatedAuth, limits: WhatIfLimits | None = None) -> None:
+    def __init__(self, auth: DelegatedAuth, limits: WhatIfLimits | None = None, *, check_pods: bool = True) -> None:
         self.auth = auth
         self.limits = limits or WhatIfLimits()
+        # An observer may not act as the caller (it never writes, not even a dry run): it takes the
+        # pod as the caller sends it (kubectl dra and the dashboard have the API server check it).
+        self.check_pods = check_pods
         self._pending: list[tuple[Question, asyncio.Future[Result]]] = []
         self._runner: asyncio.Task[None] | None = None
 
@@ -377,7 +388,7 @@ class WhatIfServer:
         deadline = time.monotonic() + seconds  # the answer's deadline counts from the question
         await self._require(user, "create", "pods", namespace=namespace)
         body = _json_body(request)
-        pod = await self._as_created(user, namespace, _pod(body))
+        pod = await self._as_created(user, namespace, _pod(body)) if self.check_pods else _as_sent(namespace, _pod(body))
         templates = _templates(body, pod)
         copies = _max(body, self.limits)
         claim_names = [e["resourceClaimName"] for e in pod["spec"].get("resourceClaims") or [] if e.get("resourceClaimName")]
@@ -549,6 +560,29 @@ def _pod(body: Mapping[str, Any]) -> Obj:
     if not isinstance(pod, dict):
         raise invalid_object("FitRequest", "", "", [required("pod")])
     return pod
+
+
+def _as_sent(namespace: str, pod: Obj) -> Obj:
+    """The pod as the caller sent it, in ``namespace``: the parts the what-if reads must have their
+    types (the API server has not checked it; see ``WhatIfServer.check_pods``)."""
+    raw_meta, spec = pod.get("metadata"), pod.get("spec")
+    if raw_meta is not None and not isinstance(raw_meta, dict):
+        raise invalid_object("Pod", "", "", [invalid("metadata", raw_meta, "must be an object")])
+    if not isinstance(spec, dict):
+        raise invalid_object("Pod", "", "", [required("spec")])
+    for key in ("containers", "initContainers", "resourceClaims", "tolerations", "topologySpreadConstraints", "schedulingGates"):
+        if spec.get(key) is not None and not (isinstance(spec[key], list) and all(isinstance(e, dict) for e in spec[key])):
+            raise invalid_object("Pod", "", "", [invalid(f"spec.{key}", spec[key], "must be a list of objects")])
+    if not spec.get("containers"):
+        raise invalid_object("Pod", "", "", [required("spec.containers")])
+    for key in ("nodeSelector", "affinity"):
+        if spec.get(key) is not None and not isinstance(spec[key], dict):
+            raise invalid_object("Pod", "", "", [invalid(f"spec.{key}", spec[key], "must be an object")])
+    pod_meta = dict(raw_meta or {})
+    pod_meta.pop("resourceVersion", None)
+    pod_meta["namespace"] = namespace
+    pod_meta.setdefault("uid", f"whatif-{pod_meta.get('name') or pod_meta.get('generateName') or 'pod'}")
+    return {**pod, "metadata": pod_meta}
 
 
 def _templates(body: Mapping[str, Any], pod: Obj) -> dict[str, Obj]:

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 
 from devtools.credentials import ClusterCredentials
-from devtools.devstack import node_names, worker_commands
+from devtools.devstack import CLUSTER_SERVER_FLAGS, node_names, worker_commands
 from devtools.grants import apply_grants
 from devtools.ports import free_port
 from devtools.server import REPO_ROOT, ServerProcess, migrated_sqlite, stop_process
@@ -58,7 +58,7 @@ def running_stack(tmp: Path, *, nodes: int = 2, profile: str = "gpu", explain: b
     database_url = migrated_sqlite(tmp / "dra.sqlite")
     credentials = ClusterCredentials.ensure(tmp / "pki")
     credentials.ensure_node_tokens(node_names(nodes))
-    server = ServerProcess(database_url, log_path=tmp / "apiserver.log", credentials=credentials).start()
+    server = ServerProcess(database_url, *CLUSTER_SERVER_FLAGS, log_path=tmp / "apiserver.log", credentials=credentials).start()
     # Its own kubelet root, not the checkout's data/kubelet, and short: unix socket paths are limited.
     kubelet_root = Path(tempfile.mkdtemp(prefix="ks-", dir="/tmp"))
     stack = Stack(server, credentials, tmp, free_port() if explain else 0, kubelet_root)

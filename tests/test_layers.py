@@ -198,3 +198,43 @@ def _documented_rules() -> dict[str, set[str]]:
 def test_the_documented_import_rules_are_the_enforced_ones() -> None:
     """docs/architecture.md's import table says what ALLOWED enforces, row for row."""
     assert _documented_rules() == ALLOWED
+
+
+def _private_reaches(path: Path, module: str | None = None) -> Iterator[str]:
+    """``line: name`` for each private name ``path`` takes from another project module: ``from m
+    import _name``, or ``m._name`` on a module it imported."""
+    module = module or _module_name(path)
+    tree = ast.parse(path.read_text(), str(path))
+    modules: set[str] = set()  # local names bound to imported project modules
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules.update((a.asname or a.name).split(".")[0] for a in node.names if _is_project(a.name))
+        elif isinstance(node, ast.ImportFrom):
+            package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+            base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+            source = ".".join([*base, node.module] if node.module else base)
+            if not _is_project(source):
+                continue
+            for alias in node.names:
+                if _exists(f"{source}.{alias.name}"):
+                    modules.add(alias.asname or alias.name)
+                elif alias.name.startswith("_") and not alias.name.startswith("__"):
+                    yield f"{node.lineno}: from {source} import {alias.name}"
+    for node in ast.walk(tree):
+        private = isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
+        if private and isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules:
+            yield f"{node.lineno}: {node.value.id}.{node.attr}"
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "schedulers").rglob("*.py")), ids=lambda p: str(p.relative_to(ROOT)))
+def test_scheduler_modules_use_only_public_names_of_each_other(path: Path) -> None:
+    """What one scheduler module needs of another is public (named without ``_``, documented):
+    the explanations and the what-if use the allocator's and the plugins' checks this way."""
+    reaches = list(_private_reaches(path))
+    assert not reaches, f"{path.relative_to(ROOT)} reaches into private names: " + "; ".join(reaches)
+
+
+def test_the_private_name_check_finds_one(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("from schedulers.allocator import search\nfrom schedulers.framework import _go\nx = search._probe\n")
+    assert sorted(_private_reaches(bad, "schedulers.bad")) == ["2: from schedulers.framework import _go", "3: search._probe"]

@@ -102,10 +102,17 @@ class GenericStore:
     """The REST operations, bound to one storage and one set of feature gates."""
 
     def __init__(
-        self, storage: Storage, gates: FeatureGates, min_request_timeout: float = 1800.0, tokens: Any = None, delete_collection_workers: int = 1
+        self,
+        storage: Storage,
+        gates: FeatureGates,
+        min_request_timeout: float = 1800.0,
+        tokens: Any = None,
+        delete_collection_workers: int = 1,
+        allow_privileged: bool = False,
     ) -> None:
         self.storage = storage
         self.gates = gates
+        self.allow_privileged = allow_privileged
         self.min_request_timeout = min_request_timeout
         # The service account token issuer, for the token subresource.
         self.tokens = tokens
@@ -128,7 +135,14 @@ class GenericStore:
     def context(self, namespace: str = "") -> RequestContext:
         labels = SCOPE_KIND.labels_of(self._scope(namespace)) if namespace else {}
         return RequestContext(
-            self.gates, labels, requester=requests.current(), tokens=self.tokens, lookup=self.lookup, lookup_all=self.lookup_all, resolve_kind=lookup_kind
+            self.gates,
+            labels,
+            allow_privileged=self.allow_privileged,
+            requester=requests.current(),
+            tokens=self.tokens,
+            lookup=self.lookup,
+            lookup_all=self.lookup_all,
+            resolve_kind=lookup_kind,
         )
 
     @staticmethod

@@ -26,6 +26,7 @@ from app.registry.core import (
     persistentvolume,
     persistentvolumeclaim,
     pod,
+    podtemplate,
     replicationcontroller,
     resourcequota,
     secret,
@@ -83,6 +84,7 @@ KINDS: tuple[KindStrategy, ...] = (
     daemonset.STRATEGY,
     controllerrevision.STRATEGY,
     job.STRATEGY,
+    podtemplate.STRATEGY,
     # Served as storage only (app.registry.storageonly): upstream's components watch them.
     persistentvolume.STRATEGY,
     persistentvolumeclaim.STRATEGY,

@@ -55,6 +55,8 @@ class RequestContext:
 
     feature_gates: Any
     namespace_labels: dict[str, str] = field(default_factory=dict)
+    # The server's --allow-privileged: whether pods and pod templates may have privileged containers.
+    allow_privileged: bool = False
     warnings: list[str] = field(default_factory=list)
     # Who makes the request (``app.auth.context.Requester``: user, authorizers, RBAC rules), or
     # None for the server's own work, which may do anything.

@@ -64,9 +64,10 @@ def format_label_selector(selector: Any) -> str:
     return text or "<none>"
 
 
-def template_containers(obj: Any) -> tuple[str, str]:
-    """The names and the images of the containers of a workload's pod template, comma-joined."""
-    containers = dig(obj, "spec", "template", "spec", "containers", default=None)
+def template_containers(obj: Any, *template: str) -> tuple[str, str]:
+    """The names and the images of the containers of a pod template (a workload's
+    ``spec.template`` unless ``template`` says where), comma-joined."""
+    containers = dig(obj, *(template or ("spec", "template")), "spec", "containers", default=None)
     containers = [c for c in containers if isinstance(c, dict)] if isinstance(containers, list) else []
     return ",".join(str(c.get("name") or "") for c in containers), ",".join(str(c.get("image") or "") for c in containers)
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 
+from kube.apitypes import DeviceSelector, DeviceSubRequest, ExactDeviceRequest, ResourceClaim
 from kube.cel import CELCompileError, CELRuntimeError, CompiledSelector, compile_selector
 from schedulers.allocator.claims import NotAdmin, PreparedClaim, PreparedRequest, claim_reference, untolerated
 from schedulers.allocator.devices import Device, as_quantity
@@ -77,7 +78,13 @@ class Allocator:
         )
         cached = self._prepared.get(key)
         if cached is None:
-            cached = [self._prepare_claim(c) for c in claims]
+            # The informer's JSON, typed from here on (kube/apitypes.pyi); cast for mypy only, since
+            # a call of cast() would be a cost of every scheduling cycle.
+            if TYPE_CHECKING:
+                typed = cast("Sequence[ResourceClaim]", claims)
+            else:
+                typed = claims
+            cached = [self._prepare_claim(c) for c in typed]
             if len(self._prepared) > 256:
                 self._prepared.clear()
             self._prepared[key] = cached
@@ -92,7 +99,7 @@ class Allocator:
         except CELCompileError as exc:
             raise AllocationError(f"{where}: selector #{i}: CEL compile error: {exc}") from None
 
-    def _selectors(self, raw: Sequence[Mapping[str, Any]], where: str, missing: str) -> list[CompiledSelector]:
+    def _selectors(self, raw: Sequence[DeviceSelector], where: str, missing: str) -> list[CompiledSelector]:
         out = []
         for i, sel in enumerate(raw or []):
             cel = sel.get("cel") or {}
@@ -101,13 +108,19 @@ class Allocator:
             out.append(self._compile(cel["expression"], where, i))
         return out
 
-    def _prepare_request(self, claim: Mapping[str, Any], ref: str, raw: Mapping[str, Any], parent: str, sub: str) -> PreparedRequest:
+    def _prepare_request(
+        self, claim: ResourceClaim, ref: str, raw: ExactDeviceRequest | DeviceSubRequest, parent: str, sub: str
+    ) -> PreparedRequest:
         name = f"{parent}/{sub}" if sub else parent
         where = f"claim {ref}, request {name}"
         selectors = self._selectors(
             raw.get("selectors") or [], f"claim {ref}", where + ", selector #{i}: CEL expression empty (unsupported selector type?)"
         )
-        if "adminAccess" in raw and raw.get("adminAccess") is not None and not self.features.admin_access:
+        # Upstream's DeviceSubRequest has no adminAccess (the server prunes one), but a subrequest's
+        # is read as an exact request's is, as before the types said so.
+        fields: Mapping[str, Any] = raw
+        admin_access = fields.get("adminAccess")
+        if admin_access is not None and not self.features.admin_access:
             raise AllocationError(f"{where}: admin access is requested, but the feature is disabled")
         capacity_raw = (raw.get("capacity") or {}).get("requests") or {}
         if capacity_raw and not self.features.consumable_capacity:
@@ -126,7 +139,7 @@ class Allocator:
         mode = raw.get("allocationMode") or "ExactCount"
         if mode not in ("ExactCount", "All"):
             raise AllocationError(f"{where}: unsupported count mode {mode}")
-        admin = bool(raw.get("adminAccess"))
+        admin = bool(admin_access)
         if admin and self.namespace_labels is not None:
             ns = (claim.get("metadata") or {}).get("namespace", "")
             if (self.namespace_labels.get(ns) or {}).get(ADMIN_ACCESS_LABEL) != "true":
@@ -141,7 +154,7 @@ class Allocator:
             capacity={k: as_quantity(v) for k, v in capacity_raw.items()},
         )
 
-    def _prepare_claim(self, claim: Mapping[str, Any]) -> PreparedClaim:
+    def _prepare_claim(self, claim: ResourceClaim) -> PreparedClaim:
         ref = claim_reference(claim)
         devices = (claim.get("spec") or {}).get("devices") or {}
         requests: list[PreparedRequest] = []

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from kube.apitypes import DeviceClass, DeviceToleration, ResourceClaim
 from kube.cel import CompiledSelector
 from kube.quantity import DECIMAL_SI, Quantity
 from kube.tolerations import tolerations_tolerate
@@ -25,13 +26,13 @@ class PreparedRequest:
     parent: str  # top-level request name
     sub: str  # subrequest name or ""
     class_name: str
-    class_obj: Mapping[str, Any]
+    class_obj: DeviceClass
     class_selectors: list[CompiledSelector]
     selectors: list[CompiledSelector]
     admin: bool
     all_mode: bool
     count: int
-    tolerations: list[dict[str, Any]]
+    tolerations: list[DeviceToleration]
     capacity: dict[str, Quantity]
     subrequests: list[PreparedRequest] = field(default_factory=list)
     match: dict[Device, bool] = field(default_factory=dict)
@@ -58,7 +59,7 @@ class Constraint:
 
 @dataclass(eq=False)
 class PreparedClaim:
-    obj: Mapping[str, Any]
+    obj: ResourceClaim
     ref: str  # namespace/name
     requests: list[PreparedRequest]
     constraints: list[tuple[frozenset[str], str, bool]]

@@ -10,8 +10,10 @@ import sys
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from operator import attrgetter
-from typing import Any
+from typing import Any, cast
 
+from kube import apitypes as api
+from kube.apitypes import CounterSet, NodeSelector, ResourceSlice, ResourceSliceSpec
 from kube.cel import CELRuntimeError, CompiledSelector, DeviceView
 from kube.labels import node_selector_matches
 from kube.quantity import Quantity
@@ -107,7 +109,7 @@ class DevicePlacement:
         "policies", "raw_capacity", "record",
     )  # fmt: skip
 
-    def __init__(self, record: SliceRecord, spec: Mapping[str, Any], dev: Mapping[str, Any], shared: SharedValues) -> None:
+    def __init__(self, record: SliceRecord, spec: ResourceSliceSpec, dev: api.Device, shared: SharedValues) -> None:
         self.record = record
         self.raw_capacity: Mapping[str, Any] = shared.value(dev.get("capacity")) or _NO_MAP
         self.policies = shared.capacity(self.raw_capacity)[1]
@@ -146,7 +148,7 @@ class Device:
     )  # fmt: skip
 
     def __init__(
-        self, spec: Mapping[str, Any], dev: Mapping[str, Any], record: SliceRecord, position: int, taints: list[dict[str, Any]],
+        self, spec: ResourceSliceSpec, dev: api.Device, record: SliceRecord, position: int, taints: list[api.DeviceTaint],
         shared: SharedValues | None = None, placements: dict[tuple[Any, ...], DevicePlacement] | None = None,
     ) -> None:  # fmt: skip
         shared = shared or SharedValues()
@@ -266,7 +268,8 @@ class SliceRecord:
     __slots__ = ("all_nodes", "count", "driver", "generation", "load", "node_name", "node_selector", "obj", "per_device", "pool", "shared_counters")
 
     def __init__(self, obj: Mapping[str, Any], load: Callable[[], Mapping[str, Any] | None] | None) -> None:
-        spec = obj.get("spec") or {}
+        # The informer's JSON, typed from here on (kube/apitypes.pyi).
+        spec = cast(ResourceSlice, obj).get("spec") or {}
         pool = spec.get("pool") or {}
         self.driver: str = spec.get("driver", "")
         self.pool: str = pool.get("name", "")
@@ -274,12 +277,12 @@ class SliceRecord:
         self.count = int(pool.get("resourceSliceCount", 0))
         self.node_name: str = spec.get("nodeName") or ""
         self.all_nodes = bool(spec.get("allNodes"))
-        self.node_selector: Mapping[str, Any] | None = spec.get("nodeSelector")
+        self.node_selector: NodeSelector | None = spec.get("nodeSelector")
         self.per_device = bool(spec.get("perDeviceNodeSelection"))
-        self.shared_counters: list[Mapping[str, Any]] = spec.get("sharedCounters") or []
+        self.shared_counters: list[CounterSet] = spec.get("sharedCounters") or []
         self.obj = obj if load is None else None
         self.load = load
 
-    def spec(self) -> Mapping[str, Any]:
+    def spec(self) -> ResourceSliceSpec:
         obj = self.obj if self.obj is not None else self.load() if self.load is not None else None
-        return (obj or {}).get("spec") or {}
+        return cast(ResourceSlice, obj or {}).get("spec") or {}

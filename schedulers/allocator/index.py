@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
+from kube.apitypes import DeviceClass, DeviceTaint, DeviceTaintRule
 from kube.devicetaints import rule_selects
 from kube.labels import node_selector_matches
 from kube.quantity import Quantity
@@ -59,9 +60,9 @@ class ResourceIndex:
     ) -> None:
         self.features = features or AllocatorFeatures()
         self._slices: dict[str, SliceRecord] = {}
-        self.classes: dict[str, Mapping[str, Any]] = {}
+        self.classes: dict[str, DeviceClass] = {}
         self.classes_version = 0  # bumped on every class change (SearchCache entries depend on classes)
-        self._rules: dict[str, Mapping[str, Any]] = {}
+        self._rules: dict[str, DeviceTaintRule] = {}
         self._devices: dict[str, tuple[SliceRecord, list[Device]]] = {}
         self._by_node: dict[str, list[str]] = {}
         self._other: list[str] = []  # slices without spec.nodeName
@@ -75,7 +76,7 @@ class ResourceIndex:
         for c in classes:
             self.set_class(c)
         for r in taint_rules:
-            self._rules[r["metadata"]["name"]] = r
+            self.set_taint_rule(r)
 
     # --- incremental updates ---
 
@@ -94,7 +95,7 @@ class ResourceIndex:
 
     def set_class(self, obj: Mapping[str, Any]) -> None:
         """Add or replace a DeviceClass."""
-        self.classes[obj["metadata"]["name"]] = obj
+        self.classes[obj["metadata"]["name"]] = cast(DeviceClass, obj)
         self.classes_version += 1
 
     def remove_class(self, name: str) -> None:
@@ -104,7 +105,7 @@ class ResourceIndex:
 
     def set_taint_rule(self, obj: Mapping[str, Any]) -> None:
         """Add or replace a DeviceTaintRule (re-taints every device)."""
-        self._rules[obj["metadata"]["name"]] = obj
+        self._rules[obj["metadata"]["name"]] = cast(DeviceTaintRule, obj)
         self._devices.clear()
         self._dirty = True
 
@@ -150,7 +151,7 @@ class ResourceIndex:
         shared = self._shared
         placements: dict[tuple[Any, ...], DevicePlacement] = {}
         for position, dev in enumerate(spec.get("devices") or []):
-            taints = list(dev.get("taints") or []) if self.features.device_taints else []
+            taints: list[DeviceTaint] = list(dev.get("taints") or []) if self.features.device_taints else []
             for rule in rules:
                 if rule_selects(rule, driver, pool, dev.get("name", "")):
                     taints.append((rule.get("spec") or {}).get("taint") or {})

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
-from typing import Any
+from typing import Any, cast
 
+from kube.apitypes import AllocationResult
 from kube.pods import claim_status_amounts
 from kube.quantity import DECIMAL_SI, Quantity
 from schedulers.allocator.claims import from_fraction
@@ -27,7 +28,8 @@ def node_allocatable_claim_status(
     referencing container, see ``kube.pods.claim_status_amounts``). Admin-access results are
     not charged. None when no allocated device declares node allocatable resources.
     """
-    if not claim_allocation:
+    allocation = cast("AllocationResult | None", claim_allocation)  # typed from here on (kube/apitypes.pyi)
+    if not allocation:
         return None
     lookup = slices.device if isinstance(slices, ResourceIndex) else ResourceIndex(slices).device
     mapping: dict[str, Fraction] = {}
@@ -35,7 +37,7 @@ def node_allocatable_claim_status(
     per_container: dict[str, Fraction] = {}
     formats: dict[str, str] = {}
     found = False
-    for r in (claim_allocation.get("devices") or {}).get("results") or []:
+    for r in (allocation.get("devices") or {}).get("results") or []:
         if r.get("adminAccess"):
             continue
         dev = lookup((r.get("driver", ""), r.get("pool", ""), r.get("device", "")))

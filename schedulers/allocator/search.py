@@ -18,8 +18,20 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
+from kube.apitypes import (
+    AllocationResult,
+    DeviceAllocationConfiguration,
+    DeviceAllocationResult,
+    DeviceClaimConfiguration,
+    DeviceClassConfiguration,
+    DeviceConfiguration,
+    DeviceRequestAllocationResult,
+    NodeSelector,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+)
 from kube.quantity import Quantity
 from schedulers.allocator.claims import Constraint, PreparedClaim, PreparedRequest, attribute_value, share_consumption, untolerated
 from schedulers.allocator.devices import Device
@@ -678,16 +690,18 @@ class Search:
     # --- result construction ---
 
     def build(self, timestamp: str | None, share_id: Callable[[], str]) -> list[dict[str, Any]]:
-        out = []
+        out: list[AllocationResult] = []
         for ci, claim in enumerate(self.claims):
             picks = self.results[ci]
-            results = []
+            results: list[DeviceRequestAllocationResult] = []
             for p in picks:
-                r: dict[str, Any] = {"request": p.request.name, "driver": p.device.driver, "pool": p.device.pool, "device": p.device.name}
+                r: DeviceRequestAllocationResult = {
+                    "request": p.request.name, "driver": p.device.driver, "pool": p.device.pool, "device": p.device.name,
+                }  # fmt: skip
                 if p.request.admin:
                     r["adminAccess"] = True
                 if p.request.tolerations:
-                    r["tolerations"] = [dict(t) for t in p.request.tolerations]
+                    r["tolerations"] = [{**t} for t in p.request.tolerations]
                 if self.features.binding_conditions and p.device.binding_conditions:
                     r["bindingConditions"] = list(p.device.binding_conditions)
                     if p.device.binding_failure_conditions:
@@ -697,56 +711,58 @@ class Search:
                     if p.consumed:
                         r["consumedCapacity"] = {k: v.canonical() for k, v in p.consumed.items()}
                 results.append(r)
-            devices: dict[str, Any] = {"results": results}
+            devices: DeviceAllocationResult = {"results": results}
             config = self._config(ci, claim)
             if config:
                 devices["config"] = config
-            allocation: dict[str, Any] = {"devices": devices}
+            allocation: AllocationResult = {"devices": devices}
             selector = self._node_selector(picks)
             if selector is not None:
                 allocation["nodeSelector"] = selector
             if timestamp and self.features.binding_conditions:
                 allocation["allocationTimestamp"] = timestamp
             out.append(allocation)
-        return out
+        return cast("list[dict[str, Any]]", out)  # handed out as the JSON it is
 
     def _chosen(self, ci: int, ri: int, top: PreparedRequest) -> PreparedRequest:
         return top.subrequests[self.selected[(ci, ri)]] if top.subrequests else top
 
-    def _config(self, ci: int, claim: PreparedClaim) -> list[dict[str, Any]]:
+    def _config(self, ci: int, claim: PreparedClaim) -> list[DeviceAllocationConfiguration]:
         if not claim.has_config:
             return []
-        config: list[dict[str, Any]] = []
-        by_class: dict[str, list[dict[str, Any]]] = {}
+        config: list[DeviceAllocationConfiguration] = []
+        by_class: dict[str, list[DeviceAllocationConfiguration]] = {}
         for ri, top in enumerate(claim.requests):
             req = self._chosen(ci, ri, top)
             entries = by_class.get(req.class_name)
             if entries is not None:
                 for e in entries:
-                    e["requests"].append(req.name)
+                    e.setdefault("requests", []).append(req.name)
                 continue
             entries = []
             for c in (req.class_obj.get("spec") or {}).get("config") or []:
-                entry = {"source": "FromClass", "requests": [req.name], **{k: v for k, v in c.items() if k != "requests"}}
+                entry: DeviceAllocationConfiguration = {"source": "FromClass", "requests": [req.name], **_without_requests(c)}
                 entries.append(entry)
                 config.append(entry)
             by_class[req.class_name] = entries
         selected_names = {top.name for top in claim.requests}
         selected_names |= {self._chosen(ci, ri, top).name for ri, top in enumerate(claim.requests) if top.subrequests}
-        for c in ((claim.obj.get("spec") or {}).get("devices") or {}).get("config") or []:
-            names = c.get("requests") or []
+        for claim_config in ((claim.obj.get("spec") or {}).get("devices") or {}).get("config") or []:
+            names = claim_config.get("requests") or []
             if names and not any(n in selected_names for n in names):
                 continue  # names only subrequests that were not chosen
-            entry = {"source": "FromClaim", **{k: v for k, v in c.items() if k != "requests"}}
+            entry = {"source": "FromClaim", **_without_requests(claim_config)}
             if names:
                 entry["requests"] = list(names)
             config.append(entry)
         return config
 
-    def _node_selector(self, picks: list[_Pick]) -> dict[str, Any] | None:
-        local_node = {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [self.node_name]}]}]}
-        expressions: list[dict[str, Any]] = []
-        fields: list[dict[str, Any]] = []
+    def _node_selector(self, picks: list[_Pick]) -> NodeSelector | None:
+        local_node: NodeSelector = {
+            "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [self.node_name]}]}]
+        }
+        expressions: list[NodeSelectorRequirement] = []
+        fields: list[NodeSelectorRequirement] = []
         seen: set[tuple[str, str, str, tuple[str, ...]]] = set()
         for p in picks:
             dev = p.device
@@ -756,17 +772,25 @@ class Search:
                 continue
             terms = dev.node_selector.get("nodeSelectorTerms") or []
             for term in terms[:1]:  # slices use exactly one term
-                for kind, target in (("matchExpressions", expressions), ("matchFields", fields)):
-                    for req in term.get(kind) or []:
+                for kind, requirements, target in (
+                    ("matchExpressions", term.get("matchExpressions"), expressions),
+                    ("matchFields", term.get("matchFields"), fields),
+                ):
+                    for req in requirements or []:
                         key = (kind, req.get("key", ""), req.get("operator", ""), tuple(sorted(req.get("values") or [])))
                         if key not in seen:
                             seen.add(key)
-                            target.append(dict(req))
+                            target.append({**req})
         if not expressions and not fields:
             return None
-        merged: dict[str, Any] = {}
+        merged: NodeSelectorTerm = {}
         if expressions:
             merged["matchExpressions"] = expressions
         if fields:
             merged["matchFields"] = fields
         return {"nodeSelectorTerms": [merged]}
+
+
+def _without_requests(config: DeviceClassConfiguration | DeviceClaimConfiguration) -> DeviceConfiguration:
+    """A class's or claim's config entry as its allocation result's, ``requests`` left out."""
+    return cast("DeviceConfiguration", {k: v for k, v in config.items() if k != "requests"})

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, MutableSet
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
+from kube.apitypes import AllocationResult, ResourceClaim
 from kube.quantity import Quantity
 from schedulers.allocator.devices import Device, as_quantity
 from schedulers.allocator.index import NodeView
@@ -61,11 +62,11 @@ class AllocatedState:
     @classmethod
     def from_claims(cls, claims: Iterable[Mapping[str, Any]], in_flight: Iterable[Mapping[str, Any]] | Mapping[str, Any] = ()) -> AllocatedState:
         """Build from allocated claims plus in-flight ones (uid -> claim, or claims); in-flight wins per uid."""
-        by_uid: dict[str, Mapping[str, Any]] = {}
-        for c in claims:
+        by_uid: dict[str, ResourceClaim] = {}
+        for c in cast("Iterable[ResourceClaim]", claims):
             by_uid[(c.get("metadata") or {}).get("uid") or str(id(c))] = c
         flight = in_flight.values() if isinstance(in_flight, Mapping) else in_flight
-        for c in flight:
+        for c in cast("Iterable[ResourceClaim]", flight):
             by_uid[(c.get("metadata") or {}).get("uid") or str(id(c))] = c
         state = cls()
         for c in by_uid.values():
@@ -74,9 +75,10 @@ class AllocatedState:
 
     def add_allocation(self, allocation: Mapping[str, Any] | None) -> None:
         """Account one ``status.allocation``; admin-access results never block others."""
-        if not allocation:
+        typed = cast("AllocationResult | None", allocation)  # typed from here on (kube/apitypes.pyi)
+        if not typed:
             return
-        for r in (allocation.get("devices") or {}).get("results") or []:
+        for r in (typed.get("devices") or {}).get("results") or []:
             if r.get("adminAccess"):
                 continue
             dev_id = (r.get("driver", ""), r.get("pool", ""), r.get("device", ""))
@@ -100,7 +102,7 @@ class AllocatedState:
         state = AllocatedState(
             _Layered(self.devices), _Layered(self.shared_ids), _Layered(self.shared_devices), dict(self.capacity), dict(self.pool_changes)
         )
-        for allocation in remove:
+        for allocation in cast("Iterable[AllocationResult]", remove):
             for r in (allocation.get("devices") or {}).get("results") or []:
                 if r.get("adminAccess"):
                     continue
@@ -114,8 +116,8 @@ class AllocatedState:
                 agg = state.capacity[dev_id] = dict(state.capacity.get(dev_id, {}))
                 for key, value in (r.get("consumedCapacity") or {}).items():
                     agg[key] = agg.get(key, Quantity(0)) - as_quantity(value)
-        for allocation in add:
-            state.add_allocation(allocation)
+        for added in add:
+            state.add_allocation(added)
         return state
 
     def stamp(self, view: NodeView) -> int:

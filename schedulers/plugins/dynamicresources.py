@@ -14,15 +14,18 @@
 * *Score*: the cycle's node order (:meth:`DynamicResources.node_order`): fewest free devices left
   after the allocation (packs devices, so big requests still find empty nodes); pods without claims
   to allocate go by the node's pod count instead (spread).
+* *Reserve*, *Unreserve*, *PreBind* and *PostFilter*: the claim writes and what undoes them, in
+  :mod:`schedulers.plugins.dynamicresources_binding` (the class inherits them).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from kube import podgroups
+from kube.apitypes import Pod, PodResourceClaim
 from kube.informer import object_key
 from kube.labels import node_selector_matches
 from kube.objects import Obj
@@ -40,12 +43,12 @@ from schedulers.allocator import (
 from schedulers.cache import Key, SchedulerCache, is_pod_reference, meta
 from schedulers.extended import STALE_CLAIM, SpecialClaim, extended_requests, names_extended_resources, needed_on_node, special_claim
 from schedulers.framework import SKIP, CycleState, ExplainContext, Placement, Reason, Status, WaitForClaims
+from schedulers.plugins.dynamicresources_binding import NAME, PLACEMENT, DynamicResourcesBinding
 from schedulers.plugins.noderesources import resources_may_free
 from schedulers.podgroups import wait_key
 
 log = logging.getLogger("scheduler")
 
-NAME = "DynamicResources"
 REASON_CLAIM_NOT_ON_NODE = "resourceclaim not available on the node"
 NODE_ALLOCATABLE_FEATURE = "DRANodeAllocatableResources"
 REASON_FEATURE_NOT_DECLARED = f"node(s) did not declare the {NODE_ALLOCATABLE_FEATURE} feature"
@@ -150,8 +153,9 @@ def _requests_with(pod: Obj, statuses: list[Obj]) -> Resources:
     return pod_requests({**pod, "status": {**(pod.get("status") or {}), "nodeAllocatableResourceClaimStatuses": statuses}})
 
 
-class DynamicResources:
-    """The plugin; see the module docstring. ``filter_timeout`` bounds one node's device search."""
+class DynamicResources(DynamicResourcesBinding):
+    """The plugin; see the module docstring. ``filter_timeout`` bounds one node's device search,
+    ``binding_timeout`` the wait for the devices' binding conditions."""
 
     name = NAME
     not_on_node = _NOT_ON_NODE  # the status of a node an allocated claim of the pod is not available on
@@ -191,14 +195,15 @@ class DynamicResources:
         """The pod's claims, a reason to wait for some of them, or an unschedulable message."""
         ns, _ = object_key(pod)
         pod_uid = meta(pod).get("uid", "")
-        statuses = {s.get("name"): s for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []}
+        typed = cast(Pod, pod)  # the informer's JSON, typed from here on (kube/apitypes.pyi)
+        statuses = {s.get("name"): s for s in (typed.get("status") or {}).get("resourceClaimStatuses") or []}
         out = PodClaims()
         waiting: list[Key] = []
         why = ""
         group = self._pod_group(pod, out)
         if isinstance(group, WaitForClaims):
             return group
-        for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
+        for entry in (typed.get("spec") or {}).get("resourceClaims") or []:
             if group is not None and self.features.workload_resource_claims:
                 group_claim = podgroups.matching_group_claim(entry, group)
                 if group_claim is not None:
@@ -270,7 +275,7 @@ class DynamicResources:
             out.gang = (ns, name, need)
         return group
 
-    def _group_claim(self, pod: Obj, entry: Obj, group: Obj, group_claim: Obj, out: PodClaims) -> WaitForClaims | str | None:
+    def _group_claim(self, pod: Obj, entry: PodResourceClaim, group: Obj, group_claim: Obj, out: PodClaims) -> WaitForClaims | str | None:
         """Resolve a pod claim entry that is its group's claim: None when resolved (added to ``out``),
         what to wait for, or an unschedulable message."""
         ns, _ = object_key(pod)
@@ -484,12 +489,14 @@ class DynamicResources:
         """What the binder writes for the pod on ``node`` (``requests``: what the pod charges without claims)."""
         dra: DRAState | None = state.data.get(NAME)
         if dra is None:
-            return Placement(node=node, claims=[], allocations={}, requests=requests, statuses=[])
+            placement = Placement(node=node, claims=[], allocations={}, requests=requests, statuses=[], state=state)
+            state.write(PLACEMENT, placement)
+            return placement
         resolved = dra.claims
         outcome, special, statuses = outcome_parts(result)
         allocations = outcome.allocations if outcome is not None else []
         allocated_claims = [*resolved.unallocated, special.claim] if special is not None else resolved.unallocated if outcome is not None else []
-        return Placement(
+        placement = Placement(
             node=node,
             claims=[*resolved.claims, special.claim] if special is not None else resolved.claims,
             allocations=dict(zip((meta(c).get("uid", "") for c in allocated_claims), allocations, strict=True)),
@@ -498,7 +505,10 @@ class DynamicResources:
             group_refs=resolved.group_refs,
             gang=resolved.gang,
             extended=special,
+            state=state,
         )
+        state.write(PLACEMENT, placement)  # what Reserve takes
+        return placement
 
     # --- KEP-5517 node allocatable resources (DRANodeAllocatableResources) ---
 

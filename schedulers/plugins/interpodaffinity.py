@@ -15,9 +15,9 @@ node label (``topologyKey``): a topology domain is every node with the same valu
   terms, and their required affinity terms with weight 1) add or take their weight in the domains
   of the matching pods; normalised to 0..100 over the feasible nodes.
 
-``matchLabelKeys`` and ``mismatchLabelKeys`` are merged into the term's selector with the pod's
-label values (``key in (value)``, ``key notin (value)``), as upstream's API server does when the
-pod is created; doing it here as well changes nothing for a pod the server already merged.
+``matchLabelKeys`` and ``mismatchLabelKeys`` are in the term's selector already: the API server
+merges them with the pod's label values when it creates the pod (``kube.pods.
+merge_pod_affinity_label_keys``), and the scheduler reads the selector as stored, as upstream's.
 Preemption asks the filter with victims removed (:meth:`InterPodAffinity.without`), as upstream's
 RemovePod does.
 """
@@ -94,21 +94,11 @@ def has_pod_affinity(pod: Mapping[str, Any]) -> bool:
     return bool(affinity.get("podAffinity") or affinity.get("podAntiAffinity"))
 
 
-def _merge_label_keys(selector: Mapping[str, Any] | None, labels: Mapping[str, str], match: Sequence[str], mismatch: Sequence[str]) -> Mapping[str, Any] | None:
-    """The selector with ``key in (value)`` per matchLabelKeys and ``key notin (value)`` per
-    mismatchLabelKeys the pod has a label for (the API server's merge at pod creation)."""
-    if selector is None or (not match and not mismatch):
-        return selector
-    extra = [{"key": k, "operator": op, "values": [labels[k]]} for keys, op in ((match, "In"), (mismatch, "NotIn")) for k in keys if k in labels]
-    if not extra:
-        return selector
-    return {**selector, "matchExpressions": [*(selector.get("matchExpressions") or []), *extra]}
-
-
 def _term(pod: Mapping[str, Any], term: Mapping[str, Any]) -> AffinityTerm:
     pod_meta = pod.get("metadata") or {}
-    labels = pod_meta.get("labels") or {}
-    raw_selector = _merge_label_keys(term.get("labelSelector"), labels, term.get("matchLabelKeys") or [], term.get("mismatchLabelKeys") or [])
+    # matchLabelKeys and mismatchLabelKeys are in the selector already: the API server merged them
+    # when it created the pod (the what-if's pods too, by its dry run), with the labels of then.
+    raw_selector = term.get("labelSelector")
     namespaces = term.get("namespaces") or []
     namespace_selector = term.get("namespaceSelector")
     if not namespaces and namespace_selector is None:
@@ -278,12 +268,20 @@ class InterPodAffinity:
     def without(self, state: CycleState, removed: Iterable[tuple[Obj, Obj]]) -> None:
         """The state as if ``removed`` (placed pods and their Node objects) were gone (preemption's
         RemovePod); call it on a copy of the cycle state."""
+        self._shift(state, removed, -1)
+
+    def adding(self, state: CycleState, added: Iterable[tuple[Obj, Obj]]) -> None:
+        """The state as if ``added`` (pods nominated to the given Node objects) were placed there
+        (AddPod); call it on a copy of the cycle state."""
+        self._shift(state, added, 1)
+
+    def _shift(self, state: CycleState, pods: Iterable[tuple[Obj, Obj]], delta: int) -> None:
         s: AffinityState | None = state.data.get(NAME)
         if s is None:
             return
         s = s.copy()
-        for placed, node in removed:
-            s.count(placed, self.terms_of(placed), meta(node).get("labels") or {}, -1)
+        for placed, node in pods:
+            s.count(placed, self.terms_of(placed), meta(node).get("labels") or {}, delta)
         state.data[NAME] = s
 
     # --- Filter ---

@@ -58,13 +58,15 @@ class PodsOnNodes(Protocol):
 
 
 class PortsState:
-    """The pod's host ports, and the pods preemption takes away (their ports are free)."""
+    """The pod's host ports, the pods preemption takes away (their ports are free), and the pods
+    nominated to the node asked about (their ports are taken)."""
 
-    __slots__ = ("ports", "removed")
+    __slots__ = ("added", "ports", "removed")
 
-    def __init__(self, ports: list[HostPort], removed: frozenset[str] = frozenset()) -> None:
+    def __init__(self, ports: list[HostPort], removed: frozenset[str] = frozenset(), added: tuple[Obj, ...] = ()) -> None:
         self.ports = ports
         self.removed = removed
+        self.added = added
 
 
 class NodePorts:
@@ -86,7 +88,8 @@ class NodePorts:
         """The pod's host ports that pods on ``node`` hold, with a pod holding each."""
         s: PortsState = state.data[NAME]
         found = []
-        for other, _ in self.cache.pods_on(meta(node).get("name", "")):
+        others = [other for other, _ in self.cache.pods_on(meta(node).get("name", ""))]
+        for other in [*others, *s.added] if s.added else others:
             if meta(other).get("uid", "") in s.removed:
                 continue
             for taken in host_ports(other):
@@ -110,4 +113,11 @@ class NodePorts:
         filter again with its victims' ports free. Call it on a copy of the cycle state."""
         s: PortsState | None = state.data.get(NAME)
         if s is not None:
-            state.data[NAME] = PortsState(s.ports, s.removed | {meta(p).get("uid", "") for p, _ in removed})
+            state.data[NAME] = PortsState(s.ports, s.removed | {meta(p).get("uid", "") for p, _ in removed}, s.added)
+
+    def adding(self, state: CycleState, added: Iterable[tuple[Obj, Obj]]) -> None:
+        """The state as if ``added`` (pods nominated to the node asked about) held their ports there.
+        Call it on a copy of the cycle state."""
+        s: PortsState | None = state.data.get(NAME)
+        if s is not None:
+            state.data[NAME] = PortsState(s.ports, s.removed, (*s.added, *(p for p, _ in added)))

@@ -211,13 +211,21 @@ class PodTopologySpread:
     def without(self, state: CycleState, removed: Iterable[tuple[Obj, Obj]]) -> None:
         """The state as if ``removed`` (placed pods and their Node objects) were gone (preemption's
         RemovePod); call it on a copy of the cycle state."""
+        self._shift(state, removed, -1)
+
+    def adding(self, state: CycleState, added: Iterable[tuple[Obj, Obj]]) -> None:
+        """The state as if ``added`` (pods nominated to the given Node objects) were placed there
+        (AddPod); call it on a copy of the cycle state."""
+        self._shift(state, added, 1)
+
+    def _shift(self, state: CycleState, pods: Iterable[tuple[Obj, Obj]], delta: int) -> None:
         s: SpreadState | None = state.data.get(NAME)
         if s is None:
             return
         s = s.copy()
         pod = state.pod
         namespace = meta(pod).get("namespace", "")
-        for placed, node in removed:
+        for placed, node in pods:
             labels = meta(node).get("labels") or {}
             if meta(placed).get("namespace", "") != namespace or not _has_keys(labels, s.constraints):
                 continue
@@ -225,7 +233,7 @@ class PodTopologySpread:
             for i, c in enumerate(s.constraints):
                 if c.selector.matches(placed_labels) and c.includes(pod, node):
                     value = labels[c.topology_key]
-                    s.counts[i][value] = s.counts[i].get(value, 0) - 1
+                    s.counts[i][value] = s.counts[i].get(value, 0) + delta
         s.settle()
         state.data[NAME] = s
 

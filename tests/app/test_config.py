@@ -34,3 +34,16 @@ def test_the_kubernetes_service_flags(monkeypatch: pytest.MonkeyPatch) -> None:
     assert (given.advertise_address, given.service_cluster_ip_range, given.endpoint_reconciler_type) == ("192.0.2.9", "10.96.0.0/12", "none")
     monkeypatch.setenv("DRA_ENDPOINT_RECONCILER_TYPE", "none")
     assert _settings().endpoint_reconciler_type == "none"
+
+
+def test_allow_privileged_is_off_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """kube-apiserver's boolean flag: bare, =true or =false; here also DRA_ALLOW_PRIVILEGED."""
+    monkeypatch.delenv("DRA_ALLOW_PRIVILEGED", raising=False)
+    assert _settings().allow_privileged is False
+    assert _settings("--allow-privileged").allow_privileged is True
+    assert _settings("--allow-privileged=true").allow_privileged is True
+    assert _settings("--allow-privileged=false").allow_privileged is False
+    monkeypatch.setenv("DRA_ALLOW_PRIVILEGED", "true")
+    assert _settings().allow_privileged is True
+    with pytest.raises(SystemExit):
+        _settings("--allow-privileged=maybe")

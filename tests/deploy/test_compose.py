@@ -432,6 +432,7 @@ def test_configuration_by_environment(compose: dict[str, Any]) -> None:
         assert envs[name]["DRA_KUBECONFIG"] == f"data/pki/{name}.kubeconfig", "each worker has its own identity"
         assert "DRA_DATABASE_URL" not in envs[name], "workers talk to the API server only"
     assert envs["apiserver"]["DRA_AUTHORIZATION_MODE"] == "Node,RBAC"
+    assert envs["apiserver"]["DRA_ALLOW_PRIVILEGED"] == "true", "drivers' kubelet plugins run privileged, as kube-up clusters allow"
     assert envs["apiserver"]["DRA_CLIENT_CA_FILE"] == "data/pki/ca.crt"
     pki = service_argv(services["pki"], Image())
     assert "--server=https://apiserver:6443" in pki and "--host=apiserver" in pki

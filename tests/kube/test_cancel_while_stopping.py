@@ -56,7 +56,7 @@ async def test_the_binders_writes_cancelled_by_a_cancelled_caller() -> None:
     stopping = asyncio.Event()
     binder = Binder.__new__(Binder)  # only its task bookkeeping is exercised
     binder._tasks = set()
-    binder._spawn(_slow_to_stop(stopping))
+    binder.spawn(_slow_to_stop(stopping))
     await asyncio.sleep(0)
     await _cancel_while_stopping(binder.cancel, stopping)
 

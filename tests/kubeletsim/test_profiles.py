@@ -249,7 +249,8 @@ def test_device_status_prepare_and_unprepare() -> None:
     assert devices is not None and len(devices) == 1
     entry = devices[0]
     assert (entry["driver"], entry["pool"], entry["device"]) == ("gpu.example.com", "sim-0", "gpu-0")
-    assert entry["conditions"][0]["type"] == "Ready" and entry["conditions"][0]["status"] == "True"
+    conditions = entry.get("conditions") or []
+    assert conditions[0]["type"] == "Ready" and conditions[0]["status"] == "True"
     claim["status"]["devices"] = devices  # type: ignore[index]
     assert pods.prepared_devices(claim, "2026-01-01T00:00:05Z") is None  # idempotent
     assert pods.prepared_devices(_claim(), "2026-01-01T00:00:00Z", drivers={"nic.example.com"}) is None  # another driver's device

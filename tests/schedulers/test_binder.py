@@ -1,5 +1,6 @@
-"""The binder on its own: which requests it sends to bind a pod, how it undoes a failed binding,
-and how it reports pods no node fits. The API server is an in-memory fake behind the client's
+"""The binder with the DynamicResources plugin's binding cycle: which requests they send to bind
+a pod, how they undo a failed binding, what the plugin's PostFilter frees, and how pods no node
+fits are reported. The API server is an in-memory fake behind the client's
 transport that records every request; the cache is fed in memory."""
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ import pytest
 
 from kube.client import KubeClient
 from kube.objects import Obj
-from schedulers.binder import DELETE_PROTECTION_FINALIZER, Binder
-from schedulers.cycle import Placement, SchedulingCycle
+from schedulers.binder import Binder
+from schedulers.cycle import Placement, ScheduleFailure, SchedulingCycle
+from schedulers.plugins.dynamicresources import DynamicResources
+from schedulers.plugins.dynamicresources_binding import DELETE_PROTECTION_FINALIZER, REASON_DEALLOCATED
 from tests.schedulers.cluster import DRIVER, NS, Cluster, allocation, claim, pod, reserved_for
 
 CLAIMS = f"/apis/resource.k8s.io/v1/namespaces/{NS}/resourceclaims"
@@ -236,7 +239,11 @@ async def test_stale_allocations_are_freed_only_when_they_serve_no_other_pod(wor
     p, q = pod("p"), pod("q")
     only_p = await world.claim(claim("only-p", status={"allocation": allocation("n1", "dev-0"), "reservedFor": reserved_for(p)}))
     shared = await world.claim(claim("shared", status={"allocation": allocation("n1", "dev-1"), "reservedFor": reserved_for(p, q)}))
-    world.binder.deallocate_stale(p, [only_p, shared])
+    plugin = DynamicResources(world.cache)
+    assert plugin.post_filter(p, ScheduleFailure("m", pinning_claims=[shared])) == (None, None)
+    status, writes = plugin.post_filter(p, ScheduleFailure("m", pinning_claims=[only_p, shared]))
+    assert status is not None and status.message == REASON_DEALLOCATED and writes is not None
+    world.binder.spawn(writes)
     await world.binder.wait()
     assert world.api.written() == [("PUT", f"{CLAIMS}/only-p/status")]
     assert world.server_claim("only-p")["status"] == {}

@@ -126,6 +126,30 @@ async def test_cluster_events_that_may_make_room_move_unschedulable_pods(event: 
     assert cluster.queue.state(key) == ("backoff" if moves else "unschedulable")
 
 
+async def test_a_pod_leaving_its_node_moves_only_pods_that_its_resources_or_terms_may_help() -> None:
+    """Upstream's AssignedPod Delete event concerns NodeResourcesFit, NodePorts, InterPodAffinity
+    and PodTopologySpread, not DynamicResources: a pod no node's devices fit waits for the claim
+    events that free them (an attempt before them fails and lengthens its backoff)."""
+    cluster = Cluster()
+    cache = cluster.cache
+    await cluster.put(cache.nodes, node("n1"))
+    leaving = [await cluster.put(cache.pods, pod(f"bound-{i}", cpu="100m", nodeName="n1")) for i in range(2)]
+    parked_by: dict[str, tuple[str, str]] = {}
+    for name, plugins in (("by-dra", ["DynamicResources"]), ("by-fit", ["NodeResourcesFit"]), ("preemptor", [])):
+        await cluster.put(cache.pods, pod(name))
+        key = await cluster.queue.pop()
+        cluster.queue.unschedulable(key, plugins)
+        parked_by[name] = key
+    await cluster.delete(cache.pods, leaving[0])
+    states = {name: cluster.queue.state(key) for name, key in parked_by.items()}
+    assert states == {"by-dra": "unschedulable", "by-fit": "backoff", "preemptor": "backoff"}
+    for name in ("by-fit", "preemptor"):
+        cluster.queue.unschedulable(parked_by[name], ["NodeResourcesFit"] if name == "by-fit" else [])
+    await cluster.put(cache.pods, {**leaving[1], "status": {"phase": "Succeeded"}})  # finished: leaves too
+    states = {name: cluster.queue.state(key) for name, key in parked_by.items()}
+    assert states == {"by-dra": "unschedulable", "by-fit": "backoff", "preemptor": "backoff"}
+
+
 async def test_node_names_are_sorted_and_follow_the_informer() -> None:
     cluster = Cluster()
     for name in ("n3", "n1", "n2"):

@@ -214,6 +214,26 @@ async def test_nodes_are_grouped_by_their_reasons() -> None:
     assert out["claims"] == [{"name": "default/mine", "entry": "mine", "allocated": False, "requests": [{"name": "gpu", "deviceClassName": "gpu", "count": 1}]}]
 
 
+async def test_a_selector_that_fails_on_a_device_in_use_is_not_an_error() -> None:
+    # As upstream's allocator, the scheduler asks no selector of a device in use (kube-scheduler:
+    # "cannot allocate all claims"), so the explanation says the device is taken; a selector that
+    # fails on a free device is the claim's error, for both.
+    cluster = c.Cluster()
+    await cluster.topology({"a": 2, "b": 1})
+    await cluster.put(cluster.cache.claims, c.claim("held", count=2, status={"allocation": c.allocation("a", "dev-0", "dev-1")}))
+    mine = c.claim("mine")
+    mine["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [{"cel": {"expression": 'device.attributes["x"].profile == "p"'}}]
+    await cluster.put(cluster.cache.claims, mine)
+    pod = await cluster.put(cluster.cache.pods, c.pod("p", claims=["mine"], nodeSelector={"kubernetes.io/hostname": "a"}))
+    await cluster.put(cluster.cache.nodes, c.node("a", labels={"kubernetes.io/hostname": "a"}))
+    out = explainer(cluster).explain(pod)
+    assert out["state"] == ex.UNSCHEDULABLE
+    assert next(r["message"] for g in out["groups"] if g["nodes"] == ["a"] for r in g["reasons"]) == "claim default/mine, request gpu: every gpu device is taken"
+    await cluster.delete(cluster.cache.claims, await cluster.put(cluster.cache.claims, c.claim("held")))
+    out = explainer(cluster).explain(pod)
+    assert out["state"] == ex.ERROR and "CEL runtime error: no such key: profile" in out["message"]
+
+
 async def test_node_filters_all_show() -> None:
     cluster = c.Cluster()
     await cluster.put(cluster.cache.classes, c.device_class())

@@ -216,3 +216,17 @@ async def test_deleted_pods_leave_every_state() -> None:
     queue.move_all()
     await asyncio.sleep(INITIAL * 2)
     assert await pop_now(queue) is None
+
+
+async def test_an_event_moves_the_pods_its_plugins_rejected_and_optionally_those_parked_without_rejectors() -> None:
+    queue = new_queue()
+    for key in ("by-fit", "by-dra", "preemptor"):
+        queue.add(key)
+        assert await pop_now(queue) == key
+    queue.unschedulable("by-fit", ["NodeResourcesFit"])
+    queue.unschedulable("by-dra", ["DynamicResources"])
+    queue.unschedulable("preemptor")  # parked by preemption: no rejecting plugin recorded
+    assert queue.move_rejected_by(["NodeResourcesFit"], lambda _key: True) == 1
+    assert [queue.state(k) for k in ("by-fit", "by-dra", "preemptor")] == ["backoff", "unschedulable", "unschedulable"]
+    assert queue.move_rejected_by(["NodePorts"], lambda _key: True, unrecorded=True) == 1
+    assert [queue.state(k) for k in ("by-dra", "preemptor")] == ["unschedulable", "backoff"]

@@ -19,6 +19,7 @@ from kube.kubeconfig import Connection
 from kube.objects import Obj
 from schedulers.cycle import SchedulingCycle
 from schedulers.explainserver import ExplainServer
+from schedulers.observer import Observer
 from schedulers.scheduler import Scheduler
 from schedulers.whatif import Changes, WhatIf, _Verdicts
 from schedulers.whatifserver import WhatIfLimits
@@ -445,3 +446,28 @@ async def test_each_caller_of_a_batch_gets_its_answer_when_it_is_there() -> None
     assert done == {quick_call} and quick_call.result()[0] == 200 and quick_call.result()[1]["total"] == 5
     code, body = await slow_call
     assert code == 200 and body["total"] == 0
+
+
+async def test_an_observer_takes_the_pod_as_sent_and_makes_no_dry_run() -> None:
+    cluster = Cluster()
+    observer = Observer(cluster.client)
+    cluster.cache = observer.cache
+    for informer in cluster.cache.informers:
+        informer._synced.set()
+    await cluster.topology({"a": 2, "b": 3})
+    auth = Auth()
+
+    async def no_dry_run(user: User, path: str, obj: Obj) -> Obj:
+        raise AssertionError(f"the observer wrote (a dry run of {path})")
+
+    auth.create_as = no_dry_run  # type: ignore[method-assign]
+    server = ExplainServer(auth, check_pods=False)
+    server.scheduler = observer
+    code, body = await post(server, FIT, {"pod": templated_pod(), "templates": [template()]})
+    assert code == 200 and body["total"] == 5, body
+    broken = templated_pod()
+    broken["spec"]["containers"] = "main"
+    code, body = await post(server, FIT, {"pod": broken, "templates": [template()]})
+    assert (code, body["message"]) == (422, 'Pod "" is invalid: spec.containers: Invalid value: "main": must be a list of objects')
+    code, body = await post(server, FIT, {"pod": {**broken, "spec": {}}, "templates": [template()]})
+    assert (code, body["message"]) == (422, 'Pod "" is invalid: spec.containers: Required value')

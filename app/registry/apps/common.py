@@ -97,14 +97,14 @@ def validate_long_running_template(template: Any, path: str, kind: str) -> Errs:
     return errs
 
 
-def validate_replicated_template(selector: Any, template: Any, path: str, kind: str) -> Errs:
+def validate_replicated_template(selector: Any, template: Any, path: str, kind: str, *, allow_privileged: bool) -> Errs:
     """ValidatePodTemplateSpecForReplicaSet: the selector matches, the template is a valid long-running one."""
     if selector is not None and selector_of(selector) is None:
         return [invalid(path.rsplit(".", 1)[0] + ".selector", selector, "invalid label selector")]
     if not isinstance(template, dict):
         return [required(path)]
     errs = selector_mismatch(selector, template, path)
-    errs += validate_pod_template_spec(template, path)
+    errs += validate_pod_template_spec(template, path, allow_privileged=allow_privileged)
     errs += validate_long_running_template(template, path, kind)
     return errs
 

@@ -87,10 +87,10 @@ class DaemonSetStrategy(KindStrategy):
         drop_disabled_template_fields(dig(obj, "spec", "template"), dig(old, "spec", "template"), ctx.feature_gates)
 
     def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
-        return validate_daemon_set_spec(obj.get("spec"))
+        return validate_daemon_set_spec(obj.get("spec"), allow_privileged=ctx.allow_privileged)
 
     def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
-        return validate_daemon_set_update(new.get("spec"), old.get("spec"))
+        return validate_daemon_set_update(new.get("spec"), old.get("spec"), allow_privileged=ctx.allow_privileged)
 
 
 class DaemonSetStatusStrategy(StatusStrategy, DaemonSetStrategy):

@@ -74,7 +74,7 @@ def _validate_update_strategy(strategy: Any, path: str) -> Errs:
     return errs
 
 
-def validate_daemon_set_spec(spec: Any) -> Errs:
+def validate_daemon_set_spec(spec: Any, *, allow_privileged: bool) -> Errs:
     """ValidateDaemonSetSpec. Unlike the other workloads a missing selector is not itself an
     error upstream: it selects nothing, so the template's labels do not match it."""
     source = spec if isinstance(spec, dict) else {}
@@ -86,7 +86,7 @@ def validate_daemon_set_spec(spec: Any) -> Errs:
         errs.append(invalid("spec.template.metadata.labels", template_labels(template), "`selector` does not match template `labels`"))
     if selector is not None and label_selector_is_empty(selector):
         errs.append(invalid("spec.selector", selector, "empty selector is invalid for daemonset"))
-    errs += validate_pod_template_spec(template, "spec.template")
+    errs += validate_pod_template_spec(template, "spec.template", allow_privileged=allow_privileged)
     errs += validate_long_running_template(template, "spec.template", "DaemonSet")
     errs += nonnegative_fields(source, "spec", "minReadySeconds")
     errs += _validate_update_strategy(source.get("updateStrategy"), "spec.updateStrategy")
@@ -94,13 +94,13 @@ def validate_daemon_set_spec(spec: Any) -> Errs:
     return errs
 
 
-def validate_daemon_set_update(new: Any, old: Any) -> Errs:
+def validate_daemon_set_update(new: Any, old: Any, *, allow_privileged: bool) -> Errs:
     """ValidateDaemonSetUpdate: the selector stays, and the spec is valid. (Its rules on the
     template generation cannot fail here: the server alone sets it, in the strategy.)"""
     new_spec = new if isinstance(new, dict) else {}
     old_spec = old if isinstance(old, dict) else {}
     errs = validate_immutable(new_spec.get("selector"), old_spec.get("selector"), "spec.selector")
-    return errs + validate_daemon_set_spec(new)
+    return errs + validate_daemon_set_spec(new, allow_privileged=allow_privileged)
 
 
 def validate_daemon_set_status(status: Any, old_status: Any) -> Errs:

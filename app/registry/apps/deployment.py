@@ -65,10 +65,10 @@ class DeploymentStrategy(KindStrategy):
         drop_disabled_template_fields(dig(obj, "spec", "template"), dig(old, "spec", "template"), ctx.feature_gates)
 
     def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
-        return validate_deployment_spec(obj.get("spec"))
+        return validate_deployment_spec(obj.get("spec"), allow_privileged=ctx.allow_privileged)
 
     def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
-        return validate_deployment_update(new.get("spec"), old.get("spec"))
+        return validate_deployment_update(new.get("spec"), old.get("spec"), allow_privileged=ctx.allow_privileged)
 
     def spec_changed(self, new: Obj, old: Obj) -> bool:
         # Annotations move the generation too: the controller copies them to the ReplicaSets.

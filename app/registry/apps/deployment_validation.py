@@ -84,10 +84,10 @@ def _validate_strategy(strategy: Any, path: str) -> Errs:
     return [not_supported(path, strategy, STRATEGY_TYPES)]
 
 
-def validate_deployment_spec(spec: Any) -> Errs:
+def validate_deployment_spec(spec: Any, *, allow_privileged: bool) -> Errs:
     """ValidateDeploymentSpec."""
     source = spec if isinstance(spec, dict) else {}
-    errs = validate_replicated_spec({k: v for k, v in source.items() if k != "minReadySeconds"}, "ReplicaSet", "deployment")
+    errs = validate_replicated_spec({k: v for k, v in source.items() if k != "minReadySeconds"}, "ReplicaSet", "deployment", allow_privileged=allow_privileged)
     errs += _validate_strategy(source.get("strategy"), "spec.strategy")
     errs += nonnegative_fields(source, "spec", "minReadySeconds", "revisionHistoryLimit")
     deadline = source.get("progressDeadlineSeconds")
@@ -99,9 +99,9 @@ def validate_deployment_spec(spec: Any) -> Errs:
     return errs
 
 
-def validate_deployment_update(new: Any, old: Any) -> Errs:
+def validate_deployment_update(new: Any, old: Any, *, allow_privileged: bool) -> Errs:
     """ValidateDeploymentUpdate: a valid spec whose selector is as it was."""
-    errs = validate_deployment_spec(new)
+    errs = validate_deployment_spec(new, allow_privileged=allow_privileged)
     new_spec = new if isinstance(new, dict) else {}
     old_spec = old if isinstance(old, dict) else {}
     errs += validate_immutable(new_spec.get("selector"), old_spec.get("selector"), "spec.selector")

@@ -29,24 +29,24 @@ def default_replica_set_spec(spec: Any) -> None:
     default_pod_template(spec.get("template"))
 
 
-def validate_replicated_spec(spec: Any, kind: str, kind_word: str) -> Errs:
+def validate_replicated_spec(spec: Any, kind: str, kind_word: str, *, allow_privileged: bool) -> Errs:
     """ValidateReplicaSetSpec (and its part of ValidateDeploymentSpec): replicas, minReadySeconds,
     the selector and the template it must match."""
     source = spec if isinstance(spec, dict) else {}
     errs = nonnegative_fields(source, "spec", "replicas", "minReadySeconds")
     selector = source.get("selector")
     errs += validate_workload_selector(selector, "spec.selector", kind_word)
-    errs += validate_replicated_template(selector, source.get("template"), "spec.template", kind)
+    errs += validate_replicated_template(selector, source.get("template"), "spec.template", kind, allow_privileged=allow_privileged)
     return errs
 
 
-def validate_replica_set_spec(spec: Any) -> Errs:
-    return validate_replicated_spec(spec, "ReplicaSet", "deployment")
+def validate_replica_set_spec(spec: Any, *, allow_privileged: bool) -> Errs:
+    return validate_replicated_spec(spec, "ReplicaSet", "deployment", allow_privileged=allow_privileged)
 
 
-def validate_replica_set_update(new: Any, old: Any) -> Errs:
+def validate_replica_set_update(new: Any, old: Any, *, allow_privileged: bool) -> Errs:
     """ValidateReplicaSetUpdate: a valid spec whose selector is as it was."""
-    errs = validate_replica_set_spec(new)
+    errs = validate_replica_set_spec(new, allow_privileged=allow_privileged)
     new_spec = new if isinstance(new, dict) else {}
     old_spec = old if isinstance(old, dict) else {}
     errs += validate_immutable(new_spec.get("selector"), old_spec.get("selector"), "spec.selector")

@@ -50,10 +50,10 @@ class StatefulSetStrategy(KindStrategy):
         drop_disabled_template_fields(dig(obj, "spec", "template"), dig(old, "spec", "template"), ctx.feature_gates)
 
     def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
-        return validate_stateful_set_spec(obj.get("spec"))
+        return validate_stateful_set_spec(obj.get("spec"), allow_privileged=ctx.allow_privileged)
 
     def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
-        return validate_stateful_set_update(new.get("spec"), old.get("spec"))
+        return validate_stateful_set_update(new.get("spec"), old.get("spec"), allow_privileged=ctx.allow_privileged)
 
 
 class StatefulSetStatusStrategy(StatusStrategy, StatefulSetStrategy):

@@ -97,7 +97,7 @@ def _validate_update_strategy(strategy: Any, path: str) -> Errs:
     return [invalid(path, strategy, "must be 'RollingUpdate' or 'OnDelete'")]
 
 
-def validate_stateful_set_spec(spec: Any, skip_template: bool = False) -> Errs:
+def validate_stateful_set_spec(spec: Any, skip_template: bool = False, *, allow_privileged: bool) -> Errs:
     """ValidateStatefulSetSpec (``skip_template``: the stored spec is invalid already, upstream's
     SkipValidatePodTemplateSpec on update)."""
     source = spec if isinstance(spec, dict) else {}
@@ -128,12 +128,12 @@ def validate_stateful_set_spec(spec: Any, skip_template: bool = False) -> Errs:
     elif not isinstance(template, dict):
         errs.append(required("spec.template"))
     else:
-        errs += _validate_template(selector, template, bool(source.get("volumeClaimTemplates")), skip_template)
+        errs += _validate_template(selector, template, bool(source.get("volumeClaimTemplates")), skip_template, allow_privileged)
     errs += validate_long_running_template(template, "spec.template", "StatefulSet")
     return errs
 
 
-def _validate_template(selector: Any, template: Any, has_claim_templates: bool, skip_template: bool) -> Errs:
+def _validate_template(selector: Any, template: Any, has_claim_templates: bool, skip_template: bool, allow_privileged: bool) -> Errs:
     """ValidatePodTemplateSpecForStatefulSet, on a template whose hostname and subdomain (which
     the controller sets) are not validated."""
     checked = template
@@ -144,19 +144,21 @@ def _validate_template(selector: Any, template: Any, has_claim_templates: bool, 
         checked["spec"].pop("subdomain", None)
     errs = selector_mismatch(selector, template, "spec.template")
     if not skip_template:
-        errs += validate_pod_template_spec(checked, "spec.template")
+        errs += validate_pod_template_spec(checked, "spec.template", allow_privileged=allow_privileged)
     meta = template.get("metadata") if isinstance(template.get("metadata"), dict) else {}
     errs += validate_labels(template_labels(template) or None, "spec.template.labels")
     errs += validate_annotations(meta.get("annotations") if isinstance(meta, dict) else None, "spec.template.annotations")
     return errs
 
 
-def validate_stateful_set_update(new: Any, old: Any) -> Errs:
+def validate_stateful_set_update(new: Any, old: Any, *, allow_privileged: bool) -> Errs:
     """ValidateStatefulSetUpdate: a valid spec (its template unchecked when the stored one was
     invalid already) whose selector, claim templates, service and pod management stay as they were."""
     old_spec = old if isinstance(old, dict) else {}
     new_spec = new if isinstance(new, dict) else {}
-    errs = validate_stateful_set_spec(new, skip_template=bool(validate_stateful_set_spec(old)))
+    errs = validate_stateful_set_spec(
+        new, skip_template=bool(validate_stateful_set_spec(old, allow_privileged=allow_privileged)), allow_privileged=allow_privileged
+    )
     for key in ("selector", "volumeClaimTemplates", "serviceName", "podManagementPolicy"):
         errs += validate_immutable(new_spec.get(key), old_spec.get(key), f"spec.{key}")
     return errs

@@ -113,10 +113,10 @@ class JobStrategy(KindStrategy):
         drop_disabled_template_fields(dig(obj, "spec", "template"), dig(old, "spec", "template"), ctx.feature_gates)
 
     def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
-        return validate_job_create(obj)
+        return validate_job_create(obj, allow_privileged=ctx.allow_privileged)
 
     def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
-        return validate_job_update(new, old)
+        return validate_job_update(new, old, allow_privileged=ctx.allow_privileged)
 
 
 class JobStatusStrategy(StatusStrategy, JobStrategy):

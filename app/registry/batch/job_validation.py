@@ -336,7 +336,7 @@ def _validate_scheduling(spec: Any, old_spec: Any) -> Errs:
     return errs
 
 
-def _validate_spec_fields(spec: Any, old_spec: Any) -> Errs:
+def _validate_spec_fields(spec: Any, old_spec: Any, allow_privileged: bool) -> Errs:
     """validateJobSpec: every rule but the selector's."""
     errs = nonnegative_fields(spec, "spec", "parallelism", "completions", "activeDeadlineSeconds", "backoffLimit", "ttlSecondsAfterFinished", "backoffLimitPerIndex")
     completions, parallelism = spec.get("completions"), spec.get("parallelism")
@@ -392,7 +392,7 @@ def _validate_spec_fields(spec: Any, old_spec: Any) -> Errs:
             errs.append(not_supported("spec.podReplacementPolicy", replacement, REPLACEMENT_POLICIES))
     errs += _validate_scheduling(spec, old_spec)
     template = spec.get("template")
-    errs += validate_pod_template_spec(template, "spec.template")
+    errs += validate_pod_template_spec(template, "spec.template", allow_privileged=allow_privileged)
     policy = restart_policy_of(template)
     rpath = "spec.template.spec.restartPolicy"
     if policy in ("Always", ""):
@@ -404,10 +404,10 @@ def _validate_spec_fields(spec: Any, old_spec: Any) -> Errs:
     return errs
 
 
-def validate_job_spec(spec: Any, old_spec: Any = None) -> Errs:
+def validate_job_spec(spec: Any, old_spec: Any = None, *, allow_privileged: bool) -> Errs:
     """ValidateJobSpec: the fields, the selector, and the template's labels against it."""
     source = spec if isinstance(spec, dict) else {}
-    errs = _validate_spec_fields(source, old_spec)
+    errs = _validate_spec_fields(source, old_spec, allow_privileged)
     selector = source.get("selector")
     if selector is None:
         errs.append(required("spec.selector"))
@@ -431,9 +431,9 @@ def _name_allows_completions(job: Any) -> Errs:
     return []
 
 
-def validate_job_create(job: Any) -> Errs:
+def validate_job_create(job: Any, *, allow_privileged: bool) -> Errs:
     """ValidateJobCreate (ObjectMeta aside): the generated selector, the spec, the name's room for indexes."""
-    return _validate_generated_selector(job) + validate_job_spec(job.get("spec")) + _name_allows_completions(job)
+    return _validate_generated_selector(job) + validate_job_spec(job.get("spec"), allow_privileged=allow_privileged) + _name_allows_completions(job)
 
 
 def _condition_true(status: Any, kind: str) -> bool:
@@ -503,11 +503,11 @@ def _validate_template_update(new_spec: dict[str, Any], old_spec: dict[str, Any]
     return validate_immutable(new_tspec, old_tspec, "spec.template.spec")
 
 
-def validate_job_update(new: Any, old: Any) -> Errs:
+def validate_job_update(new: Any, old: Any, *, allow_privileged: bool) -> Errs:
     """ValidateJobUpdate (ObjectMeta aside)."""
     new_spec = new.get("spec") if isinstance(new.get("spec"), dict) else {}
     old_spec = old.get("spec") if isinstance(old.get("spec"), dict) else {}
-    errs = validate_job_spec(new_spec, old_spec)
+    errs = validate_job_spec(new_spec, old_spec, allow_privileged=allow_privileged)
     if new_spec.get("completionMode") != "Indexed":
         errs += validate_immutable(new_spec.get("completions"), old_spec.get("completions"), "spec.completions")
     elif new_spec.get("completions") not in (old_spec.get("completions"), None, new_spec.get("parallelism")):

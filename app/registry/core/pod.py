@@ -22,7 +22,7 @@ from app.registry.core.podtemplate import DEFAULT_GRACE_PERIOD_SECONDS, default_
 from app.registry.scheduling.priorityclass import admit_pod, keep_pod_priority
 from kube import errors
 from kube.errors import FieldError
-from kube.pods import qos_class
+from kube.pods import merge_pod_affinity_label_keys, qos_class
 from kube.timeutil import now_rfc3339
 
 # The PodScheduled condition a pod created with scheduling gates gets (v1.PodReasonSchedulingGated).
@@ -105,6 +105,9 @@ class PodStrategy(KindStrategy):
         super().prepare_for_create(obj, ctx)
         # Upstream's mutating admission (Priority) runs before the strategy; nothing here depends on it.
         admit_pod(obj, ctx)
+        # MatchLabelKeysInPodAffinity (GA): the terms' label keys become selector requirements with
+        # this pod's label values now, so later relabelling does not change whom the terms select.
+        merge_pod_affinity_label_keys(obj)
         status: Obj = {"phase": "Pending", "qosClass": qos_class(obj)}
         if dig(obj, "spec", "schedulingGates"):
             # Upstream's applySchedulingGatedCondition: a gated pod says why it is not scheduled
@@ -137,10 +140,10 @@ class PodStrategy(KindStrategy):
         drop_disabled_pod_fields(obj, old, ctx.feature_gates)
 
     def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
-        return validate_pod_create(obj)
+        return validate_pod_create(obj, allow_privileged=ctx.allow_privileged)
 
     def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
-        return validate_pod_update(new, old)
+        return validate_pod_update(new, old, allow_privileged=ctx.allow_privileged)
 
     def delete_grace_period(self, obj: Obj, requested: int | None) -> int:
         # Upstream: a pod that never reached a node, or has finished, goes at once.

@@ -206,7 +206,15 @@ def _validate_enum(value: object, path: str, allowed: tuple[str, ...]) -> list[F
     return []
 
 
-def _validate_container_common(container: Obj, claim_names: set[str], path: str) -> list[FieldError]:
+def _privileged_errors(container: Obj, path: str, allow_privileged: bool) -> list[FieldError]:
+    """A privileged container only where the server allows them (kube-apiserver's --allow-privileged)."""
+    context = container.get("securityContext")
+    if allow_privileged or not isinstance(context, dict) or context.get("privileged") is not True:
+        return []
+    return [forbidden(f"{path}.securityContext.privileged", "disallowed by cluster policy")]
+
+
+def _validate_container_common(container: Obj, claim_names: set[str], path: str, allow_privileged: bool) -> list[FieldError]:
     errs: list[FieldError] = []
     name = as_str(container.get("name"), f"{path}.name", errs)
     if not name:
@@ -221,18 +229,20 @@ def _validate_container_common(container: Obj, claim_names: set[str], path: str)
     errs += _validate_enum(container.get("terminationMessagePolicy"), f"{path}.terminationMessagePolicy", TERMINATION_MESSAGE_POLICIES)
     errs += _validate_enum(container.get("imagePullPolicy"), f"{path}.imagePullPolicy", PULL_POLICIES)
     errs += validate_resource_requirements(container.get("resources"), claim_names, f"{path}.resources")
+    errs += _privileged_errors(container, path, allow_privileged)
     return errs
 
 
-def validate_containers(spec: Obj, claim_names: set[str], path: str = "spec") -> list[FieldError]:
-    """Regular and init containers: at least one container, unique DNS-label names, images."""
+def validate_containers(spec: Obj, claim_names: set[str], path: str = "spec", *, allow_privileged: bool) -> list[FieldError]:
+    """Regular, init and ephemeral containers: at least one container, unique DNS-label names, images,
+    privileged ones only where allowed."""
     errs: list[FieldError] = []
     containers = as_list(spec.get("containers"), f"{path}.containers", errs)
     if not containers and isinstance(spec.get("containers", []), list):
         errs.append(required(f"{path}.containers"))
     names: set[str] = set()
     for _index, container, container_path in as_dict_entries(containers, f"{path}.containers", errs):
-        errs += _validate_container_common(container, claim_names, container_path)
+        errs += _validate_container_common(container, claim_names, container_path, allow_privileged)
         name = container.get("name")
         if isinstance(name, str):
             if name in names:
@@ -242,7 +252,7 @@ def validate_containers(spec: Obj, claim_names: set[str], path: str = "spec") ->
         if container.get("restartPolicy") is not None:
             errs.append(forbidden(f"{container_path}.restartPolicy", "may not be set for non-init containers"))
     for _index, container, container_path in as_dict_entries(spec.get("initContainers"), f"{path}.initContainers", errs):
-        errs += _validate_container_common(container, claim_names, container_path)
+        errs += _validate_container_common(container, claim_names, container_path, allow_privileged)
         policy = container.get("restartPolicy")
         if policy is not None and policy != "Always":
             errs.append(not_supported(f"{container_path}.restartPolicy", policy, ("Always",)))
@@ -267,6 +277,7 @@ def validate_containers(spec: Obj, claim_names: set[str], path: str = "spec") ->
             claim_names,
             f"{container_path}.resources.claims",
         )
+        errs += _privileged_errors(container, container_path, allow_privileged)
     return errs
 
 
@@ -326,8 +337,9 @@ def validate_tolerations(tolerations: object, path: str) -> list[FieldError]:
     return errs
 
 
-def validate_pod_spec(spec_value: object, path: str = "spec") -> list[FieldError]:
-    """The parts of ValidatePodSpec this server enforces (see the module docstring of pod.py)."""
+def validate_pod_spec(spec_value: object, path: str = "spec", *, allow_privileged: bool) -> list[FieldError]:
+    """The parts of ValidatePodSpec this server enforces (see the module docstring of pod.py);
+    ``allow_privileged`` is the server's --allow-privileged."""
     errs: list[FieldError] = []
     if not isinstance(spec_value, dict):
         return [required(path)] if spec_value is None else [invalid(path, spec_value, "must be an object")]
@@ -339,7 +351,7 @@ def validate_pod_spec(spec_value: object, path: str = "spec") -> list[FieldError
         errs.append(invalid(f"{path}.terminationGracePeriodSeconds", grace, "must be an integer"))
     claim_names = pod_claim_names(spec)
     errs += validate_pod_resource_claims(spec.get("resourceClaims"), f"{path}.resourceClaims")
-    errs += validate_containers(spec, claim_names, path)
+    errs += validate_containers(spec, claim_names, path, allow_privileged=allow_privileged)
     if spec.get("resources") is not None:
         errs += validate_resource_requirements(spec.get("resources"), claim_names, f"{path}.resources", pod_level=True)
     errs += _validate_enum(spec.get("restartPolicy"), f"{path}.restartPolicy", RESTART_POLICIES)
@@ -365,9 +377,9 @@ def validate_pod_spec(spec_value: object, path: str = "spec") -> list[FieldError
     return errs
 
 
-def validate_pod_create(pod: Obj) -> list[FieldError]:
+def validate_pod_create(pod: Obj, *, allow_privileged: bool) -> list[FieldError]:
     """ValidatePodCreate minus ObjectMeta: the spec, plus nodeName only on ungated pods."""
-    errs = validate_pod_spec(pod.get("spec"))
+    errs = validate_pod_spec(pod.get("spec"), allow_privileged=allow_privileged)
     spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
     assert isinstance(spec, dict)
     if spec.get("nodeName") and spec.get("schedulingGates"):
@@ -529,10 +541,10 @@ def _munge_gated_scheduling_directives(munged: Obj, old_spec: Obj) -> list[Field
     return errs
 
 
-def validate_pod_update(new: Obj, old: Obj) -> list[FieldError]:
+def validate_pod_update(new: Obj, old: Obj, *, allow_privileged: bool) -> list[FieldError]:
     """ValidatePodUpdate minus ObjectMeta: the new spec must be valid and may change only what
     upstream's updatable-fields list (and, while gated, the nodeSelector and node affinity rules) allow."""
-    errs = validate_pod_spec(new.get("spec"))
+    errs = validate_pod_spec(new.get("spec"), allow_privileged=allow_privileged)
     new_spec = new.get("spec")
     old_spec = old.get("spec")
     if not isinstance(new_spec, dict) or not isinstance(old_spec, dict):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from app.registry.base import KindStrategy, Obj, PrinterColumn, RequestContext, StatusStrategy, StatusSubresource, reset_metadata_for_status
 from app.registry.columns import age_column, name_column
 from app.registry.resource.claimspec import (
@@ -21,6 +23,7 @@ from app.registry.resource.resourceclaim_validation import (
     prune_stale_device_status,
     validate_claim_status,
 )
+from kube.apitypes import ResourceClaim
 from kube.errors import FieldError, invalid
 from kube.protobuf import same_in_go
 
@@ -28,8 +31,9 @@ from kube.protobuf import same_in_go
 def claim_state(claim: Obj) -> str:
     """The State column: deleted / pending / allocated / reserved, comma-joined."""
     states: list[str] = []
-    deleting = bool(claim["metadata"].get("deletionTimestamp"))
-    status = claim.get("status") or {}
+    typed = cast(ResourceClaim, claim)  # a stored claim: validated, so as the types say
+    deleting = bool(typed["metadata"].get("deletionTimestamp"))
+    status = typed.get("status") or {}
     if deleting:
         states.append("deleted")
     if not status.get("allocation"):

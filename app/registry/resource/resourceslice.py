@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from app.registry.base import KindStrategy, Obj, PrinterColumn, RequestContext
 from app.registry.columns import age_column, dig, name_column
 from app.registry.resource.common import V1BETA2
@@ -11,7 +13,14 @@ from app.registry.resource.resourceslice_validation import (
     uppercase_driver_warning,
     validate_slice_spec,
 )
+from kube.apitypes import ResourceSliceSpec
 from kube.errors import FieldError
+
+
+def _spec(obj: Obj) -> ResourceSliceSpec:
+    """A stored (so validated) slice's spec, typed."""
+    spec = obj.get("spec")
+    return cast(ResourceSliceSpec, spec) if isinstance(spec, dict) else {}
 
 
 class ResourceSliceStrategy(KindStrategy):
@@ -31,9 +40,9 @@ class ResourceSliceStrategy(KindStrategy):
     }
     field_selector_error_names_kind = True
     field_selectors = {
-        "spec.nodeName": lambda o: dig(o, "spec", "nodeName", default="") or "",
-        "spec.driver": lambda o: dig(o, "spec", "driver", default="") or "",
-        "spec.pool.name": lambda o: dig(o, "spec", "pool", "name", default="") or "",
+        "spec.nodeName": lambda o: _spec(o).get("nodeName") or "",
+        "spec.driver": lambda o: _spec(o).get("driver") or "",
+        "spec.pool.name": lambda o: (_spec(o).get("pool") or {}).get("name") or "",
     }
     printer_columns = (
         name_column(),

@@ -43,7 +43,7 @@ def test_aggregated_core() -> None:
     assert set(resources) == {
         "namespaces", "nodes", "pods", "events", "serviceaccounts", "secrets", "resourcequotas", "endpoints",
         # served as storage only (app.registry.storageonly)
-        "persistentvolumes", "persistentvolumeclaims", "services", "replicationcontrollers", "configmaps",
+        "persistentvolumes", "persistentvolumeclaims", "services", "replicationcontrollers", "podtemplates", "configmaps",
     }  # fmt: skip
     pods = resources["pods"]
     assert pods["responseKind"] == {"group": "", "version": "v1", "kind": "Pod"}

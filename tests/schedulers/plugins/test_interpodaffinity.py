@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kube.pods import merge_pod_affinity_label_keys
 from schedulers.cycle import Placement, ScheduleFailure, SchedulingCycle
 from schedulers.explain import Explainer
 from schedulers.preemption import NoPreemption, Preempt, Preemption
@@ -139,17 +140,29 @@ async def test_namespaces_and_namespace_selectors_choose_whose_pods_count() -> N
 
 
 async def test_match_and_mismatch_label_keys_take_the_pods_own_values() -> None:
+    """The API server merges the label keys into the selectors when it creates a pod (pods are
+    stored so); the scheduler takes the selectors as stored, like upstream's."""
     cluster = Cluster()
     await zones(cluster, {"a": "z1", "b": "z1"})
     await cluster.put(cluster.cache.pods, labelled("v1", {"app": "web", "version": "1"}, nodeName="a"))
     for filler in ("f1", "f2"):  # left alone, pods go to a (fewer pods)
         await cluster.put(cluster.cache.pods, labelled(filler, {}, nodeName="b"))
     cycle = SchedulingCycle(cluster.cache)
+
+    async def created(name: str, labels: dict[str, str], affinity: dict[str, Any]) -> dict[str, Any]:
+        p = labelled(name, labels, affinity=affinity)
+        merge_pod_affinity_label_keys(p)
+        return await cluster.put(cluster.cache.pods, p)
+
     same_version = anti_affinity(term({"app": "web"}, matchLabelKeys=["version"]))
-    assert placed(cycle.schedule(await cluster.put(cluster.cache.pods, labelled("n1", {"app": "web", "version": "1"}, affinity=same_version)))).node == "b"
-    assert placed(cycle.schedule(await cluster.put(cluster.cache.pods, labelled("n2", {"app": "web", "version": "2"}, affinity=same_version)))).node == "a"
+    assert placed(cycle.schedule(await created("n1", {"app": "web", "version": "1"}, same_version))).node == "b"
+    assert placed(cycle.schedule(await created("n2", {"app": "web", "version": "2"}, same_version))).node == "a"
     other_version = anti_affinity(term({"app": "web"}, mismatchLabelKeys=["version"]))
-    assert placed(cycle.schedule(await cluster.put(cluster.cache.pods, labelled("n3", {"app": "web", "version": "2"}, affinity=other_version)))).node == "b"
+    assert placed(cycle.schedule(await created("n3", {"app": "web", "version": "2"}, other_version))).node == "b"
+    # Relabelled after its creation, a pod's terms still select by the values it was created with.
+    relabelled = await created("n4", {"app": "web", "version": "1"}, anti_affinity(term({"app": "web"}, matchLabelKeys=["version"])))
+    relabelled = await cluster.put(cluster.cache.pods, {**relabelled, "metadata": {**relabelled["metadata"], "labels": {"app": "web", "version": "2"}}})
+    assert placed(cycle.schedule(relabelled)).node == "b"
 
 
 async def test_preferred_terms_score_the_domains_of_matching_pods() -> None:

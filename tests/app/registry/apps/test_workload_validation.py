@@ -12,8 +12,9 @@ import pytest
 
 from app.api.generic import complete_status
 from app.registry.apps import controllerrevision, daemonset, deployment, replicaset, statefulset
-from app.registry.base import KindStrategy
+from app.registry.base import KindStrategy, RequestContext
 from kube.errors import FORBIDDEN, INVALID, NOT_SUPPORTED, REQUIRED
+from kube.features import FeatureGates
 from tests.app.registry.helpers import Mutation, Obj, ctx, mutated, pairs, setitem
 
 TEMPLATE = {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "main", "image": "pause"}]}}
@@ -170,6 +171,20 @@ def test_stateful_set(name: str, mutate: Mutation, expected: list[tuple[str, str
 @pytest.mark.parametrize(("name", "mutate", "expected"), DAEMON_CASES, ids=[c[0] for c in DAEMON_CASES])
 def test_daemon_set(name: str, mutate: Mutation, expected: list[tuple[str, str]]) -> None:
     _check(daemonset.STRATEGY, {}, mutate, expected)
+
+
+@pytest.mark.parametrize("strategy", [replicaset.STRATEGY, deployment.STRATEGY, statefulset.STRATEGY, daemonset.STRATEGY], ids=lambda s: s.kind)
+def test_privileged_templates_only_where_the_server_allows_them(strategy: KindStrategy) -> None:
+    """The pods a workload would make are refused up front: the template's spec is a pod's (--allow-privileged)."""
+    old = created(strategy, workload_spec())
+    obj = copy.deepcopy(old)
+    obj["spec"]["template"]["spec"]["containers"][0]["securityContext"] = {"privileged": True}
+    forbidden = [("spec.template.spec.containers[0].securityContext.privileged", FORBIDDEN)]
+    assert pairs(strategy.validate_create(obj, ctx())) == forbidden
+    assert pairs(strategy.validate_update(obj, old, ctx())) == forbidden
+    allowed = RequestContext(feature_gates=FeatureGates(), allow_privileged=True)
+    assert strategy.validate_create(obj, allowed) == []
+    assert strategy.validate_update(obj, old, allowed) == []
 
 
 UpdateCheck = Callable[[Obj, Obj], list[Any]]

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import copy
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 import pytest
 
+from devtools.server import ServerProcess
 from tests.helpers import assert_status
 
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
@@ -213,6 +215,25 @@ def test_invalid_creates_name_their_fields(api: httpx.Client, ns: str) -> None:
         answer = assert_status(api.post(kind.path(ns), json=body), 422, "Invalid")
         assert [f"{c['field']}: {c['message']}" for c in answer["details"]["causes"]] == messages
         assert_status(api.get(kind.path(ns, "bad")), 404, "NotFound")
+
+
+def test_privileged_pods_and_templates_need_allow_privileged(api: httpx.Client, ns: str, start_server: Callable[..., ServerProcess]) -> None:
+    """kube-apiserver refuses privileged containers unless started with --allow-privileged=true
+    (what clusters for DRA drivers do: their kubelet plugins run privileged)."""
+    privileged = {"name": "main", "image": "registry.k8s.io/pause:3.10", "securityContext": {"privileged": True}}
+    pod = {"metadata": {"name": "plugin"}, "spec": {"containers": [privileged]}}
+    replica_set = {"metadata": {"name": "plugin"}, "spec": {"selector": SELECTOR, "template": {**TEMPLATE, "spec": {"containers": [privileged]}}}}
+    answer = assert_status(api.post(f"/api/v1/namespaces/{ns}/pods", json=pod), 422, "Invalid")
+    assert answer["message"] == 'Pod "plugin" is invalid: spec.containers[0].securityContext.privileged: Forbidden: disallowed by cluster policy'
+    answer = assert_status(api.post(f"{APPS}/namespaces/{ns}/replicasets", json=replica_set), 422, "Invalid")
+    assert answer["details"]["causes"] == [
+        {"reason": "FieldValueForbidden", "message": "Forbidden: disallowed by cluster policy", "field": "spec.template.spec.containers[0].securityContext.privileged"}
+    ]
+    allowing = start_server("--allow-privileged=true")
+    with httpx.Client(base_url=allowing.url, timeout=30.0) as client:
+        assert client.post("/api/v1/namespaces", json={"metadata": {"name": ns}}).status_code == 201
+        assert client.post(f"/api/v1/namespaces/{ns}/pods", json=pod).status_code == 201
+        assert client.post(f"{APPS}/namespaces/{ns}/replicasets", json=replica_set).status_code == 201
 
 
 def test_field_selectors(api: httpx.Client, ns: str) -> None:

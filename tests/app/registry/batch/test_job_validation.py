@@ -10,9 +10,11 @@ from typing import Any
 import pytest
 
 from app.api.generic import complete_status
+from app.registry.base import RequestContext
 from app.registry.batch.job import STATUS_STRATEGY, STRATEGY
 from app.registry.batch.job_validation import indexes_total
 from kube.errors import DUPLICATE, FORBIDDEN, INVALID, NOT_SUPPORTED, REQUIRED
+from kube.features import FeatureGates
 from tests.app.registry.helpers import Mutation, Obj, ctx, mutated, pairs, setitem
 
 UID = "0c2b6e1a-3f7d-4c8e-9a1b-2d3e4f5a6b7c"
@@ -94,6 +96,18 @@ CASES: list[tuple[str, Mutation, list[tuple[str, str]]]] = [
 def test_create(name: str, mutate: Mutation, expected: list[tuple[str, str]]) -> None:
     job = mutated(created(), mutate)
     assert pairs(STRATEGY.validate_create(job, ctx())) == sorted(expected)
+
+
+def test_privileged_template_only_where_the_server_allows_it() -> None:
+    old = created()
+    job = copy.deepcopy(old)
+    job["spec"]["template"]["spec"]["containers"][0]["securityContext"] = {"privileged": True}
+    forbidden = ("spec.template.spec.containers[0].securityContext.privileged", FORBIDDEN)
+    assert pairs(STRATEGY.validate_create(job, ctx())) == [forbidden]
+    assert forbidden in pairs(STRATEGY.validate_update(job, old, ctx()))  # (the template is immutable too)
+    allowed = RequestContext(feature_gates=FeatureGates(), allow_privileged=True)
+    assert STRATEGY.validate_create(job, allowed) == []
+    assert forbidden not in pairs(STRATEGY.validate_update(job, old, allowed))
 
 
 def test_indexed_name_leaves_room_for_the_index() -> None:

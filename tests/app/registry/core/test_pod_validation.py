@@ -97,6 +97,26 @@ def test_pod_messages() -> None:
     assert str(errs[0]) == 'spec.containers[0].resources.requests: Invalid value: "2": must be less than or equal to cpu limit of 1'
 
 
+def test_privileged_containers_only_where_the_server_allows_them() -> None:
+    """kube-apiserver's --allow-privileged (default false): every container kind is checked, on
+    create and update; privileged: false is always fine."""
+    privileged = {"privileged": True}
+    pod = make_pod(initContainers=[{"name": "init", "image": "busybox", "securityContext": privileged}])
+    pod["spec"]["containers"][0]["securityContext"] = privileged
+    PODS.default(pod, ctx())
+    errs = PODS.validate_create(pod, ctx())
+    assert [str(e) for e in errs] == [
+        "spec.containers[0].securityContext.privileged: Forbidden: disallowed by cluster policy",
+        "spec.initContainers[0].securityContext.privileged: Forbidden: disallowed by cluster policy",
+    ]
+    assert PODS.validate_update(pod, pod, ctx()) == errs
+    allowed = RequestContext(feature_gates=FeatureGates(), allow_privileged=True)
+    assert PODS.validate_create(pod, allowed) == []
+    assert PODS.validate_update(pod, pod, allowed) == []
+    unprivileged = mutated(make_pod(), setitem("spec.containers.0.securityContext", {"privileged": False}))
+    assert PODS.validate_create(unprivileged, ctx()) == []
+
+
 POD_UPDATE_CASES: list[tuple[str, Mutation, list[tuple[str, str]]]] = [
     ("change claims", setitem("spec.resourceClaims.0.resourceClaimTemplateName", "other"), [("spec", FORBIDDEN)]),
     ("set nodeName", setitem("spec.nodeName", "node-1"), [("spec", FORBIDDEN)]),
