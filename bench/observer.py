@@ -48,7 +48,7 @@ from devtools.server import REPO_ROOT
 from kube.client import KubeClient, resource_path
 from kube.errors import ApiError
 from kube.explanations import KUBECONFIG_EXTENSION, explain_path, recorded_scheduler
-from kube.features import FeatureGates
+from kube.features import FeatureGates, Gate, gates_flag
 from kube.kubeconfig import load_kubeconfig_context
 from schedulers.allocator import Allocated, AllocatedState, Allocator, AllocatorFeatures, ResourceIndex
 
@@ -56,7 +56,7 @@ OBSERVER_ACCOUNT = ("kube-system", "dra-observer")
 OBSERVER_USER = f"system:serviceaccount:{OBSERVER_ACCOUNT[0]}:{OBSERVER_ACCOUNT[1]}"
 OBSERVER_RBAC = REPO_ROOT / "examples" / "observer" / "rbac.yaml"
 GATE = "example.com/observed"
-FEATURE_GATES = "DRAPartitionableDevices=true"
+FEATURE_GATES = gates_flag({Gate.DRAPartitionableDevices: True})
 FEATURES = AllocatorFeatures.from_gates(FeatureGates.parse(FEATURE_GATES))
 # kube-controller-manager's controllers a DRA cluster's pods need (claims from templates and their
 # removal, nodes' not-ready taint lifted, namespaces' default ServiceAccount).

@@ -30,9 +30,10 @@ import orjson
 from bench.machine import reports_machine
 from bench.scheduler import Worker, database, request_counts
 from devtools.server import ServerProcess, migrate
+from kube.features import Gate, gates_flag
 from kube.objects import Obj
 
-GATES = "DRAReservedForWorkloads=true,GenericWorkload=true,DRAWorkloadResourceClaims=true"
+GATES = gates_flag({Gate.DRAReservedForWorkloads: True, Gate.GenericWorkload: True, Gate.DRAWorkloadResourceClaims: True})
 RUNTIME_CONFIG = "scheduling.k8s.io/v1beta1=true"  # a beta version: off by default, as upstream
 RESOURCE = "/apis/resource.k8s.io/v1"
 SCHEDULING = "/apis/scheduling.k8s.io/v1beta1"

@@ -26,7 +26,7 @@ from controllers.workloadcontrollers import ACCOUNTS as WORKLOAD_ACCOUNTS
 from controllers.workloadcontrollers import WorkloadControllers
 from kube import podgroups
 from kube.client import KubeClient
-from kube.features import FeatureGates
+from kube.features import FeatureGates, Gate
 from kube.informer import run_with_informers
 from kube.process import client_from_args, connection_from_args, run_leader_elected, worker_main, worker_parser
 from kube.timeutil import duration_seconds
@@ -96,20 +96,20 @@ def new_controllers(
     work = [claims.process, collector.process, quotas.process, accounts.process, publisher.process, *workloads.processes]
     # Upstream starts the eviction controller only with DynamicResourceAllocation and DRADeviceTaints,
     # and watches DeviceTaintRules only with DRADeviceTaintRules.
-    if gates.enabled("DynamicResourceAllocation") and gates.enabled("DRADeviceTaints"):
+    if gates.enabled(Gate.DynamicResourceAllocation) and gates.enabled(Gate.DRADeviceTaints):
         evictor = DeviceTaintEvictionController(
             clients.get("eviction", client), pods=claims.pods, claims=claims.claims, pods_by_claim=claims.pods_by_claim,
-            rules_enabled=gates.enabled("DRADeviceTaintRules"), rule_status_period=args.device_taint_rule_status_period,
+            rules_enabled=gates.enabled(Gate.DRADeviceTaintRules), rule_status_period=args.device_taint_rule_status_period,
         )  # fmt: skip
         informers += evictor.informers
         work.append(evictor.process)
-    if gates.enabled("DRAResourcePoolStatus"):
+    if gates.enabled(Gate.DRAResourcePoolStatus):
         # Its own informers start once the server is known to serve the requests (see process).
-        pool_status = PoolStatusController(clients.get("pool-status", client), claims.claims, rules_enabled=gates.enabled("DRADeviceTaintRules"))
+        pool_status = PoolStatusController(clients.get("pool-status", client), claims.claims, rules_enabled=gates.enabled(Gate.DRADeviceTaintRules))
         work.append(pool_status.process)
 
     async def run_all() -> None:
-        if gates.enabled("GenericWorkload"):
+        if gates.enabled(Gate.GenericWorkload):
             # PodGroups need the gate and a --runtime-config that serves scheduling.k8s.io/v1beta1.
             if await client.serves(podgroups.GROUP, podgroups.VERSION, podgroups.PLURAL):
                 groups = new_pod_group_controller(claims, collector, args, gates)
@@ -127,7 +127,7 @@ def new_pod_group_controller(claims: ClaimController, collector: GarbageCollecto
     groups = PodGroupController(
         claims.client, pods=claims.pods, claims=claims.claims, templates=claims.templates, claims_by_owner=claims.claims_by_owner,
         claims_by_reserved=claims.claims_by_reserved, claim_queue=claims.queue,
-        claims_enabled=gates.enabled("DRAWorkloadResourceClaims"), workers=args.workers,
+        claims_enabled=gates.enabled(Gate.DRAWorkloadResourceClaims), workers=args.workers,
     )  # fmt: skip
     collector.owner_kinds[(podgroups.GROUP, podgroups.KIND)] = (podgroups.GROUP, podgroups.VERSION, podgroups.PLURAL, True)
     groups.groups.on_delete(collector.owner_deleted)
@@ -148,9 +148,9 @@ async def run(args: argparse.Namespace, gates: FeatureGates) -> None:
     try:
         # Only the accounts of the controllers that run (as kube-controller-manager makes them).
         wanted = {"claims", "gc", "quota", "service-accounts", "root-ca", *WORKLOAD_ACCOUNTS}
-        if gates.enabled("DynamicResourceAllocation") and gates.enabled("DRADeviceTaints"):
+        if gates.enabled(Gate.DynamicResourceAllocation) and gates.enabled(Gate.DRADeviceTaints):
             wanted.add("eviction")
-        if gates.enabled("DRAResourcePoolStatus"):
+        if gates.enabled(Gate.DRAResourcePoolStatus):
             wanted.add("pool-status")
         clients = {key: await accounts.client(ACCOUNTS[key]) for key in sorted(wanted)}
         renewals = asyncio.create_task(accounts.renew_forever(), name="token-renewal")

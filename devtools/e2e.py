@@ -57,6 +57,7 @@ from devtools.upstream import (
     start_kube_scheduler,
     worker_commands,
 )
+from kube.features import Gate, gates_flag
 
 E2E_MODULE = gobuild.INTEROP / "e2e"
 BIN_DIR = gobuild.GO_BIN_DIR / f"e2e-{KUBERNETES_VERSION}"
@@ -77,11 +78,11 @@ class SpecSet:
 # "DRA" specs that need a real kubelet carry Feature:DynamicResourceAllocation; the others run with
 # the simulator's nodes (the suite runs their kubelet plugin inside e2e.test).
 SPEC_SETS = {
-    "default": SpecSet("default", "DRA && !Feature:DynamicResourceAllocation && !Feature:OffByDefault"),
+    "default": SpecSet("default", f"DRA && !Feature:{Gate.DynamicResourceAllocation} && !Feature:OffByDefault"),
     "offbydefault": SpecSet(
         "offbydefault",
-        "DRA && !Feature:DynamicResourceAllocation && Feature:OffByDefault && !FeatureGate:DRADeviceCompatibilityGroups",
-        feature_gates="DRAResourcePoolStatus=true,DRAPartitionableDevicesType=true",
+        f"DRA && !Feature:{Gate.DynamicResourceAllocation} && Feature:OffByDefault && !FeatureGate:{Gate.DRADeviceCompatibilityGroups}",
+        feature_gates=gates_flag({Gate.DRAResourcePoolStatus: True, Gate.DRAPartitionableDevicesType: True}),
         runtime_config="resource.k8s.io/v1alpha3=true",
     ),
 }

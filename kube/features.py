@@ -21,45 +21,62 @@ class FeatureSpec:
     locked: bool = False
 
 
-# Upstream v1.37 stages and defaults (k8s.io/kubernetes pkg/features), plus the two
-# proposals this project implements behind their own alpha gates.
-KNOWN_FEATURES: dict[str, FeatureSpec] = {
-    "DynamicResourceAllocation": FeatureSpec(True, GA, locked=True),
-    "DRAAdminAccess": FeatureSpec(True, GA, locked=True),
-    "DRAPrioritizedList": FeatureSpec(True, GA, locked=True),
-    "DRADeviceTaints": FeatureSpec(True, GA),
-    "DRADeviceTaintRules": FeatureSpec(True, GA),
-    "DRAPartitionableDevices": FeatureSpec(True, BETA),
-    "DRAPartitionableDevicesType": FeatureSpec(False, ALPHA),
-    "DRADeviceCompatibilityGroups": FeatureSpec(False, ALPHA),
-    "DRAResourceClaimDeviceStatus": FeatureSpec(True, GA, locked=True),
-    "DRAConsumableCapacity": FeatureSpec(True, BETA),
-    "DRAFractionalCapacityRange": FeatureSpec(False, BETA),
-    "DRADeviceBindingConditions": FeatureSpec(True, BETA),
-    "DRAExtendedResource": FeatureSpec(True, GA, locked=True),
-    "DRAListTypeAttributes": FeatureSpec(False, ALPHA),
-    "DRADerivedAttributes": FeatureSpec(False, ALPHA),
-    "DRAOptionalNodeOperations": FeatureSpec(False, ALPHA),
-    "DRANodeAllocatableResources": FeatureSpec(False, ALPHA),
-    "DRAWorkloadResourceClaims": FeatureSpec(False, BETA),
-    "DRAResourcePoolStatus": FeatureSpec(False, ALPHA),
-    "DRAResourceClaimGranularStatusAuthorization": FeatureSpec(True, BETA),
-    "DRASchedulerFilterTimeout": FeatureSpec(True, BETA),
-    "GenericWorkload": FeatureSpec(False, BETA),
-    "PodSchedulingReadiness": FeatureSpec(True, GA, locked=True),
-    "NodeDeclaredFeatures": FeatureSpec(True, GA, locked=True),
-    "ResourceHealthStatus": FeatureSpec(True, BETA),
+# Every gate this project knows, declared once: its name (the constant), upstream v1.37 default
+# and stage (k8s.io/kubernetes pkg/features), and whether it is locked. The rest of the tree names
+# a gate only through these constants (tests/test_gate_names.py enforces it), so a gate cannot be
+# misspelt or restated with another default.
+KNOWN_FEATURES: dict[str, FeatureSpec] = {}
+
+
+def _declare(name: str, default: bool, stage: str, *, locked: bool = False) -> str:
+    KNOWN_FEATURES[name] = FeatureSpec(default, stage, locked)
+    return name
+
+
+class Gate:
+    """The gate names, spelt as upstream's Go constants: ``gates.enabled(Gate.DRAAdminAccess)``."""
+
+    DynamicResourceAllocation = _declare("DynamicResourceAllocation", True, GA, locked=True)
+    DRAAdminAccess = _declare("DRAAdminAccess", True, GA, locked=True)
+    DRAPrioritizedList = _declare("DRAPrioritizedList", True, GA, locked=True)
+    DRADeviceTaints = _declare("DRADeviceTaints", True, GA)
+    DRADeviceTaintRules = _declare("DRADeviceTaintRules", True, GA)
+    DRAPartitionableDevices = _declare("DRAPartitionableDevices", True, BETA)
+    DRAPartitionableDevicesType = _declare("DRAPartitionableDevicesType", False, ALPHA)
+    DRADeviceCompatibilityGroups = _declare("DRADeviceCompatibilityGroups", False, ALPHA)
+    DRAResourceClaimDeviceStatus = _declare("DRAResourceClaimDeviceStatus", True, GA, locked=True)
+    DRAConsumableCapacity = _declare("DRAConsumableCapacity", True, BETA)
+    DRAFractionalCapacityRange = _declare("DRAFractionalCapacityRange", False, BETA)
+    DRADeviceBindingConditions = _declare("DRADeviceBindingConditions", True, BETA)
+    DRAExtendedResource = _declare("DRAExtendedResource", True, GA, locked=True)
+    DRAListTypeAttributes = _declare("DRAListTypeAttributes", False, ALPHA)
+    DRADerivedAttributes = _declare("DRADerivedAttributes", False, ALPHA)
+    DRAOptionalNodeOperations = _declare("DRAOptionalNodeOperations", False, ALPHA)
+    DRANodeAllocatableResources = _declare("DRANodeAllocatableResources", False, ALPHA)
+    DRAWorkloadResourceClaims = _declare("DRAWorkloadResourceClaims", False, BETA)
+    DRAResourcePoolStatus = _declare("DRAResourcePoolStatus", False, ALPHA)
+    DRAResourceClaimGranularStatusAuthorization = _declare("DRAResourceClaimGranularStatusAuthorization", True, BETA)
+    DRASchedulerFilterTimeout = _declare("DRASchedulerFilterTimeout", True, BETA)
+    GenericWorkload = _declare("GenericWorkload", False, BETA)
+    PodSchedulingReadiness = _declare("PodSchedulingReadiness", True, GA, locked=True)
+    NodeDeclaredFeatures = _declare("NodeDeclaredFeatures", True, GA, locked=True)
+    ResourceHealthStatus = _declare("ResourceHealthStatus", True, BETA)
     # KEP-5194 as originally proposed (see README): claim.spec.reservedFor, allocation.reservedForAnyPod.
-    "DRAReservedForWorkloads": FeatureSpec(False, ALPHA),
+    DRAReservedForWorkloads = _declare("DRAReservedForWorkloads", False, ALPHA)
     # KEP-5690: preemption that frees devices. Upstream adds it at beta in v1.38; v1.37 preempts
     # only for cpu, memory and pod slots. On here; false gives v1.37's behaviour (see README).
-    "DRAPreemption": FeatureSpec(True, BETA),
+    DRAPreemption = _declare("DRAPreemption", True, BETA)
     # KEP-5284, from k8s.io/apiserver: impersonation constrained to what the request does (app.auth.impersonation).
-    "ConstrainedImpersonation": FeatureSpec(True, BETA),
+    ConstrainedImpersonation = _declare("ConstrainedImpersonation", True, BETA)
     # KEP-5793, from k8s.io/apiserver: admission configuration from manifests. Only its API side is
     # here: names ending in ".static.k8s.io" are reserved (app.registry.admissionregistration).
-    "ManifestBasedAdmissionControlConfig": FeatureSpec(True, BETA),
-}
+    ManifestBasedAdmissionControlConfig = _declare("ManifestBasedAdmissionControlConfig", True, BETA)
+
+
+def gates_flag(settings: Mapping[str, bool]) -> str:
+    """``settings`` in ``--feature-gates`` syntax: ``gates_flag({Gate.GenericWorkload: True})`` is
+    ``"GenericWorkload=true"`` (for tests and tools that start programs with gates set)."""
+    return ",".join(f"{name}={str(value).lower()}" for name, value in settings.items())
 
 
 class FeatureGateError(ValueError):

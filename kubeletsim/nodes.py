@@ -7,6 +7,7 @@ import ipaddress
 import uuid
 from collections.abc import Sequence
 
+from kube.features import Gate
 from kube.objects import Obj
 from kube.timeutil import now_micro, now_rfc3339
 
@@ -22,7 +23,7 @@ KUBELET_VERSION = "v1.37.0"
 CAPACITY = {"cpu": "32", "memory": "256Gi", "pods": "110", "ephemeral-storage": "1Ti"}
 DEFAULT_MAX_PODS = 110  # the kubelet's --max-pods default
 # KEP-5517's gate: with it on, the nodes declare it and admission counts what claims charge.
-NODE_ALLOCATABLE_FEATURE = "DRANodeAllocatableResources"
+NODE_ALLOCATABLE_FEATURE = Gate.DRANodeAllocatableResources
 # Pod addresses: node i gets the i-th block of 10.64.0.0/10, a /24 unless --max-pods needs more.
 POD_NETWORK = ipaddress.IPv4Network("10.64.0.0/10")
 

@@ -24,7 +24,7 @@ from typing import Any
 from kube.claims import update_device_status
 from kube.client import KubeClient, record_event, resource_path
 from kube.errors import ApiError
-from kube.features import FeatureGates
+from kube.features import FeatureGates, Gate
 from kube.informer import Informer, resource_version_number
 from kube.objects import Obj
 from kube.objects import meta as _meta
@@ -50,7 +50,7 @@ log = logging.getLogger("kubeletsim")
 COMPONENT = "kubelet"
 # What the kubelet's event (and this simulator's waiting message) says when preparing failed.
 FAILED_PREPARE_MESSAGE = "Failed to prepare dynamic resources: {error}"
-HEALTH_FEATURE = "ResourceHealthStatus"
+HEALTH_FEATURE = Gate.ResourceHealthStatus
 
 
 def _rv(obj: Obj) -> int:
@@ -335,7 +335,7 @@ class PodController:
             log.error("preparing the pod's claims failed", extra={"pod": f"{namespace}/{name}", "node": node_name, "error": str(exc)})
             await self._wait(pod, host_ip, message, now)
             return False
-        if self.gates.enabled("DRAResourceClaimDeviceStatus"):
+        if self.gates.enabled(Gate.DRAResourceClaimDeviceStatus):
             for claim_name, claim in admission.claims.items():
                 await self._write_claim_devices(
                     node_name, namespace, claim_name, lambda c: pods_mod.prepared_devices(c, now, self._attributes, self.drivers), claim
@@ -402,8 +402,8 @@ class PodController:
     def _check_claims(self, pod: Obj, claims: dict[str, Obj | None], node: Obj) -> pods_mod.Admission:
         return pods_mod.check_admission(
             pod, claims, node, self.drivers,
-            reserved_for_workloads=self.gates.enabled("DRAReservedForWorkloads"),
-            pod_group_claims=self.gates.enabled("DRAWorkloadResourceClaims"),
+            reserved_for_workloads=self.gates.enabled(Gate.DRAReservedForWorkloads),
+            pod_group_claims=self.gates.enabled(Gate.DRAWorkloadResourceClaims),
         )  # fmt: skip
 
     async def _get_claim(self, namespace: str, name: str) -> Obj | None:

@@ -13,7 +13,7 @@ from typing import Any
 
 from kube.delegation import DelegatedAuth
 from kube.explanations import SCHEDULER_LEASE_NAME, SCHEDULER_LEASE_NAMESPACE
-from kube.features import FeatureGates
+from kube.features import FeatureGates, Gate
 from kube.httpserve import is_loopback, serve_http, server_tls_context
 from kube.process import client_from_args, connection_from_args, run_leader_elected, run_worker, worker_main, worker_parser
 from kube.timeutil import duration_seconds
@@ -43,11 +43,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--filter-timeout", type=float, default=DEFAULT_FILTER_TIMEOUT,
         help="seconds one node's device search may take before the node counts as unschedulable "
-        "(with the DRASchedulerFilterTimeout gate, on by default); 0: no limit",
+        f"(with the {Gate.DRASchedulerFilterTimeout} gate, on by default); 0: no limit",
     )
     parser.add_argument(
         "--binding-timeout", type=float, default=DEFAULT_BINDING_TIMEOUT,
-        help="seconds a pod waits before binding for its devices' binding conditions (DRADeviceBindingConditions) before it is tried again",
+        help=f"seconds a pod waits before binding for its devices' binding conditions ({Gate.DRADeviceBindingConditions}) before it is tried again",
     )
     explain = parser.add_argument_group("explanations", "why pods wait, served to `kubectl dra` and the dashboard")
     explain.add_argument(
@@ -137,7 +137,7 @@ async def run(args: argparse.Namespace, gates: FeatureGates) -> None:
         log.info("serving explanations", extra={"url": annotations[EXPLAIN_URL_ANNOTATION]})
 
     def new_scheduler() -> Callable[[], Coroutine[Any, Any, None]]:
-        filter_timeout = args.filter_timeout if args.filter_timeout > 0 and gates.enabled("DRASchedulerFilterTimeout") else None
+        filter_timeout = args.filter_timeout if args.filter_timeout > 0 and gates.enabled(Gate.DRASchedulerFilterTimeout) else None
         scheduler = Scheduler(
             client,
             scheduler_name=args.scheduler_name,
@@ -173,7 +173,7 @@ async def observe(args: argparse.Namespace, gates: FeatureGates) -> None:
     client = client_from_args(args, user_agent="dra-observer/0.1")
     if args.as_user:
         client = client.impersonating(args.as_user, groups=tuple(args.as_group))
-    filter_timeout = args.filter_timeout if args.filter_timeout > 0 and gates.enabled("DRASchedulerFilterTimeout") else None
+    filter_timeout = args.filter_timeout if args.filter_timeout > 0 and gates.enabled(Gate.DRASchedulerFilterTimeout) else None
     followed = args.follow or [args.scheduler_name]
     observer = Observer(
         client, followed=followed, features=AllocatorFeatures.from_gates(gates), nodes_to_find=args.nodes_to_find, filter_timeout=filter_timeout

@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
+from kube.features import Gate
 from kube.informer import object_key
 from kube.quantity import Quantity
 from kube.tolerations import tolerations_tolerate
@@ -267,7 +268,7 @@ class DeviceExplainer:
             reasons: list[Reason] = []
             if binding_off:
                 reasons.append(Reason(
-                    BINDING_CONDITIONS_OFF, "devices with binding conditions are not used (DRADeviceBindingConditions is off)", *where,
+                    BINDING_CONDITIONS_OFF, f"devices with binding conditions are not used ({Gate.DRADeviceBindingConditions} is off)", *where,
                     details=[_bounded([d.name for d in binding_off], self.examples)],
                 ))  # fmt: skip
             if selector_false:
@@ -410,7 +411,7 @@ class DeviceExplainer:
 
     def _counters_reason(self, probe: Search, devices: list[Device], where: tuple[str, str]) -> Reason:
         if not self.features.partitionable_devices:
-            return Reason(COUNTERS_EXHAUSTED, "partitionable devices are off (DRAPartitionableDevices)", *where)
+            return Reason(COUNTERS_EXHAUSTED, f"partitionable devices are off ({Gate.DRAPartitionableDevices})", *where)
         items = []
         for dev in devices:
             available = self.allocator.available_counters((dev.driver, dev.pool))

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from kube.features import Gate
+
 GROUP = "rbac.authorization.k8s.io"
 AUTOUPDATE = {"rbac.authorization.kubernetes.io/autoupdate": "true"}
 BOOTSTRAP_LABELS = {"kubernetes.io/bootstrapping": "rbac-defaults"}
@@ -170,7 +172,7 @@ def cluster_roles(gates: Mapping[str, bool]) -> list[Obj]:
                 r("create delete deletecollection get list patch update watch", "coordination.k8s.io", "leases"),
                 r("create delete deletecollection patch update", "resource.k8s.io", "resourceclaims resourceclaimtemplates"),
                 *_on(
-                    gates, "GenericWorkload", r("create delete deletecollection patch update", "scheduling.k8s.io", "podgroups workloads")
+                    gates, Gate.GenericWorkload, r("create delete deletecollection patch update", "scheduling.k8s.io", "podgroups workloads")
                 ),
             ],
             label="edit",
@@ -206,7 +208,7 @@ def cluster_roles(gates: Mapping[str, bool]) -> list[Obj]:
                 r("get list watch", "policy", "poddisruptionbudgets poddisruptionbudgets/status"),
                 r("get list watch", "networking.k8s.io", "ingresses ingresses/status networkpolicies"),
                 r("get list watch", "resource.k8s.io", "resourceclaims resourceclaims/status resourceclaimtemplates"),
-                *_on(gates, "GenericWorkload", r("get list watch", "scheduling.k8s.io", "podgroups podgroups/status workloads")),
+                *_on(gates, Gate.GenericWorkload, r("get list watch", "scheduling.k8s.io", "podgroups podgroups/status workloads")),
             ],
             label="view",
         ),
@@ -306,11 +308,11 @@ def cluster_roles(gates: Mapping[str, bool]) -> list[Obj]:
                 r("update", "", "pods/finalizers"),
                 r("get list watch", "resource.k8s.io", "resourceslices"),
                 r("create delete", "resource.k8s.io", "resourceclaims"),
-                *_on(gates, "DRADeviceTaintRules", r("get list watch", "resource.k8s.io", "devicetaintrules")),
-                *_on(gates, "DRAResourceClaimGranularStatusAuthorization", r("patch update", "resource.k8s.io", "resourceclaims/binding")),
+                *_on(gates, Gate.DRADeviceTaintRules, r("get list watch", "resource.k8s.io", "devicetaintrules")),
+                *_on(gates, Gate.DRAResourceClaimGranularStatusAuthorization, r("patch update", "resource.k8s.io", "resourceclaims/binding")),
                 *_on(
                     gates,
-                    "GenericWorkload",
+                    Gate.GenericWorkload,
                     r("get list watch", "scheduling.k8s.io", "podgroups"),
                     r("patch update", "scheduling.k8s.io", "podgroups/status"),
                 ),
@@ -495,7 +497,7 @@ def controller_roles(gates: Mapping[str, bool]) -> list[Obj]:
                 _events(),
                 *_on(
                     gates,
-                    "DRADeviceTaintRules",
+                    Gate.DRADeviceTaintRules,
                     r("patch update", "resource.k8s.io", "devicetaintrules/status"),
                     r("get list watch", "resource.k8s.io", "devicetaintrules"),
                 ),
@@ -695,11 +697,11 @@ def controller_roles(gates: Mapping[str, bool]) -> list[Obj]:
                 _events(),
                 *_on(
                     gates,
-                    "DRAWorkloadResourceClaims",
+                    Gate.DRAWorkloadResourceClaims,
                     r("get list watch", "scheduling.k8s.io", "podgroups"),
                     r("patch update", "scheduling.k8s.io", "podgroups/status"),
                 ),
-                *_on(gates, "DRAResourceClaimGranularStatusAuthorization", r("patch update", "resource.k8s.io", "resourceclaims/binding")),
+                *_on(gates, Gate.DRAResourceClaimGranularStatusAuthorization, r("patch update", "resource.k8s.io", "resourceclaims/binding")),
             ],
         ),
         _controller_role(
@@ -817,9 +819,9 @@ def controller_roles(gates: Mapping[str, bool]) -> list[Obj]:
             ],
         ),
     ]
-    if not gates.get("DRADeviceTaints", False):
+    if not gates.get(Gate.DRADeviceTaints, False):
         roles = [role for role in roles if role["metadata"]["name"] != f"{CONTROLLER_ROLE_PREFIX}device-taint-eviction-controller"]
-    if gates.get("DRAResourcePoolStatus", False):
+    if gates.get(Gate.DRAResourcePoolStatus, False):
         roles.append(
             _controller_role(
                 "resourcepoolstatusrequest-controller",
@@ -833,7 +835,7 @@ def controller_roles(gates: Mapping[str, bool]) -> list[Obj]:
                 ],
             )
         )
-    if gates.get("GenericWorkload", False):
+    if gates.get(Gate.GenericWorkload, False):
         roles.append(
             _controller_role(
                 "podgroup-protection-controller",

@@ -47,7 +47,7 @@ from app.auth.user import SYSTEM_PRIVILEGED_GROUP, UserInfo
 from app.config import Settings
 from app.storage.storage import Storage
 from kube.errors import ApiError
-from kube.features import FeatureGates
+from kube.features import FeatureGates, Gate
 
 log = logging.getLogger("app.auth")
 
@@ -107,7 +107,7 @@ class AuthSystem:
             else:
                 authorizers.append(AlwaysDeny())
         self.authorizer = UnionAuthorizer([PrivilegedGroups(SYSTEM_PRIVILEGED_GROUP), *authorizers])
-        self.constrained = ConstrainedImpersonation(self.authorizer) if gates.enabled("ConstrainedImpersonation") else None
+        self.constrained = ConstrainedImpersonation(self.authorizer) if gates.enabled(Gate.ConstrainedImpersonation) else None
         # Everything is allowed: skip attribute parsing and the authorizers on the request path.
         self.allow_all = self.modes == ("AlwaysAllow",)
         self.admission_plugins = enabled_admission_plugins(settings)

@@ -11,6 +11,7 @@ import orjson
 
 from kube.apitypes import DeviceSelector, DeviceSubRequest, ExactDeviceRequest, ResourceClaim
 from kube.cel import CELCompileError, CELRuntimeError, CompiledSelector, compile_selector
+from kube.features import Gate
 from schedulers.allocator.claims import NotAdmin, PreparedClaim, PreparedRequest, claim_reference, untolerated
 from schedulers.allocator.devices import Device, as_quantity
 from schedulers.allocator.index import NodeView, ResourceIndex
@@ -124,7 +125,7 @@ class Allocator:
             raise AllocationError(f"{where}: admin access is requested, but the feature is disabled")
         capacity_raw = (raw.get("capacity") or {}).get("requests") or {}
         if capacity_raw and not self.features.consumable_capacity:
-            raise AllocationError(f"{where}: has capacity requests, but the DRAConsumableCapacity feature is disabled")
+            raise AllocationError(f"{where}: has capacity requests, but the {Gate.DRAConsumableCapacity} feature is disabled")
         class_name = raw.get("deviceClassName") or ""
         if not class_name:
             raise AllocationError(f"{where}: missing device class name (unsupported request type?)")
@@ -163,7 +164,7 @@ class Allocator:
             name = raw.get("name", "")
             if raw.get("firstAvailable"):
                 if not self.features.prioritized_list:
-                    raise AllocationError(f"claim {ref}, request {name}: has subrequests, but the DRAPrioritizedList feature is disabled")
+                    raise AllocationError(f"claim {ref}, request {name}: has subrequests, but the {Gate.DRAPrioritizedList} feature is disabled")
                 subs = [self._prepare_request(claim, ref, s, name, s.get("name", "")) for s in raw["firstAvailable"]]
                 requests.append(PreparedRequest(name, ref, name, "", "", {}, [], [], False, False, 0, [], {}, subrequests=subs))
                 if fewest is not None:

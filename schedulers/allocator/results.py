@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import Any
+
+from kube.features import KNOWN_FEATURES, Gate
+from kube.gatedfields import ALLOCATOR_FIELD_GATES
 
 DeviceID = tuple[str, str, str]  # (driver, pool, device)
 PoolID = tuple[str, str]  # (driver, pool)
@@ -114,51 +117,50 @@ class Unschedulable:
 AllocationOutcome = Allocated | Unschedulable
 
 
+def _needs(*gates: str) -> Any:
+    """A feature on when all of ``gates`` are; by default when their defaults all are."""
+    return field(default=all(KNOWN_FEATURES[g].default for g in gates), metadata={"gates": gates})
+
+
 @dataclass(frozen=True)
 class AllocatorFeatures:
-    """The allocator's view of the feature gates (upstream ``AllocatorFeatures()``)."""
+    """The allocator's view of the feature gates (upstream ``AllocatorFeatures()``).
 
-    admin_access: bool = True
-    prioritized_list: bool = True
-    partitionable_devices: bool = True
-    device_taints: bool = True
-    device_taint_rules: bool = True
-    # DRADeviceBindingConditions and DRAResourceClaimDeviceStatus together.
-    binding_conditions: bool = True
-    consumable_capacity: bool = True
-    list_attributes: bool = False
-    node_allocatable_resources: bool = False
+    Each named feature states the gates it needs, once; the defaults are the gates' own
+    (kube.features). A gated field the allocator honours without a named feature is read with
+    ``enabled(gate)``: ``field_gates`` holds the gates of kube.gatedfields' allocator rows that are on.
+    """
+
+    admin_access: bool = _needs(Gate.DRAAdminAccess)
+    prioritized_list: bool = _needs(Gate.DRAPrioritizedList)
+    partitionable_devices: bool = _needs(Gate.DRAPartitionableDevices)
+    device_taints: bool = _needs(Gate.DRADeviceTaints)
+    device_taint_rules: bool = _needs(Gate.DRADeviceTaints, Gate.DRADeviceTaintRules)
+    binding_conditions: bool = _needs(Gate.DRADeviceBindingConditions, Gate.DRAResourceClaimDeviceStatus)
+    consumable_capacity: bool = _needs(Gate.DRAConsumableCapacity)
+    list_attributes: bool = _needs(Gate.DRAListTypeAttributes)
+    node_allocatable_resources: bool = _needs(Gate.DRANodeAllocatableResources)
     # KEP-5194: not an allocator rule, but the scheduler reads all its gates from here.
-    reserved_for_workloads: bool = False
+    reserved_for_workloads: bool = _needs(Gate.DRAReservedForWorkloads)
     # The Workload API (PodGroups, gangs) and KEP-5729's PodGroup claims, likewise.
-    generic_workload: bool = False
-    workload_resource_claims: bool = False
+    generic_workload: bool = _needs(Gate.GenericWorkload)
+    workload_resource_claims: bool = _needs(Gate.GenericWorkload, Gate.DRAWorkloadResourceClaims)
     # KEP-5690 (DRAPreemption): preemption may free devices, not only cpu, memory and pod slots.
-    dra_preemption: bool = True
+    dra_preemption: bool = _needs(Gate.DRAPreemption)
     # Extended resources backed by devices (DRAExtendedResource): the scheduler's special claim.
-    extended_resource: bool = True
+    extended_resource: bool = _needs(Gate.DRAExtendedResource)
+    field_gates: frozenset[str] = frozenset(g for g in ALLOCATOR_FIELD_GATES if KNOWN_FEATURES[g].default)
+
+    def enabled(self, gate: str) -> bool:
+        """Whether the allocator honours the fields of ``gate`` (an allocator row of kube.gatedfields)."""
+        return gate in self.field_gates
 
     @classmethod
     def from_gates(cls, gates: Mapping[str, bool]) -> AllocatorFeatures:
         """Map feature gates (e.g. ``kube.features.FeatureGates``) to allocator features."""
 
-        def on(name: str, default: bool) -> bool:
-            return bool(gates.get(name, default))
+        def on(gate: str) -> bool:
+            return bool(gates.get(gate, KNOWN_FEATURES[gate].default))
 
-        taints = on("DRADeviceTaints", True)
-        return cls(
-            admin_access=on("DRAAdminAccess", True),
-            prioritized_list=on("DRAPrioritizedList", True),
-            partitionable_devices=on("DRAPartitionableDevices", True),
-            device_taints=taints,
-            device_taint_rules=taints and on("DRADeviceTaintRules", True),
-            binding_conditions=on("DRADeviceBindingConditions", True) and on("DRAResourceClaimDeviceStatus", True),
-            consumable_capacity=on("DRAConsumableCapacity", True),
-            list_attributes=on("DRAListTypeAttributes", False),
-            node_allocatable_resources=on("DRANodeAllocatableResources", False),
-            reserved_for_workloads=on("DRAReservedForWorkloads", False),
-            generic_workload=on("GenericWorkload", False),
-            workload_resource_claims=on("GenericWorkload", False) and on("DRAWorkloadResourceClaims", False),
-            dra_preemption=on("DRAPreemption", True),
-            extended_resource=on("DRAExtendedResource", True),
-        )
+        named = {f.name: all(on(g) for g in f.metadata["gates"]) for f in fields(cls) if "gates" in f.metadata}
+        return cls(**named, field_gates=frozenset(g for g in ALLOCATOR_FIELD_GATES if on(g)))

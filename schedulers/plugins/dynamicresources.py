@@ -26,6 +26,7 @@ from typing import Any, cast
 
 from kube import podgroups
 from kube.apitypes import Pod, PodResourceClaim
+from kube.features import Gate
 from kube.informer import object_key
 from kube.labels import node_selector_matches
 from kube.objects import Obj
@@ -50,7 +51,7 @@ from schedulers.podgroups import wait_key
 log = logging.getLogger("scheduler")
 
 REASON_CLAIM_NOT_ON_NODE = "resourceclaim not available on the node"
-NODE_ALLOCATABLE_FEATURE = "DRANodeAllocatableResources"
+NODE_ALLOCATABLE_FEATURE = Gate.DRANodeAllocatableResources
 REASON_FEATURE_NOT_DECLARED = f"node(s) did not declare the {NODE_ALLOCATABLE_FEATURE} feature"
 DEFAULT_FILTER_TIMEOUT = 10.0  # upstream's DynamicResources filterTimeout
 CLAIM_ON_OTHER_NODE = "ClaimAllocatedElsewhere"  # an explanation's reason kind
@@ -352,7 +353,7 @@ class DynamicResources(DynamicResourcesBinding):
                 wanted = [(name, request["exactly"].get("deviceClassName") or "")]
             elif request.get("firstAvailable"):
                 if not self.features.prioritized_list:
-                    return f"resource claim {ref}, request {name}: has subrequests, but the DRAPrioritizedList feature is disabled"
+                    return f"resource claim {ref}, request {name}: has subrequests, but the {Gate.DRAPrioritizedList} feature is disabled"
                 wanted = [(f"{name}/{sub.get('name', '')}", sub.get("deviceClassName") or "") for sub in request["firstAvailable"]]
             else:
                 return f"resource claim {ref}, request {name}: unknown request type"

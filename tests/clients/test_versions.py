@@ -18,6 +18,7 @@ import yaml
 from kubernetes import client, watch
 
 from devtools.server import ServerProcess
+from kube.features import Gate, gates_flag
 from tests.clients.kubectl_helpers import VENV_KUBECTL, Kubectl
 
 MERGE = "application/merge-patch+json"
@@ -27,7 +28,7 @@ MERGE = "application/merge-patch+json"
 def versioned_server(start_server: Any, backend: str) -> ServerProcess:
     if backend != "sqlite":
         pytest.skip("the clients' view of the older versions does not depend on the backend (test_versions in tests/app/api runs both)")
-    server: ServerProcess = start_server("--runtime-config", "api/all=true", "--feature-gates", "DRAResourcePoolStatus=true")
+    server: ServerProcess = start_server("--runtime-config", "api/all=true", "--feature-gates", gates_flag({Gate.DRAResourcePoolStatus: True}))
     return server
 
 

@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from devtools.server import ServerProcess
+from kube.features import Gate, gates_flag
 from kube.timeutil import parse_time
 from tests.controllers.test_resourceclaim import ControllerProcess
 from tests.processes import eventually
@@ -319,7 +320,7 @@ def test_feature_gates(start_server: Callable[..., ServerProcess], tmp_path_fact
         d.pod_using("by-slice", 1)
         rule(api, "gates-rule", {"driver": d.driver, "device": "dev-0"}, taint())
 
-        no_rules = ControllerProcess(server.url, logs / "no-rules.log", "--feature-gates", "DRADeviceTaintRules=false").start()
+        no_rules = ControllerProcess(server.url, logs / "no-rules.log", "--feature-gates", gates_flag({Gate.DRADeviceTaintRules: False})).start()
         try:
             d.set_taints({1: [taint()]})
             eventually(lambda: d.gone("by-slice"), "slice taint still evicts")
@@ -328,7 +329,7 @@ def test_feature_gates(start_server: Callable[..., ServerProcess], tmp_path_fact
         finally:
             no_rules.stop()
 
-        no_taints = ControllerProcess(server.url, logs / "no-taints.log", "--feature-gates", "DRADeviceTaints=false").start()
+        no_taints = ControllerProcess(server.url, logs / "no-taints.log", "--feature-gates", gates_flag({Gate.DRADeviceTaints: False})).start()
         try:
             d.pod_using("tainted", 2)
             d.set_taints({2: [taint()]})

@@ -12,6 +12,7 @@ import pytest
 
 from controllers.resourcepoolstatus import _expired, pool_status
 from devtools.server import ServerProcess
+from kube.features import Gate, gates_flag
 from kube.objects import Obj
 from tests.controllers.test_resourceclaim import ControllerProcess
 from tests.processes import eventually
@@ -333,7 +334,7 @@ def test_too_many_capacities_are_an_error_but_keep_the_partition_summary_apart()
 def serving(start_server: Callable[..., ServerProcess], backend: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
     if backend != "sqlite":
         pytest.skip("the controller reads through the API; the backend adds nothing here")
-    gates = ("--feature-gates", "DRAResourcePoolStatus=true,DRAPartitionableDevicesType=true")
+    gates = ("--feature-gates", gates_flag({Gate.DRAResourcePoolStatus: True, Gate.DRAPartitionableDevicesType: True}))
     server = start_server("--runtime-config", "resource.k8s.io/v1alpha3=true", *gates)
     controller = ControllerProcess(server.url, tmp_path_factory.mktemp("pool-status") / "controller.log", *gates).start()
     try:

@@ -53,6 +53,7 @@ import yaml
 from devtools.ports import free_port
 from devtools.postgres import PostgresNotAvailable, database_url_for_tests, find_postgres_bin
 from devtools.server import REPO_ROOT
+from kube.features import Gate, gates_flag
 
 COMPOSE_FILE = REPO_ROOT / "docker-compose.yml"
 DOCKERFILE = REPO_ROOT / "Dockerfile"
@@ -421,8 +422,8 @@ def test_configuration_by_environment(compose: dict[str, Any]) -> None:
     services = compose["services"]
     envs = {name: environment_of(services[name]) for name in APP_SERVICES}
     assert {e.get("DRA_FEATURE_GATES") for e in envs.values()} == {""}, "feature gates default to empty, shared by all"
-    gates = {environment_of(s).get("DRA_FEATURE_GATES") for s in load_compose({"DRA_FEATURE_GATES": "DRAAdminAccess=true"})["services"].values()}
-    assert gates == {None, "DRAAdminAccess=true"}, "one DRA_FEATURE_GATES setting reaches every process"
+    gates = {environment_of(s).get("DRA_FEATURE_GATES") for s in load_compose({"DRA_FEATURE_GATES": gates_flag({Gate.DRAAdminAccess: True})})["services"].values()}
+    assert gates == {None, gates_flag({Gate.DRAAdminAccess: True})}, "one DRA_FEATURE_GATES setting reaches every process"
     pg_env = environment_of(services["postgres"])
     for name in ("migrate", "apiserver"):
         url = urlsplit(envs[name]["DRA_DATABASE_URL"])

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from devtools.e2e import SPEC_SETS, SpecResult, print_table, read_report
+from kube.features import Gate, gates_flag
 
 
 def _spec(leaf: str, state: str, failure: str = "", kind: str = "It") -> dict[str, object]:
@@ -59,6 +60,6 @@ def test_the_table_sets_each_stacks_result_side_by_side_with_the_first_words_of_
 
 def test_the_spec_sets_leave_out_the_specs_that_need_a_kubelet() -> None:
     for spec_set in SPEC_SETS.values():
-        assert "!Feature:DynamicResourceAllocation" in spec_set.label_filter
+        assert f"!Feature:{Gate.DynamicResourceAllocation}" in spec_set.label_filter
     assert "resource.k8s.io/v1alpha3=true" in SPEC_SETS["offbydefault"].runtime_config
-    assert "DRAResourcePoolStatus=true" in SPEC_SETS["offbydefault"].feature_gates
+    assert gates_flag({Gate.DRAResourcePoolStatus: True}) in SPEC_SETS["offbydefault"].feature_gates

@@ -24,13 +24,14 @@ import pytest
 import yaml
 
 from devtools.server import ServerProcess
+from kube.features import Gate, gates_flag
 from kube.objects import Obj
 from tests.e2e.test_examples import EXAMPLES, apply, path_for
 from tests.processes import Worker, eventually
 
 RESOURCE = "/apis/resource.k8s.io/v1"
-GATES = "DRAReservedForWorkloads=true,DRANodeAllocatableResources=true"
-FEATURE = "DRANodeAllocatableResources"
+GATES = gates_flag({Gate.DRAReservedForWorkloads: True, Gate.DRANodeAllocatableResources: True})
+FEATURE = Gate.DRANodeAllocatableResources
 PREFIX = "prop-"
 CPU_NODE, GPU_NODE = f"{PREFIX}0", f"{PREFIX}1"
 MAX_PODS = 1100

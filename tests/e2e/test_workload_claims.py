@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from devtools.server import ServerProcess
+from kube.features import Gate, gates_flag
 from kube.objects import Obj
 from tests.e2e.test_examples import EXAMPLES, apply, path_for
 from tests.e2e.test_proposals import (
@@ -36,8 +37,8 @@ from tests.e2e.test_proposals import (
 from tests.processes import eventually
 
 SCHEDULING = "/apis/scheduling.k8s.io/v1beta1"
-BOTH_PROPOSALS = "GenericWorkload=true,DRAWorkloadResourceClaims=true,DRAReservedForWorkloads=true"
-KEP_5729_ONLY = "GenericWorkload=true,DRAWorkloadResourceClaims=true"
+BOTH_PROPOSALS = gates_flag({Gate.GenericWorkload: True, Gate.DRAWorkloadResourceClaims: True, Gate.DRAReservedForWorkloads: True})
+KEP_5729_ONLY = gates_flag({Gate.GenericWorkload: True, Gate.DRAWorkloadResourceClaims: True})
 # Like every beta API since v1.24, scheduling.k8s.io/v1beta1 is also off until --runtime-config enables it.
 RUNTIME_CONFIG = ("--runtime-config", "scheduling.k8s.io/v1beta1=true")
 TEMPLATE = "group-gpu"
@@ -322,7 +323,7 @@ def test_gates_off_leave_reservations_in_place(stack: Stack) -> None:
     assert [r["name"] for r in get_claim(http, ns, "alone")["status"]["reservedFor"]] == ["alone"]
 
     # GenericWorkload without DRAWorkloadResourceClaims: the group reservation stays, the pod keeps running.
-    stack.restart("GenericWorkload=true")
+    stack.restart(gates_flag({Gate.GenericWorkload: True}))
     http = stack.client
     time.sleep(2.0)
     assert get_claim(http, ns, "kept")["status"]["reservedFor"] == before["status"]["reservedFor"]

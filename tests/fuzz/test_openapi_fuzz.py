@@ -43,6 +43,8 @@ import httpx
 import orjson
 import pytest
 
+from kube.features import Gate, gates_flag
+
 schemathesis = pytest.importorskip("schemathesis")
 from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 
@@ -246,7 +248,7 @@ def fuzz_server(server: Any, backend: str) -> Any:
 def older_versions_server(start_server: Any, backend: str) -> Any:
     if backend != "sqlite":
         pytest.skip("the fuzz run uses the SQLite backend only (time)")
-    return start_server("--runtime-config", "api/all=true", "--feature-gates", "DRAResourcePoolStatus=true")
+    return start_server("--runtime-config", "api/all=true", "--feature-gates", gates_flag({Gate.DRAResourcePoolStatus: True}))
 
 
 def _namespace(base_url: str) -> str:

@@ -8,32 +8,32 @@ import sys
 import pytest
 
 from devtools.server import REPO_ROOT
-from kube.features import KNOWN_FEATURES, FeatureGateError, FeatureGates
+from kube.features import KNOWN_FEATURES, FeatureGateError, FeatureGates, Gate, gates_flag
 
 
 def test_defaults_match_v137() -> None:
     gates = FeatureGates()
-    assert gates.enabled("DynamicResourceAllocation")
-    assert gates.enabled("DRAPartitionableDevices")
-    assert not gates.enabled("DRAReservedForWorkloads")
-    assert not gates.enabled("DRANodeAllocatableResources")
+    assert gates.enabled(Gate.DynamicResourceAllocation)
+    assert gates.enabled(Gate.DRAPartitionableDevices)
+    assert not gates.enabled(Gate.DRAReservedForWorkloads)
+    assert not gates.enabled(Gate.DRANodeAllocatableResources)
     assert len(gates) == len(KNOWN_FEATURES)
 
 
 def test_parse_overrides_and_flag_round_trip() -> None:
-    gates = FeatureGates.parse("DRAReservedForWorkloads=true, DRAConsumableCapacity=false")
-    assert gates.enabled("DRAReservedForWorkloads")
-    assert not gates.enabled("DRAConsumableCapacity")
+    gates = FeatureGates.parse(f"{Gate.DRAReservedForWorkloads}=true, {Gate.DRAConsumableCapacity}=false")
+    assert gates.enabled(Gate.DRAReservedForWorkloads)
+    assert not gates.enabled(Gate.DRAConsumableCapacity)
     assert FeatureGates.parse(gates.flag_value()) == gates
 
 
 @pytest.mark.parametrize(
     ("flag", "message"),
     [
-        ("DynamicResourceAllocation=false", "cannot set feature gate DynamicResourceAllocation to false, feature is locked to true"),
+        (gates_flag({Gate.DynamicResourceAllocation: False}), f"cannot set feature gate {Gate.DynamicResourceAllocation} to false, feature is locked to true"),
         ("NoSuchGate=true", "unrecognized feature gate: NoSuchGate"),
-        ("DRAAdminAccess", "missing bool value for DRAAdminAccess"),
-        ("DRADeviceTaints=maybe", "invalid value of DRADeviceTaints=maybe"),
+        (Gate.DRAAdminAccess, f"missing bool value for {Gate.DRAAdminAccess}"),
+        (f"{Gate.DRADeviceTaints}=maybe", f"invalid value of {Gate.DRADeviceTaints}=maybe"),
     ],
 )
 def test_refused_values(flag: str, message: str) -> None:
@@ -43,7 +43,7 @@ def test_refused_values(flag: str, message: str) -> None:
 
 def test_server_refuses_to_start_with_a_locked_gate_off() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "app", "serve", "--feature-gates", "DRAPrioritizedList=false", "--database-url", "sqlite:///:memory:"],
+        [sys.executable, "-m", "app", "serve", "--feature-gates", gates_flag({Gate.DRAPrioritizedList: False}), "--database-url", "sqlite:///:memory:"],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,

@@ -7,7 +7,7 @@ from functools import partial
 from typing import Any
 
 from kube.client import KubeClient
-from kube.features import FeatureGates
+from kube.features import FeatureGates, Gate, gates_flag
 from kube.informer import Informer
 from kube.workqueue import ExponentialBackoff
 from kubeletsim.nodecontroller import NodeController
@@ -33,12 +33,12 @@ def ready(node: dict[str, Any] | None) -> bool:
 
 
 async def test_nodes_are_registered_with_their_leases(kube_client: KubeClient, prefix: str) -> None:
-    nodes = controller(kube_client, prefix, status_interval=0.3, gates="DRANodeAllocatableResources=true")
+    nodes = controller(kube_client, prefix, status_interval=0.3, gates=gates_flag({Gate.DRANodeAllocatableResources: True}))
     async with run(nodes):
         for name in (f"{prefix}0", f"{prefix}1"):
             node = await eventually_async(partial(ready_node, kube_client, name), what=f"{name} Ready")
             assert node["metadata"]["labels"]["type"] == "kubeletsim" and node["metadata"]["labels"]["kubernetes.io/hostname"] == name
-            assert node["status"]["allocatable"]["pods"] == "50" and node["status"]["declaredFeatures"] == ["DRANodeAllocatableResources"]
+            assert node["status"]["allocatable"]["pods"] == "50" and node["status"]["declaredFeatures"] == [Gate.DRANodeAllocatableResources]
             lease = await eventually_async(partial(get_or_none, kube_client, f"{LEASES}/{name}"), what=f"{name}'s Lease")
             assert lease["spec"]["holderIdentity"] == name and lease["spec"]["leaseDurationSeconds"] == 40
             assert [(o["kind"], o["uid"]) for o in lease["metadata"]["ownerReferences"]] == [("Node", node["metadata"]["uid"])]
@@ -62,7 +62,7 @@ async def test_a_node_that_lost_its_status_is_repaired(kube_client: KubeClient, 
 
 async def test_a_node_from_another_run_gets_this_runs_settings(kube_client: KubeClient, prefix: str) -> None:
     name = f"{prefix}0"
-    before = await register_node(kube_client, name, 0, max_pods=110, declared_features=["DRANodeAllocatableResources"])
+    before = await register_node(kube_client, name, 0, max_pods=110, declared_features=[Gate.DRANodeAllocatableResources])
     nodes = controller(kube_client, prefix)  # --max-pods 50, no declared features
 
     async def adjusted() -> dict[str, Any] | None:

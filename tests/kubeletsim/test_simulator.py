@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from devtools.server import REPO_ROOT, ServerProcess, stop_process
+from kube.features import Gate
 
 SLICES = "/apis/resource.k8s.io/v1/resourceslices"
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
@@ -433,8 +434,8 @@ def test_pod_ranges_grow_with_max_pods() -> None:
     assert str(nodes.pod_cidr(1, 1100)) == "10.64.8.0/21" and nodes.max_host(1100) == 2046
     assert nodes.pod_ip(1, 300, 1100) == "10.64.9.44" and nodes.pod_host(1, "10.64.9.44", 1100) == 300
     assert nodes.pod_host(0, "10.64.9.44", 1100) is None and nodes.pod_host(0, "bogus") is None
-    node = nodes.build_node("n", 0, "gpu", max_pods=1100, declared_features=["DRANodeAllocatableResources"])
-    assert node["status"]["allocatable"]["pods"] == "1100" and node["status"]["declaredFeatures"] == ["DRANodeAllocatableResources"]
+    node = nodes.build_node("n", 0, "gpu", max_pods=1100, declared_features=[Gate.DRANodeAllocatableResources])
+    assert node["status"]["allocatable"]["pods"] == "1100" and node["status"]["declaredFeatures"] == [Gate.DRANodeAllocatableResources]
     assert "declaredFeatures" not in nodes.build_node("n", 0, "gpu")["status"]
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
-from kube.features import FeatureGates
+from kube.features import FeatureGates, Gate
 from kube.quantity import Quantity
 from schedulers.allocator import (
     Allocated,
@@ -240,7 +240,7 @@ CASES: list[Case] = [
     Case("unknown-constraint", [claim("claim-0", constraints=[{"requests": []}])], [one_device_slice()],
          "empty constraint (unsupported constraint type?)"),
     Case("reserved-for-workloads-changes-nothing", [claim()], [one_device_slice()], [alloc(result("req-0"))],
-         features=AllocatorFeatures.from_gates(FeatureGates({"DRAReservedForWorkloads": True}))),
+         features=AllocatorFeatures.from_gates(FeatureGates({Gate.DRAReservedForWorkloads: True}))),
     # --- selectors ---
     Case("class-selects-driver", [claim("claim-0", req(cls="class-b"))],
          [one_device_slice(), one_device_slice("slice-2", driver=DRIVER_B)],
@@ -406,7 +406,7 @@ CASES: list[Case] = [
     Case("prioritized-none-fits", [claim("claim-0", first_available("req-0", sub("sub-0", count=2), sub("sub-1", count=3)))],
          [one_device_slice()], unschedulable("claim default/claim-0, request req-0: none of the subrequests can be satisfied")),
     Case("prioritized-feature-disabled", [claim("claim-0", first_available("req-0", sub("sub-0")))], [one_device_slice()],
-         "claim default/claim-0, request req-0: has subrequests, but the DRAPrioritizedList feature is disabled",
+         f"claim default/claim-0, request req-0: has subrequests, but the {Gate.DRAPrioritizedList} feature is disabled",
          features=AllocatorFeatures(prioritized_list=False)),
     Case("prioritized-config-follows-choice",
          [claim("claim-0", first_available("req-0", sub("sub-0", count=2), sub("sub-1")),
@@ -507,7 +507,7 @@ CASES: list[Case] = [
          [rslice("slice-1", [device("device-1", capacity={"memory": "1Gi"}), device("device-2", capacity={"memory": "4Gi"})])],
          [alloc(result("req-0", "device-2"))]),
     Case("capacity-feature-disabled", [claim("claim-0", req(capacity={"requests": {"memory": "2Gi"}}))], [one_device_slice()],
-         "claim default/claim-0, request req-0: has capacity requests, but the DRAConsumableCapacity feature is disabled",
+         f"claim default/claim-0, request req-0: has capacity requests, but the {Gate.DRAConsumableCapacity} feature is disabled",
          features=AllocatorFeatures(consumable_capacity=False)),
     Case("shared-device-counters-consumed-once", [claim("claim-0", req(capacity={"requests": {"memory": "2Gi"}}))],
          partitionable_slices([device("shared-p", capacity={"memory": "10Gi"}, allowMultipleAllocations=True,
@@ -746,11 +746,22 @@ def test_allocated_state_from_claims() -> None:
 
 
 def test_features_from_gates() -> None:
-    gates = FeatureGates({"DRADeviceBindingConditions": False, "DRAListTypeAttributes": True})
+    gates = FeatureGates({Gate.DRADeviceBindingConditions: False, Gate.DRAListTypeAttributes: True})
     features = AllocatorFeatures.from_gates(gates)
     assert not features.binding_conditions
     assert features.list_attributes
     assert features.consumable_capacity and features.partitionable_devices and features.device_taints
+
+
+def test_features_default_to_the_gates_defaults_and_read_the_allocators_field_gates() -> None:
+    assert AllocatorFeatures() == AllocatorFeatures.from_gates(FeatureGates())
+    assert AllocatorFeatures.from_gates({}) == AllocatorFeatures()
+    on = AllocatorFeatures.from_gates(FeatureGates({Gate.DRAListTypeAttributes: True, Gate.DRADeviceTaintRules: False}))
+    # A field gate of an allocator row (kube.gatedfields) reads through enabled(); other gates read as off.
+    assert on.enabled(Gate.DRAListTypeAttributes) and not AllocatorFeatures().enabled(Gate.DRAListTypeAttributes)
+    assert not on.enabled(Gate.DRADerivedAttributes)
+    # A feature that needs two gates is off with either off.
+    assert on.device_taints and not on.device_taint_rules
 
 
 def test_node_allocatable_demand() -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from kube.features import Gate
 from schedulers import explain as ex
 from schedulers.allocator import AllocatedState, AllocationError, Allocator, AllocatorFeatures, ResourceIndex, Unschedulable
 from schedulers.cycle import SchedulingCycle
@@ -124,7 +125,7 @@ KIND_CASES: list[tuple[Case, str, str, list[str]]] = [
     (Case("binding-conditions-off", [claim()], [rslice("slice-1", [device("device-1", bindingConditions=["a"], bindingFailureConditions=["f"])])],
           [], features=AllocatorFeatures(binding_conditions=False)),
      ex.BINDING_CONDITIONS_OFF,
-     "claim default/claim-0, request req-0: devices with binding conditions are not used (DRADeviceBindingConditions is off)", ["device-1"]),
+     f"claim default/claim-0, request req-0: devices with binding conditions are not used ({Gate.DRADeviceBindingConditions} is off)", ["device-1"]),
     (Case("invalid-pool", [claim()], [one_device_slice(count=2), one_device_slice("slice-2", count=2)], []),
      ex.POOL_INVALID, "invalid resource pools on the node", ["driver-a/pool-1: duplicate device name device-1"]),
 ]

@@ -12,10 +12,11 @@ import httpx
 import pytest
 
 from devtools.server import ServerProcess
+from kube.features import Gate, gates_flag
 from tests.schedulers.test_scheduler import RESOURCE, Worker, condition, eventually, get_claim, get_pod
 
-GATES = "DRAReservedForWorkloads=true,DRANodeAllocatableResources=true"
-FEATURE = "DRANodeAllocatableResources"
+GATES = gates_flag({Gate.DRAReservedForWorkloads: True, Gate.DRANodeAllocatableResources: True})
+FEATURE = Gate.DRANodeAllocatableResources
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ from app.registry.base import Obj
 from app.registry.common import validate_label_selector
 from app.registry.objectmeta import path_segment_problems
 from kube.errors import duplicate, invalid, not_supported, required
+from kube.features import Gate
 
 GROUP = "admissionregistration.k8s.io"
 POLICIES = "validatingadmissionpolicies"
@@ -26,7 +27,7 @@ SUPPORTED_MATCH_POLICIES = ("Equivalent", "Exact")
 
 # Names ending so are reserved for manifest-based configuration (ManifestBasedAdmissionControlConfig).
 STATIC_SUFFIX = ".static.k8s.io"
-STATIC_SUFFIX_GATE = "ManifestBasedAdmissionControlConfig"
+STATIC_SUFFIX_GATE = Gate.ManifestBasedAdmissionControlConfig
 STATIC_SUFFIX_PROBLEM = f'names ending with "{STATIC_SUFFIX}" are reserved for static manifest-based configurations and cannot be managed via the API'
 
 

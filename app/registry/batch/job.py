@@ -19,6 +19,7 @@ from app.registry.batch.job_validation import (
 from app.registry.columns import age_column, container_columns, dig, format_label_selector, name_column
 from app.registry.core.podtemplate import drop_disabled_template_fields
 from kube.errors import FieldError
+from kube.gatedfields import JOB, drop_disabled
 from kube.timeutil import human_duration, parse_time
 
 SPEC = "io.k8s.api.batch.v1.JobSpec"
@@ -106,10 +107,7 @@ class JobStrategy(KindStrategy):
         default_job_spec(obj.get("spec"))
 
     def drop_disabled_fields(self, obj: Obj, old: Obj | None, ctx: RequestContext) -> None:
-        spec = obj.get("spec")
-        # WorkloadWithJob depends on GenericWorkload upstream.
-        if isinstance(spec, dict) and not ctx.feature_gates.enabled("GenericWorkload") and dig(old, "spec", "scheduling") is None:
-            spec.pop("scheduling", None)
+        drop_disabled(JOB, obj, old, ctx.feature_gates)
         drop_disabled_template_fields(dig(obj, "spec", "template"), dig(old, "spec", "template"), ctx.feature_gates)
 
     def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:

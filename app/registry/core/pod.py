@@ -17,11 +17,12 @@ from app.registry.base import (
     StatusSubresource,
 )
 from app.registry.columns import age_column, dig, name_column
-from app.registry.core.pod_validation import drop_disabled_pod_fields, validate_pod_create, validate_pod_status_update, validate_pod_update
+from app.registry.core.pod_validation import validate_pod_create, validate_pod_status_update, validate_pod_update
 from app.registry.core.podtemplate import DEFAULT_GRACE_PERIOD_SECONDS, default_pod_spec
 from app.registry.scheduling.priorityclass import admit_pod, keep_pod_priority
 from kube import errors
 from kube.errors import FieldError
+from kube.gatedfields import POD, drop_disabled
 from kube.pods import merge_pod_affinity_label_keys, qos_class
 from kube.timeutil import now_rfc3339
 
@@ -137,7 +138,7 @@ class PodStrategy(KindStrategy):
         keep_pod_priority(new, old)
 
     def drop_disabled_fields(self, obj: Obj, old: Obj | None, ctx: RequestContext) -> None:
-        drop_disabled_pod_fields(obj, old, ctx.feature_gates)
+        drop_disabled(POD, obj, old, ctx.feature_gates)
 
     def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
         return validate_pod_create(obj, allow_privileged=ctx.allow_privileged)

@@ -735,30 +735,3 @@ def _all_containers(spec: Obj) -> Iterator[Obj]:
         containers = spec.get(key)
         if isinstance(containers, list):
             yield from (c for c in containers if isinstance(c, dict))
-
-
-def drop_disabled_pod_fields(pod: Obj, old: Obj | None, gates: Any) -> None:
-    """pkg/api/pod/util.go's drop rules for the gates this server knows: a field guarded by a
-    disabled gate goes unless the stored pod already uses it."""
-    spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else None
-    status = pod.get("status") if isinstance(pod.get("status"), dict) else None
-    old_spec = (old or {}).get("spec") if isinstance((old or {}).get("spec"), dict) else {}
-    old_status = (old or {}).get("status") if isinstance((old or {}).get("status"), dict) else {}
-    assert isinstance(old_spec, dict) and isinstance(old_status, dict)
-    if not gates.enabled("DynamicResourceAllocation") and not old_spec.get("resourceClaims"):
-        if spec is not None:
-            spec.pop("resourceClaims", None)
-            for container in _all_containers(spec):
-                resources = container.get("resources")
-                if isinstance(resources, dict):
-                    resources.pop("claims", None)
-        if status is not None:
-            # Keyed off the old *spec*, as upstream does.
-            status.pop("resourceClaimStatuses", None)
-    if status is not None:
-        if not gates.enabled("DRAExtendedResource") and not old_status.get("extendedResourceClaimStatus"):
-            status.pop("extendedResourceClaimStatus", None)
-        if not gates.enabled("DRANodeAllocatableResources") and not old_status.get("nodeAllocatableResourceClaimStatuses"):
-            status.pop("nodeAllocatableResourceClaimStatuses", None)
-    if spec is not None and not gates.enabled("GenericWorkload") and not old_spec.get("schedulingGroup"):
-        spec.pop("schedulingGroup", None)

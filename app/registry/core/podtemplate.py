@@ -14,9 +14,10 @@ from typing import Any
 
 from app.registry.base import KindStrategy, Obj, PrinterColumn, RequestContext
 from app.registry.columns import format_labels, name_column, template_containers
-from app.registry.core.pod_validation import drop_disabled_pod_fields, validate_pod_spec
+from app.registry.core.pod_validation import validate_pod_spec
 from app.registry.objectmeta import validate_annotations, validate_labels
 from kube.errors import FieldError, forbidden, required
+from kube.gatedfields import POD, drop_disabled
 
 # Upstream's default terminationGracePeriodSeconds.
 DEFAULT_GRACE_PERIOD_SECONDS = 30
@@ -74,7 +75,7 @@ def drop_disabled_template_fields(template: Any, old_template: Any, gates: Any) 
     if not isinstance(template, dict) or not isinstance(template.get("spec"), dict):
         return
     old = {"spec": old_template.get("spec")} if isinstance(old_template, dict) and isinstance(old_template.get("spec"), dict) else None
-    drop_disabled_pod_fields({"spec": template["spec"]}, old, gates)
+    drop_disabled(POD, {"spec": template["spec"]}, old, gates)
 
 
 def restart_policy_of(template: Any) -> str:
@@ -118,10 +119,10 @@ class PodTemplateStrategy(KindStrategy):
         drop_disabled_template_fields(obj.get("template"), old.get("template") if old else None, ctx.feature_gates)
 
     def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
-        return validate_pod_template_spec(obj.get("template"), "template")
+        return validate_pod_template_spec(obj.get("template"), "template", allow_privileged=ctx.allow_privileged)
 
     def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
-        return validate_pod_template_spec(new.get("template"), "template")
+        return validate_pod_template_spec(new.get("template"), "template", allow_privileged=ctx.allow_privileged)
 
 
 STRATEGY: PodTemplateStrategy = PodTemplateStrategy()

@@ -7,7 +7,6 @@ drop rules.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from app.registry.accessors import (
@@ -30,7 +29,6 @@ from app.registry.resource.common import (
     ATTRIBUTE_KEY_TRUNCATE,
     CONFIG_MAX,
     ClaimOptions,
-    pop_all,
     validate_fully_qualified_name,
     validate_opaque_config,
     validate_qualified_name,
@@ -39,6 +37,8 @@ from app.registry.resource.common import (
 )
 from kube.cel import validate_selector_expression
 from kube.errors import forbidden, invalid, not_supported, required
+from kube.features import Gate
+from kube.gatedfields import CLAIM_SPEC, drop_disabled
 
 # --- limits (k8s.io/api/resource/v1/types.go) -------------------------------------------------
 
@@ -52,19 +52,6 @@ ADMIN_ACCESS_DETAIL = (
     f"admin access to devices requires the `{ADMIN_NAMESPACE_LABEL}: true` label on the containing namespace"
 )
 ALLOCATION_MODES = ("All", "ExactCount")
-
-# --- schemas of the proposal fields (strict field validation and pruning must know them) ------
-
-CLAIM_SPEC_SCHEMA_PROPERTIES: dict[str, dict[str, Obj]] = {
-    "io.k8s.api.resource.v1.ResourceClaimSpec": {
-        "reservedFor": {
-            "description": "KEP-5194 (gate DRAReservedForWorkloads): the consumer the claim is reserved for "
-            "once allocated, instead of the pods that use it.",
-            "allOf": [{"$ref": "#/$defs/io.k8s.api.resource.v1.ResourceClaimConsumerReference"}],
-        },
-    },
-}
-
 
 # --- validation -------------------------------------------------------------------------------
 
@@ -239,7 +226,7 @@ def _validate_constraint(con: Obj, path: str, names: RequestNames, opts: ClaimOp
         errs.extend(validate_fully_qualified_name(match, f"{path}.matchAttribute"))
     elif distinct is not None:
         errs.extend(validate_fully_qualified_name(distinct, f"{path}.distinctAttribute"))
-    elif opts.enabled("DRAConsumableCapacity"):
+    elif opts.enabled(Gate.DRAConsumableCapacity):
         # Upstream's message really says "but multiple fields are set" for the missing case.
         errs.append(
             required(path, 'exactly one of "matchAttribute" or "distinctAttribute" is required, but multiple fields are set')
@@ -355,53 +342,7 @@ def default_claim_spec(spec: Any) -> None:
 # --- feature-gate drop rules ------------------------------------------------------------------
 
 
-def claim_requests(spec: Any) -> list[Obj]:
-    devices = spec.get("devices") if isinstance(spec, dict) else None
-    reqs = devices.get("requests") if isinstance(devices, dict) else None
-    return [r for r in reqs if isinstance(r, dict)] if isinstance(reqs, list) else []
-
-
-def _request_bodies(spec: Any) -> list[Obj]:
-    """Every exactly / firstAvailable item (the places request fields live)."""
-    out: list[Obj] = []
-    for req in claim_requests(spec):
-        if isinstance(req.get("exactly"), dict):
-            out.append(req["exactly"])
-        subs = req.get("firstAvailable")
-        if isinstance(subs, list):
-            out.extend(s for s in subs if isinstance(s, dict))
-    return out
-
-
-def _constraints(spec: Any) -> list[Obj]:
-    devices = spec.get("devices") if isinstance(spec, dict) else None
-    cons = devices.get("constraints") if isinstance(devices, dict) else None
-    return [c for c in cons if isinstance(c, dict)] if isinstance(cons, list) else []
-
-
 def drop_claim_spec_fields(spec: Any, old_spec: Any, gates: Any) -> None:
-    """Clear claim-spec fields of disabled gates unless the old spec already used them."""
-    if not isinstance(spec, dict) or spec == old_spec:
-        return  # an unchanged spec uses only what the old one did (status and metadata writes)
-
-    def used(pred: Callable[[Any], bool]) -> bool:
-        return old_spec is not None and pred(old_spec)
-
-    if not gates.enabled("DRAAdminAccess") and not used(
-        lambda s: any(r.get("exactly", {}).get("adminAccess") is not None for r in claim_requests(s) if isinstance(r.get("exactly"), dict))
-    ):
-        pop_all((r["exactly"] for r in claim_requests(spec) if isinstance(r.get("exactly"), dict)), "adminAccess")
-    if not gates.enabled("DRAPrioritizedList") and not used(lambda s: any(r.get("firstAvailable") for r in claim_requests(s))):
-        pop_all(claim_requests(spec), "firstAvailable")
-    if not gates.enabled("DRADeviceTaints") and not used(lambda s: any(b.get("tolerations") for b in _request_bodies(s))):
-        pop_all(_request_bodies(spec), "tolerations")
-    if not gates.enabled("DRAConsumableCapacity") and not used(
-        lambda s: any(c.get("distinctAttribute") is not None for c in _constraints(s))
-        or any(b.get("capacity") is not None for b in _request_bodies(s))
-    ):
-        pop_all(_constraints(spec), "distinctAttribute")
-        pop_all(_request_bodies(spec), "capacity")
-    if not gates.enabled("DRADerivedAttributes") and not used(lambda s: any(b.get("derivedAttributes") for b in _request_bodies(s))):
-        pop_all(_request_bodies(spec), "derivedAttributes")
-    if not gates.enabled("DRAReservedForWorkloads") and not used(lambda s: s.get("reservedFor") is not None):
-        spec.pop("reservedFor", None)
+    """Clear claim-spec fields of disabled gates (kube.gatedfields) unless the old spec already used them."""
+    if spec != old_spec:  # an unchanged spec uses only what the old one did (status and metadata writes)
+        drop_disabled(CLAIM_SPEC, spec, old_spec, gates)

@@ -5,8 +5,9 @@ from __future__ import annotations
 from app.registry.base import KindStrategy, Obj, RequestContext
 from app.registry.columns import age_column, name_column
 from app.registry.resource.common import V1BETA2
-from app.registry.resource.deviceclass_validation import drop_device_class_fields, validate_device_class_spec
+from app.registry.resource.deviceclass_validation import validate_device_class_spec
 from kube.errors import FieldError
+from kube.gatedfields import DEVICE_CLASS_SPEC, drop_disabled
 
 
 class DeviceClassStrategy(KindStrategy):
@@ -20,7 +21,7 @@ class DeviceClassStrategy(KindStrategy):
     printer_columns = (name_column(), age_column())
 
     def drop_disabled_fields(self, obj: Obj, old: Obj | None, ctx: RequestContext) -> None:
-        drop_device_class_fields(obj.get("spec"), old.get("spec") if old is not None else None, ctx.feature_gates)
+        drop_disabled(DEVICE_CLASS_SPEC, obj.get("spec"), old.get("spec") if old is not None else None, ctx.feature_gates)
 
     def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
         return validate_device_class_spec(obj.get("spec"), None, ctx.feature_gates)

@@ -31,11 +31,3 @@ def validate_device_class_spec(spec: Any, old_spec: Obj | None, gates: Any) -> E
     if ern is not None and not is_extended_resource(ern):
         errs.append(invalid("spec.extendedResourceName", ern, "must be a valid extended resource name"))
     return errs
-
-
-def drop_device_class_fields(spec: Any, old_spec: Any, gates: Any) -> None:
-    if not isinstance(spec, dict):
-        return
-    old = old_spec if isinstance(old_spec, dict) else {}
-    if not gates.enabled("DRAExtendedResource") and old.get("extendedResourceName") is None:
-        spec.pop("extendedResourceName", None)

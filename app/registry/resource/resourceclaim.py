@@ -7,7 +7,6 @@ from typing import cast
 from app.registry.base import KindStrategy, Obj, PrinterColumn, RequestContext, StatusStrategy, StatusSubresource, reset_metadata_for_status
 from app.registry.columns import age_column, name_column
 from app.registry.resource.claimspec import (
-    CLAIM_SPEC_SCHEMA_PROPERTIES,
     ClaimOptions,
     admin_access_errors,
     default_claim_spec,
@@ -17,14 +16,13 @@ from app.registry.resource.claimspec import (
 from app.registry.resource.common import CLAIM_SPEC_MESSAGE, V1BETA2
 from app.registry.resource.resourceclaim_authorization import granular_status_errors
 from app.registry.resource.resourceclaim_validation import (
-    ALLOCATION_SCHEMA_PROPERTIES,
     admin_access_status_errors,
-    drop_claim_status_fields,
     prune_stale_device_status,
     validate_claim_status,
 )
 from kube.apitypes import ResourceClaim
 from kube.errors import FieldError, invalid
+from kube.gatedfields import CLAIM_SPEC, RESOURCE_CLAIM, drop_disabled, schema_properties
 from kube.protobuf import same_in_go
 
 
@@ -55,7 +53,7 @@ class ResourceClaimStrategy(KindStrategy):
     namespaced = True
     create_example: Obj = {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}}}
     has_status = True
-    extra_schema_properties = {**CLAIM_SPEC_SCHEMA_PROPERTIES, **ALLOCATION_SCHEMA_PROPERTIES}
+    extra_schema_properties = schema_properties((CLAIM_SPEC, RESOURCE_CLAIM))
     printer_columns = (
         name_column(),
         PrinterColumn(
@@ -73,7 +71,7 @@ class ResourceClaimStrategy(KindStrategy):
     def drop_disabled_fields(self, obj: Obj, old: Obj | None, ctx: RequestContext) -> None:
         gates = ctx.feature_gates
         drop_claim_spec_fields(obj.get("spec"), old.get("spec") if old is not None else None, gates)
-        drop_claim_status_fields(obj, old, gates)
+        drop_disabled(RESOURCE_CLAIM, obj, old, gates)
 
     def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
         spec = obj.get("spec")

@@ -12,6 +12,7 @@ from app.registry.base import Obj, RequestContext
 from app.registry.objectmeta import dns1123_subdomain_problems
 from app.registry.resource.resourceclaim_validation import device_id
 from kube.errors import FieldError, forbidden
+from kube.features import Gate
 
 GROUP = "resource.k8s.io"
 NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
@@ -75,7 +76,7 @@ def changed_drivers(new: Obj, old: Obj) -> list[str]:
 def granular_status_errors(new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
     """The Forbidden field errors of a status write the requester lacks the permissions for."""
     requester = ctx.requester
-    if requester is None or not ctx.feature_gates.enabled("DRAResourceClaimGranularStatusAuthorization"):
+    if requester is None or not ctx.feature_gates.enabled(Gate.DRAResourceClaimGranularStatusAuthorization):
         return []
     verb = requester.attributes.verb
     new_status, old_status = _status(new), _status(old)

@@ -32,7 +32,6 @@ from app.registry.resource.claimspec import (
     ADMIN_ACCESS_DETAIL,
     ADMIN_NAMESPACE_LABEL,
     RequestNames,
-    claim_requests,
     validate_consumer_ref,
     validate_request_ref,
     validate_request_refs,
@@ -41,7 +40,6 @@ from app.registry.resource.common import (
     ALLOCATION_MESSAGE,
     ATTRIBUTE_KEY_TRUNCATE,
     CONFIG_MAX,
-    pop_all,
     validate_binding_conditions,
     validate_device_name,
     validate_driver_name,
@@ -53,6 +51,7 @@ from app.registry.resource.common import (
     validate_tolerations,
 )
 from kube.errors import duplicate, forbidden, invalid, not_supported, required, too_long, too_many
+from kube.features import Gate
 from kube.protobuf import same_in_go
 
 # --- limits (k8s.io/api/resource/v1/types.go) -------------------------------------------------
@@ -67,18 +66,6 @@ NETWORK_MAX_IPS = 16
 CONFIG_SOURCES = ("FromClaim", "FromClass")
 
 _UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
-
-# --- schemas of the proposal fields (strict field validation and pruning must know them) ------
-
-ALLOCATION_SCHEMA_PROPERTIES: dict[str, dict[str, Obj]] = {
-    "io.k8s.api.resource.v1.AllocationResult": {
-        "reservedForAnyPod": {
-            "description": "KEP-5194 (gate DRAReservedForWorkloads): any pod may use the allocated devices.",
-            "type": ["boolean", "null"],
-        },
-    },
-}
-
 
 # --- status validation ------------------------------------------------------------------------
 
@@ -271,7 +258,7 @@ def validate_claim_status(new: Obj, old: Obj) -> Errs:
 def prune_stale_device_status(new: Obj, old: Obj, gates: Any) -> None:
     """Drop status.devices entries of devices that were deallocated by this update."""
     old_status = sub_dict(old, "status")
-    if not (gates.enabled("DRAResourceClaimDeviceStatus") or old_status.get("devices")):
+    if not (gates.enabled(Gate.DRAResourceClaimDeviceStatus) or old_status.get("devices")):
         return
     status = new.get("status")
     if not isinstance(status, dict) or not isinstance(status.get("devices"), list):
@@ -291,56 +278,3 @@ def prune_stale_device_status(new: Obj, old: Obj, gates: Any) -> None:
         status["devices"] = kept
     else:
         status.pop("devices", None)
-
-
-# --- feature-gate drop rules ------------------------------------------------------------------
-
-
-def _results(status: Any) -> list[Obj]:
-    alloc = status.get("allocation") if isinstance(status, dict) else None
-    devices = alloc.get("devices") if isinstance(alloc, dict) else None
-    res = devices.get("results") if isinstance(devices, dict) else None
-    return [r for r in res if isinstance(r, dict)] if isinstance(res, list) else []
-
-
-def drop_claim_status_fields(claim: Obj, old: Obj | None, gates: Any) -> None:
-    """Clear status fields of disabled gates unless the old claim already used them."""
-    status = claim.get("status")
-    if not isinstance(status, dict):
-        return
-    old_status = sub_dict(old, "status")
-    old_spec = (old or {}).get("spec")
-    old_results = _results(old_status)
-    results = _results(status)
-    if not gates.enabled("DRAAdminAccess"):
-        spec_used = any(
-            isinstance(r.get("exactly"), dict) and r["exactly"].get("adminAccess") is not None for r in claim_requests(old_spec)
-        )
-        if not spec_used and not any(r.get("adminAccess") is not None for r in old_results):
-            pop_all(results, "adminAccess")
-    if not gates.enabled("DRAResourceClaimDeviceStatus") and not old_status.get("devices"):
-        status.pop("devices", None)
-    if not gates.enabled("DRAConsumableCapacity"):
-        old_used = any(r.get("shareID") is not None or r.get("consumedCapacity") for r in old_results) or any(
-            isinstance(d, dict) and d.get("shareID") is not None for d in old_status.get("devices") or []
-        )
-        if not old_used:
-            pop_all(results, "shareID", "consumedCapacity")
-            devs = status.get("devices")
-            pop_all((d for d in devs if isinstance(d, dict)) if isinstance(devs, list) else [], "shareID")
-    if not gates.enabled("DRADeviceBindingConditions") and not any(
-        r.get("bindingConditions") or r.get("bindingFailureConditions") for r in old_results
-    ):
-        pop_all(results, "bindingConditions", "bindingFailureConditions")
-    if not gates.enabled("DRADeviceTaints") and not any(r.get("tolerations") for r in old_results):
-        pop_all(results, "tolerations")
-    if not gates.enabled("DRAOptionalNodeOperations") and not any(r.get("skipNodeOperations") for r in old_results):
-        pop_all(results, "skipNodeOperations")
-    alloc = status.get("allocation")
-    old_alloc = sub_dict(old_status, "allocation")
-    if (
-        isinstance(alloc, dict)
-        and not gates.enabled("DRAReservedForWorkloads")
-        and old_alloc.get("reservedForAnyPod") is None
-    ):
-        alloc.pop("reservedForAnyPod", None)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from app.registry.base import KindStrategy, Obj, RequestContext
 from app.registry.columns import age_column, name_column
 from app.registry.resource.claimspec import (
-    CLAIM_SPEC_SCHEMA_PROPERTIES,
     ClaimOptions,
     admin_access_errors,
     default_claim_spec,
@@ -15,6 +14,7 @@ from app.registry.resource.claimspec import (
 from app.registry.resource.common import TEMPLATE_SPEC_MESSAGE, V1BETA2
 from app.registry.resource.resourceclaimtemplate_validation import template_claim_spec, validate_template_metadata
 from kube.errors import FieldError, invalid
+from kube.gatedfields import CLAIM_SPEC, schema_properties
 from kube.protobuf import same_in_go
 
 
@@ -27,7 +27,7 @@ class ResourceClaimTemplateStrategy(KindStrategy):
     namespaced = True
     create_example: Obj = {"spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}}}}
     tracks_generation = False
-    extra_schema_properties = CLAIM_SPEC_SCHEMA_PROPERTIES
+    extra_schema_properties = schema_properties((CLAIM_SPEC,))
     printer_columns = (name_column(), age_column())
 
     def default(self, obj: Obj, ctx: RequestContext) -> None:

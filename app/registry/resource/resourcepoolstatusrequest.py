@@ -8,12 +8,13 @@ from app.registry.base import KindStrategy, Obj, RequestContext, StatusStrategy,
 from app.registry.columns import age_column, name_column
 from app.registry.resource.resourcepoolstatusrequest_validation import (
     default_request_spec,
-    drop_request_fields,
     validate_request_spec,
     validate_request_spec_update,
     validate_request_status,
 )
 from kube.errors import FieldError
+from kube.features import Gate
+from kube.gatedfields import POOL_STATUS_REQUEST_SPEC, drop_disabled
 
 
 class ResourcePoolStatusRequestStrategy(KindStrategy):
@@ -23,7 +24,7 @@ class ResourcePoolStatusRequestStrategy(KindStrategy):
     plural = "resourcepoolstatusrequests"
     singular = "resourcepoolstatusrequest"
     namespaced = False
-    feature_gate = "DRAResourcePoolStatus"
+    feature_gate = Gate.DRAResourcePoolStatus
     create_example: Obj = {"spec": {"driver": "gpu.example.com"}}
     has_status = True
     tracks_generation = False
@@ -34,7 +35,7 @@ class ResourcePoolStatusRequestStrategy(KindStrategy):
         default_request_spec(obj.get("spec"))
 
     def drop_disabled_fields(self, obj: Obj, old: Obj | None, ctx: RequestContext) -> None:
-        drop_request_fields(obj.get("spec"), old.get("spec") if old is not None else None, ctx.feature_gates)
+        drop_disabled(POOL_STATUS_REQUEST_SPEC, obj.get("spec"), old.get("spec") if old is not None else None, ctx.feature_gates)
 
     def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
         return validate_request_spec(obj.get("spec"))

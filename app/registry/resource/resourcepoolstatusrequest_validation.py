@@ -59,21 +59,11 @@ def validate_request_spec(spec: Any) -> Errs:
         errs.append(invalid("spec.limit", limit, "must be greater than or equal to 1"))
     elif limit is not None and limit > LIMIT_MAX:
         errs.append(invalid("spec.limit", limit, f"must be less than or equal to {LIMIT_MAX}"))
-    # Without DRAPartitionableDevicesType the field is gone before this (drop_request_fields).
+    # Without DRAPartitionableDevicesType the field is gone before this (kube.gatedfields).
     attribute = get_str(spec, "defaultPartitionTypeAttribute", "spec", errs)
     if attribute is not None:
         errs.extend(validate_fully_qualified_name(attribute, "spec.defaultPartitionTypeAttribute"))
     return errs
-
-
-def drop_request_fields(spec: Any, old_spec: Any, gates: Any) -> None:
-    """Without DRAPartitionableDevicesType a new request loses its default partition type attribute
-    (upstream drops it rather than refuse it); one already stored keeps it."""
-    if not isinstance(spec, dict) or gates.enabled("DRAPartitionableDevicesType"):
-        return
-    if isinstance(old_spec, dict) and old_spec.get("defaultPartitionTypeAttribute") is not None:
-        return
-    spec.pop("defaultPartitionTypeAttribute", None)
 
 
 def validate_request_spec_update(new: Any, old: Any) -> Errs:

@@ -9,12 +9,12 @@ from app.registry.columns import age_column, dig, name_column
 from app.registry.resource.common import V1BETA2
 from app.registry.resource.resourceslice_validation import (
     default_slice_spec,
-    drop_slice_fields,
     uppercase_driver_warning,
     validate_slice_spec,
 )
 from kube.apitypes import ResourceSliceSpec
 from kube.errors import FieldError
+from kube.gatedfields import SLICE_SPEC, drop_disabled
 
 
 def _spec(obj: Obj) -> ResourceSliceSpec:
@@ -56,7 +56,7 @@ class ResourceSliceStrategy(KindStrategy):
         default_slice_spec(obj.get("spec"))
 
     def drop_disabled_fields(self, obj: Obj, old: Obj | None, ctx: RequestContext) -> None:
-        drop_slice_fields(obj.get("spec"), old.get("spec") if old is not None else None, ctx.feature_gates)
+        drop_disabled(SLICE_SPEC, obj.get("spec"), old.get("spec") if old is not None else None, ctx.feature_gates)
 
     def _warn(self, obj: Obj, ctx: RequestContext) -> None:
         warning = uppercase_driver_warning(obj.get("spec"))

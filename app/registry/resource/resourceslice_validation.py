@@ -31,7 +31,6 @@ from app.registry.objectmeta import validate_dns1123_label, validate_dns1123_sub
 from app.registry.resource.common import (
     ATTRIBUTE_KEY_TRUNCATE,
     default_taint,
-    pop_all,
     validate_binding_conditions,
     validate_driver_name,
     validate_fully_qualified_name,
@@ -41,6 +40,7 @@ from app.registry.resource.common import (
     validate_taint,
 )
 from kube.errors import NOT_FOUND, FieldError, forbidden, invalid, required, too_long
+from kube.features import Gate
 from kube.quantity import Quantity
 
 # --- limits (k8s.io/api/resource/v1/types.go) -------------------------------------------------
@@ -143,7 +143,7 @@ def _request_policy(value: Quantity | None, policy: Obj, path: str, gates: Any, 
                 errs.append(invalid(f"{vpath}[{i + 1}]", str(b), "values must be sorted in ascending order"))
         if over_limit(valid_values, VALID_VALUES_MAX, vpath, errs):
             return
-        fractional = gates.enabled("DRAFractionalCapacityRange")
+        fractional = gates.enabled(Gate.DRAFractionalCapacityRange)
         found = False
         keys: list[tuple[int, Any]] = []
         for i, opt in enumerate(options):
@@ -192,7 +192,7 @@ def _valid_range(cap: Quantity, default: Quantity, rng: Obj, path: str, gates: A
     if lo + step > cap:
         errs.append(invalid(f"{path}.step", str(step), f"one step {lo + step} is larger than capacity value: {cap}"))
     # Without DRAFractionalCapacityRange upstream compares integer values (Value() rounds up).
-    fractional = gates.enabled("DRAFractionalCapacityRange")
+    fractional = gates.enabled(Gate.DRAFractionalCapacityRange)
 
     def num(q: Quantity) -> Any:
         return q.as_fraction() if fractional else q.value()
@@ -538,71 +538,3 @@ def default_slice_spec(spec: Any) -> None:
         taints = dev.get("taints") if isinstance(dev, dict) else None
         for taint in taints if isinstance(taints, list) else []:
             default_taint(taint)
-
-
-# --- feature-gate drop rules ------------------------------------------------------------------
-
-
-def _slice_devices(spec: Any) -> list[Obj]:
-    devs = spec.get("devices") if isinstance(spec, dict) else None
-    return [d for d in devs if isinstance(d, dict)] if isinstance(devs, list) else []
-
-
-def drop_slice_fields(spec: Any, old_spec: Any, gates: Any) -> None:
-    """Clear slice fields of disabled gates unless the old slice already used them."""
-    if not isinstance(spec, dict):
-        return
-    old_devices = _slice_devices(old_spec)
-    devices = _slice_devices(spec)
-    old = old_spec if isinstance(old_spec, dict) else {}
-
-    if not gates.enabled("DRADeviceTaints") and not any(d.get("taints") for d in old_devices):
-        pop_all(devices, "taints")
-    partitionable_used = (
-        old.get("sharedCounters") is not None
-        or old.get("perDeviceNodeSelection") is not None
-        or any(
-            d.get("consumesCounters") or d.get("nodeName") is not None or d.get("nodeSelector") is not None or d.get("allNodes") is not None
-            for d in old_devices
-        )
-    )
-    if not gates.enabled("DRAPartitionableDevices") and not partitionable_used:
-        spec.pop("sharedCounters", None)
-        spec.pop("perDeviceNodeSelection", None)
-        pop_all(devices, "consumesCounters", "nodeName", "nodeSelector", "allNodes")
-    if not gates.enabled("DRAPartitionableDevicesType") and old.get("partitionTypeAttribute") is None:
-        spec.pop("partitionTypeAttribute", None)
-    if not gates.enabled("DRADeviceCompatibilityGroups") and not any(
-        isinstance(c, dict) and c.get("compatibilityGroups") for d in old_devices for c in d.get("consumesCounters") or []
-    ):
-        for d in devices:
-            cons = d.get("consumesCounters")
-            pop_all((c for c in cons if isinstance(c, dict)) if isinstance(cons, list) else [], "compatibilityGroups")
-    if not gates.enabled("DRAConsumableCapacity") and not any(
-        d.get("allowMultipleAllocations") is not None
-        or any(isinstance(c, dict) and c.get("requestPolicy") is not None for c in (d.get("capacity") or {}).values())
-        for d in old_devices
-    ):
-        pop_all(devices, "allowMultipleAllocations")
-        for d in devices:
-            caps = d.get("capacity")
-            pop_all((c for c in caps.values() if isinstance(c, dict)) if isinstance(caps, dict) else [], "requestPolicy")
-    binding_on = gates.enabled("DRADeviceBindingConditions") and gates.enabled("DRAResourceClaimDeviceStatus")
-    if not binding_on and not any(
-        d.get("bindsToNode") is not None or d.get("bindingConditions") or d.get("bindingFailureConditions") for d in old_devices
-    ):
-        pop_all(devices, "bindsToNode", "bindingConditions", "bindingFailureConditions")
-    if not gates.enabled("DRAListTypeAttributes") and not _has_list_attributes(old_devices):
-        for d in devices:
-            attrs = d.get("attributes")
-            pop_all(
-                (a for a in attrs.values() if isinstance(a, dict)) if isinstance(attrs, dict) else [],
-                "bools",
-                "ints",
-                "strings",
-                "versions",
-            )
-    if not gates.enabled("DRAOptionalNodeOperations") and not old.get("skipNodeOperations"):
-        spec.pop("skipNodeOperations", None)
-    if not gates.enabled("DRANodeAllocatableResources") and not any(d.get("nodeAllocatableResources") for d in old_devices):
-        pop_all(devices, "nodeAllocatableResources")

@@ -7,13 +7,14 @@ from app.registry.columns import age_column, name_column
 from app.registry.scheduling.podgroup_validation import (
     PROTECTION_FINALIZER,
     default_pod_group_spec,
-    drop_disabled_pod_group_fields,
     validate_pod_group_spec,
     validate_pod_group_status,
     validate_pod_group_update,
 )
 from app.registry.scheduling.podgroupspec import GROUP, VERSION
 from kube.errors import FieldError
+from kube.features import Gate
+from kube.gatedfields import POD_GROUP, drop_disabled
 
 
 class PodGroupStrategy(KindStrategy):
@@ -23,7 +24,7 @@ class PodGroupStrategy(KindStrategy):
     plural = "podgroups"
     singular = "podgroup"
     namespaced = True
-    feature_gate = "GenericWorkload"
+    feature_gate = Gate.GenericWorkload
     has_status = True
     create_example: Obj = {"spec": {"schedulingPolicy": {"basic": {}}}}
     printer_columns = (name_column(), age_column())
@@ -38,7 +39,7 @@ class PodGroupStrategy(KindStrategy):
         default_pod_group_spec(obj.get("spec"))
 
     def drop_disabled_fields(self, obj: Obj, old: Obj | None, ctx: RequestContext) -> None:
-        drop_disabled_pod_group_fields(obj, old, ctx.feature_gates)
+        drop_disabled(POD_GROUP, obj, old, ctx.feature_gates)
 
     def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
         return validate_pod_group_spec(obj.get("spec"))

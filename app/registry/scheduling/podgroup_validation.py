@@ -5,15 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from app.registry.accessors import Errs, dict_entries, get_dict, get_list, get_str, type_error
-from app.registry.base import Obj
 from app.registry.common import validate_conditions
 from app.registry.objectmeta import validate_immutable
 from app.registry.scheduling.podgroupspec import (
-    CLAIMS_GATE,
     MAX_RESOURCE_CLAIMS,
     disabled_by_gate,
-    drop_resource_claims,
-    pod_group_claim_uses,
     validate_group_fields,
     validate_group_fields_update,
     validate_long_name,
@@ -81,13 +77,3 @@ def validate_pod_group_status(status: Any, spec: Any) -> Errs:
         if claim_name is not None:
             errs.extend(validate_long_name(claim_name, f"{epath}.resourceClaimName"))
     return errs
-
-
-def drop_disabled_pod_group_fields(obj: Obj, old: Obj | None, gates: Any) -> None:
-    old = old or {}
-    drop_resource_claims(obj.get("spec"), pod_group_claim_uses(old.get("spec")), gates)
-    status = obj.get("status")
-    old_status = old.get("status") if isinstance(old.get("status"), dict) else {}
-    assert isinstance(old_status, dict)
-    if isinstance(status, dict) and not gates.enabled(CLAIMS_GATE) and not old_status.get("resourceClaimStatuses"):
-        status.pop("resourceClaimStatuses", None)

@@ -22,7 +22,6 @@ VERSION = "v1beta1"
 API_VERSION = f"{GROUP}/{VERSION}"
 MAX_RESOURCE_CLAIMS = 4
 HIGHEST_USER_DEFINABLE_PRIORITY = 1_000_000_000
-CLAIMS_GATE = "DRAWorkloadResourceClaims"
 
 
 def disabled_by_gate(path: str, gate: str) -> Any:
@@ -150,13 +149,3 @@ def validate_group_fields_update(new: Obj, old: Obj, path: str) -> Errs:
     for key in IMMUTABLE_GROUP_FIELDS:
         errs.extend(validate_immutable(new.get(key), old.get(key), f"{path}.{key}"))
     return errs
-
-
-def drop_resource_claims(new: Any, old_uses: bool, gates: Any) -> None:
-    """Without DRAWorkloadResourceClaims, resourceClaims go unless the stored object has them."""
-    if isinstance(new, dict) and not gates.enabled(CLAIMS_GATE) and not old_uses:
-        new.pop("resourceClaims", None)
-
-
-def pod_group_claim_uses(spec: Any) -> bool:
-    return isinstance(spec, dict) and bool(spec.get("resourceClaims"))

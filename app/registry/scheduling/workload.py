@@ -6,11 +6,12 @@ from app.registry.base import KindStrategy, Obj, RequestContext
 from app.registry.columns import age_column, name_column
 from app.registry.scheduling.podgroupspec import GROUP, VERSION
 from app.registry.scheduling.workload_validation import (
-    drop_disabled_workload_fields,
     validate_workload_spec,
     validate_workload_update,
 )
 from kube.errors import FieldError
+from kube.features import Gate
+from kube.gatedfields import WORKLOAD_SPEC, drop_disabled
 
 
 class WorkloadStrategy(KindStrategy):
@@ -20,12 +21,12 @@ class WorkloadStrategy(KindStrategy):
     plural = "workloads"
     singular = "workload"
     namespaced = True
-    feature_gate = "GenericWorkload"
+    feature_gate = Gate.GenericWorkload
     create_example: Obj = {"spec": {"podGroupTemplates": [{"name": "workers", "schedulingPolicy": {"basic": {}}}]}}
     printer_columns = (name_column(), age_column())
 
     def drop_disabled_fields(self, obj: Obj, old: Obj | None, ctx: RequestContext) -> None:
-        drop_disabled_workload_fields(obj, old, ctx.feature_gates)
+        drop_disabled(WORKLOAD_SPEC, obj.get("spec"), (old or {}).get("spec"), ctx.feature_gates)
 
     def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
         return validate_workload_spec(obj.get("spec"))

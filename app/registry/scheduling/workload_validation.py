@@ -9,8 +9,6 @@ from app.registry.base import Obj
 from app.registry.objectmeta import path_segment_problems, validate_immutable
 from app.registry.scheduling.podgroupspec import (
     disabled_by_gate,
-    drop_resource_claims,
-    pod_group_claim_uses,
     validate_group_fields,
     validate_group_fields_update,
     validate_long_name,
@@ -90,9 +88,3 @@ def validate_workload_update(new: Any, old: Any) -> Errs:
         if name not in new_names:
             errs.append(forbidden("spec.podGroupTemplates", f"removing items is not allowed (missing {name!r})"))
     return errs
-
-
-def drop_disabled_workload_fields(obj: Obj, old: Obj | None, gates: Any) -> None:
-    old_uses = any(pod_group_claim_uses(t) for t in _templates((old or {}).get("spec")))
-    for template in _templates(obj.get("spec")):
-        drop_resource_claims(template, old_uses, gates)

@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 
 from devtools.server import ServerProcess
+from kube.features import Gate, gates_flag
 
 SLICES = "/apis/resource.k8s.io/v1/resourceslices"
 KEY = "example.com/maintenance"
@@ -42,7 +43,7 @@ def relabelled(client: httpx.Client, name: str, value: str) -> Obj:
 
 
 def test_a_field_stored_under_its_gate_survives_updates_with_the_gate_off_and_a_new_use_is_dropped(start_server: Callable[..., ServerProcess]) -> None:
-    gate_on = start_server("--feature-gates", "DRADeviceTaints=true")
+    gate_on = start_server("--feature-gates", gates_flag({Gate.DRADeviceTaints: True}))
     url = gate_on.database_url
     with httpx.Client(base_url=gate_on.url, timeout=30.0) as client:
         response = client.post(SLICES, json=resource_slice("tainted", {"name": "gpu-0", "taints": [TAINT]}, {"name": "gpu-1"}))
@@ -52,7 +53,7 @@ def test_a_field_stored_under_its_gate_survives_updates_with_the_gate_off_and_a_
         assert response.status_code == 201, response.text
     gate_on.stop()
 
-    gate_off = start_server("--feature-gates", "DRADeviceTaints=false", database_url=url, migrate_first=False)
+    gate_off = start_server("--feature-gates", gates_flag({Gate.DRADeviceTaints: False}), database_url=url, migrate_first=False)
     with httpx.Client(base_url=gate_off.url, timeout=30.0) as client:
         # Stored while the gate was on: kept through an update that leaves it alone, through
         # one that adds it to another device, and through a merge patch.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import httpx
 import orjson
 
+from kube.features import Gate
 from tests.helpers import assert_status, claim, claims_path, pod
 
 AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
@@ -34,8 +35,8 @@ def test_version_health_and_gates(api: httpx.Client) -> None:
     for path in ("/healthz", "/livez", "/readyz"):
         assert api.get(path).text == "ok"
     gates = {g["name"]: g for g in api.get("/featuregates").json()["featureGates"]}
-    assert gates["DynamicResourceAllocation"]["enabled"] is True
-    assert gates["DRAReservedForWorkloads"]["enabled"] is False
+    assert gates[Gate.DynamicResourceAllocation]["enabled"] is True
+    assert gates[Gate.DRAReservedForWorkloads]["enabled"] is False
 
 
 def test_openapi_v3_advertises_field_validation(api: httpx.Client) -> None:

@@ -17,6 +17,7 @@ import yaml
 
 from devtools.server import ServerProcess
 from kube import protobuf
+from kube.features import Gate, gates_flag
 from kube.objects import Obj
 from tests.contract import check_response_body
 from tests.helpers import assert_status, new_namespace, watch_lines
@@ -326,7 +327,7 @@ REQUESTS = f"{GROUP}/v1alpha3/resourcepoolstatusrequests"
 
 @pytest.fixture(scope="module")
 def pool_status(start_server: Callable[..., ServerProcess]) -> Iterator[httpx.Client]:
-    server = start_server("--runtime-config", "resource.k8s.io/v1alpha3=true", "--feature-gates", "DRAResourcePoolStatus=true")
+    server = start_server("--runtime-config", "resource.k8s.io/v1alpha3=true", "--feature-gates", gates_flag({Gate.DRAResourcePoolStatus: True}))
     with httpx.Client(base_url=server.url, timeout=30.0, event_hooks={"response": [_checked]}) as client:
         yield client
 

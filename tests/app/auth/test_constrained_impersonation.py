@@ -15,6 +15,7 @@ import orjson
 import pytest
 
 from devtools.server import ServerProcess
+from kube.features import Gate, gates_flag
 from tests.authcluster import AuthCluster, start_auth_cluster
 from tests.processes import eventually
 
@@ -261,7 +262,7 @@ def test_groups_without_a_user_are_a_bad_request(requester: tuple[str, httpx.Cli
 
 
 def test_with_the_gate_off_only_the_legacy_verb_counts(start_server: Callable[..., ServerProcess], tmp_path: Path) -> None:
-    cluster = start_auth_cluster(start_server, tmp_path, flags=["--feature-gates=ConstrainedImpersonation=false"])
+    cluster = start_auth_cluster(start_server, tmp_path, flags=["--feature-gates", gates_flag({Gate.ConstrainedImpersonation: False})])
     with cluster.admin() as admin:
         grant(admin, user("constrained"), on("user-info"), rule(["impersonate:user-info"], [AUTHN], ["users"], ["jane"]))
         grant(admin, user("legacy"), rule(["impersonate"], [""], ["users"], ["jane"]))

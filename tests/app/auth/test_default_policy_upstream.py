@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from devtools.server import ServerProcess
+from kube.features import Gate, gates_flag
 from tests.authcluster import start_auth_cluster
 from tests.interop.golang import upstream_file
 
@@ -81,7 +82,7 @@ def test_the_roles_upstreams_gates_add_follow_the_servers_gates(admin: httpx.Cli
     so does the server, with its own gates: off in the shared cluster, on in a server of its own."""
     assert admin.get(f"{RBAC}/clusterroles/system:controller:resourcepoolstatusrequest-controller").status_code == 404
     assert admin.get(f"{RBAC}/clusterroles/system:controller:podgroup-protection-controller").status_code == 404
-    gates = "GenericWorkload=true,DRAWorkloadResourceClaims=true,DRAResourcePoolStatus=true"
+    gates = gates_flag({Gate.GenericWorkload: True, Gate.DRAWorkloadResourceClaims: True, Gate.DRAResourcePoolStatus: True})
     cluster = start_auth_cluster(start_server, tmp_path, flags=[f"--feature-gates={gates}"])
     with cluster.admin() as gated:
         pool_status = gated.get(f"{RBAC}/clusterrolebindings/system:controller:resourcepoolstatusrequest-controller").json()

@@ -9,7 +9,7 @@ import pytest
 from app.__main__ import main
 from app.registry import KINDS, SHARED_STORAGE
 from app.registry.runtimeconfig import RuntimeConfigError, enabled_kinds, parse_configuration_map
-from kube.features import FeatureGates
+from kube.features import FeatureGates, Gate, gates_flag
 
 
 def _older(text: str) -> set[str]:
@@ -46,7 +46,7 @@ def test_the_flag_enables_what_upstream_enables(flag: str, older: set[str]) -> N
 
 
 def test_resource_pool_status_requests_need_their_version_and_their_gate() -> None:
-    gate = FeatureGates.parse("DRAResourcePoolStatus=true")
+    gate = FeatureGates.parse(gates_flag({Gate.DRAResourcePoolStatus: True}))
     assert "v1alpha3/resourcepoolstatusrequests" not in _older("resource.k8s.io/v1alpha3=true")
     served = {(k.version, k.plural) for k in enabled_kinds("resource.k8s.io/v1alpha3=true", gate)}
     assert ("v1alpha3", "resourcepoolstatusrequests") in served

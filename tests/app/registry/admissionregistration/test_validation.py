@@ -12,7 +12,7 @@ import pytest
 
 from app.registry.admissionregistration import validatingadmissionpolicy, validatingadmissionpolicybinding
 from app.registry.base import KindStrategy, RequestContext
-from kube.features import FeatureGates
+from kube.features import FeatureGates, Gate
 from kube.objects import Obj
 
 RULE = {"apiGroups": ["resource.k8s.io"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["resourceslices"]}
@@ -266,5 +266,5 @@ def test_a_reserved_name_is_only_a_warning_on_update() -> None:
     reserved = {**binding(), "metadata": {"name": "b.static.k8s.io"}}
     assert validatingadmissionpolicybinding.STRATEGY.validate_update(reserved, reserved, context) == []
     assert context.warnings == ['metadata.name: names ending with ".static.k8s.io" are reserved for static manifest-based configurations and cannot be managed via the API']
-    off = RequestContext(feature_gates=FeatureGates({"ManifestBasedAdmissionControlConfig": False}))
+    off = RequestContext(feature_gates=FeatureGates({Gate.ManifestBasedAdmissionControlConfig: False}))
     assert validatingadmissionpolicybinding.STRATEGY.validate_create(reserved, off) == []

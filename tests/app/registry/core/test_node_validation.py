@@ -12,6 +12,7 @@ import pytest
 from app.registry.core.node import STATUS_STRATEGY as NODE_STATUS
 from app.registry.core.node import STRATEGY as NODES
 from kube.errors import DUPLICATE, FORBIDDEN, INVALID, NOT_SUPPORTED, REQUIRED
+from kube.features import Gate
 from tests.app.registry.helpers import Mutation, Obj, ctx, mutated, pairs, setitem
 
 NODE: Obj = {
@@ -22,7 +23,7 @@ NODE: Obj = {
     "status": {
         "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110", "example.com/gpu": "2"},
         "allocatable": {"cpu": "7500m", "memory": "30Gi", "pods": "110"},
-        "declaredFeatures": ["DRANodeAllocatableResources"],
+        "declaredFeatures": [Gate.DRANodeAllocatableResources],
         "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}],
     },
 }

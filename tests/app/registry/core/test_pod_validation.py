@@ -14,7 +14,7 @@ from app.registry.base import RequestContext
 from app.registry.core.pod import STATUS_STRATEGY as POD_STATUS
 from app.registry.core.pod import STRATEGY as PODS
 from kube.errors import DUPLICATE, FORBIDDEN, INVALID, NOT_FOUND, NOT_SUPPORTED, REQUIRED
-from kube.features import FeatureGates
+from kube.features import FeatureGates, Gate
 from tests.app.registry.helpers import Mutation, Obj, ctx, mutated, pairs, setitem
 
 
@@ -261,7 +261,7 @@ def test_node_allocatable_status_dropped_on_create_when_gate_off() -> None:
 def test_resource_claim_status_follows_old_spec() -> None:
     # DynamicResourceAllocation is locked on in v1.37; the rule is exercised with the gate forced off.
     gates = FeatureGates()
-    gates._values["DynamicResourceAllocation"] = False  # type: ignore[attr-defined]
+    gates._values[Gate.DynamicResourceAllocation] = False  # type: ignore[attr-defined]
     off = RequestContext(feature_gates=gates)
     status = [{"name": "gpu", "resourceClaimName": "x"}]
     old = _running_pod()

@@ -10,6 +10,7 @@ import pytest
 from app.registry.base import RequestContext
 from app.registry.resource.resourceclaim import STATUS_STRATEGY as CLAIM_STATUS
 from app.registry.resource.resourceclaim import STRATEGY as CLAIMS
+from kube.features import Gate, gates_flag
 from tests.app.registry.resource.helpers import (
     ADMIN_NS,
     CLAIM,
@@ -379,10 +380,10 @@ def test_status_update_ignores_spec_and_metadata() -> None:
 _TOL = [{"key": "k", "operator": "Exists"}]
 
 CLAIM_GATE_CASES: list[tuple[str, Obj, str, Any]] = [
-    ("DRADeviceTaints", CLAIM, f"{EX}.tolerations", _TOL),
-    ("DRAConsumableCapacity", CLAIM, f"{EX}.capacity", {"requests": {"memory": "1Gi"}}),
-    ("DRADerivedAttributes", CLAIM, f"{EX}.derivedAttributes", [{"name": "example.com/x", "expression": "1"}]),
-    ("DRAReservedForWorkloads", CLAIM, "spec.reservedFor", {"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "g", "uid": "u1"}),
+    (Gate.DRADeviceTaints, CLAIM, f"{EX}.tolerations", _TOL),
+    (Gate.DRAConsumableCapacity, CLAIM, f"{EX}.capacity", {"requests": {"memory": "1Gi"}}),
+    (Gate.DRADerivedAttributes, CLAIM, f"{EX}.derivedAttributes", [{"name": "example.com/x", "expression": "1"}]),
+    (Gate.DRAReservedForWorkloads, CLAIM, "spec.reservedFor", {"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "g", "uid": "u1"}),
 ]
 
 
@@ -396,14 +397,14 @@ def test_status_gates() -> None:
     status = {"allocation": {"devices": {"results": [result]}, "reservedForAnyPod": True}}
     claim = copy.deepcopy(CLAIM)
     claim["status"] = copy.deepcopy(status)
-    off = ctx("DRADeviceBindingConditions=false,DRAOptionalNodeOperations=false,DRAConsumableCapacity=false,DRAReservedForWorkloads=false")
+    off = ctx(gates_flag({Gate.DRADeviceBindingConditions: False, Gate.DRAOptionalNodeOperations: False, Gate.DRAConsumableCapacity: False, Gate.DRAReservedForWorkloads: False}))
     dropped = copy.deepcopy(claim)
     CLAIMS.drop_disabled_fields(dropped, copy.deepcopy(CLAIM), off)
     assert dropped["status"]["allocation"] == {"devices": {"results": [RESULT]}}
     kept = copy.deepcopy(claim)
     CLAIMS.drop_disabled_fields(kept, copy.deepcopy(claim), off)
     assert kept["status"] == status
-    on = ctx("DRAOptionalNodeOperations=true,DRAReservedForWorkloads=true")
+    on = ctx(gates_flag({Gate.DRAOptionalNodeOperations: True, Gate.DRAReservedForWorkloads: True}))
     kept = copy.deepcopy(claim)
     CLAIMS.drop_disabled_fields(kept, copy.deepcopy(CLAIM), on)
     assert kept["status"] == status
@@ -412,7 +413,7 @@ def test_status_gates() -> None:
 def test_first_available_dropped_leaves_required_error() -> None:
     class Off:
         def enabled(self, name: str) -> bool:
-            return name != "DRAPrioritizedList"
+            return name != Gate.DRAPrioritizedList
 
     c = RequestContext(feature_gates=Off())
     obj = copy.deepcopy(PRIORITIZED_CLAIM)

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from app.registry.resource.resourceclaimtemplate import STRATEGY as TEMPLATES
+from kube.features import Gate
 from tests.app.registry.resource.helpers import (
     ADMIN_NS,
     DELETE,
@@ -90,7 +91,7 @@ def test_template_cases_count() -> None:
 _TOL = [{"key": "k", "operator": "Exists"}]
 
 TEMPLATE_GATE_CASES: list[tuple[str, Obj, str, Any]] = [
-    ("DRADeviceTaints", TEMPLATE, f"{TEX}.tolerations", _TOL),
+    (Gate.DRADeviceTaints, TEMPLATE, f"{TEX}.tolerations", _TOL),
 ]
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from app.registry.resource.resourceslice import STRATEGY as SLICES
+from kube.features import Gate, gates_flag
 from tests.app.registry.resource.helpers import (
     COUNTER_SLICE,
     DELETE,
@@ -174,22 +175,22 @@ def test_invalid_slices(name: str, obj: Obj, expected: list[tuple[str, str]]) ->
     ("gates", "change", "expected"),
     [
         (
-            "DRANodeAllocatableResources=true",
+            gates_flag({Gate.DRANodeAllocatableResources: True}),
             {"nvidia.com/gpu": {"overhead": {"perPod": "1"}}},
             [(f"{D0}.nodeAllocatableResources[nvidia.com/gpu]", I)],
         ),
-        ("DRANodeAllocatableResources=true", {"memory": {}}, [(f"{D0}.nodeAllocatableResources[memory]", R)]),
+        (gates_flag({Gate.DRANodeAllocatableResources: True}), {"memory": {}}, [(f"{D0}.nodeAllocatableResources[memory]", R)]),
         (
-            "DRANodeAllocatableResources=true",
+            gates_flag({Gate.DRANodeAllocatableResources: True}),
             {"memory": {"mapping": {"capacityKey": "nope", "capacityMultiplier": "1"}}},
             [(f"{D0}.nodeAllocatableResources[memory].mapping.capacityKey", NF)],
         ),
         (
-            "DRANodeAllocatableResources=true",
+            gates_flag({Gate.DRANodeAllocatableResources: True}),
             {"cpu": {"mapping": {"deviceMultiplier": "-1"}, "overhead": {}}},
             [(f"{D0}.nodeAllocatableResources[cpu].mapping.deviceMultiplier", I), (f"{D0}.nodeAllocatableResources[cpu].overhead", I)],
         ),
-        ("DRANodeAllocatableResources=true", {"memory": {"mapping": {"capacityKey": "memory", "capacityMultiplier": "1"}}}, []),
+        (gates_flag({Gate.DRANodeAllocatableResources: True}), {"memory": {"mapping": {"capacityKey": "memory", "capacityMultiplier": "1"}}}, []),
     ],
 )
 def test_node_allocatable_resources(gates: str, change: Obj, expected: list[tuple[str, str]]) -> None:
@@ -199,9 +200,9 @@ def test_node_allocatable_resources(gates: str, change: Obj, expected: list[tupl
 
 def test_slice_skip_node_operations() -> None:
     obj = _slice(("spec.skipNodeOperations", ["Sometimes"]))
-    assert create(SLICES, obj, ctx("DRAOptionalNodeOperations=true")) == [("spec.skipNodeOperations[0]", NS)]
+    assert create(SLICES, obj, ctx(gates_flag({Gate.DRAOptionalNodeOperations: True}))) == [("spec.skipNodeOperations[0]", NS)]
     obj = _slice(("spec.skipNodeOperations", ["NodePrepareResources"]))
-    assert create(SLICES, obj, ctx("DRAOptionalNodeOperations=true")) == [("spec.skipNodeOperations", I)]
+    assert create(SLICES, obj, ctx(gates_flag({Gate.DRAOptionalNodeOperations: True}))) == [("spec.skipNodeOperations", I)]
 
 
 def test_slice_update_immutables_and_taint_ratcheting() -> None:
@@ -241,14 +242,14 @@ def test_slice_cases_count() -> None:
 # --- feature gates ----------------------------------------------------------------------------
 
 SLICE_GATE_CASES: list[tuple[str, Obj, str, Any]] = [
-    ("DRADeviceTaints", SLICE, f"{D0}.taints", [{"key": "k", "effect": "NoSchedule", "timeAdded": "2026-01-01T00:00:00Z"}]),
-    ("DRAConsumableCapacity", SLICE, f"{D0}.allowMultipleAllocations", True),
-    ("DRADeviceBindingConditions", SLICE, f"{D0}.bindsToNode", True),
-    ("DRAListTypeAttributes", SLICE, f"{D0}.attributes.color", {"strings": ["black", "white"]}),
-    ("DRAOptionalNodeOperations", SLICE, "spec.skipNodeOperations", ["*"]),
-    ("DRANodeAllocatableResources", SLICE, f"{D0}.nodeAllocatableResources", {"memory": {"overhead": {"perPod": "1Mi"}}}),
-    ("DRAPartitionableDevices", {**COUNTER_SLICE, "spec": {k: v for k, v in COUNTER_SLICE["spec"].items() if k != "sharedCounters"}}, "spec.sharedCounters", COUNTER_SLICE["spec"]["sharedCounters"]),
-    ("DRAPartitionableDevicesType", SLICE, "spec.partitionTypeAttribute", "example.com/type"),
+    (Gate.DRADeviceTaints, SLICE, f"{D0}.taints", [{"key": "k", "effect": "NoSchedule", "timeAdded": "2026-01-01T00:00:00Z"}]),
+    (Gate.DRAConsumableCapacity, SLICE, f"{D0}.allowMultipleAllocations", True),
+    (Gate.DRADeviceBindingConditions, SLICE, f"{D0}.bindsToNode", True),
+    (Gate.DRAListTypeAttributes, SLICE, f"{D0}.attributes.color", {"strings": ["black", "white"]}),
+    (Gate.DRAOptionalNodeOperations, SLICE, "spec.skipNodeOperations", ["*"]),
+    (Gate.DRANodeAllocatableResources, SLICE, f"{D0}.nodeAllocatableResources", {"memory": {"overhead": {"perPod": "1Mi"}}}),
+    (Gate.DRAPartitionableDevices, {**COUNTER_SLICE, "spec": {k: v for k, v in COUNTER_SLICE["spec"].items() if k != "sharedCounters"}}, "spec.sharedCounters", COUNTER_SLICE["spec"]["sharedCounters"]),
+    (Gate.DRAPartitionableDevicesType, SLICE, "spec.partitionTypeAttribute", "example.com/type"),
 ]
 
 

@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 
 from devtools.server import ServerProcess
+from kube.features import Gate, gates_flag
 from tests.helpers import RESOURCE, assert_status, claim, claims_path
 
 SLICES = f"{RESOURCE}/resourceslices"
@@ -95,7 +96,7 @@ def test_slice_uppercase_driver_warning(api: httpx.Client) -> None:
 
 def test_gate_guarded_field_dropped_or_kept(start_server: Callable[..., ServerProcess]) -> None:
     allocatable = {"memory": {"overhead": {"perPod": "1Mi"}}}
-    for flag, kept in (("DRANodeAllocatableResources=false", False), ("DRANodeAllocatableResources=true", True)):
+    for flag, kept in ((gates_flag({Gate.DRANodeAllocatableResources: False}), False), (gates_flag({Gate.DRANodeAllocatableResources: True}), True)):
         server = start_server("--feature-gates", flag)
         with httpx.Client(base_url=server.url, timeout=30.0) as client:
             response = client.post(SLICES, json=_slice("alloc", nodeAllocatableResources=allocatable))

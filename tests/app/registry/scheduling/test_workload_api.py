@@ -12,12 +12,13 @@ import httpx
 import pytest
 
 from devtools.server import ServerProcess
+from kube.features import Gate, gates_flag
 from kube.objects import Obj
 from tests.contract import check_response_body
 from tests.helpers import assert_status, new_namespace, pod, watch_lines
 
 SCHEDULING = "/apis/scheduling.k8s.io/v1beta1"
-BOTH_GATES = "GenericWorkload=true,DRAWorkloadResourceClaims=true"
+BOTH_GATES = gates_flag({Gate.GenericWorkload: True, Gate.DRAWorkloadResourceClaims: True})
 # Like every beta API since v1.24, the version is off until --runtime-config enables it, besides the gate.
 RUNTIME_CONFIG = ("--runtime-config", "scheduling.k8s.io/v1beta1=true")
 
@@ -58,7 +59,7 @@ def stored_under_the_gate(start_server: Callable[..., ServerProcess]) -> tuple[s
 def workload_only(start_server: Callable[..., ServerProcess], stored_under_the_gate: tuple[str, str]) -> Iterator[httpx.Client]:
     """A server with GenericWorkload but without DRAWorkloadResourceClaims, on the database of ``stored_under_the_gate``."""
     database_url, _ = stored_under_the_gate
-    with _client(start_server(*RUNTIME_CONFIG, "--feature-gates", "GenericWorkload=true", database_url=database_url, migrate_first=False)) as client:
+    with _client(start_server(*RUNTIME_CONFIG, "--feature-gates", gates_flag({Gate.GenericWorkload: True}), database_url=database_url, migrate_first=False)) as client:
         yield client
 
 
