@@ -10,7 +10,7 @@ DATABASE_URL ?= sqlite:///./data/dra.sqlite
 # keep the order they were written in.
 TEST_WORKERS ?= 3
 
-.PHONY: venv run test test-fast test-image test-pure lint typecheck fuzz protobuf-schema bench bench-memory bench-scheduler bench-simulator bench-dradriver bench-faults bench-httpfloor clean
+.PHONY: venv run test test-fast test-image test-pure lint typecheck fuzz protobuf-schema bench bench-memory bench-scheduler bench-simulator bench-scale bench-dradriver bench-faults bench-httpfloor clean
 
 # The install compiles the hot modules with mypyc (setup.py; list in kube/compiled.py; about two
 # minutes of CPU) once the dependencies are in. DRA_PURE_PYTHON=1 skips that, at install or at run time.
@@ -25,8 +25,11 @@ $(BIN)/.installed: pyproject.toml setup.py kube/compiled.py
 venv: $(BIN)/.installed
 
 # make run EXAMPLE_DRIVER=1: the example DRA driver on every node instead of built-in devices.
+# make run REPLICAS=2 SHARDS=4 DATABASE_URL=postgresql://...: two API servers on one Postgres (ports
+# PORT and PORT+1), the kubelet simulator as four processes, the workers spread over the replicas.
 run: venv
-	$(BIN)/python -m devtools.devstack --port $(PORT) --database-url '$(DATABASE_URL)' $(if $(EXAMPLE_DRIVER),--example-driver)
+	$(BIN)/python -m devtools.devstack --port $(PORT) --database-url '$(DATABASE_URL)' $(if $(EXAMPLE_DRIVER),--example-driver) \
+		$(if $(NODES),--nodes $(NODES)) $(if $(REPLICAS),--replicas $(REPLICAS)) $(if $(SHARDS),--shards $(SHARDS))
 
 # Every run prints its 30 slowest tests, so a test that grows slow shows up where it is run.
 DURATIONS := --durations=30
@@ -77,6 +80,11 @@ bench-scheduler: venv
 
 bench-simulator: venv
 	$(BIN)/python -m bench.simulator
+
+# 10,000 simulated GPU nodes as 8 simulator shards on 2 API server replicas on one Postgres, with a
+# 1,000-node run of the same command first (per-node ratios); long (registering 10,000 nodes took 12.5 min at load 20-30). bench/README.md.
+bench-scale: venv
+	$(BIN)/python -m bench.scale
 
 # Pod starts/s with the example DRA driver over gRPC against built-in devices, 100 nodes.
 bench-dradriver: venv

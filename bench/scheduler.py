@@ -223,8 +223,9 @@ def start_profilers(directory: Path, namespace: str, processes: dict[str, list[i
     ]
 
 
-async def request_counts(client: httpx.AsyncClient) -> dict[str, float]:
-    """The server's ``apiserver_request_total`` by "VERB resource[/subresource]" (all codes, watches excluded)."""
+async def request_counts(client: httpx.AsyncClient, refused: bool = False) -> dict[str, float]:
+    """The server's ``apiserver_request_total`` by "VERB resource[/subresource]" (all codes, watches
+    excluded); with ``refused`` also the answers refused for load (429) as "VERB resource[/subresource] 429"."""
     counts: dict[str, float] = {}
     for line in (await client.get("/metrics")).text.splitlines():
         if not line.startswith("apiserver_request_total{"):
@@ -237,6 +238,8 @@ async def request_counts(client: httpx.AsyncClient) -> dict[str, float]:
         name = labels.get("resource", "").strip('"') + ("/" + sub if (sub := labels.get("subresource", "").strip('"')) else "")
         key = f"{verb} {name}"
         counts[key] = counts.get(key, 0.0) + float(value)
+        if refused and labels.get("code", "").strip('"') == "429":
+            counts[f"{key} 429"] = counts.get(f"{key} 429", 0.0) + float(value)
     return counts
 
 

@@ -142,7 +142,12 @@ class Pool:
                 status, data = await conn.request(method, path, content)
         finally:
             self._idle.put_nowait(conn)
-        return status, (orjson.loads(data) if data else {})
+        try:
+            return status, (orjson.loads(data) if data else {})
+        except orjson.JSONDecodeError:
+            if status == 429:  # the server's in-flight limits answer in plain text
+                return status, {"message": data.decode(errors="replace")}
+            raise RuntimeError(f"{method} {path}: {status} with a body that is no JSON: {data[:300]!r}") from None
 
     async def ok(self, method: str, path: str, body: Any = None, content_type: str = "application/json") -> Obj:
         status, obj = await self.request(method, path, body, content_type)

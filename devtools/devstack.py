@@ -10,6 +10,10 @@ being ready (its ``/readyz``), and stops everything on Ctrl-C.
 With ``--example-driver`` the nodes have no built-in devices (unless ``--profile`` says
 otherwise): the example DRA driver runs once per node, as a DaemonSet would run it, as the
 service account of ``examples/exampledriver/rbac.yaml`` with a token bound to its node.
+
+With ``--replicas N`` (Postgres only) it starts N API servers on one database, on ports PORT ..
+PORT+N-1, and spreads the workers over them; with ``--shards N`` the kubelet simulator runs its
+nodes as N processes (``--shard K/N``), shard K talking to replica K mod N.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import subprocess
 import sys
 import sysconfig
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
@@ -28,7 +33,7 @@ import yaml
 
 from devtools.credentials import ClusterCredentials
 from devtools.grants import apply_grants
-from devtools.server import REPO_ROOT, ServerProcess, migrate
+from devtools.server import REPO_ROOT, ServerProcess, migrate, stop_all
 from kube.client import resource_path
 from kube.kubeconfig import kubeconfig_text
 from kube.listen import listen_error
@@ -89,10 +94,12 @@ def free_port_after(port: int) -> int:
     return next((p for p in range(port + 1, min(port + 200, 65536)) if listen_error("127.0.0.1", p) is None), port + 1)
 
 
-def check_ports(port: int, explain_port: int) -> None:
-    """The API server's and the scheduler's ports must be free, else say which and how to pick another."""
-    if problem := listen_error("127.0.0.1", port):
-        raise StartFailure(f"{problem} (another make run?); stop what listens there, or use another port: make run PORT={free_port_after(port)}")
+def check_ports(port: int, explain_port: int, replicas: int = 1) -> None:
+    """The API servers' and the scheduler's ports must be free, else say which and how to pick another."""
+    for replica in range(replicas):
+        if problem := listen_error("127.0.0.1", port + replica):
+            after = free_port_after(port + replicas - 1)
+            raise StartFailure(f"{problem} (another make run?); stop what listens there, or use another port: make run PORT={after}")
     if explain_port and (problem := listen_error("127.0.0.1", explain_port)):
         raise StartFailure(
             f"{problem}, the scheduler's explanation port (another make run?); use another: "
@@ -149,17 +156,40 @@ def node_names(nodes: int) -> list[str]:
     return [f"{NODE_PREFIX}{i}" for i in range(nodes)]
 
 
-def worker_commands(server: ServerProcess, feature_gates: str, nodes: int, profile: str, explain_port: int = 0) -> list[tuple[str, list[str]]]:
+def worker_commands(
+    server: ServerProcess,
+    feature_gates: str,
+    nodes: int,
+    profile: str,
+    explain_port: int = 0,
+    *,
+    replicas: Sequence[ServerProcess] = (),
+    shards: int = 1,
+) -> list[tuple[str, list[str]]]:
     """The workers that exist in this checkout, each as (name, argv), each as its own identity
     (the simulator's nodes need their tokens in the credentials before the server starts);
-    with ``explain_port`` the scheduler serves explanations there (``kubectl dra why``)."""
+    with ``explain_port`` the scheduler serves explanations there (``kubectl dra why``).
+
+    ``replicas``: every API server of the cluster (default: ``server`` alone); the scheduler talks to
+    the first, the controller to the second, simulator shard K to replica K mod N. ``shards``: the
+    simulator's nodes as this many processes ``kubeletsim-K``."""
+    servers = list(replicas) or [server]
+
+    def at(index: int) -> list[str]:
+        # The same kubeconfig (credentials) for every replica; --server names the replica.
+        return ["--server", servers[index % len(servers)].url] if len(servers) > 1 else []
+
     gates = ["--feature-gates", feature_gates] if feature_gates else []
     explain = ["--explain-port", str(explain_port)] if explain_port else []
+    simulator = ["-m", "kubeletsim", *server.worker_flags("kubeletsim"), "--nodes", str(nodes), "--node-prefix", NODE_PREFIX, "--profile", profile, *gates]
     wanted = [
-        ("controller", ["-m", "controllers", *server.worker_flags("controller"), *gates]),
-        ("scheduler", ["-m", "schedulers", *server.worker_flags("scheduler"), *explain, *gates]),
-        ("kubeletsim", ["-m", "kubeletsim", *server.worker_flags("kubeletsim"), "--nodes", str(nodes), "--node-prefix", NODE_PREFIX, "--profile", profile, *gates]),
+        ("controller", ["-m", "controllers", *server.worker_flags("controller"), *at(1), *gates]),
+        ("scheduler", ["-m", "schedulers", *server.worker_flags("scheduler"), *at(0), *explain, *gates]),
     ]
+    if shards > 1:
+        wanted += [(f"kubeletsim-{k}", [*simulator, "--shard", f"{k}/{shards}", *at(k)]) for k in range(shards)]
+    else:
+        wanted.append(("kubeletsim", simulator))
     return [(name, [sys.executable, *argv]) for name, argv in wanted if (REPO_ROOT / argv[1] / "__main__.py").exists()]
 
 
@@ -231,27 +261,59 @@ def readiness(server: ServerProcess) -> str | None:
     return ", ".join(line[3:] for line in response.text.splitlines() if line.startswith("[-]")) or response.text.strip()
 
 
-def start_server(args: argparse.Namespace, logs: Path) -> tuple[ServerProcess, Path]:
-    """The API server on its database and credentials, and the admin's kubeconfig; StartFailure says why not."""
-    check_ports(args.port, args.explain_port)
+def start_servers(args: argparse.Namespace, logs: Path) -> tuple[list[ServerProcess], Path]:
+    """The API servers (``args.replicas`` of them, on ports ``args.port`` on) on their database and
+    credentials, and the admin's kubeconfig (for the first); StartFailure says why not."""
+    replicas = getattr(args, "replicas", 1)
+    if replicas < 1:
+        raise StartFailure("--replicas must be at least 1")
+    if replicas > 1 and not args.database_url.startswith(("postgresql:", "postgresql+", "postgres:")):
+        raise StartFailure(
+            f"{replicas} API server replicas need Postgres, SQLite is single-server: make run REPLICAS={replicas} "
+            "DATABASE_URL=postgresql://USER@HOST/DB (a throwaway one: python -m devtools.postgres)"
+        )
+    check_ports(args.port, args.explain_port, replicas)
     migrate_or_fail(args.database_url)
     logs.mkdir(parents=True, exist_ok=True)
     flags = [*CLUSTER_SERVER_FLAGS]
     flags += ["--feature-gates", args.feature_gates] if args.feature_gates else []
     flags += ["--runtime-config", args.runtime_config] if args.runtime_config else []
-    flags += ["--audit-log-path", str(logs / "audit.log")]
     pki = args.data_dir / "pki"
+    # One log (and audit log) per replica; the first keeps the names of a single server's.
+    names = ["apiserver", *(f"apiserver-{i}" for i in range(1, replicas))]
+    audits = ["audit", *(f"audit-{i}" for i in range(1, replicas))]
     try:
         credentials = ClusterCredentials.ensure(pki)
         credentials.ensure_node_tokens(node_names(args.nodes))
-        server = ServerProcess(args.database_url, *flags, port=args.port, log_path=logs / "apiserver.log", credentials=credentials)
-        credentials.write_kubeconfigs(server.url)
+        servers = [
+            ServerProcess(
+                args.database_url, *flags, "--audit-log-path", str(logs / f"{audit}.log"), port=args.port + i,
+                log_path=logs / f"{name}.log", credentials=credentials,
+            )
+            for i, (name, audit) in enumerate(zip(names, audits, strict=True))
+        ]  # fmt: skip
+        credentials.write_kubeconfigs(servers[0].url)
     except FileNotFoundError as exc:
         raise StartFailure(f"{exc.filename} is missing; {incomplete_credentials(pki)}") from None
-    start_server_or_fail(server, logs / "apiserver.log")
-    with httpx.Client(**server.httpx_options(), timeout=30.0) as admin:  # type: ignore[arg-type]
+    started: list[ServerProcess] = []
+    try:
+        for server, name in zip(servers, names, strict=True):
+            started.append(start_server_or_fail(server, logs / f"{name}.log"))
+    except StartFailure:
+        for server in started:
+            server.stop()
+        raise
+    # Each start wrote the kubeconfigs for its own URL; the processes' kubeconfigs name the first.
+    credentials.write_kubeconfigs(servers[0].url)
+    with httpx.Client(**servers[0].httpx_options(), timeout=30.0) as admin:  # type: ignore[arg-type]
         apply_grants(admin)
-    return server, write_kubeconfig(server, args.kubeconfig)
+    return servers, write_kubeconfig(servers[0], args.kubeconfig)
+
+
+def start_server(args: argparse.Namespace, logs: Path) -> tuple[ServerProcess, Path]:
+    """The API server on its database and credentials, and the admin's kubeconfig; StartFailure says why not."""
+    servers, kubeconfig = start_servers(args, logs)
+    return servers[0], kubeconfig
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -260,6 +322,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--database-url", default=os.environ.get("DRA_DATABASE_URL", "sqlite:///./data/dra.sqlite"))
     parser.add_argument("--feature-gates", default=os.environ.get("DRA_FEATURE_GATES", ""))
     parser.add_argument("--nodes", type=int, default=2)
+    parser.add_argument(
+        "--replicas", type=int, default=int(os.environ.get("DRA_REPLICAS", "1")),
+        help="API servers on the one database, on ports PORT.. (Postgres only; DRA_REPLICAS; default 1)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--shards", type=int, default=int(os.environ.get("DRA_KUBELETSIM_SHARDS", "1")),
+        help="kubelet simulator processes sharing the nodes, spread over the replicas (DRA_KUBELETSIM_SHARDS; default 1)",
+    )  # fmt: skip
     parser.add_argument(
         "--profile", help=f"kubelet simulator device profiles (default: {DEFAULT_PROFILE}; none with --example-driver)"
     )
@@ -283,18 +353,25 @@ def main(argv: list[str] | None = None) -> int:
 
     logs = args.data_dir / "logs"
     try:
-        server, kubeconfig = start_server(args, logs)
+        if args.shards < 1:
+            raise StartFailure("--shards must be at least 1")
+        servers, kubeconfig = start_servers(args, logs)
     except StartFailure as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    server = servers[0]
     workers: list[subprocess.Popen[bytes]] = []
+
+    # A shard's command names its shard; the variable that says how many is make run's.
+    env = {k: v for k, v in os.environ.items() if k != "DRA_KUBELETSIM_SHARDS"}
 
     def start(commands: list[tuple[str, list[str]]]) -> None:
         for name, command in commands:
             log_file = open(logs / f"{name}.log", "ab")  # noqa: SIM115 - lives as long as the worker
-            workers.append(subprocess.Popen(command, cwd=REPO_ROOT, stdout=log_file, stderr=log_file))
+            workers.append(subprocess.Popen(command, cwd=REPO_ROOT, stdout=log_file, stderr=log_file, env=env))
 
-    start(worker_commands(server, args.feature_gates, args.nodes, profile, args.explain_port))
+    commands = worker_commands(server, args.feature_gates, args.nodes, profile, args.explain_port, replicas=servers, shards=args.shards)
+    start(commands)
     drivers = ""
     if args.example_driver:
         start(example_driver_commands(server, node_names(args.nodes)))
@@ -305,8 +382,8 @@ def main(argv: list[str] | None = None) -> int:
 """
     print(
         f"""
-The DRA control plane is running at {server.url} (database: {args.database_url}).
-Workers: {", ".join(n for n, _ in worker_commands(server, "", 0, "")) or "none yet"}; logs in {logs} (audit.log: one line per request).
+The DRA control plane is running at {", ".join(s.url for s in servers)} (database: {args.database_url}).
+Workers: {", ".join(n for n, _ in commands) or "none yet"}; logs in {logs} (audit.log: one line per request).
 Credentials in {args.data_dir / "pki"}; the kubeconfig below is the cluster admin's.
 
 Point kubectl at it:
@@ -339,12 +416,15 @@ from PATH, so put the venv's bin on it first (else: unknown command "dra"):
     next_check = time.monotonic() + READY_CHECK_SECONDS
     try:
         while not stopping:
-            if server.process is not None and server.process.poll() is not None:
-                print(f"the API server exited; see {logs / 'apiserver.log'}", file=sys.stderr)
-                return 1
+            for i, replica in enumerate(servers):
+                if replica.process is not None and replica.process.poll() is not None:
+                    print(f"the API server exited; see {logs / ('apiserver.log' if i == 0 else f'apiserver-{i}.log')}", file=sys.stderr)
+                    return 1
             if time.monotonic() >= next_check:
                 next_check = time.monotonic() + READY_CHECK_SECONDS
-                now = readiness(server)
+                states = [(replica, readiness(replica)) for replica in servers]
+                failing_now = [f"{replica.url}: {state}" if len(servers) > 1 else state for replica, state in states if state]
+                now = "; ".join(failing_now) or None
                 if now != failing:
                     print(f"the API server is not ready: {now}" if now else "the API server is ready again", file=sys.stderr, flush=True)
                     failing = now
@@ -357,7 +437,7 @@ from PATH, so put the venv's bin on it first (else: unknown command "dra"):
                 worker.wait(10)
             except subprocess.TimeoutExpired:
                 worker.kill()
-        server.stop()
+        stop_all(servers)
     return 0
 
 

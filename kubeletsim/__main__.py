@@ -15,7 +15,8 @@ from kubeletsim.identities import Identities, read_node_tokens
 from kubeletsim.plugins.checkpoint import Checkpoint, CorruptCheckpoint
 from kubeletsim.plugins.node import PluginSettings
 from kubeletsim.profiles import NO_PROFILE, ProfileError, available_profiles, load_profiles
-from kubeletsim.settings import Settings
+from kubeletsim.settings import Settings, Shard
+from kubeletsim.shards import supervise
 from kubeletsim.simulator import Simulator
 
 log = logging.getLogger("kubeletsim")
@@ -30,7 +31,17 @@ def build_parser() -> argparse.ArgumentParser:
         "Real DRA drivers register with node N in <root-dir>/N/plugins_registry.",
         leader_elected=False,
     )
-    parser.add_argument("--nodes", type=int, default=10, help="number of simulated nodes (default 10)")
+    parser.add_argument("--nodes", type=int, default=10, help="number of simulated nodes (default 10): the whole range, also when sharded")
+    parser.add_argument(
+        "--shard", default=os.environ.get("DRA_KUBELETSIM_SHARD", ""),
+        help="K/N: run only shard K (from 0) of N of the node range, a contiguous part of it; other processes run the "
+        "other shards, each with its own nodes, Leases, ResourceSlices and pods (DRA_KUBELETSIM_SHARD)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--shards", type=int, default=int(os.environ.get("DRA_KUBELETSIM_SHARDS", "1")),
+        help="run the node range as this many processes, each with --shard K/N and the other flags, and stop them "
+        "together; /healthz answers for all (default 1: this process; DRA_KUBELETSIM_SHARDS)",
+    )  # fmt: skip
     parser.add_argument(
         "--profile",
         default="gpu",
@@ -85,6 +96,14 @@ def check(args: argparse.Namespace) -> str | None:
     """What is wrong with the simulator's own flags, if anything."""
     if args.nodes < 0:
         return "--nodes must not be negative"
+    if args.shards < 1:
+        return "--shards must be at least 1"
+    if args.shards > 1 and args.shard:
+        return "--shard and --shards exclude each other: --shards N starts the N shards"
+    try:
+        shard = Shard.parse(args.shard) if args.shard else Shard()
+    except ValueError as exc:
+        return str(exc)
     if args.driver_service_account and not args.driver_service_account.partition("/")[2]:
         return "--driver-service-account must be NAMESPACE/NAME"
     if args.max_pods < 1:
@@ -96,7 +115,7 @@ def check(args: argparse.Namespace) -> str | None:
     except ProfileError as exc:
         return str(exc)
     plugins = PluginSettings(root=args.root_dir.absolute())
-    for name in Settings(nodes=args.nodes, node_prefix=args.node_prefix).node_names:
+    for name in Settings(nodes=args.nodes, node_prefix=args.node_prefix, shard=shard).node_names:
         dirs = plugins.dirs(name)
         try:
             check_socket_path(dirs.pod_resources_socket)
@@ -113,6 +132,7 @@ async def run(args: argparse.Namespace, gates: FeatureGates) -> None:
     settings = Settings(
         nodes=args.nodes,
         node_prefix=args.node_prefix,
+        shard=Shard.parse(args.shard) if args.shard else Shard(),
         lease_interval=args.lease_interval,
         node_status_interval=args.node_status_interval,
         resync_interval=args.resync_interval,
@@ -134,7 +154,9 @@ async def run(args: argparse.Namespace, gates: FeatureGates) -> None:
         extra={
             "server": client.server,
             "nodeIdentities": len(node_tokens),
-            "nodes": args.nodes,
+            "nodes": len(settings.node_numbers),
+            "shard": str(settings.shard),
+            "firstNode": settings.node_names[0] if settings.node_names else None,
             "profile": profile.name,
             "drivers": list(profile.driver_names),
             "rootDir": str(settings.plugins.root),
@@ -150,7 +172,18 @@ async def run(args: argparse.Namespace, gates: FeatureGates) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the process exit code."""
     args = build_parser().parse_args(argv)
+    given = sys.argv[1:] if argv is None else argv
+    if args.shard and not any(a == "--shards" or a.startswith("--shards=") for a in given):
+        args.shards = 1  # one shard named (flag or DRA_KUBELETSIM_SHARD): DRA_KUBELETSIM_SHARDS is its parent's
+    if args.shards > 1 and not args.shard:
+        return worker_main(args, lambda _gates: _supervise(given, args), check=lambda: check(args))
     return worker_main(args, lambda gates: run(args, gates), check=lambda: check(args))
+
+
+async def _supervise(argv: list[str], args: argparse.Namespace) -> None:
+    code = await supervise(argv, args.shards, args.health_port)
+    if code:
+        raise SystemExit(code)
 
 
 if __name__ == "__main__":

@@ -54,7 +54,8 @@ class NodeController:
         self.profile_name = profile_name
         # The gated features this kubelet supports, which the scheduler checks (status.declaredFeatures).
         self.declared_features = [nodes_mod.NODE_ALLOCATABLE_FEATURE] if gates.enabled(nodes_mod.NODE_ALLOCATABLE_FEATURE) else []
-        self.node_index = {name: i for i, name in enumerate(settings.node_names)}
+        # This process's nodes (its shard of the range) -> their numbers in the whole range.
+        self.node_index = settings.node_index
         self.queue: WorkQueue[str] = WorkQueue(backoff)
         # node -> uid of the Node object whose Lease this process last renewed or created on registration.
         self._lease_synced: dict[str, str] = {}
@@ -116,7 +117,7 @@ class NodeController:
             try:
                 node = await self.identities.node(name).create(NODES, nodes_mod.build_node(name, index, self.profile_name, max_pods=max_pods, declared_features=features))
                 registered = True
-                log.info("registered node", extra={"node": name})
+                log.info("registered node", extra={"node": name, "shard": str(self.settings.shard)})
             except ApiError as exc:
                 if exc.code != 409:
                     raise
@@ -136,14 +137,17 @@ class NodeController:
         self.node_status.add(name)
 
     async def _renew_lease(self, name: str, node: Obj | None = None, owner: bool = False) -> None:
-        """Renew the node's Lease (one merge patch); create it when missing. ``owner``: (re)point it at this Node object."""
-        node = node or self.nodes.get("", name) or {"metadata": {"name": name}}
-        lease = nodes_mod.build_lease(node)
+        """Renew the node's Lease: one merge patch of its spec, with nothing read (the heartbeat loop renews
+        thousands a minute); create it when missing. ``owner``: (re)point it at ``node``, the Node object
+        just synced (otherwise a Lease made anew is owned by the Node object this process last synced)."""
+        client = self.identities.node(name)
         leases = resource_path("coordination.k8s.io", "v1", "leases", nodes_mod.NODE_LEASE_NAMESPACE)
+        uid = _meta(node).get("uid") if node is not None else self._lease_synced.get(name)
+        lease = nodes_mod.build_lease({"metadata": {"name": name, "uid": uid}})
         if owner:
             # A node we just registered most likely has no Lease yet: create first, patch only if one exists.
             try:
-                await self.identities.node(name).create(leases, lease)
+                await client.create(leases, lease)
                 return
             except ApiError as exc:
                 if exc.code != 409:
@@ -152,12 +156,12 @@ class NodeController:
         if owner and lease["metadata"].get("ownerReferences"):
             patch["metadata"] = {"ownerReferences": lease["metadata"]["ownerReferences"]}
         try:
-            await self.identities.node(name).patch(resource_path("coordination.k8s.io", "v1", "leases", nodes_mod.NODE_LEASE_NAMESPACE, name), patch)
+            await client.patch(resource_path("coordination.k8s.io", "v1", "leases", nodes_mod.NODE_LEASE_NAMESPACE, name), patch)
         except ApiError as exc:
             if exc.code != 404:
                 raise
             try:
-                await self.identities.node(name).create(leases, lease)
+                await client.create(leases, lease)
             except ApiError as create_exc:
                 if create_exc.code != 409:
                     raise

@@ -160,6 +160,11 @@ def build_node(
     }
 
 
+def lease_spec(name: str) -> Obj:
+    """The spec of node ``name``'s Lease, renewed now."""
+    return {"holderIdentity": name, "leaseDurationSeconds": LEASE_DURATION_SECONDS, "renewTime": now_micro()}
+
+
 def build_lease(node: Obj) -> Obj:
     """The node's heartbeat Lease in kube-node-lease, owned by the Node as upstream's kubelet does."""
     meta = node["metadata"]
@@ -167,7 +172,7 @@ def build_lease(node: Obj) -> Obj:
         "apiVersion": "coordination.k8s.io/v1",
         "kind": "Lease",
         "metadata": {"name": meta["name"], "namespace": NODE_LEASE_NAMESPACE},
-        "spec": {"holderIdentity": meta["name"], "leaseDurationSeconds": LEASE_DURATION_SECONDS, "renewTime": now_micro()},
+        "spec": lease_spec(meta["name"]),
     }
     if meta.get("uid"):
         lease["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": meta["name"], "uid": meta["uid"]}]

@@ -66,7 +66,7 @@ class PodController:
         nodes: Informer,
         pods: Informer,
         claims: Informer,
-        node_names: list[str],
+        node_names: Sequence[str] | Mapping[str, int],
         profile: Profile,
         *,
         max_pods: int,
@@ -75,14 +75,16 @@ class PodController:
         identities: Identities | None = None,
         managers: Mapping[str, DRAManager] | None = None,
     ) -> None:
-        """``managers``: each node's DRA manager, for the devices of drivers the profile does not
-        simulate (default: managers with no plugins, so such devices are never ready)."""
+        """``node_names``: the nodes, or the nodes -> their numbers in the whole node range when this
+        process runs a shard of it (node and pod addresses derive from the number); ``managers``:
+        each node's DRA manager, for the devices of drivers the profile does not simulate (default:
+        managers with no plugins, so such devices are never ready)."""
         self.client = client
         self.identities = identities or Identities(client)
         self.nodes = nodes
         self.pods = pods
         self.claims = claims
-        self.node_index = {name: i for i, name in enumerate(node_names)}
+        self.node_index = dict(node_names) if isinstance(node_names, Mapping) else {name: i for i, name in enumerate(node_names)}
         self.max_pods = max_pods
         self.gates = gates
         # KEP-5517: with the gate, admission counts what claims charge.

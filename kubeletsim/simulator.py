@@ -33,6 +33,7 @@ from kubeletsim.bindingcontroller import BindingController
 from kubeletsim.identities import Identities
 from kubeletsim.nodecontroller import NodeController
 from kubeletsim.plugins.node import NodePlugins, PluginSettings
+from kubeletsim.plugins.registration import ScanTicker
 from kubeletsim.podcontroller import HEALTH_FEATURE, PodController
 from kubeletsim.profiles import Profile
 from kubeletsim.settings import Settings
@@ -76,9 +77,11 @@ class Simulator:
         plugin_settings = settings.plugins
         if not gates.enabled(HEALTH_FEATURE):
             plugin_settings = dataclasses.replace(plugin_settings, watch_health=False)
+        # One timer scans every node's plugin registry (most have no plugins: a stat each).
+        self.plugin_ticker = ScanTicker(plugin_settings.scan_interval)
         self.plugins = {name: self._node_plugins(name, plugin_settings) for name in node_names}
         self.pod_controller = PodController(
-            client, self.nodes, self.pods, self.claims, node_names, profile, max_pods=settings.max_pods, gates=gates, backoff=RETRY_BACKOFF,
+            client, self.nodes, self.pods, self.claims, settings.node_index, profile, max_pods=settings.max_pods, gates=gates, backoff=RETRY_BACKOFF,
             identities=identities, managers={name: p.manager for name, p in self.plugins.items()},
         )  # fmt: skip
         self.binding_controller = BindingController(
@@ -94,6 +97,7 @@ class Simulator:
             active_pods=lambda: self.pod_controller.active_pods(node),
             on_health=lambda uids: self.pod_controller.health_changed(uids),
             on_wipe=lambda driver: self.slice_controller.wipe(node, driver),
+            ticker=self.plugin_ticker,
         )
 
     @property
@@ -117,6 +121,7 @@ class Simulator:
             asyncio.create_task(self.node_controller.node_status.run(), name="node-status"),
             asyncio.create_task(self._resync_forever(), name="resync"),
             *(asyncio.create_task(p.run(), name=f"plugins-{p.node}") for p in self.plugins.values()),
+            asyncio.create_task(self.plugin_ticker.run(), name="plugin-scans"),
             asyncio.create_task(self.pod_controller.release_orphans(), name="orphans"),
         ]
         self.ready.set()

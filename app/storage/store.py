@@ -293,8 +293,7 @@ class Store:
         """Apply committed events newer than the cache (caller holds the apply lock)."""
         applied = 0
         while up_to is None or self.cache.revision < up_to:
-            async with self.engine.connect() as conn:
-                rows = (await conn.execute(_EVENTS_AFTER, {"after": self.cache.revision, "limit": POLL_BATCH})).all()
+            rows = await self.dialect.events_after(self.cache.revision, POLL_BATCH)
             if not rows:
                 break
             first = int(rows[0][0])
@@ -407,10 +406,6 @@ class Store:
                 self.failed(exc, "compaction")
 
 
-
-_EVENTS_AFTER = text(
-    "SELECT revision, resource, namespace, name, type, data FROM events WHERE revision > :after ORDER BY revision LIMIT :limit"
-)
 _RESOURCE_EVENTS = text(
     "SELECT revision, resource, namespace, name, type, data FROM events "
     "WHERE resource = :resource AND revision > :after AND revision <= :upto ORDER BY revision"

@@ -22,7 +22,7 @@ from kubeletsim.plugins.draplugin import DEFAULT_CALL_TIMEOUT, DRAPlugin, Plugin
 from kubeletsim.plugins.health import STREAM_RETRY_INTERVAL, HealthCache, HealthStreams
 from kubeletsim.plugins.manager import DRAManager
 from kubeletsim.plugins.podresources import ActivePods, PodResourcesServer
-from kubeletsim.plugins.registration import PluginWatcher, Timeouts
+from kubeletsim.plugins.registration import PluginWatcher, ScanTicker, Timeouts
 
 log = logging.getLogger("kubeletsim.plugins")
 
@@ -69,8 +69,11 @@ class NodePlugins:
         active_pods: ActivePods,
         on_health: OnHealth = lambda _uids: None,
         on_wipe: OnWipe = lambda _driver: None,
+        ticker: ScanTicker | None = None,
     ) -> None:
+        """``ticker``: scans the watcher together with those of the process's other nodes (default: its own timer)."""
         self.node = node
+        self.ticker = ticker
         self.settings = settings
         self.dirs = settings.dirs(node)
         self.on_health = on_health
@@ -92,7 +95,7 @@ class NodePlugins:
         self.dirs.create()
         await self.pod_resources.start()
         try:
-            await self.watcher.run()
+            await self.watcher.run(self.ticker)
         finally:
             for handle in self._wipes.values():
                 handle.cancel()

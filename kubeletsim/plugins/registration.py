@@ -50,6 +50,8 @@ class Timeouts:
 
 
 Stamp = tuple[int, int]
+# (directory, inode, mtime) of the registry directory and each directory under it.
+TreeStamp = tuple[tuple[str, int, int], ...]
 
 
 @dataclass
@@ -72,6 +74,32 @@ def _socket_stamp(path: str) -> Stamp | None:
     return (st.st_ino, st.st_ctime_ns) if stat.S_ISSOCK(st.st_mode) else None
 
 
+class ScanTicker:
+    """One timer for the plugin watchers of every node of a process: each ``interval`` it scans the
+    watchers that are due (see :meth:`PluginWatcher.due`), one after another, instead of a timer and
+    a directory walk per node and second."""
+
+    def __init__(self, interval: float = 1.0) -> None:
+        self.interval = interval
+        self._watchers: dict[PluginWatcher, None] = {}
+
+    def add(self, watcher: PluginWatcher) -> None:
+        self._watchers[watcher] = None
+
+    def discard(self, watcher: PluginWatcher) -> None:
+        self._watchers.pop(watcher, None)
+
+    async def run(self) -> None:
+        while True:
+            for watcher in list(self._watchers):
+                if watcher.due():
+                    try:
+                        await watcher.scan()
+                    except Exception:
+                        log.exception("plugin scan failed", extra={"node": watcher.dirs.node})
+            await asyncio.sleep(self.interval)
+
+
 class PluginWatcher:
     """Registers the DRA plugins whose registration sockets appear in one node's ``plugins_registry``."""
 
@@ -89,18 +117,46 @@ class PluginWatcher:
         # Incarnations the monitor found dead: not registered again until they answer.
         self._dead: dict[str, Stamp] = {}
         self._monitors: dict[str, asyncio.Task[None]] = {}
+        # The directories the last scan walked, as they were then (None: scan on the next pass).
+        self._tree: TreeStamp | None = None
+        self._walked: list[str] = []
 
     # ---- the loop -------------------------------------------------------------------------------
 
-    async def run(self) -> None:
-        """Scan every ``interval`` seconds until cancelled, then stop what is in flight."""
+    async def run(self, ticker: ScanTicker | None = None) -> None:
+        """Scan every ``interval`` seconds until cancelled (with ``ticker``: when it says), then stop what is in flight."""
         self.dirs.registry.mkdir(parents=True, exist_ok=True)
         try:
+            if ticker is not None:
+                ticker.add(self)
+                try:
+                    await asyncio.Event().wait()
+                finally:
+                    ticker.discard(self)
             while True:
-                await self.scan()
+                if self.due():
+                    await self.scan()
                 await asyncio.sleep(self.interval)
         finally:
             await self.stop()
+
+    def due(self) -> bool:
+        """Whether a scan may find anything to do. Without plugins (no socket ever seen, nothing in
+        flight) only a change of the registry's directories can bring one, which one stat per
+        directory tells: a node whose drivers are all built in costs no directory walk per second."""
+        if self._tree is None or self._registered or self._attempts or self._backoff or self._refused or self._dead or self._monitors:
+            return True
+        return self._tree_stamp([d for d, _, _ in self._tree]) != self._tree
+
+    def _tree_stamp(self, directories: list[str]) -> TreeStamp | None:
+        out = []
+        for directory in directories:
+            try:
+                st = os.stat(directory)
+            except OSError:
+                return None
+            out.append((directory, st.st_ino, st.st_mtime_ns))
+        return tuple(out)
 
     async def stop(self) -> None:
         await cancel_and_wait(*self._attempts.values(), *self._monitors.values())
@@ -110,7 +166,9 @@ class PluginWatcher:
     def sockets(self) -> dict[str, Stamp]:
         """The registration sockets present now: path -> stamp (names starting with '.' are ignored, as upstream)."""
         found: dict[str, Stamp] = {}
+        walked: list[str] = []
         for directory, subdirs, files in os.walk(self.dirs.registry):
+            walked.append(directory)
             subdirs[:] = [d for d in subdirs if not d.startswith(".")]
             for name in files:
                 if name.startswith("."):
@@ -119,11 +177,15 @@ class PluginWatcher:
                 stamp = _socket_stamp(path)
                 if stamp is not None:
                     found[path] = stamp
+        self._walked = walked
         return found
 
     async def scan(self) -> None:
         """One reconcile pass: deregister what went away, start registering what is new."""
+        # Stamped before the walk, so that a change made while walking shows on the next pass.
+        before = self._tree_stamp(self._walked) if self._walked else None
         present = self.sockets()
+        self._tree = before if before is not None and [d for d, _, _ in before] == self._walked else None
         desired = {p: s for p, s in present.items() if self._dead.get(p) != s}
         for path, entry in list(self._registered.items()):
             if desired.get(path) != entry.stamp:

@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
+from devtools.postgres import find_postgres_bin
 from devtools.server import REPO_ROOT
 
 
@@ -75,3 +77,32 @@ def test_dra_driver_benchmark_starts_every_pod_both_ways(tmp_path: Path) -> None
     for phase in ("builtin", "driver"):
         assert figures[phase]["pods"]["running"] == 6
     assert "example driver / built-in pod starts/s: " in run.stdout
+
+
+def test_scale_benchmark_runs_shards_on_replicas_and_fails_over(tmp_path: Path) -> None:
+    """``bench.scale`` on a tiny cluster: two simulator shards on two replicas of one Postgres, every
+    node healthy, each renewal one PATCH, both replicas' watches see every renewal, the pods run, and
+    after the leading scheduler and controller are killed the standbys on the other replica take over."""
+    if find_postgres_bin() is None:
+        pytest.skip("no Postgres binaries")
+    out = tmp_path / "scale.json"
+    run = subprocess.run(
+        [sys.executable, "-m", "bench.scale", "--nodes", "20", "--shards", "2", "--replicas", "2", "--baseline-nodes", "0", "--measure", "20",
+         "--pods", "16", "--failover-pods", "4", "--lease-interval", "2", "--json", str(out)],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    [figures] = orjson.loads(out.read_bytes())
+    idle = figures["idle"]
+    assert idle["not_ready_grace"] == 0 and idle["within_duration"] == 1.0
+    assert idle["renewals"] >= 20 * 20 / 2 * 0.8  # about every 2 s each
+    assert idle["requests"]["PATCH leases"] / idle["renewals"] == pytest.approx(1.0, abs=0.1)
+    # The other replica's watch saw them too (but for the few in flight as the window closed).
+    assert idle["renewals_elsewhere"] >= 0.95 * idle["renewals"]
+    assert figures["pods"]["running"] == 16
+    failover = figures["failover"]
+    assert failover["pods"]["running"] == 4
+    assert failover["dra-scheduler_now"] != failover["scheduler_leader_before"]
+    assert failover["dra-controller_now"] != failover["controller_leader_before"]
+    assert figures["consistent"]["equal"]
+    assert "replicas agree: yes" in run.stdout

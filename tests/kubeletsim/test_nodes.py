@@ -107,3 +107,37 @@ async def ready_node(kube_client: KubeClient, name: str) -> dict[str, Any] | Non
 
 async def _changed(kube_client: KubeClient, path: str, before: str, value: Any) -> bool:
     return bool(value(await kube_client.get(path)) != before)
+
+
+def _counting(obj: Any, names: tuple[str, ...], calls: list[str]) -> None:
+    """Replace methods of ``obj`` (on the instance) with ones that record their name in ``calls`` first."""
+    for name in names:
+        original = getattr(obj, name)
+
+        def counted(*args: Any, _name: str = name, _original: Any = original, **kwargs: Any) -> Any:
+            calls.append(_name)
+            return _original(*args, **kwargs)
+
+        setattr(obj, name, counted)
+
+
+async def test_a_lease_renewal_is_one_patch_and_reads_no_node(kube_client: KubeClient, prefix: str) -> None:
+    # The heartbeat loop renews every node's Lease every 10 s: at thousands of nodes per process, reading
+    # (decoding) the Node for each renewal was a tenth of the simulator's CPU.
+    nodes = controller(kube_client, prefix)
+    name = f"{prefix}0"
+    async with run(nodes, heartbeats=False):
+        node = await eventually_async(partial(ready_node, kube_client, name), what="node Ready")
+        await eventually_async(partial(get_or_none, kube_client, f"{LEASES}/{name}"), what="its Lease")
+        reads: list[str] = []
+        requests: list[str] = []
+        _counting(nodes.nodes, ("get", "peek", "raw", "list", "iter_objects"), reads)
+        _counting(kube_client, ("get", "create", "update", "patch", "delete"), requests)
+        before = (await kube_client.get(f"{LEASES}/{name}"))["spec"]["renewTime"]
+        requests.clear()
+        for _ in range(5):
+            await nodes._renew_lease(name)
+        after = await kube_client.get(f"{LEASES}/{name}")
+    assert requests[:5] == ["patch"] * 5 and reads == []
+    assert after["spec"]["renewTime"] > before and after["spec"]["holderIdentity"] == name
+    assert [o["uid"] for o in after["metadata"]["ownerReferences"]] == [node["metadata"]["uid"]]

@@ -493,3 +493,38 @@ async def test_heartbeats_beat_every_key_once_per_interval() -> None:
     elapsed = loop.time() - start
     # Every key beats, and none more than once per slot (however late the loop ran).
     assert all(3 <= len(seen[k]) <= elapsed / 0.1 + 2 for k in keys), {k: len(v) for k, v in seen.items()}
+
+
+async def test_heartbeats_of_many_keys_share_timer_wakeups() -> None:
+    # Thousands of nodes' Leases: each key has its own slot, but the timer wakes at most once per
+    # granularity and hands out every key due by then (one wake-up per key was the loop's largest cost).
+    import asyncio
+    import contextlib
+
+    from kubeletsim.heartbeats import Heartbeats
+
+    loop = asyncio.get_running_loop()
+    beats: dict[str, int] = {}
+
+    async def beat(key: str) -> None:
+        beats[key] = beats.get(key, 0) + 1
+
+    heartbeats = Heartbeats("test", 0.5, beat, concurrency=64)
+    assert heartbeats.granularity == 0.005
+    keys = [f"n{i}" for i in range(2000)]
+    task = asyncio.create_task(heartbeats.run())
+    start = loop.time()
+    for key in keys:
+        heartbeats.add(key)
+    try:
+        deadline = start + 30
+        while min(beats.get(k, 0) for k in keys) < 2 and loop.time() < deadline:
+            await asyncio.sleep(0.05)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    assert min(beats.get(k, 0) for k in keys) >= 2
+    # Every sleep lasts at least the granularity (at most 100 wake-ups per interval, for 2,000 beats):
+    # far fewer wake-ups than beats, however fast or slow the machine.
+    assert heartbeats.wakeups < sum(beats.values()) / 4, (heartbeats.wakeups, sum(beats.values()))

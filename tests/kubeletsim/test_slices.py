@@ -81,3 +81,38 @@ async def test_slices_of_other_drivers_go_and_a_new_node_owns_its_pool(kube_clie
         # Same devices, new owner: the pool is written again.
         await eventually_async(lambda: published(kube_client, f"{prefix}0", 2, replaced["metadata"]["uid"]), what="the pool owned by the new Node")
 
+
+
+async def test_a_resync_of_an_unchanged_node_decodes_nothing_and_a_change_is_still_repaired(kube_client: KubeClient, prefix: str) -> None:
+    # The simulator re-checks every node's pools every 30 s; with its compact informers a node whose
+    # Node and slices did not change since they last matched is skipped without decoding them.
+    node = await register_node(kube_client, f"{prefix}0", 0)
+    uid = node["metadata"]["uid"]
+    nodes = Informer(kube_client, NODES, name="nodes", compact=True)
+    informer = Informer(kube_client, SLICES, name="resourceslices", compact=True)
+    slices = SliceController(kube_client, nodes, informer, [f"{prefix}0"], load_profiles("gpu"), gates=FeatureGates(), backoff=ExponentialBackoff(0.05, 1.0))
+    async with run(slices):
+        [original] = await eventually_async(lambda: published(kube_client, f"{prefix}0", 1, uid), what="the pool")
+
+        async def cached() -> bool:
+            return informer.raw("", original["metadata"]["name"]) is not None
+
+        await eventually_async(cached, what="the slice cached")
+        await slices.sync(f"{prefix}0")  # verifies what it published
+        decoded: list[str] = []
+        for store, name in ((nodes._store, "nodes"), (informer._store, "slices")):
+            for method in ("get", "peek"):
+
+                def counted(*args: Any, _original: Any = getattr(store, method), _name: str = name) -> Any:
+                    decoded.append(_name)
+                    return _original(*args)
+
+                setattr(store, method, counted)
+        for _ in range(3):
+            await slices.sync(f"{prefix}0")
+        assert decoded == []
+        # A change to the slice is still noticed (its JSON changed) and repaired with a new generation.
+        changed = {**original, "spec": {**original["spec"], "devices": original["spec"]["devices"][:1]}}
+        await kube_client.update(f"{SLICES}/{original['metadata']['name']}", changed)
+        await eventually_async(lambda: published(kube_client, f"{prefix}0", 2, uid), what="the pool restored")
+        assert decoded
