@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import itertools
 import logging
 import time
@@ -45,7 +46,7 @@ from app.storage.store import Store
 from kube import errors
 from kube.errors import ApiError
 from kube.features import FeatureGates
-from kube.heap import keep_heap_frozen
+from kube.heap import SERVER_THRESHOLDS, keep_heap_frozen
 from kube.tasks import cancel_and_wait, together
 
 log = logging.getLogger("app.server")
@@ -170,6 +171,7 @@ class ApiServer:
         self.policy_status.start()
         self.kubernetes_service.start()
         metrics.bind_storage(self.storage)
+        gc.set_threshold(*SERVER_THRESHOLDS)  # requests' short-lived containers: see kube.heap
         # The watch cache is the bulk of the heap; keep it out of the cycle collector's scans.
         self._heap_task = asyncio.get_running_loop().create_task(keep_heap_frozen(), name="gc-freeze")
 

@@ -201,6 +201,14 @@ def process_tree(root: int) -> list[int]:
     return pids
 
 
+def is_python(pid: int) -> bool:
+    """Whether a process runs a Python interpreter (py-spy cannot sample upstream's Go binaries)."""
+    try:
+        return Path(os.readlink(f"/proc/{pid}/exe")).name.startswith("python")
+    except OSError:
+        return False
+
+
 def start_profilers(directory: Path, namespace: str, processes: dict[str, list[int]]) -> list[subprocess.Popen[bytes]]:
     """py-spy (raw stacks, 200 Hz) on the Python processes for one phase: ``<dir>/<phase>-<process>.raw``."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -211,7 +219,7 @@ def start_profilers(directory: Path, namespace: str, processes: dict[str, list[i
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         for name, pids in processes.items()
-        if name not in ("postgres", "bench") and pids
+        if name not in ("postgres", "bench") and pids and is_python(pids[0])
     ]
 
 
@@ -481,7 +489,8 @@ async def run_one(args: argparse.Namespace, nodes: int, tmp: Path, tree: str = "
             if stack:
                 result["stack"] = STACKS[stack]
             processes = cluster.processes
-            profile = Path(args.profile) if args.profile else None
+            # --against-upstream: each stack's profiles in a folder of its own.
+            profile = Path(args.profile) / stack if args.profile and stack else Path(args.profile) if args.profile else None
             if args.preemption:
                 result.update(await preemption_phases(client, metrics, nodes, args, processes, profile))
                 return result
@@ -593,7 +602,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=600, help="seconds to wait for all pods of a phase")
     parser.add_argument("--worker-log-level", default="warning", help="log level of controller and scheduler")
     parser.add_argument("--json", help="write the figures to this file")
-    parser.add_argument("--profile", help="py-spy the server and workers during each phase into this directory (skews CPU figures)")
+    parser.add_argument(
+        "--profile", help="py-spy the server and the Python workers during each phase into this directory (skews CPU figures; one folder per stack)"
+    )
     parser.add_argument(
         "--against", default="", help="another checkout (e.g. main's): each node count runs its stack first, then this one's, and prints the ratios"
     )
@@ -606,8 +617,8 @@ def main(argv: list[str] | None = None) -> int:
     stacks = [name for name in args.stacks.split(",") if name]
     if not stacks or set(stacks) - set(STACKS):
         parser.error(f"--stacks takes a comma-separated subset of {', '.join(STACKS)}")
-    if args.against_upstream and (args.against or args.preemption or args.profile):
-        parser.error("--against-upstream runs the baseline and dra phases on its three stacks: no --against, --preemption or --profile")
+    if args.against_upstream and (args.against or args.preemption):
+        parser.error("--against-upstream runs the baseline and dra phases on its three stacks: no --against or --preemption")
     results = []
     keep = bool(os.environ.get("DRA_BENCH_KEEP_LOGS"))
     with tempfile.TemporaryDirectory(prefix="dra-sched-bench-") as scratch:

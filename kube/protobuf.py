@@ -30,7 +30,7 @@ import re
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
@@ -43,11 +43,17 @@ MAGIC = b"k8s\x00"
 SCHEMA_PATH = Path(__file__).with_name("protobuf_schema.json")
 
 # Wire types.
-VARINT, I64, LEN, SGROUP, EGROUP, I32 = 0, 1, 2, 3, 4, 5
+# Final: mypyc (kube/compiled.py) compiles Final constants into the code instead of looking them up.
+VARINT: Final = 0
+I64: Final = 1
+LEN: Final = 2
+SGROUP: Final = 3
+EGROUP: Final = 4
+I32: Final = 5
 
 # A message nested deeper than this is refused: no served kind comes near it (the schema has no
 # recursive message), so only hostile input would.
-MAX_DEPTH = 100
+MAX_DEPTH: Final = 100
 
 # Schema field labels.
 SCALAR, MESSAGE, LIST, MAP = "scalar", "message", "list", "map"
@@ -57,6 +63,38 @@ _VARINT_TYPES = frozenset({"bool", "int32", "int64", "uint32", "uint64"})
 # Element types that are messages on the wire (the special ones are messages too).
 _SPECIAL_TYPES = frozenset({"time", "microtime", "duration", "quantity", "intorstring", "rawextension", "fieldsv1"})
 _KNOWN_TYPES = _VARINT_TYPES | _SPECIAL_TYPES | {"string", "bytes", "message"}
+
+# Each element type as a small int, so that the hot loops compare ints rather than strings. The
+# message and the special types (all messages on the wire) are the contiguous range
+# _MESSAGE.._FIELDSV1.
+_STRING: Final = 1
+_MESSAGE: Final = 2
+_TIME: Final = 3
+_MICROTIME: Final = 4
+_DURATION: Final = 5
+_QUANTITY: Final = 6
+_INTORSTRING: Final = 7
+_RAWEXTENSION: Final = 8
+_FIELDSV1: Final = 9
+_BYTES: Final = 10
+_BOOL: Final = 11
+_INT32: Final = 12
+_INT64: Final = 13
+_UINT32: Final = 14
+_UINT64: Final = 15
+_CODES = {
+    "string": _STRING, "message": _MESSAGE, "time": _TIME, "microtime": _MICROTIME, "duration": _DURATION,
+    "quantity": _QUANTITY, "intorstring": _INTORSTRING, "rawextension": _RAWEXTENSION, "fieldsv1": _FIELDSV1,
+    "bytes": _BYTES, "bool": _BOOL, "int32": _INT32, "int64": _INT64, "uint32": _UINT32, "uint64": _UINT64,
+}  # fmt: skip
+# Go types encoding/json's omitempty never finds empty (structs).
+_NEVER_EMPTY = frozenset({"message", "time", "microtime", "quantity", "intorstring", "rawextension"})
+
+# What reading does with a field the message did not carry: leave it out, put a constant (an
+# immutable zero), or put a fresh copy of the zero value of the field's message.
+_SKIP: Final = 0
+_CONST: Final = 1
+_FRESH: Final = 2
 
 
 class ProtobufError(ValueError):
@@ -74,13 +112,19 @@ class Field:
     """One field of a message (see ``interop/protocheck/schema.go`` for the meaning of each)."""
 
     __slots__ = (
+        "absent",
+        "code",
+        "drop_empty",
         "elem_wire",
         "go",
         "go_elem",
         "go_item",
         "inline",
+        "is_list",
+        "is_map",
         "json",
         "key",
+        "key_is_string",
         "key_tag",
         "label",
         "message",
@@ -95,6 +139,8 @@ class Field:
         "type",
         "value_tag",
         "wrapped",
+        "zero_bytes",
+        "zero_value",
     )
 
     def __init__(self, spec: dict[str, Any], owner: str) -> None:
@@ -124,15 +170,44 @@ class Field:
         self.tag = _varint_bytes(self.number << 3 | wire)
         self.key_tag = _varint_bytes(1 << 3 | (VARINT if self.key in _VARINT_TYPES else LEN))
         self.value_tag = _varint_bytes(2 << 3 | (LEN if self.wrapped else self.elem_wire))
+        self.code: int = _CODES[self.type]
+        self.is_list: bool = self.label == LIST
+        self.is_map: bool = self.label == MAP
+        self.key_is_string: bool = self.key == "string"
+        # encoding/json's omitempty test, for a value that is not null (lists, maps and pointers
+        # are empty only when null; structs never are).
+        self.drop_empty: bool = self.omitempty and not (self.is_list or self.is_map or self.pointer) and self.type not in _NEVER_EMPTY
+        # Reading, when the message did not carry the field: Go's zero value as JSON.
+        self.zero_value: Any = None
+        if self.is_list or self.is_map or self.pointer:
+            self.absent: int = _SKIP
+        elif self.type == "message":
+            self.absent = _FRESH
+        else:
+            self.zero_value = _ZEROS[self.type]
+            self.absent = _SKIP if self.zero_value is None or (self.drop_empty and not self.zero_value) else _CONST
+        # Writing, when the object has the field null or not at all: the bytes Go writes for its
+        # zero value (made on first use; None for lists, maps and pointers, which are left out).
+        self.zero_bytes: bytes | None = None
 
 
 class Message:
-    __slots__ = ("by_number", "fields", "name")
+    __slots__ = ("by_number", "fields", "name", "owner", "slots", "zero", "zero_flat")
 
     def __init__(self, name: str, fields: list[Field]) -> None:
         self.name = name
+        self.owner = name.rsplit(".", 1)[-1]
         self.fields = tuple(fields)
         self.by_number = {f.number: f for f in fields}
+        # Field number -> index in ``fields`` (-1: not a field of this message).
+        slots = [-1] * (max(self.by_number, default=0) + 1)
+        for index, f in enumerate(fields):
+            slots[f.number] = index
+        self.slots: list[int] = slots
+        # The JSON of this message's zero value (read from no bytes), made on first use; copied
+        # for each reader (shallow when it holds no dict or list).
+        self.zero: Obj | None = None
+        self.zero_flat = False
 
 
 class Schema:
@@ -183,11 +258,23 @@ def put_varint(out: bytearray, value: int) -> None:
 
 
 def _put_varint(out: bytearray, value: int) -> None:
-    value &= 0xFFFFFFFFFFFFFFFF  # negative numbers as two's complement, ten bytes
+    if value < 0:
+        value &= 0xFFFFFFFFFFFFFFFF  # negative numbers as two's complement, ten bytes
     while value > 0x7F:
         out.append((value & 0x7F) | 0x80)
         value >>= 7
     out.append(value)
+
+
+# The varints of 0..127, one byte each: most lengths and small numbers.
+_SMALL_VARINTS: Final[list[bytes]] = [bytes([i]) for i in range(128)]
+
+
+def varint(value: int) -> bytes:
+    """``value`` as a varint (a negative one as ten bytes of two's complement)."""
+    if 0 <= value < 128:
+        return _SMALL_VARINTS[value]
+    return _varint_bytes(value)
 
 
 def _get_varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
@@ -214,6 +301,46 @@ def _signed(value: int, bits: int) -> int:
 # ---- reading -----------------------------------------------------------------------------------
 
 
+def _field_at(data: bytes, pos: int, end: int, owner: str) -> tuple[int, int, int, int, int]:
+    """The field at ``pos`` of ``data[:end]``: (number, wire type, a varint's or fixed field's
+    value or a length-delimited field's start, its end or -1, the next field's position). An
+    unknown (deprecated) group is skipped and comes back as number 0. Errors are Go's."""
+    if pos < end and data[pos] < 0x80:
+        key = data[pos]
+        pos += 1
+    else:
+        key, pos = _get_varint(data, pos, end)
+    number = key >> 3
+    wire = key & 7
+    if wire == EGROUP:
+        raise ProtobufError(f"proto: {owner}: wiretype end group for non-group")
+    if number <= 0 or number > 0x7FFFFFFF:
+        raise ProtobufError(f"proto: {owner}: illegal tag {_signed(number, 32)} (wire type {key})")
+    if wire == LEN:
+        if pos < end and data[pos] < 0x80:
+            length = data[pos]
+            pos += 1
+        else:
+            length, pos = _get_varint(data, pos, end)
+            if length > 0x7FFFFFFFFFFFFFFF:
+                raise ProtobufError("proto: negative length found during unmarshaling")
+        stop = pos + length
+        if stop > end:
+            raise ProtobufError("unexpected EOF")
+        return number, wire, pos, stop, stop
+    if wire == VARINT:
+        value, pos = _get_varint(data, pos, end)
+        return number, wire, value, -1, pos
+    if wire in (I64, I32):
+        size = 8 if wire == I64 else 4
+        if pos + size > end:
+            raise ProtobufError("unexpected EOF")
+        return number, wire, int.from_bytes(data[pos : pos + size], "little"), -1, pos + size
+    if wire == SGROUP:
+        return 0, wire, 0, -1, _skip_group(data, pos, end, number)
+    raise ProtobufError(f"proto: illegal wireType {wire}")
+
+
 def _fields(data: bytes, start: int, end: int, owner: str) -> list[tuple[int, int, int, int]]:
     """(number, wire type, value or start, end) of each field in ``data[start:end]``: a varint's
     value (end -1), or a length-delimited field's bounds. Fixed-width and unknown fields are
@@ -221,33 +348,9 @@ def _fields(data: bytes, start: int, end: int, owner: str) -> list[tuple[int, in
     out: list[tuple[int, int, int, int]] = []
     pos = start
     while pos < end:
-        key, pos = _get_varint(data, pos, end)
-        number, wire = key >> 3, key & 7
-        if wire == EGROUP:
-            raise ProtobufError(f"proto: {owner}: wiretype end group for non-group")
-        if number <= 0 or number > 0x7FFFFFFF:
-            raise ProtobufError(f"proto: {owner}: illegal tag {_signed(number, 32)} (wire type {key})")
-        if wire == VARINT:
-            value, pos = _get_varint(data, pos, end)
-            out.append((number, wire, value, -1))
-        elif wire == LEN:
-            length, pos = _get_varint(data, pos, end)
-            if length > 0x7FFFFFFFFFFFFFFF:
-                raise ProtobufError("proto: negative length found during unmarshaling")
-            if pos + length > end:
-                raise ProtobufError("unexpected EOF")
-            out.append((number, wire, pos, pos + length))
-            pos += length
-        elif wire in (I64, I32):
-            size = 8 if wire == I64 else 4
-            if pos + size > end:
-                raise ProtobufError("unexpected EOF")
-            out.append((number, wire, int.from_bytes(data[pos : pos + size], "little"), -1))
-            pos += size
-        elif wire == SGROUP:
-            pos = _skip_group(data, pos, end, number)
-        else:
-            raise ProtobufError(f"proto: illegal wireType {wire}")
+        number, wire, value, stop, pos = _field_at(data, pos, end, owner)
+        if number:
+            out.append((number, wire, value, stop))
     return out
 
 
@@ -282,18 +385,38 @@ def _text(data: bytes, start: int, end: int) -> str:
     return data[start:end].decode("utf-8", "replace")
 
 
+# The text of recently read whole-second times: objects carry the same few again and again.
+_TIME_TEXTS: Final[dict[int, str]] = {}
+# The seconds of the years 1000 to 9999: the times whose text has the four-digit year of RFC 3339.
+_FOUR_DIGIT_YEARS: Final = (-30610224000, 253402300800)
+# How many times outside those years were read (see decode_checked).
+_LONG_OR_SHORT_YEARS: Final[list[int]] = [0]
+
+
 def _time_text(seconds: int, nanos: int, micro: bool) -> str:
+    if not _FOUR_DIGIT_YEARS[0] <= seconds < _FOUR_DIGIT_YEARS[1]:
+        _LONG_OR_SHORT_YEARS[0] += 1
+    elif not micro:
+        found = _TIME_TEXTS.get(seconds)
+        if found is not None:
+            return found
     stamp = time.gmtime(seconds)
     text = time.strftime("%Y-%m-%dT%H:%M:%S", stamp)
     if micro:
-        text += f".{nanos // 1000:06d}"
-    return text + "Z"
+        return text + f".{nanos // 1000:06d}Z"
+    text += "Z"
+    if len(_TIME_TEXTS) >= 4096:
+        _TIME_TEXTS.clear()
+    _TIME_TEXTS[seconds] = text
+    return text
 
 
 def _read_timestamp(data: bytes, start: int, end: int, micro: bool) -> str | None:
     seconds = nanos = 0
-    for number, wire, value, _ in _fields(data, start, end, "Timestamp"):
-        if number in (1, 2):
+    pos = start
+    while pos < end:
+        number, wire, value, _, pos = _field_at(data, pos, end, "Timestamp")
+        if number == 1 or number == 2:
             if wire != VARINT:
                 raise ProtobufError(f"proto: wrong wireType = {wire} for field {'Seconds' if number == 1 else 'Nanos'}")
             if number == 1:
@@ -311,16 +434,16 @@ def _read_timestamp(data: bytes, start: int, end: int, micro: bool) -> str | Non
 
 
 # Go's zero time.Time (year 1) in Unix seconds: the value a zero Time's protobuf would carry.
-_ZERO_TIME_SECONDS = -62135596800
+_ZERO_TIME_SECONDS: Final = -62135596800
 
 
-def _read_special(kind: str, data: bytes, start: int, end: int) -> Any:
+def _read_special(code: int, data: bytes, start: int, end: int) -> Any:
     """The JSON value of a special type's message (its Go type's MarshalJSON)."""
-    if kind == "time" or kind == "microtime":
+    if code in (_TIME, _MICROTIME):
         if start == end:
             return None
-        return _read_timestamp(data, start, end, kind == "microtime")
-    if kind == "quantity":
+        return _read_timestamp(data, start, end, code == _MICROTIME)
+    if code == _QUANTITY:
         text = ""
         for number, wire, value, stop in _fields(data, start, end, "Quantity"):
             if number == 1:
@@ -328,10 +451,10 @@ def _read_special(kind: str, data: bytes, start: int, end: int) -> Any:
                     raise ProtobufError(f"proto: wrong wireType = {wire} for field String_")
                 text = _text(data, value, stop)
         try:
-            return Quantity.parse(text).canonical()
+            return _canonical_text(text)
         except QuantityError as exc:
             raise ProtobufError(str(exc)) from None
-    if kind == "intorstring":
+    if code == _INTORSTRING:
         type_ = int_val = 0
         str_val = ""
         for number, wire, value, stop in _fields(data, start, end, "IntOrString"):
@@ -351,7 +474,7 @@ def _read_special(kind: str, data: bytes, start: int, end: int) -> Any:
         if type_ == 1:
             return str_val
         raise ProtobufError(f"impossible IntOrString.Type: {type_}")
-    if kind == "duration":
+    if code == _DURATION:
         nanos = 0
         for number, wire, value, _ in _fields(data, start, end, "Duration"):
             if number == 1:
@@ -361,7 +484,7 @@ def _read_special(kind: str, data: bytes, start: int, end: int) -> Any:
         return go_duration(nanos)
     # rawextension, fieldsv1: raw JSON bytes in field 1
     raw: bytes | None = None
-    for number, wire, value, stop in _fields(data, start, end, "RawExtension" if kind == "rawextension" else "FieldsV1"):
+    for number, wire, value, stop in _fields(data, start, end, "RawExtension" if code == _RAWEXTENSION else "FieldsV1"):
         if number == 1:
             if wire != LEN:
                 raise ProtobufError(f"proto: wrong wireType = {wire} for field Raw")
@@ -371,47 +494,64 @@ def _read_special(kind: str, data: bytes, start: int, end: int) -> Any:
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise ProtobufError(f"json: error calling MarshalJSON for type {_GO_TYPES[kind]}: invalid character in raw JSON ({exc})") from None
-
-
-_GO_TYPES = {"rawextension": "runtime.RawExtension", "fieldsv1": "*v1.FieldsV1"}
+        go_type = "runtime.RawExtension" if code == _RAWEXTENSION else "*v1.FieldsV1"
+        raise ProtobufError(f"json: error calling MarshalJSON for type {go_type}: invalid character in raw JSON ({exc})") from None
 
 
 def _read_value(field: Field, data: bytes, wire: int, value: int, stop: int, depth: int) -> Any:
     """One element of ``field`` (a scalar, a message, a special type) as its JSON value."""
-    kind = field.type
     if wire != field.elem_wire:
         raise ProtobufError(f"proto: wrong wireType = {wire} for field {field.name}")
-    if kind == "string":
-        return _text(data, value, stop)
-    if kind == "message":
-        assert field.message is not None
-        return _read_message(field.message, data, value, stop, depth + 1)
-    if kind in _SPECIAL_TYPES:
-        return _read_special(kind, data, value, stop)
-    if kind == "bytes":
+    code = field.code
+    if code == _STRING:
+        return data[value:stop].decode("utf-8", "replace")
+    if code == _MESSAGE:
+        message = field.message
+        assert message is not None
+        return _read_message(message, data, value, stop, depth + 1)
+    if code <= _FIELDSV1:
+        return _read_special(code, data, value, stop)
+    if code == _BYTES:
         return base64.b64encode(data[value:stop]).decode()
-    if kind == "bool":
+    if code == _BOOL:
         return value != 0
-    if kind == "int32":
+    if code == _INT32:
         return _signed(value, 32)
-    if kind == "int64":
+    if code == _INT64:
         return _signed(value, 64)
-    if kind == "uint32":
+    if code == _UINT32:
         return value & 0xFFFFFFFF
     return value
 
 
 def _zero(field: Field) -> Any:
     """The JSON of a non-pointer field that the message did not carry (Go's zero value)."""
-    kind = field.type
-    if kind == "message":
+    if field.code == _MESSAGE:
         assert field.message is not None
-        return _read_message(field.message, b"", 0, 0, 0)
-    return _ZEROS[kind]
+        return _zero_message(field.message)
+    return _ZEROS[field.type]
 
 
-_ZEROS: dict[str, Any] = {
+def _zero_message(message: Message) -> Obj:
+    """A fresh copy of a message's zero value as JSON."""
+    zero = message.zero
+    if zero is None:
+        zero = message.zero = _read_message(message, b"", 0, 0, 0)
+        message.zero_flat = not any(isinstance(v, (dict, list)) for v in zero.values())
+    if message.zero_flat:
+        return dict(zero)
+    return _copied(zero)  # type: ignore[no-any-return]
+
+
+def _copied(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _copied(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copied(v) for v in value]
+    return value
+
+
+_ZEROS: Final[dict[str, Any]] = {
     "string": "",
     "bool": False,
     "int32": 0,
@@ -428,17 +568,8 @@ _ZEROS: dict[str, Any] = {
     "fieldsv1": None,
 }
 
-
-def _is_empty(field: Field, value: Any) -> bool:
-    """encoding/json's omitempty test for the Go value behind ``value``."""
-    if field.label in (LIST, MAP) or field.pointer:
-        return value is None
-    kind = field.type
-    if kind == "message" or kind in ("time", "microtime", "quantity", "intorstring", "rawextension"):
-        return False  # structs are never empty to encoding/json
-    if kind == "bytes":
-        return not value
-    return not value  # "", 0, false
+# A field the message has not carried (yet), as opposed to one read as null.
+_ABSENT: Final[Any] = object()
 
 
 def fill_zero_fields(value: Obj, message: Message) -> None:
@@ -455,11 +586,9 @@ def fill_zero_fields(value: Obj, message: Message) -> None:
             continue
         present = value.get(field.json)
         if present is None:
-            if field.label in (LIST, MAP) or field.pointer:
-                continue
-            zero = _zero(field)
-            if zero is not None and not (field.omitempty and _is_empty(field, zero)):
-                value[field.json] = zero
+            # Lists, maps and pointers stay out, as do zero values omitempty drops or Go writes as null.
+            if field.absent != _SKIP:
+                value[field.json] = _zero(field)
         elif nested is not None and not field.wrapped:
             if field.label == MESSAGE:
                 if isinstance(present, dict):
@@ -476,61 +605,80 @@ def fill_zero_fields(value: Obj, message: Message) -> None:
 
 
 def _read_message(message: Message, data: bytes, start: int, end: int, depth: int) -> Obj:
+    """A message as JSON, in one pass over its fields as Go's generated Unmarshal reads them."""
     if depth > MAX_DEPTH:
-        raise ProtobufError(f"proto: {message.name.rsplit('.', 1)[-1]}: message nested deeper than {MAX_DEPTH}")
-    values: dict[int, Any] = {}
-    chunks: dict[int, list[tuple[int, int]]] = {}  # a message field seen more than once merges
-    owner = message.name.rsplit(".", 1)[-1]
-    for number, wire, value, stop in _fields(data, start, end, owner):
-        field = message.by_number.get(number)
-        if field is None:
+        raise ProtobufError(f"proto: {message.owner}: message nested deeper than {MAX_DEPTH}")
+    fields = message.fields
+    slots = message.slots
+    top = len(slots)
+    values: list[Any] = [_ABSENT] * len(fields)
+    merged: list[int] | None = None  # message fields seen more than once: their bytes are merged
+    owner = message.owner
+    pos = start
+    while pos < end:
+        number, wire, value, stop, pos = _field_at(data, pos, end, owner)
+        index = slots[number] if 0 < number < top else -1
+        if index < 0:
             continue  # unknown fields are dropped, as Go's generated code does
-        label = field.label
-        if label == LIST:
-            items = values.setdefault(number, [])
+        field = fields[index]
+        if field.is_list:
+            items = values[index]
+            if items is _ABSENT:
+                items = values[index] = []
             if wire == LEN and field.elem_wire == VARINT:  # packed
-                pos = value
-                while pos < stop:
-                    element, pos = _get_varint(data, pos, stop)
+                at = value
+                while at < stop:
+                    element, at = _get_varint(data, at, stop)
                     items.append(_read_value(field, data, VARINT, element, -1, depth))
             elif field.wrapped:
                 items.append(_read_wrapped(field, data, wire, value, stop, depth))
             else:
                 items.append(_read_value(field, data, wire, value, stop, depth))
-        elif label == MAP:
+        elif field.is_map:
             if wire != LEN:
                 raise ProtobufError(f"proto: wrong wireType = {wire} for field {field.name}")
+            entries = values[index]
+            if entries is _ABSENT:
+                entries = values[index] = {}
             key, entry = _read_entry(field, data, value, stop, depth)
-            values.setdefault(number, {})[key] = entry
-        elif field.type == "message" or field.type in _SPECIAL_TYPES:
+            entries[key] = entry
+        elif _MESSAGE <= field.code <= _FIELDSV1:
             if wire != LEN:
                 raise ProtobufError(f"proto: wrong wireType = {wire} for field {field.name}")
-            chunks.setdefault(number, []).append((value, stop))
+            if values[index] is _ABSENT:
+                values[index] = _read_value(field, data, LEN, value, stop, depth)
+            elif merged is None:
+                merged = [index]
+            elif index not in merged:
+                merged.append(index)
         else:
-            values[number] = _read_value(field, data, wire, value, stop, depth)
-    for number, parts in chunks.items():
-        field = message.by_number[number]
-        if len(parts) == 1:
-            first, last = parts[0]
-            values[number] = _read_value(field, data, LEN, first, last, depth)
-        else:
-            joined = b"".join(data[a:b] for a, b in parts)
-            values[number] = _read_value(field, joined, LEN, 0, len(joined), depth)
+            values[index] = _read_value(field, data, wire, value, stop, depth)
+    if merged is not None:
+        # A message field seen more than once is read as the concatenation of its parts, as
+        # Go's Unmarshal of each part into the same struct merges them.
+        for index in merged:
+            field = fields[index]
+            joined = b"".join(data[a:b] for number, _, a, b in _fields(data, start, end, owner) if number == field.number)
+            values[index] = _read_value(field, joined, LEN, 0, len(joined), depth)
     out: Obj = {}
-    for field in message.fields:
-        got: Any
-        if field.number in values:
-            got = values[field.number]
-        elif field.label in (LIST, MAP) or field.pointer:
-            got = None
-        else:
-            got = _zero(field)
+    for index in range(len(fields)):
+        field = fields[index]
+        got = values[index]
+        if got is _ABSENT:
+            absent = field.absent
+            if absent == _SKIP:
+                continue
+            if absent == _CONST:
+                got = field.zero_value
+            else:
+                assert field.message is not None
+                got = _zero_message(field.message)
         if field.inline:
             out.update(got)
             continue
         if got is None:
             continue  # Go writes null (a nil pointer, slice or map, a zero time): the same as absent
-        if field.omitempty and _is_empty(field, got):
+        if field.drop_empty and not got:
             continue
         out[field.json] = got
     return out
@@ -541,7 +689,9 @@ def _read_wrapped(field: Field, data: bytes, wire: int, start: int, stop: int, d
     if wire != LEN:
         raise ProtobufError(f"proto: wrong wireType = {wire} for field {field.name}")
     items = []
-    for number, item_wire, value, end in _fields(data, start, stop, field.name):
+    pos = start
+    while pos < stop:
+        number, item_wire, value, end, pos = _field_at(data, pos, stop, field.name)
         if number == 1:
             items.append(_read_value(field, data, item_wire, value, end, depth))
     return items
@@ -551,12 +701,14 @@ def _read_entry(field: Field, data: bytes, start: int, stop: int, depth: int) ->
     key: Any = _ZEROS.get(field.key, "")
     item: Any = None
     seen = False
-    for number, wire, value, end in _fields(data, start, stop, field.name):
+    pos = start
+    while pos < stop:
+        number, wire, value, end, pos = _field_at(data, pos, stop, field.name)
         if number == 1:
-            if field.key == "string":
+            if field.key_is_string:
                 if wire != LEN:
                     raise ProtobufError(f"proto: wrong wireType = {wire} for field {field.name}")
-                key = _text(data, value, end)
+                key = data[value:end].decode("utf-8", "replace")
             else:
                 key = _signed(value, 64)
         elif number == 2:
@@ -574,6 +726,13 @@ def _put_bytes(out: bytearray, tag: bytes, payload: bytes | bytearray) -> None:
     out += tag
     _put_varint(out, len(payload))
     out += payload
+
+
+def _add_bytes(parts: list[bytes], tag: bytes, payload: bytes) -> None:
+    """A length-delimited field: its tag, length and bytes, as parts of a message being written."""
+    parts.append(tag)
+    parts.append(varint(len(payload)))
+    parts.append(payload)
 
 
 def _as_int(field: Field, value: Any, bits: int) -> int:
@@ -611,12 +770,27 @@ def _timestamp(text: Any, field: Field, micro: bool) -> bytes:
         return b""
     if not isinstance(text, str):
         raise EncodeError(f"json: cannot unmarshal {go_json_type(text)} into Go struct field {field.name} of type string")
+    cache = _MICRO_TIMESTAMPS if micro else _TIMESTAMPS
+    found = cache.get(text)
+    if found is not None:
+        return found
     seconds, nanos = _parse_time(text)
     out = bytearray(b"\x08")
     _put_varint(out, seconds)
     out += b"\x10"
     _put_varint(out, (nanos // 1000 * 1000) if micro else 0)
-    return bytes(out)
+    made = bytes(out)
+    if len(cache) >= 4096:
+        cache.clear()
+    cache[text] = made
+    return made
+
+
+# The messages of recently written times and quantities, by their JSON text: objects carry the
+# same few again and again.
+_TIMESTAMPS: Final[dict[str, bytes]] = {}
+_MICRO_TIMESTAMPS: Final[dict[str, bytes]] = {}
+_QUANTITIES: Final[dict[str, bytes]] = {}
 
 
 _RFC3339 = re.compile(r"(\d{4})-(\d\d)-(\d\d)[Tt](\d\d):(\d\d):(\d\d)(\.\d+)?([Zz]|[+-]\d\d:\d\d)")
@@ -642,16 +816,25 @@ def _parse_time(text: str) -> tuple[int, int]:
     return seconds, nanos
 
 
-def _special(kind: str, field: Field, value: Any) -> bytes:
+def _special(code: int, field: Field, value: Any) -> bytes:
     """A special type's message from its JSON value (its Go type's UnmarshalJSON, then Marshal)."""
-    if kind == "time" or kind == "microtime":
-        return _timestamp(value, field, kind == "microtime")
-    if kind == "quantity":
+    if code in (_TIME, _MICROTIME):
+        return _timestamp(value, field, code == _MICROTIME)
+    if code == _QUANTITY:
+        if isinstance(value, str):
+            found = _QUANTITIES.get(value)
+            if found is not None:
+                return found
         text = _canonical_quantity(field, value)
         out = bytearray()
         _put_bytes(out, b"\x0a", text.encode())
-        return bytes(out)
-    if kind == "intorstring":
+        made = bytes(out)
+        if isinstance(value, str):
+            if len(_QUANTITIES) >= 4096:
+                _QUANTITIES.clear()
+            _QUANTITIES[value] = made
+        return made
+    if code == _INTORSTRING:
         out = bytearray()
         if isinstance(value, str):
             out += b"\x08\x01\x10\x00"
@@ -661,7 +844,7 @@ def _special(kind: str, field: Field, value: Any) -> bytes:
             _put_varint(out, _as_int(field, value, 32))
             out += b"\x1a\x00"
         return bytes(out)
-    if kind == "duration":
+    if code == _DURATION:
         out = bytearray(b"\x08")
         _put_varint(out, parse_go_duration(value) if value is not None else 0)
         return bytes(out)
@@ -689,30 +872,33 @@ def _canonical_quantity(field: Field, value: Any) -> str:
         raise EncodeError(str(exc)) from None
 
 
-def _put_value(out: bytearray, tag: bytes, field: Field, value: Any, depth: int) -> None:
+def _put_value(parts: list[bytes], tag: bytes, field: Field, value: Any, depth: int) -> None:
     """One element of ``field`` with its tag (scalars written even when zero)."""
-    kind = field.type
-    if kind == "string":
+    code = field.code
+    if code == _STRING:
         if value is None:
             value = ""
         elif not isinstance(value, str):
             raise EncodeError(f"json: cannot unmarshal {go_json_type(value)} into Go struct field {field.name} of type string")
-        _put_bytes(out, tag, value.encode())
-    elif kind == "message":
-        assert field.message is not None
+        _add_bytes(parts, tag, value.encode())
+    elif code == _MESSAGE:
+        message = field.message
+        assert message is not None
         if value is None:
             value = {}
         elif not isinstance(value, dict):
-            raise EncodeError(f"json: cannot unmarshal {go_json_type(value)} into Go struct field {field.name} of type {field.message_name.rsplit('/', 1)[-1]}")
-        _put_bytes(out, tag, _write_message(field.message, value, depth + 1))
-    elif kind in _SPECIAL_TYPES:
-        _put_bytes(out, tag, _special(kind, field, value))
-    elif kind == "bool":
+            raise EncodeError(
+                f"json: cannot unmarshal {go_json_type(value)} into Go struct field {field.name} of type {field.message_name.rsplit('/', 1)[-1]}"
+            )
+        _add_bytes(parts, tag, _write_message(message, value, depth + 1))
+    elif code <= _FIELDSV1:
+        _add_bytes(parts, tag, _special(code, field, value))
+    elif code == _BOOL:
         if value is not None and not isinstance(value, bool):
             raise EncodeError(f"json: cannot unmarshal {go_json_type(value)} into Go struct field {field.name} of type bool")
-        out += tag
-        out.append(1 if value else 0)
-    elif kind == "bytes":
+        parts.append(tag)
+        parts.append(b"\x01" if value else b"\x00")
+    elif code == _BYTES:
         if value is None:
             raw = b""
         elif isinstance(value, str):
@@ -722,71 +908,80 @@ def _put_value(out: bytearray, tag: bytes, field: Field, value: Any, depth: int)
                 raise EncodeError(f"illegal base64 data: {exc}") from None
         else:
             raise EncodeError(f"json: cannot unmarshal {go_json_type(value)} into Go struct field {field.name} of type []uint8")
-        _put_bytes(out, tag, raw)
+        _add_bytes(parts, tag, raw)
     else:
-        out += tag
-        _put_varint(out, _as_int(field, value, 32 if kind in ("int32", "uint32") else 64))
+        parts.append(tag)
+        parts.append(varint(_as_int(field, value, 32 if code in (_INT32, _UINT32) else 64)))
 
 
-def _write_message(message: Message, obj: Obj, depth: int = 0) -> bytearray:
+def _zero_bytes(field: Field, depth: int) -> bytes:
+    """What Go writes for a non-pointer field whose JSON is null or absent (its zero value), kept
+    on the field once made."""
+    zero = field.zero_bytes
+    if zero is None:
+        parts: list[bytes] = []
+        _put_value(parts, field.tag, field, None, depth)
+        zero = field.zero_bytes = b"".join(parts)
+    return zero
+
+
+def _write_message(message: Message, obj: Obj, depth: int = 0) -> bytes:
     if depth > MAX_DEPTH:
         raise EncodeError(f"{message.name}: nested deeper than {MAX_DEPTH}")
-    out = bytearray()
+    parts: list[bytes] = []
     for field in message.fields:
         if field.inline:
-            assert field.message is not None
-            _put_bytes(out, field.tag, _write_message(field.message, obj, depth + 1))
+            inner = field.message
+            assert inner is not None
+            _add_bytes(parts, field.tag, _write_message(inner, obj, depth + 1))
             continue
         value = obj.get(field.json)
-        label = field.label
-        if label == LIST:
-            if value is None:
-                continue
+        if value is None:
+            if not (field.is_list or field.is_map or field.pointer):
+                parts.append(_zero_bytes(field, depth))
+            continue
+        if field.is_list:
             if not isinstance(value, list):
                 raise EncodeError(f"json: cannot unmarshal {go_json_type(value)} into Go struct field {field.name} of type []")
             if field.packed:
                 packed = bytearray()
                 for item in value:
                     _put_varint(packed, _as_int(field, item, 64))
-                _put_bytes(out, field.tag, packed)
+                _add_bytes(parts, field.tag, bytes(packed))
             elif field.wrapped:
                 for item in value:
-                    _put_bytes(out, field.tag, _wrapped(field, item, depth))
+                    _add_bytes(parts, field.tag, _wrapped(field, item, depth))
             else:
                 for item in value:
-                    _put_value(out, field.tag, field, item, depth)
-        elif label == MAP:
-            if value is None:
-                continue
+                    _put_value(parts, field.tag, field, item, depth)
+        elif field.is_map:
             if not isinstance(value, dict):
                 raise EncodeError(f"json: cannot unmarshal {go_json_type(value)} into Go struct field {field.name} of type map")
             for key in sorted(value):
-                entry = bytearray()
-                _put_bytes(entry, field.key_tag, key.encode())
+                entry: list[bytes] = []
+                _add_bytes(entry, field.key_tag, key.encode())
                 item = value[key]
                 if field.wrapped:
-                    _put_bytes(entry, field.value_tag, _wrapped(field, item, depth))
-                elif field.type == "bytes" and item is None:
+                    _add_bytes(entry, field.value_tag, _wrapped(field, item, depth))
+                elif field.code == _BYTES and item is None:
                     pass  # a nil []byte value is left out, as Go's marshaller does
                 else:
                     _put_value(entry, field.value_tag, field, item, depth)
-                _put_bytes(out, field.tag, entry)
-        elif field.pointer and value is None:
-            continue
+                _add_bytes(parts, field.tag, b"".join(entry))
         else:
-            _put_value(out, field.tag, field, value, depth)
-    return out
+            _put_value(parts, field.tag, field, value, depth)
+    return b"".join(parts)
 
 
-def _wrapped(field: Field, items: Any, depth: int) -> bytearray:
-    out = bytearray()
+def _wrapped(field: Field, items: Any, depth: int) -> bytes:
     if items is None:
-        return out
+        return b""
     if not isinstance(items, list):
         raise EncodeError(f"json: cannot unmarshal {go_json_type(items)} into Go struct field {field.name} of type []string")
+    parts: list[bytes] = []
     for item in items:
-        _put_value(out, b"\x0a", field, item, depth)
-    return out
+        _put_value(parts, b"\x0a", field, item, depth)
+    return b"".join(parts)
 
 
 # ---- durations ---------------------------------------------------------------------------------
@@ -852,16 +1047,17 @@ def _fraction(value: int, size: int) -> str:
 ENVELOPE_TAIL = b"\x1a\x00\x22\x00"
 
 
+def envelope_prefix(api_version: str, kind: str) -> bytes:
+    """``k8s\0`` and a runtime.Unknown's TypeMeta: what comes before its raw field (field 2, the
+    message as a length-delimited field, the same bytes a list's ``items`` entry has)."""
+    api_version_bytes, kind_bytes = api_version.encode(), kind.encode()
+    type_meta = b"\x0a" + varint(len(api_version_bytes)) + api_version_bytes + b"\x12" + varint(len(kind_bytes)) + kind_bytes
+    return MAGIC + b"\x0a" + varint(len(type_meta)) + type_meta
+
+
 def envelope_head(api_version: str, kind: str, size: int) -> bytes:
-    """``k8s\\0`` and a runtime.Unknown up to its message of ``size`` bytes."""
-    type_meta = bytearray()
-    _put_bytes(type_meta, b"\x0a", api_version.encode())
-    _put_bytes(type_meta, b"\x12", kind.encode())
-    out = bytearray(MAGIC)
-    _put_bytes(out, b"\x0a", type_meta)
-    out += b"\x12"
-    _put_varint(out, size)
-    return bytes(out)
+    """``k8s\0`` and a runtime.Unknown up to its message of ``size`` bytes."""
+    return envelope_prefix(api_version, kind) + b"\x12" + varint(size)
 
 
 def envelope(api_version: str, kind: str, raw: bytes | bytearray) -> bytes:
@@ -913,9 +1109,44 @@ def decode(raw: bytes, message: Message) -> Obj:
     return _read_message(message, raw, 0, len(raw), 0)
 
 
+def decode_checked(raw: bytes, message: Message, depth_limit: int) -> tuple[Obj, bool, bool]:
+    """``decode``, and what a server would otherwise walk the result for: whether every value
+    reads back into the Go type as JSON (False when a time lies outside the years 1000-9999, whose
+    text has no four-digit year), and whether the JSON nests at most ``depth_limit`` levels deep
+    (True when the schema's nesting plus every bracket in the bytes, the most raw JSON inside can
+    add, stays within it; False means it may not)."""
+    before = _LONG_OR_SHORT_YEARS[0]
+    obj = decode(raw, message)
+    shallow = json_depth(message) + raw.count(b"{") + raw.count(b"[") <= depth_limit
+    return obj, _LONG_OR_SHORT_YEARS[0] == before, shallow
+
+
+def json_depth(message: Message) -> int:
+    """At least how many levels of JSON the message's JSON nests, raw JSON inside it aside
+    (a list or map counts twice, which covers named list types); ``UNBOUNDED`` for a message that
+    can contain itself."""
+    found = _JSON_DEPTHS.get(message.name)
+    if found is not None:
+        return found
+    _JSON_DEPTHS[message.name] = UNBOUNDED  # met again below it: it contains itself
+    deepest = 0
+    for field in message.fields:
+        below = json_depth(field.message) if field.message is not None else 0
+        if field.is_list or field.is_map:
+            below += 2
+        deepest = max(deepest, below)
+    depth = min(1 + deepest, UNBOUNDED)
+    _JSON_DEPTHS[message.name] = depth
+    return depth
+
+
+UNBOUNDED: Final = 1 << 30
+_JSON_DEPTHS: Final[dict[str, int]] = {}
+
+
 def encode(obj: Obj, message: Message) -> bytes:
     """One message's bytes (no envelope) from its JSON form."""
-    return bytes(_write_message(message, obj))
+    return _write_message(message, obj)
 
 
 def encode_object(obj: Obj) -> bytes:
@@ -962,13 +1193,11 @@ def frame(message: bytes) -> bytes:
 
 
 def watch_event(event_type: str, object_envelope: bytes) -> bytes:
-    """A framed metav1.WatchEvent whose object is an enveloped object's bytes."""
-    out = bytearray()
-    _put_bytes(out, b"\x0a", event_type.encode())
-    raw = bytearray()
-    _put_bytes(raw, b"\x0a", object_envelope)
-    _put_bytes(out, b"\x12", raw)
-    return frame(bytes(out))
+    """A framed metav1.WatchEvent whose object is an enveloped object's bytes (one copy of them)."""
+    kind = event_type.encode()
+    raw_head = b"\x0a" + varint(len(object_envelope))
+    head = b"\x0a" + varint(len(kind)) + kind + b"\x12" + varint(len(raw_head) + len(object_envelope)) + raw_head
+    return b"".join(((len(head) + len(object_envelope)).to_bytes(4, "big"), head, object_envelope))
 
 
 def read_watch_events(stream: bytes) -> list[tuple[str, bytes]]:

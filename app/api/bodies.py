@@ -82,6 +82,9 @@ class DecodeFindings:
     # and fields named in the order of the JSON upstream converts YAML to (keys sorted).
     yaml: bool = False
     yaml_duplicates: list[str] = field(default_factory=list)
+    # A body in a typed encoding (protobuf) whose every value already holds in the kind's Go
+    # types: there is no wrong JSON type to look for.
+    typed: bool = False
 
     def strict_errors(self, unknown: list[str], positions: dict[str, int] | None) -> list[str]:
         """Upstream's strict decoding errors of a body: for YAML the repeated keys (one error
@@ -146,6 +149,11 @@ def _number_paths(value: Any, path: FieldPath, positions: dict[str, int]) -> Non
 
 # Set by decode_json for the request decoding the body (each request runs in its own task).
 _findings: ContextVar[DecodeFindings | None] = ContextVar("decode_findings", default=None)
+
+
+def note_typed_body() -> None:
+    """This request's body came decoded from a typed encoding (``DecodeFindings.typed``)."""
+    _findings.set(DecodeFindings(typed=True))
 
 
 def take_decode_findings() -> DecodeFindings | None:
@@ -667,6 +675,7 @@ def _two_digits(value: str, fixed: bool) -> tuple[int, str] | None:
     return int(value[:2]), value[2:]
 
 
+@functools.lru_cache(maxsize=4096)  # objects carry the same few times again and again (managedFields)
 def go_time_error(text: str) -> str | None:
     """Go's error parsing ``text`` as an RFC 3339 time (metav1.Time's decoding), None when it parses:
     ``parsing time "x" as "2006-01-02T15:04:05Z07:00": cannot parse "x" as "2006"``, or a value

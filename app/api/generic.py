@@ -413,7 +413,7 @@ class GenericStore:
         """What decoding a create's or update's body found; a value of the wrong JSON type is
         upstream's 400 from transformDecodeError, in the body's document order."""
         decoded = bodies.take_decode_findings()
-        unmarshal = self._decode_error(strategy, obj, decoded)
+        unmarshal = None if decoded is not None and decoded.typed else self._decode_error(strategy, obj, decoded)
         if unmarshal is not None:
             raise errors.bad_request(f"{_cannot_handle(strategy, obj)}: {unmarshal}")
         return decoded

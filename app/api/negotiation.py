@@ -117,9 +117,7 @@ def decode_body(raw: bytes, media: str, kind: str, api_version: str = "") -> Any
         return bodies.decode_json(raw, kind)
     if media == YAML:
         return bodies.decode_yaml(raw, kind)
-    value = protobuf.decode_body(raw, api_version or "v1", kind)
-    bodies.check_depth(value)
-    return value
+    return protobuf.decode_body(raw, api_version or "v1", kind)
 
 
 def decode_delete_options(raw: bytes, content_type: str | None) -> Any:

@@ -2,16 +2,18 @@
 of the codec in ``kube.protobuf``: objects, lists, Status errors and watch frames, as upstream's
 apiserver writes them, and request bodies refused with upstream's decode errors.
 
-A stored version's message is encoded once and kept among the recently encoded ones
+A stored version is encoded once, in its envelope, and kept among the recently encoded ones
 (``ENCODED``): a watch fans the same version out to every watcher, and a LIST after a watch's
-events finds most items encoded already.
+events finds most items encoded already; neither decodes the stored JSON again for it.
 """
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from collections.abc import Iterable, Sequence
 
-from app.api.bodies import LEGACY_SCHEME, summarize_data
+from app.api.bodies import LEGACY_SCHEME, MAX_DEPTH, check_depth, note_typed_body, summarize_data
 from app.registry.base import KindStrategy, Obj
 from app.storage.cache import RecentVersions, StoredObject
 from kube import errors, protobuf
@@ -20,14 +22,22 @@ from kube.protobuf import CONTENT_TYPE, WATCH_CONTENT_TYPE, EncodeError, Message
 
 __all__ = ["CONTENT_TYPE", "WATCH_CONTENT_TYPE", "decode_body"]
 
-# Encoded messages of recent versions; about as many as a watch cache holds of ordinary objects.
-ENCODED: RecentVersions[bytes] = RecentVersions(max_items=4096, max_bytes=16 * 1024 * 1024)
+# A version in its envelope, and a view of the envelope's raw field (tag 2, length, message): byte
+# for byte the version's entry in a list's ``items``.
+Encoded = tuple[bytes, memoryview]
+# Recent versions encoded. An object's answer and its watch events are the envelope as it is, a
+# list's items the views. Protobuf clients
+# (kube-scheduler, kube-controller-manager) list and watch whole resources: 16,384 versions of
+# ordinary objects (up to 64 MiB of their JSON; the protobuf is about 0.6 of it) keep a cluster's
+# pods, claims and nodes of that size encoded once, where 4,096 had a relist and GETs of older
+# objects encode them again each time.
+ENCODED: RecentVersions[Encoded] = RecentVersions(max_items=16384, max_bytes=64 * 1024 * 1024)
 
 
 def decode_body(raw: bytes, api_version: str, kind: str) -> Obj:
     """A protobuf request body for an endpoint of ``api_version`` and ``kind`` (the defaults of an
     envelope without its type), as JSON; 400 with upstream's transformDecodeError text when it
-    cannot be read."""
+    cannot be read, or when raw JSON inside nests deeper than a JSON body may."""
     try:
         named_version, named_kind, message_bytes = protobuf.open_envelope(raw)
     except ProtobufError as exc:
@@ -39,10 +49,15 @@ def decode_body(raw: bytes, api_version: str, kind: str) -> Obj:
     if message is None:
         raise errors.bad_request(f'{named_kind} in version "{version}" cannot be handled as a {kind}: no kind "{named_kind}" is registered for version "{api_version}" in scheme "{LEGACY_SCHEME}"')
     try:
-        obj = protobuf.decode(message_bytes, message)
+        obj, typed, shallow = protobuf.decode_checked(message_bytes, message, MAX_DEPTH)
     except ProtobufError as exc:
         raise errors.bad_request(f'{named_kind} in version "{version}" cannot be handled as a {kind}: {exc}') from None
-    return {"apiVersion": api_version, "kind": named_kind, **obj}
+    value = {"apiVersion": api_version, "kind": named_kind, **obj}
+    if not shallow:
+        check_depth(value)  # raw JSON inside may nest deeper than a JSON body may
+    if typed:
+        note_typed_body()  # nothing in it can fail to decode as JSON into the Go type
+    return value
 
 
 def _message(api_version: str, kind: str) -> Message:
@@ -62,22 +77,27 @@ def _encode(message: Message, obj: Obj) -> bytes:
         raise errors.internal_error(f"object cannot be written as protobuf: {exc}") from None
 
 
-def stored_message(message: Message, item: StoredObject | Obj) -> bytes:
-    """The message bytes of a stored version (kept for the next reader) or of a built object."""
-    if not isinstance(item, StoredObject):
-        return _encode(message, item)
+def _encoded(item: StoredObject) -> Encoded:
+    """A stored version in its envelope, made once (the object decoded, typed by its own
+    apiVersion and kind, encoded) and kept for the next reader."""
     found = ENCODED.get(item)
     if found is None:
-        found = _encode(message, item.obj)
+        obj = item.obj
+        api_version, kind = obj.get("apiVersion") or "", obj.get("kind") or ""
+        message = _encode(_message(api_version, kind), obj)
+        prefix = protobuf.envelope_prefix(api_version, kind)
+        enveloped = b"".join((prefix, b"\x12", protobuf.varint(len(message)), message, protobuf.ENVELOPE_TAIL))
+        found = (enveloped, memoryview(enveloped)[len(prefix) : -len(protobuf.ENVELOPE_TAIL)])
         ENCODED.put(item, found)
     return found
 
 
 def object_bytes(item: StoredObject | Obj) -> bytes:
     """One enveloped object, typed by its own apiVersion and kind."""
-    obj = item.obj if isinstance(item, StoredObject) else item
-    api_version, kind = obj.get("apiVersion") or "", obj.get("kind") or ""
-    return protobuf.envelope(api_version, kind, stored_message(_message(api_version, kind), item))
+    if isinstance(item, StoredObject):
+        return _encoded(item)[0]
+    api_version, kind = item.get("apiVersion") or "", item.get("kind") or ""
+    return protobuf.envelope(api_version, kind, _encode(_message(api_version, kind), item))
 
 
 def status_bytes(exc: ApiError) -> bytes:
@@ -89,29 +109,38 @@ def list_pieces(strategy: KindStrategy, items: Sequence[StoredObject | Obj], met
     first: the envelope's length comes before them)."""
     list_message = _message(strategy.api_version, strategy.list_kind)
     by_name = {f.json: f for f in list_message.fields}
-    item_message = _message(strategy.api_version, strategy.kind)
-    encoded = [stored_message(item_message, item) for item in items]
-    head = bytearray()
     meta_field = by_name["metadata"]
-    assert meta_field.message is not None
-    head += meta_field.tag
+    assert meta_field.message is not None and by_name["items"].tag == b"\x12"  # as the envelope's raw field
     meta_bytes = protobuf.encode(meta, meta_field.message)
-    protobuf.put_varint(head, len(meta_bytes))
-    head += meta_bytes
-    items_tag = by_name["items"].tag
-    body_size = len(head) + sum(len(items_tag) + protobuf.varint_size(len(e)) + len(e) for e in encoded)
-    opening = protobuf.envelope_head(strategy.api_version, strategy.list_kind, body_size)
-    piece = bytearray(opening)
-    piece += head
-    for item in encoded:
-        piece += items_tag
-        protobuf.put_varint(piece, len(item))
-        piece += item
-        if len(piece) >= piece_bytes:
-            yield bytes(piece)
-            piece = bytearray()
-    piece += protobuf.ENVELOPE_TAIL
-    yield bytes(piece)
+    item_message = _message(strategy.api_version, strategy.kind)
+    # Each item is its kept envelope's raw field, as a view (lists are long: little work per item).
+    peek = ENCODED.peek
+    entries: list[bytes | memoryview] = []
+    for item in items:
+        if type(item) is StoredObject:
+            found = peek(item) or _encoded(item)
+            entries.append(found[1])
+        else:
+            message = _encode(item_message, item)  # type: ignore[arg-type]
+            entries.append(b"\x12" + protobuf.varint(len(message)) + message)
+    head = meta_field.tag + protobuf.varint(len(meta_bytes)) + meta_bytes
+    ends = list(itertools.accumulate(map(len, entries), initial=len(head)))
+    opening = protobuf.envelope_head(strategy.api_version, strategy.list_kind, ends[-1])
+    if ends[-1] < piece_bytes:
+        yield b"".join((opening, head, *entries, protobuf.ENVELOPE_TAIL))
+        return
+    # Pieces end at the first item that takes them to piece_bytes or more.
+    first = 0
+    while first < len(entries):
+        last = bisect.bisect_left(ends, ends[first] + piece_bytes, first + 1) if first else bisect.bisect_left(ends, piece_bytes, 1)
+        last = min(last, len(entries))
+        parts = entries[first:last]
+        if first == 0:
+            parts[:0] = (opening, head)
+        if last == len(entries):
+            parts.append(protobuf.ENVELOPE_TAIL)
+        yield b"".join(parts)
+        first = last
 
 
 def watch_frame(event_type: str, item: StoredObject | Obj) -> bytes:

@@ -11,6 +11,11 @@
   (else 501 ``Unsupported transfer encoding``) and then overrides a Content-Length, which is
   dropped; repeated or malformed Content-Length headers are a 400. (Go accepts a repeated
   Content-Length when the copies agree; the parser here refuses any repetition.)
+
+What an answer writes within one turn of the event loop goes to the socket in one write, as Go's
+buffered writer sends a response's head and body together: uvicorn writes the head and each body
+piece apart, and each write is a TLS record and a system call (a third of a small request's CPU
+went to them).
 """
 
 from __future__ import annotations
@@ -28,10 +33,76 @@ HEADER_SLACK = 4096
 READ_HEADER_TIMEOUT = 32.0
 IDLE_TIMEOUT = 90.0
 
+# Writes of one turn of the event loop are gathered up to this size (a response head and a small
+# body, the events of a watch); larger ones go out at once.
+COALESCE_BYTES = 64 * 1024
+
 _BAD_REQUEST = (400, b"400 Bad Request")
 _TOO_LARGE = (431, b"431 Request Header Fields Too Large")
 _UNSUPPORTED_ENCODING = (501, b"Unsupported transfer encoding")
 _REASONS = {400: b"Bad Request", 431: b"Request Header Fields Too Large", 501: b"Not Implemented"}
+
+
+class CoalescingTransport:
+    """A transport whose small writes of one turn of the event loop go out together at its end (or
+    before the transport closes); a write that makes them ``COALESCE_BYTES`` or more goes out at
+    once with them, so large answers meet the transport's flow control as before. Everything
+    else is the wrapped transport's."""
+
+    __slots__ = ("_loop", "_pending", "_pending_bytes", "transport")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self.transport = transport
+        self._loop = loop
+        self._pending: list[bytes] | None = None
+        self._pending_bytes = 0
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        # A mutable buffer could change before the turn ends: kept as it is now.
+        chunk = data if type(data) is bytes else bytes(data)
+        pending = self._pending
+        if pending is None:
+            if len(chunk) >= COALESCE_BYTES:
+                self.transport.write(chunk)
+                return
+            self._pending = [chunk]
+            self._pending_bytes = len(chunk)
+            self._loop.call_soon(self.flush)
+            return
+        pending.append(chunk)
+        self._pending_bytes += len(chunk)
+        if self._pending_bytes >= COALESCE_BYTES:
+            self.flush()
+
+    def writelines(self, chunks: Any) -> None:
+        for chunk in chunks:
+            self.write(chunk)
+
+    def flush(self) -> None:
+        pending = self._pending
+        self._pending = None
+        self._pending_bytes = 0
+        if pending and not self.transport.is_closing():
+            self.transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
+
+    def get_write_buffer_size(self) -> int:
+        return self.transport.get_write_buffer_size() + self._pending_bytes
+
+    def write_eof(self) -> None:
+        self.flush()
+        self.transport.write_eof()
+
+    def close(self) -> None:
+        self.flush()
+        self.transport.close()
+
+    def abort(self) -> None:
+        self._pending = None
+        self._pending_bytes = 0
+        self.transport.abort()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.transport, name)
 
 
 class _Refused(Exception):
@@ -53,7 +124,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._deferred_refusal: tuple[int, bytes] | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
+        super().connection_made(CoalescingTransport(transport, self.loop))  # type: ignore[arg-type]
         self._arm_head_timer()
 
     def connection_lost(self, exc: Exception | None) -> None:

@@ -67,6 +67,11 @@ class RecentVersions(Generic[T]):
             self._items.move_to_end(stored)
         return obj
 
+    def peek(self, stored: StoredObject) -> T | None:
+        """What ``get`` finds, without making it the most recent (a LIST reads every item: one C
+        call each; its items stay where they were in the order)."""
+        return self._items.get(stored)
+
     def put(self, stored: StoredObject, obj: T) -> None:
         size = len(stored.raw)
         if size > self.max_bytes or stored in self._items:

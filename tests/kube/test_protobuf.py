@@ -336,3 +336,31 @@ def test_every_field_of_a_dra_kind_survives_a_round_trip(api_version: str, kind:
     obj = {"apiVersion": api_version, "kind": kind, **_filled(message)}
     decoded = protobuf.decode_object(protobuf.encode_object(obj))
     assert decoded == obj
+
+
+def _depth(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + max((_depth(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((_depth(v) for v in value), default=0)
+    return 0
+
+
+@pytest.mark.parametrize(("api_version", "kind"), _resource_kinds(), ids=lambda value: str(value))
+def test_a_checked_decode_bounds_the_depth_and_vouches_for_times(api_version: str, kind: str) -> None:
+    """decode_checked's depth bound holds for a message with every field set (so a server may skip
+    walking it), raw JSON inside counts, and a time without a four-digit year is reported."""
+    message = _message(api_version, kind)
+    raw = protobuf.encode(_filled(message), message)
+    decoded, typed, shallow = protobuf.decode_checked(raw, message, 100)
+    assert typed and shallow
+    # Every bracket in the bytes may be raw JSON (managedFields' fieldsV1 here) nesting further.
+    assert _depth(decoded) <= protobuf.json_depth(message) + raw.count(b"{") + raw.count(b"[") <= 100
+    _, _, shallow = protobuf.decode_checked(raw, message, protobuf.json_depth(message) - 1)
+    assert not shallow
+    namespace = _message("v1", "Namespace")
+    for seconds, four_digits in ((253402300799, True), (253402300800, False), (-30610224000, True), (-30610224001, False)):
+        timestamp = b"\x08" + _varint(seconds)
+        meta = b"\x42" + _varint(len(timestamp)) + timestamp
+        _, typed, _ = protobuf.decode_checked(b"\x0a" + _varint(len(meta)) + meta, namespace, 100)
+        assert typed is four_digits, seconds

@@ -171,6 +171,33 @@ def _nested(depth: int) -> bytes:
     return nested
 
 
+def _with_time_seconds(message: bytes, seconds: int) -> bytes:
+    """``message`` and a second metadata part holding only a creationTimestamp of ``seconds``
+    (protobuf merges the parts): a time Go holds whose RFC 3339 text has no four-digit year."""
+    timestamp = b"\x08" + _varint(seconds)
+    meta = b"\x42" + _varint(len(timestamp)) + timestamp
+    return message + b"\x0a" + _varint(len(meta)) + meta
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    protobuf.put_varint(out, value)
+    return bytes(out)
+
+
+def _claim_with_parameters(parameters: Any) -> bytes:
+    body = claim("bad")
+    body["spec"]["devices"]["config"] = [{"opaque": {"driver": "gpu.example.com", "parameters": parameters}}]
+    return protobuf.encode(body, protobuf.schema().kinds[("resource.k8s.io/v1", "ResourceClaim")])
+
+
+def _nested_objects(depth: int) -> Any:
+    value: Any = {}
+    for _ in range(depth - 1):
+        value = {"a": value}
+    return value
+
+
 @pytest.mark.parametrize(
     ("body", "message"),
     [
@@ -182,6 +209,11 @@ def _nested(depth: int) -> bytes:
         (_bad(b"\x0a\x05\x0a\x40abc"), CANNOT + "unexpected EOF"),  # a name longer than metadata
         (_bad(b"\x08\x01"), CANNOT + "proto: wrong wireType = 0 for field ResourceClaim.metadata"),
         (_bad(_nested(10_000)), None),  # nested past the schema: a name of nesting bytes, not a valid one
+        # A year past 9999 or before 1000 has no RFC 3339 text: refused as the JSON of it would be.
+        (_bad(_with_time_seconds(GOOD, 253402300800)), CANNOT + 'parsing time "10000-01-01T00:00:00Z" as "2006-01-02T15:04:05Z07:00"'),
+        (_bad(_with_time_seconds(GOOD, -30610224001)), CANNOT + 'parsing time "999-12-31T23:59:59Z" as "2006-01-02T15:04:05Z07:00"'),
+        # Raw JSON nested deeper than a JSON body may be, inside the claim's opaque parameters.
+        (_bad(_claim_with_parameters(_nested_objects(95))), "the request body is nested deeper than 100 levels"),
         (_bad(GOOD, kind="Pod", api_version="v1"), "the API version in the data (v1) does not match the expected API version (resource.k8s.io/v1)"),
         (_bad(GOOD, kind="DeviceClass"), 'DeviceClass in version "v1" cannot be handled as a ResourceClaim: converting (v1.DeviceClass) to (resource.ResourceClaim): unknown conversion'),
         (_bad(GOOD, kind="NoSuchKind"), 'NoSuchKind in version "v1" cannot be handled as a ResourceClaim: no kind "NoSuchKind" is registered for version "resource.k8s.io/v1" in scheme "pkg/api/legacyscheme/scheme.go:30"'),
@@ -198,6 +230,13 @@ def test_bad_protobuf_bodies_are_refused_and_nothing_is_stored(api: httpx.Client
         assert status["code"] == 400 and status["reason"] == "BadRequest"
         assert status["message"].startswith(message), status["message"]
     assert api.get(claims_path(ns)).json()["items"] == before
+
+
+def test_raw_json_just_within_the_depth_limit_is_taken(api: httpx.Client, ns: str) -> None:
+    # The claim's own nesting (object, spec, devices, config list, entry, opaque) and 94 levels of
+    # objects: 100 in all, as deep as a body may be.
+    response = api.post(claims_path(ns), content=_bad(_claim_with_parameters(_nested_objects(94))), headers=PB_HEADERS)
+    assert response.status_code == 201, response.content
 
 
 def test_unknown_fields_are_dropped_as_upstream_drops_them(api: httpx.Client, ns: str) -> None:
