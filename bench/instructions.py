@@ -44,12 +44,12 @@ from typing import Any
 import httpx
 import orjson
 
+from app import protobuf
 from bench.common import claim, claims_path
 from devtools.credentials import ClusterCredentials
 from devtools.ports import free_port
 from devtools.postgres import ThrowawayPostgres
 from devtools.server import REPO_ROOT, migrate
-from kube import protobuf
 
 PROTOBUF = protobuf.CONTENT_TYPE
 WORKLOADS = ("scheduler", "create", "update", "get", "list")

@@ -46,8 +46,8 @@ from devtools.devstack import apply_manifest
 from devtools.ports import free_port
 from devtools.server import REPO_ROOT
 from kube.client import KubeClient, resource_path
+from kube.dra.explanations import KUBECONFIG_EXTENSION, explain_path, recorded_scheduler
 from kube.errors import ApiError
-from kube.explanations import KUBECONFIG_EXTENSION, explain_path, recorded_scheduler
 from kube.features import FeatureGates, Gate, gates_flag
 from kube.kubeconfig import load_kubeconfig_context
 from schedulers.allocator import Allocated, AllocatedState, Allocator, AllocatorFeatures, ResourceIndex

@@ -145,12 +145,12 @@ class Bench:
         self.notes: list[str] = []
         # What makes the run's figures untrue (main exits non-zero): e.g. a LIST answered short.
         self.failures: list[str] = []
-        # Bodies as the server is asked to take and give them: JSON, or protobuf (kube/protobuf.py).
+        # Bodies as the server is asked to take and give them: JSON, or protobuf (app/protobuf.py).
         self.media_type = PROTOBUF if opts.protobuf else JSON
         self.encode: Callable[[dict[str, Any]], bytes] = orjson.dumps
         self.decode: Callable[[bytes], Any] = orjson.loads
         if opts.protobuf:
-            from kube import protobuf
+            from app import protobuf
 
             self.encode, self.decode = protobuf.encode_object, protobuf.decode_object
 
@@ -161,7 +161,7 @@ class Bench:
         protobuf each item is one field 2 of the list message."""
         if self.media_type == JSON:
             return body.count(b'"uid":')
-        from kube import protobuf
+        from app import protobuf
 
         _, _, raw = protobuf.open_envelope(body)
         return sum(1 for number, *_ in protobuf._fields(raw, 0, len(raw), "list") if number == 2)

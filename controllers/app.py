@@ -24,8 +24,8 @@ from controllers.rootcacertpublisher import RootCACertPublisher, root_ca
 from controllers.serviceaccounts import ServiceAccountsController
 from controllers.workloadcontrollers import ACCOUNTS as WORKLOAD_ACCOUNTS
 from controllers.workloadcontrollers import WorkloadControllers
-from kube import podgroups
 from kube.client import KubeClient
+from kube.dra import podgroups
 from kube.features import FeatureGates, Gate
 from kube.informer import run_with_informers
 from kube.process import client_from_args, connection_from_args, run_leader_elected, worker_main, worker_parser

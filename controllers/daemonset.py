@@ -42,14 +42,14 @@ from controllers.workloads import (
     slow_start_batch,
 )
 from kube.client import KubeClient, resource_path
+from kube.dra.pods import is_pod_available, is_pod_ready
+from kube.dra.tolerations import tolerations_tolerate
 from kube.errors import ApiError
 from kube.indexer import Index
 from kube.informer import Informer
 from kube.intstr import scaled_value
 from kube.labels import node_selector_matches
 from kube.objects import Obj
-from kube.pods import is_pod_available, is_pod_ready
-from kube.tolerations import tolerations_tolerate
 from kube.workqueue import WorkQueue, log_failures
 
 log = logging.getLogger("daemon-set-controller")

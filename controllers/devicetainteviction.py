@@ -42,14 +42,14 @@ import httpx
 
 from controllers.objects import pod_claim_names
 from kube.client import KubeClient, record_event, resource_path
-from kube.devicetaints import rule_selects as rule_matches
+from kube.dra.devicetaints import rule_selects as rule_matches
+from kube.dra.tolerations import tolerates
 from kube.errors import ApiError
 from kube.indexer import Index
 from kube.informer import Informer
 from kube.objects import Obj
 from kube.objects import meta as _meta
 from kube.timeutil import now_rfc3339, parse_time
-from kube.tolerations import tolerates
 from kube.workqueue import WorkQueue, log_failures
 
 log = logging.getLogger("device-taint-eviction-controller")

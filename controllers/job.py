@@ -49,11 +49,11 @@ from controllers.workloads import (
     slow_start_batch,
 )
 from kube.client import KubeClient, resource_path
+from kube.dra.pods import is_pod_active, is_pod_ready, is_pod_terminating
 from kube.errors import ApiError
 from kube.indexer import Index
 from kube.informer import Informer
 from kube.objects import Obj
-from kube.pods import is_pod_active, is_pod_ready, is_pod_terminating
 from kube.timeutil import now_rfc3339, parse_time
 from kube.workqueue import WorkQueue, log_failures
 

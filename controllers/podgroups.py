@@ -19,8 +19,8 @@ from typing import Any
 
 from controllers.objects import get_live, metadata, set_finalizers
 from controllers.resourceclaim import claim_from_template, generated_claim
-from kube import podgroups
 from kube.client import KubeClient, record_event, resource_path
+from kube.dra import podgroups
 from kube.errors import ApiError
 from kube.indexer import Index
 from kube.informer import Informer

@@ -32,13 +32,13 @@ from controllers.objects import (
     set_finalizers,
 )
 from kube.apitypes import ResourceClaim, ResourceClaimConsumerReference, ResourceClaimStatus
-from kube.claims import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from kube.client import KubeClient, record_event, resource_path
+from kube.dra.claims import EXTENDED_RESOURCE_CLAIM_ANNOTATION
+from kube.dra.podgroups import is_group_reference
 from kube.errors import ApiError
 from kube.indexer import Index
 from kube.informer import Informer, run_with_informers
 from kube.objects import Obj
-from kube.podgroups import is_group_reference
 from kube.workqueue import WorkQueue, log_failures
 
 log = logging.getLogger("resourceclaim-controller")

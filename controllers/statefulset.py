@@ -39,12 +39,12 @@ from controllers.workloads import (
     pod_from_template,
 )
 from kube.client import KubeClient, resource_path
+from kube.dra.pods import is_pod_available, is_pod_ready
 from kube.errors import ApiError
 from kube.indexer import Index
 from kube.informer import Informer
 from kube.intstr import scaled_value
 from kube.objects import Obj
-from kube.pods import is_pod_available, is_pod_ready
 from kube.workqueue import WorkQueue, log_failures
 
 log = logging.getLogger("statefulset-controller")

@@ -24,12 +24,12 @@ import orjson
 
 from controllers.objects import controller_owner, metadata
 from kube.client import KubeClient, record_event, resource_path
+from kube.dra.pods import is_pod_active, is_pod_ready, ready_since, seconds_until_available
 from kube.errors import ApiError
 from kube.indexer import Index
 from kube.informer import Informer
 from kube.labels import LabelSelector, selector_from_label_selector_object
 from kube.objects import Obj
-from kube.pods import is_pod_active, is_pod_ready, ready_since, seconds_until_available
 from kube.timeutil import parse_time
 
 log = logging.getLogger("controllers")

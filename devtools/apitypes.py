@@ -1,6 +1,6 @@
 """Render ``kube/apitypes.py``: a ``TypedDict`` for every message the served kinds are made of.
 
-The source is ``kube/protobuf_schema.json``, which ``interop/protocheck schema`` reads from the Go
+The source is ``app/protobuf_schema.json``, which ``interop/protocheck schema`` reads from the Go
 types of k8s.io/api (their ``json`` and ``protobuf`` tags), so the JSON names and types here are the
 Go types' and ``tests/interop/test_protobuf_go.py`` checks the document against them. To those the
 renderer adds what the kinds declare beyond the v1.37 Go types (``KindStrategy.extra_schema_properties``:
@@ -18,9 +18,10 @@ import keyword
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kube import protobuf
+from app import protobuf
 
-MODULE_PATH = protobuf.SCHEMA_PATH.with_name("apitypes.py")
+# The typed dicts are the shared library's (kube/); the schema they are made from is the server's (app/).
+MODULE_PATH = protobuf.SCHEMA_PATH.parents[1] / "kube" / "apitypes.py"
 STUB_PATH = MODULE_PATH.with_suffix(".pyi")
 
 # The JSON form of the types the codec handles by name (interop/protocheck/schema.go's specialTypes).

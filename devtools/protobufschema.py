@@ -1,4 +1,4 @@
-"""``make protobuf-schema``: write ``kube/protobuf_schema.json`` from the Go types of k8s.io/api
+"""``make protobuf-schema``: write ``app/protobuf_schema.json`` from the Go types of k8s.io/api
 (``interop/protocheck schema``), compact and with sorted keys so a change reads as a small diff, then
 ``kube/apitypes.pyi`` (the typed dicts, ``devtools/apitypes.py``) and its run-time module from it.
 
@@ -11,8 +11,8 @@ import argparse
 import json
 import subprocess
 
+from app import protobuf
 from devtools import apitypes, gobuild
-from kube import protobuf
 
 
 def main() -> None:

@@ -28,8 +28,8 @@ from typing import Any
 import grpc
 import grpc.aio
 
-from kube.claims import claim_path, update_device_status
 from kube.client import KubeClient, resource_path
+from kube.dra.claims import claim_path, update_device_status
 from kube.errors import ApiError
 from kube.objects import Obj
 from kube.tasks import wait_for

@@ -39,13 +39,13 @@ COMPILED_MODULES: tuple[str, ...] = (
     "app.auth.system",
     "app.filters.limits",
     "app.metrics",
+    "app.protobuf",
     "app.registry.accessors",
     "app.registry.objectmeta",
     "app.registry.resource.claimspec",
     "app.registry.resource.common",
     "kube.fields",
     "kube.labels",
-    "kube.protobuf",
 )
 
 _ROOT = Path(__file__).resolve().parent.parent

@@ -21,8 +21,8 @@ import httpx
 import yaml
 
 from kube.client import KubeClient, resource_path
+from kube.dra.explanations import EXPLANATION_API_VERSION
 from kube.errors import ApiError
-from kube.explanations import EXPLANATION_API_VERSION
 from kube.objects import Obj
 
 RESOURCE = "resource.k8s.io"

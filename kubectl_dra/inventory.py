@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from kube.devicetaints import rule_selects
+from kube.dra.devicetaints import rule_selects
 from kube.objects import Obj
 from kube.quantity import Quantity, parse_quantity_or_none
 

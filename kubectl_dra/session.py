@@ -13,9 +13,9 @@ from typing import Any
 import httpx
 
 from kube.client import KubeClient, resource_path
+from kube.dra.explanations import EXPLAIN_URL_ANNOTATION, SCHEDULER_LEASE_NAME, SCHEDULER_LEASE_NAMESPACE, explain_path
+from kube.dra.explanations import recorded_scheduler as recorded
 from kube.errors import ApiError
-from kube.explanations import EXPLAIN_URL_ANNOTATION, SCHEDULER_LEASE_NAME, SCHEDULER_LEASE_NAMESPACE, explain_path
-from kube.explanations import recorded_scheduler as recorded
 from kube.kubeconfig import KubeconfigContext
 from kube.objects import Obj
 
@@ -49,7 +49,7 @@ class Session:
 
 
 def recorded_scheduler(extensions: Mapping[str, Any]) -> tuple[str, bytes | None] | None:
-    """The scheduler the kubeconfig context records (``kube.explanations.recorded_scheduler``)."""
+    """The scheduler the kubeconfig context records (``kube.dra.explanations.recorded_scheduler``)."""
     try:
         return recorded(extensions)
     except ValueError as exc:

@@ -18,7 +18,7 @@ from collections.abc import Collection
 
 import httpx
 
-from kube.claims import update_device_status
+from kube.dra.claims import update_device_status
 from kube.errors import ApiError
 from kube.informer import Informer
 from kube.objects import Obj

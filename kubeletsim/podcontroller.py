@@ -21,8 +21,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from kube.claims import update_device_status
 from kube.client import KubeClient, record_event, resource_path
+from kube.dra.claims import update_device_status
+from kube.dra.pods import pod_requests
 from kube.errors import ApiError
 from kube.features import FeatureGates, Gate
 from kube.informer import Informer, resource_version_number
@@ -30,7 +31,6 @@ from kube.objects import Obj
 from kube.objects import meta as _meta
 from kube.objects import spec as _spec
 from kube.objects import status as _status
-from kube.pods import pod_requests
 from kube.timeutil import now_rfc3339, parse_time
 from kube.workqueue import ExponentialBackoff, WorkQueue
 from kubeletsim import nodes as nodes_mod

@@ -11,12 +11,10 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import cast
 
-from kube import podgroups
 from kube.apitypes import AllocatedDeviceStatus, DeviceRequestAllocationResult, NetworkDeviceData, ResourceClaim
-from kube.claims import extended_resource_claim_name
-from kube.labels import node_selector_matches
-from kube.objects import Obj
-from kube.pods import (
+from kube.dra import podgroups
+from kube.dra.claims import extended_resource_claim_name
+from kube.dra.pods import (
     HUGEPAGES_PREFIX,
     container_claim_amounts,
     pod_level_resources,
@@ -25,6 +23,8 @@ from kube.pods import (
     quantity_fraction,
     resource_list,
 )
+from kube.labels import node_selector_matches
+from kube.objects import Obj
 
 RUN_SECONDS_ANNOTATION = "dra.example.dev/run-seconds"
 EXIT_CODE_ANNOTATION = "dra.example.dev/exit-code"

@@ -1,9 +1,9 @@
-"""Device profiles of simulated nodes: the shared definitions in :mod:`kube.deviceprofiles`
+"""Device profiles of simulated nodes: the shared definitions in :mod:`kube.dra.deviceprofiles`
 (the scheduler's what-if questions read the same profiles)."""
 
 from __future__ import annotations
 
-from kube.deviceprofiles import (
+from kube.dra.deviceprofiles import (
     MAX_ADVANCED_DEVICES_PER_SLICE,
     MAX_COUNTER_SETS_PER_SLICE,
     MAX_DEVICES_PER_SLICE,

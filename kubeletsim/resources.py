@@ -4,7 +4,7 @@ Upstream's kubelet admits a pod bound to its node only when the pod's requests f
 node's allocatable minus the requests of the pods it already admitted (lifecycle/predicate.go,
 which runs the scheduler's NodeResourcesFit check); otherwise the pod fails with reason
 ``OutOf<resource>`` and the message of InsufficientResourceError. A pod's requests come from
-the one rule the scheduler uses too, ``kube.pods.pod_requests`` (component-helpers'
+the one rule the scheduler uses too, ``kube.dra.pods.pod_requests`` (component-helpers'
 PodRequests: containers, init containers and sidecars, pod-level requests, pod overhead, and the
 node allocatable resources its claims charge, KEP-5517).
 """
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from kube.pods import Resources, quantity_fraction
+from kube.dra.pods import Resources, quantity_fraction
 
 Amounts = Resources
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from kube.delegation import DelegatedAuth
-from kube.explanations import SCHEDULER_LEASE_NAME, SCHEDULER_LEASE_NAMESPACE
+from kube.dra.explanations import SCHEDULER_LEASE_NAME, SCHEDULER_LEASE_NAMESPACE
 from kube.features import FeatureGates, Gate
 from kube.httpserve import is_loopback, serve_http, server_tls_context
 from kube.process import client_from_args, connection_from_args, run_leader_elected, run_worker, worker_main, worker_parser

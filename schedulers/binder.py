@@ -36,9 +36,9 @@ from typing import Any
 import httpx
 
 from kube.client import KubeClient, record_event, resource_path
+from kube.dra.podgroups import pod_group_name
 from kube.errors import ApiError
 from kube.informer import object_key
-from kube.podgroups import pod_group_name
 from kube.tasks import cancel_and_wait
 from kube.timeutil import now_rfc3339
 from schedulers.allocator import AllocatorFeatures

@@ -26,14 +26,14 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from kube import podgroups
 from kube.client import KubeClient, resource_path
-from kube.extendedresources import resource_classes
+from kube.dra import podgroups
+from kube.dra.extendedresources import resource_classes
+from kube.dra.pods import Resources, pod_priority, pod_requests
 from kube.indexer import Index
 from kube.informer import Informer, object_key
 from kube.labels import EVERYTHING, LabelSelector
 from kube.objects import Obj
-from kube.pods import Resources, pod_priority, pod_requests
 from schedulers.allocator import AllocatedState, AllocatorFeatures, ResourceIndex, SearchCache
 from schedulers.extended import owned_special_claim_of
 from schedulers.plugins.interpodaffinity import NAME as AFFINITY_PLUGIN

@@ -30,8 +30,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from kube.dra.pods import pod_priority
 from kube.objects import Obj, meta
-from kube.pods import pod_priority
 from schedulers.allocator import AllocatedState, Allocator
 from schedulers.cache import SchedulerCache
 from schedulers.framework import (

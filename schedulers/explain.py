@@ -28,10 +28,10 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
+from kube.dra.tolerations import tolerations_tolerate
 from kube.features import Gate
 from kube.informer import object_key
 from kube.quantity import Quantity
-from kube.tolerations import tolerations_tolerate
 from schedulers.allocator import (
     ADMIN_ACCESS_LABEL,
     TIMED_OUT,

@@ -19,8 +19,8 @@ from dataclasses import replace
 from typing import Any
 
 from kube.delegation import DelegatedAuth, Unauthenticated, User, forbidden_message
+from kube.dra.explanations import EXPLAIN_URL_ANNOTATION, EXPLANATION_API_VERSION
 from kube.errors import ApiError
-from kube.explanations import EXPLAIN_URL_ANNOTATION, EXPLANATION_API_VERSION
 from kube.health import HEALTH_PATHS
 from kube.httpserve import Request, Response
 from schedulers.explain import Explainer, ExplainLimits

@@ -6,7 +6,7 @@ devices of that class on a node that does not advertise the resource in its allo
 that does serves it the device-plugin way, counted by the node fit). The scheduler then makes a
 claim for the pod, the *special claim*: one request per container and resource, named
 ``container-<index>-request-<index of the resource among the container's sorted requests>``,
-owned by the pod and marked with ``kube.claims.EXTENDED_RESOURCE_CLAIM_ANNOTATION``. It lives in memory
+owned by the pod and marked with ``kube.dra.claims.EXTENDED_RESOURCE_CLAIM_ANNOTATION``. It lives in memory
 under :data:`IN_MEMORY_NAME` until the binder creates it (``<pod>-extended-resources-<random>``),
 allocates it, and records ``pod.status.extendedResourceClaimStatus`` (which container's resource
 maps to which request, and the claim's name) before the binding.
@@ -15,7 +15,7 @@ Init containers that run to completion before the others may reuse the devices o
 long-running containers that come after them; of the requests they still need, only the largest
 is made, and all of them map to it.
 
-Which class serves a resource is ``kube.extendedresources``' rule, which resource quota shares.
+Which class serves a resource is ``kube.dra.extendedresources``' rule, which resource quota shares.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kube.claims import EXTENDED_RESOURCE_CLAIM_ANNOTATION
-from kube.extendedresources import is_dra_extended_resource_name
+from kube.dra.claims import EXTENDED_RESOURCE_CLAIM_ANNOTATION
+from kube.dra.extendedresources import is_dra_extended_resource_name
+from kube.dra.pods import Resources, pod_requests
 from kube.objects import Obj
-from kube.pods import Resources, pod_requests
 
 IN_MEMORY_NAME = "<extended-resources>"  # not a valid object name, so never an existing claim's
 STALE_CLAIM = "cannot schedule extended resource claim"

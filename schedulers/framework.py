@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, Protocol
 
+from kube.dra.pods import Resources
 from kube.objects import Obj
-from kube.pods import Resources
 from schedulers.extended import SpecialClaim
 
 NOT_HELPFUL = "Preemption is not helpful for scheduling"  # preemption's reason for nodes it does not look at

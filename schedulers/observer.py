@@ -18,7 +18,7 @@ state it watches: the nodes the pod fits on now, and why each other node does no
   ``kube-system/extension-apiserver-authentication``, as upstream's delegated authentication
   reads it), so that kubectl's client certificates name their users here as they do to the API server.
 * :func:`record_in_kubeconfig` writes the URL and that authority into the kubeconfig's current
-  context as the extension ``dra.example.com/scheduler`` (:data:`kube.explanations.KUBECONFIG_EXTENSION`),
+  context as the extension ``dra.example.com/scheduler`` (:data:`kube.dra.explanations.KUBECONFIG_EXTENSION`),
   where ``kubectl dra`` finds it.
 
 Callers are checked as the scheduler checks them (:mod:`kube.delegation`): a bearer token by a
@@ -43,8 +43,8 @@ import httpx
 import yaml
 
 from kube.client import KubeClient, WatchExpired, resource_path
+from kube.dra.explanations import KUBECONFIG_EXTENSION
 from kube.errors import ApiError
-from kube.explanations import KUBECONFIG_EXTENSION
 from kube.informer import Informer
 from kube.pki import Authority, cert_pem, key_pem, write_private
 from kube.tasks import wait_for

@@ -19,8 +19,8 @@ from collections.abc import Callable
 
 import httpx
 
-from kube import podgroups
 from kube.client import KubeClient, resource_path
+from kube.dra import podgroups
 from kube.errors import ApiError
 from kube.indexer import Index
 from kube.informer import Informer, object_key

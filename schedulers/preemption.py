@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kube.pods import Resources, add_resources, pod_priority
+from kube.dra.pods import Resources, add_resources, pod_priority
 from schedulers.allocator import Allocated, AllocationError, Unschedulable
 from schedulers.cache import Nomination, Obj, is_pod_reference, meta
 from schedulers.cycle import SchedulingCycle

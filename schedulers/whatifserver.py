@@ -58,9 +58,9 @@ import orjson
 
 from kube.client import resource_path
 from kube.delegation import DelegatedAuth, Unauthenticated, User, forbidden_message
-from kube.deviceprofiles import ProfileError, available_profiles, build_slices, load_profiles
+from kube.dra.deviceprofiles import ProfileError, available_profiles, build_slices, load_profiles
+from kube.dra.explanations import EXPLANATION_API_VERSION
 from kube.errors import ApiError, bad_request, invalid, invalid_object, not_found, not_supported, required, too_many
-from kube.explanations import EXPLANATION_API_VERSION
 from kube.httpserve import Request, Response
 from kube.tasks import wait_for
 from schedulers.cache import Obj, SchedulerCache, meta

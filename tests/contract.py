@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 from jsonschema import Draft202012Validator
 
-from kube import protobuf
+from app import protobuf
 
 # Fields the official schema lacks because they come from this project's proposals.
 PROPOSAL_FIELDS: dict[str, list[tuple[str, ...]]] = {

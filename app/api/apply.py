@@ -37,6 +37,7 @@ from typing import Any
 
 import orjson
 
+from app import protobuf
 from app.api.bodies import kind_conversion_error
 from app.api.fieldsets import (
     _MEMBER,
@@ -54,10 +55,9 @@ from app.api.fieldsets import (
 )
 from app.api.patch import clone, go_format, go_type_name
 from app.api.schemas import SchemaNode, schema_for_kind
+from app.protobuf import go_json_type
 from app.storage.cache import DECODED
-from kube import protobuf
 from kube.errors import ApiError, bad_request
-from kube.protobuf import go_json_type
 
 MAX_UPDATE_MANAGERS = 10
 ANCIENT_CHANGES_MANAGER = "ancient-changes"

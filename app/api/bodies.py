@@ -17,10 +17,10 @@ from mypy_extensions import mypyc_attr
 from starlette.requests import ClientDisconnect
 from starlette.types import Receive
 
+from app import protobuf
 from app.api.schemas import FieldPath, render_field_path
-from kube import protobuf
+from app.protobuf import go_json_type
 from kube.errors import ApiError, bad_request, entity_too_large
-from kube.protobuf import go_json_type
 from kube.quantity import Quantity, QuantityError
 
 MAX_DEPTH = 100

@@ -18,6 +18,7 @@ from typing import Any
 
 import orjson
 
+from app import protobuf
 from app.api import apply as ssa
 from app.api import bodies, schemas
 from app.api import patch as patches
@@ -39,7 +40,7 @@ from app.storage.cache import ADDED, DELETED, MODIFIED, StoredObject
 from app.storage.dialects import WriteOp
 from app.storage.errors import ContinueExpired, KeyExists, ResourceVersionTooLarge, RevisionCompacted, RevisionMismatch, StorageError
 from app.storage.storage import Predicate, Storage, WatchBatch
-from kube import errors, protobuf
+from kube import errors
 from kube.errors import ApiError, FieldError
 from kube.features import FeatureGates
 from kube.fields import FieldSelector, parse_field_selector, unknown_field_error, unsupported_field_error
@@ -934,7 +935,7 @@ def _status_message(api_version: str, kind: str) -> protobuf.Message | None:
 def complete_status(strategy: KindStrategy, obj: Obj) -> None:
     """Give ``obj`` the status upstream serialises for it: a kind whose Go type holds its status by
     value (not a pointer) always has one, ``"status": {}`` at least, with the zero fields Go writes
-    (``kube.protobuf.fill_zero_fields``), so that a JSON patch can add to a new object's status."""
+    (``app.protobuf.fill_zero_fields``), so that a JSON patch can add to a new object's status."""
     message = _status_message(strategy.api_version, strategy.kind)
     if message is None:
         return

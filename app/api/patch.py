@@ -34,8 +34,8 @@ import orjson
 
 from app.api import bodies
 from app.api.schemas import SchemaNode
+from app.protobuf import go_json_type
 from kube.errors import ApiError, bad_request
-from kube.protobuf import go_json_type
 
 MAX_JSON_PATCH_OPERATIONS = 10000
 

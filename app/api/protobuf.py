@@ -1,5 +1,5 @@
 """The API's protobuf answers and request bodies (``application/vnd.kubernetes.protobuf``), on top
-of the codec in ``kube.protobuf``: objects, lists, Status errors and watch frames, as upstream's
+of the codec in ``app.protobuf``: objects, lists, Status errors and watch frames, as upstream's
 apiserver writes them, and request bodies refused with upstream's decode errors.
 
 A stored version is encoded once, in its envelope, and kept among the recently encoded ones
@@ -13,12 +13,13 @@ import bisect
 import itertools
 from collections.abc import Iterable, Sequence
 
+from app import protobuf
 from app.api.bodies import LEGACY_SCHEME, MAX_DEPTH, check_depth, note_typed_body, summarize_data
+from app.protobuf import CONTENT_TYPE, WATCH_CONTENT_TYPE, EncodeError, Message, ProtobufError
 from app.registry.base import KindStrategy, Obj
 from app.storage.cache import RecentVersions, StoredObject
-from kube import errors, protobuf
+from kube import errors
 from kube.errors import ApiError
-from kube.protobuf import CONTENT_TYPE, WATCH_CONTENT_TYPE, EncodeError, Message, ProtobufError
 
 __all__ = ["CONTENT_TYPE", "WATCH_CONTENT_TYPE", "decode_body"]
 

@@ -16,7 +16,7 @@ from app.auth.attributes import Attributes
 from app.auth.authorizers import NO_OPINION, Decision
 from app.auth.rules import Rule
 from app.auth.user import node_identity
-from kube.claims import extended_resource_claim_name
+from kube.dra.claims import extended_resource_claim_name
 
 PODS = "pods"
 RESOURCE_SLICES = "resourceslices.resource.k8s.io"

@@ -1,7 +1,7 @@
 // protocheck speaks Kubernetes protobuf with upstream's own serializers (k8s.io/apimachinery and
 // the k8s.io/api types at v0.37.2), so the tests can compare this server's bytes with upstream's.
 //
-//	protocheck schema   the protobuf messages of every kind, as JSON (app/api/protobuf_schema.json)
+//	protocheck schema   the protobuf messages of every kind, as JSON (app/protobuf_schema.json)
 //	protocheck serve    one JSON request per input line, one JSON answer per output line:
 //	    {"op":"encode","object":{...}}      -> {"data":"<base64 of the k8s\0 envelope>"}
 //	    {"op":"decode","data":"<base64>"}    -> {"object":{...}} (Go's JSON of the decoded object)

@@ -2,7 +2,7 @@ package main
 
 // The `schema` command: every served-by-upstream kind's protobuf message, read by reflection from
 // the Go types (their `protobuf`, `protobuf_key`, `protobuf_val` and `json` struct tags), written as
-// the JSON document app/api/protobuf_schema.json holds. The tags are the interface definition: field
+// the JSON document app/protobuf_schema.json holds. The tags are the interface definition: field
 // numbers, wire types and JSON names are facts the Python codec must match.
 
 import (

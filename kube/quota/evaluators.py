@@ -29,12 +29,12 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-from kube.claims import EXTENDED_RESOURCE_CLAIM_ANNOTATION
+from kube.dra.claims import EXTENDED_RESOURCE_CLAIM_ANNOTATION
+from kube.dra.extendedresources import DEVICE_CLASS_PREFIX, class_resources, is_dra_extended_resource_name, resource_classes
+from kube.dra.pods import pod_level_resources, pod_limit_quantities, pod_request_quantities, qos_class
 from kube.errors import ApiError
-from kube.extendedresources import DEVICE_CLASS_PREFIX, class_resources, is_dra_extended_resource_name, resource_classes
 from kube.labels import DOES_NOT_EXIST, EXISTS, IN, NOT_IN, new_requirement
 from kube.objects import Obj, meta, spec, status
-from kube.pods import pod_level_resources, pod_limit_quantities, pod_request_quantities, qos_class
 from kube.quantity import Quantity, parse_quantity_or_none
 from kube.quota.resources import ResourceList, add, object_count_name, parse_list
 

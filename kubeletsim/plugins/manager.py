@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import grpc.aio
 
-from kube.claims import extended_resource_claim_name
+from kube.dra.claims import extended_resource_claim_name
 from kube.objects import Obj
 from kubeletapi.dra.v1 import api_pb2 as dra_v1
 from kubeletsim.plugins.checkpoint import Checkpoint, ClaimInfo, PreparedDevice

@@ -10,8 +10,8 @@ from typing import Any
 
 from kube.apitypes import DeviceClass, DeviceToleration, ResourceClaim
 from kube.cel import CompiledSelector
+from kube.dra.tolerations import tolerations_tolerate
 from kube.quantity import DECIMAL_SI, Quantity
-from kube.tolerations import tolerations_tolerate
 from schedulers.allocator.devices import Device, as_quantity
 
 _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")

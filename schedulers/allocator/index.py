@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from kube.apitypes import DeviceClass, DeviceTaint, DeviceTaintRule
-from kube.devicetaints import rule_selects
+from kube.dra.devicetaints import rule_selects
 from kube.labels import node_selector_matches
 from kube.quantity import Quantity
 from schedulers.allocator.devices import (

@@ -7,7 +7,7 @@ from fractions import Fraction
 from typing import Any, cast
 
 from kube.apitypes import AllocationResult
-from kube.pods import claim_status_amounts
+from kube.dra.pods import claim_status_amounts
 from kube.quantity import DECIMAL_SI, Quantity
 from schedulers.allocator.claims import from_fraction
 from schedulers.allocator.devices import as_quantity
@@ -25,7 +25,7 @@ def node_allocatable_claim_status(
     Per allocated device's ``nodeAllocatableResources``: ``mapping`` gives
     consumedCapacity[capacityKey] (the capacity value for an exclusive device) x capacityMultiplier,
     or deviceMultiplier per device; ``overhead`` gives perPod and perContainer (charged per
-    referencing container, see ``kube.pods.claim_status_amounts``). Admin-access results are
+    referencing container, see ``kube.dra.pods.claim_status_amounts``). Admin-access results are
     not charged. None when no allocated device declares node allocatable resources.
     """
     allocation = cast("AllocationResult | None", claim_allocation)  # typed from here on (kube/apitypes.pyi)

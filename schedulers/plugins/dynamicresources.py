@@ -24,13 +24,13 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
-from kube import podgroups
 from kube.apitypes import Pod, PodResourceClaim
+from kube.dra import podgroups
+from kube.dra.pods import Resources, pod_priority, pod_requests
 from kube.features import Gate
 from kube.informer import object_key
 from kube.labels import node_selector_matches
 from kube.objects import Obj
-from kube.pods import Resources, pod_priority, pod_requests
 from schedulers.allocator import (
     CANNOT_ALLOCATE,
     Allocated,

@@ -41,10 +41,10 @@ import httpx
 
 from kube.apitypes import AllocationResult, ResourceClaim
 from kube.client import record_event, resource_path
+from kube.dra.podgroups import is_group_reference
 from kube.errors import ApiError
 from kube.informer import object_key
 from kube.objects import Obj
-from kube.podgroups import is_group_reference
 from kube.timeutil import now_rfc3339
 from schedulers.cache import RESOURCE, Key, SchedulerCache, is_pod_reference, meta
 from schedulers.extended import SpecialClaim, is_in_memory

@@ -16,7 +16,7 @@ node label (``topologyKey``): a topology domain is every node with the same valu
   of the matching pods; normalised to 0..100 over the feasible nodes.
 
 ``matchLabelKeys`` and ``mismatchLabelKeys`` are in the term's selector already: the API server
-merges them with the pod's label values when it creates the pod (``kube.pods.
+merges them with the pod's label values when it creates the pod (``kube.dra.pods.
 merge_pod_affinity_label_keys``), and the scheduler reads the selector as stored, as upstream's.
 Preemption asks the filter with victims removed (:meth:`InterPodAffinity.without`), as upstream's
 RemovePod does.

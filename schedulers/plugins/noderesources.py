@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any, Protocol
 
+from kube.dra.pods import Resources, add_resources, pod_priority, pod_requests, quantity_fraction
 from kube.objects import Obj, meta
-from kube.pods import Resources, add_resources, pod_priority, pod_requests, quantity_fraction
 from schedulers.extended import extended_requests
 from schedulers.framework import CycleState, ExplainContext, Reason, Status
 

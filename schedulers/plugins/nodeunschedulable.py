@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from kube.dra.tolerations import tolerations_tolerate
 from kube.objects import Obj
-from kube.tolerations import tolerations_tolerate
 from schedulers.framework import CycleState, ExplainContext, Reason, Status, reasons_of
 
 NAME = "NodeUnschedulable"

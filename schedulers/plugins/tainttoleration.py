@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from kube.dra.tolerations import tolerations_tolerate
 from kube.objects import Obj
-from kube.tolerations import tolerations_tolerate
 from schedulers.framework import CycleState, ExplainContext, Reason, Status, default_normalize, reasons_of
 
 NAME = "TaintToleration"

@@ -7,8 +7,8 @@ from __future__ import annotations
 import orjson
 import pytest
 
+from app import protobuf
 from devtools import apitypes
-from kube import protobuf
 
 
 @pytest.fixture(scope="module")

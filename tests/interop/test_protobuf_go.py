@@ -24,9 +24,9 @@ import orjson
 import pytest
 import yaml
 
+from app import protobuf
 from app.registry import ALL_KINDS
 from devtools.server import REPO_ROOT
-from kube import protobuf
 from kube.objects import Obj
 from tests.interop.golang import go_program, needs_go
 from tests.processes import eventually
@@ -141,7 +141,7 @@ def _read_both(admin: httpx.Client, path: str) -> tuple[httpx.Response, bytes] |
 
 def test_the_checked_in_schema_is_what_the_go_types_say() -> None:
     written = subprocess.run([str(go_program("protocheck")), "schema"], capture_output=True, check=True).stdout
-    assert orjson.loads(written) == orjson.loads(protobuf.SCHEMA_PATH.read_bytes()), "regenerate: interop/protocheck schema > kube/protobuf_schema.json"
+    assert orjson.loads(written) == orjson.loads(protobuf.SCHEMA_PATH.read_bytes()), "regenerate: interop/protocheck schema > app/protobuf_schema.json"
 
 
 def test_every_stored_object_is_byte_for_byte_what_go_writes(stack: Stack, go: GoCodec) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from kube.pods import qos_class
+from kube.dra.pods import qos_class
 from kubeletsim import nodes, pods
 from kubeletsim.profiles import (
     MAX_ADVANCED_DEVICES_PER_SLICE,

@@ -333,10 +333,10 @@ def _container(name: str, cpu: str | None = None, memory: str | None = None, res
 
 
 def test_pod_requests_follow_upstream_rules() -> None:
-    """The kubelet's admission uses the scheduler's rule (kube.pods.pod_requests, upstream's PodRequests)."""
+    """The kubelet's admission uses the scheduler's rule (kube.dra.pods.pod_requests, upstream's PodRequests)."""
     from fractions import Fraction
 
-    from kube.pods import pod_requests
+    from kube.dra.pods import pod_requests
 
     plain = {"spec": {"containers": [_container("a", "250m", "1Gi"), _container("b", "750m")]}}
     assert pod_requests(plain) == {"cpu": Fraction(1), "memory": Fraction(2**30)}

@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from kube.client import KubeClient
-from kube.explanations import KUBECONFIG_EXTENSION
+from kube.dra.explanations import KUBECONFIG_EXTENSION
 from kube.httpserve import Request
 from kube.kubeconfig import kubeconfig_text, load_kubeconfig_context
 from kubectl_dra.session import CommandError, Session, recorded_scheduler, scheduler_url

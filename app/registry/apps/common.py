@@ -7,12 +7,12 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from app import protobuf
 from app.registry.accessors import Errs
 from app.registry.base import KindStrategy, Obj
 from app.registry.common import label_selector_is_empty, validate_label_selector
 from app.registry.core.podtemplate import restart_policy_of, template_labels, template_spec, validate_pod_template_spec
 from app.registry.objectmeta import IS_NEGATIVE, is_int, validate_nonnegative
-from kube import protobuf
 from kube.errors import ApiError, forbidden, invalid, not_supported, required
 from kube.intstr import PERCENT, percent
 from kube.labels import selector_from_label_selector_object

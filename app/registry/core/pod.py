@@ -21,9 +21,9 @@ from app.registry.core.pod_validation import validate_pod_create, validate_pod_s
 from app.registry.core.podtemplate import DEFAULT_GRACE_PERIOD_SECONDS, default_pod_spec
 from app.registry.scheduling.priorityclass import admit_pod, keep_pod_priority
 from kube import errors
+from kube.dra.pods import merge_pod_affinity_label_keys, qos_class
 from kube.errors import FieldError
 from kube.gatedfields import POD, drop_disabled
-from kube.pods import merge_pod_affinity_label_keys, qos_class
 from kube.timeutil import now_rfc3339
 
 # The PodScheduled condition a pod created with scheduling gates gets (v1.PodReasonSchedulingGated).

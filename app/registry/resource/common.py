@@ -31,7 +31,7 @@ from kube.errors import duplicate, invalid, not_supported, required, too_long
 # converts by its apiVersion alone and nothing is lost either way.
 
 V1BETA2 = OlderVersion("v1beta2")
-# The Go types of what is immutable (kube.protobuf.same_in_go compares values through them).
+# The Go types of what is immutable (app.protobuf.same_in_go compares values through them).
 CLAIM_SPEC_MESSAGE = "k8s.io/api/resource/v1.ResourceClaimSpec"
 TEMPLATE_SPEC_MESSAGE = "k8s.io/api/resource/v1.ResourceClaimTemplateSpec"
 ALLOCATION_MESSAGE = "k8s.io/api/resource/v1.AllocationResult"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import cast
 
+from app.protobuf import same_in_go
 from app.registry.base import KindStrategy, Obj, PrinterColumn, RequestContext, StatusStrategy, StatusSubresource, reset_metadata_for_status
 from app.registry.columns import age_column, name_column
 from app.registry.resource.claimspec import (
@@ -23,7 +24,6 @@ from app.registry.resource.resourceclaim_validation import (
 from kube.apitypes import ResourceClaim
 from kube.errors import FieldError, invalid
 from kube.gatedfields import CLAIM_SPEC, RESOURCE_CLAIM, drop_disabled, schema_properties
-from kube.protobuf import same_in_go
 
 
 def claim_state(claim: Obj) -> str:

@@ -12,6 +12,7 @@ import json
 import re
 from typing import Any
 
+from app.protobuf import same_in_go
 from app.registry.accessors import (
     Errs,
     dict_entries,
@@ -52,7 +53,6 @@ from app.registry.resource.common import (
 )
 from kube.errors import duplicate, forbidden, invalid, not_supported, required, too_long, too_many
 from kube.features import Gate
-from kube.protobuf import same_in_go
 
 # --- limits (k8s.io/api/resource/v1/types.go) -------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from app.protobuf import same_in_go
 from app.registry.base import KindStrategy, Obj, RequestContext
 from app.registry.columns import age_column, name_column
 from app.registry.resource.claimspec import (
@@ -15,7 +16,6 @@ from app.registry.resource.common import TEMPLATE_SPEC_MESSAGE, V1BETA2
 from app.registry.resource.resourceclaimtemplate_validation import template_claim_spec, validate_template_metadata
 from kube.errors import FieldError, invalid
 from kube.gatedfields import CLAIM_SPEC, schema_properties
-from kube.protobuf import same_in_go
 
 
 class ResourceClaimTemplateStrategy(KindStrategy):

@@ -21,7 +21,7 @@ import httpx
 import orjson
 import pytest
 
-from kube import protobuf
+from app import protobuf
 from tests.helpers import RESOURCE, watch_lines
 
 Obj = dict[str, Any]

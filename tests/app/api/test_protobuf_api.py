@@ -12,9 +12,9 @@ import httpx
 import orjson
 import pytest
 
+from app import protobuf
+from app.protobuf import MAGIC
 from app.registry import ALL_KINDS
-from kube import protobuf
-from kube.protobuf import MAGIC
 from tests.helpers import claim, claims_path
 
 PROTOBUF = "application/vnd.kubernetes.protobuf"

@@ -13,6 +13,7 @@ import httpx
 import orjson
 import pytest
 
+from app import protobuf
 from app.api.generic import GenericStore, complete_status
 from app.api.openapi import create_example
 from app.registry import served_kinds
@@ -20,7 +21,6 @@ from app.registry.base import KindStrategy, StatusSubresource
 from app.registry.resource import resourceclaim, resourcepoolstatusrequest
 from app.storage.cache import ADDED
 from app.storage.dialects import WriteOp
-from kube import protobuf
 from kube.client import resource_path
 from tests.app.api.conftest import WRITER
 from tests.helpers import claim, claims_path, watch_lines

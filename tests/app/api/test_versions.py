@@ -15,8 +15,8 @@ import orjson
 import pytest
 import yaml
 
+from app import protobuf
 from devtools.server import ServerProcess
-from kube import protobuf
 from kube.features import Gate, gates_flag
 from kube.objects import Obj
 from tests.contract import check_response_body

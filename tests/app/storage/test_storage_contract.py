@@ -14,8 +14,8 @@ import httpx
 import orjson
 import pytest
 
+from app import protobuf
 from devtools.server import REPO_ROOT, ServerProcess, free_port
-from kube import protobuf
 from tests.conftest import Databases
 from tests.helpers import assert_status, claim, claims_path, iter_watch, watch_lines
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from kube.claims import EXTENDED_RESOURCE_CLAIM_ANNOTATION
+from kube.dra.claims import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from kube.objects import Obj
 from kube.quota.evaluators import (
     CREATE,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kube.pods import merge_pod_affinity_label_keys
+from kube.dra.pods import merge_pod_affinity_label_keys
 from schedulers.cycle import Placement, ScheduleFailure, SchedulingCycle
 from schedulers.explain import Explainer
 from schedulers.preemption import NoPreemption, Preempt, Preemption

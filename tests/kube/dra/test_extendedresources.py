@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kube.extendedresources import class_resources, is_dra_extended_resource_name, resource_classes
+from kube.dra.extendedresources import class_resources, is_dra_extended_resource_name, resource_classes
 from kube.objects import Obj
 
 GPU = "example.com/gpu"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from kube.dra.tolerations import tolerates, tolerations_tolerate
 from kube.objects import Obj
-from kube.tolerations import tolerates, tolerations_tolerate
 
 NO_SCHEDULE = "NoSchedule"
 NO_EXECUTE = "NoExecute"

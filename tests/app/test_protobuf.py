@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from kube import protobuf
-from kube.protobuf import MAGIC, EncodeError, ProtobufError
+from app import protobuf
+from app.protobuf import MAGIC, EncodeError, ProtobufError
 
 # What kubectl 1.37 sends for `kubectl create namespace foo-29281` (captured on the wire).
 KUBECTL_NAMESPACE = (

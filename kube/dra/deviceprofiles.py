@@ -45,7 +45,7 @@ from kube.objects import Obj
 
 # The shipped profiles are data of the simulator (the source tree is installed editable, and the
 # image keeps it in /app).
-PROFILE_DIR = Path(__file__).resolve().parents[1] / "kubeletsim" / "profiles"
+PROFILE_DIR = Path(__file__).resolve().parents[2] / "kubeletsim" / "profiles"
 # The profile of nodes without built-in devices: only drivers that register bring devices.
 NO_PROFILE = "none"
 
