@@ -17,26 +17,35 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Package -> the project packages it may import (besides itself). Lower layers first.
 ALLOWED: dict[str, set[str]] = {
+    # The client runtime every program stands on.
     "kube": set(),
+    # CEL (DRA's selectors, admission policies): the API server and the scheduler.
+    "kube.cel": {"kube"},
+    # DRA's rules the server and the workers share: claims, pods, device taints, tolerations...
+    "kube.dra": {"kube"},
+    # Resource quota's evaluators: the server's admission and the quota controller.
+    "kube.quota": {"kube", "kube.dra"},
     # The kubelet's gRPC plugin interfaces (protos and stubs), shared by the simulator and drivers.
     "kubeletapi": set(),
+    # Kubernetes' protobuf wire format: only the API server speaks it.
+    "app.protobuf": {"kube"},
     "app.storage": {"kube"},
-    "app.registry": {"kube"},
+    "app.registry": {"kube", "kube.cel", "kube.dra", "app.protobuf"},
     "app.config": {"kube"},
     "app.metrics": {"kube", "app.storage", "app.registry"},
-    "app.auth": {"kube", "app.storage", "app.registry", "app.config"},
-    "app.api": {"kube", "app.storage", "app.registry", "app.config", "app.metrics", "app.auth"},
-    "app": {"kube", "app.storage", "app.registry", "app.api", "app.auth", "app.config", "app.metrics", "migrations"},
-    "schedulers": {"kube"},
-    "controllers": {"kube"},
-    "kubeletsim": {"kube", "kubeletapi"},
+    "app.auth": {"kube", "kube.cel", "kube.dra", "app.storage", "app.registry", "app.config"},
+    "app.api": {"kube", "app.protobuf", "app.storage", "app.registry", "app.config", "app.metrics", "app.auth"},
+    "app": {"kube", "kube.cel", "kube.dra", "kube.quota", "app.protobuf", "app.storage", "app.registry", "app.api", "app.auth", "app.config", "app.metrics", "migrations"},
+    "schedulers": {"kube", "kube.cel", "kube.dra"},
+    "controllers": {"kube", "kube.dra", "kube.quota"},
+    "kubeletsim": {"kube", "kube.dra", "kubeletapi"},
     # A DRA driver: a client of the API and of the kubelet, like any external driver.
-    "exampledriver": {"kube", "kubeletapi"},
+    "exampledriver": {"kube", "kube.dra", "kubeletapi"},
     "migrations": {"kube", "app.storage"},
-    "devtools": {"kube", "app"},
+    "devtools": {"kube", "app", "app.protobuf"},
     # kubectl dra and its dashboard: clients of the API server and of the scheduler's explanations.
-    "kubectl_dra": {"kube"},
-    "bench": {"kube", "devtools", "schedulers", "controllers", "kubeletsim", "exampledriver", "app"},
+    "kubectl_dra": {"kube", "kube.dra"},
+    "bench": {"kube", "kube.cel", "kube.dra", "kube.quota", "app.protobuf", "devtools", "schedulers", "controllers", "kubeletsim", "exampledriver", "app"},
 }
 PROJECT_PACKAGES = ("kube", "kubeletapi", "app", "schedulers", "controllers", "kubeletsim", "exampledriver", "devtools", "bench", "migrations", "kubectl_dra")
 
@@ -123,6 +132,17 @@ def test_the_rule_catches_an_upward_import(tmp_path: Path) -> None:
     bad.write_text("from app.api import schemas\n")
     assert list(_imports(bad, "app.registry.resource.bad")) == [(1, "app.api.schemas")]
     assert _layer("app.api.schemas") not in ALLOWED[_layer("app.registry.resource.bad") or ""]
+
+
+def test_the_runtime_does_not_import_the_rules(tmp_path: Path) -> None:
+    """The checker itself: kube's client runtime importing DRA's rules or CEL is reported."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("from kube.dra import pods\nfrom kube.cel import compile_selector\n")
+    found = list(_imports(bad, "kube.bad"))
+    assert found == [(1, "kube.dra.pods"), (2, "kube.cel")]
+    # Layers of their own, which the runtime's row does not allow.
+    assert [_layer(target) for _, target in found] == ["kube.dra", "kube.cel"]
+    assert not ALLOWED["kube"] & {"kube.dra", "kube.cel"}
 
 
 def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
