@@ -62,8 +62,14 @@ async def test_completions_and_parallelism(kube_client: KubeClient, controllers:
         assert meta["finalizers"] == [TRACKING] and meta["generateName"] == "pi-"
         assert meta["labels"]["batch.kubernetes.io/job-name"] == "pi" and meta["labels"]["controller-uid"] == uid
         assert meta["ownerReferences"][0]["kind"] == "Job" and meta["ownerReferences"][0]["controller"] is True
-    started = await kube_client.get(jobs_path(ns, "pi"))
-    assert started["status"]["startTime"] and started["status"].get("active") == 2
+
+    async def counted() -> dict[str, Any] | None:
+        # The controller writes the status after it created the pods: wait for that write.
+        current = await kube_client.get(jobs_path(ns, "pi"))
+        return current if current.get("status", {}).get("active") == 2 else None
+
+    started = await eventually_async(counted, what="status.active 2")
+    assert started["status"]["startTime"]
     async with kubelet(kube_client, ns, exit_code=0):
         done = await eventually_async(lambda: finished(kube_client, ns, "pi"), what="Complete")
     status = done["status"]
