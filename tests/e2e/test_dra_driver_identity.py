@@ -55,7 +55,8 @@ def stack(start_server: Callable[..., ServerProcess], tmp_path_factory: pytest.T
     credentials = ClusterCredentials.ensure(tmp / "pki")
     credentials.ensure_node_tokens(node_names(NODES))
     audit = tmp / "audit.log"
-    server = start_server("--audit-log-path", str(audit), credentials=credentials)
+    # Privileged pods allowed, as make run's server: the driver's DaemonSet is privileged.
+    server = start_server("--audit-log-path", str(audit), "--allow-privileged=true", credentials=credentials)
     workers: list[subprocess.Popen[bytes]] = []
     with pytest.MonkeyPatch.context() as env:
         # The nodes' kubelet directories of this stack alone (unix socket paths are short).
@@ -127,3 +128,47 @@ def test_the_drivers_token_is_refused_another_nodes_claims_and_what_its_role_lac
         claim = owner.get(f"{CLAIMS}/{claim_name}").json()
         claim["status"]["devices"][0]["conditions"][0]["message"] = "still prepared"
         assert owner.put(f"{CLAIMS}/{claim_name}/status", json=claim).status_code == 200
+
+
+def test_shipped_as_a_daemonset_with_its_admission_policy_each_driver_writes_only_its_nodes_slices(stack: Stack) -> None:
+    """README's step 5: the DaemonSet rolls out one pod per node, and the admission policy keeps
+    each node's driver to the ResourceSlices of its own node, which RBAC alone cannot."""
+    examples = REPO_ROOT / "examples" / "exampledriver"
+    paths = {
+        "ValidatingAdmissionPolicy": "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies",
+        "ValidatingAdmissionPolicyBinding": "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings",
+        "DaemonSet": "/apis/apps/v1/namespaces/kube-system/daemonsets",
+    }
+    with stack.admin() as admin:
+        for name in ("admission-policy.yaml", "daemonset.yaml"):
+            for doc in yaml.safe_load_all((examples / name).read_text()):
+                created = admin.post(paths[doc["kind"]], json=doc)
+                assert created.status_code == 201, created.text
+
+        def rolled_out() -> dict[str, Any] | None:
+            status = admin.get(f"{paths['DaemonSet']}/dra-example-driver").json().get("status", {})
+            return status if status.get("numberReady") == NODES == status.get("desiredNumberScheduled") else None
+
+        eventually(rolled_out, "the driver's DaemonSet ready on every node", timeout=120)
+        pods = admin.get("/api/v1/namespaces/kube-system/pods", params={"labelSelector": "app=dra-example-driver"}).json()["items"]
+        assert sorted(p["spec"]["nodeName"] for p in pods) == node_names(NODES)
+    own, other = node_names(NODES)
+
+    def slice_of(node: str) -> dict[str, Any]:
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"generateName": "policy-"},
+                "spec": {"driver": DEFAULT_DRIVER, "nodeName": node, "pool": {"name": f"extra-{node}", "generation": 1, "resourceSliceCount": 1}, "devices": []}}  # fmt: skip
+
+    with stack.driver(own) as driver:
+        def denied() -> httpx.Response | None:
+            # A policy is in force for the next request; its binding may reach the cache a moment after.
+            answer = driver.post("/apis/resource.k8s.io/v1/resourceslices", json=slice_of(other))
+            return answer if answer.status_code == 422 else None
+
+        refused = eventually(denied, "the policy's denial", timeout=30)
+        assert refused.json()["message"].endswith(" is forbidden: "
+            "ValidatingAdmissionPolicy 'dra-example-driver-slices' with binding 'dra-example-driver-slices' denied request: "
+            f"the driver on node {own} may not write a ResourceSlice of node {other}"
+        ), refused.text
+        mine = driver.post("/apis/resource.k8s.io/v1/resourceslices", json=slice_of(own))
+        assert mine.status_code == 201, mine.text
+        assert driver.delete(f"/apis/resource.k8s.io/v1/resourceslices/{mine.json()['metadata']['name']}").status_code == 200
