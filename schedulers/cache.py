@@ -204,7 +204,12 @@ class SchedulerCache:
 
     async def check_served(self) -> None:
         """PodGroups need GenericWorkload and a --runtime-config that serves them: without them the
-        scheduler treats pods as if they named no group."""
+        scheduler treats pods as if they named no group. DeviceTaintRules reached resource.k8s.io/v1
+        after DRA did: on a cluster that serves no v1 rules (v1.34, v1.35) there are none to honour,
+        as kube-scheduler there honours none with its default gates."""
+        if not await self.client.serves(RESOURCE, "v1", "devicetaintrules"):
+            log.warning("the server does not serve %s/v1 devicetaintrules; no device taint rule applies", RESOURCE)
+            self.informers.remove(self.taint_rules)
         groups = self.groups
         if groups is not None and not await self.client.serves(podgroups.GROUP, podgroups.VERSION, podgroups.PLURAL):
             log.warning("the server does not serve %s/%s %s; pods are scheduled without their groups", podgroups.GROUP, podgroups.VERSION, podgroups.PLURAL)

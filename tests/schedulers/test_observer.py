@@ -25,7 +25,8 @@ from schedulers.observer import ObserveError, Observer, preflight, record_in_kub
 from tests.schedulers import cluster as c
 from tests.schedulers.test_explainserver import Auth, ask
 
-RESOURCE_V1 = {"kind": "APIResourceList", "resources": [{"name": n} for n in ("resourceclaims", "resourceslices", "deviceclasses", "devicetaintrules")]}
+RESOURCE_V1_NAMES = ("resourceclaims", "resourceslices", "deviceclasses", "devicetaintrules")
+RESOURCE_V1 = {"kind": "APIResourceList", "resources": [{"name": n} for n in RESOURCE_V1_NAMES]}
 
 
 def forbidden(request: httpx.Request) -> httpx.Response:
@@ -34,9 +35,12 @@ def forbidden(request: httpx.Request) -> httpx.Response:
     return httpx.Response(403, json={"kind": "Status", "status": "Failure", "code": 403, "reason": "Forbidden", "message": message})
 
 
-def cluster_api(version: tuple[str, str] = ("1", "37"), *, resource_v1: bool = True, refused: tuple[str, ...] = ()) -> tuple[KubeClient, list[str]]:
+def cluster_api(
+    version: tuple[str, str] = ("1", "37"), *, resource_v1: bool = True, taint_rules_v1: bool = True, refused: tuple[str, ...] = ()
+) -> tuple[KubeClient, list[str]]:
     """A stand-in API server; returns a client of it and the methods and paths it was asked."""
     asked: list[str] = []
+    served = RESOURCE_V1 if taint_rules_v1 else {**RESOURCE_V1, "resources": [{"name": n} for n in RESOURCE_V1_NAMES if n != "devicetaintrules"]}
 
     def handler(request: httpx.Request) -> httpx.Response:
         asked.append(f"{request.method} {request.url.path}")
@@ -44,7 +48,7 @@ def cluster_api(version: tuple[str, str] = ("1", "37"), *, resource_v1: bool = T
         if path == "/version":
             return httpx.Response(200, json={"major": version[0], "minor": version[1], "gitVersion": f"v{version[0]}.{version[1]}.0"})
         if path == "/apis/resource.k8s.io/v1":
-            return httpx.Response(200, json=RESOURCE_V1) if resource_v1 else httpx.Response(404, json={"kind": "Status", "code": 404, "reason": "NotFound"})
+            return httpx.Response(200, json=served) if resource_v1 else httpx.Response(404, json={"kind": "Status", "code": 404, "reason": "NotFound"})
         if path.rsplit("/", 1)[-1] in refused:
             return forbidden(request)
         if request.url.params.get("watch"):
@@ -90,6 +94,15 @@ async def test_a_cluster_it_may_read_passes() -> None:
     await preflight(client, observer.cache)
     # Each kind listed and watched once.
     assert sum(1 for a in asked if a == "GET /apis/resource.k8s.io/v1/devicetaintrules") == 2
+
+
+async def test_a_v1_34_cluster_without_v1_device_taint_rules_is_observed_without_them() -> None:
+    # DeviceTaintRule is not in resource.k8s.io/v1 before v1.36: there are no rules to honour.
+    client, asked = cluster_api(("1", "34"), taint_rules_v1=False)
+    observer = Observer(client)
+    await preflight(client, observer.cache)
+    assert observer.cache.taint_rules not in observer.cache.informers
+    assert not any("devicetaintrules" in a for a in asked)
 
 
 async def test_it_follows_every_scheduler_name_it_is_given() -> None:
