@@ -255,6 +255,13 @@ class SchedulingCycle:
         (pod affinity, topology spread, host ports; resources and devices count nominations in
         every pass). The node must also pass without them, which the caller's own pass checks:
         a pod whose affinity only a nominated pod satisfies does not go there yet."""
+        trial = self.nominated_state(state, pod, node)
+        return None if trial is None else self.run_filters(trial, pod, node)
+
+    def nominated_state(self, state: CycleState, pod: Obj, node: Obj) -> CycleState | None:
+        """A copy of ``state`` that counts the pods nominated to ``node`` as placed there, for the
+        filters that read placed pods (None: no such filter runs, or nothing is nominated there).
+        The explanation runs its filters over it too, so both say the same of that node."""
         active = [p for p in self.placed_pods_filters if any(p is f for f in state.filters)]
         if not active:
             return None
@@ -264,7 +271,7 @@ class SchedulingCycle:
         trial = state.copy()
         for plugin in active:
             plugin.adding(trial, added)
-        return self.run_filters(trial, pod, node)
+        return trial
 
     # --- the whole cycle ---
 

@@ -641,6 +641,12 @@ class Explainer:
             examined += 1
             try:
                 reasons = self.node_reasons(state, pod, node, explain_devices)
+                # As the cycle: where pods are nominated (preemptors waiting), the node must also
+                # pass with them counted as placed.
+                nominated = self.cycle.nominated_state(state, pod, node) if name in self.cache.nominated_on else None
+                if nominated is not None:
+                    seen = {r.key for r in reasons}
+                    reasons += [r for r in self.node_reasons(nominated, pod, node, explain_devices) if r.key not in seen]
             except AllocationError as exc:
                 return finish(ERROR, f"node {name}: {exc}", nodes={"total": len(names)})
             if not reasons:

@@ -8,6 +8,7 @@ from typing import Any
 
 from schedulers.cache import Nomination
 from schedulers.cycle import SchedulingCycle
+from schedulers.explain import Explainer
 from schedulers.preemption import Preempt, Preemption
 from tests.schedulers.cluster import NS, Cluster, node
 from tests.schedulers.plugins.test_interpodaffinity import HOSTNAME, anti_affinity, failed, labelled, placed, term
@@ -102,3 +103,15 @@ async def test_preemption_keeps_room_for_the_pods_nominated_to_the_node() -> Non
     failure = failed(cycle.schedule(incoming))
     decision = Preemption(cycle).post_filter(incoming, failure)
     assert isinstance(decision, Preempt) and decision.nomination.node == "b"
+
+
+async def test_the_explanation_counts_the_nominated_pods_as_the_cycle_does() -> None:
+    cluster = Cluster()
+    await two_nodes(cluster)
+    await nominate(cluster, labelled("preemptor", {"app": "web"}, priority=100), "a", 100)
+    cycle = SchedulingCycle(cluster.cache)
+    replica = await cluster.put(cluster.cache.pods, labelled("replica", {"app": "web"}, priority=100, affinity=anti_affinity(term({"app": "web"}))))
+    answer = Explainer(cluster.cache, cycle).explain(replica)
+    assert answer["nodes"]["fitting"] == ["b"] == [placed(cycle.schedule(replica)).node], answer
+    (group,) = answer["groups"]
+    assert group["nodes"] == ["a"] and "anti-affinity" in str(group["reasons"]), group
