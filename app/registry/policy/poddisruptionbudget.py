@@ -1,5 +1,6 @@
-"""PodDisruptionBudget (policy/v1, namespaced), served as storage: the scheduler's preemption
-prefers victims whose budgets allow their eviction."""
+"""PodDisruptionBudget (policy/v1, namespaced), served as storage: upstream's kube-scheduler
+watches them (its preemption prefers victims whose budgets allow their eviction); this project's
+scheduler does not read them yet."""
 
 from __future__ import annotations
 
