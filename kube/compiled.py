@@ -45,6 +45,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "app.registry.resource.claimspec",
     "app.registry.resource.common",
     "kube.fields",
+    "kube.gatedfields",
     "kube.labels",
 )
 

@@ -70,7 +70,7 @@ class _Paths:
         return tuple(_Paths(steps, tuple(keys), _plain_prefix(steps)) for steps, keys in grouped.items())
 
     def parents(self, root: Any) -> list[dict[str, Any]]:
-        """The objects that hold the last key (each at most once; on the hot path of every write)."""
+        """The objects that hold the last key (each at most once; on the hot path of every update)."""
         node = root
         for key, _ in self.steps[: self.plain]:
             if not isinstance(node, dict):
