@@ -62,6 +62,8 @@ class Gate:
     # writes them into the constraint's labelSelector when it creates the pod.
     MatchLabelKeysInPodTopologySpread = _declare("MatchLabelKeysInPodTopologySpread", True, BETA)
     MatchLabelKeysInPodTopologySpreadSelectorMerge = _declare("MatchLabelKeysInPodTopologySpreadSelectorMerge", True, BETA)
+    # KEP-5142: an idle scheduler pops the pod whose backoff ends first instead of waiting it out.
+    SchedulerPopFromBackoffQ = _declare("SchedulerPopFromBackoffQ", True, BETA)
     PodSchedulingReadiness = _declare("PodSchedulingReadiness", True, GA, locked=True)
     NodeDeclaredFeatures = _declare("NodeDeclaredFeatures", True, GA, locked=True)
     ResourceHealthStatus = _declare("ResourceHealthStatus", True, BETA)
