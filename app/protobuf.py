@@ -274,7 +274,16 @@ def varint(value: int) -> bytes:
     """``value`` as a varint (a negative one as ten bytes of two's complement)."""
     if 0 <= value < 128:
         return _SMALL_VARINTS[value]
+    if 128 <= value < 16384:  # two bytes: the lengths of most nested messages, made once each
+        found = _TWO_BYTE_VARINTS.get(value)
+        if found is None:
+            found = _TWO_BYTE_VARINTS[value] = _varint_bytes(value)
+        return found
     return _varint_bytes(value)
+
+
+# The two-byte varints written so far (at most 16,256 of them).
+_TWO_BYTE_VARINTS: Final[dict[int, bytes]] = {}
 
 
 def _get_varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
@@ -728,11 +737,29 @@ def _put_bytes(out: bytearray, tag: bytes, payload: bytes | bytearray) -> None:
     out += payload
 
 
-def _add_bytes(parts: list[bytes], tag: bytes, payload: bytes) -> None:
-    """A length-delimited field: its tag, length and bytes, as parts of a message being written."""
+def _add_bytes(parts: list[bytes], tag: bytes, payload: bytes) -> int:
+    """A length-delimited field: its tag, length and bytes, as parts of a message being written;
+    how many bytes that is."""
+    size = varint(len(payload))
     parts.append(tag)
-    parts.append(varint(len(payload)))
+    parts.append(size)
     parts.append(payload)
+    return len(tag) + len(size) + len(payload)
+
+
+def _open_field(parts: list[bytes], tag: bytes) -> int:
+    """Start a length-delimited field whose bytes follow in ``parts``: its tag, and a place for its
+    length (``_close_field``), so that a nested message is joined once, with the whole message."""
+    parts.append(tag)
+    parts.append(b"")
+    return len(parts) - 1
+
+
+def _close_field(parts: list[bytes], slot: int, tag: bytes, size: int) -> int:
+    """Put the length of the field opened at ``slot`` (``size`` bytes); the field's whole size."""
+    length = varint(size)
+    parts[slot] = length
+    return len(tag) + len(length) + size
 
 
 def _as_int(field: Field, value: Any, bits: int) -> int:
@@ -744,7 +771,8 @@ def _as_int(field: Field, value: Any, bits: int) -> int:
         number = int(value)
     else:
         raise EncodeError(f"json: cannot unmarshal {go_json_type(value)} into Go struct field {field.name} of type int{bits}")
-    if not -(1 << (bits - 1)) <= number < (1 << (bits - 1)):
+    # Most numbers fit 31 bits, which mypyc compares without boxing; the rest against the bounds.
+    if not -0x40000000 <= number < 0x40000000 and not -(1 << (bits - 1)) <= number < (1 << (bits - 1)):
         raise EncodeError(f"json: cannot unmarshal number {number} into Go struct field {field.name} of type int{bits}")
     return number
 
@@ -872,16 +900,18 @@ def _canonical_quantity(field: Field, value: Any) -> str:
         raise EncodeError(str(exc)) from None
 
 
-def _put_value(parts: list[bytes], tag: bytes, field: Field, value: Any, depth: int) -> None:
-    """One element of ``field`` with its tag (scalars written even when zero)."""
+def _put_value(parts: list[bytes], tag: bytes, field: Field, value: Any, depth: int) -> int:
+    """One element of ``field`` with its tag (scalars written even when zero); how many bytes."""
     code = field.code
     if code == _STRING:
         if value is None:
-            value = ""
-        elif not isinstance(value, str):
+            text = ""
+        elif isinstance(value, str):
+            text = value
+        else:
             raise EncodeError(f"json: cannot unmarshal {go_json_type(value)} into Go struct field {field.name} of type string")
-        _add_bytes(parts, tag, value.encode())
-    elif code == _MESSAGE:
+        return _add_bytes(parts, tag, text.encode("utf-8"))  # typed str and a named codec: mypyc calls CPython's UTF-8 encoder directly
+    if code == _MESSAGE:
         message = field.message
         assert message is not None
         if value is None:
@@ -890,15 +920,17 @@ def _put_value(parts: list[bytes], tag: bytes, field: Field, value: Any, depth: 
             raise EncodeError(
                 f"json: cannot unmarshal {go_json_type(value)} into Go struct field {field.name} of type {field.message_name.rsplit('/', 1)[-1]}"
             )
-        _add_bytes(parts, tag, _write_message(message, value, depth + 1))
-    elif code <= _FIELDSV1:
-        _add_bytes(parts, tag, _special(code, field, value))
-    elif code == _BOOL:
+        slot = _open_field(parts, tag)
+        return _close_field(parts, slot, tag, _write_fields(parts, message, value, depth + 1))
+    if code <= _FIELDSV1:
+        return _add_bytes(parts, tag, _special(code, field, value))
+    if code == _BOOL:
         if value is not None and not isinstance(value, bool):
             raise EncodeError(f"json: cannot unmarshal {go_json_type(value)} into Go struct field {field.name} of type bool")
         parts.append(tag)
         parts.append(b"\x01" if value else b"\x00")
-    elif code == _BYTES:
+        return len(tag) + 1
+    if code == _BYTES:
         if value is None:
             raw = b""
         elif isinstance(value, str):
@@ -908,10 +940,11 @@ def _put_value(parts: list[bytes], tag: bytes, field: Field, value: Any, depth: 
                 raise EncodeError(f"illegal base64 data: {exc}") from None
         else:
             raise EncodeError(f"json: cannot unmarshal {go_json_type(value)} into Go struct field {field.name} of type []uint8")
-        _add_bytes(parts, tag, raw)
-    else:
-        parts.append(tag)
-        parts.append(varint(_as_int(field, value, 32 if code in (_INT32, _UINT32) else 64)))
+        return _add_bytes(parts, tag, raw)
+    number = varint(_as_int(field, value, 32 if code in (_INT32, _UINT32) else 64))
+    parts.append(tag)
+    parts.append(number)
+    return len(tag) + len(number)
 
 
 def _zero_bytes(field: Field, depth: int) -> bytes:
@@ -926,19 +959,30 @@ def _zero_bytes(field: Field, depth: int) -> bytes:
 
 
 def _write_message(message: Message, obj: Obj, depth: int = 0) -> bytes:
+    parts: list[bytes] = []
+    _write_fields(parts, message, obj, depth)
+    return b"".join(parts)
+
+
+def _write_fields(parts: list[bytes], message: Message, obj: Obj, depth: int) -> int:
+    """Append a message's fields to ``parts``, nested messages included (their lengths filled in
+    once written); how many bytes that is."""
     if depth > MAX_DEPTH:
         raise EncodeError(f"{message.name}: nested deeper than {MAX_DEPTH}")
-    parts: list[bytes] = []
+    size = 0
     for field in message.fields:
         if field.inline:
             inner = field.message
             assert inner is not None
-            _add_bytes(parts, field.tag, _write_message(inner, obj, depth + 1))
+            slot = _open_field(parts, field.tag)
+            size += _close_field(parts, slot, field.tag, _write_fields(parts, inner, obj, depth + 1))
             continue
         value = obj.get(field.json)
         if value is None:
             if not (field.is_list or field.is_map or field.pointer):
-                parts.append(_zero_bytes(field, depth))
+                zero = _zero_bytes(field, depth)
+                parts.append(zero)
+                size += len(zero)
             continue
         if field.is_list:
             if not isinstance(value, list):
@@ -947,41 +991,41 @@ def _write_message(message: Message, obj: Obj, depth: int = 0) -> bytes:
                 packed = bytearray()
                 for item in value:
                     _put_varint(packed, _as_int(field, item, 64))
-                _add_bytes(parts, field.tag, bytes(packed))
+                size += _add_bytes(parts, field.tag, bytes(packed))
             elif field.wrapped:
                 for item in value:
-                    _add_bytes(parts, field.tag, _wrapped(field, item, depth))
+                    size += _put_wrapped(parts, field.tag, field, item, depth)
             else:
                 for item in value:
-                    _put_value(parts, field.tag, field, item, depth)
+                    size += _put_value(parts, field.tag, field, item, depth)
         elif field.is_map:
             if not isinstance(value, dict):
                 raise EncodeError(f"json: cannot unmarshal {go_json_type(value)} into Go struct field {field.name} of type map")
             for key in sorted(value):
-                entry: list[bytes] = []
-                _add_bytes(entry, field.key_tag, key.encode())
+                slot = _open_field(parts, field.tag)
+                entry = _add_bytes(parts, field.key_tag, key.encode("utf-8"))
                 item = value[key]
                 if field.wrapped:
-                    _add_bytes(entry, field.value_tag, _wrapped(field, item, depth))
+                    entry += _put_wrapped(parts, field.value_tag, field, item, depth)
                 elif field.code == _BYTES and item is None:
                     pass  # a nil []byte value is left out, as Go's marshaller does
                 else:
-                    _put_value(entry, field.value_tag, field, item, depth)
-                _add_bytes(parts, field.tag, b"".join(entry))
+                    entry += _put_value(parts, field.value_tag, field, item, depth)
+                size += _close_field(parts, slot, field.tag, entry)
         else:
-            _put_value(parts, field.tag, field, value, depth)
-    return b"".join(parts)
+            size += _put_value(parts, field.tag, field, value, depth)
+    return size
 
 
-def _wrapped(field: Field, items: Any, depth: int) -> bytes:
-    if items is None:
-        return b""
-    if not isinstance(items, list):
+def _put_wrapped(parts: list[bytes], tag: bytes, field: Field, items: Any, depth: int) -> int:
+    """A named list type's value (a message of the items, each as field 1) with its tag."""
+    if items is not None and not isinstance(items, list):
         raise EncodeError(f"json: cannot unmarshal {go_json_type(items)} into Go struct field {field.name} of type []string")
-    parts: list[bytes] = []
-    for item in items:
-        _put_value(parts, b"\x0a", field, item, depth)
-    return b"".join(parts)
+    slot = _open_field(parts, tag)
+    size = 0
+    for item in items or ():
+        size += _put_value(parts, b"\x0a", field, item, depth)
+    return _close_field(parts, slot, tag, size)
 
 
 # ---- durations ---------------------------------------------------------------------------------
