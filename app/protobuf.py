@@ -287,6 +287,8 @@ _TWO_BYTE_VARINTS: Final[dict[int, bytes]] = {}
 
 
 def _get_varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
+    if pos < end and data[pos] < 0x80:  # one byte: most values
+        return data[pos], pos + 1
     result = 0
     shift = 0
     while True:
@@ -298,11 +300,14 @@ def _get_varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
         pos += 1
         result |= (byte & 0x7F) << shift
         if byte < 0x80:
-            return result & 0xFFFFFFFFFFFFFFFF, pos
+            # Only a tenth byte can take it past 64 bits (masking a small int would box it).
+            return (result if shift < 63 else result & 0xFFFFFFFFFFFFFFFF), pos
         shift += 7
 
 
 def _signed(value: int, bits: int) -> int:
+    if 0 <= value < 0x40000000:  # positive in any width, and compared unboxed
+        return value
     value &= (1 << bits) - 1
     return value - (1 << bits) if value >> (bits - 1) else value
 
@@ -391,7 +396,11 @@ def _skip_group(data: bytes, pos: int, end: int, number: int) -> int:
 
 def _text(data: bytes, start: int, end: int) -> str:
     # Go keeps invalid UTF-8 in a string; its JSON then writes U+FFFD for each bad byte.
-    return data[start:end].decode("utf-8", "replace")
+    # Strict first: mypyc calls CPython's UTF-8 decoder directly for it.
+    try:
+        return data[start:end].decode("utf-8")
+    except UnicodeDecodeError:
+        return data[start:end].decode("utf-8", "replace")
 
 
 # The text of recently read whole-second times: objects carry the same few again and again.
