@@ -862,10 +862,8 @@ def _special(code: int, field: Field, value: Any) -> bytes:
             found = _QUANTITIES.get(value)
             if found is not None:
                 return found
-        text = _canonical_quantity(field, value)
-        out = bytearray()
-        _put_bytes(out, b"\x0a", text.encode())
-        made = bytes(out)
+        text = _canonical_quantity(field, value).encode("utf-8")
+        made = b"\x0a" + varint(len(text)) + text
         if isinstance(value, str):
             if len(_QUANTITIES) >= 4096:
                 _QUANTITIES.clear()
@@ -888,9 +886,8 @@ def _special(code: int, field: Field, value: Any) -> bytes:
     # rawextension, fieldsv1
     if value is None:
         return b""
-    out = bytearray()
-    _put_bytes(out, b"\x0a", orjson.dumps(value))
-    return bytes(out)
+    raw = orjson.dumps(value)
+    return b"\x0a" + varint(len(raw)) + raw
 
 
 @functools.lru_cache(maxsize=4096)
@@ -1103,9 +1100,19 @@ ENVELOPE_TAIL = b"\x1a\x00\x22\x00"
 def envelope_prefix(api_version: str, kind: str) -> bytes:
     """``k8s\0`` and a runtime.Unknown's TypeMeta: what comes before its raw field (field 2, the
     message as a length-delimited field, the same bytes a list's ``items`` entry has)."""
-    api_version_bytes, kind_bytes = api_version.encode(), kind.encode()
-    type_meta = b"\x0a" + varint(len(api_version_bytes)) + api_version_bytes + b"\x12" + varint(len(kind_bytes)) + kind_bytes
-    return MAGIC + b"\x0a" + varint(len(type_meta)) + type_meta
+    key = (api_version, kind)
+    found = _ENVELOPE_PREFIXES.get(key)
+    if found is None:
+        api_version_bytes, kind_bytes = api_version.encode(), kind.encode()
+        type_meta = b"\x0a" + varint(len(api_version_bytes)) + api_version_bytes + b"\x12" + varint(len(kind_bytes)) + kind_bytes
+        found = MAGIC + b"\x0a" + varint(len(type_meta)) + type_meta
+        if len(_ENVELOPE_PREFIXES) < 1024:  # the served kinds, and a bound against made-up ones
+            _ENVELOPE_PREFIXES[key] = found
+    return found
+
+
+# Each apiVersion and kind's envelope prefix, made once: every answer and watch event has one.
+_ENVELOPE_PREFIXES: Final[dict[tuple[str, str], bytes]] = {}
 
 
 def envelope_head(api_version: str, kind: str, size: int) -> bytes:
