@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from app.config import DEFAULT_DATABASE_URL, Settings, add_server_arguments, env, settings_from_args
+from kube import compiled
 from kube.features import FeatureGateError, FeatureGates
 from kube.logs import setup_logging
 
@@ -155,6 +156,8 @@ def serve_forever(settings: Settings) -> int:
                         connection.transport.abort()
 
     server = WatchEndingServer(config)
+    if stale := compiled.stale_build_warning():
+        log.warning(stale)
     log.info("serving the Kubernetes API", extra={"listen": settings.listen, "https": ssl_context is not None, "database": _redact(settings.database_url)})
     server.run()
     return 0

@@ -50,6 +50,7 @@ from devtools.credentials import ClusterCredentials
 from devtools.ports import free_port
 from devtools.postgres import ThrowawayPostgres
 from devtools.server import REPO_ROOT, migrate
+from kube import compiled
 
 PROTOBUF = protobuf.CONTENT_TYPE
 WORKLOADS = ("scheduler", "create", "update", "get", "list")
@@ -289,6 +290,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_valgrind and shutil.which("valgrind") is None:
         parser.error("valgrind is not installed (Debian's valgrind package)")
     trees = [Path(args.against).resolve(), REPO_ROOT] if args.against else [REPO_ROOT]
+    for tree in trees:
+        # A half-rebuilt checkout runs as Python and would make a ratio of two different things.
+        if stale := compiled.stale_build_warning(tree):
+            print(f"warning: {tree}: {stale}", file=sys.stderr, flush=True)
     results: list[dict[str, Any]] = []
     for _ in range(args.rounds):
         for tree in trees:

@@ -46,20 +46,21 @@ COMPILED_MODULES: tuple[str, ...] = (
     "app.registry.resource.claimspec",
     "app.registry.resource.common",
     "kube.fields",
+    "kube.gatedfields",
     "kube.labels",
 )
 
 _ROOT = Path(__file__).resolve().parent.parent
 
 
-def source_path(module: str) -> Path:
+def source_path(module: str, root: Path = _ROOT) -> Path:
     """The ``.py`` file of a listed module."""
-    return _ROOT.joinpath(*module.split(".")).with_suffix(".py")
+    return root.joinpath(*module.split(".")).with_suffix(".py")
 
 
-def built_path(module: str) -> Path | None:
+def built_path(module: str, root: Path = _ROOT) -> Path | None:
     """The compiled extension of a listed module, if one was built next to its source."""
-    src = source_path(module)
+    src = source_path(module, root)
     for suffix in importlib.machinery.EXTENSION_SUFFIXES:
         candidate = src.with_suffix(suffix)
         if candidate.exists():
@@ -79,6 +80,31 @@ def _usable() -> bool:
         if built is None or built.stat().st_mtime < source_path(module).stat().st_mtime:
             return False
     return True
+
+
+def stale_modules(root: Path = _ROOT) -> list[str]:
+    """The listed modules built once but edited since: why a built checkout runs as Python.
+
+    A checkout never built (no extension at all) is not stale, only pure."""
+    stale = []
+    for module in COMPILED_MODULES:
+        built = built_path(module, root)
+        if built is not None and built.stat().st_mtime < source_path(module, root).stat().st_mtime:
+            stale.append(module)
+    return stale
+
+
+def stale_build_warning(root: Path = _ROOT) -> str:
+    """What to tell someone whose built checkout runs as Python because of a later edit ("" if none)."""
+    if os.environ.get(PURE_ENV, "") not in ("", "0"):
+        return ""
+    stale = stale_modules(root)
+    if not stale:
+        return ""
+    return (
+        f"{len(stale)} compiled module(s) older than their source ({', '.join(stale[:3])}{', ...' if len(stale) > 3 else ''}): "
+        "running every compiled module as Python, slower, until `pip install -e .` (or `make venv`) rebuilds them"
+    )
 
 
 class _SourceFinder(importlib.abc.MetaPathFinder):

@@ -58,6 +58,12 @@ class Gate:
     DRAResourceClaimGranularStatusAuthorization = _declare("DRAResourceClaimGranularStatusAuthorization", True, BETA)
     DRASchedulerFilterTimeout = _declare("DRASchedulerFilterTimeout", True, BETA)
     GenericWorkload = _declare("GenericWorkload", False, BETA)
+    # KEP-3243: a spread constraint's matchLabelKeys; with the merge (beta, v1.34) kube-apiserver
+    # writes them into the constraint's labelSelector when it creates the pod.
+    MatchLabelKeysInPodTopologySpread = _declare("MatchLabelKeysInPodTopologySpread", True, BETA)
+    MatchLabelKeysInPodTopologySpreadSelectorMerge = _declare("MatchLabelKeysInPodTopologySpreadSelectorMerge", True, BETA)
+    # KEP-5142: an idle scheduler pops the pod whose backoff ends first instead of waiting it out.
+    SchedulerPopFromBackoffQ = _declare("SchedulerPopFromBackoffQ", True, BETA)
     PodSchedulingReadiness = _declare("PodSchedulingReadiness", True, GA, locked=True)
     NodeDeclaredFeatures = _declare("NodeDeclaredFeatures", True, GA, locked=True)
     ResourceHealthStatus = _declare("ResourceHealthStatus", True, BETA)

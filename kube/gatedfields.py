@@ -70,7 +70,7 @@ class _Paths:
         return tuple(_Paths(steps, tuple(keys), _plain_prefix(steps)) for steps, keys in grouped.items())
 
     def parents(self, root: Any) -> list[dict[str, Any]]:
-        """The objects that hold the last key (each at most once; on the hot path of every write)."""
+        """The objects that hold the last key (each at most once; on the hot path of every update)."""
         node = root
         for key, _ in self.steps[: self.plain]:
             if not isinstance(node, dict):
@@ -97,6 +97,59 @@ class _Paths:
 
 
 @dataclass(frozen=True)
+class _Strip:
+    """Paths to drop as a tree: the keys cleared from an object, then the steps into the objects
+    below it. One walk clears every path, each place visited once, however many rows share it."""
+
+    keys: tuple[str, ...]
+    steps: tuple[tuple[str, str, _Strip], ...]  # (key, "" | "[]" | "{}", what to strip there)
+
+    @staticmethod
+    def parse(paths: Iterable[str]) -> _Strip:
+        tree: dict[str, Any] = {}  # key -> True (cleared here) | {walk: subtree}
+        for path in paths:
+            node = tree
+            parts = path.split(".")
+            for part in parts[:-1]:
+                key, walk = (part[:-2], part[-2:]) if part.endswith((_LIST, _MAP)) else (part, "")
+                below = node.setdefault(key, {})
+                if below is True:  # cleared here already: nothing below it is left to clear
+                    break
+                node = below.setdefault(walk, {})
+            else:
+                node[parts[-1]] = True
+        return _Strip._freeze(tree)
+
+    @staticmethod
+    def _freeze(tree: dict[str, Any]) -> _Strip:
+        keys = tuple(key for key, below in tree.items() if below is True)
+        steps = tuple(
+            (key, walk, _Strip._freeze(subtree)) for key, below in tree.items() if below is not True for walk, subtree in below.items()
+        )
+        return _Strip(keys, steps)
+
+    def apply(self, obj: dict[str, Any]) -> None:
+        for key in self.keys:
+            obj.pop(key, None)
+        for key, walk, below in self.steps:
+            value = obj.get(key)
+            if value is None:
+                continue
+            if not walk:
+                if isinstance(value, dict):
+                    below.apply(value)
+            elif walk == _LIST:
+                if isinstance(value, list):
+                    for item in value:
+                        if isinstance(item, dict):
+                            below.apply(item)
+            elif isinstance(value, dict):
+                for item in value.values():
+                    if isinstance(item, dict):
+                        below.apply(item)
+
+
+@dataclass(frozen=True)
 class GatedField:
     """Fields a disabled gate drops together, and when the stored object counts as using them.
 
@@ -116,7 +169,7 @@ class GatedField:
     schema: Mapping[str, Any] | None = None
     schema_definition: str = ""
     allocator: bool = False
-    _drop_paths: tuple[_Paths, ...] = field(init=False, repr=False, compare=False)
+    _strip: _Strip = field(init=False, repr=False, compare=False)
     _set_paths: tuple[_Paths, ...] = field(init=False, repr=False, compare=False)
     _nonempty_paths: tuple[_Paths, ...] = field(init=False, repr=False, compare=False)
 
@@ -127,7 +180,7 @@ class GatedField:
         if self.schema is not None and (not self.schema_definition or len(self.drops) != 1):
             raise ValueError("a field with a schema names its definition and is its row's only path")
         used_if_set = self.used_if_set if self.used_if_set or self.used_if_nonempty else self.drops
-        object.__setattr__(self, "_drop_paths", _Paths.parse(self.drops))
+        object.__setattr__(self, "_strip", _Strip.parse(self.drops))
         object.__setattr__(self, "_set_paths", _Paths.parse(used_if_set))
         object.__setattr__(self, "_nonempty_paths", _Paths.parse(self.used_if_nonempty))
 
@@ -152,11 +205,8 @@ class GatedField:
                         return True
         return False
 
-    def drop(self, new: Any) -> None:
-        for paths in self._drop_paths:
-            for parent in paths.parents(new):
-                for key in paths.keys:
-                    parent.pop(key, None)
+    def drop(self, new: dict[str, Any]) -> None:
+        self._strip.apply(new)
 
 
 def _row(gates: str | tuple[str, ...], shape: str, *drops: str, **rest: Any) -> GatedField:
@@ -279,35 +329,57 @@ for _field in GATED_FIELDS:
     _BY_SHAPE[_field.shape] = (*_BY_SHAPE.get(_field.shape, ()), _field)
 
 
-# The rows each gates object turns off, by shape: gates do not change once made, and every write
-# would otherwise ask every row. Keyed by identity (FeatureGates is a Mapping, so unhashable) and
+@dataclass(frozen=True)
+class _Plan:
+    """What one shape's writes drop under one gates object: its rows whose gates are off (in the
+    table's order), and all their paths as one tree, for a write that replaces nothing using them."""
+
+    rows: tuple[GatedField, ...]
+    strip: _Strip
+
+    @staticmethod
+    def of(shape: str, gates: Any) -> _Plan:
+        rows = tuple(row for row in _BY_SHAPE.get(shape, ()) if not row.enabled(gates))
+        return _Plan(rows, _Strip.parse(path for row in rows for path in row.drops))
+
+    def drop(self, new: dict[str, Any], old: Any) -> None:
+        if isinstance(old, dict):
+            for gated in self.rows:
+                if gated.used_by(old):
+                    # Some field stays, as the stored object uses it: row by row.
+                    for row in self.rows:
+                        if not row.used_by(old):
+                            row.drop(new)
+                    return
+        self.strip.apply(new)
+
+
+# The plans of each gates object, by shape: gates do not change once made, and every write would
+# otherwise ask every row. Keyed by identity (FeatureGates is a Mapping, so unhashable) and
 # forgotten with the object.
-_rows_off: dict[int, tuple[weakref.ReferenceType[Any], dict[str, tuple[GatedField, ...]]]] = {}
+_plans: dict[int, tuple[weakref.ReferenceType[Any], dict[str, _Plan]]] = {}
 
 
-def _disabled_rows(shape: str, gates: Any) -> tuple[GatedField, ...]:
+def _plan(shape: str, gates: Any) -> _Plan:
     key = id(gates)
-    entry = _rows_off.get(key)
+    entry = _plans.get(key)
     if entry is None or entry[0]() is not gates:
         try:
-            ref = weakref.ref(gates, lambda _ref: _rows_off.pop(key, None))
+            ref = weakref.ref(gates, lambda _ref: _plans.pop(key, None))
         except TypeError:  # an object that takes no weak reference: ask it every time
-            return tuple(row for row in _BY_SHAPE.get(shape, ()) if not row.enabled(gates))
-        entry = _rows_off[key] = (ref, {})
-    rows = entry[1].get(shape)
-    if rows is None:
-        rows = entry[1][shape] = tuple(row for row in _BY_SHAPE.get(shape, ()) if not row.enabled(gates))
-    return rows
+            return _Plan.of(shape, gates)
+        entry = _plans[key] = (ref, {})
+    plan = entry[1].get(shape)
+    if plan is None:
+        plan = entry[1][shape] = _Plan.of(shape, gates)
+    return plan
 
 
 def drop_disabled(shape: str, new: Any, old: Any, gates: Any) -> None:
     """Clear from ``new`` (an object of ``shape``) the fields of disabled gates that ``old``, the
     stored object it replaces (None on create), does not use."""
-    if not isinstance(new, dict):
-        return
-    for gated in _disabled_rows(shape, gates):
-        if not gated.used_by(old):
-            gated.drop(new)
+    if isinstance(new, dict):
+        _plan(shape, gates).drop(new, old)
 
 
 def schema_properties(shapes: Iterable[str]) -> dict[str, dict[str, Any]]:

@@ -145,6 +145,7 @@ async def run(args: argparse.Namespace, gates: FeatureGates) -> None:
             nodes_to_find=args.nodes_to_find,
             filter_timeout=filter_timeout,
             binding_timeout=max(args.binding_timeout, 1.0),  # upstream's minimum
+            pop_from_backoff=gates.enabled(Gate.SchedulerPopFromBackoffQ),
         )
 
         async def lead() -> None:

@@ -5,7 +5,10 @@ Modelled on upstream's PriorityQueue, simplified:
 * ``active``: pods ready for a scheduling attempt, highest ``spec.priority`` first and in the
   order they became active within a priority (upstream's PrioritySort: priority, then queue time).
 * ``backoff``: pods that failed recently; they become active when their backoff ends
-  (1 s doubling per failed attempt, at most 10 s, like upstream's defaults).
+  (1 s doubling per failed attempt, at most 10 s, like upstream's defaults). While nothing is
+  active, the pod whose backoff ends first is popped early (upstream's SchedulerPopFromBackoffQ,
+  beta and on since v1.33: an idle scheduler does not wait out a backoff), by the second its
+  backoff ends in and then priority, except pods backing off after an error, which always wait.
 * ``unschedulable``: pods no node fits. They stay there until :meth:`move_all` reports a cluster
   event that could make them schedulable (then they go to backoff or, if their backoff already
   expired, straight to active), or :meth:`move_rejected_by` one that concerns the plugins that
@@ -18,6 +21,7 @@ Modelled on upstream's PriorityQueue, simplified:
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from bisect import insort
 from collections import OrderedDict
@@ -81,12 +85,15 @@ class _ActiveQueue(Generic[K]):
 class SchedulingQueue(Generic[K, C]):
     """Pods (by key) that wait for a scheduling attempt; see the module docstring for the states."""
 
-    def __init__(self, initial_backoff: float = INITIAL_BACKOFF, max_backoff: float = MAX_BACKOFF) -> None:
+    def __init__(self, initial_backoff: float = INITIAL_BACKOFF, max_backoff: float = MAX_BACKOFF, *, pop_from_backoff: bool = True) -> None:
         self.initial_backoff = initial_backoff
         self.max_backoff = max_backoff
+        self.pop_from_backoff = pop_from_backoff
         self._active: _ActiveQueue[K] = _ActiveQueue()
         self._priority: dict[K, int] = {}  # spec.priority of every pod the queue knows (0 when not given)
         self._backoff: dict[K, asyncio.TimerHandle] = {}
+        self._backoff_ends: dict[K, float] = {}  # backoff key -> when its backoff ends
+        self._error_backoff: set[K] = set()  # backoff keys that failed with an error: never popped early
         self._unschedulable: dict[K, float] = {}  # key -> time it was parked
         self._rejected_by: dict[K, frozenset[str]] = {}  # unschedulable key -> the plugins that rejected it
         self._waiting: dict[K, frozenset[C]] = {}
@@ -119,6 +126,8 @@ class SchedulingQueue(Generic[K, C]):
         timer = self._backoff.pop(key, None)
         if timer is not None:
             timer.cancel()
+            self._backoff_ends.pop(key, None)
+            self._error_backoff.discard(key)
         self._unschedulable.pop(key, None)
         self._rejected_by.pop(key, None)
         claims = self._waiting.pop(key, None)
@@ -155,13 +164,28 @@ class SchedulingQueue(Generic[K, C]):
         self._priority.pop(key, None)
 
     async def pop(self) -> K:
-        """The next active pod (waits for one); it is in flight until :meth:`done`."""
+        """The next active pod (waits for one), or while none is active the backoff pod next in
+        line (module docstring); it is in flight until :meth:`done`."""
         while not self._active:
+            early = self._next_in_backoff() if self.pop_from_backoff else None
+            if early is not None:
+                self._detach(early)
+                self._in_flight.add(early)
+                return early
             self._event.clear()
             await self._event.wait()
         key = self._active.pop()
         self._in_flight.add(key)
         return key
+
+    def _next_in_backoff(self) -> K | None:
+        """The backoff pod (not one after an error) whose backoff ends in the earliest second,
+        the highest priority first within it (upstream orders its backoff queue by one-second
+        windows, then as the active queue does)."""
+        candidates = [key for key in self._backoff_ends if key not in self._error_backoff]
+        if not candidates:
+            return None
+        return min(candidates, key=lambda k: (math.floor(self._backoff_ends[k]), -self._priority.get(k, 0), self._backoff_ends[k]))
 
     def done(self, key: K) -> bool:
         """End an attempt that needs no follow-up (success, or an outcome already filed)."""
@@ -191,16 +215,24 @@ class SchedulingQueue(Generic[K, C]):
         self._attempts[key] = self._attempts.get(key, 0) + 1
         self._last_attempt[key] = time.monotonic()
 
-    def _to_backoff(self, key: K) -> None:
-        remaining = self._last_attempt.get(key, 0.0) + self.backoff_for(key) - time.monotonic()
+    def _to_backoff(self, key: K, *, after_error: bool = False) -> None:
+        ends = self._last_attempt.get(key, 0.0) + self.backoff_for(key)
+        remaining = ends - time.monotonic()
         self._detach(key)
         if remaining <= 0:
             self._activate(key)
             return
         self._backoff[key] = asyncio.get_running_loop().call_later(remaining, self._backoff_done, key)
+        self._backoff_ends[key] = ends
+        if after_error:
+            self._error_backoff.add(key)
+        elif self.pop_from_backoff:
+            self._event.set()  # an idle pop may take it now
 
     def _backoff_done(self, key: K) -> None:
         if self._backoff.pop(key, None) is not None:
+            self._backoff_ends.pop(key, None)
+            self._error_backoff.discard(key)
             self._activate(key)
 
     def retry(self, key: K) -> None:
@@ -208,7 +240,7 @@ class SchedulingQueue(Generic[K, C]):
         self._in_flight.discard(key)
         self._changed.discard(key)
         self._count_attempt(key)
-        self._to_backoff(key)
+        self._to_backoff(key, after_error=True)
 
     def unschedulable(self, key: K, plugins: Iterable[str] = ()) -> None:
         """No node fits: park the pod until an event could change that (``plugins``: the ones that

@@ -45,9 +45,10 @@ class Scheduler:
         watch_timeout_seconds: int | None = None,
         filter_timeout: float | None = DEFAULT_FILTER_TIMEOUT,
         binding_timeout: float = DEFAULT_BINDING_TIMEOUT,
+        pop_from_backoff: bool = True,
     ) -> None:
         self.stats = SchedulerStats()
-        self.queue: SchedulingQueue[Key, Key] = SchedulingQueue()
+        self.queue: SchedulingQueue[Key, Key] = SchedulingQueue(pop_from_backoff=pop_from_backoff)
         self.cache = SchedulerCache(
             client, self.queue, scheduler_name=scheduler_name, features=features, watch_timeout_seconds=watch_timeout_seconds
         )

@@ -28,6 +28,7 @@ from app.api.handlers.scope import Handler, RequestScope
 from app.api.handlers.update import update
 from app.api.requestinfo import request_verb
 from app.api.storagestatus import storage_status
+from app.auth import context
 from app.registry import served_kinds
 from app.registry.base import ActionSubresource, ComputedSubresource, KindStrategy, ScaleSubresource, StatusSubresource, Subresource
 from app.storage.errors import RequestTooLarge, StorageFailure, StorageUnavailable
@@ -73,6 +74,8 @@ class KindRoutes:
     def __init__(self, strategy: KindStrategy) -> None:
         self.strategy = strategy
         self.namespaced = strategy.namespaced
+        # Every request to the kind in a deprecated version is warned, subresources included.
+        self.deprecation_warning = strategy.deprecation_warning
         verbs = set(strategy.verbs)
         collection = {method: handler for verb, method, handler in _COLLECTION_VERBS if verb in verbs}
         self.collection = Route(strategy, collection)
@@ -180,6 +183,10 @@ class ResourceRouter:
         if target is None:
             raise path_not_found()
         route, handler = self.route(target, scope["method"])
+        if deprecated := target.kind.deprecation_warning:
+            requester = context.current()
+            if requester is not None:
+                requester.warn_first(deprecated)
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         if scope["method"] == "PATCH":
             negotiation.patch_type(headers.get("content-type"))  # upstream's patch handler refuses this first

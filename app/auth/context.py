@@ -37,6 +37,7 @@ class Requester:
     modes: tuple[str, ...] = ()
     # Warnings admission gave for the response (each once, in order: upstream's warning recorder).
     warnings: list[str] = field(default_factory=list)
+    leading_warnings: list[str] = field(default_factory=list)
     _attributes: Attributes | None = None
 
     @property
@@ -148,6 +149,12 @@ class Requester:
     def warn(self, text: str) -> None:
         if text not in self.warnings:
             self.warnings.append(text)
+
+    def warn_first(self, text: str) -> None:
+        """A warning that goes before the handler's own (the endpoint's deprecation, as upstream
+        records it before the handler runs)."""
+        if text not in self.leading_warnings:
+            self.leading_warnings.append(text)
 
     def annotate(self, key: str, value: str) -> None:
         """An annotation of the request's audit event (the first value given a key stands, as upstream's)."""

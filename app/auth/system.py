@@ -243,8 +243,8 @@ class AuthFilter:
             nonlocal code
             if message["type"] == "http.response.start":
                 code = message["status"]
-                if requester is not None and requester.warnings:
-                    message = with_warnings(message, requester.warnings)
+                if requester is not None and (requester.warnings or requester.leading_warnings):
+                    message = with_warnings(message, requester.warnings, requester.leading_warnings)
             await send(message)
 
         try:
@@ -295,17 +295,19 @@ class AuthFilter:
         )
 
 
-def with_warnings(message: MutableMapping[str, Any], warnings: list[str]) -> MutableMapping[str, Any]:
+def with_warnings(message: MutableMapping[str, Any], warnings: list[str], leading: list[str] | None = None) -> MutableMapping[str, Any]:
     """A response start with admission's warnings after those the handler wrote (upstream's order:
-    the strategy's warnings are recorded before admission runs)."""
+    the strategy's warnings are recorded before admission runs), and ``leading`` ones before them."""
     headers = list(message.get("headers") or [])
-    added = context.warning_header_value(warnings).encode()
+    parts = [context.warning_header_value(leading)] if leading else []
     for index, (name, value) in enumerate(headers):
         if name.lower() == b"warning":
-            headers[index] = (name, value + b", " + added)
+            del headers[index]
+            parts.append(value.decode("latin-1"))
             break
-    else:
-        headers.append((b"warning", added))
+    if warnings:
+        parts.append(context.warning_header_value(warnings))
+    headers.append((b"warning", ", ".join(parts).encode("latin-1")))
     return {**message, "headers": headers}
 
 

@@ -37,6 +37,32 @@ class PrinterColumn:
     doc: tuple[str, str] | None = None
 
 
+# The release whose API lifecycle this server follows: a version deprecated in it or before warns.
+SERVED_RELEASE = (1, 37)
+
+
+@dataclass(frozen=True)
+class Deprecation:
+    """Upstream's API lifecycle of a kind in one version, for the warning every request in that
+    version gets once the release it was deprecated in is reached (kube-apiserver's wording)."""
+
+    since: tuple[int, int]
+    removed_in: tuple[int, int] | None = None
+    # "group/version Kind" to use instead, when upstream names one.
+    replacement: str = ""
+
+    def warning(self, api_version: str, kind: str) -> str:
+        """The Warning header's text for requests to ``kind`` in ``api_version`` ("" before ``since``)."""
+        if self.since > SERVED_RELEASE:
+            return ""
+        text = f"{api_version} {kind} is deprecated in v{self.since[0]}.{self.since[1]}+"
+        if self.removed_in is not None:
+            text += f", unavailable in v{self.removed_in[0]}.{self.removed_in[1]}+"
+        if self.replacement:
+            text += f"; use {self.replacement}"
+        return text
+
+
 @dataclass(frozen=True)
 class OlderVersion:
     """A version a kind is served in besides the one it is stored in (upstream's older API
@@ -47,6 +73,7 @@ class OlderVersion:
     # Behaviour upstream's registry gives requests in this version, where it differs.
     allow_unconditional_update: bool | None = None
     return_deleted_object: bool | None = None
+    deprecation: Deprecation | None = None
 
 
 @dataclass
@@ -123,6 +150,8 @@ class KindStrategy:
     feature_gate: str = ""
     # Versions besides ``version`` the kind can be served in, off unless --runtime-config enables them.
     older_versions: tuple[OlderVersion, ...] = ()
+    # Upstream's lifecycle of the kind in ``version``, when that version is deprecated.
+    deprecation: Deprecation | None = None
     # The version objects are stored in; "" for the kind's own ``version`` (see ``at_version``).
     storage_version: str = ""
     # The group whose storage holds the objects, when it is not the kind's own: upstream serves a
@@ -188,7 +217,13 @@ class KindStrategy:
             for sub in self.subresources
         )
         view.older_versions = ()
+        view.deprecation = older.deprecation
         return view
+
+    @property
+    def deprecation_warning(self) -> str:
+        """What every request to this kind in this version is warned of ("" when it is current)."""
+        return self.deprecation.warning(self.api_version, self.kind) if self.deprecation is not None else ""
 
     def convert_fields(self, obj: Obj, from_api_version: str, to_api_version: str) -> Obj:
         """``obj`` (a private copy) with its fields converted between the served and the stored

@@ -362,6 +362,26 @@ def merge_label_keys(selector: Mapping[str, Any] | None, labels: Mapping[str, st
     return {**selector, "matchExpressions": [*(expressions if isinstance(expressions, list) else []), *extra]}
 
 
+def merge_topology_spread_label_keys(pod: Obj) -> None:
+    """What kube-apiserver does to a pod it creates when MatchLabelKeysInPodTopologySpread and its
+    SelectorMerge are on: each spread constraint's ``matchLabelKeys`` become ``key In (value)``
+    requirements of its ``labelSelector`` with the pod's label values; the key list stays, and a
+    constraint without a selector (which selects nothing) is left alone."""
+    spec = pod.get("spec")
+    constraints = spec.get("topologySpreadConstraints") if isinstance(spec, dict) else None
+    if not isinstance(constraints, list):
+        return
+    metadata = pod.get("metadata")
+    labels = metadata.get("labels") if isinstance(metadata, dict) else None
+    labels = labels if isinstance(labels, dict) else {}
+    for constraint in constraints:
+        if not isinstance(constraint, dict):
+            continue
+        match = constraint.get("matchLabelKeys") or []
+        if isinstance(constraint.get("labelSelector"), dict) and isinstance(match, list):
+            constraint["labelSelector"] = merge_label_keys(constraint["labelSelector"], labels, match, [])
+
+
 def merge_pod_affinity_label_keys(pod: Obj) -> None:
     """What kube-apiserver does to a pod it creates (MatchLabelKeysInPodAffinity, GA): every pod
     affinity and anti-affinity term, required and preferred, gets its ``matchLabelKeys`` and

@@ -11,6 +11,7 @@ import importlib.machinery
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -46,3 +47,38 @@ def test_pure_python_switch_imports_every_source() -> None:
     env = {**os.environ, "DRA_PURE_PYTHON": "1"}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
+
+
+def _checkout_with_one_module(tmp_path: Path, *, built_after_edit: bool | None) -> Path:
+    """A tree holding the first listed module's source, and its extension built before or after
+    the source's last edit (``None``: never built)."""
+    module = compiled.COMPILED_MODULES[0]
+    source = compiled.source_path(module, tmp_path)
+    source.parent.mkdir(parents=True)
+    source.write_text("")
+    if built_after_edit is not None:
+        built = source.with_suffix(EXTENSIONS[0])
+        built.write_bytes(b"")
+        edited, built_at = (100.0, 200.0) if built_after_edit else (200.0, 100.0)
+        os.utime(source, (edited, edited))
+        os.utime(built, (built_at, built_at))
+    return tmp_path
+
+
+def test_a_build_older_than_its_source_is_named_with_the_way_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(compiled.PURE_ENV, raising=False)
+    root = _checkout_with_one_module(tmp_path, built_after_edit=False)
+    warning = compiled.stale_build_warning(root)
+    assert compiled.COMPILED_MODULES[0] in warning
+    assert "as Python" in warning and "pip install -e ." in warning
+
+
+@pytest.mark.parametrize("built_after_edit", [True, None])
+def test_a_current_or_never_built_checkout_gets_no_warning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, built_after_edit: bool | None) -> None:
+    monkeypatch.delenv(compiled.PURE_ENV, raising=False)
+    assert compiled.stale_build_warning(_checkout_with_one_module(tmp_path, built_after_edit=built_after_edit)) == ""
+
+
+def test_asking_for_python_is_not_warned_about(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(compiled.PURE_ENV, "1")
+    assert compiled.stale_build_warning(_checkout_with_one_module(tmp_path, built_after_edit=False)) == ""

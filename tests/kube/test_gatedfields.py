@@ -149,3 +149,24 @@ def test_rows_refuse_unknown_gates_and_schemas_without_a_definition() -> None:
         GatedField(("NoSuchGate",), SLICE_SPEC, ("x",))
     with pytest.raises(ValueError, match="names its definition"):
         GatedField((Gate.DRAAdminAccess,), SLICE_SPEC, ("x",), schema={"type": "string"})
+
+
+def test_several_rows_off_drop_together_and_a_stored_use_keeps_only_its_own_row() -> None:
+    shape_rows = [row for row in GATED_FIELDS if row.shape == CLAIM_SPEC]
+    spec = _object_with(tuple(path for row in shape_rows for path in row.drops))
+    gates = Gates(*{gate for row in shape_rows for gate in row.gates})
+
+    created = copy.deepcopy(spec)
+    drop_disabled(CLAIM_SPEC, created, None, gates)  # nothing stored: every row's paths go at once
+    for row in shape_rows:
+        assert all(_values(created, path) == [] for path in row.drops), row.drops
+    assert created == {"devices": {"requests": [{"exactly": {}}], "constraints": [{}]}}
+
+    # The stored spec uses the tolerations only: they stay, every other row's fields go.
+    tolerations = next(row for row in shape_rows if Gate.DRADeviceTaints in row.gates)
+    updated = copy.deepcopy(spec)
+    drop_disabled(CLAIM_SPEC, updated, _object_with((tolerations.drops[0],)), gates)
+    for row in shape_rows:
+        for path in row.drops:
+            kept = row is tolerations and "firstAvailable" not in path  # firstAvailable itself is dropped
+            assert _values(updated, path) == (["set"] if kept else []), path

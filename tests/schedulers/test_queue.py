@@ -20,8 +20,8 @@ MAX = 0.2
 Queue = SchedulingQueue[str, str]
 
 
-def new_queue() -> Queue:
-    return SchedulingQueue(initial_backoff=INITIAL, max_backoff=MAX)
+def new_queue(*, pop_from_backoff: bool = True) -> Queue:
+    return SchedulingQueue(initial_backoff=INITIAL, max_backoff=MAX, pop_from_backoff=pop_from_backoff)
 
 
 async def pop_now(queue: Queue) -> str | None:
@@ -134,7 +134,7 @@ async def test_unschedulable_pods_wait_for_a_cluster_event() -> None:
 
 
 async def test_a_cluster_event_right_after_the_attempt_still_waits_for_the_backoff() -> None:
-    queue = new_queue()
+    queue = new_queue(pop_from_backoff=False)
     queue.add("p")
     await queue.pop()
     queue.unschedulable("p")
@@ -142,6 +142,48 @@ async def test_a_cluster_event_right_after_the_attempt_still_waits_for_the_backo
     assert queue.state("p") == "backoff"
     key, waited = await popped_after(queue)
     assert key == "p" and waited >= INITIAL * 0.5
+
+
+async def test_an_idle_queue_pops_the_pod_whose_backoff_ends_first() -> None:
+    """SchedulerPopFromBackoffQ: with nothing active, a backoff is not waited out; active pods
+    still go first, and a pod backing off after an error still waits."""
+    queue = SchedulingQueue[str, str](initial_backoff=5.0, max_backoff=10.0)
+    for key, priority in (("second", 0), ("first", 0), ("high", 100), ("failed", 1000), ("next", 0)):
+        queue.add(key, priority)
+    for _ in range(5):
+        await queue.pop()
+    queue.retry("failed")  # an error: backs off 5 s whatever the queue does
+    queue.unschedulable("second")
+    queue.unschedulable("first")
+    queue.unschedulable("high")
+    queue.unschedulable("next")
+    queue.move_rejected_by((), lambda _: True, unrecorded=True)  # a cluster event: all three back off 5 s
+    queue.add("new")
+    assert [await pop_now(queue) for _ in range(5)] == ["new", "high", "second", "first", "next"]
+    assert await pop_now(queue) is None
+    assert queue.state("failed") == "backoff"
+
+
+async def test_without_pop_from_backoff_an_idle_queue_waits_the_backoff_out() -> None:
+    queue = SchedulingQueue[str, str](initial_backoff=5.0, max_backoff=10.0, pop_from_backoff=False)
+    queue.add("p")
+    await queue.pop()
+    queue.unschedulable("p")
+    queue.move_all()
+    assert await pop_now(queue) is None
+    assert queue.state("p") == "backoff"
+
+
+async def test_a_pod_entering_backoff_wakes_an_idle_pop() -> None:
+    queue = SchedulingQueue[str, str](initial_backoff=5.0, max_backoff=10.0)
+    queue.add("p")
+    await queue.pop()
+    queue.unschedulable("p")
+    waiter = asyncio.create_task(queue.pop())
+    await asyncio.sleep(0.01)
+    assert not waiter.done()
+    queue.move_all()
+    assert await wait_for(waiter, 1) == "p"
 
 
 async def test_a_pod_changed_during_an_unschedulable_attempt_is_not_parked() -> None:

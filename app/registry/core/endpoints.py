@@ -4,7 +4,7 @@ endpoints, ``app.controlplane.kubernetesservice``) beside its EndpointSlice."""
 
 from __future__ import annotations
 
-from app.registry.base import KindStrategy, Obj, PrinterColumn, RequestContext
+from app.registry.base import Deprecation, KindStrategy, Obj, PrinterColumn, RequestContext
 from app.registry.columns import age_column, name_column
 from app.registry.core.endpoints_validation import default_endpoints, endpoints_warnings, validate_endpoints
 from kube.errors import FieldError
@@ -41,6 +41,7 @@ class EndpointsStrategy(KindStrategy):
     singular = "endpoints"
     namespaced = True
     short_names = ("ep",)
+    deprecation = Deprecation((1, 33), replacement="discovery.k8s.io/v1 EndpointSlice")
     tracks_generation = False
     allow_create_on_update = True
     spec_fields = ("subsets",)

@@ -21,8 +21,9 @@ from app.registry.core.pod_validation import validate_pod_create, validate_pod_s
 from app.registry.core.podtemplate import DEFAULT_GRACE_PERIOD_SECONDS, default_pod_spec
 from app.registry.scheduling.priorityclass import admit_pod, keep_pod_priority
 from kube import errors
-from kube.dra.pods import merge_pod_affinity_label_keys, qos_class
+from kube.dra.pods import merge_pod_affinity_label_keys, merge_topology_spread_label_keys, qos_class
 from kube.errors import FieldError
+from kube.features import Gate
 from kube.gatedfields import POD, drop_disabled
 from kube.timeutil import now_rfc3339
 
@@ -109,6 +110,8 @@ class PodStrategy(KindStrategy):
         # MatchLabelKeysInPodAffinity (GA): the terms' label keys become selector requirements with
         # this pod's label values now, so later relabelling does not change whom the terms select.
         merge_pod_affinity_label_keys(obj)
+        if ctx.feature_gates.enabled(Gate.MatchLabelKeysInPodTopologySpread) and ctx.feature_gates.enabled(Gate.MatchLabelKeysInPodTopologySpreadSelectorMerge):
+            merge_topology_spread_label_keys(obj)
         status: Obj = {"phase": "Pending", "qosClass": qos_class(obj)}
         if dig(obj, "spec", "schedulingGates"):
             # Upstream's applySchedulingGatedCondition: a gated pod says why it is not scheduled

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from app.registry.accessors import Errs, dict_entries, get_dict, get_int, get_list, get_str, over_limit, report_duplicates, type_error
-from app.registry.base import Obj, OlderVersion
+from app.registry.base import Deprecation, Obj, OlderVersion
 from app.registry.objectmeta import (
     dns1123_subdomain_problems,
     validate_dns1123_label,
@@ -30,7 +30,7 @@ from kube.errors import duplicate, invalid, not_supported, required, too_long
 # (tests/app/registry/resource/test_versions.py compares the official schemas), so an object
 # converts by its apiVersion alone and nothing is lost either way.
 
-V1BETA2 = OlderVersion("v1beta2")
+V1BETA2 = OlderVersion("v1beta2", deprecation=Deprecation((1, 36), (1, 39)))
 # The Go types of what is immutable (app.protobuf.same_in_go compares values through them).
 CLAIM_SPEC_MESSAGE = "k8s.io/api/resource/v1.ResourceClaimSpec"
 TEMPLATE_SPEC_MESSAGE = "k8s.io/api/resource/v1.ResourceClaimTemplateSpec"

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from app.registry.base import KindStrategy, Obj, OlderVersion, RequestContext, StatusStrategy, StatusSubresource, reset_metadata_for_status
+from app.registry.base import (
+    Deprecation,
+    KindStrategy,
+    Obj,
+    OlderVersion,
+    RequestContext,
+    StatusStrategy,
+    StatusSubresource,
+    reset_metadata_for_status,
+)
 from app.registry.columns import age_column, name_column
 from app.registry.resource.common import default_taint, now_rfc3339
 from app.registry.resource.devicetaintrule_validation import validate_taint_rule_spec, validate_taint_rule_status
@@ -17,7 +26,10 @@ class DeviceTaintRuleStrategy(KindStrategy):
     namespaced = False
     # Upstream's registry answers requests in the older versions as it did before v1: an update
     # without a resourceVersion is allowed and a DELETE answers with the deleted object.
-    older_versions = tuple(OlderVersion(v, allow_unconditional_update=True, return_deleted_object=True) for v in ("v1beta2", "v1alpha3"))
+    older_versions = tuple(
+        OlderVersion(version, allow_unconditional_update=True, return_deleted_object=True, deprecation=deprecation)
+        for version, deprecation in (("v1beta2", Deprecation((1, 39), (1, 42))), ("v1alpha3", Deprecation((1, 36), (1, 39))))
+    )
     create_example: Obj = {
         "spec": {
             "deviceSelector": {"driver": "gpu.example.com"},

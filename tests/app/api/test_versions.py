@@ -247,9 +247,47 @@ def test_a_field_an_older_release_of_v1alpha3_had_is_unknown_now(versioned: http
     )
     warned = versioned.post(collection, json=old)
     assert warned.status_code == 201, warned.text
-    assert warned.headers["warning"] == r'299 - "unknown field \"spec.deviceSelector.deviceClassName\"", 299 - "unknown field \"spec.deviceSelector.selectors\""'
+    assert warned.headers["warning"] == (
+        r'299 - "resource.k8s.io/v1alpha3 DeviceTaintRule is deprecated in v1.36+, unavailable in v1.39+", '
+        r'299 - "unknown field \"spec.deviceSelector.deviceClassName\"", 299 - "unknown field \"spec.deviceSelector.selectors\""'
+    )
 
     assert versioned.get(f"{GROUP}/v1/devicetaintrules/{name}").json()["spec"]["deviceSelector"] == {"driver": "gpu.example.com"}
+
+
+# What kube-apiserver v1.37 warns of on every request in a version its types mark deprecated.
+DEPRECATED = {
+    ("v1beta2", kind): f"resource.k8s.io/v1beta2 {kind} is deprecated in v1.36+, unavailable in v1.39+"
+    for kind in ("DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice")
+} | {("v1alpha3", "DeviceTaintRule"): "resource.k8s.io/v1alpha3 DeviceTaintRule is deprecated in v1.36+, unavailable in v1.39+"}
+
+
+@pytest.mark.parametrize(("version", "kind", "plural", "namespaced", "build"), SERVED, ids=lambda v: v if isinstance(v, str) else "")
+def test_every_request_in_a_deprecated_version_is_warned_of_it(
+    versioned: httpx.Client, version: str, kind: str, plural: str, namespaced: bool, build: Callable[[str], Obj]
+) -> None:
+    ns = new_namespace(versioned) if namespaced else None
+    collection = _collection(version, plural, ns)
+    name = _unique("dep")
+    expected = DEPRECATED.get((version, kind))
+    answers = [
+        versioned.post(collection, json=build(name)),
+        versioned.get(f"{collection}/{name}"),
+        versioned.get(collection),
+        versioned.get(f"{collection}/missing"),
+        versioned.delete(f"{collection}/{name}"),
+    ]
+    if kind in ("ResourceClaim", "DeviceTaintRule"):
+        answers.append(versioned.patch(f"{collection}/{name}/status", json={}, headers={"content-type": MERGE}))
+    for answer in answers:
+        where = f"{answer.request.method} {answer.request.url.path}: {answer.status_code}"
+        assert answer.status_code < 500, where
+        if expected is None:
+            # v1beta2 DeviceTaintRule is deprecated only from v1.39.
+            assert "warning" not in answer.headers, where
+        else:
+            assert answer.headers.get("warning") == f'299 - "{expected}"', where
+    assert "warning" not in versioned.get(_collection("v1", plural, ns)).headers
 
 
 def test_device_taint_rules_answer_as_upstream_does_in_each_version(versioned: httpx.Client) -> None:

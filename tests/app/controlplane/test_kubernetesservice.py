@@ -36,10 +36,15 @@ def test_the_servers_service_and_endpoints(api: httpx.Client, server: ServerProc
         "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack", "internalTrafficPolicy": "Cluster",
     }  # fmt: skip
     assert svc["status"] == {"loadBalancer": {}}
-    legacy = api.get("/api/v1/namespaces/default/endpoints/kubernetes").json()
+    answer = api.get("/api/v1/namespaces/default/endpoints/kubernetes")
+    # v1 Endpoints are deprecated: every request for them is told what replaces them.
+    assert answer.headers["warning"] == '299 - "v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice"'
+    legacy = answer.json()
     assert legacy["metadata"]["labels"] == {"endpointslice.kubernetes.io/skip-mirror": "true"}
     assert legacy["subsets"] == [{"addresses": [{"ip": HOST}], "ports": [{"name": "https", "port": server.port, "protocol": "TCP"}]}]
-    slices = api.get("/apis/discovery.k8s.io/v1/namespaces/default/endpointslices", params={"labelSelector": "kubernetes.io/service-name=kubernetes"}).json()
+    answer = api.get("/apis/discovery.k8s.io/v1/namespaces/default/endpointslices", params={"labelSelector": "kubernetes.io/service-name=kubernetes"})
+    assert "warning" not in answer.headers
+    slices = answer.json()
     ((found),) = slices["items"]
     assert (found["metadata"]["name"], found["metadata"]["generation"], found["addressType"]) == ("kubernetes", 1, "IPv4")
     assert found["endpoints"] == [{"addresses": [HOST], "conditions": {"ready": True}}]
