@@ -433,13 +433,19 @@ class WhatIf:
         limits = ExplainLimits(seconds=left, groups=10**9, nodes_per_group=10**9)
         result = Explainer(self.cache, self.cycle, limits).explain(pod)
         reasons: dict[str, str] = {}
+        stopped = ""  # the explanation ran out of time before the nodes no group names
         for group in result.get("groups") or []:
             first = (group.get("reasons") or [{}])[0]
             for name in group.get("nodes") or []:
                 reasons[name] = first.get("message", "")
+            if not group.get("nodes") and first.get("kind") == NOT_EXAMINED:
+                stopped = first.get("message", "")
         fitting: list[str] = []
         if result.get("state") == SCHEDULABLE:
-            fitting = [n for n in self.cache.node_names() if n not in reasons]
+            fitting = list((result.get("nodes") or {}).get("fitting") or [])
+        if stopped:
+            examined = set(fitting)
+            reasons.update({n: stopped for n in self.cache.node_names() if n not in reasons and n not in examined})
         message = str(result.get("message", ""))
         named = result.get("state") in (SCHEDULABLE, UNSCHEDULABLE) and result.get("groups") is not None
         return reasons, "" if named else message, fitting, message
@@ -464,7 +470,7 @@ class WhatIf:
                 elif outcome.stopped == "deadline" and name in fitting:
                     reason = STOPPED_AT_DEADLINE.format(seconds=self.seconds)
                 else:
-                    reason = reasons.get(name) or general or outcome.failure or f"{NOT_EXAMINED}: the answer ran out of time"
+                    reason = reasons.get(name) or general or outcome.failure or "not examined: the answer ran out of time"
                 unfit.append({"name": name, "reason": reason})
         nodes = [{"name": name, "count": len(devs), "devices": devs} for name, devs in sorted(by_node.items())]
         return {"total": len(outcome.placed), "nodes": nodes, "unfit": unfit}

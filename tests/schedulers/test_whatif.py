@@ -18,6 +18,7 @@ from kube.httpserve import Request
 from kube.kubeconfig import Connection
 from kube.objects import Obj
 from schedulers.cycle import SchedulingCycle
+from schedulers.explain import NOT_EXAMINED, Explainer
 from schedulers.explainserver import ExplainServer
 from schedulers.observer import Observer
 from schedulers.scheduler import Scheduler
@@ -412,8 +413,11 @@ async def test_questions_asked_together_share_one_fork_and_each_starts_from_the_
 async def test_a_question_whose_deadline_passes_while_it_waits_for_a_turn_gets_504() -> None:
     """Three questions at once, each slow enough to use its whole deadline, answered one at a
     time: a question's deadline counts from when it was asked, so the ones still waiting when
-    theirs passes are told so with 504, not answered long after it."""
-    server, _ = await _server(WhatIfLimits(seconds=0.5, parallel=1))
+    theirs passes are told so with 504, not answered long after it. (A node of 100 devices takes
+    each question about ten seconds of CPU, far past its deadline, while the deadline leaves a
+    loaded machine seconds to start the first one.)"""
+    server, cluster = await _server(WhatIfLimits(seconds=3.0, parallel=1))
+    await cluster.topology({"c": 100})
     slow = template()
     slow["spec"]["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [
         {"cel": {"expression": "!lists.range(300).all(i, lists.range(300).all(j, i + j >= 0))"}}
@@ -425,7 +429,7 @@ async def test_a_question_whose_deadline_passes_while_it_waits_for_a_turn_gets_5
     assert all(
         re.fullmatch(
             r"the what-if question waited [0-9.]+s for its turn \(other questions were being answered\)"
-            r" and its deadline \(0\.5s\) passed before it started; ask again later",
+            r" and its deadline \(3s\) passed before it started; ask again later",
             body["message"],
         )
         for body in late
@@ -434,8 +438,8 @@ async def test_a_question_whose_deadline_passes_while_it_waits_for_a_turn_gets_5
 
 async def test_each_caller_of_a_batch_gets_its_answer_when_it_is_there() -> None:
     """A quick question asked beside a slow one (answered by the same fork) is answered at once,
-    not when the slow one is."""
-    server, _ = await _server(WhatIfLimits(seconds=3.0, parallel=2))
+    not when the slow one is (a deadline no loaded machine reaches: the order is what counts)."""
+    server, _ = await _server(WhatIfLimits(seconds=60.0, parallel=2))
     slow = template()
     slow["spec"]["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [
         {"cel": {"expression": "!lists.range(300).all(i, lists.range(300).all(j, i + j >= 0))"}}
@@ -471,3 +475,27 @@ async def test_an_observer_takes_the_pod_as_sent_and_makes_no_dry_run() -> None:
     assert (code, body["message"]) == (422, 'Pod "" is invalid: spec.containers: Invalid value: "main": must be a list of objects')
     code, body = await post(server, FIT, {"pod": {**broken, "spec": {}}, "templates": [template()]})
     assert (code, body["message"]) == (422, 'Pod "" is invalid: spec.containers: Required value')
+
+
+async def test_nodes_the_explanation_had_no_time_for_are_called_not_examined(monkeypatch: pytest.MonkeyPatch) -> None:
+    """When the explanation of the copy that did not fit stops before some nodes, those nodes are
+    "not examined", not given the cycle's summary as if it were their own reason."""
+    cluster = Cluster()
+    await cluster.topology({"a": 2, "b": 3, "c": 1})
+    stopped = "not examined: the explanation stops after 0.2s"
+
+    def explained(_self: Any, _pod: Obj) -> dict[str, Any]:
+        return {
+            "state": "Unschedulable",
+            "message": "0/3 nodes are available",
+            "nodes": {"total": 3, "examined": 1, "fit": 0},
+            "groups": [
+                {"count": 1, "nodes": ["a"], "reasons": [{"kind": "Devices", "message": "not enough devices"}]},
+                {"count": 2, "nodes": [], "reasons": [{"kind": NOT_EXAMINED, "message": stopped}]},
+            ],
+        }
+
+    monkeypatch.setattr(Explainer, "explain", explained)
+    answer = whatif(cluster).fit(templated_pod(), {"one-gpu": template(count=4)}, 10)
+    assert answer["total"] == 0
+    assert {u["name"]: u["reason"] for u in answer["unfit"]} == {"a": "not enough devices", "b": stopped, "c": stopped}
