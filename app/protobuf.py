@@ -274,10 +274,21 @@ def varint(value: int) -> bytes:
     """``value`` as a varint (a negative one as ten bytes of two's complement)."""
     if 0 <= value < 128:
         return _SMALL_VARINTS[value]
+    if 128 <= value < 16384:  # two bytes: the lengths of most nested messages, made once each
+        found = _TWO_BYTE_VARINTS.get(value)
+        if found is None:
+            found = _TWO_BYTE_VARINTS[value] = _varint_bytes(value)
+        return found
     return _varint_bytes(value)
 
 
+# The two-byte varints written so far (at most 16,256 of them).
+_TWO_BYTE_VARINTS: Final[dict[int, bytes]] = {}
+
+
 def _get_varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
+    if pos < end and data[pos] < 0x80:  # one byte: most values
+        return data[pos], pos + 1
     result = 0
     shift = 0
     while True:
@@ -289,11 +300,14 @@ def _get_varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
         pos += 1
         result |= (byte & 0x7F) << shift
         if byte < 0x80:
-            return result & 0xFFFFFFFFFFFFFFFF, pos
+            # Only a tenth byte can take it past 64 bits (masking a small int would box it).
+            return (result if shift < 63 else result & 0xFFFFFFFFFFFFFFFF), pos
         shift += 7
 
 
 def _signed(value: int, bits: int) -> int:
+    if 0 <= value < 0x40000000:  # positive in any width, and compared unboxed
+        return value
     value &= (1 << bits) - 1
     return value - (1 << bits) if value >> (bits - 1) else value
 
@@ -382,7 +396,11 @@ def _skip_group(data: bytes, pos: int, end: int, number: int) -> int:
 
 def _text(data: bytes, start: int, end: int) -> str:
     # Go keeps invalid UTF-8 in a string; its JSON then writes U+FFFD for each bad byte.
-    return data[start:end].decode("utf-8", "replace")
+    # Strict first: mypyc calls CPython's UTF-8 decoder directly for it.
+    try:
+        return data[start:end].decode("utf-8")
+    except UnicodeDecodeError:
+        return data[start:end].decode("utf-8", "replace")
 
 
 # The text of recently read whole-second times: objects carry the same few again and again.
@@ -728,11 +746,29 @@ def _put_bytes(out: bytearray, tag: bytes, payload: bytes | bytearray) -> None:
     out += payload
 
 
-def _add_bytes(parts: list[bytes], tag: bytes, payload: bytes) -> None:
-    """A length-delimited field: its tag, length and bytes, as parts of a message being written."""
+def _add_bytes(parts: list[bytes], tag: bytes, payload: bytes) -> int:
+    """A length-delimited field: its tag, length and bytes, as parts of a message being written;
+    how many bytes that is."""
+    size = varint(len(payload))
     parts.append(tag)
-    parts.append(varint(len(payload)))
+    parts.append(size)
     parts.append(payload)
+    return len(tag) + len(size) + len(payload)
+
+
+def _open_field(parts: list[bytes], tag: bytes) -> int:
+    """Start a length-delimited field whose bytes follow in ``parts``: its tag, and a place for its
+    length (``_close_field``), so that a nested message is joined once, with the whole message."""
+    parts.append(tag)
+    parts.append(b"")
+    return len(parts) - 1
+
+
+def _close_field(parts: list[bytes], slot: int, tag: bytes, size: int) -> int:
+    """Put the length of the field opened at ``slot`` (``size`` bytes); the field's whole size."""
+    length = varint(size)
+    parts[slot] = length
+    return len(tag) + len(length) + size
 
 
 def _as_int(field: Field, value: Any, bits: int) -> int:
@@ -744,7 +780,8 @@ def _as_int(field: Field, value: Any, bits: int) -> int:
         number = int(value)
     else:
         raise EncodeError(f"json: cannot unmarshal {go_json_type(value)} into Go struct field {field.name} of type int{bits}")
-    if not -(1 << (bits - 1)) <= number < (1 << (bits - 1)):
+    # Most numbers fit 31 bits, which mypyc compares without boxing; the rest against the bounds.
+    if not -0x40000000 <= number < 0x40000000 and not -(1 << (bits - 1)) <= number < (1 << (bits - 1)):
         raise EncodeError(f"json: cannot unmarshal number {number} into Go struct field {field.name} of type int{bits}")
     return number
 
@@ -825,10 +862,8 @@ def _special(code: int, field: Field, value: Any) -> bytes:
             found = _QUANTITIES.get(value)
             if found is not None:
                 return found
-        text = _canonical_quantity(field, value)
-        out = bytearray()
-        _put_bytes(out, b"\x0a", text.encode())
-        made = bytes(out)
+        text = _canonical_quantity(field, value).encode("utf-8")
+        made = b"\x0a" + varint(len(text)) + text
         if isinstance(value, str):
             if len(_QUANTITIES) >= 4096:
                 _QUANTITIES.clear()
@@ -851,9 +886,8 @@ def _special(code: int, field: Field, value: Any) -> bytes:
     # rawextension, fieldsv1
     if value is None:
         return b""
-    out = bytearray()
-    _put_bytes(out, b"\x0a", orjson.dumps(value))
-    return bytes(out)
+    raw = orjson.dumps(value)
+    return b"\x0a" + varint(len(raw)) + raw
 
 
 @functools.lru_cache(maxsize=4096)
@@ -872,16 +906,18 @@ def _canonical_quantity(field: Field, value: Any) -> str:
         raise EncodeError(str(exc)) from None
 
 
-def _put_value(parts: list[bytes], tag: bytes, field: Field, value: Any, depth: int) -> None:
-    """One element of ``field`` with its tag (scalars written even when zero)."""
+def _put_value(parts: list[bytes], tag: bytes, field: Field, value: Any, depth: int) -> int:
+    """One element of ``field`` with its tag (scalars written even when zero); how many bytes."""
     code = field.code
     if code == _STRING:
         if value is None:
-            value = ""
-        elif not isinstance(value, str):
+            text = ""
+        elif isinstance(value, str):
+            text = value
+        else:
             raise EncodeError(f"json: cannot unmarshal {go_json_type(value)} into Go struct field {field.name} of type string")
-        _add_bytes(parts, tag, value.encode())
-    elif code == _MESSAGE:
+        return _add_bytes(parts, tag, text.encode("utf-8"))  # typed str and a named codec: mypyc calls CPython's UTF-8 encoder directly
+    if code == _MESSAGE:
         message = field.message
         assert message is not None
         if value is None:
@@ -890,15 +926,17 @@ def _put_value(parts: list[bytes], tag: bytes, field: Field, value: Any, depth: 
             raise EncodeError(
                 f"json: cannot unmarshal {go_json_type(value)} into Go struct field {field.name} of type {field.message_name.rsplit('/', 1)[-1]}"
             )
-        _add_bytes(parts, tag, _write_message(message, value, depth + 1))
-    elif code <= _FIELDSV1:
-        _add_bytes(parts, tag, _special(code, field, value))
-    elif code == _BOOL:
+        slot = _open_field(parts, tag)
+        return _close_field(parts, slot, tag, _write_fields(parts, message, value, depth + 1))
+    if code <= _FIELDSV1:
+        return _add_bytes(parts, tag, _special(code, field, value))
+    if code == _BOOL:
         if value is not None and not isinstance(value, bool):
             raise EncodeError(f"json: cannot unmarshal {go_json_type(value)} into Go struct field {field.name} of type bool")
         parts.append(tag)
         parts.append(b"\x01" if value else b"\x00")
-    elif code == _BYTES:
+        return len(tag) + 1
+    if code == _BYTES:
         if value is None:
             raw = b""
         elif isinstance(value, str):
@@ -908,10 +946,11 @@ def _put_value(parts: list[bytes], tag: bytes, field: Field, value: Any, depth: 
                 raise EncodeError(f"illegal base64 data: {exc}") from None
         else:
             raise EncodeError(f"json: cannot unmarshal {go_json_type(value)} into Go struct field {field.name} of type []uint8")
-        _add_bytes(parts, tag, raw)
-    else:
-        parts.append(tag)
-        parts.append(varint(_as_int(field, value, 32 if code in (_INT32, _UINT32) else 64)))
+        return _add_bytes(parts, tag, raw)
+    number = varint(_as_int(field, value, 32 if code in (_INT32, _UINT32) else 64))
+    parts.append(tag)
+    parts.append(number)
+    return len(tag) + len(number)
 
 
 def _zero_bytes(field: Field, depth: int) -> bytes:
@@ -926,19 +965,30 @@ def _zero_bytes(field: Field, depth: int) -> bytes:
 
 
 def _write_message(message: Message, obj: Obj, depth: int = 0) -> bytes:
+    parts: list[bytes] = []
+    _write_fields(parts, message, obj, depth)
+    return b"".join(parts)
+
+
+def _write_fields(parts: list[bytes], message: Message, obj: Obj, depth: int) -> int:
+    """Append a message's fields to ``parts``, nested messages included (their lengths filled in
+    once written); how many bytes that is."""
     if depth > MAX_DEPTH:
         raise EncodeError(f"{message.name}: nested deeper than {MAX_DEPTH}")
-    parts: list[bytes] = []
+    size = 0
     for field in message.fields:
         if field.inline:
             inner = field.message
             assert inner is not None
-            _add_bytes(parts, field.tag, _write_message(inner, obj, depth + 1))
+            slot = _open_field(parts, field.tag)
+            size += _close_field(parts, slot, field.tag, _write_fields(parts, inner, obj, depth + 1))
             continue
         value = obj.get(field.json)
         if value is None:
             if not (field.is_list or field.is_map or field.pointer):
-                parts.append(_zero_bytes(field, depth))
+                zero = _zero_bytes(field, depth)
+                parts.append(zero)
+                size += len(zero)
             continue
         if field.is_list:
             if not isinstance(value, list):
@@ -947,41 +997,41 @@ def _write_message(message: Message, obj: Obj, depth: int = 0) -> bytes:
                 packed = bytearray()
                 for item in value:
                     _put_varint(packed, _as_int(field, item, 64))
-                _add_bytes(parts, field.tag, bytes(packed))
+                size += _add_bytes(parts, field.tag, bytes(packed))
             elif field.wrapped:
                 for item in value:
-                    _add_bytes(parts, field.tag, _wrapped(field, item, depth))
+                    size += _put_wrapped(parts, field.tag, field, item, depth)
             else:
                 for item in value:
-                    _put_value(parts, field.tag, field, item, depth)
+                    size += _put_value(parts, field.tag, field, item, depth)
         elif field.is_map:
             if not isinstance(value, dict):
                 raise EncodeError(f"json: cannot unmarshal {go_json_type(value)} into Go struct field {field.name} of type map")
             for key in sorted(value):
-                entry: list[bytes] = []
-                _add_bytes(entry, field.key_tag, key.encode())
+                slot = _open_field(parts, field.tag)
+                entry = _add_bytes(parts, field.key_tag, key.encode("utf-8"))
                 item = value[key]
                 if field.wrapped:
-                    _add_bytes(entry, field.value_tag, _wrapped(field, item, depth))
+                    entry += _put_wrapped(parts, field.value_tag, field, item, depth)
                 elif field.code == _BYTES and item is None:
                     pass  # a nil []byte value is left out, as Go's marshaller does
                 else:
-                    _put_value(entry, field.value_tag, field, item, depth)
-                _add_bytes(parts, field.tag, b"".join(entry))
+                    entry += _put_value(parts, field.value_tag, field, item, depth)
+                size += _close_field(parts, slot, field.tag, entry)
         else:
-            _put_value(parts, field.tag, field, value, depth)
-    return b"".join(parts)
+            size += _put_value(parts, field.tag, field, value, depth)
+    return size
 
 
-def _wrapped(field: Field, items: Any, depth: int) -> bytes:
-    if items is None:
-        return b""
-    if not isinstance(items, list):
+def _put_wrapped(parts: list[bytes], tag: bytes, field: Field, items: Any, depth: int) -> int:
+    """A named list type's value (a message of the items, each as field 1) with its tag."""
+    if items is not None and not isinstance(items, list):
         raise EncodeError(f"json: cannot unmarshal {go_json_type(items)} into Go struct field {field.name} of type []string")
-    parts: list[bytes] = []
-    for item in items:
-        _put_value(parts, b"\x0a", field, item, depth)
-    return b"".join(parts)
+    slot = _open_field(parts, tag)
+    size = 0
+    for item in items or ():
+        size += _put_value(parts, b"\x0a", field, item, depth)
+    return _close_field(parts, slot, tag, size)
 
 
 # ---- durations ---------------------------------------------------------------------------------
@@ -1050,9 +1100,19 @@ ENVELOPE_TAIL = b"\x1a\x00\x22\x00"
 def envelope_prefix(api_version: str, kind: str) -> bytes:
     """``k8s\0`` and a runtime.Unknown's TypeMeta: what comes before its raw field (field 2, the
     message as a length-delimited field, the same bytes a list's ``items`` entry has)."""
-    api_version_bytes, kind_bytes = api_version.encode(), kind.encode()
-    type_meta = b"\x0a" + varint(len(api_version_bytes)) + api_version_bytes + b"\x12" + varint(len(kind_bytes)) + kind_bytes
-    return MAGIC + b"\x0a" + varint(len(type_meta)) + type_meta
+    key = (api_version, kind)
+    found = _ENVELOPE_PREFIXES.get(key)
+    if found is None:
+        api_version_bytes, kind_bytes = api_version.encode(), kind.encode()
+        type_meta = b"\x0a" + varint(len(api_version_bytes)) + api_version_bytes + b"\x12" + varint(len(kind_bytes)) + kind_bytes
+        found = MAGIC + b"\x0a" + varint(len(type_meta)) + type_meta
+        if len(_ENVELOPE_PREFIXES) < 1024:  # the served kinds, and a bound against made-up ones
+            _ENVELOPE_PREFIXES[key] = found
+    return found
+
+
+# Each apiVersion and kind's envelope prefix, made once: every answer and watch event has one.
+_ENVELOPE_PREFIXES: Final[dict[tuple[str, str], bytes]] = {}
 
 
 def envelope_head(api_version: str, kind: str, size: int) -> bytes:

@@ -32,6 +32,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "app.api.generic",
     "app.api.handlers.scope",
     "app.api.options",
+    "app.api.protobuf",
     "app.api.requestinfo",
     "app.api.routing",
     "app.api.schemas",

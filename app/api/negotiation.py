@@ -95,8 +95,8 @@ def body_media_type(content_type: str | None) -> str:
     for anything else."""
     if not content_type:
         return JSON
-    if content_type == JSON:
-        return JSON
+    if content_type in (JSON, PROTOBUF):  # what clients send, parsed already
+        return content_type
     media = go_media_type(content_type)
     if media not in SERIALIZED_MEDIA_TYPES:
         raise unsupported_media_type(SERIALIZED_MEDIA_TYPES)

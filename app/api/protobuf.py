@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from app import protobuf
 from app.api.bodies import LEGACY_SCHEME, MAX_DEPTH, check_depth, note_typed_body, summarize_data
@@ -114,12 +115,15 @@ def list_pieces(strategy: KindStrategy, items: Sequence[StoredObject | Obj], met
     assert meta_field.message is not None and by_name["items"].tag == b"\x12"  # as the envelope's raw field
     meta_bytes = protobuf.encode(meta, meta_field.message)
     item_message = _message(strategy.api_version, strategy.kind)
-    # Each item is its kept envelope's raw field, as a view (lists are long: little work per item).
+    # Each item is its kept envelope's raw field, as a view (lists are long: little work per item;
+    # ``found`` untyped, so that compiled code does not check and unpack each kept pair).
     peek = ENCODED.peek
-    entries: list[bytes | memoryview] = []
+    entries: list[Any] = []
     for item in items:
         if type(item) is StoredObject:
-            found = peek(item) or _encoded(item)
+            found: Any = peek(item)
+            if found is None:
+                found = _encoded(item)
             entries.append(found[1])
         else:
             message = _encode(item_message, item)  # type: ignore[arg-type]
