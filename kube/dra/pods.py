@@ -362,18 +362,22 @@ def merge_label_keys(selector: Mapping[str, Any] | None, labels: Mapping[str, st
     return {**selector, "matchExpressions": [*(expressions if isinstance(expressions, list) else []), *extra]}
 
 
+def _spec_field_and_labels(pod: Obj, field: str) -> tuple[Any, dict[str, str]]:
+    """``spec.<field>`` of a pod as sent (anything, or None) and its labels ({} when malformed)."""
+    spec = pod.get("spec")
+    metadata = pod.get("metadata")
+    labels = metadata.get("labels") if isinstance(metadata, dict) else None
+    return (spec.get(field) if isinstance(spec, dict) else None), (labels if isinstance(labels, dict) else {})
+
+
 def merge_topology_spread_label_keys(pod: Obj) -> None:
     """What kube-apiserver does to a pod it creates when MatchLabelKeysInPodTopologySpread and its
     SelectorMerge are on: each spread constraint's ``matchLabelKeys`` become ``key In (value)``
     requirements of its ``labelSelector`` with the pod's label values; the key list stays, and a
     constraint without a selector (which selects nothing) is left alone."""
-    spec = pod.get("spec")
-    constraints = spec.get("topologySpreadConstraints") if isinstance(spec, dict) else None
+    constraints, labels = _spec_field_and_labels(pod, "topologySpreadConstraints")
     if not isinstance(constraints, list):
         return
-    metadata = pod.get("metadata")
-    labels = metadata.get("labels") if isinstance(metadata, dict) else None
-    labels = labels if isinstance(labels, dict) else {}
     for constraint in constraints:
         if not isinstance(constraint, dict):
             continue
@@ -387,13 +391,9 @@ def merge_pod_affinity_label_keys(pod: Obj) -> None:
     affinity and anti-affinity term, required and preferred, gets its ``matchLabelKeys`` and
     ``mismatchLabelKeys`` merged into its ``labelSelector`` with the pod's label values; the key
     lists stay. Malformed parts are left for validation."""
-    spec = pod.get("spec")
-    affinity = spec.get("affinity") if isinstance(spec, dict) else None
+    affinity, labels = _spec_field_and_labels(pod, "affinity")
     if not isinstance(affinity, dict):
         return
-    metadata = pod.get("metadata")
-    labels = metadata.get("labels") if isinstance(metadata, dict) else None
-    labels = labels if isinstance(labels, dict) else {}
     for kind in ("podAffinity", "podAntiAffinity"):
         terms = affinity.get(kind)
         if not isinstance(terms, dict):
