@@ -25,7 +25,9 @@ _CONDITION_REASON_RE = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
 # --- node selectors (core validation) ---------------------------------------------------------
 
 
-def validate_node_selector(selector: Obj, path: str) -> Errs:
+def validate_node_selector(selector: Obj, path: str, *, check_values: bool = False) -> Errs:
+    """A core/v1 NodeSelector: at least one term, each term valid. ``check_values`` also holds the
+    values of label requirements to label-value syntax (a pod's required node affinity does)."""
     errs: Errs = []
     terms = get_list(selector, "nodeSelectorTerms", path, errs)
     if not terms:
@@ -33,16 +35,23 @@ def validate_node_selector(selector: Obj, path: str) -> Errs:
             errs.append(required(f"{path}.nodeSelectorTerms", "must have at least one node selector term"))
         return errs
     for _, term, tpath in dict_entries(terms, f"{path}.nodeSelectorTerms", errs):
-        exprs = get_list(term, "matchExpressions", tpath, errs) or []
-        for _, req, rpath in dict_entries(exprs, f"{tpath}.matchExpressions", errs):
-            errs.extend(_node_selector_requirement(req, rpath))
-        fields = get_list(term, "matchFields", tpath, errs) or []
-        for _, req, rpath in dict_entries(fields, f"{tpath}.matchFields", errs):
-            errs.extend(_node_field_requirement(req, rpath))
+        errs.extend(validate_node_selector_term(term, tpath, check_values=check_values))
     return errs
 
 
-def _node_selector_requirement(req: Obj, path: str) -> Errs:
+def validate_node_selector_term(term: Obj, path: str, *, check_values: bool = False) -> Errs:
+    """One NodeSelectorTerm: its label requirements (matchExpressions) and field requirements (matchFields)."""
+    errs: Errs = []
+    exprs = get_list(term, "matchExpressions", path, errs) or []
+    for _, req, rpath in dict_entries(exprs, f"{path}.matchExpressions", errs):
+        errs.extend(_node_selector_requirement(req, rpath, check_values))
+    fields = get_list(term, "matchFields", path, errs) or []
+    for _, req, rpath in dict_entries(fields, f"{path}.matchFields", errs):
+        errs.extend(_node_field_requirement(req, rpath))
+    return errs
+
+
+def _node_selector_requirement(req: Obj, path: str, check_values: bool) -> Errs:
     errs: Errs = []
     op = get_str(req, "operator", path, errs) or ""
     values = get_list(req, "values", path, errs) or []
@@ -59,6 +68,9 @@ def _node_selector_requirement(req: Obj, path: str) -> Errs:
         errs.append(invalid(f"{path}.operator", op, "not a valid selector operator"))
     key = get_str(req, "key", path, errs) or ""
     errs.extend(validate_label_key(key, f"{path}.key"))
+    if check_values:
+        for index, value in enumerate(values):
+            errs.extend(validate_label_value(str(value), f"{path}.values[{index}]"))
     return errs
 
 

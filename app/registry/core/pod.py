@@ -62,6 +62,13 @@ def pod_phase_column(pod: Obj) -> str:
     return str(reason)
 
 
+def merges_spread_label_keys(ctx: RequestContext) -> bool:
+    """Whether a created pod's spread constraints get their matchLabelKeys merged into their
+    selectors (both gates on), which also picks the rule validation holds matchLabelKeys to."""
+    gates = ctx.feature_gates
+    return gates.enabled(Gate.MatchLabelKeysInPodTopologySpread) and gates.enabled(Gate.MatchLabelKeysInPodTopologySpreadSelectorMerge)
+
+
 def readiness_gates(pod: Obj) -> str:
     gates = dig(pod, "spec", "readinessGates", default=[]) or []
     if not gates:
@@ -110,7 +117,7 @@ class PodStrategy(KindStrategy):
         # MatchLabelKeysInPodAffinity (GA): the terms' label keys become selector requirements with
         # this pod's label values now, so later relabelling does not change whom the terms select.
         merge_pod_affinity_label_keys(obj)
-        if ctx.feature_gates.enabled(Gate.MatchLabelKeysInPodTopologySpread) and ctx.feature_gates.enabled(Gate.MatchLabelKeysInPodTopologySpreadSelectorMerge):
+        if merges_spread_label_keys(ctx):
             merge_topology_spread_label_keys(obj)
         status: Obj = {"phase": "Pending", "qosClass": qos_class(obj)}
         if dig(obj, "spec", "schedulingGates"):
@@ -144,10 +151,10 @@ class PodStrategy(KindStrategy):
         drop_disabled(POD, obj, old, ctx.feature_gates)
 
     def validate_create(self, obj: Obj, ctx: RequestContext) -> list[FieldError]:
-        return validate_pod_create(obj, allow_privileged=ctx.allow_privileged)
+        return validate_pod_create(obj, allow_privileged=ctx.allow_privileged, merged_spread_label_keys=merges_spread_label_keys(ctx))
 
     def validate_update(self, new: Obj, old: Obj, ctx: RequestContext) -> list[FieldError]:
-        return validate_pod_update(new, old, allow_privileged=ctx.allow_privileged)
+        return validate_pod_update(new, old, allow_privileged=ctx.allow_privileged, merged_spread_label_keys=merges_spread_label_keys(ctx))
 
     def delete_grace_period(self, obj: Obj, requested: int | None) -> int:
         # Upstream: a pod that never reached a node, or has finished, goes at once.

@@ -16,11 +16,15 @@ from app.registry.common import (
     is_extended_resource,
     is_native_resource,
     is_standard_resource,
+    validate_label_selector,
+    validate_node_selector,
+    validate_node_selector_term,
     validate_resource_quantity,
 )
 from app.registry.core.node_validation import TAINT_EFFECTS
 from app.registry.objectmeta import (
     IS_NEGATIVE,
+    dns1123_label_problems,
     dns1123_subdomain_problems,
     is_int,
     validate_dns1123_label,
@@ -40,6 +44,8 @@ PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 TERMINATION_MESSAGE_POLICIES = ("File", "FallbackToLogsOnError")
 PREEMPTION_POLICIES = ("PreemptLowerPriority", "Never")
 TOLERATION_OPERATORS = ("Equal", "Exists")
+UNSATISFIABLE_CONSTRAINT_ACTIONS = ("DoNotSchedule", "ScheduleAnyway")
+NODE_INCLUSION_POLICIES = ("Honor", "Ignore")
 # Conditions the kubelet owns; any other pod condition type must be a qualified name.
 SYSTEM_POD_CONDITIONS = frozenset({"PodScheduled", "Ready", "Initialized"})
 # Upstream's list of pod spec fields an update may touch, joined into its Forbidden message.
@@ -337,9 +343,192 @@ def validate_tolerations(tolerations: object, path: str) -> list[FieldError]:
     return errs
 
 
-def validate_pod_spec(spec_value: object, path: str = "spec", *, allow_privileged: bool) -> list[FieldError]:
+# ---- affinity and topology spread ---------------------------------------------------------------
+
+
+def _validate_weight(term: Obj, path: str) -> list[FieldError]:
+    """A preferred term's weight (absent reads as Go's zero) lies in 1-100."""
+    weight = term.get("weight", 0)
+    if not is_int(weight) or not 1 <= weight <= 100:
+        return [invalid(f"{path}.weight", weight, "must be in the range 1-100")]
+    return []
+
+
+def _validate_node_affinity(node_affinity: Obj, path: str) -> list[FieldError]:
+    """Required terms form a node selector whose label values must be valid; preferred terms
+    carry a weight and may name any value (a lone node can still satisfy them)."""
+    errs: list[FieldError] = []
+    required_path = f"{path}.requiredDuringSchedulingIgnoredDuringExecution"
+    required_selector = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if required_selector is not None:
+        errs += validate_node_selector(as_dict(required_selector, required_path, errs), required_path, check_values=True)
+    preferred_path = f"{path}.preferredDuringSchedulingIgnoredDuringExecution"
+    for _index, term, term_path in as_dict_entries(node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution"), preferred_path, errs):
+        errs += _validate_weight(term, term_path)
+        preference_path = f"{term_path}.preference"
+        errs += validate_node_selector_term(as_dict(term.get("preference"), preference_path, errs), preference_path)
+    return errs
+
+
+def _string_list(value: object, path: str, errs: list[FieldError]) -> list[str]:
+    return [as_str(item, f"{path}[{index}]", errs) for index, item in enumerate(as_list(value, path, errs))]
+
+
+def validate_label_keys_against_selector(
+    path: str, match_keys: list[str], mismatch_keys: list[str], selector: object
+) -> list[FieldError]:
+    """Upstream's ValidateMatchLabelKeysAndMismatchLabelKeys. Both key lists need a selector and
+    hold label names. The selector has already had matchLabelKeys merged in as ``key In (value)``
+    expressions on create, so a key named by matchLabelKeys that the selector also names elsewhere
+    shows up as an expression on a key seen before. Upstream reports that one at ``path[i]``
+    (not under matchLabelKeys); the same path is kept so clients see the same field."""
+    errs: list[FieldError] = []
+    for key_path, keys in ((f"{path}.matchLabelKeys", match_keys), (f"{path}.mismatchLabelKeys", mismatch_keys)):
+        if not keys:
+            continue
+        if selector is None:
+            errs.append(forbidden(key_path, "must not be specified when labelSelector is not set"))
+            continue
+        for index, key in enumerate(keys):
+            errs += validate_qualified_name(key, f"{key_path}[{index}]")
+    if isinstance(selector, dict):
+        index_of = {key: index for index, key in enumerate(match_keys)}
+        labels = selector.get("matchLabels")
+        seen = set(labels) if isinstance(labels, dict) else set()
+        expressions = selector.get("matchExpressions")
+        for expression in expressions if isinstance(expressions, list) else []:
+            expression_key = expression.get("key") if isinstance(expression, dict) else None
+            if not isinstance(expression_key, str):
+                continue
+            if expression_key in index_of and expression_key in seen:
+                errs.append(invalid(f"{path}[{index_of[expression_key]}]", expression_key, "exists in both matchLabelKeys and labelSelector"))
+            seen.add(expression_key)
+    mismatch = set(mismatch_keys)
+    for index, key in enumerate(match_keys):
+        if key in mismatch:
+            errs.append(invalid(f"{path}.matchLabelKeys[{index}]", key, "exists in both matchLabelKeys and mismatchLabelKeys"))
+    return errs
+
+
+def _validate_pod_affinity_term(term: Obj, path: str) -> list[FieldError]:
+    """validatePodAffinityTerm: selectors, namespace names, label keys, and a topology key."""
+    errs: list[FieldError] = []
+    errs += validate_label_selector(as_dict(term.get("labelSelector"), f"{path}.labelSelector", errs), f"{path}.labelSelector")
+    errs += validate_label_selector(as_dict(term.get("namespaceSelector"), f"{path}.namespaceSelector", errs), f"{path}.namespaceSelector")
+    for namespace in _string_list(term.get("namespaces"), f"{path}.namespaces", errs):
+        # Upstream names the field "namespace" (singular, no index) here.
+        errs += [invalid(f"{path}.namespace", namespace, problem) for problem in dns1123_label_problems(namespace)]
+    match_keys = _string_list(term.get("matchLabelKeys"), f"{path}.matchLabelKeys", errs)
+    mismatch_keys = _string_list(term.get("mismatchLabelKeys"), f"{path}.mismatchLabelKeys", errs)
+    errs += validate_label_keys_against_selector(path, match_keys, mismatch_keys, term.get("labelSelector"))
+    topology_key = as_str(term.get("topologyKey"), f"{path}.topologyKey", errs)
+    if not topology_key:
+        errs.append(required(f"{path}.topologyKey", "can not be empty"))
+    errs += validate_qualified_name(topology_key, f"{path}.topologyKey")
+    return errs
+
+
+def _validate_pod_affinity(affinity: Obj, path: str) -> list[FieldError]:
+    """podAffinity or podAntiAffinity: required terms, then weighted preferred terms."""
+    errs: list[FieldError] = []
+    required_path = f"{path}.requiredDuringSchedulingIgnoredDuringExecution"
+    for _index, term, term_path in as_dict_entries(affinity.get("requiredDuringSchedulingIgnoredDuringExecution"), required_path, errs):
+        errs += _validate_pod_affinity_term(term, term_path)
+    preferred_path = f"{path}.preferredDuringSchedulingIgnoredDuringExecution"
+    for _index, weighted, weighted_path in as_dict_entries(affinity.get("preferredDuringSchedulingIgnoredDuringExecution"), preferred_path, errs):
+        errs += _validate_weight(weighted, weighted_path)
+        term_path = f"{weighted_path}.podAffinityTerm"
+        errs += _validate_pod_affinity_term(as_dict(weighted.get("podAffinityTerm"), term_path, errs), term_path)
+    return errs
+
+
+def validate_affinity(affinity_value: object, path: str) -> list[FieldError]:
+    """validateAffinity: node affinity, pod affinity and pod anti-affinity."""
+    errs: list[FieldError] = []
+    affinity = as_dict(affinity_value, path, errs)
+    if affinity.get("nodeAffinity") is not None:
+        node_path = f"{path}.nodeAffinity"
+        errs += _validate_node_affinity(as_dict(affinity.get("nodeAffinity"), node_path, errs), node_path)
+    for kind in ("podAffinity", "podAntiAffinity"):
+        if affinity.get(kind) is not None:
+            errs += _validate_pod_affinity(as_dict(affinity.get(kind), f"{path}.{kind}", errs), f"{path}.{kind}")
+    return errs
+
+
+def _positive_int(value: object, path: str) -> list[FieldError]:
+    if not is_int(value) or value <= 0:  # type: ignore[operator]
+        return [invalid(path, value, "must be greater than zero")]
+    return []
+
+
+def _legacy_spread_label_keys(path: str, match_keys: list[str], selector: object) -> list[FieldError]:
+    """ValidateMatchLabelKeysInTopologySpread, the rule while the selector merge is off: each key a
+    label name that the (unmerged) selector does not already name."""
+    if not match_keys:
+        return []
+    errs: list[FieldError] = []
+    named: set[str] = set()
+    if isinstance(selector, dict):
+        labels = selector.get("matchLabels")
+        named.update(labels if isinstance(labels, dict) else ())
+        expressions = selector.get("matchExpressions")
+        for expression in expressions if isinstance(expressions, list) else []:
+            if isinstance(expression, dict) and isinstance(expression.get("key"), str):
+                named.add(expression["key"])
+    else:
+        errs.append(forbidden(path, "must not be specified when labelSelector is not set"))
+    for index, key in enumerate(match_keys):
+        errs += validate_qualified_name(key, f"{path}[{index}]")
+        if key in named:
+            errs.append(invalid(f"{path}[{index}]", key, "exists in both matchLabelKeys and labelSelector"))
+    return errs
+
+
+def validate_topology_spread_constraints(constraints: object, path: str, *, merged_label_keys: bool = True) -> list[FieldError]:
+    """validateTopologySpreadConstraints with the options a new pod gets. While
+    MatchLabelKeysInPodTopologySpread and its SelectorMerge are on (the defaults,
+    ``merged_label_keys``) matchLabelKeys are checked like pod affinity's, against the selector
+    they were merged into; otherwise by the older rule against the selector as sent."""
+    errs: list[FieldError] = []
+    entries = list(as_dict_entries(constraints, path, errs))
+    for position, (_index, constraint, constraint_path) in enumerate(entries):
+        errs += _positive_int(constraint.get("maxSkew", 0), f"{constraint_path}.maxSkew")
+        topology_key = as_str(constraint.get("topologyKey"), f"{constraint_path}.topologyKey", errs)
+        if not topology_key:
+            errs.append(required(f"{constraint_path}.topologyKey", "can not be empty"))
+        action = as_str(constraint.get("whenUnsatisfiable"), f"{constraint_path}.whenUnsatisfiable", errs)
+        if action not in UNSATISFIABLE_CONSTRAINT_ACTIONS:
+            errs.append(not_supported(f"{constraint_path}.whenUnsatisfiable", action, UNSATISFIABLE_CONSTRAINT_ACTIONS))
+        # One constraint per {topologyKey, whenUnsatisfiable}; the first of a repeated pair is reported.
+        for _later_index, later, _later_path in entries[position + 1 :]:
+            if later.get("topologyKey", "") == topology_key and later.get("whenUnsatisfiable", "") == action:
+                errs.append(duplicate(f"{constraint_path}.{{topologyKey, whenUnsatisfiable}}", f"{{{topology_key}, {action}}}"))
+                break
+        min_domains = constraint.get("minDomains")
+        if min_domains is not None:
+            errs += _positive_int(min_domains, f"{constraint_path}.minDomains")
+            if action != "DoNotSchedule":
+                errs.append(invalid(f"{constraint_path}.minDomains", min_domains, f"can only use minDomains if whenUnsatisfiable=DoNotSchedule, not {action}"))
+        for policy_field in ("nodeAffinityPolicy", "nodeTaintsPolicy"):
+            policy = constraint.get(policy_field)
+            if policy is not None and policy not in NODE_INCLUSION_POLICIES:
+                errs.append(not_supported(f"{constraint_path}.{policy_field}", policy, NODE_INCLUSION_POLICIES))
+        match_keys = _string_list(constraint.get("matchLabelKeys"), f"{constraint_path}.matchLabelKeys", errs)
+        if merged_label_keys:
+            errs += validate_label_keys_against_selector(constraint_path, match_keys, [], constraint.get("labelSelector"))
+        else:
+            errs += _legacy_spread_label_keys(f"{constraint_path}.matchLabelKeys", match_keys, constraint.get("labelSelector"))
+        selector_path = f"{constraint_path}.labelSelector"
+        errs += validate_label_selector(as_dict(constraint.get("labelSelector"), selector_path, errs), selector_path)
+    return errs
+
+
+def validate_pod_spec(
+    spec_value: object, path: str = "spec", *, allow_privileged: bool, merged_spread_label_keys: bool = True
+) -> list[FieldError]:
     """The parts of ValidatePodSpec this server enforces (see the module docstring of pod.py);
-    ``allow_privileged`` is the server's --allow-privileged."""
+    ``allow_privileged`` is the server's --allow-privileged; ``merged_spread_label_keys`` says
+    whether the topology spread selector merge is on (it picks the matchLabelKeys rule)."""
     errs: list[FieldError] = []
     if not isinstance(spec_value, dict):
         return [required(path)] if spec_value is None else [invalid(path, spec_value, "must be an object")]
@@ -357,7 +546,11 @@ def validate_pod_spec(spec_value: object, path: str = "spec", *, allow_privilege
     errs += _validate_enum(spec.get("restartPolicy"), f"{path}.restartPolicy", RESTART_POLICIES)
     errs += _validate_enum(spec.get("dnsPolicy"), f"{path}.dnsPolicy", DNS_POLICIES)
     errs += validate_labels(spec.get("nodeSelector"), f"{path}.nodeSelector")
+    errs += validate_affinity(spec.get("affinity"), f"{path}.affinity")
     errs += validate_scheduling_gates(spec.get("schedulingGates"), f"{path}.schedulingGates")
+    errs += validate_topology_spread_constraints(
+        spec.get("topologySpreadConstraints"), f"{path}.topologySpreadConstraints", merged_label_keys=merged_spread_label_keys
+    )
     errs += validate_scheduling_group(spec.get("schedulingGroup"), f"{path}.schedulingGroup")
     for key in ("serviceAccountName", "nodeName", "priorityClassName"):
         value = as_str(spec.get(key), f"{path}.{key}", errs)
@@ -377,9 +570,9 @@ def validate_pod_spec(spec_value: object, path: str = "spec", *, allow_privilege
     return errs
 
 
-def validate_pod_create(pod: Obj, *, allow_privileged: bool) -> list[FieldError]:
+def validate_pod_create(pod: Obj, *, allow_privileged: bool, merged_spread_label_keys: bool = True) -> list[FieldError]:
     """ValidatePodCreate minus ObjectMeta: the spec, plus nodeName only on ungated pods."""
-    errs = validate_pod_spec(pod.get("spec"), allow_privileged=allow_privileged)
+    errs = validate_pod_spec(pod.get("spec"), allow_privileged=allow_privileged, merged_spread_label_keys=merged_spread_label_keys)
     spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
     assert isinstance(spec, dict)
     if spec.get("nodeName") and spec.get("schedulingGates"):
@@ -541,14 +734,40 @@ def _munge_gated_scheduling_directives(munged: Obj, old_spec: Obj) -> list[Field
     return errs
 
 
-def validate_pod_update(new: Obj, old: Obj, *, allow_privileged: bool) -> list[FieldError]:
+_SCHEDULING_CONSTRAINT_PATHS = ("spec.affinity", "spec.topologySpreadConstraints")
+
+
+def _error_identity(error: FieldError) -> tuple[str, str, str, str]:
+    return (error.reason, error.field, error.detail, repr(error.value))
+
+
+def _without_inherited_scheduling_errors(errs: list[FieldError], old_spec: Obj, merged_spread_label_keys: bool) -> list[FieldError]:
+    """An update may keep an affinity or spread-constraint error the stored pod already has, but
+    not add one. Upstream relaxes the same rules for an old pod that breaks them (its validation
+    options follow the old spec), and pods stored before this server checked these fields must
+    stay updatable (status, labels, tolerations, gates)."""
+    inherited = validate_affinity(old_spec.get("affinity"), "spec.affinity")
+    inherited += validate_topology_spread_constraints(
+        old_spec.get("topologySpreadConstraints"), "spec.topologySpreadConstraints", merged_label_keys=merged_spread_label_keys
+    )
+    if not inherited:
+        return errs
+    known = {_error_identity(error) for error in inherited}
+    return [
+        error for error in errs
+        if not (error.field.startswith(_SCHEDULING_CONSTRAINT_PATHS) and _error_identity(error) in known)
+    ]
+
+
+def validate_pod_update(new: Obj, old: Obj, *, allow_privileged: bool, merged_spread_label_keys: bool = True) -> list[FieldError]:
     """ValidatePodUpdate minus ObjectMeta: the new spec must be valid and may change only what
     upstream's updatable-fields list (and, while gated, the nodeSelector and node affinity rules) allow."""
-    errs = validate_pod_spec(new.get("spec"), allow_privileged=allow_privileged)
+    errs = validate_pod_spec(new.get("spec"), allow_privileged=allow_privileged, merged_spread_label_keys=merged_spread_label_keys)
     new_spec = new.get("spec")
     old_spec = old.get("spec")
     if not isinstance(new_spec, dict) or not isinstance(old_spec, dict):
         return errs
+    errs = _without_inherited_scheduling_errors(errs, old_spec, merged_spread_label_keys)
     for key in ("containers", "initContainers"):
         new_list = new_spec.get(key) if isinstance(new_spec.get(key), list) else []
         old_list = old_spec.get(key) if isinstance(old_spec.get(key), list) else []
