@@ -34,7 +34,6 @@ def affinity_pod(name: str) -> dict[str, Any]:
             },
             "podAffinity": {
                 "requiredDuringSchedulingIgnoredDuringExecution": [
-                    {"topologyKey": "kubernetes.io/hostname", "matchLabelKeys": ["version"]},  # no selector: selects nothing, stays so
                     term(labelSelector={"matchLabels": {"app": "db"}, "matchExpressions": [{"key": "env", "operator": "Exists"}]}, mismatchLabelKeys=["app"]),
                 ],
             },
@@ -63,7 +62,6 @@ def expected_terms() -> dict[str, Any]:
         },
         "podAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": [
-                {"topologyKey": "kubernetes.io/hostname", "matchLabelKeys": ["version"]},
                 term(
                     labelSelector={"matchLabels": {"app": "db"}, "matchExpressions": [
                         {"key": "env", "operator": "Exists"}, {"key": "app", "operator": "NotIn", "values": ["web"]},
@@ -102,7 +100,7 @@ def spread_pod(name: str) -> dict[str, Any]:
         name,
         topologySpreadConstraints=[
             {**constraint, "labelSelector": {"matchLabels": {"app": "web"}}, "matchLabelKeys": ["missing", "version"]},
-            {**constraint, "matchLabelKeys": ["version"]},  # no selector: selects nothing, stays so
+            {**constraint, "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {"matchLabels": {"app": "web"}}},  # no keys: stays so
         ],
     )
     body["metadata"]["labels"] = LABELS
