@@ -1,8 +1,8 @@
 """Pod (v1, namespaced, status and binding subresources).
 
-Validation covers what the DRA stack relies on (resource claims, scheduling gates, containers,
-resources, the spec-immutability rule and the DRA status lists); volumes, probes' handlers,
-security contexts, affinity terms and topology spread constraints are not validated here.
+Validation covers what the DRA stack and the scheduler rely on (resource claims, scheduling gates,
+containers, resources, affinity and topology spread constraints, the spec-immutability rule and
+the DRA status lists); volumes, probes' handlers and security contexts are not validated here.
 """
 
 from __future__ import annotations
