@@ -292,17 +292,7 @@ class Observer:
 def lease_health(tracker: LeaseTracker, t0: float, t1: float, names: list[str], interval: float) -> Obj:
     """Renewal gaps inside [t0, t1] as a node lifecycle controller sees them (open gaps at t1 included)."""
     base = tracker.window(t0, t1, names, interval)
-    gaps: list[float] = []
-    stale: list[float] = []
-    for name in names:
-        times = tracker.seen.get(name, [])
-        last = max((t for t in times if t < t0), default=t0)
-        worst = 0.0
-        for t in (t for t in times if t0 <= t <= t1):
-            gaps.append(t - last)
-            worst = max(worst, t - last)
-            last = t
-        stale.append(max(worst, t1 - last))
+    gaps, stale = tracker.gaps(t0, t1, names)
     lags = [g - interval for g in gaps]
     base.update(
         {

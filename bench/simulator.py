@@ -348,11 +348,11 @@ class LeaseTracker:
         if name.startswith(self.prefix):
             self.seen.setdefault(name, []).append(t)
 
-    def window(self, t0: float, t1: float, names: list[str], interval: float) -> Obj:
-        """Renewal gaps of every lease inside [t0, t1]; staleness also counts the open gap at t1."""
+    def gaps(self, t0: float, t1: float, names: list[str]) -> tuple[list[float], list[float]]:
+        """Every renewal gap inside [t0, t1] (one per renewal), and per lease its staleness: its
+        longest gap, the open one at t1 included."""
         gaps: list[float] = []
         stale: list[float] = []
-        renewals = 0
         for name in names:
             times = self.seen.get(name, [])
             last = max((t for t in times if t < t0), default=t0)
@@ -361,8 +361,13 @@ class LeaseTracker:
                 gaps.append(t - last)
                 worst = max(worst, t - last)
                 last = t
-                renewals += 1
             stale.append(max(worst, t1 - last))
+        return gaps, stale
+
+    def window(self, t0: float, t1: float, names: list[str], interval: float) -> Obj:
+        """Renewal gaps of every lease inside [t0, t1]; staleness also counts the open gap at t1."""
+        gaps, stale = self.gaps(t0, t1, names)
+        renewals = len(gaps)
         lags = [g - interval for g in gaps]
         return {
             "seconds": t1 - t0,

@@ -68,18 +68,18 @@ def built_path(module: str, root: Path = _ROOT) -> Path | None:
     return None
 
 
+def _pure_requested() -> bool:
+    return os.environ.get(PURE_ENV, "") not in ("", "0")
+
+
 def _usable() -> bool:
     """Every listed module has an extension no older than its source."""
-    if os.environ.get(PURE_ENV, "") not in ("", "0"):
+    if _pure_requested():
         return False
     # The library holding the compiled code itself; each module's extension only loads it.
     if not any(_ROOT.glob("*__mypyc.*")):
         return False
-    for module in COMPILED_MODULES:
-        built = built_path(module)
-        if built is None or built.stat().st_mtime < source_path(module).stat().st_mtime:
-            return False
-    return True
+    return all(built_path(module) is not None for module in COMPILED_MODULES) and not stale_modules()
 
 
 def stale_modules(root: Path = _ROOT) -> list[str]:
@@ -96,7 +96,7 @@ def stale_modules(root: Path = _ROOT) -> list[str]:
 
 def stale_build_warning(root: Path = _ROOT) -> str:
     """What to tell someone whose built checkout runs as Python because of a later edit ("" if none)."""
-    if os.environ.get(PURE_ENV, "") not in ("", "0"):
+    if _pure_requested():
         return ""
     stale = stale_modules(root)
     if not stale:

@@ -91,8 +91,7 @@ class SchedulingQueue(Generic[K, C]):
         self.pop_from_backoff = pop_from_backoff
         self._active: _ActiveQueue[K] = _ActiveQueue()
         self._priority: dict[K, int] = {}  # spec.priority of every pod the queue knows (0 when not given)
-        self._backoff: dict[K, asyncio.TimerHandle] = {}
-        self._backoff_ends: dict[K, float] = {}  # backoff key -> when its backoff ends
+        self._backoff: dict[K, asyncio.TimerHandle] = {}  # each timer's when(): the end of that pod's backoff
         self._error_backoff: set[K] = set()  # backoff keys that failed with an error: never popped early
         self._unschedulable: dict[K, float] = {}  # key -> time it was parked
         self._rejected_by: dict[K, frozenset[str]] = {}  # unschedulable key -> the plugins that rejected it
@@ -126,7 +125,6 @@ class SchedulingQueue(Generic[K, C]):
         timer = self._backoff.pop(key, None)
         if timer is not None:
             timer.cancel()
-            self._backoff_ends.pop(key, None)
             self._error_backoff.discard(key)
         self._unschedulable.pop(key, None)
         self._rejected_by.pop(key, None)
@@ -182,10 +180,10 @@ class SchedulingQueue(Generic[K, C]):
         """The backoff pod (not one after an error) whose backoff ends in the earliest second,
         the highest priority first within it (upstream orders its backoff queue by one-second
         windows, then as the active queue does)."""
-        candidates = [key for key in self._backoff_ends if key not in self._error_backoff]
+        candidates = [(timer.when(), key) for key, timer in self._backoff.items() if key not in self._error_backoff]
         if not candidates:
             return None
-        return min(candidates, key=lambda k: (math.floor(self._backoff_ends[k]), -self._priority.get(k, 0), self._backoff_ends[k]))
+        return min(candidates, key=lambda c: (math.floor(c[0]), -self._priority.get(c[1], 0), c[0]))[1]
 
     def done(self, key: K) -> bool:
         """End an attempt that needs no follow-up (success, or an outcome already filed)."""
@@ -216,14 +214,12 @@ class SchedulingQueue(Generic[K, C]):
         self._last_attempt[key] = time.monotonic()
 
     def _to_backoff(self, key: K, *, after_error: bool = False) -> None:
-        ends = self._last_attempt.get(key, 0.0) + self.backoff_for(key)
-        remaining = ends - time.monotonic()
+        remaining = self._last_attempt.get(key, 0.0) + self.backoff_for(key) - time.monotonic()
         self._detach(key)
         if remaining <= 0:
             self._activate(key)
             return
         self._backoff[key] = asyncio.get_running_loop().call_later(remaining, self._backoff_done, key)
-        self._backoff_ends[key] = ends
         if after_error:
             self._error_backoff.add(key)
         elif self.pop_from_backoff:
@@ -231,7 +227,6 @@ class SchedulingQueue(Generic[K, C]):
 
     def _backoff_done(self, key: K) -> None:
         if self._backoff.pop(key, None) is not None:
-            self._backoff_ends.pop(key, None)
             self._error_backoff.discard(key)
             self._activate(key)
 
