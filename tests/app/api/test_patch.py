@@ -379,7 +379,7 @@ def test_strategic_merge_patch_list_of_lists() -> None:
 
 @pytest.mark.parametrize("patch_type", ["json", "merge", "strategic"])
 def test_patches_copy_the_document_unless_the_caller_owns_it(patch_type: str) -> None:
-    doc = {"metadata": {"name": "a", "labels": {"x": "1"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
+    doc: dict[str, Any] = {"metadata": {"name": "a", "labels": {"x": "1"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
     original = copy.deepcopy(doc)
     patch: Any = [{"op": "add", "path": "/metadata/labels/y", "value": "2"}] if patch_type == "json" else {"metadata": {"labels": {"y": "2"}}}
 
