@@ -852,9 +852,9 @@ def _decode_live_or_new(old: dict[str, Any] | None, new: dict[str, Any], subreso
 def zero_structs(api_version: str, kind: str) -> dict[str, Any]:
     """The structs of the Go zero value of ``kind`` as upstream's converter writes it: every
     struct field that is not a pointer, empty, nested (its other fields, zero or null, hold no
-    structure). Empty for a kind the Go schema does not know."""
+    structure). Empty for a kind the Go schema does not know. Shared: never to be changed."""
     message = protobuf.schema().kinds.get((api_version, kind))
-    return clone(_zero_skeleton(message)) if message is not None else {}
+    return _zero_skeleton(message) if message is not None else {}
 
 
 @functools.cache
