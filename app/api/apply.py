@@ -54,11 +54,12 @@ from app.api.fieldsets import (
     set_union,
     to_fields_v1,
 )
-from app.api.patch import clone, go_format, go_type_name
+from app.api.patch import go_format, go_type_name
 from app.api.schemas import SchemaNode, schema_for_kind
 from app.protobuf import go_json_type
 from app.storage.cache import DECODED
 from kube.errors import ApiError, bad_request
+from kube.objects import clone
 
 MAX_UPDATE_MANAGERS = 10
 ANCIENT_CHANGES_MANAGER = "ancient-changes"
