@@ -26,11 +26,10 @@ def status(obj: Obj | None) -> Obj:
     return found
 
 
-def json_copy(value: Any) -> Any:
-    """A deep copy of JSON data (dicts, lists and scalars), several times cheaper than
-    ``copy.deepcopy``, which also handles every other type and shared references."""
+def clone(value: Any) -> Any:
+    """A deep copy of JSON data (dicts, lists, scalars); much faster than ``copy.deepcopy``."""
     if type(value) is dict:
-        return {k: json_copy(v) for k, v in value.items()}
+        return {k: clone(v) for k, v in value.items()}
     if type(value) is list:
-        return [json_copy(v) for v in value]
+        return [clone(v) for v in value]
     return value
