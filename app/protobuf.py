@@ -409,8 +409,8 @@ _TIME_TEXTS: Final[dict[int, str]] = {}
 _FOUR_DIGIT_YEARS: Final = (-30610224000, 253402300800)
 # How many times outside those years were read (see decode_checked).
 _LONG_OR_SHORT_YEARS: Final[list[int]] = [0]
-# How many opening brackets the raw JSON read (RawExtension, FieldsV1) held (see decode_checked).
-_RAW_JSON_BRACKETS: Final[list[int]] = [0]
+# The raw JSON (RawExtension, FieldsV1) the last decode read, for decode_checked's depth bound.
+_RAW_JSON_READ: Final[list[bytes]] = []
 
 
 def _time_text(seconds: int, nanos: int, micro: bool) -> str:
@@ -516,8 +516,7 @@ def _read_special(code: int, data: bytes, start: int, end: int) -> Any:
     except orjson.JSONDecodeError as exc:
         go_type = "runtime.RawExtension" if code == _RAWEXTENSION else "*v1.FieldsV1"
         raise ProtobufError(f"json: error calling MarshalJSON for type {go_type}: invalid character in raw JSON ({exc})") from None
-    # The only JSON whose nesting the schema does not bound (see decode_checked).
-    _RAW_JSON_BRACKETS[0] += raw.count(b"{") + raw.count(b"[")
+    _RAW_JSON_READ.append(raw)  # the only JSON whose nesting the schema does not bound
     return parsed
 
 
@@ -1198,6 +1197,7 @@ def _go_bytes(data: bytes) -> str:
 
 def decode(raw: bytes, message: Message) -> Obj:
     """The JSON form of one message's bytes (no envelope), as upstream would hand it on."""
+    _RAW_JSON_READ.clear()
     return _read_message(message, raw, 0, len(raw), 0)
 
 
@@ -1205,14 +1205,21 @@ def decode_checked(raw: bytes, message: Message, depth_limit: int) -> tuple[Obj,
     """``decode``, and what a server would otherwise walk the result for: whether every value
     reads back into the Go type as JSON (False when a time lies outside the years 1000-9999, whose
     text has no four-digit year), and whether the JSON nests at most ``depth_limit`` levels deep
-    (True when the schema's nesting plus every opening bracket of the raw JSON inside, the most
-    that JSON can add, stays within it; False means it may not). Only raw JSON (a RawExtension
-    such as an opaque device config's parameters, a FieldsV1) nests beyond what the schema
-    allows; its brackets are counted as it is read, not the whole body's."""
+    (True when the schema's nesting plus the most the deepest raw JSON inside can add stays
+    within it; False means it may not). Only raw JSON (a RawExtension such as an opaque device
+    config's parameters, a managedFields entry's FieldsV1) nests beyond what the schema allows,
+    each where the schema puts it: the deepest one counts, bounded as it is read."""
     before = _LONG_OR_SHORT_YEARS[0]
-    brackets = _RAW_JSON_BRACKETS[0]
     obj = decode(raw, message)
-    shallow = json_depth(message) + _RAW_JSON_BRACKETS[0] - brackets <= depth_limit
+    room = depth_limit - json_depth(message)
+    shallow = room >= 0
+    for text in _RAW_JSON_READ:
+        # Each level takes an opening and a closing bracket: raw JSON nests at most half its
+        # length deep, and at most as deep as it has opening brackets (counted when needed).
+        if len(text) >> 1 > room and text.count(b"{") + text.count(b"[") > room:
+            shallow = False
+            break
+    _RAW_JSON_READ.clear()
     return obj, _LONG_OR_SHORT_YEARS[0] == before, shallow
 
 

@@ -394,6 +394,14 @@ def test_only_raw_json_counts_against_the_depth_limit() -> None:
         decoded, typed, shallow = protobuf.decode_checked(protobuf.encode(deep, message), message, 100)
         assert typed and not shallow
         assert _depth(decoded) > 100
+    # Raw JSON side by side nests no deeper than the deepest of them (kube-scheduler's updates
+    # carry several managedFields entries).
+    entry = CLAIM["metadata"]["managedFields"][0]
+    side_by_side = copy.deepcopy(CLAIM)
+    side_by_side["metadata"]["managedFields"] = [{**entry, "manager": f"m{i}", "fieldsV1": _nested_objects(40)} for i in range(5)]
+    decoded, typed, shallow = protobuf.decode_checked(protobuf.encode(side_by_side, message), message, 100)
+    assert typed and shallow
+    assert _depth(decoded) <= 100
 
 
 @pytest.mark.parametrize(

@@ -193,6 +193,13 @@ def _claim_with_parameters(parameters: Any) -> bytes:
     return protobuf.encode(body, protobuf.schema().kinds[("resource.k8s.io/v1", "ResourceClaim")])
 
 
+def _claim_with_managed_fields(fields: Any) -> bytes:
+    body = claim("bad")
+    entry = {"manager": "m", "operation": "Update", "apiVersion": "resource.k8s.io/v1", "fieldsType": "FieldsV1", "fieldsV1": fields}
+    body["metadata"]["managedFields"] = [entry, {**entry, "manager": "n", "fieldsV1": {"f:spec": {}}}]
+    return protobuf.encode(body, protobuf.schema().kinds[("resource.k8s.io/v1", "ResourceClaim")])
+
+
 def _nested_objects(depth: int) -> Any:
     value: Any = {}
     for _ in range(depth - 1):
@@ -216,6 +223,7 @@ def _nested_objects(depth: int) -> Any:
         (_bad(_with_time_seconds(GOOD, -30610224001)), CANNOT + 'parsing time "999-12-31T23:59:59Z" as "2006-01-02T15:04:05Z07:00"'),
         # Raw JSON nested deeper than a JSON body may be, inside the claim's opaque parameters.
         (_bad(_claim_with_parameters(_nested_objects(95))), "the request body is nested deeper than 100 levels"),
+        (_bad(_claim_with_managed_fields(_nested_objects(120))), "the request body is nested deeper than 100 levels"),  # and a managedFields entry's
         (_bad(GOOD, kind="Pod", api_version="v1"), "the API version in the data (v1) does not match the expected API version (resource.k8s.io/v1)"),
         (_bad(GOOD, kind="DeviceClass"), 'DeviceClass in version "v1" cannot be handled as a ResourceClaim: converting (v1.DeviceClass) to (resource.ResourceClaim): unknown conversion'),
         (_bad(GOOD, kind="NoSuchKind"), 'NoSuchKind in version "v1" cannot be handled as a ResourceClaim: no kind "NoSuchKind" is registered for version "resource.k8s.io/v1" in scheme "pkg/api/legacyscheme/scheme.go:30"'),
