@@ -294,6 +294,7 @@ def test_a_long_list_goes_out_in_pieces_each_ending_at_the_item_that_fills_it() 
     """A protobuf list is one envelope cut into pieces (chunks on the wire); each piece ends at
     the first item that takes it to the piece size, items kept encoded or not alike."""
     strategy = lookup("resource.k8s.io", "v1", "resourceclaims")
+    assert strategy is not None
     message = protobuf.schema().kinds[("resource.k8s.io/v1", "ResourceClaim")]
     objs = [{**claim(f"c{i}"), "metadata": {"name": f"c{i}", "namespace": "n", "annotations": {"bulk": "x" * (97 * i)}}} for i in range(40)]
     items: list[Any] = [StoredObject(obj, i + 1) if i % 2 else obj for i, obj in enumerate(objs)]
