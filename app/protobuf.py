@@ -526,7 +526,7 @@ def _read_value(field: Field, data: bytes, wire: int, value: int, stop: int, dep
         raise ProtobufError(f"proto: wrong wireType = {wire} for field {field.name}")
     code = field.code
     if code == _STRING:
-        return data[value:stop].decode("utf-8", "replace")
+        return _text(data, value, stop)
     if code == _MESSAGE:
         message = field.message
         assert message is not None
@@ -730,7 +730,7 @@ def _read_entry(field: Field, data: bytes, start: int, stop: int, depth: int) ->
             if field.key_is_string:
                 if wire != LEN:
                     raise ProtobufError(f"proto: wrong wireType = {wire} for field {field.name}")
-                key = data[value:end].decode("utf-8", "replace")
+                key = _text(data, value, end)
             else:
                 key = _signed(value, 64)
         elif number == 2:
@@ -1098,7 +1098,7 @@ def _fraction(value: int, size: int) -> str:
 
 
 # What follows the message in an envelope: contentEncoding and contentType, both empty.
-ENVELOPE_TAIL = b"\x1a\x00\x22\x00"
+ENVELOPE_TAIL: Final = b"\x1a\x00\x22\x00"
 
 
 def envelope_prefix(api_version: str, kind: str) -> bytes:

@@ -146,6 +146,14 @@ def test_unknown_fields_are_dropped_as_go_drops_them() -> None:
     assert protobuf.decode(raw + extra, message) == protobuf.decode(raw, message)
 
 
+def test_invalid_utf8_in_strings_and_map_keys_reads_as_replacement_characters() -> None:
+    # Go keeps the bytes in its string; its JSON then writes U+FFFD for each bad one.
+    label = b"\x0a\x04k\xffey\x12\x03v\xfe1"  # labels entry: key, value
+    meta = b"\x0a\x04a\xffb\xc3" + b"\x5a" + _varint(len(label)) + label
+    decoded = protobuf.decode(b"\x0a" + _varint(len(meta)) + meta, _message("v1", "Namespace"))
+    assert decoded["metadata"] == {"name": "a\ufffdb\ufffd", "labels": {"k\ufffdey": "v\ufffd1"}}
+
+
 @pytest.mark.parametrize(
     ("body", "error"),
     [
