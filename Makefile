@@ -54,7 +54,8 @@ test-fast: venv
 # The compiled modules' unit tests again on their Python source (CI runs both; kube/compiled.py).
 PURE_TESTS := tests/kube/test_compiled.py tests/kube/test_labels.py tests/kube/test_fields.py tests/kube/test_gatedfields.py \
 	tests/app/api/test_apply.py tests/app/api/test_schemas.py tests/app/api/test_routing.py \
-	tests/app/api/test_generic.py tests/app/registry/test_objectmeta.py tests/app/test_protobuf.py
+	tests/app/api/test_generic.py tests/app/registry/test_objectmeta.py tests/app/test_protobuf.py \
+	tests/app/storage/test_storage.py
 test-pure: venv
 	DRA_PURE_PYTHON=1 $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(DURATIONS) $(PURE_TESTS)
 

@@ -45,6 +45,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "app.registry.objectmeta",
     "app.registry.resource.claimspec",
     "app.registry.resource.common",
+    "app.storage.cache",
     "kube.fields",
     "kube.gatedfields",
     "kube.labels",

@@ -370,6 +370,42 @@ async def test_concurrent_writes_get_distinct_ordered_revisions(url: str) -> Non
         assert len((await storage.list(CLAIMS, "default")).items) == 20
 
 
+async def test_one_group_commit_stores_each_object_byte_for_byte(url: str) -> None:
+    """Creates, updates and deletes of objects of different sizes, with multi-byte characters and
+    control characters, committed together with a write whose precondition fails: the database's
+    objects and event log hold exactly the bytes each write was answered with."""
+    texts = ["ü" * 3, "日本語🚀" * 50, "\x1f\x00\n\"quoted\"", "", "x" * 5000]
+    async with running(url) as (storage, store):
+        old = [await create(storage, f"old-{i}") for i in range(3)]
+        stale = await relabel(storage, old[2], v="newer")
+        updated_objs = [o.copy() for o in old[:2]]
+        for obj, text in zip(updated_objs, texts, strict=False):
+            obj["metadata"]["annotations"] = {"text": text}
+        commits = store.commits
+        ops = [
+            WriteOp(ADDED, CLAIMS, "default", f"new-{i}", {"metadata": {"name": f"new-{i}", "namespace": "default", "annotations": {"text": text}}})
+            for i, text in enumerate(texts)
+        ]
+        ops.insert(2, WriteOp(MODIFIED, CLAIMS, "default", "old-0", updated_objs[0], old[0].revision))
+        ops.insert(4, WriteOp(MODIFIED, CLAIMS, "default", "old-2", old[2].copy(), old[2].revision))  # stale: refused
+        ops.append(WriteOp(DELETED, CLAIMS, "default", "old-1", updated_objs[1], old[1].revision))
+        outcomes = await asyncio.gather(*(storage.write(op) for op in ops), return_exceptions=True)
+        assert store.commits == commits + 1  # one batch
+        assert isinstance(outcomes[4], RevisionMismatch)
+        written = {(op.name, op.type): out for op, out in zip(ops, outcomes, strict=True) if isinstance(out, StoredObject)}
+        assert len(written) == len(ops) - 1
+        assert [out.obj["metadata"]["annotations"]["text"] for (name, _), out in written.items() if name.startswith("new-")] == texts
+        events = await store.events_between(CLAIMS, stale.revision, storage.revision)
+        assert {(e.name, e.type): e.obj.raw for e in events} == {key: out.raw for key, out in written.items()}
+    async with running(url) as (reloaded, _):  # the objects table, as a restarted server loads it
+        for (name, kind), out in written.items():
+            stored = reloaded.cached(CLAIMS, "default", name)
+            if kind == DELETED:
+                assert stored is None
+            else:
+                assert stored is not None and (stored.revision, stored.raw) == (out.revision, out.raw)
+
+
 async def test_a_read_for_update_after_a_conflict_reads_the_database(backend: str, url: str) -> None:
     async with running(url) as (storage, _store):
         a = await create(storage, "a")
