@@ -24,3 +24,12 @@ def status(obj: Obj | None) -> Obj:
     """``status``, or an empty dict."""
     found: Obj = (obj or {}).get("status") or {}
     return found
+
+
+def clone(value: Any) -> Any:
+    """A deep copy of JSON data (dicts, lists, scalars); much faster than ``copy.deepcopy``."""
+    if type(value) is dict:
+        return {k: clone(v) for k, v in value.items()}
+    if type(value) is list:
+        return [clone(v) for v in value]
+    return value

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -53,11 +54,12 @@ from app.api.fieldsets import (
     set_union,
     to_fields_v1,
 )
-from app.api.patch import clone, go_format, go_type_name
+from app.api.patch import go_format, go_type_name
 from app.api.schemas import SchemaNode, schema_for_kind
 from app.protobuf import go_json_type
 from app.storage.cache import DECODED
 from kube.errors import ApiError, bad_request
+from kube.objects import clone
 
 MAX_UPDATE_MANAGERS = 10
 ANCIENT_CHANGES_MANAGER = "ancient-changes"
@@ -65,6 +67,7 @@ ANCIENT_CHANGES_MANAGER = "ancient-changes"
 _LEAF, _STRUCT, _MAP, _ASSOC, _SET = "leaf", "struct", "map", "assoc", "set"
 _KEY_DEFAULTS = {"protocol": "TCP"}
 _MISSING: Any = object()
+_JSON_TYPES = (dict, list, str, int, float, bool, type(None))
 
 
 def _path_tree(paths: Iterable[Sequence[str]]) -> FieldSet:
@@ -179,6 +182,60 @@ def _child(node: SchemaNode | None, kind: str, name: str) -> SchemaNode | None:
         return child
 
 
+class _Shape:
+    """What the walks of ``_compare`` and ``_mark_all`` need of one schema node, resolved once
+    and held as plain attributes: the node's memo lookups cost more than the walk itself."""
+
+    def __init__(self, node: SchemaNode | None) -> None:
+        expected, kind = _shape(node) if node is not None else ("free", _MAP)
+        self.node = node
+        # A value of this type is tracked as ``kind``; any other value is a leaf.
+        self.container: type | None = dict if expected in ("dict", "free") else list if expected == "list" else None
+        self.kind = kind
+        self.typed = node is not None and expected != "free"
+        self.keys: tuple[str, ...] = _list_keys(node) if kind == _ASSOC else ()
+        self._fields: dict[str, tuple[str, _Shape]] = {}
+        self._other: _Shape | None = None
+
+    def kind_of(self, value: Any) -> str:
+        """How structured-merge-diff treats ``value`` here (``_type_of``)."""
+        return self.kind if type(value) is self.container else _LEAF
+
+    def field(self, name: str) -> tuple[str, _Shape]:
+        """The path element and shape of member ``name`` of a map or struct value (``_child``)."""
+        if not self.typed:
+            return "f:" + name, _UNTYPED
+        if self.kind != _STRUCT:
+            return "f:" + name, self.items()
+        known = self._fields.get(name)
+        if known is None:
+            known = ("f:" + name, _shape_of(_child(self.node, _STRUCT, name)))
+            if len(self._fields) < 256:  # bounded: a body may name fields the schema does not declare
+                self._fields[name] = known
+        return known
+
+    def items(self) -> _Shape:
+        """The shape of a list's items or a map's values."""
+        other = self._other
+        if other is None:
+            node = self.node
+            assert node is not None
+            other = self._other = _shape_of(node.items() if self.container is list else node.additional_properties())
+        return other
+
+
+_UNTYPED = _Shape(None)
+
+
+def _shape_of(node: SchemaNode | None) -> _Shape:
+    if node is None:
+        return _UNTYPED
+    shape: _Shape | None = node.memo.get("smd")
+    if shape is None:
+        shape = node.memo["smd"] = _Shape(node)
+    return shape
+
+
 def _item_element(kind: str, keys: tuple[str, ...], item: Any) -> str | None:
     if kind == _SET:
         if isinstance(item, dict | list):
@@ -199,8 +256,12 @@ def _item_element(kind: str, keys: tuple[str, ...], item: Any) -> str | None:
 
 def _index_items(items: list[Any], kind: str, node: SchemaNode) -> tuple[list[str], dict[str, Any]] | None:
     """Path elements of a list's items in order (repeats ignored), or None if an item has none."""
-    keys = _list_keys(node) if kind == _ASSOC else ()
-    order: list[str] = []
+    by_element = _index_by(items, kind, _list_keys(node) if kind == _ASSOC else ())
+    return (list(by_element), by_element) if by_element is not None else None
+
+
+def _index_by(items: list[Any], kind: str, keys: tuple[str, ...]) -> dict[str, Any] | None:
+    """A list's items by their path elements, in order (repeats ignored), or None if an item has none."""
     by_element: dict[str, Any] = {}
     for item in items:
         element = _item_element(kind, keys, item)
@@ -208,8 +269,7 @@ def _index_items(items: list[Any], kind: str, node: SchemaNode) -> tuple[list[st
             return None
         if element not in by_element:
             by_element[element] = item
-            order.append(element)
-    return order, by_element
+    return by_element
 
 
 def _field_set(value: Any, node: SchemaNode | None, path: tuple[str, ...], out: FieldSet) -> None:
@@ -254,7 +314,7 @@ def _leaf_equal(a: Any, b: Any) -> bool:
     if isinstance(a, bool) or isinstance(b, bool):
         return type(a) is type(b) and a == b
     if type(a) is dict or type(a) is list:
-        return _strictly_equal(a, b)  # an atomic list or map: ``true`` inside is not ``1``
+        return _json_equal(a, b)  # an atomic list or map: ``true`` inside is not ``1``
     return bool(a == b)
 
 
@@ -272,26 +332,36 @@ class _Comparison:
 
 def _subtree(tree: FieldSet, path: tuple[str, ...]) -> FieldSet:
     for element in path:
-        tree = tree.setdefault(element, {})
+        child = tree.get(element)
+        if child is None:
+            child = tree[element] = {}
+        tree = child
     return tree
 
 
-def _mark_all(value: Any, node: SchemaNode | None, tree: FieldSet) -> None:
+def _mark_all(value: Any, shape: _Shape, tree: FieldSet) -> None:
     """Mark ``tree``'s path and every path below it in ``value``: what ``_compare`` records when
     one side is absent, built in place instead of inserting each path from the root."""
     tree[_MEMBER] = {}
-    kind = _type_of(node, value)
+    kind = shape.kind_of(value)
     if kind in (_STRUCT, _MAP):
-        for key, child_value in value.items():
-            _mark_all(child_value, _child(node, kind, key), tree.setdefault("f:" + key, {}))
+        fields: dict[str, Any] = value
+        for key, child_value in fields.items():
+            element, child = shape.field(key)
+            _mark_all(child_value, child, _subtree_at(tree, element))
     elif kind in (_ASSOC, _SET) and value:
-        assert node is not None
-        indexed = _index_items(value, kind, node)
-        if indexed is not None:
-            order, by_element = indexed
-            items = node.items()
-            for element in order:
-                _mark_all(by_element[element], items, tree.setdefault(element, {}))
+        by_element = _index_by(value, kind, shape.keys)
+        if by_element is not None:
+            items = shape.items()
+            for element, item in by_element.items():
+                _mark_all(item, items, _subtree_at(tree, element))
+
+
+def _subtree_at(tree: FieldSet, element: str) -> FieldSet:
+    child: FieldSet | None = tree.get(element)
+    if child is None:
+        child = tree[element] = {}
+    return child
 
 
 def _strictly_equal(lhs: Any, rhs: Any) -> bool:
@@ -304,61 +374,114 @@ def _strictly_equal(lhs: Any, rhs: Any) -> bool:
         return bool(json.dumps(lhs, sort_keys=True) == json.dumps(rhs, sort_keys=True))
 
 
-def _compare(lhs: Any, rhs: Any, node: SchemaNode | None, path: tuple[str, ...], acc: _Comparison) -> None:
-    """Record what changed from ``lhs`` to ``rhs`` (None means absent), like upstream's Compare."""
-    if path:
-        # Whole sub-trees added, removed or unchanged are the common case (creates, small
-        # updates); settle them without walking path by path.
-        if lhs is None:
-            _mark_all(rhs, node, _subtree(acc.added, path))
-            return
-        if rhs is None:
-            _mark_all(lhs, node, _subtree(acc.removed, path))
-            return
-        if (type(lhs) is dict or type(lhs) is list) and _strictly_equal(lhs, rhs):
-            return
-    kind = _type_of(node, rhs if rhs is not None else lhs)
-    if lhs is not None and rhs is not None and kind != _LEAF and _type_of(node, lhs) != kind:
+def _json_equal(lhs: Any, rhs: Any) -> bool:
+    """``_strictly_equal`` (the same JSON once serialized) in one walk: no serializing, and a
+    sub-tree shared by both sides (a write keeps the stored spec or status) is equal at once."""
+    if lhs is rhs:
+        return True
+    kind = type(lhs)
+    if kind is not type(rhs):
+        if kind in _JSON_TYPES and type(rhs) in _JSON_TYPES:
+            return False  # 1 is not 1.0 nor true once serialized
+        return _strictly_equal(lhs, rhs)
+    if kind is dict:
+        return _dicts_equal(lhs, rhs)
+    if kind is list:
+        return _lists_equal(lhs, rhs)
+    if kind is float:
+        # 0.0 and -0.0 are equal numbers but not the same JSON.
+        return bool(lhs == rhs) and (lhs != 0.0 or math.copysign(1.0, lhs) == math.copysign(1.0, rhs))
+    if kind in _JSON_TYPES:
+        return bool(lhs == rhs)
+    return _strictly_equal(lhs, rhs)
+
+
+def _dicts_equal(lhs: dict[Any, Any], rhs: dict[Any, Any]) -> bool:
+    if len(lhs) != len(rhs):
+        return False
+    for key, value in lhs.items():
+        other = rhs.get(key, _MISSING)
+        if other is _MISSING or not _json_equal(value, other):
+            return False
+    return True
+
+
+def _lists_equal(lhs: list[Any], rhs: list[Any]) -> bool:
+    if len(lhs) != len(rhs):
+        return False
+    return all(_json_equal(lhs[i], rhs[i]) for i in range(len(lhs)))
+
+
+def _compare(lhs: Any, rhs: Any, shape: _Shape, path: tuple[str, ...], acc: _Comparison) -> None:
+    """Record what changed from ``lhs`` to ``rhs``, like upstream's Compare: both are present,
+    and below the root they are not the same JSON (the callers settle that)."""
+    kind = shape.kind_of(rhs)
+    if kind != _LEAF and shape.kind_of(lhs) != kind:
         kind = _LEAF
     if kind in (_STRUCT, _MAP):
         if lhs or rhs:
-            left = lhs or {}
-            right = rhs or {}
-            for key in _ordered_union(left, right):
-                _compare(left.get(key), right.get(key), _child(node, kind, key), (*path, "f:" + key), acc)
-            _post_item(lhs, rhs, path, acc)
+            _compare_fields(lhs, rhs, shape, path, acc)
             return
-    elif kind in (_ASSOC, _SET):
-        assert node is not None
-        if lhs or rhs:
-            left_index = _index_items(lhs or [], kind, node)
-            right_index = _index_items(rhs or [], kind, node)
-            if left_index is not None and right_index is not None:
-                left_items, right_items = left_index[1], right_index[1]
-                items = node.items()
-                for element in _ordered_union(left_items, right_items):
-                    _compare(left_items.get(element), right_items.get(element), items, (*path, element), acc)
-                _post_item(lhs, rhs, path, acc)
-                return
-    if lhs is None:
-        _insert(acc.added, path)
-    elif rhs is None:
-        _insert(acc.removed, path)
-    elif not _leaf_equal(lhs, rhs):
+    elif kind in (_ASSOC, _SET) and (lhs or rhs):
+        left = _index_by(lhs, kind, shape.keys)
+        right = _index_by(rhs, kind, shape.keys)
+        if left is not None and right is not None:
+            _compare_items(left, right, shape.items(), path, acc)
+            return
+    if not _leaf_equal(lhs, rhs):
         _insert(acc.modified, path)
 
 
-def _post_item(lhs: Any, rhs: Any, path: tuple[str, ...], acc: _Comparison) -> None:
-    if not path:
-        return
-    if lhs is None:
-        _insert(acc.added, path)
-    elif rhs is None:
-        _insert(acc.removed, path)
+def _compare_fields(left: dict[str, Any], right: dict[str, Any], shape: _Shape, path: tuple[str, ...], acc: _Comparison) -> None:
+    """The members of two maps or structs; a member that is null counts as absent."""
+    for key, lhs in left.items():
+        rhs = right.get(key)
+        if lhs is not None and rhs is not None:
+            if lhs is rhs:
+                continue
+            value_type = type(lhs)
+            if value_type is str:
+                if lhs != rhs:
+                    _insert(acc.modified, (*path, "f:" + key))
+            elif value_type is dict or value_type is list:
+                if not _json_equal(lhs, rhs):
+                    element, child = shape.field(key)
+                    _compare(lhs, rhs, child, (*path, element), acc)
+            elif not _leaf_equal(lhs, rhs):
+                _insert(acc.modified, (*path, "f:" + key))
+        else:
+            # Whole sub-trees added or removed are the common case (creates): marked at once.
+            element, child = shape.field(key)
+            if lhs is None:
+                _mark_all(rhs, child, _subtree(acc.added, (*path, element)))
+            else:
+                _mark_all(lhs, child, _subtree(acc.removed, (*path, element)))
+    for key, rhs in right.items():
+        if key not in left:
+            element, child = shape.field(key)
+            _mark_all(rhs, child, _subtree(acc.added, (*path, element)))
 
 
-def _ordered_union(left: dict[str, Any], right: dict[str, Any]) -> list[str]:
-    return [*left, *(k for k in right if k not in left)]
+def _compare_items(left: dict[str, Any], right: dict[str, Any], items: _Shape, path: tuple[str, ...], acc: _Comparison) -> None:
+    """The items of two associative lists or sets, by their path elements."""
+    for element, lhs in left.items():
+        rhs = right.get(element)
+        if lhs is not None and rhs is not None:
+            if lhs is rhs:
+                continue
+            value_type = type(lhs)
+            if value_type is dict or value_type is list:
+                if not _json_equal(lhs, rhs):
+                    _compare(lhs, rhs, items, (*path, element), acc)
+            elif not _leaf_equal(lhs, rhs):
+                _insert(acc.modified, (*path, element))
+        elif lhs is None:
+            _mark_all(rhs, items, _subtree(acc.added, (*path, element)))
+        else:
+            _mark_all(lhs, items, _subtree(acc.removed, (*path, element)))
+    for element, rhs in right.items():
+        if element not in left:
+            _mark_all(rhs, items, _subtree(acc.added, (*path, element)))
 
 
 def _without_nulls(value: Any) -> Any:
@@ -730,9 +853,9 @@ def _decode_live_or_new(old: dict[str, Any] | None, new: dict[str, Any], subreso
 def zero_structs(api_version: str, kind: str) -> dict[str, Any]:
     """The structs of the Go zero value of ``kind`` as upstream's converter writes it: every
     struct field that is not a pointer, empty, nested (its other fields, zero or null, hold no
-    structure). Empty for a kind the Go schema does not know."""
+    structure). Empty for a kind the Go schema does not know. Shared: never to be changed."""
     message = protobuf.schema().kinds.get((api_version, kind))
-    return clone(_zero_skeleton(message)) if message is not None else {}
+    return _zero_skeleton(message) if message is not None else {}
 
 
 @functools.cache
@@ -780,7 +903,7 @@ def update_managed_fields(
         # a manager of a create owns the fields within them, not the structs themselves.
         before = zero_structs(str(new.get("apiVersion") or api_version), str(new.get("kind") or ""))
     comparison = _Comparison({}, {}, {})
-    _compare(before, new, schema, (), comparison)
+    _compare(before, new, _shape_of(schema), (), comparison)
     ignored = _path_tree(reset_fields)
     comparison.filter(ignored)
     changed = set_union(comparison.modified, comparison.added)
@@ -1005,7 +1128,7 @@ def apply_patch(
             merged = _remove_items(merged, removal, schema)
 
     comparison = _Comparison({}, {}, {})
-    _compare(before, merged, schema, (), comparison)
+    _compare(before, merged, _shape_of(schema), (), comparison)
     comparison.filter(ignored)
     changed = set_union(comparison.modified, comparison.added)
     conflicts: dict[ManagerId, FieldSet] = {}

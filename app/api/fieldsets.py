@@ -133,16 +133,19 @@ def _members(tree: FieldSet, prefix: tuple[str, ...] = ()) -> Iterator[tuple[str
 def to_fields_v1(tree: FieldSet) -> dict[str, Any]:
     """Serialize a field set the way ``metadata.managedFields[].fieldsV1`` stores it."""
     out: dict[str, Any] = {}
-    children = [k for k in tree if k != _MEMBER]
-    if not children:
-        return out
-    if _MEMBER in tree:
+    size = len(tree)
+    member = _MEMBER in tree
+    if size == int(member):
+        return out  # a leaf (most paths are)
+    if member:
         out[_MEMBER] = {}
-    children.sort()
-    first, last = children[0][:2], children[-1][:2]
-    if first != last or first == "i:":
-        # Plain string order equals _sort_key's when all elements share a kind (but for indexes).
-        children.sort(key=_sort_key)
+    children = [k for k in tree if k != _MEMBER]
+    if len(children) > 1:
+        children.sort()
+        first, last = children[0][:2], children[-1][:2]
+        if first != last or first == "i:":
+            # Plain string order equals _sort_key's when all elements share a kind (but for indexes).
+            children.sort(key=_sort_key)
     for key in children:
         out[key] = to_fields_v1(tree[key])
     return out

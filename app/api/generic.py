@@ -713,14 +713,14 @@ class GenericStore:
             else:
                 if current is None:
                     return None
-                doc = current.copy()
+                doc = current.copy()  # this write's own: the patch changes it in place
                 complete_status(strategy, doc)  # an object stored before statuses were completed
                 if patch_type == "json":
-                    new = patches.apply_json_patch(doc, patch_body)
+                    new = patches.apply_json_patch(doc, patch_body, owned=True)
                 elif patch_type == "merge":
-                    new = patches.apply_merge_patch(doc, patch_body)
+                    new = patches.apply_merge_patch(doc, patch_body, owned=True)
                 else:
-                    new = patches.apply_strategic_merge_patch(doc, patch_body, schema)
+                    new = patches.apply_strategic_merge_patch(doc, patch_body, schema, owned=True)
                 # Upstream decodes a JSON or merge patch's result as a body, and converts a
                 # strategic merge patch's from its unstructured form.
                 mismatch = self._decode_error(strategy, new, None, converted=patch_type == "strategic")

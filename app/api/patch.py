@@ -36,6 +36,7 @@ from app.api import bodies
 from app.api.schemas import SchemaNode
 from app.protobuf import go_json_type
 from kube.errors import ApiError, bad_request
+from kube.objects import clone
 
 MAX_JSON_PATCH_OPERATIONS = 10000
 
@@ -66,15 +67,6 @@ def _unprocessable(reason_text: str) -> ApiError:
 def _internal(message: str) -> ApiError:
     """A plain (non-Status) error of upstream's strategic merge, a 500 there: a 400 here, with its message."""
     return bad_request(message)
-
-
-def clone(value: Any) -> Any:
-    """A deep copy of JSON data (dicts, lists, scalars); much faster than ``copy.deepcopy``."""
-    if type(value) is dict:
-        return {k: clone(v) for k, v in value.items()}
-    if type(value) is list:
-        return [clone(v) for v in value]
-    return value
 
 
 def go_type_name(value: Any) -> str:
@@ -256,10 +248,12 @@ def _json_equal(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-def apply_json_patch(doc: dict[str, Any], ops: Any) -> dict[str, Any]:
-    """Apply an RFC 6902 JSON patch (already parsed from JSON) to ``doc`` and return the result."""
+def apply_json_patch(doc: dict[str, Any], ops: Any, *, owned: bool = False) -> dict[str, Any]:
+    """Apply an RFC 6902 JSON patch (already parsed from JSON) to ``doc`` and return the result.
+
+    ``owned``: ``doc`` is the caller's own copy, changed in place rather than copied first."""
     if ops is None:
-        return clone(doc)
+        return doc if owned else clone(doc)
     if not isinstance(ops, list):
         raise bad_request(f"json: cannot unmarshal {go_json_type(ops)} into Go value of type jsonpatch.Patch")
     for op in ops:
@@ -272,7 +266,7 @@ def apply_json_patch(doc: dict[str, Any], ops: Any) -> dict[str, Any]:
             "Request entity too large: The allowed maximum operations in a JSON patch is "
             f"{MAX_JSON_PATCH_OPERATIONS}, got {len(ops)}",
         )
-    result = clone(doc)
+    result = doc if owned else clone(doc)
     for op in ops:
         try:
             _apply_operation(result, op or {})
@@ -375,13 +369,13 @@ def _merge_patch_docs(doc: dict[str, Any], patch: dict[str, Any]) -> None:
             doc[key] = clone(value)
 
 
-def apply_merge_patch(doc: dict[str, Any], patch: Any) -> dict[str, Any]:
-    """Apply an RFC 7386 JSON merge patch (already parsed from JSON) to ``doc``."""
+def apply_merge_patch(doc: dict[str, Any], patch: Any, *, owned: bool = False) -> dict[str, Any]:
+    """Apply an RFC 7386 JSON merge patch (already parsed from JSON) to ``doc`` (in place if ``owned``)."""
     if isinstance(patch, list):
         raise _invalid_patch_result(_prune_nulls(patch))
     if not isinstance(patch, dict):
         raise bad_request("Invalid JSON Patch")
-    result = clone(doc)
+    result = doc if owned else clone(doc)
     _merge_patch_docs(result, patch)
     return result
 
@@ -779,17 +773,18 @@ def _merge_map(original: dict[str, Any], patch: dict[str, Any], node: SchemaNode
     return original
 
 
-def apply_strategic_merge_patch(doc: dict[str, Any], patch: Any, schema: SchemaNode | None) -> dict[str, Any]:
+def apply_strategic_merge_patch(doc: dict[str, Any], patch: Any, schema: SchemaNode | None, *, owned: bool = False) -> dict[str, Any]:
     """Apply a strategic merge patch using the kind's schema for list strategies and merge keys.
 
     Without a schema (or below fields without patch metadata) lists are replaced and maps merged,
     which is what upstream does for such fields; the ``$patch``/``$retainKeys``/``$setElementOrder``/
-    ``$deleteFromPrimitiveList`` directives are honoured everywhere.
+    ``$deleteFromPrimitiveList`` directives are honoured everywhere. ``owned``: ``doc`` is the
+    caller's own copy, changed in place rather than copied first.
     """
     if patch is None:
-        return clone(doc)
+        return doc if owned else clone(doc)
     if not isinstance(patch, dict):
         raise bad_request(
             f"json: cannot unmarshal {go_json_type(patch)} into Go value of type map[string]interface {{}}"
         )
-    return _merge_map(clone(doc), patch, schema)
+    return _merge_map(doc if owned else clone(doc), patch, schema)

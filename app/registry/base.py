@@ -18,7 +18,7 @@ from typing import Any, Self
 
 from kube.errors import ApiError, FieldError
 from kube.labels import selector_from_label_selector_object
-from kube.objects import Obj
+from kube.objects import Obj, clone
 
 
 @dataclass(frozen=True)
@@ -235,7 +235,7 @@ class KindStrategy:
         """An object of this version as the stored version holds it (``obj`` itself when they agree)."""
         if not self.converts:
             return obj
-        converted = self.convert_fields(copy.deepcopy(obj), self.api_version, self.stored_api_version)
+        converted = self.convert_fields(clone(obj), self.api_version, self.stored_api_version)
         converted["apiVersion"] = self.stored_api_version
         return converted
 
@@ -243,7 +243,7 @@ class KindStrategy:
         """A stored object as this version shows it (``obj`` itself when they agree)."""
         if not self.converts:
             return obj
-        converted = self.convert_fields(copy.deepcopy(obj), self.stored_api_version, self.api_version)
+        converted = self.convert_fields(clone(obj), self.stored_api_version, self.api_version)
         converted["apiVersion"] = self.api_version
         return converted
 

@@ -437,3 +437,53 @@ def test_update_from_number_to_boolean_is_a_change() -> None:
     new["spec"]["devices"]["config"][0]["opaque"]["parameters"]["shared"] = True
     result = updated(live, new, "flipper")
     assert ("flipper", "Update") in entries(result)
+
+
+def test_update_sharing_sub_trees_with_the_stored_object_records_the_same_fields() -> None:
+    # A status write keeps the stored spec (the same objects, not a copy): the comparison must
+    # settle shared sub-trees as unchanged and still find what changed beside them.
+    live = stored(apply(None, pod_config()))
+    status = {"conditions": [{"type": "Ready", "status": "True"}], "phase": "Running"}
+    shared = {**live, "metadata": copy.deepcopy(live["metadata"]), "status": copy.deepcopy(status)}
+    copied = {**copy.deepcopy(live), "status": copy.deepcopy(status)}
+    assert shared["spec"] is live["spec"]
+    results = []
+    for new in (shared, copied):
+        update_managed_fields(live, new, "kubelet", "Update", "v1", T2, "status", reset_fields=[("spec",)])
+        results.append(new["metadata"]["managedFields"])
+    assert results[0] == results[1]
+    assert fields(shared, "kubelet", "Update") == {
+        "f:status": {".": {}, "f:conditions": {".": {}, 'k:{"type":"Ready"}': {".": {}, "f:status": {}, "f:type": {}}}, "f:phase": {}}
+    }
+
+
+def test_update_from_integer_to_float_is_a_change_only_inside_an_atomic_value() -> None:
+    # A leaf compares numbers as numbers (30 == 30.0); an atomic list compares as JSON, where 1 is not 1.0.
+    live = stored(apply(None, pod_config(terminationGracePeriodSeconds=30, containers=[{"name": "app", "image": "nginx:1"}])))
+    new = copy.deepcopy(live)
+    new["spec"]["terminationGracePeriodSeconds"] = 30.0
+    assert ("flipper", "Update") not in entries(updated(live, new, "flipper"))
+    config = claim_config("gpu")
+    config["spec"]["devices"]["config"] = [{"opaque": {"driver": "gpu.example.com", "parameters": {"count": 1}}}]
+    live = stored(apply(None, config))
+    new = copy.deepcopy(live)
+    new["spec"]["devices"]["config"][0]["opaque"]["parameters"]["count"] = 1.0
+    assert fields(updated(live, new, "flipper"), "flipper", "Update") == {"f:spec": {"f:devices": {"f:config": {}}}}
+
+
+@pytest.mark.parametrize(
+    ("lhs", "rhs"),
+    [
+        (1, True), (0, False), (1, 1.0), (0.0, -0.0), (-0.0, -0.0), (2**70, 2**70), (2**70, 2**70 + 1), ("a", "a"), (None, None),
+        ({"a": 1, "b": [1, 2]}, {"b": [1, 2], "a": 1}), ({"a": 1}, {"a": True}), ({"a": [1, {"b": None}]}, {"a": [1, {"b": None}]}),
+        ({"a": [1, {"b": None}]}, {"a": [1, {}]}), ([1, 2], [2, 1]), ([{"x": 1.5}], [{"x": 1.5}]), ({"a": 1}, {"a": 1, "b": 2}),
+        ([], {}), ({}, {}), ([[True]], [[1]]), ({"n": 2**70}, {"n": 2**70}), ((1, 2), [1, 2]),
+    ],
+)  # fmt: skip
+def test_json_equality_matches_serialized_equality(lhs: Any, rhs: Any) -> None:
+    from app.api.apply import _json_equal, _strictly_equal
+
+    assert _json_equal(lhs, rhs) == _strictly_equal(lhs, rhs)
+    assert _json_equal(rhs, lhs) == _strictly_equal(rhs, lhs)
+    shared = {"x": lhs}
+    assert _json_equal(shared, shared)

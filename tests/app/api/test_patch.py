@@ -375,3 +375,23 @@ def test_strategic_merge_patch_list_of_lists() -> None:
         apply_strategic_merge_patch(doc, {"metadata": {"finalizers": [["x"]]}}, POD_SCHEMA)
     assert (info.value.code, info.value.reason) == (422, "Invalid")
     assert str(info.value.__cause__) == "lists of lists are not supported"
+
+
+@pytest.mark.parametrize("patch_type", ["json", "merge", "strategic"])
+def test_patches_copy_the_document_unless_the_caller_owns_it(patch_type: str) -> None:
+    doc: dict[str, Any] = {"metadata": {"name": "a", "labels": {"x": "1"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
+    original = copy.deepcopy(doc)
+    patch: Any = [{"op": "add", "path": "/metadata/labels/y", "value": "2"}] if patch_type == "json" else {"metadata": {"labels": {"y": "2"}}}
+
+    def run(owned: bool) -> dict[str, Any]:
+        if patch_type == "json":
+            return apply_json_patch(doc, patch, owned=owned)
+        if patch_type == "merge":
+            return apply_merge_patch(doc, patch, owned=owned)
+        return apply_strategic_merge_patch(doc, patch, POD_SCHEMA, owned=owned)
+
+    copied = run(False)
+    assert doc == original and copied is not doc
+    assert copied["metadata"]["labels"] == {"x": "1", "y": "2"}
+    changed = run(True)
+    assert changed is doc and doc["metadata"]["labels"] == {"x": "1", "y": "2"}
