@@ -23,6 +23,8 @@ Workloads:
   at once over plain HTTP, in JSON or with ``--protobuf`` in protobuf both ways.
 
 Run ``python -m bench.instructions --help``; e.g. ``--workload scheduler --against /path/to/main``.
+``--keep DIR`` keeps each measurement's callgrind output (and the server's log) in a directory of
+its own under DIR, for ``callgrind_annotate --inclusive=yes DIR/.../callgrind.out.1``.
 Needs valgrind and a Postgres (devtools.postgres); each workload takes a minute or two, most of it
 the server starting under valgrind.
 """
@@ -267,6 +269,9 @@ def measure(tree: Path, args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="dra-bench-instructions-") as scratch, ThrowawayPostgres(database="dra_instructions") as postgres:
         migrate(postgres.url)
         directory = Path(scratch)
+        if args.keep:
+            # callgrind_annotate reads the output afterwards: a fresh directory per measurement.
+            directory = Path(tempfile.mkdtemp(prefix=f"{args.workload}{'-protobuf' if args.protobuf else ''}-", dir=Path(args.keep).resolve()))
         if args.workload == "scheduler":
             count = args.requests or 20
             total = scheduler_workload(tree, postgres.url, directory, count, not args.no_valgrind)
@@ -274,7 +279,10 @@ def measure(tree: Path, args: argparse.Namespace) -> dict[str, Any]:
             count = args.requests or {"list": 24, "get": 400}.get(args.workload, 200)
             total = api_workload(tree, postgres.url, directory, args.workload, count, args.protobuf, not args.no_valgrind)
     unit = "pod" if args.workload == "scheduler" else "request"
-    return {"tree": str(tree), "workload": args.workload, "protobuf": args.protobuf, "count": count, "instructions": total, f"per_{unit}": total // count}
+    result = {"tree": str(tree), "workload": args.workload, "protobuf": args.protobuf, "count": count, "instructions": total, f"per_{unit}": total // count}
+    if args.keep:
+        result["kept"] = str(directory)
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -286,6 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=1, help="measure each checkout this many times, alternating")
     parser.add_argument("--no-valgrind", action="store_true", help="run the workload without counting (a check that it works)")
     parser.add_argument("--json", help="write the figures to this file")
+    parser.add_argument("--keep", default="", help="keep each measurement's callgrind output and server log in a new directory under this one (for callgrind_annotate)")
     args = parser.parse_args(argv)
     if not args.no_valgrind and shutil.which("valgrind") is None:
         parser.error("valgrind is not installed (Debian's valgrind package)")
