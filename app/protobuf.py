@@ -409,6 +409,8 @@ _TIME_TEXTS: Final[dict[int, str]] = {}
 _FOUR_DIGIT_YEARS: Final = (-30610224000, 253402300800)
 # How many times outside those years were read (see decode_checked).
 _LONG_OR_SHORT_YEARS: Final[list[int]] = [0]
+# The raw JSON (RawExtension, FieldsV1) the last decode read, for decode_checked's depth bound.
+_RAW_JSON_READ: Final[list[bytes]] = []
 
 
 def _time_text(seconds: int, nanos: int, micro: bool) -> str:
@@ -510,10 +512,12 @@ def _read_special(code: int, data: bytes, start: int, end: int) -> Any:
     if raw is None:
         return None
     try:
-        return orjson.loads(raw)
+        parsed = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         go_type = "runtime.RawExtension" if code == _RAWEXTENSION else "*v1.FieldsV1"
         raise ProtobufError(f"json: error calling MarshalJSON for type {go_type}: invalid character in raw JSON ({exc})") from None
+    _RAW_JSON_READ.append(raw)  # the only JSON whose nesting the schema does not bound
+    return parsed
 
 
 def _read_value(field: Field, data: bytes, wire: int, value: int, stop: int, depth: int) -> Any:
@@ -522,7 +526,7 @@ def _read_value(field: Field, data: bytes, wire: int, value: int, stop: int, dep
         raise ProtobufError(f"proto: wrong wireType = {wire} for field {field.name}")
     code = field.code
     if code == _STRING:
-        return data[value:stop].decode("utf-8", "replace")
+        return _text(data, value, stop)
     if code == _MESSAGE:
         message = field.message
         assert message is not None
@@ -726,7 +730,7 @@ def _read_entry(field: Field, data: bytes, start: int, stop: int, depth: int) ->
             if field.key_is_string:
                 if wire != LEN:
                     raise ProtobufError(f"proto: wrong wireType = {wire} for field {field.name}")
-                key = data[value:end].decode("utf-8", "replace")
+                key = _text(data, value, end)
             else:
                 key = _signed(value, 64)
         elif number == 2:
@@ -1094,7 +1098,7 @@ def _fraction(value: int, size: int) -> str:
 
 
 # What follows the message in an envelope: contentEncoding and contentType, both empty.
-ENVELOPE_TAIL = b"\x1a\x00\x22\x00"
+ENVELOPE_TAIL: Final = b"\x1a\x00\x22\x00"
 
 
 def envelope_prefix(api_version: str, kind: str) -> bytes:
@@ -1108,11 +1112,14 @@ def envelope_prefix(api_version: str, kind: str) -> bytes:
         found = MAGIC + b"\x0a" + varint(len(type_meta)) + type_meta
         if len(_ENVELOPE_PREFIXES) < 1024:  # the served kinds, and a bound against made-up ones
             _ENVELOPE_PREFIXES[key] = found
+            _PREFIX_TYPES[found] = key
     return found
 
 
 # Each apiVersion and kind's envelope prefix, made once: every answer and watch event has one.
 _ENVELOPE_PREFIXES: Final[dict[tuple[str, str], bytes]] = {}
+# The other way round: the type a prefix names, for reading request bodies.
+_PREFIX_TYPES: Final[dict[bytes, tuple[str, str]]] = {}
 
 
 def envelope_head(api_version: str, kind: str, size: int) -> bytes:
@@ -1127,6 +1134,9 @@ def envelope(api_version: str, kind: str, raw: bytes | bytearray) -> bytes:
 
 def open_envelope(body: bytes) -> tuple[str, str, bytes]:
     """(apiVersion, kind, raw message) of a ``k8s\\0`` body; Go's error texts for bad ones."""
+    found = _open_usual_envelope(body)
+    if found is not None:
+        return found
     if not body:
         raise ProtobufError("empty data")
     if not body.startswith(MAGIC):
@@ -1154,7 +1164,28 @@ def open_envelope(body: bytes) -> tuple[str, str, bytes]:
                 raw = body[value:stop]
             elif number == 3 and stop > value:
                 raise ProtobufError(f"unsupported content encoding {_text(body, value, stop)!r}")
+    if (api_version, kind) in schema().kinds:
+        envelope_prefix(api_version, kind)  # known for the next body of this type (_open_usual_envelope)
     return api_version, kind, raw
+
+
+def _open_usual_envelope(body: bytes) -> tuple[str, str, bytes] | None:
+    """``open_envelope`` of an envelope as clients write it (the prefix of a type read or written
+    before, the message once, then empty contentEncoding and contentType: what ``envelope``
+    writes), without reading it field by field; None for any other body."""
+    size = len(body)
+    if size < 8 or body[5] >= 0x80:
+        return None
+    start = 6 + body[5]  # past the TypeMeta (its length one byte: any served type's is)
+    if start + 2 > size or body[start] != 0x12:
+        return None
+    names = _PREFIX_TYPES.get(body[:start])
+    if names is None:
+        return None
+    length, pos = _get_varint(body, start + 1, size)
+    if pos + length + 4 != size or not body.endswith(ENVELOPE_TAIL):
+        return None
+    return names[0], names[1], body[pos : pos + length]
 
 
 def _go_bytes(data: bytes) -> str:
@@ -1166,6 +1197,7 @@ def _go_bytes(data: bytes) -> str:
 
 def decode(raw: bytes, message: Message) -> Obj:
     """The JSON form of one message's bytes (no envelope), as upstream would hand it on."""
+    _RAW_JSON_READ.clear()
     return _read_message(message, raw, 0, len(raw), 0)
 
 
@@ -1173,11 +1205,21 @@ def decode_checked(raw: bytes, message: Message, depth_limit: int) -> tuple[Obj,
     """``decode``, and what a server would otherwise walk the result for: whether every value
     reads back into the Go type as JSON (False when a time lies outside the years 1000-9999, whose
     text has no four-digit year), and whether the JSON nests at most ``depth_limit`` levels deep
-    (True when the schema's nesting plus every bracket in the bytes, the most raw JSON inside can
-    add, stays within it; False means it may not)."""
+    (True when the schema's nesting plus the most the deepest raw JSON inside can add stays
+    within it; False means it may not). Only raw JSON (a RawExtension such as an opaque device
+    config's parameters, a managedFields entry's FieldsV1) nests beyond what the schema allows,
+    each where the schema puts it: the deepest one counts, bounded as it is read."""
     before = _LONG_OR_SHORT_YEARS[0]
     obj = decode(raw, message)
-    shallow = json_depth(message) + raw.count(b"{") + raw.count(b"[") <= depth_limit
+    room = depth_limit - json_depth(message)
+    shallow = room >= 0
+    for text in _RAW_JSON_READ:
+        # Each level takes an opening and a closing bracket: raw JSON nests at most half its
+        # length deep, and at most as deep as it has opening brackets (counted when needed).
+        if len(text) >> 1 > room and text.count(b"{") + text.count(b"[") > room:
+            shallow = False
+            break
+    _RAW_JSON_READ.clear()
     return obj, _LONG_OR_SHORT_YEARS[0] == before, shallow
 
 

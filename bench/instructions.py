@@ -23,6 +23,8 @@ Workloads:
   at once over plain HTTP, in JSON or with ``--protobuf`` in protobuf both ways.
 
 Run ``python -m bench.instructions --help``; e.g. ``--workload scheduler --against /path/to/main``.
+``--keep DIR`` keeps each measurement's callgrind output (and the server's log) in a directory of
+its own under DIR, for ``callgrind_annotate --inclusive=yes DIR/.../callgrind.out.1``.
 Needs valgrind and a Postgres (devtools.postgres); each workload takes a minute or two, most of it
 the server starting under valgrind.
 """

@@ -88,10 +88,14 @@ def stale_modules(root: Path = _ROOT) -> list[str]:
     """The listed modules built once but edited since: why a built checkout runs as Python.
 
     A checkout never built (no extension at all) is not stale, only pure."""
+    # A module's extension only loads the shared library that holds every module's code, and a
+    # rebuild rewrites that library but leaves an extension whose own few lines did not change
+    # with its old time: the module was rebuilt when either is newer than its source.
+    library_built = max((library.stat().st_mtime for library in root.glob("*__mypyc.*")), default=0.0)
     stale = []
     for module in COMPILED_MODULES:
         built = built_path(module, root)
-        if built is not None and built.stat().st_mtime < source_path(module, root).stat().st_mtime:
+        if built is not None and max(built.stat().st_mtime, library_built) < source_path(module, root).stat().st_mtime:
             stale.append(module)
     return stale
 

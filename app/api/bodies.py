@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import orjson
 import yaml
@@ -149,11 +149,13 @@ def _number_paths(value: Any, path: FieldPath, positions: dict[str, int]) -> Non
 
 # Set by decode_json for the request decoding the body (each request runs in its own task).
 _findings: ContextVar[DecodeFindings | None] = ContextVar("decode_findings", default=None)
+# The findings of every typed body: nothing found, so one value serves all (never changed).
+_TYPED_BODY: Final[DecodeFindings] = DecodeFindings(typed=True)
 
 
 def note_typed_body() -> None:
     """This request's body came decoded from a typed encoding (``DecodeFindings.typed``)."""
-    _findings.set(DecodeFindings(typed=True))
+    _findings.set(_TYPED_BODY)
 
 
 def take_decode_findings() -> DecodeFindings | None:

@@ -425,8 +425,8 @@ class GenericStore:
         ordered = decoded is not None and bool(decoded.duplicate_fields) and wopts.field_validation != "Ignore"
         positions = bodies.document_positions(obj) if ordered else None
         unknown = schemas.prune_unknown_fields(obj, strategy.api_version, strategy.kind)
-        if wopts.field_validation == "Ignore" or (not unknown and decoded is None):
-            return
+        if wopts.field_validation == "Ignore" or (not unknown and (decoded is None or decoded.typed)):
+            return  # nothing to report: a typed body (protobuf) has no repeated keys
         strict = (decoded or bodies.DecodeFindings()).strict_errors(unknown, positions)
         if not strict:
             return

@@ -510,7 +510,7 @@ def list_response(strategy: KindStrategy, items: Sequence[StoredObject | Obj], m
     """A list (or the objects a deletecollection removed), as the Accept header asks."""
     wanted = conversion(accept)
     if wanted is None and _wants_protobuf(accept):
-        pieces = list(protobuf.list_pieces(strategy, items, meta, STREAM_CHUNK_BYTES))
+        pieces = protobuf.list_pieces(strategy, items, meta, STREAM_CHUNK_BYTES)
         if len(pieces) == 1:
             return protobuf_response(pieces[0])
         return ChunkedResponse(_aiter(pieces), media_type=PROTOBUF)

@@ -9,9 +9,7 @@ events finds most items encoded already; neither decodes the stored JSON again f
 
 from __future__ import annotations
 
-import bisect
-import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from app import protobuf
@@ -106,46 +104,57 @@ def status_bytes(exc: ApiError) -> bytes:
     return object_bytes(exc.status())
 
 
-def list_pieces(strategy: KindStrategy, items: Sequence[StoredObject | Obj], meta: Obj, piece_bytes: int) -> Iterable[bytes]:
-    """A ``<Kind>List`` in its envelope, in pieces of about ``piece_bytes`` (the items are encoded
-    first: the envelope's length comes before them)."""
+def list_pieces(strategy: KindStrategy, items: Sequence[StoredObject | Obj], meta: Obj, piece_bytes: int) -> list[bytes]:
+    """A ``<Kind>List`` in its envelope, in pieces of about ``piece_bytes``, each ending at the
+    first item that takes it to ``piece_bytes`` or more (the items are encoded first: the
+    envelope's length comes before them)."""
     list_message = _message(strategy.api_version, strategy.list_kind)
     by_name = {f.json: f for f in list_message.fields}
     meta_field = by_name["metadata"]
     assert meta_field.message is not None and by_name["items"].tag == b"\x12"  # as the envelope's raw field
     meta_bytes = protobuf.encode(meta, meta_field.message)
     item_message = _message(strategy.api_version, strategy.kind)
-    # Each item is its kept envelope's raw field, as a view (lists are long: little work per item;
-    # ``found`` untyped, so that compiled code does not check and unpack each kept pair).
+    head = meta_field.tag + protobuf.varint(len(meta_bytes)) + meta_bytes
+    # Each item is its kept envelope's raw field, as a view. Lists are long: little work per item
+    # (``found`` untyped, so that compiled code does not check and unpack each kept pair; the
+    # class a local, not looked up among the module's globals each time).
     peek = ENCODED.peek
+    stored_type = StoredObject
     entries: list[Any] = []
+    ends: list[int] = []  # where each piece after the first starts, in entries
+    size = filled = len(head)
     for item in items:
-        if type(item) is StoredObject:
+        if type(item) is stored_type:
             found: Any = peek(item)
             if found is None:
-                found = _encoded(item)
-            entries.append(found[1])
+                found = _encoded(item)  # type: ignore[arg-type]
+            entry = found[1]
         else:
             message = _encode(item_message, item)  # type: ignore[arg-type]
-            entries.append(b"\x12" + protobuf.varint(len(message)) + message)
-    head = meta_field.tag + protobuf.varint(len(meta_bytes)) + meta_bytes
-    ends = list(itertools.accumulate(map(len, entries), initial=len(head)))
-    opening = protobuf.envelope_head(strategy.api_version, strategy.list_kind, ends[-1])
-    if ends[-1] < piece_bytes:
-        yield b"".join((opening, head, *entries, protobuf.ENVELOPE_TAIL))
-        return
-    # Pieces end at the first item that takes them to piece_bytes or more.
+            entry = b"\x12" + protobuf.varint(len(message)) + message
+        entries.append(entry)
+        length: int = len(entry)
+        size += length
+        filled += length
+        if filled >= piece_bytes:
+            ends.append(len(entries))
+            filled = 0
+    opening = protobuf.envelope_head(strategy.api_version, strategy.list_kind, size)
+    if not ends or (len(ends) == 1 and ends[0] == len(entries)):
+        return [b"".join((opening, head, *entries, protobuf.ENVELOPE_TAIL))]
+    if ends[-1] != len(entries):
+        ends.append(len(entries))
+    pieces = []
     first = 0
-    while first < len(entries):
-        last = bisect.bisect_left(ends, ends[first] + piece_bytes, first + 1) if first else bisect.bisect_left(ends, piece_bytes, 1)
-        last = min(last, len(entries))
+    for last in ends:
         parts = entries[first:last]
         if first == 0:
             parts[:0] = (opening, head)
         if last == len(entries):
             parts.append(protobuf.ENVELOPE_TAIL)
-        yield b"".join(parts)
+        pieces.append(b"".join(parts))
         first = last
+    return pieces
 
 
 def watch_frame(event_type: str, item: StoredObject | Obj) -> bytes:

@@ -146,6 +146,14 @@ def test_unknown_fields_are_dropped_as_go_drops_them() -> None:
     assert protobuf.decode(raw + extra, message) == protobuf.decode(raw, message)
 
 
+def test_invalid_utf8_in_strings_and_map_keys_reads_as_replacement_characters() -> None:
+    # Go keeps the bytes in its string; its JSON then writes U+FFFD for each bad one.
+    label = b"\x0a\x04k\xffey\x12\x03v\xfe1"  # labels entry: key, value
+    meta = b"\x0a\x04a\xffb\xc3" + b"\x5a" + _varint(len(label)) + label
+    decoded = protobuf.decode(b"\x0a" + _varint(len(meta)) + meta, _message("v1", "Namespace"))
+    assert decoded["metadata"] == {"name": "a\ufffdb\ufffd", "labels": {"k\ufffdey": "v\ufffd1"}}
+
+
 @pytest.mark.parametrize(
     ("body", "error"),
     [
@@ -354,16 +362,80 @@ def test_a_checked_decode_bounds_the_depth_and_vouches_for_times(api_version: st
     raw = protobuf.encode(_filled(message), message)
     decoded, typed, shallow = protobuf.decode_checked(raw, message, 100)
     assert typed and shallow
-    # Every bracket in the bytes may be raw JSON (managedFields' fieldsV1 here) nesting further.
-    assert _depth(decoded) <= protobuf.json_depth(message) + raw.count(b"{") + raw.count(b"[") <= 100
-    _, _, shallow = protobuf.decode_checked(raw, message, protobuf.json_depth(message) - 1)
-    assert not shallow
+    # The least limit it vouches for bounds the JSON's depth (raw JSON inside, managedFields'
+    # fieldsV1 and RawExtensions here, nesting further than the schema).
+    limit = protobuf.json_depth(message) - 1
+    assert not protobuf.decode_checked(raw, message, limit)[2]
+    while not protobuf.decode_checked(raw, message, limit)[2]:
+        limit += 1
+    assert _depth(decoded) <= limit <= 100
     namespace = _message("v1", "Namespace")
     for seconds, four_digits in ((253402300799, True), (253402300800, False), (-30610224000, True), (-30610224001, False)):
         timestamp = b"\x08" + _varint(seconds)
         meta = b"\x42" + _varint(len(timestamp)) + timestamp
         _, typed, _ = protobuf.decode_checked(b"\x0a" + _varint(len(meta)) + meta, namespace, 100)
         assert typed is four_digits, seconds
+
+
+def _nested_objects(depth: int) -> Any:
+    value: Any = {}
+    for _ in range(depth - 1):
+        value = {"a": value}
+    return value
+
+
+def test_only_raw_json_counts_against_the_depth_limit() -> None:
+    """Brackets elsewhere in the bytes (in strings here) are not JSON nesting: the decode vouches
+    for the body. Raw JSON (an opaque config's parameters, a managedFields entry's fieldsV1) nests
+    as deep as it likes, so a deep one is left for the server to walk (and refuse)."""
+    message = _message("resource.k8s.io/v1", "ResourceClaim")
+    brackets = "{[" * 200
+    claim = {**CLAIM, "metadata": {**CLAIM["metadata"], "annotations": {"example.com/brackets": brackets}}}
+    decoded, typed, shallow = protobuf.decode_checked(protobuf.encode(claim, message), message, 100)
+    assert decoded["metadata"]["annotations"]["example.com/brackets"] == brackets
+    assert typed and shallow
+    deep_parameters = copy.deepcopy(CLAIM)
+    deep_parameters["spec"]["devices"]["config"][0]["opaque"]["parameters"] = _nested_objects(95)
+    deep_fields = copy.deepcopy(CLAIM)
+    deep_fields["metadata"]["managedFields"][0]["fieldsV1"] = _nested_objects(120)
+    for deep in (deep_parameters, deep_fields):
+        decoded, typed, shallow = protobuf.decode_checked(protobuf.encode(deep, message), message, 100)
+        assert typed and not shallow
+        assert _depth(decoded) > 100
+    # Raw JSON side by side nests no deeper than the deepest of them (kube-scheduler's updates
+    # carry several managedFields entries).
+    entry = CLAIM["metadata"]["managedFields"][0]
+    side_by_side = copy.deepcopy(CLAIM)
+    side_by_side["metadata"]["managedFields"] = [{**entry, "manager": f"m{i}", "fieldsV1": _nested_objects(40)} for i in range(5)]
+    decoded, typed, shallow = protobuf.decode_checked(protobuf.encode(side_by_side, message), message, 100)
+    assert typed and shallow
+    assert _depth(decoded) <= 100
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        b"\x12\x02\x0a\x00",  # a second message field: the last one counts
+        b"\x1a\x04gzip",  # a content encoding: refused
+        b"\x22\x03abc",  # a content type after the usual empty one
+    ],
+)
+def test_an_envelope_reads_the_same_whatever_its_layout(tail: bytes) -> None:
+    """A body of a type read before, laid out as clients write it, reads as any other body does;
+    one that only starts like it (more fields after it) is read field by field."""
+    usual = protobuf.encode_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "n"}})
+    _, _, message = protobuf.open_envelope(usual)
+    for _ in range(2):  # the second time the type is known
+        assert protobuf.open_envelope(usual) == ("v1", "Namespace", message)
+        assert protobuf.open_envelope(usual[: -len(protobuf.ENVELOPE_TAIL)]) == ("v1", "Namespace", message)
+        with pytest.raises(ProtobufError, match="unexpected EOF"):
+            protobuf.open_envelope(usual[:-5])
+    if tail.startswith(b"\x1a"):
+        with pytest.raises(ProtobufError, match="unsupported content encoding 'gzip'"):
+            protobuf.open_envelope(usual + tail)
+    else:
+        expected = b"\x0a\x00" if tail.startswith(b"\x12") else message
+        assert protobuf.open_envelope(usual + tail) == ("v1", "Namespace", expected)
 
 
 @pytest.mark.parametrize("value", [0, 1, 127, 128, 300, 16383, 16384, 2**31 - 1, 2**63 - 1, -1, -(2**31), -(2**63)])

@@ -49,9 +49,10 @@ def test_pure_python_switch_imports_every_source() -> None:
     assert done.returncode == 0, done.stderr
 
 
-def _checkout_with_one_module(tmp_path: Path, *, built_after_edit: bool | None) -> Path:
+def _checkout_with_one_module(tmp_path: Path, *, built_after_edit: bool | None, library_built_at: float | None = None) -> Path:
     """A tree holding the first listed module's source, and its extension built before or after
-    the source's last edit (``None``: never built)."""
+    the source's last edit (``None``: never built); with ``library_built_at`` also the shared
+    library of the compiled code, written at that time."""
     module = compiled.COMPILED_MODULES[0]
     source = compiled.source_path(module, tmp_path)
     source.parent.mkdir(parents=True)
@@ -62,6 +63,10 @@ def _checkout_with_one_module(tmp_path: Path, *, built_after_edit: bool | None) 
         edited, built_at = (100.0, 200.0) if built_after_edit else (200.0, 100.0)
         os.utime(source, (edited, edited))
         os.utime(built, (built_at, built_at))
+    if library_built_at is not None:
+        library = tmp_path / f"0123abcd__mypyc{EXTENSIONS[0]}"
+        library.write_bytes(b"")
+        os.utime(library, (library_built_at, library_built_at))
     return tmp_path
 
 
@@ -77,6 +82,14 @@ def test_a_build_older_than_its_source_is_named_with_the_way_out(tmp_path: Path,
 def test_a_current_or_never_built_checkout_gets_no_warning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, built_after_edit: bool | None) -> None:
     monkeypatch.delenv(compiled.PURE_ENV, raising=False)
     assert compiled.stale_build_warning(_checkout_with_one_module(tmp_path, built_after_edit=built_after_edit)) == ""
+
+
+@pytest.mark.parametrize(("library_built_at", "stale"), [(300.0, False), (150.0, True)])
+def test_a_rebuild_that_left_an_unchanged_extension_old_is_current(tmp_path: Path, library_built_at: float, stale: bool) -> None:
+    """A rebuild after the edit rewrote the shared library but not the module's own extension
+    (its generated lines were the same): the module runs the new build, it is not stale."""
+    root = _checkout_with_one_module(tmp_path, built_after_edit=False, library_built_at=library_built_at)
+    assert compiled.stale_modules(root) == ([compiled.COMPILED_MODULES[0]] if stale else [])
 
 
 def test_asking_for_python_is_not_warned_about(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,8 +13,10 @@ import orjson
 import pytest
 
 from app import protobuf
+from app.api import protobuf as api_protobuf
 from app.protobuf import MAGIC
-from app.registry import ALL_KINDS
+from app.registry import ALL_KINDS, lookup
+from app.storage.cache import StoredObject
 from tests.helpers import claim, claims_path
 
 PROTOBUF = "application/vnd.kubernetes.protobuf"
@@ -191,6 +193,13 @@ def _claim_with_parameters(parameters: Any) -> bytes:
     return protobuf.encode(body, protobuf.schema().kinds[("resource.k8s.io/v1", "ResourceClaim")])
 
 
+def _claim_with_managed_fields(fields: Any) -> bytes:
+    body = claim("bad")
+    entry = {"manager": "m", "operation": "Update", "apiVersion": "resource.k8s.io/v1", "fieldsType": "FieldsV1", "fieldsV1": fields}
+    body["metadata"]["managedFields"] = [entry, {**entry, "manager": "n", "fieldsV1": {"f:spec": {}}}]
+    return protobuf.encode(body, protobuf.schema().kinds[("resource.k8s.io/v1", "ResourceClaim")])
+
+
 def _nested_objects(depth: int) -> Any:
     value: Any = {}
     for _ in range(depth - 1):
@@ -214,6 +223,7 @@ def _nested_objects(depth: int) -> Any:
         (_bad(_with_time_seconds(GOOD, -30610224001)), CANNOT + 'parsing time "999-12-31T23:59:59Z" as "2006-01-02T15:04:05Z07:00"'),
         # Raw JSON nested deeper than a JSON body may be, inside the claim's opaque parameters.
         (_bad(_claim_with_parameters(_nested_objects(95))), "the request body is nested deeper than 100 levels"),
+        (_bad(_claim_with_managed_fields(_nested_objects(120))), "the request body is nested deeper than 100 levels"),  # and a managedFields entry's
         (_bad(GOOD, kind="Pod", api_version="v1"), "the API version in the data (v1) does not match the expected API version (resource.k8s.io/v1)"),
         (_bad(GOOD, kind="DeviceClass"), 'DeviceClass in version "v1" cannot be handled as a ResourceClaim: converting (v1.DeviceClass) to (resource.ResourceClaim): unknown conversion'),
         (_bad(GOOD, kind="NoSuchKind"), 'NoSuchKind in version "v1" cannot be handled as a ResourceClaim: no kind "NoSuchKind" is registered for version "resource.k8s.io/v1" in scheme "pkg/api/legacyscheme/scheme.go:30"'),
@@ -278,3 +288,35 @@ def test_a_body_of_another_kind_is_refused_as_upstream_does(api: httpx.Client, n
     assert response.status_code == 400
     status = _read(response) if in_protobuf and response.headers["content-type"] == PROTOBUF else response.json()
     assert status["message"] == 'DeviceClass in version "v1" cannot be handled as a ResourceClaim: converting (v1.DeviceClass) to (resource.ResourceClaim): unknown conversion'
+
+
+def test_a_long_list_goes_out_in_pieces_each_ending_at_the_item_that_fills_it() -> None:
+    """A protobuf list is one envelope cut into pieces (chunks on the wire); each piece ends at
+    the first item that takes it to the piece size, items kept encoded or not alike."""
+    strategy = lookup("resource.k8s.io", "v1", "resourceclaims")
+    assert strategy is not None
+    message = protobuf.schema().kinds[("resource.k8s.io/v1", "ResourceClaim")]
+    objs = [{**claim(f"c{i}"), "metadata": {"name": f"c{i}", "namespace": "n", "annotations": {"bulk": "x" * (97 * i)}}} for i in range(40)]
+    items: list[Any] = [StoredObject(obj, i + 1) if i % 2 else obj for i, obj in enumerate(objs)]
+    meta = {"resourceVersion": "41"}
+    sizes = [len(b"\x12" + protobuf.varint(len(encoded)) + encoded) for encoded in (protobuf.encode(obj, message) for obj in objs)]
+    (whole,) = api_protobuf.list_pieces(strategy, items, meta, 1 << 30)
+    assert [item["metadata"]["name"] for item in protobuf.decode_object(whole)["items"]] == [f"c{i}" for i in range(40)]
+    opening = len(protobuf.envelope_head("resource.k8s.io/v1", "ResourceClaimList", len(whole)))
+    head = len(whole) - opening - sum(sizes) - len(protobuf.ENVELOPE_TAIL)
+    for piece_bytes in (1, 900, 4096, 30_000, len(whole) - opening - len(protobuf.ENVELOPE_TAIL)):
+        pieces = list(api_protobuf.list_pieces(strategy, items, meta, piece_bytes))
+        assert b"".join(pieces) == whole
+        item = 0
+        for number, piece in enumerate(pieces):
+            counted = len(piece) - (opening if number == 0 else 0) - (len(protobuf.ENVELOPE_TAIL) if number == len(pieces) - 1 else 0)
+            filled = head if number == 0 else 0
+            taken = []
+            while filled < counted:
+                taken.append(sizes[item])
+                filled += sizes[item]
+                item += 1
+            assert filled == counted  # a piece ends between items
+            assert len(taken) == 1 or filled - taken[-1] < piece_bytes  # at least one item, and none after the one that fills it
+            assert filled >= piece_bytes or number == len(pieces) - 1
+        assert item == len(objs)
