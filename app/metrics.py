@@ -43,27 +43,30 @@ def bind_storage(storage: Storage) -> None:
 
 def _verb(scope: dict[str, Any]) -> tuple[str, str, str]:
     """Kubernetes verb, resource and subresource from the path (approximate for discovery)."""
-    parts = [p for p in scope.get("path", "").split("/") if p]
-    method = scope.get("method", "")
-    if parts[:2] == ["api", "v1"]:
-        rest = parts[2:]
-    elif parts[:1] == ["apis"] and len(parts) >= 3:
-        rest = parts[3:]
+    path: str = scope.get("path", "")
+    method: str = scope.get("method", "")
+    parts = [p for p in path.split("/") if p]
+    count = len(parts)
+    # Where the resource's segments start: after /api/v1 or /apis/GROUP/VERSION.
+    if count >= 2 and parts[0] == "api" and parts[1] == "v1":
+        first = 2
+    elif count >= 3 and parts[0] == "apis":
+        first = 3
     else:
         return method, parts[0] if parts else "", ""
-    if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] not in ("status", "finalize"):
-        rest = rest[2:]
-    resource = rest[0] if rest else ""
-    name = rest[1] if len(rest) > 1 else ""
-    sub = rest[2] if len(rest) > 2 else ""
+    if count - first >= 3 and parts[first] == "namespaces" and parts[first + 2] != "status" and parts[first + 2] != "finalize":
+        first += 2
+    resource = parts[first] if count > first else ""
+    name = parts[first + 1] if count > first + 1 else ""
+    sub = parts[first + 2] if count > first + 2 else ""
     if method == "GET":
-        query = scope.get("query_string", b"")
+        query: bytes = scope.get("query_string", b"")
         watching = b"watch=true" in query or b"watch=1" in query
         verb = "WATCH" if watching else ("GET" if name else "LIST")
     elif method == "DELETE" and not name:
         verb = "DELETECOLLECTION"
     else:
-        verb = {"POST": "POST", "PUT": "PUT", "PATCH": "PATCH", "DELETE": "DELETE"}.get(method, method)
+        verb = method
     return verb, resource, sub
 
 

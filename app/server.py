@@ -8,11 +8,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import itertools
 import logging
 import time
-import uuid
-from collections.abc import AsyncIterator, MutableMapping
+from collections.abc import AsyncIterator, Awaitable
 from typing import Any
 
 from fastapi import FastAPI
@@ -25,7 +23,7 @@ from app.admission.resourcequota import QuotaAdmission
 from app.api import discovery, negotiation, openapi
 from app.api.generic import GenericStore
 from app.api.negotiation import accept_header, json_response, status_body, status_response
-from app.api.routing import METHODS, ResourceRouter, path_not_found
+from app.api.routing import METHODS, ResourceRouter, path_not_found, split_api_path
 from app.api.schemas import merged_extra_properties
 from app.auth.system import AuthFilter, AuthSystem
 from app.config import Settings
@@ -36,6 +34,7 @@ from app.controlplane.policystatus import PolicyTypeChecking
 from app.controlplane.rbac import ClusterRoleAggregation, ensure_bootstrap_policy
 from app.controlplane.scheduling import ensure_system_priority_classes
 from app.filters.limits import RequestLimits
+from app.filters.observe import ObserveMiddleware
 from app.health import HealthEndpoints, storage_checks
 from app.registry import KINDS, SHARED_STORAGE, serve
 from app.registry.runtimeconfig import enabled_kinds
@@ -43,7 +42,6 @@ from app.storage.cache import WatchCache, parse_watch_cache_sizes
 from app.storage.db import check_schema, create_engine
 from app.storage.storage import Storage
 from app.storage.store import Store
-from kube import errors
 from kube.errors import ApiError
 from kube.features import FeatureGates
 from kube.heap import SERVER_THRESHOLDS, keep_heap_frozen
@@ -66,51 +64,6 @@ VERSION_INFO = {
     "compiler": "gc",
     "platform": "linux/amd64",
 }
-
-
-# Request ids only need to be unique in this server's log: a random per-process prefix and a
-# counter cost far less per request than a uuid4.
-_REQUEST_ID_PREFIX = uuid.uuid4().hex[:8]
-_request_counter = itertools.count(1)
-
-
-class ObserveMiddleware:
-    """Request ids, metrics, and a Status body for unexpected errors (pure ASGI: no per-request task)."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        request_id = f"{_REQUEST_ID_PREFIX}{next(_request_counter):08x}"
-        for key, value in scope.get("headers", ()):
-            if key == b"x-request-id":
-                request_id = value.decode("latin-1")[:64]
-        started = time.perf_counter()
-        code = 500
-        response_started = False
-
-        async def send_wrapper(message: MutableMapping[str, Any]) -> None:
-            nonlocal code, response_started
-            if message["type"] == "http.response.start":
-                code = message["status"]
-                message["headers"] = [*message.get("headers", ()), (b"x-request-id", request_id.encode())]
-                await send(message)
-                response_started = True
-                return
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_wrapper)
-        except Exception:
-            log.exception("internal error", extra={"request_id": request_id, "path": scope.get("path"), "method": scope.get("method")})
-            if not response_started:
-                response = status_response(errors.internal_error(f"request {request_id} failed; see the server log"))
-                await response(scope, receive, send_wrapper)
-        finally:
-            metrics.observe_request(scope, code, time.perf_counter() - started)
 
 
 class ApiServer:
@@ -231,11 +184,14 @@ class ResourcePaths:
         self.router = router
         self.app = app
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        is_verb = scope["type"] == "http" and scope["method"] in METHODS
-        if is_verb and await self.router.serve(scope, receive, send):
-            return
-        await self.app(scope, receive, send)
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        # Not a coroutine itself: the one chosen is returned to the caller to await, so that each
+        # resumption of the request's task passes one frame fewer.
+        if scope["type"] == "http" and scope["method"] in METHODS:
+            api_path = split_api_path(scope["path"])
+            if api_path is not None:
+                return self.router.answer(scope, receive, send, api_path)
+        return self.app(scope, receive, send)
 
 
 def create_fastapi_app(settings: Settings) -> FastAPI:

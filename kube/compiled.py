@@ -39,6 +39,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "app.auth.attributes",
     "app.auth.system",
     "app.filters.limits",
+    "app.filters.observe",
     "app.metrics",
     "app.protobuf",
     "app.registry.accessors",

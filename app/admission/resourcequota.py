@@ -187,12 +187,12 @@ class QuotaAdmission:
         if not write.namespace or (strategy.group, strategy.plural) in IGNORED_RESOURCES:
             return
         evaluator = self.registry.get_or_count(strategy.group, strategy.plural)
+        if not self.store.storage.cached_all(QUOTAS.qualified_resource, write.namespace):
+            return  # no quota in the namespace: nothing to judge (and nothing to convert)
         obj = strategy.to_stored(write.obj)
         old = strategy.to_stored(write.old) if write.old is not None else None
         if not evaluator.handles(write.operation, write.subresource, obj, old):
             return
-        if not self.store.storage.cached_all(QUOTAS.qualified_resource, write.namespace):
-            return  # no quota in the namespace: nothing to judge
         waiter = _Waiter(write, obj, old, evaluator)
         self._enqueue(waiter)
         try:

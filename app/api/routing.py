@@ -171,12 +171,16 @@ class ResourceRouter:
         api_path = split_api_path(scope["path"])
         if api_path is None:
             return False
+        await self.answer(scope, receive, send, api_path)
+        return True
+
+    async def answer(self, scope: Scope, receive: Receive, send: Send, api_path: tuple[str, str, str]) -> None:
+        """Answer a resource path already split by :func:`split_api_path`."""
         try:
             response = await self._dispatch(scope, receive, *api_path)
         except ApiError as exc:
             response = negotiation.status_response(exc, accept=negotiation.accept_header(scope))
         await response(scope, receive, send)
-        return True
 
     async def _dispatch(self, scope: Scope, receive: Receive, group: str, version: str, rest: str) -> Response:
         target = self.parse(group, version, rest)

@@ -155,13 +155,23 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             if self._head_bytes > MAX_HEADER_BYTES + HEADER_SLACK:
                 self._refuse(*_TOO_LARGE)
 
+    # on_url and on_header do uvicorn's work themselves (called once per header: a call to the
+    # parent's would cost as much again).
     def on_url(self, url: bytes) -> None:
         self._count_head(len(url))
-        super().on_url(url)
+        self.url += url
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._count_head(len(name) + len(value) + 4)
-        super().on_header(name, value)
+        size = self._head_size = self._head_size + len(name) + len(value) + 4
+        if size > MAX_HEADER_BYTES + HEADER_SLACK:
+            self._refuse(*_TOO_LARGE)
+            raise _Refused
+        name = name.lower()
+        # llhttp keeps a value's trailing whitespace, which is not part of it (RFC 9110 5.5).
+        value = value.rstrip(b" \t")
+        if name == b"expect" and value.lower() == b"100-continue":
+            self.expect_100_continue = True
+        self.headers.append((name, value))
 
     def _count_head(self, size: int) -> None:
         self._head_size += size
