@@ -230,12 +230,19 @@ class GenericStore:
         """The stored object of the scope (namespace) ``namespace``, None if there is none."""
         return self.lookup(SCOPE_KIND.group, SCOPE_KIND.plural, "", namespace)
 
-    def _check_namespace_for_create(self, strategy: KindStrategy, namespace: str) -> None:
+    async def _check_namespace_for_create(self, strategy: KindStrategy, namespace: str) -> None:
         # A review (never stored) may ask about a namespace that does not exist, as upstream's
         # namespace lifecycle lets access reviews through.
         if not strategy.namespaced or not strategy.stored:
             return
-        refusal = SCOPE_KIND.refuse_new_content(self._scope(namespace), namespace, strategy)
+        scope = self._scope(namespace)
+        if scope is None:
+            # Not here yet is not gone: a namespace just created through another replica reaches
+            # this one's cache a moment later, so a miss reads the newest revision before refusing
+            # (upstream's namespace lifecycle looks a missing namespace up live for the same reason).
+            stored = await self.storage.get(SCOPE_KIND.qualified_resource, "", namespace)
+            scope = stored.obj if stored is not None else None
+        refusal = SCOPE_KIND.refuse_new_content(scope, namespace, strategy)
         if refusal is not None:
             raise refusal
 
@@ -480,7 +487,7 @@ class GenericStore:
         self._check_type_and_scope(strategy, obj, namespace, None)
         warnings: list[str] = []
         self._field_validation(strategy, obj, decoded, wopts, warnings)
-        self._check_namespace_for_create(strategy, namespace)
+        await self._check_namespace_for_create(strategy, namespace)
         metadata = obj["metadata"]
         name = metadata.get("name") or ""
         generate = metadata.get("generateName") or ""

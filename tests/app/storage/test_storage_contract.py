@@ -438,3 +438,23 @@ def test_another_replicas_commit_in_the_revisions_a_failed_write_left_unused_is_
         assert a.cache.revision == b.cache.revision  # not after the 60 s poll
 
     _replicas_test(backend, databases, body)
+
+
+def test_a_namespace_created_through_one_replica_takes_creates_through_another_at_once(
+    backend: str, databases: Databases, start_server: Callable[..., ServerProcess]
+) -> None:
+    """The second replica's cache learns of the namespace a moment after the first one answered;
+    a create arriving in that moment is not refused as if the namespace did not exist (upstream's
+    namespace lifecycle looks a namespace it has not seen up before refusing)."""
+    if backend != "postgres":
+        pytest.skip("several replicas need Postgres")
+    url = databases.migrated()
+    first = start_server("--poll-interval", "120", database_url=url, migrate_first=False)
+    second = start_server("--poll-interval", "120", database_url=url, migrate_first=False)
+    with httpx.Client(base_url=first.url, timeout=30) as one, httpx.Client(base_url=second.url, timeout=30) as other:
+        for i in range(20):
+            _ns(one, f"fresh-{i}")
+            created = other.post(claims_path(f"fresh-{i}"), json=claim("c"))
+            assert created.status_code == 201, created.text
+        # A namespace nobody created is still refused, after the same look.
+        assert_status(other.post(claims_path("never-made"), json=claim("c")), 404, "NotFound")
