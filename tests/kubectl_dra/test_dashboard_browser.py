@@ -309,7 +309,8 @@ def test_the_dashboard_server_going_away_is_shown_and_recovers(page: Any, dashbo
     dashboard.start()
     page.wait_for_selector('#live[data-live="live"]', timeout=15000)
     page.wait_for_selector("#problems", state="hidden", timeout=10000)
-    assert page.query_selector('[data-pod="default/after-restart"]') is not None
+    # The stream is open before its first snapshot is drawn: the pod shows up right after.
+    page.wait_for_selector('[data-pod="default/after-restart"]', state="attached", timeout=10000)
 
 
 def test_many_pending_pods_are_counted_with_their_reasons(browser: Any, scenario: tuple[Stack, dict[str, str]]) -> None:
