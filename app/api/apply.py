@@ -332,10 +332,7 @@ class _Comparison:
 
 def _subtree(tree: FieldSet, path: tuple[str, ...]) -> FieldSet:
     for element in path:
-        child = tree.get(element)
-        if child is None:
-            child = tree[element] = {}
-        tree = child
+        tree = _subtree_at(tree, element)
     return tree
 
 

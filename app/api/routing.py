@@ -166,16 +166,9 @@ class ResourceRouter:
             raise errors.method_not_allowed()
         return route, handler
 
-    async def serve(self, scope: Scope, receive: Receive, send: Send) -> bool:
-        """Answer a resource path; False when the path is not one (the application serves it)."""
-        api_path = split_api_path(scope["path"])
-        if api_path is None:
-            return False
-        await self.answer(scope, receive, send, api_path)
-        return True
-
     async def answer(self, scope: Scope, receive: Receive, send: Send, api_path: tuple[str, str, str]) -> None:
-        """Answer a resource path already split by :func:`split_api_path`."""
+        """Answer a resource path already split by :func:`split_api_path` (a path it does not
+        split is the application's to serve)."""
         try:
             response = await self._dispatch(scope, receive, *api_path)
         except ApiError as exc:

@@ -156,16 +156,13 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
                 self._refuse(*_TOO_LARGE)
 
     # on_url and on_header do uvicorn's work themselves (called once per header: a call to the
-    # parent's would cost as much again).
+    # parent's would cost as much again); the head's size is counted in _count_head.
     def on_url(self, url: bytes) -> None:
         self._count_head(len(url))
         self.url += url
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        size = self._head_size = self._head_size + len(name) + len(value) + 4
-        if size > MAX_HEADER_BYTES + HEADER_SLACK:
-            self._refuse(*_TOO_LARGE)
-            raise _Refused
+        self._count_head(len(name) + len(value) + 4)
         name = name.lower()
         # llhttp keeps a value's trailing whitespace, which is not part of it (RFC 9110 5.5).
         value = value.rstrip(b" \t")

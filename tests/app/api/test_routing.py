@@ -173,8 +173,10 @@ async def call(router: ResourceRouter, method: str, path: str, body: Any = None,
     async def send(message: MutableMapping[str, Any]) -> None:
         sent.append(message)
 
-    if not await router.serve(scope, receive, send):
+    api_path = split_api_path(path)
+    if api_path is None:
         return None
+    await router.answer(scope, receive, send, api_path)
     start = sent[0]
     return Answer(
         start["status"],
