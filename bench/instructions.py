@@ -271,7 +271,9 @@ def measure(tree: Path, args: argparse.Namespace) -> dict[str, Any]:
         directory = Path(scratch)
         if args.keep:
             # callgrind_annotate reads the output afterwards: a fresh directory per measurement.
-            directory = Path(tempfile.mkdtemp(prefix=f"{args.workload}{'-protobuf' if args.protobuf else ''}-", dir=Path(args.keep).resolve()))
+            keep = Path(args.keep).resolve()
+            keep.mkdir(parents=True, exist_ok=True)
+            directory = Path(tempfile.mkdtemp(prefix=f"{args.workload}{'-protobuf' if args.protobuf else ''}-", dir=keep))
         if args.workload == "scheduler":
             count = args.requests or 20
             total = scheduler_workload(tree, postgres.url, directory, count, not args.no_valgrind)
