@@ -375,21 +375,39 @@ class _DecodeAbort(Exception):
     """An error Go's decoding stops at: one a type's own JSON decoder returned."""
 
 
+_STRING_DECODED = frozenset({"time", "microtime", "duration"})
+_INT_RANGES = {"int32": (-(1 << 31), 1 << 31), "int64": (-(1 << 63), 1 << 63), "uint32": (0, 1 << 32), "uint64": (0, 1 << 64)}
+
+
 @dataclass
 class _GoDecoding:
     """Where Go's decoding of a body stands: the first type error it noted (it goes on after
-    one), and the struct and fields leading to the value decoded now (its error context)."""
+    one)."""
 
     saved: str | None = None
 
-    def type_error(self, value: Any, go_type: str, struct: str, fields: tuple[str, ...], abort: bool = False, number: bool = False) -> None:
+    def type_error(self, value: Any, go_type: str, struct: str, context: _ErrorContext, abort: bool = False, number: bool = False) -> None:
         """``number``: the Go type is a number, which Go names a number that does not fit in by its literal."""
         shown = f"number {value}" if number and type(value) in (int, float, OutOfRangeNumber) else _json_kind(value)
-        error = f"json: cannot unmarshal {shown} into Go struct field {struct}.{'.'.join(fields)} of type {go_type}"
+        error = f"json: cannot unmarshal {shown} into Go struct field {struct}.{_render_context(context)} of type {go_type}"
         if abort:
             raise _DecodeAbort(error)
         if self.saved is None:
             self.saved = error
+
+
+# The Go field names leading to the value decoded now (Go's error context), as a chain of
+# (the enclosing struct's context, the field's names: the embedded structs it is promoted
+# from, then its JSON name); joined only when an error is found, so a clean body builds no text.
+_ErrorContext = tuple[Any, tuple[str, ...]] | None
+
+
+def _render_context(context: _ErrorContext) -> str:
+    names: list[tuple[str, ...]] = []
+    while context is not None:
+        context, field_names = context
+        names.append(field_names)
+    return ".".join(name for field_names in reversed(names) for name in field_names)
 
 
 def kind_decode_error(obj: dict[str, Any], api_version: str, kind: str, out_of_range: bool = False) -> str | None:
@@ -421,50 +439,182 @@ def go_decode_error(obj: dict[str, Any], message: protobuf.Message) -> str | Non
     neither). Unknown fields are left alone (strict decoding reports them, after this)."""
     decoding = _GoDecoding()
     try:
-        _decode_struct(decoding, obj, message, ())
+        _decode_struct(decoding, obj, _struct_plan(message), None)
     except _DecodeAbort as exc:
         return str(exc)
     return decoding.saved
 
 
+# How a field's element decodes, as small ints: the walk below runs once for every value of
+# every body, and comparing ints is cheaper than comparing the schema's type names.
+_DECODE_ANY: Final = 0  # rawextension, fieldsv1: any JSON
+_DECODE_STRUCT: Final = 1
+_DECODE_STRING: Final = 2
+_DECODE_BOOL: Final = 3
+_DECODE_INTEGER: Final = 4
+_DECODE_BASE64: Final = 5
+_DECODE_QUANTITY: Final = 6
+_DECODE_INT_OR_STRING: Final = 7
+_DECODE_TIME: Final = 8  # a string, then parsed as RFC 3339
+_DECODE_OTHER_TIME: Final = 9  # microtime, duration: a string (their parses are validation's)
+_ELEMENT_CODES = {
+    "message": _DECODE_STRUCT,
+    "string": _DECODE_STRING,
+    "bool": _DECODE_BOOL,
+    "bytes": _DECODE_BASE64,
+    "quantity": _DECODE_QUANTITY,
+    "intorstring": _DECODE_INT_OR_STRING,
+    "time": _DECODE_TIME,
+}
+_ELEMENT_CODES.update({name: _DECODE_INTEGER for name in ("int32", "int64", "uint32", "uint64")})
+_ELEMENT_CODES.update({name: _DECODE_OTHER_TIME for name in ("microtime", "duration")})
+# The field's value itself, a JSON array of elements, or a JSON object of them.
+_IN_FIELD: Final = 0
+_IN_LIST: Final = 1
+_IN_MAP: Final = 2
+
+
+class _GoField:
+    """One JSON key of a Go struct, with all its decoding needs worked out once."""
+
+    __slots__ = ("container", "element", "field_names", "go", "go_elem", "go_item", "high", "low", "member", "plan", "wrapped")
+
+    def __init__(self, member: protobuf.Field, field_names: tuple[str, ...]) -> None:
+        self.member = member
+        self.field_names = field_names
+        self.container: int = _IN_LIST if member.label == protobuf.LIST else _IN_MAP if member.label == protobuf.MAP else _IN_FIELD
+        self.element: int = _ELEMENT_CODES.get(member.type, _DECODE_ANY)
+        self.go = member.go
+        self.go_elem = member.go_elem
+        self.go_item = member.go_item
+        self.wrapped = member.wrapped
+        self.low, self.high = _INT_RANGES.get(member.type, (0, 0))
+        # The element struct's plan, made when first needed (a struct may hold its own type).
+        self.plan: _StructPlan | None = None
+
+    def struct_plan(self) -> _StructPlan:
+        plan = self.plan
+        if plan is None:
+            assert self.member.message is not None
+            plan = self.plan = _struct_plan(self.member.message)
+        return plan
+
+
+class _StructPlan:
+    """A Go struct as decoding meets it: its name (for error texts) and its fields by JSON name,
+    promoted fields of embedded structs included (a field of the struct itself hides a
+    promoted one of the same name)."""
+
+    __slots__ = ("fields", "struct")
+
+    def __init__(self, message: protobuf.Message) -> None:
+        self.struct = message.name.rsplit(".", 1)[-1]
+        self.fields: dict[str, _GoField] = {}
+        promoted: list[tuple[str, _GoField]] = []
+        for member in message.fields:
+            if member.inline and member.message is not None:
+                embedded = member.message_name.rsplit(".", 1)[-1]
+                for name, inner in _struct_plan(member.message).fields.items():
+                    promoted.append((name, _GoField(inner.member, (embedded, *inner.field_names))))
+            elif member.json:
+                self.fields[member.json] = _GoField(member, (member.json,))
+        for name, entry in promoted:
+            self.fields.setdefault(name, entry)
+
+
 @functools.cache
-def _struct_fields(message: protobuf.Message) -> dict[str, tuple[protobuf.Field, tuple[str, ...]]]:
-    """The fields Go decodes in ``message``'s JSON object by their JSON names, each with the Go
-    names of the embedded structs it is promoted from (Go names them in its error context); a
-    field of the struct itself hides a promoted one of the same name."""
-    found: dict[str, tuple[protobuf.Field, tuple[str, ...]]] = {}
-    promoted: list[tuple[str, tuple[protobuf.Field, tuple[str, ...]]]] = []
-    for member in message.fields:
-        if member.inline and member.message is not None:
-            embedded = member.message_name.rsplit(".", 1)[-1]
-            promoted.extend((name, (inner, (embedded, *path))) for name, (inner, path) in _struct_fields(member.message).items())
-        elif member.json:
-            found[member.json] = (member, ())
-    for name, entry in promoted:
-        found.setdefault(name, entry)
-    return found
+def _struct_plan(message: protobuf.Message) -> _StructPlan:
+    return _StructPlan(message)
 
 
-def _decode_struct(decoding: _GoDecoding, obj: dict[str, Any], message: protobuf.Message, fields: tuple[str, ...]) -> None:
-    struct = message.name.rsplit(".", 1)[-1]
-    known = _struct_fields(message)
+def _decode_struct(decoding: _GoDecoding, obj: dict[str, Any], plan: _StructPlan, context: _ErrorContext) -> None:
+    fields = plan.fields
     for key, item in obj.items():
-        entry = known.get(key)
-        if entry is None or item is None:
-            continue  # unknown fields are strict decoding's; null leaves a Go value as it is
-        member, embedded = entry
-        path = (*fields, *embedded, key)
-        if member.label == protobuf.LIST or member.label == protobuf.MAP:
-            if type(item) is not (list if member.label == protobuf.LIST else dict):
-                decoding.type_error(item, member.go, struct, path)
+        if item is None:
+            continue  # null leaves a Go value as it is
+        entry = fields.get(key)
+        if entry is None:
+            continue  # unknown fields are strict decoding's
+        container = entry.container
+        if container == _IN_FIELD:
+            _decode_value(decoding, item, entry, entry.go, plan.struct, context)
+            continue
+        if type(item) is not (list if container == _IN_LIST else dict):
+            decoding.type_error(item, entry.go, plan.struct, (context, entry.field_names))
+            continue
+        elements: Iterable[Any] = item.values() if type(item) is dict else item
+        for element in elements:
+            if element is None:
                 continue
-            for element, go_type in _field_values(member, item):
-                if go_type is None:
-                    decoding.type_error(element, member.go_elem, struct, path)
-                else:
-                    _decode_value(decoding, element, member, go_type, struct, path)
+            if not entry.wrapped:
+                _decode_value(decoding, element, entry, entry.go_elem, plan.struct, context)
+            elif type(element) is not list:
+                decoding.type_error(element, entry.go_elem, plan.struct, (context, entry.field_names))
+            else:
+                for inner in element:
+                    if inner is not None:
+                        _decode_value(decoding, inner, entry, entry.go_item, plan.struct, context)
+
+
+def _decode_value(decoding: _GoDecoding, value: Any, entry: _GoField, go_type: str, struct: str, context: _ErrorContext) -> None:
+    """One non-null value of ``entry``'s element type, of the Go type named ``go_type``;
+    ``context`` is the enclosing struct's (the field's names are added only for an error)."""
+    element = entry.element
+    value_type = type(value)
+    if element == _DECODE_STRUCT:
+        if value_type is dict:
+            _decode_struct(decoding, value, entry.struct_plan(), (context, entry.field_names))
         else:
-            _decode_value(decoding, item, member, member.go, struct, path)
+            decoding.type_error(value, go_type, struct, (context, entry.field_names))
+    elif element == _DECODE_STRING:
+        if value_type is not str:
+            decoding.type_error(value, go_type, struct, (context, entry.field_names))
+    elif element == _DECODE_BOOL:
+        if value_type is not bool:
+            decoding.type_error(value, go_type, struct, (context, entry.field_names))
+    elif element == _DECODE_INTEGER:
+        if not _int_within(value, entry.low, entry.high):
+            decoding.type_error(value, go_type, struct, (context, entry.field_names), number=True)
+    elif element == _DECODE_BASE64:
+        if value_type is not str:
+            decoding.type_error(value, go_type, struct, (context, entry.field_names))
+        else:
+            error = go_base64_error(value)
+            if error is not None and decoding.saved is None:
+                decoding.saved = error
+    elif element == _DECODE_QUANTITY:
+        # Quantity's own decoder parses any JSON text but a string's quotes: numbers parse.
+        if value_type is str or value_type is bool or value_type is dict or value_type is list:
+            text = value.strip() if value_type is str else "{" if value_type is dict else "["
+            try:
+                Quantity.parse(text if value_type is not bool else str(value).lower())
+            except QuantityError as exc:
+                raise _DecodeAbort(str(exc)) from None
+    elif element == _DECODE_INT_OR_STRING:
+        if value_type is not str and not _holds_int(value, "int32"):
+            # Not a string, so decoded as its int32 (an error there stops decoding).
+            decoding.type_error(value, "int32", struct, (context, entry.field_names), abort=True, number=True)
+    elif element in (_DECODE_TIME, _DECODE_OTHER_TIME):
+        # Decoded as a string first, then parsed (an error in either stops decoding).
+        if value_type is not str:
+            decoding.type_error(value, "string", struct, (context, entry.field_names), abort=True)
+        if element == _DECODE_TIME:
+            _check_time(value, "time")
+    # _DECODE_ANY: rawextension, fieldsv1
+
+
+def _int_within(value: Any, low: int, high: int) -> bool:
+    """Whether ``value`` is a JSON integer (an out-of-range literal included) in [low, high)."""
+    value_type = type(value)
+    if value_type is int:
+        return bool(low <= value < high)
+    if value_type is OutOfRangeNumber:
+        try:
+            number = int(value)
+        except ValueError:
+            return False
+        return low <= number < high
+    return False
 
 
 def _field_values(member: protobuf.Field, item: list[Any] | dict[str, Any]) -> Iterator[tuple[Any, str | None]]:
@@ -482,60 +632,6 @@ def _field_values(member: protobuf.Field, item: list[Any] | dict[str, Any]) -> I
             for inner in element:
                 if inner is not None:
                     yield inner, member.go_item
-
-
-_STRING_DECODED = frozenset({"time", "microtime", "duration"})
-_INT_RANGES = {"int32": (-(1 << 31), 1 << 31), "int64": (-(1 << 63), 1 << 63), "uint32": (0, 1 << 32), "uint64": (0, 1 << 64)}
-
-
-def _decode_value(decoding: _GoDecoding, value: Any, member: protobuf.Field, go_type: str, struct: str, fields: tuple[str, ...]) -> None:
-    """One non-null value of ``member``'s element type, of the Go type named ``go_type``."""
-    kind = member.type
-    value_type = type(value)
-    if kind == "message":
-        if value_type is dict:
-            assert member.message is not None
-            _decode_struct(decoding, value, member.message, fields)
-        else:
-            decoding.type_error(value, go_type, struct, fields)
-    elif kind == "string":
-        if value_type is not str:
-            decoding.type_error(value, go_type, struct, fields)
-    elif kind == "bool":
-        if value_type is not bool:
-            decoding.type_error(value, go_type, struct, fields)
-    elif kind in _INT_RANGES:
-        if not _holds_int(value, kind):
-            decoding.type_error(value, go_type, struct, fields, number=True)
-    elif kind == "float64" or kind == "float32":
-        if value_type is OutOfRangeNumber and float(value) in (float("inf"), float("-inf")):
-            decoding.type_error(value, go_type, struct, fields, number=True)
-        elif value_type is not int and value_type is not float and value_type is not OutOfRangeNumber:
-            decoding.type_error(value, go_type, struct, fields)
-    elif kind == "bytes":
-        if value_type is not str:
-            decoding.type_error(value, go_type, struct, fields)
-        else:
-            error = go_base64_error(value)
-            if error is not None and decoding.saved is None:
-                decoding.saved = error
-    elif kind == "quantity":
-        # Quantity's own decoder parses any JSON text but a string's quotes: numbers parse.
-        if value_type is str or value_type is bool or value_type is dict or value_type is list:
-            text = value.strip() if value_type is str else "{" if value_type is dict else "["
-            try:
-                Quantity.parse(text if value_type is not bool else str(value).lower())
-            except QuantityError as exc:
-                raise _DecodeAbort(str(exc)) from None
-    elif kind == "intorstring" and value_type is not str and not _holds_int(value, "int32"):
-        # Not a string, so decoded as its int32 (an error there stops decoding).
-        decoding.type_error(value, "int32", struct, fields, abort=True, number=True)
-    elif kind in _STRING_DECODED:
-        # Decoded as a string first, then parsed (an error in either stops decoding).
-        if value_type is not str:
-            decoding.type_error(value, "string", struct, fields, abort=True)
-        _check_time(value, kind)
-    # rawextension, fieldsv1: any JSON
 
 
 def _check_time(text: str, kind: str) -> None:

@@ -300,7 +300,7 @@ def _unknown(obj: dict[str, Any], api_version: str, kind: str, prune: bool) -> l
     if node is None or not isinstance(obj, dict):
         return []
     found: list[str] = []
-    _collect_unknown(obj, node, None, found, prune)
+    _collect_unknown(obj, _known_fields(node), None, found, prune)
     return found
 
 
@@ -323,38 +323,57 @@ def render_field_path(path: FieldPath) -> str:
     return text
 
 
-_PrunePlan = tuple[bool, bool, dict[str, SchemaNode], SchemaNode | None, SchemaNode | None]
+class _KnownFields:
+    """What the unknown-field walk needs of one schema, worked out once: whether it holds
+    arbitrary JSON, whether it is an object, its declared properties' plans, its map values' and
+    list items' plans. Plans point at their children's plans, so the walk looks nothing up but keys."""
+
+    __slots__ = ("declared", "extra", "free_form", "is_object", "items")
+
+    def __init__(self, node: SchemaNode) -> None:
+        self.free_form = node.is_free_form
+        self.is_object = node.is_object
+        self.declared: dict[str, _KnownFields] = {}
+        self.extra: _KnownFields | None = None
+        self.items: _KnownFields | None = None
 
 
-def _prune_plan(node: SchemaNode) -> _PrunePlan:
-    """(free form, is object, declared properties, map value schema, list item schema), once per node."""
-    try:
-        plan: _PrunePlan = node.memo["prune_plan"]
+def _known_fields(node: SchemaNode) -> _KnownFields:
+    """The plan of ``node``, made once (schemas refer to themselves: a plan is remembered before
+    its children's are made)."""
+    plan: _KnownFields | None = node.memo.get("known_fields")
+    if plan is not None:
         return plan
-    except KeyError:
-        pass
-    declared: dict[str, SchemaNode] = {}
+    plan = _KnownFields(node)
+    node.memo["known_fields"] = plan
+    if plan.free_form:
+        return plan
     if node.has_properties:
         for name in node.property_names():
             child = node.property(name)
             if child is not None:
-                declared[name] = child
-    plan = (node.is_free_form, node.is_object, declared, node.additional_properties(), node.items())
-    node.memo["prune_plan"] = plan
+                plan.declared[name] = _known_fields(child)
+    extra = node.additional_properties()
+    plan.extra = _known_fields(extra) if extra is not None else None
+    items = node.items()
+    plan.items = _known_fields(items) if items is not None else None
     return plan
 
 
-def _collect_unknown(value: Any, node: SchemaNode, path: FieldPath, found: list[str], prune: bool) -> None:
-    free_form, is_object, declared, extra, items = _prune_plan(node)
-    if free_form:
+def _collect_unknown(value: Any, plan: _KnownFields, path: FieldPath, found: list[str], prune: bool) -> None:
+    if plan.free_form:
         return
     if type(value) is dict:
-        if not is_object:
+        if not plan.is_object:
             return
-        doomed: list[str] = []
+        declared = plan.declared
+        extra = plan.extra
+        doomed: list[str] | None = None
         for key, child_value in value.items():
             if child_value is None and prune:
                 # Decoding into upstream's Go types reads null as "not set"; store it that way.
+                if doomed is None:
+                    doomed = []
                 doomed.append(key)
                 continue
             child = declared.get(key) or extra
@@ -364,11 +383,14 @@ def _collect_unknown(value: Any, node: SchemaNode, path: FieldPath, found: list[
             else:
                 # Also reached for an object schema without properties: an empty struct knows no field.
                 found.append(render_field_path((path, key)))
+                if doomed is None:
+                    doomed = []
                 doomed.append(key)
-        if prune:
+        if prune and doomed is not None:
             for key in doomed:
                 del value[key]
     elif type(value) is list:
+        items = plan.items
         if items is None:
             return
         for index, item in enumerate(value):
