@@ -18,7 +18,7 @@ from starlette.requests import ClientDisconnect
 from starlette.types import Receive
 
 from app import protobuf
-from app.api.schemas import FieldPath, render_field_path
+from app.api.schemas import FieldPath, KnownFields, UnknownFields, collect_unknown, known_fields_of_kind, render_field_path
 from app.protobuf import go_json_type
 from kube.errors import ApiError, bad_request, entity_too_large
 from kube.quantity import Quantity, QuantityError
@@ -411,14 +411,39 @@ def _render_context(context: _ErrorContext) -> str:
 
 
 def kind_decode_error(obj: dict[str, Any], api_version: str, kind: str, out_of_range: bool = False) -> str | None:
-    """Go's error decoding ``obj`` into the Go type of ``kind`` (see ``go_decode_error``).
+    """Go's error decoding the body ``obj`` into the Go type of ``kind``, as upstream's JSON
+    decoder would (None when it decodes): the first value of a JSON type the Go type cannot
+    hold (``json: cannot unmarshal string into Go struct field ObjectMeta.metadata.labels of type
+    map[string]string``; Go goes on after one), unless a type's own decoder fails later, which
+    stops decoding and is the error (a quantity that does not parse, an int-or-string that is
+    neither). Unknown fields are left alone (strict decoding reports them, after this).
     ``out_of_range``: the body has numbers past Go's ranges (``OutOfRangeNumber``); those left
     where they fit (a float, free-form JSON) become floats there."""
+    return decode_finding_unknown(obj, api_version, kind, out_of_range, find_unknown=False)[0]
+
+
+def decode_finding_unknown(
+    obj: dict[str, Any], api_version: str, kind: str, out_of_range: bool, find_unknown: bool = True
+) -> tuple[str | None, UnknownFields | None]:
+    """``kind_decode_error``, and in the same walk the fields the kind's schema does not know
+    (``schemas.prune_unknown_fields``, the dropping left to ``UnknownFields.drop``); None for
+    them when the walk could not find them (no schema, or not asked)."""
     message = protobuf.schema().kinds.get((api_version, kind))
-    error = go_decode_error(obj, message) if message is not None else None
-    if error is None and out_of_range:
+    if message is None:
+        return None, None
+    known = _object_fields(known_fields_of_kind(api_version, kind)) if find_unknown else None
+    found = UnknownFields() if known is not None else None
+    decoding = _GoDecoding()
+    try:
+        if known is None or found is None:
+            _decode_struct(decoding, obj, _struct_plan(message), None)
+        else:
+            _decode_finding_unknown(decoding, obj, _struct_plan(message), known, None, None, found)
+    except _DecodeAbort as exc:
+        return str(exc), None
+    if decoding.saved is None and out_of_range:
         _floats_in_place(obj)
-    return error
+    return decoding.saved, found
 
 
 def _floats_in_place(value: Any) -> None:
@@ -428,21 +453,6 @@ def _floats_in_place(value: Any) -> None:
             value[key] = float(item)
         elif type(item) is dict or type(item) is list:
             _floats_in_place(item)
-
-
-def go_decode_error(obj: dict[str, Any], message: protobuf.Message) -> str | None:
-    """Go's error decoding the body ``obj`` into the Go type of ``message``, as upstream's JSON
-    decoder would (None when it decodes): the first value of a JSON type the Go type cannot
-    hold (``json: cannot unmarshal string into Go struct field ObjectMeta.metadata.labels of type
-    map[string]string``; Go goes on after one), unless a type's own decoder fails later, which
-    stops decoding and is the error (a quantity that does not parse, an int-or-string that is
-    neither). Unknown fields are left alone (strict decoding reports them, after this)."""
-    decoding = _GoDecoding()
-    try:
-        _decode_struct(decoding, obj, _struct_plan(message), None)
-    except _DecodeAbort as exc:
-        return str(exc)
-    return decoding.saved
 
 
 # How a field's element decodes, as small ints: the walk below runs once for every value of
@@ -533,27 +543,113 @@ def _decode_struct(decoding: _GoDecoding, obj: dict[str, Any], plan: _StructPlan
         if item is None:
             continue  # null leaves a Go value as it is
         entry = fields.get(key)
+        if entry is not None:  # unknown fields are strict decoding's
+            _decode_field(decoding, item, entry, plan.struct, context)
+
+
+def _decode_field(decoding: _GoDecoding, item: Any, entry: _GoField, struct: str, context: _ErrorContext) -> None:
+    """The non-null value of one field of ``struct`` (whose error context is ``context``)."""
+    container = entry.container
+    if container == _IN_FIELD:
+        _decode_value(decoding, item, entry, entry.go, struct, context)
+        return
+    if type(item) is not (list if container == _IN_LIST else dict):
+        decoding.type_error(item, entry.go, struct, (context, entry.field_names))
+        return
+    elements: Iterable[Any] = item.values() if type(item) is dict else item
+    for element in elements:
+        if element is None:
+            continue
+        if not entry.wrapped:
+            _decode_value(decoding, element, entry, entry.go_elem, struct, context)
+        elif type(element) is not list:
+            decoding.type_error(element, entry.go_elem, struct, (context, entry.field_names))
+        else:
+            for inner in element:
+                if inner is not None:
+                    _decode_value(decoding, inner, entry, entry.go_item, struct, context)
+
+
+def _object_fields(plan: KnownFields | None) -> KnownFields | None:
+    """``plan`` when the unknown-field walk looks at the keys of an object it describes."""
+    return plan if plan is not None and not plan.free_form and plan.is_object else None
+
+
+def _decode_finding_unknown(
+    decoding: _GoDecoding, obj: dict[str, Any], plan: _StructPlan, known: KnownFields, context: _ErrorContext, path: FieldPath, found: UnknownFields
+) -> None:
+    """``_decode_struct`` and ``collect_unknown`` (pruning) of one struct at once: both follow the
+    same keys, so a value is looked at once where the Go type and the schema agree on what it is
+    (a struct, a list or map of structs), and by each walk on its own elsewhere. The Go errors
+    are the same (unknown fields matter only when there is none), and the unknown fields and
+    nulls are found in the same order."""
+    fields = plan.fields
+    declared = known.declared
+    extra = known.extra
+    struct = plan.struct
+    for key, item in obj.items():
+        if item is None:
+            found.nulls.append((obj, key))  # and Go leaves the value as it is
+            continue
+        entry = fields.get(key)
+        child = declared.get(key) or extra
+        if child is None:
+            found.add(obj, key, path)
+            if entry is not None:
+                _decode_field(decoding, item, entry, struct, context)
+            continue
+        item_type = type(item)
         if entry is None:
-            continue  # unknown fields are strict decoding's
+            if item_type is dict or item_type is list:
+                collect_unknown(item, child, (path, key), found, True)
+            continue
+        if entry.element != _DECODE_STRUCT or entry.wrapped or (item_type is not dict and item_type is not list):
+            _decode_field(decoding, item, entry, struct, context)
+            if item_type is dict or item_type is list:
+                collect_unknown(item, child, (path, key), found, True)
+            continue
         container = entry.container
-        if container == _IN_FIELD:
-            _decode_value(decoding, item, entry, entry.go, plan.struct, context)
-            continue
-        if type(item) is not (list if container == _IN_LIST else dict):
-            decoding.type_error(item, entry.go, plan.struct, (context, entry.field_names))
-            continue
-        elements: Iterable[Any] = item.values() if type(item) is dict else item
-        for element in elements:
-            if element is None:
-                continue
-            if not entry.wrapped:
-                _decode_value(decoding, element, entry, entry.go_elem, plan.struct, context)
-            elif type(element) is not list:
-                decoding.type_error(element, entry.go_elem, plan.struct, (context, entry.field_names))
-            else:
-                for inner in element:
-                    if inner is not None:
-                        _decode_value(decoding, inner, entry, entry.go_item, plan.struct, context)
+        field_context = (context, entry.field_names)
+        field_path = (path, key)
+        if container == _IN_FIELD and item_type is dict and _object_fields(child) is not None:
+            _decode_finding_unknown(decoding, item, entry.struct_plan(), child, field_context, field_path, found)
+        elif container == _IN_LIST and item_type is list and not child.free_form and _object_fields(child.items) is not None:
+            assert child.items is not None
+            for index, element in enumerate(item):
+                _decode_struct_element(decoding, item, index, element, entry, struct, context, child.items, field_path, found)
+        elif container == _IN_MAP and item_type is dict and _object_fields(child) is not None and not child.declared and _object_fields(child.extra) is not None:
+            assert child.extra is not None
+            for name, element in item.items():
+                if element is None:
+                    found.nulls.append((item, name))
+                    continue
+                _decode_struct_element(decoding, item, name, element, entry, struct, context, child.extra, field_path, found)
+        else:
+            _decode_field(decoding, item, entry, struct, context)
+            collect_unknown(item, child, field_path, found, True)
+
+
+def _decode_struct_element(
+    decoding: _GoDecoding,
+    container: Any,
+    at: str | int,
+    element: Any,
+    entry: _GoField,
+    struct: str,
+    context: _ErrorContext,
+    known: KnownFields,
+    path: FieldPath,
+    found: UnknownFields,
+) -> None:
+    """One element (``container[at]``) of a list or map of structs, both walks at once."""
+    if element is None:
+        return  # Go skips it; in a list, the unknown-field walk does too
+    if type(element) is dict:
+        _decode_finding_unknown(decoding, element, entry.struct_plan(), known, (context, entry.field_names), (path, at), found)
+        return
+    _decode_value(decoding, element, entry, entry.go_elem, struct, context)
+    if type(element) is list:
+        collect_unknown(element, known, (path, at), found, True)
 
 
 def _decode_value(decoding: _GoDecoding, value: Any, entry: _GoField, go_type: str, struct: str, context: _ErrorContext) -> None:

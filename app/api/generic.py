@@ -406,32 +406,56 @@ class GenericStore:
             raise errors.bad_request(f"the name of the object ({metadata.get('name') or ''}) does not match the name on the URL ({name})")
 
     @staticmethod
-    def _decode_error(strategy: KindStrategy, obj: Obj, decoded: bodies.DecodeFindings | None, converted: bool = False) -> str | None:
+    def _decode_error(
+        strategy: KindStrategy, obj: Obj, decoded: bodies.DecodeFindings | None, converted: bool = False
+    ) -> tuple[str | None, schemas.UnknownFields | None]:
         """Go's error decoding a body (or a patched object) into the kind's Go type, which
         upstream does before anything else looks at it (a body naming another kind or version is
         refused for that instead); ``converted``: the error of converting it from its
-        unstructured form instead."""
+        unstructured form instead. With it, what decoding found of the fields the schema does not
+        know, for ``_drop_unknown_fields`` (one walk does both; None when it did not look)."""
         if obj.get("kind") not in (None, "", strategy.kind) or obj.get("apiVersion") not in (None, "", strategy.api_version):
-            return None
+            return None, None
         if converted:
-            return bodies.kind_conversion_error(obj, strategy.api_version, strategy.kind)
-        return bodies.kind_decode_error(obj, strategy.api_version, strategy.kind, decoded is not None and decoded.out_of_range_numbers)
+            return bodies.kind_conversion_error(obj, strategy.api_version, strategy.kind), None
+        return bodies.decode_finding_unknown(obj, strategy.api_version, strategy.kind, decoded is not None and decoded.out_of_range_numbers)
 
-    def _decode_body(self, strategy: KindStrategy, obj: Obj) -> bodies.DecodeFindings | None:
-        """What decoding a create's or update's body found; a value of the wrong JSON type is
-        upstream's 400 from transformDecodeError, in the body's document order."""
+    def _decode_body(self, strategy: KindStrategy, obj: Obj) -> tuple[bodies.DecodeFindings | None, schemas.UnknownFields | None]:
+        """What decoding a create's or update's body found (and of its unknown fields, see
+        ``_decode_error``); a value of the wrong JSON type is upstream's 400 from
+        transformDecodeError, in the body's document order."""
         decoded = bodies.take_decode_findings()
-        unmarshal = None if decoded is not None and decoded.typed else self._decode_error(strategy, obj, decoded)
+        if decoded is not None and decoded.typed:
+            return decoded, None
+        unmarshal, unknown = self._decode_error(strategy, obj, decoded)
         if unmarshal is not None:
             raise errors.bad_request(f"{_cannot_handle(strategy, obj)}: {unmarshal}")
-        return decoded
+        return decoded, unknown
 
-    def _field_validation(self, strategy: KindStrategy, obj: Obj, decoded: bodies.DecodeFindings | None, wopts: WriteOptions, warnings: list[str]) -> None:
+    @staticmethod
+    def _drop_unknown_fields(strategy: KindStrategy, obj: Obj, found: schemas.UnknownFields | None) -> list[str]:
+        """Drop the fields the schema does not know, and nulls, from ``obj``: those decoding found
+        (after the request's checks of the body's type and place, which fill some nulls in), or
+        found now. Their paths in document order."""
+        if found is None:
+            return schemas.prune_unknown_fields(obj, strategy.api_version, strategy.kind)
+        found.drop()
+        return found.paths
+
+    def _field_validation(
+        self,
+        strategy: KindStrategy,
+        obj: Obj,
+        decoded: bodies.DecodeFindings | None,
+        found: schemas.UnknownFields | None,
+        wopts: WriteOptions,
+        warnings: list[str],
+    ) -> None:
         """Drop fields the schema does not know; Strict refuses them and repeated keys of the body
         (400, as upstream's decoder), Warn reports them."""
         ordered = decoded is not None and bool(decoded.duplicate_fields) and wopts.field_validation != "Ignore"
         positions = bodies.document_positions(obj) if ordered else None
-        unknown = schemas.prune_unknown_fields(obj, strategy.api_version, strategy.kind)
+        unknown = self._drop_unknown_fields(strategy, obj, found)
         if wopts.field_validation == "Ignore" or (not unknown and (decoded is None or decoded.typed)):
             return  # nothing to report: a typed body (protobuf) has no repeated keys
         strict = (decoded or bodies.DecodeFindings()).strict_errors(unknown, positions)
@@ -441,11 +465,21 @@ class GenericStore:
             raise errors.bad_request(f"{_cannot_handle(strategy, obj)}: strict decoding error: {', '.join(strict)}")
         warnings.extend(bodies.strict_warnings(strict))
 
-    def _patch_field_validation(self, strategy: KindStrategy, new: Obj, patch: Any, patch_type: str, decoded: bodies.DecodeFindings | None, wopts: WriteOptions, warnings: list[str]) -> None:
+    def _patch_field_validation(
+        self,
+        strategy: KindStrategy,
+        new: Obj,
+        patch: Any,
+        patch_type: str,
+        decoded: bodies.DecodeFindings | None,
+        found: schemas.UnknownFields | None,
+        wopts: WriteOptions,
+        warnings: list[str],
+    ) -> None:
         """A patched object's unknown fields are dropped; Strict refuses them and the repeated keys
         of the patch (422 on the field "patch", as upstream's patchers), Warn reports them."""
         snapshot = orjson.dumps(new, option=orjson.OPT_SORT_KEYS) if wopts.field_validation == "Strict" else b""
-        unknown = schemas.prune_unknown_fields(new, strategy.api_version, strategy.kind)
+        unknown = self._drop_unknown_fields(strategy, new, found)
         if wopts.field_validation == "Ignore":
             return
         strict = patches.patch_strict_errors(patch, patch_type, decoded.duplicate_fields if decoded is not None else [])
@@ -483,10 +517,10 @@ class GenericStore:
         ``Any``: mypyc, kube/compiled.py, would refuse a list with a TypeError, a 500)."""
         if not isinstance(obj, dict):
             raise errors.bad_request(f"the body of the request must be a {strategy.kind} object")
-        decoded = self._decode_body(strategy, obj)
+        decoded, unknown = self._decode_body(strategy, obj)
         self._check_type_and_scope(strategy, obj, namespace, None)
         warnings: list[str] = []
-        self._field_validation(strategy, obj, decoded, wopts, warnings)
+        self._field_validation(strategy, obj, decoded, unknown, wopts, warnings)
         await self._check_namespace_for_create(strategy, namespace)
         metadata = obj["metadata"]
         name = metadata.get("name") or ""
@@ -663,10 +697,10 @@ class GenericStore:
     async def update(self, strategy: KindStrategy, namespace: str, name: str, obj: Any, wopts: WriteOptions) -> WriteResult:
         if not isinstance(obj, dict):
             raise errors.bad_request(f"the body of the request must be a {strategy.kind} object")
-        decoded = self._decode_body(strategy, obj)
+        decoded, unknown = self._decode_body(strategy, obj)
         self._check_type_and_scope(strategy, obj, namespace, name, replacing=True)
         warnings: list[str] = []
-        self._field_validation(strategy, obj, decoded, wopts, warnings)
+        self._field_validation(strategy, obj, decoded, unknown, wopts, warnings)
         body = orjson.dumps(obj)
 
         def mutate(current: StoredObject | None) -> Obj | None:
@@ -701,6 +735,7 @@ class GenericStore:
 
         def mutate(current: StoredObject | None) -> Obj | None:
             now = now_rfc3339()
+            unknown: schemas.UnknownFields | None = None  # what decoding the patched object found
             if is_apply and current is None and strategy.subresource:
                 return None  # a subresource is never created: upstream's 404 comes before the apply
             if is_apply:
@@ -730,12 +765,12 @@ class GenericStore:
                     new = patches.apply_strategic_merge_patch(doc, patch_body, schema, owned=True)
                 # Upstream decodes a JSON or merge patch's result as a body, and converts a
                 # strategic merge patch's from its unstructured form.
-                mismatch = self._decode_error(strategy, new, None, converted=patch_type == "strategic")
+                mismatch, unknown = self._decode_error(strategy, new, None, converted=patch_type == "strategic")
                 if mismatch is not None:
                     raise patches.undecodable_patch(new, patch_body, patch_type, mismatch)
             self._check_type_and_scope(strategy, new, namespace, name)
             if not is_apply:
-                self._patch_field_validation(strategy, new, patch_body, patch_type, decoded, wopts, warnings)
+                self._patch_field_validation(strategy, new, patch_body, patch_type, decoded, unknown, wopts, warnings)
             return self._prepare_update(strategy, current, new, wopts, "Apply" if is_apply else "Update", warnings)
 
         async def create(new: Obj) -> WriteResult:

@@ -296,12 +296,42 @@ def prune_unknown_fields(obj: dict[str, Any], api_version: str, kind: str) -> li
 
 
 def _unknown(obj: dict[str, Any], api_version: str, kind: str, prune: bool) -> list[str]:
-    node = schema_for_kind(api_version, kind)
-    if node is None or not isinstance(obj, dict):
+    plan = known_fields_of_kind(api_version, kind)
+    if plan is None or not isinstance(obj, dict):
         return []
-    found: list[str] = []
-    _collect_unknown(obj, _known_fields(node), None, found, prune)
-    return found
+    found = UnknownFields()
+    collect_unknown(obj, plan, None, found, prune)
+    if prune:
+        found.drop()
+    return found.paths
+
+
+class UnknownFields:
+    """What the unknown-field walk found: the unknown fields' paths in document order, and the
+    fields to drop from the object (unknown ones, and nulls when pruning), dropped only by
+    ``drop``: a body's walk runs with its Go-type check, before the request looks at its type
+    and place, which fills in some of those nulls (kind, metadata, its namespace)."""
+
+    __slots__ = ("nulls", "paths", "unknown")
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+        self.unknown: list[tuple[dict[str, Any], str]] = []
+        self.nulls: list[tuple[dict[str, Any], str]] = []
+
+    def add(self, obj: dict[str, Any], key: str, path: FieldPath) -> None:
+        """``obj[key]`` is unknown; ``path`` is ``obj``'s."""
+        self.paths.append(render_field_path((path, key)))
+        self.unknown.append((obj, key))
+
+    def drop(self) -> None:
+        """Delete the unknown fields, and the nulls still null (decoding into upstream's Go types
+        reads null as "not set"; store it that way)."""
+        for obj, key in self.unknown:
+            obj.pop(key, None)
+        for obj, key in self.nulls:
+            if key in obj and obj[key] is None:
+                del obj[key]
 
 
 # A field path built only when an unknown field is found: (parent, key or list index), or None at the root.
@@ -323,7 +353,7 @@ def render_field_path(path: FieldPath) -> str:
     return text
 
 
-class _KnownFields:
+class KnownFields:
     """What the unknown-field walk needs of one schema, worked out once: whether it holds
     arbitrary JSON, whether it is an object, its declared properties' plans, its map values' and
     list items' plans. Plans point at their children's plans, so the walk looks nothing up but keys."""
@@ -333,18 +363,18 @@ class _KnownFields:
     def __init__(self, node: SchemaNode) -> None:
         self.free_form = node.is_free_form
         self.is_object = node.is_object
-        self.declared: dict[str, _KnownFields] = {}
-        self.extra: _KnownFields | None = None
-        self.items: _KnownFields | None = None
+        self.declared: dict[str, KnownFields] = {}
+        self.extra: KnownFields | None = None
+        self.items: KnownFields | None = None
 
 
-def _known_fields(node: SchemaNode) -> _KnownFields:
+def _known_fields(node: SchemaNode) -> KnownFields:
     """The plan of ``node``, made once (schemas refer to themselves: a plan is remembered before
     its children's are made)."""
-    plan: _KnownFields | None = node.memo.get("known_fields")
+    plan: KnownFields | None = node.memo.get("known_fields")
     if plan is not None:
         return plan
-    plan = _KnownFields(node)
+    plan = KnownFields(node)
     node.memo["known_fields"] = plan
     if plan.free_form:
         return plan
@@ -360,7 +390,15 @@ def _known_fields(node: SchemaNode) -> _KnownFields:
     return plan
 
 
-def _collect_unknown(value: Any, plan: _KnownFields, path: FieldPath, found: list[str], prune: bool) -> None:
+def known_fields_of_kind(api_version: str, kind: str) -> KnownFields | None:
+    """The unknown-field walk's plan of a top-level kind's schema, if the kind is known."""
+    node = schema_for_kind(api_version, kind)
+    return _known_fields(node) if node is not None else None
+
+
+def collect_unknown(value: Any, plan: KnownFields, path: FieldPath, found: UnknownFields, prune: bool) -> None:
+    """Note the fields below ``value`` (at ``path``) that ``plan`` does not know, and with
+    ``prune`` its nulls, in ``found``."""
     if plan.free_form:
         return
     if type(value) is dict:
@@ -368,31 +406,21 @@ def _collect_unknown(value: Any, plan: _KnownFields, path: FieldPath, found: lis
             return
         declared = plan.declared
         extra = plan.extra
-        doomed: list[str] | None = None
         for key, child_value in value.items():
             if child_value is None and prune:
-                # Decoding into upstream's Go types reads null as "not set"; store it that way.
-                if doomed is None:
-                    doomed = []
-                doomed.append(key)
+                found.nulls.append((value, key))
                 continue
             child = declared.get(key) or extra
             if child is not None:
                 if type(child_value) is dict or type(child_value) is list:
-                    _collect_unknown(child_value, child, (path, key), found, prune)
+                    collect_unknown(child_value, child, (path, key), found, prune)
             else:
                 # Also reached for an object schema without properties: an empty struct knows no field.
-                found.append(render_field_path((path, key)))
-                if doomed is None:
-                    doomed = []
-                doomed.append(key)
-        if prune and doomed is not None:
-            for key in doomed:
-                del value[key]
+                found.add(value, key, path)
     elif type(value) is list:
         items = plan.items
         if items is None:
             return
         for index, item in enumerate(value):
             if type(item) is dict or type(item) is list:
-                _collect_unknown(item, items, (path, index), found, prune)
+                collect_unknown(item, items, (path, index), found, prune)
