@@ -119,6 +119,24 @@ def test_unknown_fields_warn_and_drop(api: httpx.Client, ns: str) -> None:
     assert "bogus" not in api.get(claims_path(ns, "warned")).json()["spec"]
 
 
+def test_nulls_the_request_fills_in_are_kept_and_the_rest_dropped(api: httpx.Client, ns: str) -> None:
+    # The body's kind and namespace are null: the request fills them in before the nulls and
+    # unknown fields its decoding found are dropped, so they are stored, not dropped.
+    body = claim("nulls")
+    body["kind"] = None
+    body["metadata"]["namespace"] = None
+    body["spec"]["devices"]["constraints"] = None
+    body["spec"]["devices"]["requests"][0]["bogus"] = {"deeper": None}
+    response = api.post(claims_path(ns), params={"fieldValidation": "Warn"}, json=body)
+    assert response.status_code == 201, response.text
+    assert response.headers["warning"] == '299 - "unknown field \\"spec.devices.requests[0].bogus\\""'
+    stored = api.get(claims_path(ns, "nulls")).json()
+    assert stored["kind"] == "ResourceClaim"
+    assert stored["metadata"]["namespace"] == ns
+    assert "constraints" not in stored["spec"]["devices"]
+    assert "bogus" not in stored["spec"]["devices"]["requests"][0]
+
+
 def test_mismatched_type_meta(api: httpx.Client, ns: str, quiet_watch: list[dict[str, Any]]) -> None:
     body = claim("mismatch")
     body["apiVersion"] = "v1"
