@@ -738,16 +738,9 @@ def _check_time(text: str, kind: str) -> None:
 
 
 def _holds_int(value: Any, kind: str) -> bool:
-    value_type = type(value)
-    if value_type is OutOfRangeNumber:
-        try:
-            value = int(value)
-        except ValueError:
-            return False
-    elif value_type is not int:
-        return False
+    """Whether ``value`` is a JSON integer the Go integer type ``kind`` holds."""
     low, high = _INT_RANGES[kind]
-    return bool(low <= value < high)
+    return _int_within(value, low, high)
 
 
 def kind_conversion_error(obj: dict[str, Any], api_version: str, kind: str) -> str | None:
