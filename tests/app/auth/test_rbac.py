@@ -167,6 +167,22 @@ def test_remembered_decisions_follow_changes_and_object_names() -> None:
     assert rbac.authorize(attrs(ALICE, "GET", f"{claims}/mine"))[0] is Decision.NO_OPINION
 
 
+def test_a_changed_role_decides_the_next_request_anew() -> None:
+    claims = "/apis/resource.k8s.io/v1/namespaces/team/resourceclaims"
+    index = index_with(
+        role("claims", [{"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get", "list"]}], namespace="team"),
+        binding("alice", "Role", "claims", [{"kind": "Group", "name": "dev"}], namespace="team"),
+    )
+    rbac = RBACAuthorizer(index)
+    assert rbac.authorize(attrs(ALICE, "GET", f"{claims}/c"))[0] is Decision.ALLOW
+    resource, changed = role("claims", [{"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["list"]}], namespace="team")
+    index.apply(resource, False, changed)
+    assert rbac.authorize(attrs(ALICE, "GET", f"{claims}/c"))[0] is Decision.NO_OPINION
+    assert rbac.authorize(attrs(ALICE, "GET", claims))[0] is Decision.ALLOW
+    index.apply(ROLES, True, {"metadata": {"name": "claims", "namespace": "team"}})
+    assert rbac.authorize(attrs(ALICE, "GET", claims)) == (Decision.NO_OPINION, 'RBAC: role.rbac.authorization.k8s.io "claims" not found')
+
+
 def test_system_masters_are_allowed_before_any_mode_decides() -> None:
     union = UnionAuthorizer([PrivilegedGroups("system:masters"), AlwaysDeny()])
     admin = UserInfo("root", groups=("system:masters", "system:authenticated"))
