@@ -31,6 +31,12 @@ _SSL_VERIFY_PEER = 0x01
 _VerifyCallback = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_void_p)
 # Accept whatever certificate the client presents; it is checked per request, not here.
 _ACCEPT_ANY = _VerifyCallback(lambda _preverified, _store: 1)
+# TLS 1.3 session tickets sent after each full handshake: one, as Go's crypto/tls (upstream's
+# server) sends, not OpenSSL's default two. OpenSSL 3.0 makes each ticket by encoding the session
+# and decoding it back, the client certificate with it, and that decoding is what a client
+# certificate costs a handshake: the second ticket made a quarter of a new connection's CPU here,
+# for clients (client-go, kubectl) that keep no session cache and never resume.
+SESSION_TICKETS = 1
 
 
 class InsecureServingError(ValueError):
@@ -92,6 +98,7 @@ def server_context(settings: Settings) -> ssl.SSLContext | None:
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.load_cert_chain(cert_path, key_path)
     context.set_alpn_protocols(["http/1.1"])
+    context.num_tickets = SESSION_TICKETS
     if settings.client_ca_file and not _request_any_client_certificate(context):
         log.warning("client certificates from unknown CAs fail the TLS handshake instead of answering 401")
         context.verify_mode = ssl.CERT_OPTIONAL
