@@ -46,6 +46,8 @@ def test_request_attributes_follow_upstream_verbs() -> None:
     assert (named.verb, named.name) == ("list", "n1")
     assert attrs(ALICE, "GET", "/healthz").resource_request is False
     assert attrs(ALICE, "PUT", "/api/v1/namespaces/ns/finalize").resource == "namespaces"
+    escaped = attrs(ALICE, "GET", "/api/v1/namespaces/team%2Da/pods/p%2D1")
+    assert (escaped.namespace, escaped.name) == ("team-a", "p-1")
 
 
 def test_rbac_allows_through_the_bindings_of_the_users_groups_only() -> None:
