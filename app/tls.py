@@ -5,8 +5,13 @@ application in the ASGI scope.
 Client certificates are requested but not checked during the handshake: the authenticator checks
 them against ``--client-ca-file`` and answers a foreign or expired one with 401, as upstream
 does. Python's ``ssl`` module can only refuse such a certificate in the handshake, so the context
-gets OpenSSL's accept-and-record verify callback through ctypes; where that is not possible the
-handshake checks the CA itself (a foreign certificate then fails the handshake instead).
+gets OpenSSL's accept-and-record verify callback through ctypes, and no chain verification at all
+(its verdict would be overruled); where that is not possible the handshake checks the CA itself
+(a foreign certificate then fails the handshake instead).
+
+A new connection's CPU is mostly OpenSSL 3.0 decoding the client certificate (its public key
+through the provider decoders); what can be spared of it is: chain verification, and a second
+session ticket (see SESSION_TICKETS).
 """
 
 from __future__ import annotations
