@@ -127,6 +127,7 @@ class Field:
         "key",
         "key_heads",
         "key_is_string",
+        "known_texts",
         "label",
         "message",
         "message_name",
@@ -174,6 +175,10 @@ class Field:
         self.key_heads: list[bytes] = _heads(_varint_bytes(1 << 3 | (VARINT if self.key in _VARINT_TYPES else LEN)))
         self.value_heads: list[bytes] = _heads(_varint_bytes(2 << 3 | (LEN if self.wrapped else self.elem_wire)))
         self.code: int = _CODES[self.type]
+        # A string field's bytes (tag, length, text) for each short text written so far, while it
+        # has had few distinct ones: enumerations and the names objects share (a namespace, a
+        # manager, an image). One with more is free text (names, uids) and is no longer kept.
+        self.known_texts: dict[str, bytes] | None = {} if self.code == _STRING else None
         self.is_list: bool = self.label == LIST
         self.is_map: bool = self.label == MAP
         self.key_is_string: bool = self.key == "string"
@@ -760,12 +765,16 @@ def _put_bytes(out: bytearray, tag: bytes, payload: bytes | bytearray) -> None:
 
 
 def _heads(tag: bytes) -> list[bytes]:
-    """``tag`` followed by each one-byte varint (0..127): one list per distinct tag, shared by the
-    fields that have it (a few dozen tags in all)."""
+    """``tag`` followed by each one-byte varint (0..127), then ``tag`` alone (at ``_TAG_ALONE``):
+    one list per distinct tag, shared by the fields that have it (a few dozen tags in all)."""
     found = _HEADS.get(tag)
     if found is None:
         found = _HEADS[tag] = [tag + _SMALL_VARINTS[i] for i in range(128)]
+        found.append(tag)
     return found
+
+
+_TAG_ALONE: Final = 128
 
 
 _HEADS: Final[dict[bytes, list[bytes]]] = {}
@@ -777,8 +786,7 @@ def _head(heads: list[bytes], value: int) -> bytes:
     """The tag of ``heads`` and ``value`` as a varint, as one piece."""
     if 0 <= value < 128:
         return heads[value]
-    first = heads[0]
-    return first[: len(first) - 1] + varint(value)
+    return heads[_TAG_ALONE] + varint(value)
 
 
 def _add_bytes(parts: list[bytes], heads: list[bytes], payload: bytes) -> int:
@@ -949,6 +957,13 @@ def _put_value(parts: list[bytes], heads: list[bytes], field: Field, value: Any,
         if not isinstance(value, str):
             raise EncodeError(f"json: cannot unmarshal {go_json_type(value)} into Go struct field {field.name} of type string")
         text: str = value
+        known = field.known_texts
+        if known is not None and heads is field.heads:
+            piece = known.get(text)
+            if piece is None:
+                return _add_known_text(parts, field, known, text)
+            parts.append(piece)
+            return len(piece)
         return _add_bytes(parts, heads, text.encode("utf-8"))  # typed str and a named codec: mypyc calls CPython's UTF-8 encoder directly
     if code == _MESSAGE:
         message = field.message
@@ -983,6 +998,23 @@ def _put_value(parts: list[bytes], heads: list[bytes], field: Field, value: Any,
     head = _head(heads, _as_int(field, value, 32 if code in (_INT32, _UINT32) else 64))
     parts.append(head)
     return len(head)
+
+
+# How many distinct texts a string field may have for its bytes to be kept (``Field.known_texts``).
+_MAX_KNOWN_TEXTS: Final = 64
+
+
+def _add_known_text(parts: list[bytes], field: Field, known: dict[str, bytes], text: str) -> int:
+    """A text of ``field`` not kept yet, kept when short unless the field has had too many."""
+    data = text.encode("utf-8")
+    if len(data) >= 128:
+        return _add_bytes(parts, field.heads, data)
+    if len(known) >= _MAX_KNOWN_TEXTS:
+        field.known_texts = None  # free text: keeping its values would only cost lookups
+        return _add_bytes(parts, field.heads, data)
+    piece = known[text] = field.heads[len(data)] + data
+    parts.append(piece)
+    return len(piece)
 
 
 def _zero_bytes(field: Field, depth: int) -> bytes:
