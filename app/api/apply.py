@@ -31,10 +31,11 @@ from __future__ import annotations
 import functools
 import json
 import math
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
@@ -61,13 +62,19 @@ from app.storage.cache import DECODED
 from kube.errors import ApiError, bad_request
 from kube.objects import clone
 
-MAX_UPDATE_MANAGERS = 10
-ANCIENT_CHANGES_MANAGER = "ancient-changes"
+# Module constants are Final: compiled (kube/compiled.py), a Final is a constant or a C static,
+# where any other module name is looked up in the module's dict at each use, the walks' main cost.
+MAX_UPDATE_MANAGERS: Final = 10
+ANCIENT_CHANGES_MANAGER: Final = "ancient-changes"
 
-_LEAF, _STRUCT, _MAP, _ASSOC, _SET = "leaf", "struct", "map", "assoc", "set"
-_KEY_DEFAULTS = {"protocol": "TCP"}
-_MISSING: Any = object()
-_JSON_TYPES = (dict, list, str, int, float, bool, type(None))
+_LEAF: Final = "leaf"
+_STRUCT: Final = "struct"
+_MAP: Final = "map"
+_ASSOC: Final = "assoc"
+_SET: Final = "set"
+_KEY_DEFAULTS: Final = {"protocol": "TCP"}
+_MISSING: Final[Any] = object()
+_JSON_TYPES: Final = (dict, list, str, int, float, bool, type(None))
 
 
 def _path_tree(paths: Iterable[Sequence[str]]) -> FieldSet:
@@ -81,7 +88,7 @@ def _path_tree(paths: Iterable[Sequence[str]]) -> FieldSet:
 
 
 # Paths no manager ever owns (upstream's stripMetaManager); exact paths, not sub-trees.
-_STRIPPED = _path_tree(
+_STRIPPED: Final = _path_tree(
     [
         ("apiVersion",),
         ("kind",),
@@ -224,7 +231,7 @@ class _Shape:
         return other
 
 
-_UNTYPED = _Shape(None)
+_UNTYPED: Final = _Shape(None)
 
 
 def _shape_of(node: SchemaNode | None) -> _Shape:
@@ -503,7 +510,8 @@ def _mark_created(zero: dict[str, Any], value: dict[str, Any], shape: _Shape, tr
     for key, created in value.items():
         if key not in zero:
             element, child = shape.field(key)
-            _mark_all(created, child, _subtree_at(tree, element))
+            below = tree[element] = {}  # a new path: each key of ``value`` is one
+            _mark_all(created, child, below)
 
 
 def _without_nulls(value: Any) -> Any:
@@ -694,13 +702,14 @@ def _print_manager(manager_id: ManagerId) -> str:
 # a new one at each read, so remembering more would only hold memory.
 # Twice the watch cache's count: a write remembers the list it stores, and a read of a version the
 # cache no longer holds decoded remembers the one it decodes.
-_DECODED_CAPACITY = 2 * DECODED.max_items
-_decoded: dict[int, tuple[list[Any], dict[ManagerId, _Entry]]] = {}
+_DECODED_CAPACITY: Final = 2 * DECODED.max_items
+# An OrderedDict: a plain dict's oldest key is found by skipping every slot deleted before it.
+_decoded: Final[OrderedDict[int, tuple[list[Any], dict[ManagerId, _Entry]]]] = OrderedDict()
 
 
 def _remember_decoded(entries: list[Any], managers: dict[ManagerId, _Entry]) -> None:
     if len(_decoded) >= _DECODED_CAPACITY:
-        del _decoded[next(iter(_decoded))]
+        _decoded.popitem(last=False)
     _decoded[id(entries)] = (entries, managers)
 
 
