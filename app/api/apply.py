@@ -63,7 +63,8 @@ from kube.errors import ApiError, bad_request
 from kube.objects import clone
 
 # Module constants are Final: compiled (kube/compiled.py), a Final is a constant or a C static,
-# where any other module name is looked up in the module's dict at each use, the walks' main cost.
+# where any other module name is looked up in the module's dict at each use (the field set walks
+# read several per node).
 MAX_UPDATE_MANAGERS: Final = 10
 ANCIENT_CHANGES_MANAGER: Final = "ancient-changes"
 
@@ -841,8 +842,8 @@ def _set_managed_fields(obj: dict[str, Any], managers: dict[ManagerId, _Entry]) 
     rows = _encode_managed_fields(managers)
     if rows:
         metadata["managedFields"] = rows
-        # This list is what gets stored; the next write to the object decodes it from here (a
-        # copy of these entries: no one changes them meanwhile).
+        # This list is what gets stored; the next write to the object decodes it from here. The
+        # entries themselves are remembered: this write is done with them, and a decode copies.
         _remember_decoded(rows, managers)
     else:
         metadata.pop("managedFields", None)
