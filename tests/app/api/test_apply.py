@@ -489,7 +489,7 @@ def test_json_equality_matches_serialized_equality(lhs: Any, rhs: Any) -> None:
     assert _json_equal(shared, shared)
 
 
-def _zero_compared(obj: dict[str, Any], schema: schemas.SchemaNode) -> dict[str, Any]:
+def _zero_compared(obj: dict[str, Any], schema: schemas.SchemaNode | None) -> dict[str, Any]:
     """What a create records by the general comparison with the kind's zero value."""
     from app.api.apply import _compare, _Comparison, _shape_of, zero_structs
     from app.api.fieldsets import set_union, to_fields_v1
