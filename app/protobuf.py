@@ -119,13 +119,15 @@ class Field:
         "go",
         "go_elem",
         "go_item",
+        "heads",
         "inline",
         "is_list",
         "is_map",
         "json",
         "key",
+        "key_heads",
         "key_is_string",
-        "key_tag",
+        "known_texts",
         "label",
         "message",
         "message_name",
@@ -137,7 +139,7 @@ class Field:
         "pointer",
         "tag",
         "type",
-        "value_tag",
+        "value_heads",
         "wrapped",
         "zero_bytes",
         "zero_value",
@@ -168,9 +170,15 @@ class Field:
         self.elem_wire = VARINT if self.type in _VARINT_TYPES else LEN
         wire = LEN if self.label == MAP or self.packed else self.elem_wire
         self.tag = _varint_bytes(self.number << 3 | wire)
-        self.key_tag = _varint_bytes(1 << 3 | (VARINT if self.key in _VARINT_TYPES else LEN))
-        self.value_tag = _varint_bytes(2 << 3 | (LEN if self.wrapped else self.elem_wire))
+        # Writing: the field's tag, a map entry's key's and value's, each with every one-byte varint.
+        self.heads: list[bytes] = _heads(self.tag)
+        self.key_heads: list[bytes] = _heads(_varint_bytes(1 << 3 | (VARINT if self.key in _VARINT_TYPES else LEN)))
+        self.value_heads: list[bytes] = _heads(_varint_bytes(2 << 3 | (LEN if self.wrapped else self.elem_wire)))
         self.code: int = _CODES[self.type]
+        # A string field's bytes (tag, length, text) for each short text written so far, while it
+        # has had few distinct ones: enumerations and the names objects share (a namespace, a
+        # manager, an image). One with more is free text (names, uids) and is no longer kept.
+        self.known_texts: dict[str, bytes] | None = {} if self.code == _STRING else None
         self.is_list: bool = self.label == LIST
         self.is_map: bool = self.label == MAP
         self.key_is_string: bool = self.key == "string"
@@ -750,29 +758,59 @@ def _put_bytes(out: bytearray, tag: bytes, payload: bytes | bytearray) -> None:
     out += payload
 
 
-def _add_bytes(parts: list[bytes], tag: bytes, payload: bytes) -> int:
-    """A length-delimited field: its tag, length and bytes, as parts of a message being written;
-    how many bytes that is."""
-    size = varint(len(payload))
-    parts.append(tag)
-    parts.append(size)
-    parts.append(payload)
-    return len(tag) + len(size) + len(payload)
+# The pieces a message is written as: each field's tag comes with the varint after it (a length,
+# a small number, a bool) in one piece, and a nested message's tag and length in one slot filled in
+# once its fields are written, so that the message is joined once, with the whole message, from as
+# few pieces as can be (joining costs per piece).
 
 
-def _open_field(parts: list[bytes], tag: bytes) -> int:
-    """Start a length-delimited field whose bytes follow in ``parts``: its tag, and a place for its
-    length (``_close_field``), so that a nested message is joined once, with the whole message."""
-    parts.append(tag)
+def _heads(tag: bytes) -> list[bytes]:
+    """``tag`` followed by each one-byte varint (0..127), then ``tag`` alone (at ``_TAG_ALONE``):
+    one list per distinct tag, shared by the fields that have it (a few dozen tags in all)."""
+    found = _HEADS.get(tag)
+    if found is None:
+        found = _HEADS[tag] = [tag + _SMALL_VARINTS[i] for i in range(128)]
+        found.append(tag)
+    return found
+
+
+_TAG_ALONE: Final = 128
+
+
+_HEADS: Final[dict[bytes, list[bytes]]] = {}
+# The tag of a named list type's items (field 1, length-delimited).
+_ITEM_HEADS: Final = _heads(b"\x0a")
+
+
+def _head(heads: list[bytes], value: int) -> bytes:
+    """The tag of ``heads`` and ``value`` as a varint, as one piece."""
+    if 0 <= value < 128:
+        return heads[value]
+    return heads[_TAG_ALONE] + varint(value)
+
+
+def _add_bytes(parts: list[bytes], heads: list[bytes], payload: bytes) -> int:
+    """A length-delimited field (the tag of ``heads``, the length, ``payload``) as parts of a
+    message being written; how many bytes that is."""
+    size = len(payload)
+    head = heads[size] if size < 128 else _head(heads, size)
+    parts.append(head)
+    if size:
+        parts.append(payload)
+    return len(head) + size
+
+
+def _open_field(parts: list[bytes]) -> int:
+    """A slot for the tag and length of a length-delimited field whose bytes follow in ``parts``."""
     parts.append(b"")
     return len(parts) - 1
 
 
-def _close_field(parts: list[bytes], slot: int, tag: bytes, size: int) -> int:
-    """Put the length of the field opened at ``slot`` (``size`` bytes); the field's whole size."""
-    length = varint(size)
-    parts[slot] = length
-    return len(tag) + len(length) + size
+def _close_field(parts: list[bytes], slot: int, heads: list[bytes], size: int) -> int:
+    """Put the tag and length of the field opened at ``slot`` (``size`` bytes); the field's whole size."""
+    head = heads[size] if size < 128 else _head(heads, size)
+    parts[slot] = head
+    return len(head) + size
 
 
 def _as_int(field: Field, value: Any, bits: int) -> int:
@@ -910,17 +948,23 @@ def _canonical_quantity(field: Field, value: Any) -> str:
         raise EncodeError(str(exc)) from None
 
 
-def _put_value(parts: list[bytes], tag: bytes, field: Field, value: Any, depth: int) -> int:
-    """One element of ``field`` with its tag (scalars written even when zero); how many bytes."""
+def _put_value(parts: list[bytes], heads: list[bytes], field: Field, value: Any, depth: int) -> int:
+    """One element of ``field`` with the tag of ``heads`` (scalars written even when zero); how many bytes."""
     code = field.code
     if code == _STRING:
         if value is None:
-            text = ""
-        elif isinstance(value, str):
-            text = value
-        else:
+            return _add_bytes(parts, heads, b"")
+        if not isinstance(value, str):
             raise EncodeError(f"json: cannot unmarshal {go_json_type(value)} into Go struct field {field.name} of type string")
-        return _add_bytes(parts, tag, text.encode("utf-8"))  # typed str and a named codec: mypyc calls CPython's UTF-8 encoder directly
+        text: str = value
+        known = field.known_texts
+        if known is not None and heads is field.heads:
+            piece = known.get(text)
+            if piece is None:
+                return _add_known_text(parts, field, known, text)
+            parts.append(piece)
+            return len(piece)
+        return _add_bytes(parts, heads, text.encode("utf-8"))  # typed str and a named codec: mypyc calls CPython's UTF-8 encoder directly
     if code == _MESSAGE:
         message = field.message
         assert message is not None
@@ -930,16 +974,16 @@ def _put_value(parts: list[bytes], tag: bytes, field: Field, value: Any, depth: 
             raise EncodeError(
                 f"json: cannot unmarshal {go_json_type(value)} into Go struct field {field.name} of type {field.message_name.rsplit('/', 1)[-1]}"
             )
-        slot = _open_field(parts, tag)
-        return _close_field(parts, slot, tag, _write_fields(parts, message, value, depth + 1))
+        slot = _open_field(parts)
+        return _close_field(parts, slot, heads, _write_fields(parts, message, value, depth + 1))
     if code <= _FIELDSV1:
-        return _add_bytes(parts, tag, _special(code, field, value))
+        return _add_bytes(parts, heads, _special(code, field, value))
     if code == _BOOL:
         if value is not None and not isinstance(value, bool):
             raise EncodeError(f"json: cannot unmarshal {go_json_type(value)} into Go struct field {field.name} of type bool")
-        parts.append(tag)
-        parts.append(b"\x01" if value else b"\x00")
-        return len(tag) + 1
+        head = heads[1 if value else 0]
+        parts.append(head)
+        return len(head)
     if code == _BYTES:
         if value is None:
             raw = b""
@@ -950,11 +994,27 @@ def _put_value(parts: list[bytes], tag: bytes, field: Field, value: Any, depth: 
                 raise EncodeError(f"illegal base64 data: {exc}") from None
         else:
             raise EncodeError(f"json: cannot unmarshal {go_json_type(value)} into Go struct field {field.name} of type []uint8")
-        return _add_bytes(parts, tag, raw)
-    number = varint(_as_int(field, value, 32 if code in (_INT32, _UINT32) else 64))
-    parts.append(tag)
-    parts.append(number)
-    return len(tag) + len(number)
+        return _add_bytes(parts, heads, raw)
+    head = _head(heads, _as_int(field, value, 32 if code in (_INT32, _UINT32) else 64))
+    parts.append(head)
+    return len(head)
+
+
+# How many distinct texts a string field may have for its bytes to be kept (``Field.known_texts``).
+_MAX_KNOWN_TEXTS: Final = 64
+
+
+def _add_known_text(parts: list[bytes], field: Field, known: dict[str, bytes], text: str) -> int:
+    """A text of ``field`` not kept yet, kept when short unless the field has had too many."""
+    data = text.encode("utf-8")
+    if len(data) >= 128:
+        return _add_bytes(parts, field.heads, data)
+    if len(known) >= _MAX_KNOWN_TEXTS:
+        field.known_texts = None  # free text: keeping its values would only cost lookups
+        return _add_bytes(parts, field.heads, data)
+    piece = known[text] = field.heads[len(data)] + data
+    parts.append(piece)
+    return len(piece)
 
 
 def _zero_bytes(field: Field, depth: int) -> bytes:
@@ -963,7 +1023,7 @@ def _zero_bytes(field: Field, depth: int) -> bytes:
     zero = field.zero_bytes
     if zero is None:
         parts: list[bytes] = []
-        _put_value(parts, field.tag, field, None, depth)
+        _put_value(parts, field.heads, field, None, depth)
         zero = field.zero_bytes = b"".join(parts)
     return zero
 
@@ -984,8 +1044,8 @@ def _write_fields(parts: list[bytes], message: Message, obj: Obj, depth: int) ->
         if field.inline:
             inner = field.message
             assert inner is not None
-            slot = _open_field(parts, field.tag)
-            size += _close_field(parts, slot, field.tag, _write_fields(parts, inner, obj, depth + 1))
+            slot = _open_field(parts)
+            size += _close_field(parts, slot, field.heads, _write_fields(parts, inner, obj, depth + 1))
             continue
         value = obj.get(field.json)
         if value is None:
@@ -1001,41 +1061,41 @@ def _write_fields(parts: list[bytes], message: Message, obj: Obj, depth: int) ->
                 packed = bytearray()
                 for item in value:
                     _put_varint(packed, _as_int(field, item, 64))
-                size += _add_bytes(parts, field.tag, bytes(packed))
+                size += _add_bytes(parts, field.heads, bytes(packed))
             elif field.wrapped:
                 for item in value:
-                    size += _put_wrapped(parts, field.tag, field, item, depth)
+                    size += _put_wrapped(parts, field.heads, field, item, depth)
             else:
                 for item in value:
-                    size += _put_value(parts, field.tag, field, item, depth)
+                    size += _put_value(parts, field.heads, field, item, depth)
         elif field.is_map:
             if not isinstance(value, dict):
                 raise EncodeError(f"json: cannot unmarshal {go_json_type(value)} into Go struct field {field.name} of type map")
             for key in sorted(value):
-                slot = _open_field(parts, field.tag)
-                entry = _add_bytes(parts, field.key_tag, key.encode("utf-8"))
+                slot = _open_field(parts)
+                entry = _add_bytes(parts, field.key_heads, key.encode("utf-8"))
                 item = value[key]
                 if field.wrapped:
-                    entry += _put_wrapped(parts, field.value_tag, field, item, depth)
+                    entry += _put_wrapped(parts, field.value_heads, field, item, depth)
                 elif field.code == _BYTES and item is None:
                     pass  # a nil []byte value is left out, as Go's marshaller does
                 else:
-                    entry += _put_value(parts, field.value_tag, field, item, depth)
-                size += _close_field(parts, slot, field.tag, entry)
+                    entry += _put_value(parts, field.value_heads, field, item, depth)
+                size += _close_field(parts, slot, field.heads, entry)
         else:
-            size += _put_value(parts, field.tag, field, value, depth)
+            size += _put_value(parts, field.heads, field, value, depth)
     return size
 
 
-def _put_wrapped(parts: list[bytes], tag: bytes, field: Field, items: Any, depth: int) -> int:
-    """A named list type's value (a message of the items, each as field 1) with its tag."""
+def _put_wrapped(parts: list[bytes], heads: list[bytes], field: Field, items: Any, depth: int) -> int:
+    """A named list type's value (a message of the items, each as field 1) with the tag of ``heads``."""
     if items is not None and not isinstance(items, list):
         raise EncodeError(f"json: cannot unmarshal {go_json_type(items)} into Go struct field {field.name} of type []string")
-    slot = _open_field(parts, tag)
+    slot = _open_field(parts)
     size = 0
     for item in items or ():
-        size += _put_value(parts, b"\x0a", field, item, depth)
-    return _close_field(parts, slot, tag, size)
+        size += _put_value(parts, _ITEM_HEADS, field, item, depth)
+    return _close_field(parts, slot, heads, size)
 
 
 # ---- durations ---------------------------------------------------------------------------------

@@ -31,10 +31,11 @@ from __future__ import annotations
 import functools
 import json
 import math
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
@@ -61,13 +62,20 @@ from app.storage.cache import DECODED
 from kube.errors import ApiError, bad_request
 from kube.objects import clone
 
-MAX_UPDATE_MANAGERS = 10
-ANCIENT_CHANGES_MANAGER = "ancient-changes"
+# Module constants are Final: compiled (kube/compiled.py), a Final is a constant or a C static,
+# where any other module name is looked up in the module's dict at each use (the field set walks
+# read several per node).
+MAX_UPDATE_MANAGERS: Final = 10
+ANCIENT_CHANGES_MANAGER: Final = "ancient-changes"
 
-_LEAF, _STRUCT, _MAP, _ASSOC, _SET = "leaf", "struct", "map", "assoc", "set"
-_KEY_DEFAULTS = {"protocol": "TCP"}
-_MISSING: Any = object()
-_JSON_TYPES = (dict, list, str, int, float, bool, type(None))
+_LEAF: Final = "leaf"
+_STRUCT: Final = "struct"
+_MAP: Final = "map"
+_ASSOC: Final = "assoc"
+_SET: Final = "set"
+_KEY_DEFAULTS: Final = {"protocol": "TCP"}
+_MISSING: Final[Any] = object()
+_JSON_TYPES: Final = (dict, list, str, int, float, bool, type(None))
 
 
 def _path_tree(paths: Iterable[Sequence[str]]) -> FieldSet:
@@ -81,7 +89,7 @@ def _path_tree(paths: Iterable[Sequence[str]]) -> FieldSet:
 
 
 # Paths no manager ever owns (upstream's stripMetaManager); exact paths, not sub-trees.
-_STRIPPED = _path_tree(
+_STRIPPED: Final = _path_tree(
     [
         ("apiVersion",),
         ("kind",),
@@ -224,7 +232,7 @@ class _Shape:
         return other
 
 
-_UNTYPED = _Shape(None)
+_UNTYPED: Final = _Shape(None)
 
 
 def _shape_of(node: SchemaNode | None) -> _Shape:
@@ -481,6 +489,32 @@ def _compare_items(left: dict[str, Any], right: dict[str, Any], items: _Shape, p
             _mark_all(rhs, items, _subtree(acc.added, (*path, element)))
 
 
+def _mark_created(zero: dict[str, Any], value: dict[str, Any], shape: _Shape, tree: FieldSet) -> None:
+    """Mark in ``tree`` what ``_compare`` records as added or modified from ``zero`` (a kind's
+    zero-value structs, ``zero_structs``) to ``value``, the struct or map at ``shape`` a create
+    writes: every path ``value`` sets, but the structs both hold, which the writer only fills in.
+    One walk with no paths built nor removals recorded (a create removes only from other
+    managers, and on this path there are none); tests hold it to ``_compare``'s answers."""
+    for key, zero_value in zero.items():
+        created = value.get(key)
+        if created is None or created is zero_value or _json_equal(zero_value, created):
+            continue
+        element, child = shape.field(key)
+        kind = child.kind_of(created)
+        if kind in (_STRUCT, _MAP):
+            below: FieldSet = {}
+            _mark_created(zero_value, created, child, below)
+            if below:
+                tree[element] = below
+        else:
+            tree[element] = {_MEMBER: {}}  # a value of another type in place of the struct
+    for key, created in value.items():
+        if key not in zero:
+            element, child = shape.field(key)
+            below = tree[element] = {}  # a new path: each key of ``value`` is one
+            _mark_all(created, child, below)
+
+
 def _without_nulls(value: Any) -> Any:
     """A copy of an applied value as the typed decode leaves it: null map members are dropped."""
     if type(value) is dict:
@@ -669,13 +703,14 @@ def _print_manager(manager_id: ManagerId) -> str:
 # a new one at each read, so remembering more would only hold memory.
 # Twice the watch cache's count: a write remembers the list it stores, and a read of a version the
 # cache no longer holds decoded remembers the one it decodes.
-_DECODED_CAPACITY = 2 * DECODED.max_items
-_decoded: dict[int, tuple[list[Any], dict[ManagerId, _Entry]]] = {}
+_DECODED_CAPACITY: Final = 2 * DECODED.max_items
+# An OrderedDict: a plain dict's oldest key is found by skipping every slot deleted before it.
+_decoded: Final[OrderedDict[int, tuple[list[Any], dict[ManagerId, _Entry]]]] = OrderedDict()
 
 
 def _remember_decoded(entries: list[Any], managers: dict[ManagerId, _Entry]) -> None:
     if len(_decoded) >= _DECODED_CAPACITY:
-        del _decoded[next(iter(_decoded))]
+        _decoded.popitem(last=False)
     _decoded[id(entries)] = (entries, managers)
 
 
@@ -751,15 +786,16 @@ def _encode_managed_fields(managers: dict[ManagerId, _Entry]) -> list[dict[str, 
         if subresource:
             row["subresource"] = subresource
         rows.append(row)
-    rows.sort(
-        key=lambda r: (
-            r["operation"],
-            int(_time_seconds(r.get("time"))),
-            r["manager"],
-            r["apiVersion"],
-            r.get("subresource", ""),
+    if len(rows) > 1:
+        rows.sort(
+            key=lambda r: (
+                r["operation"],
+                int(_time_seconds(r.get("time"))),
+                r["manager"],
+                r["apiVersion"],
+                r.get("subresource", ""),
+            )
         )
-    )
     return rows
 
 
@@ -801,12 +837,14 @@ def _without_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def _set_managed_fields(obj: dict[str, Any], managers: dict[ManagerId, _Entry]) -> None:
+    """Store ``managers`` in ``obj``; they are the write's last use of them, kept from here on."""
     metadata = obj.setdefault("metadata", {})
     rows = _encode_managed_fields(managers)
     if rows:
         metadata["managedFields"] = rows
-        # This list is what gets stored; the next write to the object decodes it from here.
-        _remember_decoded(rows, _copy_entries(managers))
+        # This list is what gets stored; the next write to the object decodes it from here. The
+        # entries themselves are remembered: this write is done with them, and a decode copies.
+        _remember_decoded(rows, managers)
     else:
         metadata.pop("managedFields", None)
 
@@ -899,20 +937,35 @@ def update_managed_fields(
         # Upstream compares a create with the kind's zero value: its structs exist (empty), so
         # a manager of a create owns the fields within them, not the structs themselves.
         before = zero_structs(str(new.get("apiVersion") or api_version), str(new.get("kind") or ""))
-    comparison = _Comparison({}, {}, {})
-    _compare(before, new, _shape_of(schema), (), comparison)
-    ignored = _path_tree(reset_fields)
-    comparison.filter(ignored)
-    changed = set_union(comparison.modified, comparison.added)
-    for entry in managers.values():
-        entry.fields = set_difference(set_difference(entry.fields, changed), comparison.removed)
     operation = "Apply" if operation == "Apply" else "Update"
+    manager_id = _manager_id(manager, operation, api_version, subresource)
+    writer = managers.get(manager_id)
+    owned_before = writer.fields if writer is not None else None
+    shape = _shape_of(schema)
+    ignored = _path_tree(reset_fields)
+    if old is None and not managers and shape.kind_of(new) in (_STRUCT, _MAP):
+        # A create nobody owns anything of yet: what it added is all that matters.
+        changed: FieldSet = {}
+        _mark_created(before, new, shape, changed)
+        changed = set_recursive_difference(changed, ignored)
+    else:
+        comparison = _Comparison({}, {}, {})
+        _compare(before, new, shape, (), comparison)
+        comparison.filter(ignored)
+        changed = set_union(comparison.modified, comparison.added)
+        for entry in managers.values():
+            entry.fields = set_difference(set_difference(entry.fields, changed), comparison.removed)
     mine = set_difference(changed, _STRIPPED)
     if mine:
-        manager_id = _manager_id(manager, operation, api_version, subresource)
-        previous = managers.get(manager_id)
-        fields = set_union(mine, previous.fields) if previous else mine
-        managers[manager_id] = _Entry(fields, api_version, now)
+        if writer is None:
+            managers[manager_id] = _Entry(mine, api_version, now)
+        else:
+            fields = set_union(mine, writer.fields)
+            if fields == owned_before:
+                # The writer owned all of it already: the same set, whose stored FieldsV1 (in
+                # ``writer.stored``) still holds; only the time moves.
+                fields = owned_before
+            managers[manager_id] = _Entry(fields, api_version, now, writer.stored)
     _drop_empty(managers)
     _cap_update_managers(managers)
     _set_managed_fields(new, managers)

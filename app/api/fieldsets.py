@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
 FieldSet = dict[str, Any]
 
-_MEMBER = "."
+# Final: compiled, a constant rather than a lookup in the module dict at each use.
+_MEMBER: Final = "."
 
 
 # --------------------------------------------------------------------------------------------------

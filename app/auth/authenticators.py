@@ -80,24 +80,29 @@ class ClientCertificates:
 
     MAX_REMEMBERED = 4096
 
-    def __init__(self, ca_file: str | Path) -> None:
+    def __init__(self, ca_file: str | Path, clock: Callable[[], float] = time.time) -> None:
         data = Path(ca_file).read_bytes()
         self.authorities = x509.load_pem_x509_certificates(data)
+        # Seconds since the epoch: what a certificate's validity window is checked against.
+        self.clock = clock
+        # DER -> (its user, the last second it is valid): only certificates that passed every check.
         self._verified: dict[bytes, tuple[UserInfo, float]] = {}
 
     def authenticate(self, credentials: Credentials) -> UserInfo | None:
         der = credentials.client_certificate
         if der is None:
             return None
+        now = self.clock()
         known = self._verified.get(der)
-        now = time.time()
-        if known is not None and known[1] > now:
-            return known[0]
+        if known is not None:
+            if now <= known[1]:
+                return known[0]
+            del self._verified[der]  # expired since: checked anew below, and refused
         try:
             cert = x509.load_der_x509_certificate(der)
         except ValueError as exc:
             raise AuthenticationFailed(f"x509: malformed certificate: {exc}") from None
-        self._verify(cert)
+        self._verify(cert, now)
         name, groups = subject_user(cert)
         if not name:
             raise AuthenticationFailed("x509: certificate has no common name")
@@ -107,9 +112,9 @@ class ClientCertificates:
         self._verified[der] = (user, cert.not_valid_after_utc.timestamp())
         return user
 
-    def _verify(self, cert: x509.Certificate) -> None:
-        now = datetime.datetime.now(datetime.UTC)
-        if not cert.not_valid_before_utc <= now <= cert.not_valid_after_utc:
+    def _verify(self, cert: x509.Certificate, now: float) -> None:
+        # Valid from NotBefore through NotAfter, both included, as Go's x509 verification has it.
+        if not cert.not_valid_before_utc.timestamp() <= now <= cert.not_valid_after_utc.timestamp():
             raise AuthenticationFailed("x509: certificate has expired or is not yet valid")
         try:
             usages = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value

@@ -448,3 +448,26 @@ def test_varints_read_back_as_written(value: int) -> None:
     # An int64 field (a ResourceClaim's metadata.generation) carries it through a round trip.
     claim = {**CLAIM, "metadata": {**CLAIM["metadata"], "generation": value}}
     assert protobuf.decode_object(protobuf.encode_object(claim))["metadata"].get("generation", 0) == value  # 0: omitempty
+
+
+def test_string_fields_write_the_same_bytes_whether_kept_or_not() -> None:
+    """A string field's bytes are kept for the texts it repeats until it has had many distinct ones
+    (free text, no longer kept); every text, kept, repeated, new past that point, longer than a
+    one-byte length, in UTF-8 of several bytes a character, is written as tag, length and UTF-8."""
+    object_meta = protobuf.schema().messages["k8s.io/apimachinery/pkg/apis/meta/v1.ObjectMeta"]
+    texts = ["", "a", "x" * 127, "x" * 128, "ü" * 63, "ü" * 64, "€" * 50, *(f"claim-{i}" for i in range(100))]
+    for _ in range(2):  # the second time round, the first texts are kept (or the field is free text)
+        for text in texts:
+            data = text.encode()
+            # name is field 1 of ObjectMeta; the kept bytes of another field (namespace) must not leak into it
+            written = protobuf.encode({"name": text, "namespace": "default"}, object_meta)
+            assert written.startswith(b"\x0a" + _varint(len(data)) + data + b"\x12\x00\x1a\x07default")
+            assert protobuf.decode(written, object_meta).get("name", "") == text  # "": omitempty
+    # Enumerations stay kept; a list's items and a map's values (other tags) are written the same.
+    claim = copy.deepcopy(CLAIM)
+    claim["metadata"]["finalizers"] = ["a", "a", "b" * 200]
+    claim["metadata"]["labels"] = {"a": "a", "b": "b" * 200}
+    for _ in range(2):
+        decoded = protobuf.decode_object(protobuf.encode_object(claim))
+        assert decoded["metadata"]["finalizers"] == ["a", "a", "b" * 200]
+        assert decoded["metadata"]["labels"] == {"a": "a", "b": "b" * 200}

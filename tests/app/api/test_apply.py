@@ -487,3 +487,69 @@ def test_json_equality_matches_serialized_equality(lhs: Any, rhs: Any) -> None:
     assert _json_equal(rhs, lhs) == _strictly_equal(rhs, lhs)
     shared = {"x": lhs}
     assert _json_equal(shared, shared)
+
+
+def _zero_compared(obj: dict[str, Any], schema: schemas.SchemaNode | None) -> dict[str, Any]:
+    """What a create records by the general comparison with the kind's zero value."""
+    from app.api.apply import _compare, _Comparison, _shape_of, zero_structs
+    from app.api.fieldsets import set_union, to_fields_v1
+
+    comparison = _Comparison({}, {}, {})
+    _compare(zero_structs(obj["apiVersion"], obj["kind"]), obj, _shape_of(schema), (), comparison)
+    return to_fields_v1(set_union(comparison.modified, comparison.added))
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
+        pod_config(),
+        pod_config(containers=[{"name": "a", "image": "i", "resources": {}, "securityContext": None}], securityContext={}),
+        pod_config(containers=[{"name": "a", "resources": {"limits": {"cpu": "1"}}}], nodeSelector={"a": "b"}, overhead=None),
+        {**pod_config(), "status": {"phase": "Pending", "conditions": [{"type": "Ready", "status": "True"}]}},
+        {**pod_config(), "spec": "not a struct", "status": None},
+        {**pod_config(), "spec": {}, "undeclared": {"a": [1]}},
+        claim_config("a", "b"),
+        {**claim_config(), "spec": {"devices": {}}, "status": {"allocation": {"devices": {"results": []}}}},
+        {**claim_config("a"), "metadata": {"name": "x", "labels": {"a": "1"}, "annotations": None, "finalizers": ["f"]}},
+    ],
+)
+def test_create_records_what_the_comparison_with_the_zero_value_records(obj: dict[str, Any]) -> None:
+    from app.api.apply import _mark_created, _shape_of, zero_structs
+    from app.api.fieldsets import to_fields_v1
+
+    schema = POD if obj["kind"] == "Pod" else CLAIM
+    created: dict[str, Any] = {}
+    _mark_created(zero_structs(obj["apiVersion"], obj["kind"]), obj, _shape_of(schema), created)
+    assert to_fields_v1(created) == _zero_compared(obj, schema)
+
+
+def test_create_with_managed_fields_sent_records_the_same_entry_for_the_writer() -> None:
+    # A client's managedFields on a create take the general comparison; the writer's entry is the same.
+    config = pod_config(containers=[{"name": "a", "image": "i"}], securityContext={})
+    sent = copy.deepcopy(config)
+    sent["metadata"]["managedFields"] = [
+        {"manager": "other", "operation": "Update", "apiVersion": "v1", "time": T0, "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:annotations": {}}}}
+    ]
+    assert fields(updated(None, sent, "creator"), "creator", "Update") == fields(updated(None, config, "creator"), "creator", "Update")
+
+
+def test_update_of_fields_the_writer_owns_moves_only_its_time() -> None:
+    # Upstream stamps the writer's entry whenever the write changed something it now owns; the
+    # fields it owned already are the same set, stored as they were.
+    live = stored(updated(None, claim_config("gpu"), "creator", now=T1))
+    new = copy.deepcopy(live)
+    new["metadata"]["labels"] = {"a": "1"}
+    live = stored(updated(live, new, "labeller", now=T2), rv="2")
+    new = copy.deepcopy(live)
+    new["metadata"]["labels"]["a"] = "2"
+    result = updated(live, new, "labeller", now=T3)
+    before, after = entries(live)[("labeller", "Update")], entries(result)[("labeller", "Update")]
+    assert after["time"] == T3
+    assert {**after, "time": T2} == before
+    # The stored object's list was decoded from the write that stored it: the FieldsV1 is reused.
+    shared_live = updated(None, claim_config("gpu"), "creator", now=T1)
+    new = copy.deepcopy(shared_live)
+    new["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] = "nic"
+    result = updated(shared_live, new, "creator", now=T2)
+    assert result["metadata"]["managedFields"][0]["fieldsV1"] is shared_live["metadata"]["managedFields"][0]["fieldsV1"]
+

@@ -46,6 +46,8 @@ def test_request_attributes_follow_upstream_verbs() -> None:
     assert (named.verb, named.name) == ("list", "n1")
     assert attrs(ALICE, "GET", "/healthz").resource_request is False
     assert attrs(ALICE, "PUT", "/api/v1/namespaces/ns/finalize").resource == "namespaces"
+    escaped = attrs(ALICE, "GET", "/api/v1/namespaces/team%2Da/pods/p%2D1")
+    assert (escaped.namespace, escaped.name) == ("team-a", "p-1")
 
 
 def test_rbac_allows_through_the_bindings_of_the_users_groups_only() -> None:
@@ -165,6 +167,22 @@ def test_remembered_decisions_follow_changes_and_object_names() -> None:
     assert rbac.authorize(attrs(ALICE, "GET", f"{claims}/theirs"))[0] is Decision.NO_OPINION
     index.apply(ROLE_BINDINGS, True, {"metadata": {"name": "alice", "namespace": "team"}})
     assert rbac.authorize(attrs(ALICE, "GET", f"{claims}/mine"))[0] is Decision.NO_OPINION
+
+
+def test_a_changed_role_decides_the_next_request_anew() -> None:
+    claims = "/apis/resource.k8s.io/v1/namespaces/team/resourceclaims"
+    index = index_with(
+        role("claims", [{"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get", "list"]}], namespace="team"),
+        binding("alice", "Role", "claims", [{"kind": "Group", "name": "dev"}], namespace="team"),
+    )
+    rbac = RBACAuthorizer(index)
+    assert rbac.authorize(attrs(ALICE, "GET", f"{claims}/c"))[0] is Decision.ALLOW
+    resource, changed = role("claims", [{"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["list"]}], namespace="team")
+    index.apply(resource, False, changed)
+    assert rbac.authorize(attrs(ALICE, "GET", f"{claims}/c"))[0] is Decision.NO_OPINION
+    assert rbac.authorize(attrs(ALICE, "GET", claims))[0] is Decision.ALLOW
+    index.apply(ROLES, True, {"metadata": {"name": "claims", "namespace": "team"}})
+    assert rbac.authorize(attrs(ALICE, "GET", claims)) == (Decision.NO_OPINION, 'RBAC: role.rbac.authorization.k8s.io "claims" not found')
 
 
 def test_system_masters_are_allowed_before_any_mode_decides() -> None:
