@@ -131,5 +131,5 @@ interop: upstream
 	DRA_REQUIRE_GO=1 $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(DURATIONS) tests/interop tests/clients/test_kubectl_create.py
 
 clean:
-	rm -rf $(VENV) data build *.egg-info *__mypyc*.so
+	rm -rf $(VENV) data build *.egg-info *__mypyc*.so .mypyc-sources.json
 	find app kube -name "*.so" -delete

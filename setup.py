@@ -17,7 +17,7 @@ from setuptools.command.build_ext import build_ext
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from kube.compiled import COMPILED_MODULES, PURE_ENV, source_path  # noqa: E402
+from kube.compiled import COMPILED_MODULES, PURE_ENV, record_built_sources, source_digests, source_path  # noqa: E402
 
 
 def extensions() -> list:
@@ -45,6 +45,7 @@ class MypycBuildExt(build_ext):
     """Runs mypyc when the extensions are built, not each time pip asks setup.py for metadata."""
 
     def run(self) -> None:
+        digests = source_digests(ROOT)  # the texts mypyc is about to read
         self.extensions = self.distribution.ext_modules = extensions()
         # What setuptools' finalize_options notes on each extension, for these ones made later.
         for ext in self.extensions:
@@ -52,7 +53,19 @@ class MypycBuildExt(build_ext):
             self.ext_map[ext._full_name] = ext
             ext._links_to_dynamic = ext._needs_stub = False
             ext._file_name = self.get_ext_filename(ext._full_name)
+        self.failed: list[str] = []
         super().run()
+        if self.extensions and not self.failed:
+            record_built_sources(digests, ROOT)
+
+    def build_extension(self, ext: Extension) -> None:
+        # An optional extension that fails to build is skipped with a warning; its old build then
+        # must not be recorded as matching the new source.
+        try:
+            super().build_extension(ext)
+        except Exception:
+            self.failed.append(ext.name)
+            raise
 
 
 # A placeholder, so that setuptools plans a build_ext step (which replaces it by mypyc's extensions).

@@ -12,9 +12,11 @@ time, the compiled modules are ignored. :data:`ACTIVE` says which way this proce
 
 from __future__ import annotations
 
+import hashlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import json
 import os
 import sys
 from collections.abc import Sequence
@@ -53,6 +55,8 @@ COMPILED_MODULES: tuple[str, ...] = (
 )
 
 _ROOT = Path(__file__).resolve().parent.parent
+# What the last complete build compiled: each listed module's source digest (written by setup.py).
+BUILT_SOURCES = ".mypyc-sources.json"
 
 
 def source_path(module: str, root: Path = _ROOT) -> Path:
@@ -84,6 +88,29 @@ def _usable() -> bool:
     return all(built_path(module) is not None for module in COMPILED_MODULES) and not stale_modules()
 
 
+def _source_digest(module: str, root: Path) -> str:
+    return hashlib.sha256(source_path(module, root).read_bytes()).hexdigest()
+
+
+def source_digests(root: Path = _ROOT) -> dict[str, str]:
+    """Each listed module's source digest, taken before a build reads the sources."""
+    return {module: _source_digest(module, root) for module in COMPILED_MODULES if source_path(module, root).exists()}
+
+
+def record_built_sources(digests: dict[str, str], root: Path = _ROOT) -> None:
+    """Note what a complete build compiled, so that a source touched but not changed (a branch
+    switched and back) is still known to match its extension."""
+    (root / BUILT_SOURCES).write_text(json.dumps(digests, indent=1, sort_keys=True) + "\n")
+
+
+def _built_digests(root: Path) -> dict[str, str]:
+    try:
+        recorded = json.loads((root / BUILT_SOURCES).read_text())
+    except (OSError, ValueError):
+        return {}
+    return recorded if isinstance(recorded, dict) else {}
+
+
 def stale_modules(root: Path = _ROOT) -> list[str]:
     """The listed modules built once but edited since: why a built checkout runs as Python.
 
@@ -93,10 +120,16 @@ def stale_modules(root: Path = _ROOT) -> list[str]:
     # with its old time: the module was rebuilt when either is newer than its source.
     library_built = max((library.stat().st_mtime for library in root.glob("*__mypyc.*")), default=0.0)
     stale = []
+    built_digests: dict[str, str] | None = None
     for module in COMPILED_MODULES:
         built = built_path(module, root)
         if built is not None and max(built.stat().st_mtime, library_built) < source_path(module, root).stat().st_mtime:
-            stale.append(module)
+            # Newer by its time only? A checkout rewrites files it leaves as they were, and a
+            # rebuild of unchanged code writes no new library: the recorded digest tells.
+            if built_digests is None:
+                built_digests = _built_digests(root)
+            if built_digests.get(module) != _source_digest(module, root):
+                stale.append(module)
     return stale
 
 

@@ -95,3 +95,19 @@ def test_a_rebuild_that_left_an_unchanged_extension_old_is_current(tmp_path: Pat
 def test_asking_for_python_is_not_warned_about(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(compiled.PURE_ENV, "1")
     assert compiled.stale_build_warning(_checkout_with_one_module(tmp_path, built_after_edit=False)) == ""
+
+
+@pytest.mark.parametrize(("recorded", "stale"), [("same", False), ("other", True), (None, True)])
+def test_a_source_rewritten_unchanged_after_its_build_is_current(tmp_path: Path, recorded: str | None, stale: bool) -> None:
+    """A checkout rewrites a file with the text it had (a branch switched and back): newer than its
+    build, yet the text the last complete build recorded, so it still runs compiled; a changed text,
+    or no record of the build, is stale."""
+    root = _checkout_with_one_module(tmp_path, built_after_edit=False)
+    module = compiled.COMPILED_MODULES[0]
+    if recorded is not None:
+        digests = compiled.source_digests(root)
+        if recorded == "other":
+            compiled.source_path(module, root).write_text("x = 1\n")
+            os.utime(compiled.source_path(module, root), (200.0, 200.0))
+        compiled.record_built_sources(digests, root)
+    assert compiled.stale_modules(root) == ([module] if stale else [])
