@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -46,6 +45,7 @@ from kube.features import FeatureGates
 from kube.fields import FieldSelector, parse_field_selector, unknown_field_error, unsupported_field_error
 from kube.labels import LabelSelector, parse_label_selector
 from kube.timeutil import now_rfc3339
+from kube.uids import new_uid
 
 log = logging.getLogger("app.api")
 
@@ -535,7 +535,7 @@ class GenericStore:
         if not applied:
             metadata.pop("managedFields", None)
         now = now_rfc3339()
-        metadata["uid"] = str(uuid.uuid4())
+        metadata["uid"] = new_uid()
         metadata["creationTimestamp"] = now
         if strategy.tracks_generation:
             metadata["generation"] = 1
