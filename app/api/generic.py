@@ -13,7 +13,7 @@ import random
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
@@ -69,18 +69,21 @@ class WriteResult:
         return self.obj.raw if isinstance(self.obj, StoredObject) else orjson.dumps(self.obj)
 
 
-@dataclass(frozen=True)
 class AdmittedWrite:
-    """A create or update about to be written, as the admission steps that may wait see it."""
+    """A create or update about to be written, as the admission steps that may wait see it.
 
-    operation: str  # CREATE or UPDATE
-    strategy: KindStrategy
-    namespace: str  # "" for a cluster-scoped kind
-    name: str
-    obj: Obj  # as it will be stored
-    old: Obj | None  # as stored (None on CREATE)
-    subresource: str
-    dry_run: bool
+    Read-only (its attributes are Final); a plain class rather than a frozen dataclass, whose
+    generated ``__init__`` runs as Python on every write."""
+
+    def __init__(self, operation: str, strategy: KindStrategy, namespace: str, name: str, obj: Obj, old: Obj | None, subresource: str, dry_run: bool) -> None:
+        self.operation: Final = operation  # CREATE or UPDATE
+        self.strategy: Final = strategy
+        self.namespace: Final = namespace  # "" for a cluster-scoped kind
+        self.name: Final = name
+        self.obj: Final = obj  # as it will be stored
+        self.old: Final = old  # as stored (None on CREATE)
+        self.subresource: Final = subresource
+        self.dry_run: Final = dry_run
 
 
 # An admission step that may wait (resource quota: it writes the quota's status before the object
