@@ -378,15 +378,15 @@ class GenericStore:
         if kind not in (None, "") and kind != strategy.kind:
             raise errors.bad_request(f"{_cannot_handle(strategy, obj)}: {bodies.unconvertible_kind(str(kind), strategy.api_version, strategy.group, strategy.kind)}")
         # Upstream serialises kind, apiVersion and metadata first; keep that order for readers.
-        rest = {k: obj.pop(k) for k in list(obj) if k not in ("kind", "apiVersion", "metadata")}
-        metadata = obj.pop("metadata", None)
-        obj.clear()
-        obj["kind"] = strategy.kind
-        obj["apiVersion"] = strategy.api_version
+        metadata = obj.get("metadata")
         if metadata is None:
             metadata = {}
-        obj["metadata"] = metadata
-        obj.update(rest)
+        ordered: Obj = {"kind": strategy.kind, "apiVersion": strategy.api_version, "metadata": metadata}
+        for key, value in obj.items():
+            if key not in ordered:
+                ordered[key] = value
+        obj.clear()
+        obj.update(ordered)
         if not isinstance(metadata, dict):
             raise errors.bad_request("metadata must be an object")
         body_ns = metadata.get("namespace")
