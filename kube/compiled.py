@@ -54,6 +54,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "kube.fields",
     "kube.gatedfields",
     "kube.labels",
+    "kube.uids",
 )
 
 _ROOT = Path(__file__).resolve().parent.parent
