@@ -31,7 +31,7 @@ from app.api.options import (
     parse_resource_version,
 )
 from app.auth import context as requests
-from app.auth.admission import CREATE, DELETE, UPDATE
+from app.auth.admission import CREATE, DELETE, UPDATE, AdmissionRequest
 from app.registry import SCOPE_KIND, lookup_kind
 from app.registry.base import ActionSubresource, ComputedSubresource, KindStrategy, Obj, RequestContext, ScaleSubresource
 from app.registry.objectmeta import validate_object_meta, validate_object_meta_update
@@ -164,23 +164,25 @@ class GenericStore:
     ) -> None:
         """Admission of one write the requester makes (NodeRestriction, the admission policies)."""
         requester = requests.current()
-        if requester is None:
+        if requester is None or not requester.admission:
             return
         requester.admit(
-            {
-                "operation": operation,
-                "group": strategy.group,
-                "resource": strategy.plural,
-                "subresource": subresource or strategy.subresource,
-                "namespace": namespace if strategy.namespaced else "",
-                "name": name,
-                "obj": new,
-                "old": old,
-                "version": strategy.version,
-                "kind": kind or strategy.kind,
-                "dry_run": options is not None and options.dry_run,
-                "options": (lambda: options.admission_options(operation)) if options is not None else None,
-            }
+            AdmissionRequest(
+                operation=operation,
+                user=requester.user,
+                group=strategy.group,
+                resource=strategy.plural,
+                subresource=subresource or strategy.subresource,
+                namespace=namespace if strategy.namespaced else "",
+                name=name,
+                obj=new,
+                old=old,
+                version=strategy.version,
+                kind=kind or strategy.kind,
+                dry_run=options is not None and options.dry_run,
+                options=(lambda: options.admission_options(operation)) if options is not None else None,
+                recorder=requester,
+            )
         )
 
     async def _admit_write(self, operation: str, strategy: KindStrategy, namespace: str, name: str, new: Obj, old: Obj | None, dry_run: bool, subresource: str = "") -> None:
