@@ -233,7 +233,8 @@ class GenericStore:
 
     def _scope(self, namespace: str) -> Obj | None:
         """The stored object of the scope (namespace) ``namespace``, None if there is none."""
-        return self.lookup(SCOPE_KIND.group, SCOPE_KIND.plural, "", namespace)
+        stored = self.storage.cached(SCOPE_KIND.qualified_resource, "", namespace)  # as ``lookup`` names it
+        return stored.obj if stored is not None else None
 
     async def _check_namespace_for_create(self, strategy: KindStrategy, namespace: str) -> None:
         # A review (never stored) may ask about a namespace that does not exist, as upstream's
