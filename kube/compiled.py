@@ -32,7 +32,9 @@ COMPILED_MODULES: tuple[str, ...] = (
     "app.api.bodies",
     "app.api.fieldsets",
     "app.api.generic",
+    "app.api.handlers.create",
     "app.api.handlers.scope",
+    "app.api.handlers.update",
     "app.api.options",
     "app.api.protobuf",
     "app.api.requestinfo",
@@ -52,6 +54,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "kube.fields",
     "kube.gatedfields",
     "kube.labels",
+    "kube.uids",
 )
 
 _ROOT = Path(__file__).resolve().parent.parent

@@ -182,14 +182,20 @@ def summarize_data(body: bytes) -> str:
     return text + " ..." if len(body) > 30 else text
 
 
+# The type-meta keys Go reads first, by their case-folded spelling.
+_TYPE_META_KEYS: Final = {"apiversion": "apiVersion", "kind": "kind"}
+
+
 def _check_type_meta(value: Any, body: bytes, kind: str) -> None:
     """Upstream reads a body's apiVersion and kind first, into strings (keys matched in any
     case); a value of another type fails there, and the error shows the start of ``body``."""
     if type(value) is not dict:
         return
     for key, item in value.items():
-        name = {"apiversion": "apiVersion", "kind": "kind"}.get(key.lower())
-        if name is not None and item is not None and type(item) is not str:
+        if item is None or type(item) is str:
+            continue  # what the keys may hold: the key's case need not be looked at
+        name = _TYPE_META_KEYS.get(key.lower())
+        if name is not None:
             raise bad_request(
                 f"the object provided is unrecognized (must be of type {kind}): couldn't get version/kind; json parse error: "
                 f"json: cannot unmarshal {_json_kind(item)} into Go struct field .{name} of type string ({summarize_data(body)})"

@@ -10,11 +10,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
@@ -32,7 +31,7 @@ from app.api.options import (
     parse_resource_version,
 )
 from app.auth import context as requests
-from app.auth.admission import CREATE, DELETE, UPDATE
+from app.auth.admission import CREATE, DELETE, UPDATE, AdmissionRequest
 from app.registry import SCOPE_KIND, lookup_kind
 from app.registry.base import ActionSubresource, ComputedSubresource, KindStrategy, Obj, RequestContext, ScaleSubresource
 from app.registry.objectmeta import validate_object_meta, validate_object_meta_update
@@ -46,6 +45,7 @@ from kube.features import FeatureGates
 from kube.fields import FieldSelector, parse_field_selector, unknown_field_error, unsupported_field_error
 from kube.labels import LabelSelector, parse_label_selector
 from kube.timeutil import now_rfc3339
+from kube.uids import new_uid
 
 log = logging.getLogger("app.api")
 
@@ -69,18 +69,21 @@ class WriteResult:
         return self.obj.raw if isinstance(self.obj, StoredObject) else orjson.dumps(self.obj)
 
 
-@dataclass(frozen=True)
 class AdmittedWrite:
-    """A create or update about to be written, as the admission steps that may wait see it."""
+    """A create or update about to be written, as the admission steps that may wait see it.
 
-    operation: str  # CREATE or UPDATE
-    strategy: KindStrategy
-    namespace: str  # "" for a cluster-scoped kind
-    name: str
-    obj: Obj  # as it will be stored
-    old: Obj | None  # as stored (None on CREATE)
-    subresource: str
-    dry_run: bool
+    Read-only (its attributes are Final); a plain class rather than a frozen dataclass, whose
+    generated ``__init__`` runs as Python on every write."""
+
+    def __init__(self, operation: str, strategy: KindStrategy, namespace: str, name: str, obj: Obj, old: Obj | None, subresource: str, dry_run: bool) -> None:
+        self.operation: Final = operation  # CREATE or UPDATE
+        self.strategy: Final = strategy
+        self.namespace: Final = namespace  # "" for a cluster-scoped kind
+        self.name: Final = name
+        self.obj: Final = obj  # as it will be stored
+        self.old: Final = old  # as stored (None on CREATE)
+        self.subresource: Final = subresource
+        self.dry_run: Final = dry_run
 
 
 # An admission step that may wait (resource quota: it writes the quota's status before the object
@@ -161,23 +164,25 @@ class GenericStore:
     ) -> None:
         """Admission of one write the requester makes (NodeRestriction, the admission policies)."""
         requester = requests.current()
-        if requester is None:
+        if requester is None or not requester.admission:
             return
         requester.admit(
-            {
-                "operation": operation,
-                "group": strategy.group,
-                "resource": strategy.plural,
-                "subresource": subresource or strategy.subresource,
-                "namespace": namespace if strategy.namespaced else "",
-                "name": name,
-                "obj": new,
-                "old": old,
-                "version": strategy.version,
-                "kind": kind or strategy.kind,
-                "dry_run": options is not None and options.dry_run,
-                "options": (lambda: options.admission_options(operation)) if options is not None else None,
-            }
+            AdmissionRequest(
+                operation=operation,
+                user=requester.user,
+                group=strategy.group,
+                resource=strategy.plural,
+                subresource=subresource or strategy.subresource,
+                namespace=namespace if strategy.namespaced else "",
+                name=name,
+                obj=new,
+                old=old,
+                version=strategy.version,
+                kind=kind or strategy.kind,
+                dry_run=options is not None and options.dry_run,
+                options=(lambda: options.admission_options(operation)) if options is not None else None,
+                recorder=requester,
+            )
         )
 
     async def _admit_write(self, operation: str, strategy: KindStrategy, namespace: str, name: str, new: Obj, old: Obj | None, dry_run: bool, subresource: str = "") -> None:
@@ -228,7 +233,8 @@ class GenericStore:
 
     def _scope(self, namespace: str) -> Obj | None:
         """The stored object of the scope (namespace) ``namespace``, None if there is none."""
-        return self.lookup(SCOPE_KIND.group, SCOPE_KIND.plural, "", namespace)
+        stored = self.storage.cached(SCOPE_KIND.qualified_resource, "", namespace)  # as ``lookup`` names it
+        return stored.obj if stored is not None else None
 
     async def _check_namespace_for_create(self, strategy: KindStrategy, namespace: str) -> None:
         # A review (never stored) may ask about a namespace that does not exist, as upstream's
@@ -375,15 +381,15 @@ class GenericStore:
         if kind not in (None, "") and kind != strategy.kind:
             raise errors.bad_request(f"{_cannot_handle(strategy, obj)}: {bodies.unconvertible_kind(str(kind), strategy.api_version, strategy.group, strategy.kind)}")
         # Upstream serialises kind, apiVersion and metadata first; keep that order for readers.
-        rest = {k: obj.pop(k) for k in list(obj) if k not in ("kind", "apiVersion", "metadata")}
-        metadata = obj.pop("metadata", None)
-        obj.clear()
-        obj["kind"] = strategy.kind
-        obj["apiVersion"] = strategy.api_version
+        metadata = obj.get("metadata")
         if metadata is None:
             metadata = {}
-        obj["metadata"] = metadata
-        obj.update(rest)
+        ordered: Obj = {"kind": strategy.kind, "apiVersion": strategy.api_version, "metadata": metadata}
+        for key, value in obj.items():
+            if key not in ordered:
+                ordered[key] = value
+        obj.clear()
+        obj.update(ordered)
         if not isinstance(metadata, dict):
             raise errors.bad_request("metadata must be an object")
         body_ns = metadata.get("namespace")
@@ -535,7 +541,7 @@ class GenericStore:
         if not applied:
             metadata.pop("managedFields", None)
         now = now_rfc3339()
-        metadata["uid"] = str(uuid.uuid4())
+        metadata["uid"] = new_uid()
         metadata["creationTimestamp"] = now
         if strategy.tracks_generation:
             metadata["generation"] = 1

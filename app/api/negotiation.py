@@ -323,9 +323,32 @@ def wants_protobuf_only(accept_header: str) -> bool:
 # ---- answers --------------------------------------------------------------------------------
 
 
+class _BytesResponse(Response):
+    """An answer of ready bytes with no headers of its own, built as starlette's ``Response``
+    builds it (Content-Length, then Content-Type; no length on a 1xx, 204 or 304) without its
+    general header handling, which runs as Python on every answer."""
+
+    def __init__(self, body: bytes, status_code: int, media_type: str) -> None:
+        self.status_code = status_code
+        self.media_type = media_type
+        self.background = None
+        self.body = body
+        content_type = (b"content-type", media_type.encode("latin-1"))
+        if status_code < 200 or status_code in (204, 304):
+            self.raw_headers = [content_type]
+        else:
+            self.raw_headers = [(b"content-length", str(len(body)).encode("latin-1")), content_type]
+
+
+def _response(raw: bytes, status: int, headers: dict[str, str] | None, media_type: str) -> Response:
+    if headers or media_type.startswith("text/"):
+        return Response(raw, status_code=status, media_type=media_type, headers=headers)
+    return _BytesResponse(raw, status, media_type)
+
+
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None, media_type: str = JSON) -> Response:
     raw = body if isinstance(body, bytes) else orjson.dumps(body)
-    return Response(raw, status_code=status, media_type=media_type, headers=headers)
+    return _response(raw, status, headers, media_type)
 
 
 def _media_type(accept: str) -> str:
@@ -340,7 +363,7 @@ def _wants_protobuf(accept: str) -> bool:
 
 
 def protobuf_response(body: bytes, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    return Response(body, status_code=status, media_type=PROTOBUF, headers=headers)
+    return _response(body, status, headers, PROTOBUF)
 
 
 def object_response(obj: StoredObject | Obj, accept: str, status: int = 200, headers: dict[str, str] | None = None) -> Response:

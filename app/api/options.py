@@ -232,7 +232,9 @@ class WriteOptions:
 def default_field_manager(user_agent: str) -> str:
     """Upstream names a manager after the client's User-Agent up to the first '/'."""
     name = (user_agent or "unknown").split("/", 1)[0]
-    return "".join(ch for ch in name if ch.isprintable())[:128] or "unknown"
+    if not name.isprintable():  # rare: checked as a whole first, the common case skips the filter
+        name = "".join(ch for ch in name if ch.isprintable())
+    return name[:128] or "unknown"
 
 
 @dataclass

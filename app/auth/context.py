@@ -139,10 +139,8 @@ class Requester:
             status["evaluationError"] = aggregate_errors(errors)
         return status
 
-    def admit(self, request_args: dict[str, Any]) -> None:
-        if not self.admission:
-            return
-        request = AdmissionRequest(user=self.user, recorder=self, **request_args)
+    def admit(self, request: AdmissionRequest) -> None:
+        """Run the admission plugins on one write this requester makes (``request.user`` is its user)."""
         for plugin in self.admission:
             plugin.admit(request)
 

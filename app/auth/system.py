@@ -48,6 +48,7 @@ from app.config import Settings
 from app.storage.storage import Storage
 from kube.errors import ApiError
 from kube.features import FeatureGates, Gate
+from kube.uids import new_uid
 
 log = logging.getLogger("app.auth")
 
@@ -316,7 +317,5 @@ def with_warnings(message: MutableMapping[str, Any], warnings: list[str], leadin
 
 
 def _audit_id() -> str:
-    import uuid
-
-    return str(uuid.uuid4())
+    return new_uid()
 

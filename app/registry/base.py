@@ -14,6 +14,7 @@ import copy
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Self
 
 from kube.errors import ApiError, FieldError
@@ -99,6 +100,11 @@ class RequestContext:
     resolve_kind: Callable[[str, str], KindStrategy | None] | None = None
 
 
+# What the derived names below are made of, and those names (cached per instance).
+_IDENTITY_ATTRIBUTES = frozenset({"group", "version", "plural", "kind", "storage_version", "storage_group"})
+_DERIVED_NAMES = ("api_version", "qualified_resource", "list_kind", "stored_group", "stored_resource", "stored_api_version", "converts")
+
+
 class KindStrategy:
     """Identity and behaviour of one served kind. Subclasses override the hooks."""
 
@@ -164,32 +170,39 @@ class KindStrategy:
     def __init__(self, subresources: tuple[Subresource, ...] = ()) -> None:
         self.subresources = subresources
 
-    # ---- identity helpers -------------------------------------------------
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+        if name in _IDENTITY_ATTRIBUTES:
+            # The names derived from it (cached: every request reads them several times) are stale.
+            for derived in _DERIVED_NAMES:
+                self.__dict__.pop(derived, None)
 
-    @property
+    # ---- identity helpers (derived once per instance, see __setattr__) ---------
+
+    @cached_property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
 
-    @property
+    @cached_property
     def qualified_resource(self) -> str:
         """``resourceclaims.resource.k8s.io`` or ``pods``: how errors name the resource."""
         return f"{self.plural}.{self.group}" if self.group else self.plural
 
-    @property
+    @cached_property
     def list_kind(self) -> str:
         return f"{self.kind}List"
 
-    @property
+    @cached_property
     def stored_group(self) -> str:
         return self.group if self.storage_group is None else self.storage_group
 
-    @property
+    @cached_property
     def stored_resource(self) -> str:
         """The resource the objects are stored as: ``qualified_resource`` unless another group's
         storage holds them."""
         return f"{self.plural}.{self.stored_group}" if self.stored_group else self.plural
 
-    @property
+    @cached_property
     def stored_api_version(self) -> str:
         """The apiVersion stored objects carry."""
         version = self.storage_version or self.version
@@ -197,7 +210,7 @@ class KindStrategy:
 
     # ---- versions -----------------------------------------------------------
 
-    @property
+    @cached_property
     def converts(self) -> bool:
         """Whether requests in this version are converted to and from the stored one."""
         return self.stored_api_version != self.api_version

@@ -29,13 +29,14 @@ from app.registry.resource.common import (
     ATTRIBUTE_KEY_TRUNCATE,
     CONFIG_MAX,
     ClaimOptions,
+    expression_errors,
+    known_valid_expression,
     validate_fully_qualified_name,
     validate_opaque_config,
     validate_qualified_name,
     validate_selectors,
     validate_tolerations,
 )
-from kube.cel import validate_selector_expression
 from kube.errors import forbidden, invalid, not_supported, required
 from kube.features import Gate
 from kube.gatedfields import CLAIM_SPEC, drop_disabled
@@ -159,8 +160,8 @@ def _validate_derived_attributes(req: Obj, path: str, opts: ClaimOptions, reques
         expr = get_str(attr, "expression", p, errs) or ""
         if not expr:
             errs.append(required(f"{p}.expression"))
-        elif not opts.stored:
-            errs.extend(validate_selector_expression(expr, f"{p}.expression", result_type="any"))
+        elif not opts.stored and not known_valid_expression(expr, "any"):
+            errs.extend(expression_errors(expr, f"{p}.expression", "any"))
     report_duplicates(keys, dpath, errs)
 
 

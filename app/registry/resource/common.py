@@ -172,6 +172,29 @@ class ClaimOptions:
         return bool(self.gates.enabled(name)) if self.gates is not None else False
 
 
+# Expressions validate_selector_expression found nothing wrong with, by result type: its answer
+# depends on the text and the result type alone, and checking the same selectors again (every
+# create of a claim from a template or a client) cost a call into Python and a cache lookup there.
+_VALID_EXPRESSIONS: dict[str, set[str]] = {"bool": set(), "any": set()}
+_VALID_EXPRESSIONS_MAX = 4096
+
+
+def known_valid_expression(expression: str, result_type: str) -> bool:
+    """Whether ``expression`` passed ``validate_selector_expression`` for ``result_type`` before."""
+    return expression in _VALID_EXPRESSIONS[result_type]
+
+
+def expression_errors(expression: str, path: str, result_type: str) -> Errs:
+    """``validate_selector_expression``, remembering an expression it finds nothing wrong with."""
+    found = validate_selector_expression(expression, path, result_type)
+    if not found:
+        valid = _VALID_EXPRESSIONS[result_type]
+        if len(valid) >= _VALID_EXPRESSIONS_MAX:
+            valid.clear()
+        valid.add(expression)
+    return found
+
+
 def validate_selectors(obj: Obj, path: str, opts: ClaimOptions, errs: Errs) -> None:
     selectors = get_list(obj, "selectors", path, errs)
     spath = f"{path}.selectors"
@@ -188,8 +211,8 @@ def validate_selectors(obj: Obj, path: str, opts: ClaimOptions, errs: Errs) -> N
             if cel.get("expression") is None:
                 errs.append(required(f"{p}.cel.expression"))
             continue
-        if not opts.stored:
-            errs.extend(validate_selector_expression(expr, f"{p}.cel.expression"))
+        if not opts.stored and not known_valid_expression(expr, "bool"):
+            errs.extend(expression_errors(expr, f"{p}.cel.expression", "bool"))
 
 
 def _validate_toleration(tol: Obj, path: str) -> Errs:
