@@ -646,15 +646,38 @@ def _read_message(message: Message, data: bytes, start: int, end: int, depth: in
     owner = message.owner
     pos = start
     while pos < end:
-        number, wire, value, stop, pos = _field_at(data, pos, end, owner)
+        # Most fields have a one-byte key and a one-byte length or value: read here, without
+        # _field_at's tuple (which also reports any fault in them).
+        key = data[pos]
+        if key < 0x80 and pos + 1 < end and data[pos + 1] < 0x80 and key >= 8:
+            wire = key & 7
+            if wire == LEN:
+                value = pos + 2
+                stop = value + data[pos + 1]
+                if stop > end:
+                    number, wire, value, stop, pos = _field_at(data, pos, end, owner)
+                number = key >> 3
+                pos = stop
+            elif wire == VARINT:
+                number = key >> 3
+                value = data[pos + 1]
+                stop = -1
+                pos += 2
+            else:
+                number, wire, value, stop, pos = _field_at(data, pos, end, owner)
+        else:
+            number, wire, value, stop, pos = _field_at(data, pos, end, owner)
         index = slots[number] if 0 < number < top else -1
         if index < 0:
             continue  # unknown fields are dropped, as Go's generated code does
         field = fields[index]
         if field.is_list:
-            items = values[index]
-            if items is _ABSENT:
-                items = values[index] = []
+            found = values[index]
+            if found is _ABSENT:
+                items: list[Any] = []
+                values[index] = items
+            else:
+                items = found
             if wire == LEN and field.elem_wire == VARINT:  # packed
                 at = value
                 while at < stop:
@@ -667,11 +690,14 @@ def _read_message(message: Message, data: bytes, start: int, end: int, depth: in
         elif field.is_map:
             if wire != LEN:
                 raise ProtobufError(f"proto: wrong wireType = {wire} for field {field.name}")
-            entries = values[index]
-            if entries is _ABSENT:
-                entries = values[index] = {}
-            key, entry = _read_entry(field, data, value, stop, depth)
-            entries[key] = entry
+            found = values[index]
+            if found is _ABSENT:
+                entries: dict[str, Any] = {}
+                values[index] = entries
+            else:
+                entries = found
+            entry_key, entry = _read_entry(field, data, value, stop, depth)
+            entries[entry_key] = entry
         elif _MESSAGE <= field.code <= _FIELDSV1:
             if wire != LEN:
                 raise ProtobufError(f"proto: wrong wireType = {wire} for field {field.name}")
@@ -728,6 +754,12 @@ def _read_wrapped(field: Field, data: bytes, wire: int, start: int, stop: int, d
 
 
 def _read_entry(field: Field, data: bytes, start: int, stop: int, depth: int) -> tuple[str, Any]:
+    if field.code == _STRING and field.key_is_string and not field.wrapped and stop - start >= 4 and data[start] == 0x0A and data[start + 1] < 0x80:
+        # The usual entry of a map of strings (labels, annotations): key, then value, each
+        # with a one-byte length, and nothing else.
+        key_end = start + 2 + data[start + 1]
+        if key_end + 2 <= stop and data[key_end] == 0x12 and data[key_end + 1] < 0x80 and key_end + 2 + data[key_end + 1] == stop:
+            return _text(data, start + 2, key_end), _text(data, key_end + 2, stop)
     key: Any = _ZEROS.get(field.key, "")
     item: Any = None
     seen = False
@@ -1309,6 +1341,15 @@ _JSON_DEPTHS: Final[dict[str, int]] = {}
 def encode(obj: Obj, message: Message) -> bytes:
     """One message's bytes (no envelope) from its JSON form."""
     return _write_message(message, obj)
+
+
+def encode_in_envelope(obj: Obj, message: Message, prefix: bytes) -> bytes:
+    """``envelope`` of ``obj`` written as ``message``, ``prefix`` being ``envelope_prefix``'s for
+    its type, made in one piece (the message is not copied once more into the envelope)."""
+    parts: list[bytes] = [prefix, b""]
+    parts[1] = b"\x12" + varint(_write_fields(parts, message, obj, 0))
+    parts.append(ENVELOPE_TAIL)
+    return b"".join(parts)
 
 
 def encode_object(obj: Obj) -> bytes:

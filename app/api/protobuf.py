@@ -69,9 +69,22 @@ def _message(api_version: str, kind: str) -> Message:
     return message
 
 
-def _encode(message: Message, obj: Obj) -> bytes:
+# The message and envelope prefix of each type answered in protobuf, found with one lookup.
+_TYPES: dict[tuple[str, str], tuple[Message, bytes]] = {}
+
+
+def _message_and_prefix(api_version: str, kind: str) -> tuple[Message, bytes]:
+    key = (api_version, kind)
+    found = _TYPES.get(key)
+    if found is None:
+        found = _TYPES[key] = (_message(api_version, kind), protobuf.envelope_prefix(api_version, kind))
+    return found
+
+
+def _encode(message: Message, obj: Obj, prefix: bytes | None = None) -> bytes:
+    """``obj`` as ``message``; in its envelope when given the envelope's ``prefix``."""
     try:
-        return protobuf.encode(obj, message)
+        return protobuf.encode(obj, message) if prefix is None else protobuf.encode_in_envelope(obj, message, prefix)
     except EncodeError as exc:
         # Only an object this server stored could get here: it stored something upstream could not.
         raise errors.internal_error(f"object cannot be written as protobuf: {exc}") from None
@@ -84,9 +97,8 @@ def _encoded(item: StoredObject) -> Encoded:
     if found is None:
         obj = item.obj
         api_version, kind = obj.get("apiVersion") or "", obj.get("kind") or ""
-        message = _encode(_message(api_version, kind), obj)
-        prefix = protobuf.envelope_prefix(api_version, kind)
-        enveloped = b"".join((prefix, b"\x12", protobuf.varint(len(message)), message, protobuf.ENVELOPE_TAIL))
+        message, prefix = _message_and_prefix(api_version, kind)
+        enveloped = _encode(message, obj, prefix)
         found = (enveloped, memoryview(enveloped)[len(prefix) : -len(protobuf.ENVELOPE_TAIL)])
         ENCODED.put(item, found)
     return found
@@ -97,7 +109,8 @@ def object_bytes(item: StoredObject | Obj) -> bytes:
     if isinstance(item, StoredObject):
         return _encoded(item)[0]
     api_version, kind = item.get("apiVersion") or "", item.get("kind") or ""
-    return protobuf.envelope(api_version, kind, _encode(_message(api_version, kind), item))
+    message, prefix = _message_and_prefix(api_version, kind)
+    return _encode(message, item, prefix)
 
 
 def status_bytes(exc: ApiError) -> bytes:

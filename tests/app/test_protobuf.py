@@ -181,6 +181,10 @@ def test_bad_envelopes_fail_with_gos_words(body: bytes, error: str) -> None:
         (b"\x08\x01", "proto: wrong wireType = 0 for field Namespace.metadata"),  # metadata as a varint
         (b"\x0a\x02\x08\x01", "proto: wrong wireType = 0 for field ObjectMeta.name"),
         (b"\x0a\x05\x0a\x09abc", "unexpected EOF"),  # a name longer than its message
+        (b"\x0a\x09\x0a\x01a", "unexpected EOF"),  # metadata longer than the body
+        (b"\x0c\x00", "proto: Namespace: wiretype end group for non-group"),
+        (b"\x0a\x02\x0c\x00", "proto: ObjectMeta: wiretype end group for non-group"),
+        (b"\x02\x00", "proto: Namespace: illegal tag 0 (wire type 2)"),
     ],
 )
 def test_bad_messages_fail_with_gos_words(raw: bytes, error: str) -> None:
@@ -471,3 +475,53 @@ def test_string_fields_write_the_same_bytes_whether_kept_or_not() -> None:
         decoded = protobuf.decode_object(protobuf.encode_object(claim))
         assert decoded["metadata"]["finalizers"] == ["a", "a", "b" * 200]
         assert decoded["metadata"]["labels"] == {"a": "a", "b": "b" * 200}
+
+
+def _widened(data: bytes, message: protobuf.Message) -> bytes:
+    """``data`` (a message of ``message``) with every key and length written as a two-byte varint
+    (as Go reads them, a longer form of the same number) and each map entry's value before its
+    key, nested messages alike: bytes the decoder cannot take its usual one-byte shortcuts on."""
+    out = bytearray()
+    for number, wire, value, stop in protobuf._fields(data, 0, len(data), message.owner):
+        field = message.by_number.get(number)
+        out += bytes([(number << 3 | wire) & 0x7F | 0x80, (number << 3 | wire) >> 7])
+        if wire != protobuf.LEN:
+            protobuf.put_varint(out, value)
+            continue
+        inner = data[value:stop]
+        if field is not None and field.is_map:
+            entry = protobuf._fields(inner, 0, len(inner), "entry")
+            inner = b"".join(_field_bytes(inner, *part) for part in reversed(entry))  # value, then key
+        elif field is not None and field.message is not None and not field.is_map:
+            inner = _widened(inner, field.message)
+        out += bytes([len(inner) & 0x7F | 0x80, len(inner) >> 7])
+        out += inner
+    return bytes(out)
+
+
+def _field_bytes(data: bytes, number: int, wire: int, value: int, stop: int) -> bytes:
+    out = bytearray()
+    protobuf.put_varint(out, number << 3 | wire)
+    if wire == protobuf.LEN:
+        protobuf.put_varint(out, stop - value)
+        out += data[value:stop]
+    else:
+        protobuf.put_varint(out, value)
+    return bytes(out)
+
+
+def test_a_message_reads_the_same_whatever_the_width_of_its_varints() -> None:
+    """The decoder's shortcut for one-byte keys and lengths (most fields) and for a map entry's
+    usual layout reads what Go's generic reading of the same message gives."""
+    message = _message("resource.k8s.io/v1", "ResourceClaim")
+    raw = protobuf.encode(CLAIM, message)
+    widened = _widened(raw, message)
+    assert len(widened) > len(raw) and protobuf.decode(widened, message) == protobuf.decode(raw, message)
+    assert protobuf.decode(raw, message)["metadata"]["labels"] == {"a": "1", "b": "2"}
+    # A map entry's value before its key, with one-byte lengths, and an entry with its key only.
+    object_meta = message.by_number[1].message
+    assert object_meta is not None
+    labels = object_meta.by_number[11]
+    assert protobuf._read_entry(labels, b"\x12\x01v\x0a\x01k", 0, 6, 0) == ("k", "v")
+    assert protobuf._read_entry(labels, b"\x0a\x01k", 0, 3, 0) == ("k", "")
+    assert protobuf._read_entry(labels, b"\x0a\x01k\x12\x01v\x12\x01w", 0, 9, 0) == ("k", "w")
