@@ -635,15 +635,21 @@ def fill_zero_fields(value: Obj, message: Message) -> None:
 
 
 def _read_message(message: Message, data: bytes, start: int, end: int, depth: int) -> Obj:
-    """A message as JSON, in one pass over its fields as Go's generated Unmarshal reads them."""
+    """A message as JSON, as Go's generated Unmarshal reads it. Go writes fields in the order of
+    their numbers, which is the schema's (and the JSON's): such a message is read straight into
+    its JSON, each field put as it comes after the zero values of those it skipped. A message in
+    another order, or with a field other than a list or map more than once, is read again by
+    ``_read_any_order``."""
     if depth > MAX_DEPTH:
         raise ProtobufError(f"proto: {message.owner}: message nested deeper than {MAX_DEPTH}")
     fields = message.fields
     slots = message.slots
     top = len(slots)
-    values: list[Any] = [_ABSENT] * len(fields)
-    merged: list[int] | None = None  # message fields seen more than once: their bytes are merged
     owner = message.owner
+    out: Obj = {}
+    following = 0  # the fields before this one are in ``out`` (or left out)
+    items: list[Any] = []  # the list and the map being read (the field before ``following``)
+    entries: dict[str, Any] = {}
     pos = start
     while pos < end:
         # Most fields have a one-byte key and a one-byte length or value: read here, without
@@ -667,6 +673,81 @@ def _read_message(message: Message, data: bytes, start: int, end: int, depth: in
                 number, wire, value, stop, pos = _field_at(data, pos, end, owner)
         else:
             number, wire, value, stop, pos = _field_at(data, pos, end, owner)
+        index = slots[number] if 0 < number < top else -1
+        if index < 0:
+            continue  # unknown fields are dropped, as Go's generated code does
+        field = fields[index]
+        if index >= following:
+            if index > following:
+                _put_absent(out, fields, following, index)
+            following = index + 1
+            if field.is_list:
+                items = []
+                out[field.json] = items
+            elif field.is_map:
+                if wire != LEN:
+                    raise ProtobufError(f"proto: wrong wireType = {wire} for field {field.name}")
+                entries = {}
+                out[field.json] = entries
+            else:
+                got = _read_value(field, data, wire, value, stop, depth)
+                if field.inline:
+                    out.update(got)
+                elif got is not None and not (field.drop_empty and not got):
+                    out[field.json] = got
+                continue
+        elif index + 1 != following or not (field.is_list or field.is_map):
+            return _read_any_order(message, data, start, end, depth)
+        if field.is_list:
+            if wire == LEN and field.elem_wire == VARINT:  # packed
+                at = value
+                while at < stop:
+                    element, at = _get_varint(data, at, stop)
+                    items.append(_read_value(field, data, VARINT, element, -1, depth))
+            elif field.wrapped:
+                items.append(_read_wrapped(field, data, wire, value, stop, depth))
+            else:
+                items.append(_read_value(field, data, wire, value, stop, depth))
+        else:
+            if wire != LEN:
+                raise ProtobufError(f"proto: wrong wireType = {wire} for field {field.name}")
+            entry_key, entry = _read_entry(field, data, value, stop, depth)
+            entries[entry_key] = entry
+    if following < len(fields):
+        _put_absent(out, fields, following, len(fields))
+    return out
+
+
+def _put_absent(out: Obj, fields: tuple[Field, ...], first: int, stop: int) -> None:
+    """Put the JSON of ``fields[first:stop]``, which the message did not carry (Go's zero values)."""
+    for index in range(first, stop):
+        field = fields[index]
+        absent = field.absent
+        if absent == _SKIP:
+            continue
+        if absent == _CONST:
+            got = field.zero_value
+        else:
+            assert field.message is not None
+            got = _zero_message(field.message)
+        if field.inline:
+            out.update(got)
+        elif got is not None and not (field.drop_empty and not got):
+            out[field.json] = got
+
+
+def _read_any_order(message: Message, data: bytes, start: int, end: int, depth: int) -> Obj:
+    """``_read_message`` of a message whose fields come in any order, any number of times: a
+    scalar's last value counts, a message's parts are merged, a list's or map's are gathered."""
+    fields = message.fields
+    slots = message.slots
+    top = len(slots)
+    values: list[Any] = [_ABSENT] * len(fields)
+    merged: list[int] | None = None  # message fields seen more than once: their bytes are merged
+    owner = message.owner
+    pos = start
+    while pos < end:
+        number, wire, value, stop, pos = _field_at(data, pos, end, owner)
         index = slots[number] if 0 < number < top else -1
         if index < 0:
             continue  # unknown fields are dropped, as Go's generated code does

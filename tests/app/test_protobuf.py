@@ -477,6 +477,22 @@ def test_string_fields_write_the_same_bytes_whether_kept_or_not() -> None:
         assert decoded["metadata"]["labels"] == {"a": "a", "b": "b" * 200}
 
 
+def _rotated(data: bytes, message: protobuf.Message) -> bytes:
+    """``data`` with the first field of every message (all its occurrences, in order) moved last:
+    Go's reading is the same, but the fields are no longer in the order Go writes them."""
+    parts = protobuf._fields(data, 0, len(data), message.owner)
+    pieces = []
+    for number, wire, value, stop in parts:
+        field = message.by_number.get(number)
+        if wire == protobuf.LEN and field is not None and field.message is not None and not field.is_map:
+            inner = _rotated(data[value:stop], field.message)
+            pieces.append((number, _field_bytes(inner, number, wire, 0, len(inner))))
+        else:
+            pieces.append((number, _field_bytes(data, number, wire, value, stop)))
+    first = pieces[0][0] if pieces else 0
+    return b"".join([piece for number, piece in pieces if number != first] + [piece for number, piece in pieces if number == first])
+
+
 def _widened(data: bytes, message: protobuf.Message) -> bytes:
     """``data`` (a message of ``message``) with every key and length written as a two-byte varint
     (as Go reads them, a longer form of the same number) and each map entry's value before its
@@ -518,6 +534,8 @@ def test_a_message_reads_the_same_whatever_the_width_of_its_varints() -> None:
     widened = _widened(raw, message)
     assert len(widened) > len(raw) and protobuf.decode(widened, message) == protobuf.decode(raw, message)
     assert protobuf.decode(raw, message)["metadata"]["labels"] == {"a": "1", "b": "2"}
+    rotated = _rotated(raw, message)
+    assert rotated != raw and protobuf.decode(rotated, message) == protobuf.decode(raw, message)
     # A map entry's value before its key, with one-byte lengths, and an entry with its key only.
     object_meta = message.by_number[1].message
     assert object_meta is not None
@@ -525,3 +543,15 @@ def test_a_message_reads_the_same_whatever_the_width_of_its_varints() -> None:
     assert protobuf._read_entry(labels, b"\x12\x01v\x0a\x01k", 0, 6, 0) == ("k", "v")
     assert protobuf._read_entry(labels, b"\x0a\x01k", 0, 3, 0) == ("k", "")
     assert protobuf._read_entry(labels, b"\x0a\x01k\x12\x01v\x12\x01w", 0, 9, 0) == ("k", "w")
+
+
+def test_fields_out_of_order_or_repeated_read_as_go_reads_them() -> None:
+    """A scalar's last value counts, a message's parts are merged, a list's parts are gathered,
+    wherever they come."""
+    namespace = _message("v1", "Namespace")
+    assert protobuf.decode(b"\x0a\x06\x0a\x01a\x0a\x01b", namespace)["metadata"]["name"] == "b"
+    merged = protobuf.decode(b"\x0a\x03\x0a\x01a\x12\x00\x0a\x05\x12\x03gen", namespace)
+    assert (merged["metadata"]["name"], merged["metadata"]["generateName"], merged["spec"]) == ("a", "gen", {})
+    gathered = protobuf.decode(b"\x0a\x09\x72\x01x\x0a\x01a\x72\x01y", namespace)["metadata"]
+    assert list(gathered) == list(protobuf.decode(b"\x0a\x09\x0a\x01a\x72\x01x\x72\x01y", namespace)["metadata"])
+    assert (gathered["name"], gathered["finalizers"]) == ("a", ["x", "y"])
