@@ -283,15 +283,15 @@ def varint(value: int) -> bytes:
     if 0 <= value < 128:
         return _SMALL_VARINTS[value]
     if 128 <= value < 16384:  # two bytes: the lengths of most nested messages, made once each
-        found = _TWO_BYTE_VARINTS.get(value)
+        found = _TWO_BYTE_VARINTS[value - 128]
         if found is None:
-            found = _TWO_BYTE_VARINTS[value] = _varint_bytes(value)
+            found = _TWO_BYTE_VARINTS[value - 128] = _varint_bytes(value)
         return found
     return _varint_bytes(value)
 
 
-# The two-byte varints written so far (at most 16,256 of them).
-_TWO_BYTE_VARINTS: Final[dict[int, bytes]] = {}
+# The two-byte varints written so far, by value - 128 (a list: indexed without hashing).
+_TWO_BYTE_VARINTS: Final[list[bytes | None]] = [None] * (16384 - 128)
 
 
 def _get_varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
@@ -652,19 +652,26 @@ def _read_message(message: Message, data: bytes, start: int, end: int, depth: in
     entries: dict[str, Any] = {}
     pos = start
     while pos < end:
-        # Most fields have a one-byte key and a one-byte length or value: read here, without
-        # _field_at's tuple (which also reports any fault in them).
+        # Most fields have a one-byte key and a one-byte value or a length of one or two bytes:
+        # read here, without _field_at's tuple (which also reports any fault in them).
         key = data[pos]
-        if key < 0x80 and pos + 1 < end and data[pos + 1] < 0x80 and key >= 8:
+        if key < 0x80 and key >= 8 and pos + 2 < end:
             wire = key & 7
             if wire == LEN:
+                length = data[pos + 1]
                 value = pos + 2
-                stop = value + data[pos + 1]
-                if stop > end:
+                if length >= 0x80:
+                    if data[pos + 2] >= 0x80:
+                        length = -1  # three bytes or more
+                    else:
+                        length = (length & 0x7F) | data[pos + 2] << 7
+                        value = pos + 3
+                stop = value + length
+                if length < 0 or stop > end:
                     number, wire, value, stop, pos = _field_at(data, pos, end, owner)
                 number = key >> 3
                 pos = stop
-            elif wire == VARINT:
+            elif wire == VARINT and data[pos + 1] < 0x80:
                 number = key >> 3
                 value = data[pos + 1]
                 stop = -1
@@ -899,7 +906,21 @@ def _head(heads: list[bytes], value: int) -> bytes:
     """The tag of ``heads`` and ``value`` as a varint, as one piece."""
     if 0 <= value < 128:
         return heads[value]
+    if value < 16384:
+        # Two-byte lengths (most nested messages'), kept by the field's tag as they come up.
+        tag = heads[_TAG_ALONE]
+        longer = _LONGER_HEADS.get(tag)
+        if longer is None:
+            longer = _LONGER_HEADS[tag] = {}
+        found = longer.get(value)
+        if found is None:
+            found = longer[value] = tag + varint(value)
+        return found
     return heads[_TAG_ALONE] + varint(value)
+
+
+# Each tag's heads with two-byte values (at most 16,256 a tag), made as used.
+_LONGER_HEADS: Final[dict[bytes, dict[int, bytes]]] = {}
 
 
 def _add_bytes(parts: list[bytes], heads: list[bytes], payload: bytes) -> int:
@@ -1184,7 +1205,8 @@ def _write_fields(parts: list[bytes], message: Message, obj: Obj, depth: int) ->
         elif field.is_map:
             if not isinstance(value, dict):
                 raise EncodeError(f"json: cannot unmarshal {go_json_type(value)} into Go struct field {field.name} of type map")
-            for key in sorted(value):
+            keys: list[str] = sorted(value)  # JSON's keys are texts: encoded directly below
+            for key in keys:
                 slot = _open_field(parts)
                 entry = _add_bytes(parts, field.key_heads, key.encode("utf-8"))
                 item = value[key]

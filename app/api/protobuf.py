@@ -44,20 +44,32 @@ def decode_body(raw: bytes, api_version: str, kind: str) -> Obj:
         raise errors.bad_request(f"the object provided is unrecognized (must be of type {kind}): {exc} ({summarize_data(raw)})") from None
     api_version = named_version or api_version
     named_kind = named_kind or kind
-    message = protobuf.schema().message_for(api_version, named_kind)
-    version = api_version.rsplit("/", 1)[-1]
+    message = _BODY_MESSAGES.get((api_version, named_kind))
     if message is None:
-        raise errors.bad_request(f'{named_kind} in version "{version}" cannot be handled as a {kind}: no kind "{named_kind}" is registered for version "{api_version}" in scheme "{LEGACY_SCHEME}"')
+        message = protobuf.schema().message_for(api_version, named_kind)
+        if message is None:
+            raise errors.bad_request(
+                f'{named_kind} in version "{_version(api_version)}" cannot be handled as a {kind}: no kind "{named_kind}" is registered for version "{api_version}" in scheme "{LEGACY_SCHEME}"'
+            )
+        _BODY_MESSAGES[(api_version, named_kind)] = message
     try:
         obj, typed, shallow = protobuf.decode_checked(message_bytes, message, MAX_DEPTH)
     except ProtobufError as exc:
-        raise errors.bad_request(f'{named_kind} in version "{version}" cannot be handled as a {kind}: {exc}') from None
+        raise errors.bad_request(f'{named_kind} in version "{_version(api_version)}" cannot be handled as a {kind}: {exc}') from None
     value = {"apiVersion": api_version, "kind": named_kind, **obj}
     if not shallow:
         check_depth(value)  # raw JSON inside may nest deeper than a JSON body may
     if typed:
         note_typed_body()  # nothing in it can fail to decode as JSON into the Go type
     return value
+
+
+# The message of each type of body read (only types the schema has: as many as it has).
+_BODY_MESSAGES: dict[tuple[str, str], Message] = {}
+
+
+def _version(api_version: str) -> str:
+    return api_version.rsplit("/", 1)[-1]
 
 
 def _message(api_version: str, kind: str) -> Message:

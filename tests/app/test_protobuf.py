@@ -493,14 +493,18 @@ def _rotated(data: bytes, message: protobuf.Message) -> bytes:
     return b"".join([piece for number, piece in pieces if number != first] + [piece for number, piece in pieces if number == first])
 
 
-def _widened(data: bytes, message: protobuf.Message) -> bytes:
-    """``data`` (a message of ``message``) with every key and length written as a two-byte varint
-    (as Go reads them, a longer form of the same number) and each map entry's value before its
-    key, nested messages alike: bytes the decoder cannot take its usual one-byte shortcuts on."""
+def _widened(data: bytes, message: protobuf.Message, keys: bool = True) -> bytes:
+    """``data`` (a message of ``message``) with every length (and with ``keys`` every key) written
+    as a two-byte varint (as Go reads them, a longer form of the same number) and each map entry's
+    value before its key, nested messages alike: bytes the decoder cannot take its usual
+    one-byte shortcuts on."""
     out = bytearray()
     for number, wire, value, stop in protobuf._fields(data, 0, len(data), message.owner):
         field = message.by_number.get(number)
-        out += bytes([(number << 3 | wire) & 0x7F | 0x80, (number << 3 | wire) >> 7])
+        if keys:
+            out += bytes([(number << 3 | wire) & 0x7F | 0x80, (number << 3 | wire) >> 7])
+        else:
+            protobuf.put_varint(out, number << 3 | wire)
         if wire != protobuf.LEN:
             protobuf.put_varint(out, value)
             continue
@@ -509,7 +513,7 @@ def _widened(data: bytes, message: protobuf.Message) -> bytes:
             entry = protobuf._fields(inner, 0, len(inner), "entry")
             inner = b"".join(_field_bytes(inner, *part) for part in reversed(entry))  # value, then key
         elif field is not None and field.message is not None and not field.is_map:
-            inner = _widened(inner, field.message)
+            inner = _widened(inner, field.message, keys)
         out += bytes([len(inner) & 0x7F | 0x80, len(inner) >> 7])
         out += inner
     return bytes(out)
@@ -533,6 +537,8 @@ def test_a_message_reads_the_same_whatever_the_width_of_its_varints() -> None:
     raw = protobuf.encode(CLAIM, message)
     widened = _widened(raw, message)
     assert len(widened) > len(raw) and protobuf.decode(widened, message) == protobuf.decode(raw, message)
+    long_lengths = _widened(raw, message, keys=False)
+    assert len(raw) < len(long_lengths) < len(widened) and protobuf.decode(long_lengths, message) == protobuf.decode(raw, message)
     assert protobuf.decode(raw, message)["metadata"]["labels"] == {"a": "1", "b": "2"}
     rotated = _rotated(raw, message)
     assert rotated != raw and protobuf.decode(rotated, message) == protobuf.decode(raw, message)
@@ -555,3 +561,16 @@ def test_fields_out_of_order_or_repeated_read_as_go_reads_them() -> None:
     gathered = protobuf.decode(b"\x0a\x09\x72\x01x\x0a\x01a\x72\x01y", namespace)["metadata"]
     assert list(gathered) == list(protobuf.decode(b"\x0a\x09\x0a\x01a\x72\x01x\x72\x01y", namespace)["metadata"])
     assert (gathered["name"], gathered["finalizers"]) == ("a", ["x", "y"])
+
+
+@pytest.mark.parametrize("length", [127, 128, 300, 16383, 16384, 20000])
+def test_long_fields_carry_their_length_after_their_tag(length: int) -> None:
+    """A field's tag and length as one piece (kept for lengths of two bytes) is the tag, then the
+    length as a varint, however often the same length comes up."""
+    namespace = _message("v1", "Namespace")
+    obj = {"metadata": {"name": "n" * length, "annotations": {"a": "v" * length}}}
+    for _ in range(2):
+        raw = protobuf.encode(obj, namespace)
+        name = b"\x0a" + protobuf.varint(length) + b"n" * length
+        decoded = protobuf.decode(raw, namespace)["metadata"]
+        assert name in raw and (decoded["name"], decoded["annotations"]) == ("n" * length, {"a": "v" * length})
