@@ -538,7 +538,7 @@ def _read_value(field: Field, data: bytes, wire: int, value: int, stop: int, dep
     if code == _MESSAGE:
         message = field.message
         assert message is not None
-        return _read_message(message, data, value, stop, depth + 1)
+        return _read_message(message, data, value, stop, depth + 1, {})
     if code <= _FIELDSV1:
         return _read_special(code, data, value, stop)
     if code == _BYTES:
@@ -566,7 +566,7 @@ def _zero_message(message: Message) -> Obj:
     """A fresh copy of a message's zero value as JSON."""
     zero = message.zero
     if zero is None:
-        zero = message.zero = _read_message(message, b"", 0, 0, 0)
+        zero = message.zero = _read_message(message, b"", 0, 0, 0, {})
         message.zero_flat = not any(isinstance(v, (dict, list)) for v in zero.values())
     if message.zero_flat:
         return dict(zero)
@@ -634,19 +634,19 @@ def fill_zero_fields(value: Obj, message: Message) -> None:
                         fill_zero_fields(item, nested)
 
 
-def _read_message(message: Message, data: bytes, start: int, end: int, depth: int) -> Obj:
-    """A message as JSON, as Go's generated Unmarshal reads it. Go writes fields in the order of
-    their numbers, which is the schema's (and the JSON's): such a message is read straight into
-    its JSON, each field put as it comes after the zero values of those it skipped. A message in
-    another order, or with a field other than a list or map more than once, is read again by
-    ``_read_any_order``."""
+def _read_message(message: Message, data: bytes, start: int, end: int, depth: int, out: Obj) -> Obj:
+    """A message as JSON (put in ``out``, which may hold keys to come first), as Go's generated
+    Unmarshal reads it. Go writes fields in the order of their numbers, which is the schema's (and
+    the JSON's): such a message is read straight into its JSON, each field put as it comes after
+    the zero values of those it skipped. A message in another order, or with a field other than a
+    list or map more than once, is read again by ``_read_any_order``."""
     if depth > MAX_DEPTH:
         raise ProtobufError(f"proto: {message.owner}: message nested deeper than {MAX_DEPTH}")
     fields = message.fields
     slots = message.slots
     top = len(slots)
     owner = message.owner
-    out: Obj = {}
+    first_keys = len(out)
     following = 0  # the fields before this one are in ``out`` (or left out)
     items: list[Any] = []  # the list and the map being read (the field before ``following``)
     entries: dict[str, Any] = {}
@@ -704,7 +704,7 @@ def _read_message(message: Message, data: bytes, start: int, end: int, depth: in
                     out[field.json] = got
                 continue
         elif index + 1 != following or not (field.is_list or field.is_map):
-            return _read_any_order(message, data, start, end, depth)
+            return _read_any_order(message, data, start, end, depth, _without_after(out, first_keys))
         if field.is_list:
             if wire == LEN and field.elem_wire == VARINT:  # packed
                 at = value
@@ -725,6 +725,13 @@ def _read_message(message: Message, data: bytes, start: int, end: int, depth: in
     return out
 
 
+def _without_after(out: Obj, first_keys: int) -> Obj:
+    """``out`` as it was given to ``_read_message`` (its first ``first_keys`` keys)."""
+    if len(out) == first_keys:
+        return out
+    return dict(list(out.items())[:first_keys])
+
+
 def _put_absent(out: Obj, fields: tuple[Field, ...], first: int, stop: int) -> None:
     """Put the JSON of ``fields[first:stop]``, which the message did not carry (Go's zero values)."""
     for index in range(first, stop):
@@ -743,7 +750,7 @@ def _put_absent(out: Obj, fields: tuple[Field, ...], first: int, stop: int) -> N
             out[field.json] = got
 
 
-def _read_any_order(message: Message, data: bytes, start: int, end: int, depth: int) -> Obj:
+def _read_any_order(message: Message, data: bytes, start: int, end: int, depth: int, out: Obj) -> Obj:
     """``_read_message`` of a message whose fields come in any order, any number of times: a
     scalar's last value counts, a message's parts are merged, a list's or map's are gathered."""
     fields = message.fields
@@ -804,7 +811,6 @@ def _read_any_order(message: Message, data: bytes, start: int, end: int, depth: 
             field = fields[index]
             joined = b"".join(data[a:b] for number, _, a, b in _fields(data, start, end, owner) if number == field.number)
             values[index] = _read_value(field, joined, LEN, 0, len(joined), depth)
-    out: Obj = {}
     for index in range(len(fields)):
         field = fields[index]
         got = values[index]
@@ -1390,14 +1396,15 @@ def _go_bytes(data: bytes) -> str:
 # ---- the codec's entry points ------------------------------------------------------------------
 
 
-def decode(raw: bytes, message: Message) -> Obj:
-    """The JSON form of one message's bytes (no envelope), as upstream would hand it on."""
+def decode(raw: bytes, message: Message, into: Obj | None = None) -> Obj:
+    """The JSON form of one message's bytes (no envelope), as upstream would hand it on; put in
+    ``into`` when given (after the keys it holds, unless the message has them too)."""
     _RAW_JSON_READ.clear()
-    return _read_message(message, raw, 0, len(raw), 0)
+    return _read_message(message, raw, 0, len(raw), 0, {} if into is None else into)
 
 
-def decode_checked(raw: bytes, message: Message, depth_limit: int) -> tuple[Obj, bool, bool]:
-    """``decode``, and what a server would otherwise walk the result for: whether every value
+def decode_checked(raw: bytes, message: Message, depth_limit: int, into: Obj | None = None) -> tuple[Obj, bool, bool]:
+    """``decode`` (into ``into``), and what a server would otherwise walk the result for: whether every value
     reads back into the Go type as JSON (False when a time lies outside the years 1000-9999, whose
     text has no four-digit year), and whether the JSON nests at most ``depth_limit`` levels deep
     (True when the schema's nesting plus the most the deepest raw JSON inside can add stays
@@ -1405,7 +1412,7 @@ def decode_checked(raw: bytes, message: Message, depth_limit: int) -> tuple[Obj,
     config's parameters, a managedFields entry's FieldsV1) nests beyond what the schema allows,
     each where the schema puts it: the deepest one counts, bounded as it is read."""
     before = _LONG_OR_SHORT_YEARS[0]
-    obj = decode(raw, message)
+    obj = decode(raw, message, into)
     room = depth_limit - json_depth(message)
     shallow = room >= 0
     for text in _RAW_JSON_READ:

@@ -53,10 +53,9 @@ def decode_body(raw: bytes, api_version: str, kind: str) -> Obj:
             )
         _BODY_MESSAGES[(api_version, named_kind)] = message
     try:
-        obj, typed, shallow = protobuf.decode_checked(message_bytes, message, MAX_DEPTH)
+        value, typed, shallow = protobuf.decode_checked(message_bytes, message, MAX_DEPTH, {"apiVersion": api_version, "kind": named_kind})
     except ProtobufError as exc:
         raise errors.bad_request(f'{named_kind} in version "{_version(api_version)}" cannot be handled as a {kind}: {exc}') from None
-    value = {"apiVersion": api_version, "kind": named_kind, **obj}
     if not shallow:
         check_depth(value)  # raw JSON inside may nest deeper than a JSON body may
     if typed:

@@ -542,6 +542,11 @@ def test_a_message_reads_the_same_whatever_the_width_of_its_varints() -> None:
     assert protobuf.decode(raw, message)["metadata"]["labels"] == {"a": "1", "b": "2"}
     rotated = _rotated(raw, message)
     assert rotated != raw and protobuf.decode(rotated, message) == protobuf.decode(raw, message)
+    # Read into an object holding its type first, whichever way the message is read.
+    typed = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", **protobuf.decode(raw, message)}
+    for data in (raw, rotated):
+        into = protobuf.decode(data, message, {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim"})
+        assert list(into.items()) == list(typed.items())
     # A map entry's value before its key, with one-byte lengths, and an entry with its key only.
     object_meta = message.by_number[1].message
     assert object_meta is not None
