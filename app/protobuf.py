@@ -316,6 +316,8 @@ def _get_varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
 def _signed(value: int, bits: int) -> int:
     if 0 <= value < 0x40000000:  # positive in any width, and compared unboxed
         return value
+    if bits == 64 and 0 <= value < 0x3FFFFFFFFFFFFFFF:  # a positive int64 such as a time's seconds, still unboxed
+        return value
     value &= (1 << bits) - 1
     return value - (1 << bits) if value >> (bits - 1) else value
 
@@ -443,6 +445,14 @@ def _read_timestamp(data: bytes, start: int, end: int, micro: bool) -> str | Non
     seconds = nanos = 0
     pos = start
     while pos < end:
+        key = data[pos]
+        if key == 0x08 or key == 0x10:  # seconds or nanos, as Go writes them (read as _field_at would)
+            value, pos = _get_varint(data, pos + 1, end)
+            if key == 0x08:
+                seconds = _signed(value, 64)
+            else:
+                nanos = _signed(value, 32)
+            continue
         number, wire, value, _, pos = _field_at(data, pos, end, "Timestamp")
         if number == 1 or number == 2:
             if wire != VARINT:

@@ -579,3 +579,28 @@ def test_long_fields_carry_their_length_after_their_tag(length: int) -> None:
         name = b"\x0a" + protobuf.varint(length) + b"n" * length
         decoded = protobuf.decode(raw, namespace)["metadata"]
         assert name in raw and (decoded["name"], decoded["annotations"]) == ("n" * length, {"a": "v" * length})
+
+
+@pytest.mark.parametrize(
+    ("timestamp", "read"),
+    [
+        (b"\x08\xf5\xb0\x96\xca\x06", "2025-12-19T18:24:53Z"),
+        (b"\x10\x01\x08\xf5\xb0\x96\xca\x06", "2025-12-19T18:24:53Z"),  # nanos first; whole seconds only
+        (b"\x08\x00\x08\xf5\xb0\x96\xca\x06", "2025-12-19T18:24:53Z"),  # the last seconds count
+        (b"\x18\x05\x08\xf5\xb0\x96\xca\x06", "2025-12-19T18:24:53Z"),  # an unknown field skipped
+        (b"\x08" + b"\xff" * 9 + b"\x01", "1969-12-31T23:59:59Z"),  # -1 as ten bytes
+        (b"\x08\x80\x80\x80\x80\x80\x80\x80\x80\x40", "proto: a timestamp of 4611686018427387904 seconds is out of range"),
+        (b"\x09" + bytes(8), "proto: wrong wireType = 1 for field Seconds"),
+        (b"\x08\xf5\xb0", "unexpected EOF"),
+    ],
+)
+def test_timestamps_read_as_go_reads_them(timestamp: bytes, read: str) -> None:
+    namespace = _message("v1", "Namespace")
+    meta = b"\x42" + protobuf.varint(len(timestamp)) + timestamp
+    body = b"\x0a" + protobuf.varint(len(meta)) + meta
+    if read[0].isdigit():
+        assert protobuf.decode(body, namespace)["metadata"]["creationTimestamp"] == read
+    else:
+        with pytest.raises(ProtobufError) as failure:
+            protobuf.decode(body, namespace)
+        assert str(failure.value) == read
