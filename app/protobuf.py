@@ -522,11 +522,15 @@ def _read_special(code: int, data: bytes, start: int, end: int) -> Any:
         return go_duration(nanos)
     # rawextension, fieldsv1: raw JSON bytes in field 1
     raw: bytes | None = None
-    for number, wire, value, stop in _fields(data, start, end, "RawExtension" if code == _RAWEXTENSION else "FieldsV1"):
-        if number == 1:
-            if wire != LEN:
-                raise ProtobufError(f"proto: wrong wireType = {wire} for field Raw")
-            raw = data[value:stop]
+    length, at = _get_varint(data, start + 1, end) if end - start >= 2 and data[start] == 0x0A else (-1, 0)
+    if length >= 0 and at + length == end:
+        raw = data[at:end]  # field 1 alone, as Go writes it
+    else:
+        for number, wire, value, stop in _fields(data, start, end, "RawExtension" if code == _RAWEXTENSION else "FieldsV1"):
+            if number == 1:
+                if wire != LEN:
+                    raise ProtobufError(f"proto: wrong wireType = {wire} for field Raw")
+                raw = data[value:stop]
     if raw is None:
         return None
     try:
@@ -707,7 +711,16 @@ def _read_message(message: Message, data: bytes, start: int, end: int, depth: in
                 entries = {}
                 out[field.json] = entries
             else:
-                got = _read_value(field, data, wire, value, stop, depth)
+                code = field.code
+                got: Any
+                if code == _STRING and wire == LEN:  # _read_value's commonest cases, without its call
+                    got = _text(data, value, stop)
+                elif code == _MESSAGE and wire == LEN:
+                    nested = field.message
+                    assert nested is not None
+                    got = _read_message(nested, data, value, stop, depth + 1, {})
+                else:
+                    got = _read_value(field, data, wire, value, stop, depth)
                 if field.inline:
                     out.update(got)
                 elif got is not None and not (field.drop_empty and not got):

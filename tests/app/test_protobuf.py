@@ -604,3 +604,23 @@ def test_timestamps_read_as_go_reads_them(timestamp: bytes, read: str) -> None:
         with pytest.raises(ProtobufError) as failure:
             protobuf.decode(body, namespace)
         assert str(failure.value) == read
+
+
+@pytest.mark.parametrize(
+    ("raw", "read"),
+    [
+        (b"\x0a\x07{\"a\":1}", {"a": 1}),
+        (b"\x0a\x07{\"a\":1}\x12\x00", {"a": 1}),  # an unknown field after it
+        (b"\x0a\x02[]\x0a\x07{\"a\":1}", {"a": 1}),  # the last one counts
+        (b"", None),
+        (b"\x0a\x09{\"a\":1}", "unexpected EOF"),
+    ],
+)
+def test_raw_json_reads_as_go_reads_it(raw: bytes, read: Any) -> None:
+    code = protobuf._CODES["rawextension"]
+    if isinstance(read, str):
+        with pytest.raises(ProtobufError) as failure:
+            protobuf._read_special(code, raw, 0, len(raw))
+        assert str(failure.value) == read
+    else:
+        assert protobuf._read_special(code, raw, 0, len(raw)) == read
