@@ -283,15 +283,15 @@ def varint(value: int) -> bytes:
     if 0 <= value < 128:
         return _SMALL_VARINTS[value]
     if 128 <= value < 16384:  # two bytes: the lengths of most nested messages, made once each
-        found = _TWO_BYTE_VARINTS.get(value)
+        found = _TWO_BYTE_VARINTS[value - 128]
         if found is None:
-            found = _TWO_BYTE_VARINTS[value] = _varint_bytes(value)
+            found = _TWO_BYTE_VARINTS[value - 128] = _varint_bytes(value)
         return found
     return _varint_bytes(value)
 
 
-# The two-byte varints written so far (at most 16,256 of them).
-_TWO_BYTE_VARINTS: Final[dict[int, bytes]] = {}
+# The two-byte varints written so far, by value - 128 (a list: indexed without hashing).
+_TWO_BYTE_VARINTS: Final[list[bytes | None]] = [None] * (16384 - 128)
 
 
 def _get_varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
@@ -315,6 +315,8 @@ def _get_varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
 
 def _signed(value: int, bits: int) -> int:
     if 0 <= value < 0x40000000:  # positive in any width, and compared unboxed
+        return value
+    if bits == 64 and 0 <= value < 0x3FFFFFFFFFFFFFFF:  # a positive int64 such as a time's seconds, still unboxed
         return value
     value &= (1 << bits) - 1
     return value - (1 << bits) if value >> (bits - 1) else value
@@ -443,6 +445,14 @@ def _read_timestamp(data: bytes, start: int, end: int, micro: bool) -> str | Non
     seconds = nanos = 0
     pos = start
     while pos < end:
+        key = data[pos]
+        if key == 0x08 or key == 0x10:  # seconds or nanos, as Go writes them (read as _field_at would)
+            value, pos = _get_varint(data, pos + 1, end)
+            if key == 0x08:
+                seconds = _signed(value, 64)
+            else:
+                nanos = _signed(value, 32)
+            continue
         number, wire, value, _, pos = _field_at(data, pos, end, "Timestamp")
         if number == 1 or number == 2:
             if wire != VARINT:
@@ -512,11 +522,15 @@ def _read_special(code: int, data: bytes, start: int, end: int) -> Any:
         return go_duration(nanos)
     # rawextension, fieldsv1: raw JSON bytes in field 1
     raw: bytes | None = None
-    for number, wire, value, stop in _fields(data, start, end, "RawExtension" if code == _RAWEXTENSION else "FieldsV1"):
-        if number == 1:
-            if wire != LEN:
-                raise ProtobufError(f"proto: wrong wireType = {wire} for field Raw")
-            raw = data[value:stop]
+    length, at = _get_varint(data, start + 1, end) if end - start >= 2 and data[start] == 0x0A else (-1, 0)
+    if length >= 0 and at + length == end:
+        raw = data[at:end]  # field 1 alone, as Go writes it
+    else:
+        for number, wire, value, stop in _fields(data, start, end, "RawExtension" if code == _RAWEXTENSION else "FieldsV1"):
+            if number == 1:
+                if wire != LEN:
+                    raise ProtobufError(f"proto: wrong wireType = {wire} for field Raw")
+                raw = data[value:stop]
     if raw is None:
         return None
     try:
@@ -538,7 +552,7 @@ def _read_value(field: Field, data: bytes, wire: int, value: int, stop: int, dep
     if code == _MESSAGE:
         message = field.message
         assert message is not None
-        return _read_message(message, data, value, stop, depth + 1)
+        return _read_message(message, data, value, stop, depth + 1, {})
     if code <= _FIELDSV1:
         return _read_special(code, data, value, stop)
     if code == _BYTES:
@@ -566,7 +580,7 @@ def _zero_message(message: Message) -> Obj:
     """A fresh copy of a message's zero value as JSON."""
     zero = message.zero
     if zero is None:
-        zero = message.zero = _read_message(message, b"", 0, 0, 0)
+        zero = message.zero = _read_message(message, b"", 0, 0, 0, {})
         message.zero_flat = not any(isinstance(v, (dict, list)) for v in zero.values())
     if message.zero_flat:
         return dict(zero)
@@ -634,10 +648,134 @@ def fill_zero_fields(value: Obj, message: Message) -> None:
                         fill_zero_fields(item, nested)
 
 
-def _read_message(message: Message, data: bytes, start: int, end: int, depth: int) -> Obj:
-    """A message as JSON, in one pass over its fields as Go's generated Unmarshal reads them."""
+def _read_message(message: Message, data: bytes, start: int, end: int, depth: int, out: Obj) -> Obj:
+    """A message as JSON (put in ``out``, which may hold keys to come first), as Go's generated
+    Unmarshal reads it. Go writes fields in the order of their numbers, which is the schema's (and
+    the JSON's): such a message is read straight into its JSON, each field put as it comes after
+    the zero values of those it skipped. A message in another order, or with a field other than a
+    list or map more than once, is read again by ``_read_any_order``."""
     if depth > MAX_DEPTH:
         raise ProtobufError(f"proto: {message.owner}: message nested deeper than {MAX_DEPTH}")
+    fields = message.fields
+    slots = message.slots
+    top = len(slots)
+    owner = message.owner
+    first_keys = len(out)
+    following = 0  # the fields before this one are in ``out`` (or left out)
+    items: list[Any] = []  # the list and the map being read (the field before ``following``)
+    entries: dict[str, Any] = {}
+    pos = start
+    while pos < end:
+        # Most fields have a one-byte key and a one-byte value or a length of one or two bytes:
+        # read here, without _field_at's tuple (which also reports any fault in them).
+        key = data[pos]
+        if key < 0x80 and key >= 8 and pos + 2 < end:
+            wire = key & 7
+            if wire == LEN:
+                length = data[pos + 1]
+                value = pos + 2
+                if length >= 0x80:
+                    if data[pos + 2] >= 0x80:
+                        length = -1  # three bytes or more
+                    else:
+                        length = (length & 0x7F) | data[pos + 2] << 7
+                        value = pos + 3
+                stop = value + length
+                if length < 0 or stop > end:
+                    number, wire, value, stop, pos = _field_at(data, pos, end, owner)
+                number = key >> 3
+                pos = stop
+            elif wire == VARINT and data[pos + 1] < 0x80:
+                number = key >> 3
+                value = data[pos + 1]
+                stop = -1
+                pos += 2
+            else:
+                number, wire, value, stop, pos = _field_at(data, pos, end, owner)
+        else:
+            number, wire, value, stop, pos = _field_at(data, pos, end, owner)
+        index = slots[number] if 0 < number < top else -1
+        if index < 0:
+            continue  # unknown fields are dropped, as Go's generated code does
+        field = fields[index]
+        if index >= following:
+            if index > following:
+                _put_absent(out, fields, following, index)
+            following = index + 1
+            if field.is_list:
+                items = []
+                out[field.json] = items
+            elif field.is_map:
+                if wire != LEN:
+                    raise ProtobufError(f"proto: wrong wireType = {wire} for field {field.name}")
+                entries = {}
+                out[field.json] = entries
+            else:
+                code = field.code
+                got: Any
+                if code == _STRING and wire == LEN:  # _read_value's commonest cases, without its call
+                    got = _text(data, value, stop)
+                elif code == _MESSAGE and wire == LEN:
+                    nested = field.message
+                    assert nested is not None
+                    got = _read_message(nested, data, value, stop, depth + 1, {})
+                else:
+                    got = _read_value(field, data, wire, value, stop, depth)
+                if field.inline:
+                    out.update(got)
+                elif got is not None and not (field.drop_empty and not got):
+                    out[field.json] = got
+                continue
+        elif index + 1 != following or not (field.is_list or field.is_map):
+            return _read_any_order(message, data, start, end, depth, _without_after(out, first_keys))
+        if field.is_list:
+            if wire == LEN and field.elem_wire == VARINT:  # packed
+                at = value
+                while at < stop:
+                    element, at = _get_varint(data, at, stop)
+                    items.append(_read_value(field, data, VARINT, element, -1, depth))
+            elif field.wrapped:
+                items.append(_read_wrapped(field, data, wire, value, stop, depth))
+            else:
+                items.append(_read_value(field, data, wire, value, stop, depth))
+        else:
+            if wire != LEN:
+                raise ProtobufError(f"proto: wrong wireType = {wire} for field {field.name}")
+            entry_key, entry = _read_entry(field, data, value, stop, depth)
+            entries[entry_key] = entry
+    if following < len(fields):
+        _put_absent(out, fields, following, len(fields))
+    return out
+
+
+def _without_after(out: Obj, first_keys: int) -> Obj:
+    """``out`` as it was given to ``_read_message`` (its first ``first_keys`` keys)."""
+    if len(out) == first_keys:
+        return out
+    return dict(list(out.items())[:first_keys])
+
+
+def _put_absent(out: Obj, fields: tuple[Field, ...], first: int, stop: int) -> None:
+    """Put the JSON of ``fields[first:stop]``, which the message did not carry (Go's zero values)."""
+    for index in range(first, stop):
+        field = fields[index]
+        absent = field.absent
+        if absent == _SKIP:
+            continue
+        if absent == _CONST:
+            got = field.zero_value
+        else:
+            assert field.message is not None
+            got = _zero_message(field.message)
+        if field.inline:
+            out.update(got)
+        elif got is not None and not (field.drop_empty and not got):
+            out[field.json] = got
+
+
+def _read_any_order(message: Message, data: bytes, start: int, end: int, depth: int, out: Obj) -> Obj:
+    """``_read_message`` of a message whose fields come in any order, any number of times: a
+    scalar's last value counts, a message's parts are merged, a list's or map's are gathered."""
     fields = message.fields
     slots = message.slots
     top = len(slots)
@@ -652,9 +790,12 @@ def _read_message(message: Message, data: bytes, start: int, end: int, depth: in
             continue  # unknown fields are dropped, as Go's generated code does
         field = fields[index]
         if field.is_list:
-            items = values[index]
-            if items is _ABSENT:
-                items = values[index] = []
+            found = values[index]
+            if found is _ABSENT:
+                items: list[Any] = []
+                values[index] = items
+            else:
+                items = found
             if wire == LEN and field.elem_wire == VARINT:  # packed
                 at = value
                 while at < stop:
@@ -667,11 +808,14 @@ def _read_message(message: Message, data: bytes, start: int, end: int, depth: in
         elif field.is_map:
             if wire != LEN:
                 raise ProtobufError(f"proto: wrong wireType = {wire} for field {field.name}")
-            entries = values[index]
-            if entries is _ABSENT:
-                entries = values[index] = {}
-            key, entry = _read_entry(field, data, value, stop, depth)
-            entries[key] = entry
+            found = values[index]
+            if found is _ABSENT:
+                entries: dict[str, Any] = {}
+                values[index] = entries
+            else:
+                entries = found
+            entry_key, entry = _read_entry(field, data, value, stop, depth)
+            entries[entry_key] = entry
         elif _MESSAGE <= field.code <= _FIELDSV1:
             if wire != LEN:
                 raise ProtobufError(f"proto: wrong wireType = {wire} for field {field.name}")
@@ -690,7 +834,6 @@ def _read_message(message: Message, data: bytes, start: int, end: int, depth: in
             field = fields[index]
             joined = b"".join(data[a:b] for number, _, a, b in _fields(data, start, end, owner) if number == field.number)
             values[index] = _read_value(field, joined, LEN, 0, len(joined), depth)
-    out: Obj = {}
     for index in range(len(fields)):
         field = fields[index]
         got = values[index]
@@ -728,6 +871,12 @@ def _read_wrapped(field: Field, data: bytes, wire: int, start: int, stop: int, d
 
 
 def _read_entry(field: Field, data: bytes, start: int, stop: int, depth: int) -> tuple[str, Any]:
+    if field.code == _STRING and field.key_is_string and not field.wrapped and stop - start >= 4 and data[start] == 0x0A and data[start + 1] < 0x80:
+        # The usual entry of a map of strings (labels, annotations): key, then value, each
+        # with a one-byte length, and nothing else.
+        key_end = start + 2 + data[start + 1]
+        if key_end + 2 <= stop and data[key_end] == 0x12 and data[key_end + 1] < 0x80 and key_end + 2 + data[key_end + 1] == stop:
+            return _text(data, start + 2, key_end), _text(data, key_end + 2, stop)
     key: Any = _ZEROS.get(field.key, "")
     item: Any = None
     seen = False
@@ -786,7 +935,21 @@ def _head(heads: list[bytes], value: int) -> bytes:
     """The tag of ``heads`` and ``value`` as a varint, as one piece."""
     if 0 <= value < 128:
         return heads[value]
+    if value < 16384:
+        # Two-byte lengths (most nested messages'), kept by the field's tag as they come up.
+        tag = heads[_TAG_ALONE]
+        longer = _LONGER_HEADS.get(tag)
+        if longer is None:
+            longer = _LONGER_HEADS[tag] = {}
+        found = longer.get(value)
+        if found is None:
+            found = longer[value] = tag + varint(value)
+        return found
     return heads[_TAG_ALONE] + varint(value)
+
+
+# Each tag's heads with two-byte values (at most 16,256 a tag), made as used.
+_LONGER_HEADS: Final[dict[bytes, dict[int, bytes]]] = {}
 
 
 def _add_bytes(parts: list[bytes], heads: list[bytes], payload: bytes) -> int:
@@ -1071,7 +1234,8 @@ def _write_fields(parts: list[bytes], message: Message, obj: Obj, depth: int) ->
         elif field.is_map:
             if not isinstance(value, dict):
                 raise EncodeError(f"json: cannot unmarshal {go_json_type(value)} into Go struct field {field.name} of type map")
-            for key in sorted(value):
+            keys: list[str] = sorted(value)  # JSON's keys are texts: encoded directly below
+            for key in keys:
                 slot = _open_field(parts)
                 entry = _add_bytes(parts, field.key_heads, key.encode("utf-8"))
                 item = value[key]
@@ -1255,14 +1419,15 @@ def _go_bytes(data: bytes) -> str:
 # ---- the codec's entry points ------------------------------------------------------------------
 
 
-def decode(raw: bytes, message: Message) -> Obj:
-    """The JSON form of one message's bytes (no envelope), as upstream would hand it on."""
+def decode(raw: bytes, message: Message, into: Obj | None = None) -> Obj:
+    """The JSON form of one message's bytes (no envelope), as upstream would hand it on; put in
+    ``into`` when given (after the keys it holds, unless the message has them too)."""
     _RAW_JSON_READ.clear()
-    return _read_message(message, raw, 0, len(raw), 0)
+    return _read_message(message, raw, 0, len(raw), 0, {} if into is None else into)
 
 
-def decode_checked(raw: bytes, message: Message, depth_limit: int) -> tuple[Obj, bool, bool]:
-    """``decode``, and what a server would otherwise walk the result for: whether every value
+def decode_checked(raw: bytes, message: Message, depth_limit: int, into: Obj | None = None) -> tuple[Obj, bool, bool]:
+    """``decode`` (into ``into``), and what a server would otherwise walk the result for: whether every value
     reads back into the Go type as JSON (False when a time lies outside the years 1000-9999, whose
     text has no four-digit year), and whether the JSON nests at most ``depth_limit`` levels deep
     (True when the schema's nesting plus the most the deepest raw JSON inside can add stays
@@ -1270,7 +1435,7 @@ def decode_checked(raw: bytes, message: Message, depth_limit: int) -> tuple[Obj,
     config's parameters, a managedFields entry's FieldsV1) nests beyond what the schema allows,
     each where the schema puts it: the deepest one counts, bounded as it is read."""
     before = _LONG_OR_SHORT_YEARS[0]
-    obj = decode(raw, message)
+    obj = decode(raw, message, into)
     room = depth_limit - json_depth(message)
     shallow = room >= 0
     for text in _RAW_JSON_READ:
@@ -1309,6 +1474,15 @@ _JSON_DEPTHS: Final[dict[str, int]] = {}
 def encode(obj: Obj, message: Message) -> bytes:
     """One message's bytes (no envelope) from its JSON form."""
     return _write_message(message, obj)
+
+
+def encode_in_envelope(obj: Obj, message: Message, prefix: bytes) -> bytes:
+    """``envelope`` of ``obj`` written as ``message``, ``prefix`` being ``envelope_prefix``'s for
+    its type, made in one piece (the message is not copied once more into the envelope)."""
+    parts: list[bytes] = [prefix, b""]
+    parts[1] = b"\x12" + varint(_write_fields(parts, message, obj, 0))
+    parts.append(ENVELOPE_TAIL)
+    return b"".join(parts)
 
 
 def encode_object(obj: Obj) -> bytes:

@@ -452,6 +452,71 @@ def decode_finding_unknown(
     return decoding.saved, found
 
 
+def typed_bodies_fully_known(api_version: str, kind: str) -> bool:
+    """Whether the unknown-field walk can find nothing in a body decoded from a typed encoding
+    (protobuf) into ``kind``: every field the kind's Go type can carry, at every depth, is one its
+    schema knows, the raw JSON it can carry (RawExtension, FieldsV1) is free-form there, and no
+    map it carries can hold a null (which the walk would drop). Worked out once per kind."""
+    key = (api_version, kind)
+    known = _TYPED_BODIES_KNOWN.get(key)
+    if known is None:
+        message = protobuf.schema().kinds.get(key)
+        plan = known_fields_of_kind(api_version, kind)
+        known = _TYPED_BODIES_KNOWN[key] = message is not None and plan is not None and _message_known(message, plan, set())
+    return known
+
+
+_TYPED_BODIES_KNOWN: Final[dict[tuple[str, str], bool]] = {}
+# Map element types whose decoded value may be null (a zero time, absent raw JSON or bytes).
+_NULLABLE_ELEMENTS: Final = frozenset({"time", "microtime", "rawextension", "fieldsv1", "bytes"})
+
+
+def _message_known(message: protobuf.Message, plan: KnownFields, seen: set[tuple[str, int]]) -> bool:
+    """Whether ``plan`` knows every field of ``message`` as the walk looks them up (a dict a
+    free-form or non-object plan describes is not looked into)."""
+    if plan.free_form or not plan.is_object:
+        return True
+    visit = (message.name, id(plan))
+    if visit in seen:
+        return True  # being checked further up
+    seen.add(visit)
+    for member in message.fields:
+        if member.inline:
+            if member.message is None or not _message_known(member.message, plan, seen):
+                return False
+            continue
+        child = plan.declared.get(member.json) or plan.extra
+        if child is None or not _field_known(member, child, seen):
+            return False
+    return True
+
+
+def _field_known(member: protobuf.Field, plan: KnownFields, seen: set[tuple[str, int]]) -> bool:
+    """Whether the walk finds nothing in any value of ``member`` that ``plan`` describes."""
+    if plan.free_form:
+        return True
+    if member.is_list:
+        return plan.items is None or _element_known(member, plan.items, seen)
+    if member.is_map:
+        if not plan.is_object:
+            return True
+        # Any key may come: each must find the map's value plan (and no declared property).
+        if plan.declared or plan.extra is None or member.wrapped or member.type in _NULLABLE_ELEMENTS:
+            return False
+        return _element_known(member, plan.extra, seen)
+    return _element_known(member, plan, seen)
+
+
+def _element_known(member: protobuf.Field, plan: KnownFields, seen: set[tuple[str, int]]) -> bool:
+    if member.wrapped:
+        return True  # a list of scalars
+    if member.message is not None:
+        return _message_known(member.message, plan, seen)
+    if member.type in ("rawextension", "fieldsv1"):
+        return plan.free_form  # arbitrary JSON
+    return True  # a scalar, which the walk does not look into
+
+
 def _floats_in_place(value: Any) -> None:
     items = value.items() if type(value) is dict else enumerate(value) if type(value) is list else ()
     for key, item in items:

@@ -459,6 +459,8 @@ class GenericStore:
     ) -> None:
         """Drop fields the schema does not know; Strict refuses them and repeated keys of the body
         (400, as upstream's decoder), Warn reports them."""
+        if found is None and decoded is not None and decoded.typed and bodies.typed_bodies_fully_known(strategy.api_version, strategy.kind):
+            return  # decoded from protobuf into the kind's Go type (obj is of strategy's kind by now): the walk would find nothing
         ordered = decoded is not None and bool(decoded.duplicate_fields) and wopts.field_validation != "Ignore"
         positions = bodies.document_positions(obj) if ordered else None
         unknown = self._drop_unknown_fields(strategy, obj, found)

@@ -44,20 +44,31 @@ def decode_body(raw: bytes, api_version: str, kind: str) -> Obj:
         raise errors.bad_request(f"the object provided is unrecognized (must be of type {kind}): {exc} ({summarize_data(raw)})") from None
     api_version = named_version or api_version
     named_kind = named_kind or kind
-    message = protobuf.schema().message_for(api_version, named_kind)
-    version = api_version.rsplit("/", 1)[-1]
+    message = _BODY_MESSAGES.get((api_version, named_kind))
     if message is None:
-        raise errors.bad_request(f'{named_kind} in version "{version}" cannot be handled as a {kind}: no kind "{named_kind}" is registered for version "{api_version}" in scheme "{LEGACY_SCHEME}"')
+        message = protobuf.schema().message_for(api_version, named_kind)
+        if message is None:
+            raise errors.bad_request(
+                f'{named_kind} in version "{_version(api_version)}" cannot be handled as a {kind}: no kind "{named_kind}" is registered for version "{api_version}" in scheme "{LEGACY_SCHEME}"'
+            )
+        _BODY_MESSAGES[(api_version, named_kind)] = message
     try:
-        obj, typed, shallow = protobuf.decode_checked(message_bytes, message, MAX_DEPTH)
+        value, typed, shallow = protobuf.decode_checked(message_bytes, message, MAX_DEPTH, {"apiVersion": api_version, "kind": named_kind})
     except ProtobufError as exc:
-        raise errors.bad_request(f'{named_kind} in version "{version}" cannot be handled as a {kind}: {exc}') from None
-    value = {"apiVersion": api_version, "kind": named_kind, **obj}
+        raise errors.bad_request(f'{named_kind} in version "{_version(api_version)}" cannot be handled as a {kind}: {exc}') from None
     if not shallow:
         check_depth(value)  # raw JSON inside may nest deeper than a JSON body may
     if typed:
         note_typed_body()  # nothing in it can fail to decode as JSON into the Go type
     return value
+
+
+# The message of each type of body read (only types the schema has: as many as it has).
+_BODY_MESSAGES: dict[tuple[str, str], Message] = {}
+
+
+def _version(api_version: str) -> str:
+    return api_version.rsplit("/", 1)[-1]
 
 
 def _message(api_version: str, kind: str) -> Message:
@@ -69,9 +80,22 @@ def _message(api_version: str, kind: str) -> Message:
     return message
 
 
-def _encode(message: Message, obj: Obj) -> bytes:
+# The message and envelope prefix of each type answered in protobuf, found with one lookup.
+_TYPES: dict[tuple[str, str], tuple[Message, bytes]] = {}
+
+
+def _message_and_prefix(api_version: str, kind: str) -> tuple[Message, bytes]:
+    key = (api_version, kind)
+    found = _TYPES.get(key)
+    if found is None:
+        found = _TYPES[key] = (_message(api_version, kind), protobuf.envelope_prefix(api_version, kind))
+    return found
+
+
+def _encode(message: Message, obj: Obj, prefix: bytes | None = None) -> bytes:
+    """``obj`` as ``message``; in its envelope when given the envelope's ``prefix``."""
     try:
-        return protobuf.encode(obj, message)
+        return protobuf.encode(obj, message) if prefix is None else protobuf.encode_in_envelope(obj, message, prefix)
     except EncodeError as exc:
         # Only an object this server stored could get here: it stored something upstream could not.
         raise errors.internal_error(f"object cannot be written as protobuf: {exc}") from None
@@ -84,9 +108,8 @@ def _encoded(item: StoredObject) -> Encoded:
     if found is None:
         obj = item.obj
         api_version, kind = obj.get("apiVersion") or "", obj.get("kind") or ""
-        message = _encode(_message(api_version, kind), obj)
-        prefix = protobuf.envelope_prefix(api_version, kind)
-        enveloped = b"".join((prefix, b"\x12", protobuf.varint(len(message)), message, protobuf.ENVELOPE_TAIL))
+        message, prefix = _message_and_prefix(api_version, kind)
+        enveloped = _encode(message, obj, prefix)
         found = (enveloped, memoryview(enveloped)[len(prefix) : -len(protobuf.ENVELOPE_TAIL)])
         ENCODED.put(item, found)
     return found
@@ -97,7 +120,8 @@ def object_bytes(item: StoredObject | Obj) -> bytes:
     if isinstance(item, StoredObject):
         return _encoded(item)[0]
     api_version, kind = item.get("apiVersion") or "", item.get("kind") or ""
-    return protobuf.envelope(api_version, kind, _encode(_message(api_version, kind), item))
+    message, prefix = _message_and_prefix(api_version, kind)
+    return _encode(message, item, prefix)
 
 
 def status_bytes(exc: ApiError) -> bytes:

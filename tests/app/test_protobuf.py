@@ -181,6 +181,10 @@ def test_bad_envelopes_fail_with_gos_words(body: bytes, error: str) -> None:
         (b"\x08\x01", "proto: wrong wireType = 0 for field Namespace.metadata"),  # metadata as a varint
         (b"\x0a\x02\x08\x01", "proto: wrong wireType = 0 for field ObjectMeta.name"),
         (b"\x0a\x05\x0a\x09abc", "unexpected EOF"),  # a name longer than its message
+        (b"\x0a\x09\x0a\x01a", "unexpected EOF"),  # metadata longer than the body
+        (b"\x0c\x00", "proto: Namespace: wiretype end group for non-group"),
+        (b"\x0a\x02\x0c\x00", "proto: ObjectMeta: wiretype end group for non-group"),
+        (b"\x02\x00", "proto: Namespace: illegal tag 0 (wire type 2)"),
     ],
 )
 def test_bad_messages_fail_with_gos_words(raw: bytes, error: str) -> None:
@@ -471,3 +475,152 @@ def test_string_fields_write_the_same_bytes_whether_kept_or_not() -> None:
         decoded = protobuf.decode_object(protobuf.encode_object(claim))
         assert decoded["metadata"]["finalizers"] == ["a", "a", "b" * 200]
         assert decoded["metadata"]["labels"] == {"a": "a", "b": "b" * 200}
+
+
+def _rotated(data: bytes, message: protobuf.Message) -> bytes:
+    """``data`` with the first field of every message (all its occurrences, in order) moved last:
+    Go's reading is the same, but the fields are no longer in the order Go writes them."""
+    parts = protobuf._fields(data, 0, len(data), message.owner)
+    pieces = []
+    for number, wire, value, stop in parts:
+        field = message.by_number.get(number)
+        if wire == protobuf.LEN and field is not None and field.message is not None and not field.is_map:
+            inner = _rotated(data[value:stop], field.message)
+            pieces.append((number, _field_bytes(inner, number, wire, 0, len(inner))))
+        else:
+            pieces.append((number, _field_bytes(data, number, wire, value, stop)))
+    first = pieces[0][0] if pieces else 0
+    return b"".join([piece for number, piece in pieces if number != first] + [piece for number, piece in pieces if number == first])
+
+
+def _widened(data: bytes, message: protobuf.Message, keys: bool = True) -> bytes:
+    """``data`` (a message of ``message``) with every length (and with ``keys`` every key) written
+    as a two-byte varint (as Go reads them, a longer form of the same number) and each map entry's
+    value before its key, nested messages alike: bytes the decoder cannot take its usual
+    one-byte shortcuts on."""
+    out = bytearray()
+    for number, wire, value, stop in protobuf._fields(data, 0, len(data), message.owner):
+        field = message.by_number.get(number)
+        if keys:
+            out += bytes([(number << 3 | wire) & 0x7F | 0x80, (number << 3 | wire) >> 7])
+        else:
+            protobuf.put_varint(out, number << 3 | wire)
+        if wire != protobuf.LEN:
+            protobuf.put_varint(out, value)
+            continue
+        inner = data[value:stop]
+        if field is not None and field.is_map:
+            entry = protobuf._fields(inner, 0, len(inner), "entry")
+            inner = b"".join(_field_bytes(inner, *part) for part in reversed(entry))  # value, then key
+        elif field is not None and field.message is not None and not field.is_map:
+            inner = _widened(inner, field.message, keys)
+        out += bytes([len(inner) & 0x7F | 0x80, len(inner) >> 7])
+        out += inner
+    return bytes(out)
+
+
+def _field_bytes(data: bytes, number: int, wire: int, value: int, stop: int) -> bytes:
+    out = bytearray()
+    protobuf.put_varint(out, number << 3 | wire)
+    if wire == protobuf.LEN:
+        protobuf.put_varint(out, stop - value)
+        out += data[value:stop]
+    else:
+        protobuf.put_varint(out, value)
+    return bytes(out)
+
+
+def test_a_message_reads_the_same_whatever_the_width_of_its_varints() -> None:
+    """The decoder's shortcut for one-byte keys and lengths (most fields) and for a map entry's
+    usual layout reads what Go's generic reading of the same message gives."""
+    message = _message("resource.k8s.io/v1", "ResourceClaim")
+    raw = protobuf.encode(CLAIM, message)
+    widened = _widened(raw, message)
+    assert len(widened) > len(raw) and protobuf.decode(widened, message) == protobuf.decode(raw, message)
+    long_lengths = _widened(raw, message, keys=False)
+    assert len(raw) < len(long_lengths) < len(widened) and protobuf.decode(long_lengths, message) == protobuf.decode(raw, message)
+    assert protobuf.decode(raw, message)["metadata"]["labels"] == {"a": "1", "b": "2"}
+    rotated = _rotated(raw, message)
+    assert rotated != raw and protobuf.decode(rotated, message) == protobuf.decode(raw, message)
+    # Read into an object holding its type first, whichever way the message is read.
+    typed = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", **protobuf.decode(raw, message)}
+    for data in (raw, rotated):
+        into = protobuf.decode(data, message, {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim"})
+        assert list(into.items()) == list(typed.items())
+    # A map entry's value before its key, with one-byte lengths, and an entry with its key only.
+    object_meta = message.by_number[1].message
+    assert object_meta is not None
+    labels = object_meta.by_number[11]
+    assert protobuf._read_entry(labels, b"\x12\x01v\x0a\x01k", 0, 6, 0) == ("k", "v")
+    assert protobuf._read_entry(labels, b"\x0a\x01k", 0, 3, 0) == ("k", "")
+    assert protobuf._read_entry(labels, b"\x0a\x01k\x12\x01v\x12\x01w", 0, 9, 0) == ("k", "w")
+
+
+def test_fields_out_of_order_or_repeated_read_as_go_reads_them() -> None:
+    """A scalar's last value counts, a message's parts are merged, a list's parts are gathered,
+    wherever they come."""
+    namespace = _message("v1", "Namespace")
+    assert protobuf.decode(b"\x0a\x06\x0a\x01a\x0a\x01b", namespace)["metadata"]["name"] == "b"
+    merged = protobuf.decode(b"\x0a\x03\x0a\x01a\x12\x00\x0a\x05\x12\x03gen", namespace)
+    assert (merged["metadata"]["name"], merged["metadata"]["generateName"], merged["spec"]) == ("a", "gen", {})
+    gathered = protobuf.decode(b"\x0a\x09\x72\x01x\x0a\x01a\x72\x01y", namespace)["metadata"]
+    assert list(gathered) == list(protobuf.decode(b"\x0a\x09\x0a\x01a\x72\x01x\x72\x01y", namespace)["metadata"])
+    assert (gathered["name"], gathered["finalizers"]) == ("a", ["x", "y"])
+
+
+@pytest.mark.parametrize("length", [127, 128, 300, 16383, 16384, 20000])
+def test_long_fields_carry_their_length_after_their_tag(length: int) -> None:
+    """A field's tag and length as one piece (kept for lengths of two bytes) is the tag, then the
+    length as a varint, however often the same length comes up."""
+    namespace = _message("v1", "Namespace")
+    obj = {"metadata": {"name": "n" * length, "annotations": {"a": "v" * length}}}
+    for _ in range(2):
+        raw = protobuf.encode(obj, namespace)
+        name = b"\x0a" + protobuf.varint(length) + b"n" * length
+        decoded = protobuf.decode(raw, namespace)["metadata"]
+        assert name in raw and (decoded["name"], decoded["annotations"]) == ("n" * length, {"a": "v" * length})
+
+
+@pytest.mark.parametrize(
+    ("timestamp", "read"),
+    [
+        (b"\x08\xf5\xb0\x96\xca\x06", "2025-12-19T18:24:53Z"),
+        (b"\x10\x01\x08\xf5\xb0\x96\xca\x06", "2025-12-19T18:24:53Z"),  # nanos first; whole seconds only
+        (b"\x08\x00\x08\xf5\xb0\x96\xca\x06", "2025-12-19T18:24:53Z"),  # the last seconds count
+        (b"\x18\x05\x08\xf5\xb0\x96\xca\x06", "2025-12-19T18:24:53Z"),  # an unknown field skipped
+        (b"\x08" + b"\xff" * 9 + b"\x01", "1969-12-31T23:59:59Z"),  # -1 as ten bytes
+        (b"\x08\x80\x80\x80\x80\x80\x80\x80\x80\x40", "proto: a timestamp of 4611686018427387904 seconds is out of range"),
+        (b"\x09" + bytes(8), "proto: wrong wireType = 1 for field Seconds"),
+        (b"\x08\xf5\xb0", "unexpected EOF"),
+    ],
+)
+def test_timestamps_read_as_go_reads_them(timestamp: bytes, read: str) -> None:
+    namespace = _message("v1", "Namespace")
+    meta = b"\x42" + protobuf.varint(len(timestamp)) + timestamp
+    body = b"\x0a" + protobuf.varint(len(meta)) + meta
+    if read[0].isdigit():
+        assert protobuf.decode(body, namespace)["metadata"]["creationTimestamp"] == read
+    else:
+        with pytest.raises(ProtobufError) as failure:
+            protobuf.decode(body, namespace)
+        assert str(failure.value) == read
+
+
+@pytest.mark.parametrize(
+    ("raw", "read"),
+    [
+        (b"\x0a\x07{\"a\":1}", {"a": 1}),
+        (b"\x0a\x07{\"a\":1}\x12\x00", {"a": 1}),  # an unknown field after it
+        (b"\x0a\x02[]\x0a\x07{\"a\":1}", {"a": 1}),  # the last one counts
+        (b"", None),
+        (b"\x0a\x09{\"a\":1}", "unexpected EOF"),
+    ],
+)
+def test_raw_json_reads_as_go_reads_it(raw: bytes, read: Any) -> None:
+    code = protobuf._CODES["rawextension"]
+    if isinstance(read, str):
+        with pytest.raises(ProtobufError) as failure:
+            protobuf._read_special(code, raw, 0, len(raw))
+        assert str(failure.value) == read
+    else:
+        assert protobuf._read_special(code, raw, 0, len(raw)) == read
