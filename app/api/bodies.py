@@ -159,9 +159,11 @@ def note_typed_body() -> None:
 
 
 def take_decode_findings() -> DecodeFindings | None:
-    """What decoding this request's body found (once: a second call returns None)."""
+    """What decoding this request's body found (once: a second call returns None, but for a
+    typed body, whose findings are none, left in place: a second set would cost a protobuf write
+    a context change for nothing)."""
     findings = _findings.get()
-    if findings is not None:
+    if findings is not None and findings is not _TYPED_BODY:
         _findings.set(None)
     return findings
 

@@ -22,9 +22,25 @@ from kube.errors import ApiError
 
 __all__ = ["CONTENT_TYPE", "WATCH_CONTENT_TYPE", "decode_body"]
 
-# A version in its envelope, and a view of the envelope's raw field (tag 2, length, message): byte
-# for byte the version's entry in a list's ``items``.
-Encoded = tuple[bytes, memoryview]
+
+class Encoded:
+    """A version in its envelope, and (made when a list first wants it) a view of the envelope's
+    raw field (tag 2, length, message): byte for byte the version's entry in a list's ``items``."""
+
+    __slots__ = ("enveloped", "prefix_size", "view")
+
+    def __init__(self, enveloped: bytes, prefix_size: int) -> None:
+        self.enveloped = enveloped
+        self.prefix_size = prefix_size
+        self.view: memoryview | None = None
+
+    def list_entry(self) -> memoryview:
+        view = self.view
+        if view is None:
+            view = self.view = memoryview(self.enveloped)[self.prefix_size : len(self.enveloped) - len(protobuf.ENVELOPE_TAIL)]
+        return view
+
+
 # Recent versions encoded. An object's answer and its watch events are the envelope as it is, a
 # list's items the views. Protobuf clients
 # (kube-scheduler, kube-controller-manager) list and watch whole resources: 16,384 versions of
@@ -110,7 +126,7 @@ def _encoded(item: StoredObject) -> Encoded:
         api_version, kind = obj.get("apiVersion") or "", obj.get("kind") or ""
         message, prefix = _message_and_prefix(api_version, kind)
         enveloped = _encode(message, obj, prefix)
-        found = (enveloped, memoryview(enveloped)[len(prefix) : -len(protobuf.ENVELOPE_TAIL)])
+        found = Encoded(enveloped, len(prefix))
         ENCODED.put(item, found)
     return found
 
@@ -118,7 +134,7 @@ def _encoded(item: StoredObject) -> Encoded:
 def object_bytes(item: StoredObject | Obj) -> bytes:
     """One enveloped object, typed by its own apiVersion and kind."""
     if isinstance(item, StoredObject):
-        return _encoded(item)[0]
+        return _encoded(item).enveloped
     api_version, kind = item.get("apiVersion") or "", item.get("kind") or ""
     message, prefix = _message_and_prefix(api_version, kind)
     return _encode(message, item, prefix)
@@ -140,8 +156,7 @@ def list_pieces(strategy: KindStrategy, items: Sequence[StoredObject | Obj], met
     item_message = _message(strategy.api_version, strategy.kind)
     head = meta_field.tag + protobuf.varint(len(meta_bytes)) + meta_bytes
     # Each item is its kept envelope's raw field, as a view. Lists are long: little work per item
-    # (``found`` untyped, so that compiled code does not check and unpack each kept pair; the
-    # class a local, not looked up among the module's globals each time).
+    # (the class a local, not looked up among the module's globals each time).
     peek = ENCODED.peek
     stored_type = StoredObject
     entries: list[Any] = []
@@ -149,10 +164,12 @@ def list_pieces(strategy: KindStrategy, items: Sequence[StoredObject | Obj], met
     size = filled = len(head)
     for item in items:
         if type(item) is stored_type:
-            found: Any = peek(item)
+            found = peek(item)  # type: ignore[arg-type]
             if found is None:
                 found = _encoded(item)  # type: ignore[arg-type]
-            entry = found[1]
+            entry: Any = found.view
+            if entry is None:
+                entry = found.list_entry()
         else:
             message = _encode(item_message, item)  # type: ignore[arg-type]
             entry = b"\x12" + protobuf.varint(len(message)) + message
