@@ -721,23 +721,12 @@ def _read_message(message: Message, data: bytes, start: int, end: int, depth: in
                     got = _read_message(nested, data, value, stop, depth + 1, {})
                 else:
                     got = _read_value(field, data, wire, value, stop, depth)
-                if field.inline:
-                    out.update(got)
-                elif got is not None and not (field.drop_empty and not got):
-                    out[field.json] = got
+                _put_json(out, field, got)
                 continue
         elif index + 1 != following or not (field.is_list or field.is_map):
             return _read_any_order(message, data, start, end, depth, _without_after(out, first_keys))
         if field.is_list:
-            if wire == LEN and field.elem_wire == VARINT:  # packed
-                at = value
-                while at < stop:
-                    element, at = _get_varint(data, at, stop)
-                    items.append(_read_value(field, data, VARINT, element, -1, depth))
-            elif field.wrapped:
-                items.append(_read_wrapped(field, data, wire, value, stop, depth))
-            else:
-                items.append(_read_value(field, data, wire, value, stop, depth))
+            _read_items(field, data, wire, value, stop, depth, items)
         else:
             if wire != LEN:
                 raise ProtobufError(f"proto: wrong wireType = {wire} for field {field.name}")
@@ -755,22 +744,46 @@ def _without_after(out: Obj, first_keys: int) -> Obj:
     return dict(list(out.items())[:first_keys])
 
 
+def _read_items(field: Field, data: bytes, wire: int, value: int, stop: int, depth: int, items: list[Any]) -> None:
+    """Append one occurrence of a list field to ``items``: a packed run of numbers, or one element."""
+    if wire == LEN and field.elem_wire == VARINT:  # packed
+        at = value
+        while at < stop:
+            element, at = _get_varint(data, at, stop)
+            items.append(_read_value(field, data, VARINT, element, -1, depth))
+    elif field.wrapped:
+        items.append(_read_wrapped(field, data, wire, value, stop, depth))
+    else:
+        items.append(_read_value(field, data, wire, value, stop, depth))
+
+
+def _absent_json(field: Field) -> Any:
+    """The JSON of Go's zero value of a field the message did not carry (_ABSENT: nothing to show)."""
+    absent = field.absent
+    if absent == _SKIP:
+        return _ABSENT
+    if absent == _CONST:
+        return field.zero_value
+    assert field.message is not None
+    return _zero_message(field.message)
+
+
+def _put_json(out: Obj, field: Field, got: Any) -> None:
+    """Put a field's JSON into its message's: an inline struct's keys, nothing for Go's null (a
+    nil pointer, slice or map, a zero time: the same as absent) or an omitted empty value."""
+    if field.inline:
+        out.update(got)
+    elif got is not None and not (field.drop_empty and not got):
+        out[field.json] = got
+
+
 def _put_absent(out: Obj, fields: tuple[Field, ...], first: int, stop: int) -> None:
     """Put the JSON of ``fields[first:stop]``, which the message did not carry (Go's zero values)."""
     for index in range(first, stop):
         field = fields[index]
-        absent = field.absent
-        if absent == _SKIP:
-            continue
-        if absent == _CONST:
-            got = field.zero_value
-        else:
-            assert field.message is not None
-            got = _zero_message(field.message)
-        if field.inline:
-            out.update(got)
-        elif got is not None and not (field.drop_empty and not got):
-            out[field.json] = got
+        got = _absent_json(field)
+        if got is not _ABSENT:
+            _put_json(out, field, got)
 
 
 def _read_any_order(message: Message, data: bytes, start: int, end: int, depth: int, out: Obj) -> Obj:
@@ -796,15 +809,7 @@ def _read_any_order(message: Message, data: bytes, start: int, end: int, depth: 
                 values[index] = items
             else:
                 items = found
-            if wire == LEN and field.elem_wire == VARINT:  # packed
-                at = value
-                while at < stop:
-                    element, at = _get_varint(data, at, stop)
-                    items.append(_read_value(field, data, VARINT, element, -1, depth))
-            elif field.wrapped:
-                items.append(_read_wrapped(field, data, wire, value, stop, depth))
-            else:
-                items.append(_read_value(field, data, wire, value, stop, depth))
+            _read_items(field, data, wire, value, stop, depth, items)
         elif field.is_map:
             if wire != LEN:
                 raise ProtobufError(f"proto: wrong wireType = {wire} for field {field.name}")
@@ -838,22 +843,10 @@ def _read_any_order(message: Message, data: bytes, start: int, end: int, depth: 
         field = fields[index]
         got = values[index]
         if got is _ABSENT:
-            absent = field.absent
-            if absent == _SKIP:
+            got = _absent_json(field)
+            if got is _ABSENT:
                 continue
-            if absent == _CONST:
-                got = field.zero_value
-            else:
-                assert field.message is not None
-                got = _zero_message(field.message)
-        if field.inline:
-            out.update(got)
-            continue
-        if got is None:
-            continue  # Go writes null (a nil pointer, slice or map, a zero time): the same as absent
-        if field.drop_empty and not got:
-            continue
-        out[field.json] = got
+        _put_json(out, field, got)
     return out
 
 
