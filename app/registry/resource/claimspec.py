@@ -30,7 +30,6 @@ from app.registry.resource.common import (
     CONFIG_MAX,
     ClaimOptions,
     expression_errors,
-    known_valid_expression,
     validate_fully_qualified_name,
     validate_opaque_config,
     validate_qualified_name,
@@ -160,7 +159,7 @@ def _validate_derived_attributes(req: Obj, path: str, opts: ClaimOptions, reques
         expr = get_str(attr, "expression", p, errs) or ""
         if not expr:
             errs.append(required(f"{p}.expression"))
-        elif not opts.stored and not known_valid_expression(expr, "any"):
+        elif not opts.stored:
             errs.extend(expression_errors(expr, f"{p}.expression", "any"))
     report_duplicates(keys, dpath, errs)
 

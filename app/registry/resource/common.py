@@ -186,6 +186,8 @@ def known_valid_expression(expression: str, result_type: str) -> bool:
 
 def expression_errors(expression: str, path: str, result_type: str) -> Errs:
     """``validate_selector_expression``, remembering an expression it finds nothing wrong with."""
+    if known_valid_expression(expression, result_type):
+        return []
     found = validate_selector_expression(expression, path, result_type)
     if not found:
         valid = _VALID_EXPRESSIONS[result_type]
@@ -211,7 +213,7 @@ def validate_selectors(obj: Obj, path: str, opts: ClaimOptions, errs: Errs) -> N
             if cel.get("expression") is None:
                 errs.append(required(f"{p}.cel.expression"))
             continue
-        if not opts.stored and not known_valid_expression(expr, "bool"):
+        if not opts.stored:
             errs.extend(expression_errors(expr, f"{p}.cel.expression", "bool"))
 
 
